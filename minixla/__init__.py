@@ -1,0 +1,13 @@
+"""minixla: a small HLO compiler in Python."""
+from .errors import (ExecutionError, HloParseError, MinixlaError, ShapeError, UnsupportedError,
+                     VerificationError)
+from .ir import HloComputation, HloInstruction, HloModule, Layout, Shape
+from .text import parse_hlo_module, parse_shape
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ExecutionError", "HloComputation", "HloInstruction", "HloModule", "HloParseError", "Layout",
+    "MinixlaError", "Shape", "ShapeError", "UnsupportedError", "VerificationError",
+    "parse_hlo_module", "parse_shape",
+]

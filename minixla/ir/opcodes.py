@@ -1,0 +1,243 @@
+"""The opcode table: every HLO opcode is declared here once.
+
+A row gives the text spelling, operand arity, kind, the op-specific attributes in the order the
+printer emits them (required ones marked with a trailing `!`), the attributes that name called
+computations, the shape rule (a function name in `shape_inference`), whether the text may omit
+the result shape, and traits. Parser, printer, shape inference, verifier and the backends' op
+tables all read these rows.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+VARIADIC = None
+# Kinds decide how passes and backends treat an op.
+ELEMENTWISE, MOVEMENT, REDUCTION, CONTRACTION, CONTROL, LEAF, COLLECTIVE, OTHER = (
+    "elementwise", "movement", "reduction", "contraction", "control", "leaf", "collective",
+    "other")
+COMMUTATIVE, ASSOCIATIVE, IDEMPOTENT, SIDE_EFFECT, EXPENSIVE = (
+    "commutative", "associative", "idempotent", "side_effect", "expensive")
+
+
+@dataclass(frozen=True)
+class OpDef:
+    name: str
+    arity: int | tuple[int, int] | None  # exact count, (min, max), or VARIADIC
+    kind: str
+    attrs: tuple[str, ...] = ()  # op-specific, print order; "name!" = required
+    calls: tuple[str, ...] = ()  # attributes naming called computations, print order
+    infer: str = ""  # rule name in shape_inference; "" = the declared shape is taken as is
+    shape_optional: bool = False  # may the text omit the result shape?
+    traits: frozenset[str] = frozenset()
+
+    @property
+    def attr_names(self) -> tuple[str, ...]:
+        return tuple(a.rstrip("!") for a in self.attrs)
+
+    @property
+    def required_attrs(self) -> tuple[str, ...]:
+        return tuple(a[:-1] for a in self.attrs if a.endswith("!"))
+
+    def accepts_arity(self, count: int) -> bool:
+        if self.arity is VARIADIC:
+            return True
+        if isinstance(self.arity, tuple):
+            return self.arity[0] <= count <= self.arity[1]
+        return count == self.arity
+
+    def has(self, trait: str) -> bool:
+        return trait in self.traits
+
+
+def _t(*names: str) -> frozenset[str]:
+    return frozenset(names)
+
+
+_ACCURACY = ("result_accuracy",)
+
+
+def _unary(name: str, *traits: str, infer: str = "elementwise") -> OpDef:
+    attrs = _ACCURACY if EXPENSIVE in traits else ()
+    return OpDef(name, 1, ELEMENTWISE, attrs, infer=infer, shape_optional=True,
+                 traits=_t(*traits))
+
+
+def _binary(name: str, *traits: str, infer: str = "elementwise") -> OpDef:
+    return OpDef(name, 2, ELEMENTWISE, infer=infer, shape_optional=True, traits=_t(*traits))
+
+
+_GATHER_DIMS = ("offset_dims!", "collapsed_slice_dims!", "start_index_map!",
+                "operand_batching_dims", "start_indices_batching_dims", "index_vector_dim!",
+                "slice_sizes!", "indices_are_sorted", "unique_indices")
+_SCATTER_DIMS = ("update_window_dims!", "inserted_window_dims!", "scatter_dims_to_operand_dims!",
+                 "input_batching_dims", "scatter_indices_batching_dims", "index_vector_dim!",
+                 "indices_are_sorted", "unique_indices")
+_COLLECTIVE = ("channel_id", "replica_groups", "use_global_device_ids", "constrain_layout")
+
+_ROWS = [
+    # leaves
+    OpDef("parameter", 0, LEAF, ("parameter_replication",)),
+    OpDef("constant", 0, LEAF),
+    OpDef("iota", 0, LEAF, ("iota_dimension!",), infer="iota"),
+    OpDef("rng", 2, OTHER, ("distribution!",), traits=_t(SIDE_EFFECT)),
+    OpDef("rng-bit-generator", 1, OTHER, ("algorithm",), infer="rng_bit_generator"),
+    OpDef("rng-get-and-update-state", 0, OTHER, ("delta!",), traits=_t(SIDE_EFFECT)),
+    OpDef("replica-id", 0, COLLECTIVE, infer="u32_scalar", shape_optional=True),
+    OpDef("partition-id", 0, COLLECTIVE, infer="u32_scalar", shape_optional=True),
+    OpDef("after-all", VARIADIC, CONTROL, infer="token", shape_optional=True),
+    # elementwise unary
+    _unary("abs", infer="abs"), _unary("negate"), _unary("sign"), _unary("floor"),
+    _unary("ceil"), _unary("round-nearest-afz"), _unary("round-nearest-even"),
+    _unary("exponential", EXPENSIVE), _unary("exponential-minus-one", EXPENSIVE),
+    _unary("log", EXPENSIVE), _unary("log-plus-one", EXPENSIVE), _unary("logistic", EXPENSIVE),
+    _unary("sqrt", EXPENSIVE), _unary("rsqrt", EXPENSIVE), _unary("cbrt", EXPENSIVE),
+    _unary("sine", EXPENSIVE), _unary("cosine", EXPENSIVE), _unary("tan", EXPENSIVE),
+    _unary("tanh", EXPENSIVE), _unary("sinh", EXPENSIVE), _unary("cosh", EXPENSIVE),
+    _unary("asin", EXPENSIVE), _unary("acos", EXPENSIVE), _unary("atan", EXPENSIVE),
+    _unary("asinh", EXPENSIVE), _unary("acosh", EXPENSIVE), _unary("atanh", EXPENSIVE),
+    _unary("erf", EXPENSIVE), _unary("erf-inv", EXPENSIVE), _unary("lgamma", EXPENSIVE),
+    _unary("digamma", EXPENSIVE), _unary("not"), _unary("popcnt"),
+    _unary("count-leading-zeros"), _unary("is-finite", infer="is_finite"),
+    _unary("real", infer="complex_part"), _unary("imag", infer="complex_part"),
+    _unary("copy"),
+    OpDef("convert", 1, ELEMENTWISE, infer="convert"),
+    OpDef("bitcast-convert", 1, ELEMENTWISE, infer="bitcast_convert"),
+    OpDef("reduce-precision", 1, ELEMENTWISE, ("exponent_bits!", "mantissa_bits!"),
+          infer="elementwise"),
+    OpDef("stochastic-convert", 2, ELEMENTWISE, infer="convert"),
+    # elementwise binary
+    _binary("add", COMMUTATIVE, ASSOCIATIVE), _binary("subtract"),
+    _binary("multiply", COMMUTATIVE, ASSOCIATIVE), _binary("divide"), _binary("remainder"),
+    _binary("maximum", COMMUTATIVE, ASSOCIATIVE, IDEMPOTENT),
+    _binary("minimum", COMMUTATIVE, ASSOCIATIVE, IDEMPOTENT),
+    _binary("power", EXPENSIVE), _binary("atan2", EXPENSIVE),
+    _binary("complex", infer="complex"),
+    _binary("and", COMMUTATIVE, ASSOCIATIVE, IDEMPOTENT),
+    _binary("or", COMMUTATIVE, ASSOCIATIVE, IDEMPOTENT), _binary("xor", COMMUTATIVE, ASSOCIATIVE),
+    _binary("shift-left"), _binary("shift-right-arithmetic"), _binary("shift-right-logical"),
+    _binary("mulhi"),
+    OpDef("compare", 2, ELEMENTWISE, ("direction!", "type"), infer="compare",
+          shape_optional=True),
+    # ternary
+    OpDef("select", 3, ELEMENTWISE, infer="select", shape_optional=True),
+    OpDef("clamp", 3, ELEMENTWISE, infer="clamp", shape_optional=True),
+    OpDef("map", VARIADIC, ELEMENTWISE, ("dimensions",), ("to_apply",), infer="map",
+          shape_optional=True),
+    # data movement
+    OpDef("broadcast", 1, MOVEMENT, ("dimensions",), infer="broadcast", shape_optional=True),
+    OpDef("reshape", 1, MOVEMENT, ("inferred_dimension",), infer="reshape"),
+    OpDef("dynamic-reshape", VARIADIC, MOVEMENT, infer="dynamic_reshape"),
+    OpDef("transpose", 1, MOVEMENT, ("dimensions!",), infer="transpose", shape_optional=True),
+    OpDef("bitcast", 1, MOVEMENT, infer="bitcast"),
+    OpDef("slice", 1, MOVEMENT, ("slice!",), infer="slice"),
+    OpDef("dynamic-slice", VARIADIC, MOVEMENT, ("dynamic_slice_sizes!",), infer="dynamic_slice"),
+    OpDef("dynamic-update-slice", VARIADIC, MOVEMENT, infer="dynamic_update_slice",
+          shape_optional=True),
+    OpDef("concatenate", VARIADIC, MOVEMENT, ("dimensions!",), infer="concatenate",
+          shape_optional=True),
+    OpDef("pad", 2, MOVEMENT, ("padding!",), infer="pad", shape_optional=True),
+    OpDef("reverse", 1, MOVEMENT, ("dimensions!",), infer="same_as_operand",
+          shape_optional=True),
+    OpDef("gather", 2, MOVEMENT, _GATHER_DIMS, infer="gather", shape_optional=True),
+    OpDef("scatter", VARIADIC, MOVEMENT, _SCATTER_DIMS, ("to_apply",), infer="scatter",
+          shape_optional=True),
+    OpDef("tuple", VARIADIC, CONTROL, infer="tuple", shape_optional=True),
+    OpDef("get-tuple-element", 1, CONTROL, ("index!",), infer="get_tuple_element",
+          shape_optional=True),
+    OpDef("get-dimension-size", 1, OTHER, ("dimensions!",), infer="get_dimension_size",
+          shape_optional=True),
+    OpDef("set-dimension-size", 2, OTHER, ("dimensions!",), infer="set_dimension_size",
+          shape_optional=True),
+    # reductions and windows
+    OpDef("reduce", VARIADIC, REDUCTION, ("dimensions!",), ("to_apply",), infer="reduce",
+          shape_optional=True),
+    OpDef("reduce-window", VARIADIC, REDUCTION, ("window!",), ("to_apply",),
+          infer="reduce_window", shape_optional=True),
+    OpDef("select-and-scatter", 3, REDUCTION, ("window!",), ("select", "scatter"),
+          infer="same_as_operand", shape_optional=True),
+    OpDef("sort", VARIADIC, REDUCTION, ("dimensions!", "is_stable"), ("to_apply",),
+          infer="sort", shape_optional=True),
+    OpDef("topk", 1, REDUCTION, ("k!", "largest"), infer="topk", shape_optional=True),
+    OpDef("scan", VARIADIC, REDUCTION, ("dimensions!", "num_carries", "is_reverse",
+                                        "is_associative"), ("to_apply",)),
+    # linear algebra
+    OpDef("dot", 2, CONTRACTION, ("lhs_batch_dims", "lhs_contracting_dims", "rhs_batch_dims",
+                                  "rhs_contracting_dims", "operand_precision", "algorithm"),
+          infer="dot", shape_optional=True, traits=_t(EXPENSIVE)),
+    OpDef("convolution", 2, CONTRACTION, ("window", "dim_labels!", "feature_group_count",
+                                          "batch_group_count", "operand_precision"),
+          infer="convolution", shape_optional=True, traits=_t(EXPENSIVE)),
+    OpDef("ragged-dot", 3, CONTRACTION, ("lhs_batch_dims", "lhs_contracting_dims",
+                                         "rhs_batch_dims", "rhs_contracting_dims",
+                                         "lhs_ragged_dims", "rhs_group_dims",
+                                         "operand_precision"), traits=_t(EXPENSIVE)),
+    OpDef("fft", 1, CONTRACTION, ("fft_type!", "fft_length!"), infer="fft", shape_optional=True,
+          traits=_t(EXPENSIVE)),
+    OpDef("triangular-solve", 2, CONTRACTION, ("left_side", "lower", "unit_diagonal",
+                                               "transpose_a"),
+          infer="triangular_solve", shape_optional=True, traits=_t(EXPENSIVE)),
+    OpDef("cholesky", 1, CONTRACTION, ("lower",), infer="same_as_operand", shape_optional=True,
+          traits=_t(EXPENSIVE)),
+    OpDef("batch-norm-training", 3, OTHER, ("epsilon!", "feature_index!"),
+          infer="batch_norm_training", shape_optional=True),
+    OpDef("batch-norm-inference", 5, OTHER, ("epsilon!", "feature_index!"),
+          infer="same_as_operand", shape_optional=True),
+    OpDef("batch-norm-grad", 5, OTHER, ("epsilon!", "feature_index!"),
+          infer="batch_norm_grad", shape_optional=True),
+    # control flow and calls
+    OpDef("while", 1, CONTROL, (), ("condition", "body"), infer="while_", shape_optional=True),
+    OpDef("conditional", VARIADIC, CONTROL, (),
+          ("true_computation", "false_computation", "branch_computations"),
+          infer="conditional", shape_optional=True),
+    OpDef("call", VARIADIC, CONTROL, ("is_composite",), ("to_apply",), infer="call",
+          shape_optional=True),
+    OpDef("fusion", VARIADIC, CONTROL, ("kind!", "output_to_operand_aliasing"), ("calls",),
+          infer="call"),
+    OpDef("custom-call", VARIADIC, OTHER, (
+        "window", "dim_labels", "feature_group_count", "batch_group_count",
+        "custom_call_target!", "api_version", "schedule", "custom_call_has_side_effect",
+        "operand_layout_constraints", "output_to_operand_aliasing", "literal", "padding_type",
+        "operand_precision"), ("to_apply", "called_computations")),
+    OpDef("opt-barrier", 1, CONTROL, infer="same_as_operand", shape_optional=True),
+    OpDef("add-dependency", 2, CONTROL, infer="same_as_operand", shape_optional=True),
+    OpDef("domain", 1, CONTROL, ("domain",), infer="same_as_operand", shape_optional=True),
+    OpDef("async-start", VARIADIC, CONTROL, ("async_execution_thread",), ("calls",)),
+    OpDef("async-update", 1, CONTROL, (), ("calls",)),
+    OpDef("async-done", 1, CONTROL, (), ("calls",)),
+    OpDef("copy-start", 1, OTHER, ("cross_program_prefetch_index",)),
+    OpDef("copy-done", 1, OTHER),
+    # collectives (single-device semantics in the interpreter) and I/O
+    OpDef("all-reduce", VARIADIC, COLLECTIVE, _COLLECTIVE, ("to_apply",), infer="all_reduce",
+          shape_optional=True),
+    OpDef("all-reduce-start", VARIADIC, COLLECTIVE, _COLLECTIVE, ("to_apply",)),
+    OpDef("all-reduce-done", 1, COLLECTIVE),
+    OpDef("all-gather", VARIADIC, COLLECTIVE, ("dimensions!",) + _COLLECTIVE),
+    OpDef("all-gather-start", VARIADIC, COLLECTIVE, ("dimensions!",) + _COLLECTIVE),
+    OpDef("all-gather-done", 1, COLLECTIVE),
+    OpDef("reduce-scatter", VARIADIC, COLLECTIVE, ("dimensions!",) + _COLLECTIVE, ("to_apply",)),
+    OpDef("all-to-all", VARIADIC, COLLECTIVE, ("dimensions",) + _COLLECTIVE),
+    OpDef("ragged-all-to-all", 6, COLLECTIVE, _COLLECTIVE),
+    OpDef("collective-permute", (1, 4), COLLECTIVE, ("channel_id", "source_target_pairs!",
+                                                     "slice_sizes")),
+    OpDef("collective-permute-start", (1, 4), COLLECTIVE, ("channel_id", "source_target_pairs!",
+                                                           "slice_sizes")),
+    OpDef("collective-permute-done", 1, COLLECTIVE),
+    OpDef("collective-broadcast", VARIADIC, COLLECTIVE, _COLLECTIVE),
+    OpDef("send", 2, COLLECTIVE, ("channel_id", "is_host_transfer"), traits=_t(SIDE_EFFECT)),
+    OpDef("send-done", 1, COLLECTIVE, ("channel_id", "is_host_transfer"),
+          traits=_t(SIDE_EFFECT)),
+    OpDef("recv", 1, COLLECTIVE, ("channel_id", "is_host_transfer"), traits=_t(SIDE_EFFECT)),
+    OpDef("recv-done", 1, COLLECTIVE, ("channel_id", "is_host_transfer"),
+          traits=_t(SIDE_EFFECT)),
+    OpDef("infeed", 1, OTHER, ("infeed_config",), traits=_t(SIDE_EFFECT)),
+    OpDef("outfeed", 2, OTHER, ("outfeed_shape", "outfeed_config"), traits=_t(SIDE_EFFECT)),
+]
+
+OPCODES: dict[str, OpDef] = {row.name: row for row in _ROWS}
+
+# Opcodes that XLA's text allows as `<stem>-start/-update/-done` async sugar.
+ASYNC_SUFFIXES = ("-start", "-update", "-done")
+
+
+def opdef(name: str) -> OpDef:
+    return OPCODES[name]

@@ -1,0 +1,225 @@
+"""Constant literals: reading `{ {1, 2}, {3, 4} }`-style text into NumPy arrays and printing back.
+
+Floats print the way XLA does: the shortest of `%.{n}g` (n = 6 for f32, 15 for f64, the type's
+max_digits10 for narrow floats) and `%.{max_digits10}g` that reads back to the same value.
+"""
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+
+from ..ir.shapes import Shape
+from .lexer import FLOAT, IDENT, INT, PUNCT
+
+_SPECIAL = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan, "-nan": -math.nan}
+
+
+def parse_literal(parser, shape: Shape):
+    """Reads a literal of `shape` at the parser's position; arrays come back in logical order."""
+    if shape.is_tuple:
+        parser.expect("(")
+        parts = []
+        for i, sub in enumerate(shape.tuple_shapes):
+            if i:
+                parser.expect(",")
+            parts.append(parse_literal(parser, sub))
+        parser.expect(")")
+        return tuple(parts)
+    if shape.is_token:
+        token = parser.next()
+        if token.text != "token":
+            raise parser.error("expected 'token'", token.start)
+        return None
+    if not shape.is_array:
+        raise parser.error(f"constants of type {shape.dtype} are not supported")
+    if shape.is_dynamic:
+        raise parser.error("constants cannot have dynamic dimensions")
+    dtype = shape.numpy_dtype
+    if shape.rank == 0:
+        return _to_array([_scalar(parser, shape)], dtype, parser).reshape(())
+    token = parser.peek()
+    if token.is_punct("{") and parser.lookahead(1).is_punct("...") \
+            and parser.lookahead(2).is_punct("}"):
+        parser.next(), parser.next(), parser.next()
+        return np.zeros(shape.dims, dtype)  # elided data: XLA fills unspecified values too
+    values: list = []
+    _nested(parser, shape, 0, values)
+    return _to_array(values, dtype, parser).reshape(shape.dims)
+
+
+def _nested(parser, shape: Shape, depth: int, out: list) -> None:
+    parser.expect("{")
+    count = 0
+    last = depth == shape.rank - 1
+    while not parser.peek().is_punct("}"):
+        if count:
+            parser.expect(",")
+        if last:
+            out.append(_scalar(parser, shape))
+        else:
+            _nested(parser, shape, depth + 1, out)
+        count += 1
+    if count != shape.dims[depth]:
+        raise parser.error(f"literal has {count} elements in dimension {depth}, but the shape "
+                           f"{shape} needs {shape.dims[depth]}")
+    parser.expect("}")
+
+
+def _scalar(parser, shape: Shape):
+    token = parser.next()
+    etype = shape.element_type
+    if etype.is_complex and token.is_punct("("):
+        real = _number(parser, parser.next(), shape)
+        parser.expect(",")
+        imag = _number(parser, parser.next(), shape)
+        parser.expect(")")
+        return complex(real, imag)
+    return _number(parser, token, shape)
+
+
+def _number(parser, token, shape: Shape):
+    etype = shape.element_type
+    text = token.text
+    if token.kind == IDENT and text in ("true", "false"):
+        if etype.kind != "pred":
+            raise parser.error(f"'{text}' is not a valid {etype.name} value", token.start)
+        return text == "true"
+    if token.kind == INT:
+        value = int(text)
+        if etype.kind == "pred":
+            if value not in (0, 1):
+                raise parser.error(f"pred values must be 0 or 1, got {text}", token.start)
+            return bool(value)
+        if etype.is_integer:
+            low, high = _int_range(etype)
+            if etype.bits == 64 and etype.kind == "signed" and 2**63 <= value < 2**64:
+                value -= 2**64  # XLA accepts u64 bit patterns for s64
+            if not low <= value <= high:
+                raise parser.error(f"value {text} is out of range for {etype.name}", token.start)
+        return value
+    if token.kind in (FLOAT, IDENT) and (etype.is_float or etype.is_complex):
+        if text.lstrip("-").startswith("nan("):
+            return _nan_with_payload(text, shape, parser, token)
+        if text in _SPECIAL:
+            return _SPECIAL[text]
+        if token.kind == FLOAT:
+            return float(text)
+    if token.kind == FLOAT and etype.is_integer:
+        raise parser.error(f"'{text}' is not an integer, as {etype.name} needs", token.start)
+    raise parser.error(f"expected a {etype.name} value, found '{text}'", token.start)
+
+
+def _int_range(etype) -> tuple[int, int]:
+    if etype.kind == "signed":
+        return -(1 << (etype.bits - 1)), (1 << (etype.bits - 1)) - 1
+    return 0, (1 << etype.bits) - 1
+
+
+def _nan_with_payload(text: str, shape: Shape, parser, token):
+    negative = text.startswith("-")
+    payload = int(text.lstrip("-")[4:-1], 16)
+    dtype = shape.numpy_dtype
+    if dtype not in (np.float16, np.float32, np.float64) and dtype != ml_dtypes.bfloat16:
+        return -math.nan if negative else math.nan
+    info = ml_dtypes.finfo(dtype) if dtype == ml_dtypes.bfloat16 else np.finfo(dtype)
+    bits = dtype.itemsize * 8
+    mantissa = info.nmant
+    if payload == 0 or payload >= (1 << mantissa):
+        raise parser.error(f"NaN payload {text} does not fit {shape.dtype}", token.start)
+    pattern = ((1 << (bits - 1 - mantissa)) - 1) << mantissa | payload
+    if negative:
+        pattern |= 1 << (bits - 1)
+    uint = {16: np.uint16, 32: np.uint32, 64: np.uint64}[bits]
+    return np.array(pattern, uint).view(dtype)[()]
+
+
+def _to_array(values: list, dtype: np.dtype, parser) -> np.ndarray:
+    if dtype.kind in "iub":
+        return np.array(values, dtype=dtype)
+    if dtype.kind == "c":
+        return np.array(values, dtype=dtype)
+    out = np.empty(len(values), dtype)
+    for i, value in enumerate(values):  # keep exact bit patterns (NaN payloads, -0.0)
+        out[i] = value if isinstance(value, np.generic) and value.dtype == dtype \
+            else np.array(value, np.float64).astype(dtype)
+    return out
+
+
+# -- printing -------------------------------------------------------------------------------
+def _digits(dtype: np.dtype) -> tuple[int, int]:
+    """(short, max) significant digits for a float type: XLA tries the short one first."""
+    if dtype == np.float32:
+        return 6, 9
+    if dtype == np.float64:
+        return 15, 17
+    info = ml_dtypes.finfo(dtype)
+    max_digits = math.ceil(1 + (info.nmant + 1) * math.log10(2))
+    return max_digits, max_digits
+
+
+def format_float(value, dtype: np.dtype) -> str:
+    value = np.array(value, dtype)[()]
+    as_f64 = float(value)
+    if math.isnan(as_f64):
+        return _format_nan(value, dtype)
+    if math.isinf(as_f64):
+        return "inf" if as_f64 > 0 else "-inf"
+    short, longest = _digits(dtype)
+    text = f"{as_f64:.{short}g}"
+    if np.array(float(text), np.float64).astype(dtype) != value:
+        text = f"{as_f64:.{longest}g}"
+    return text
+
+
+def _format_nan(value, dtype: np.dtype) -> str:
+    sign = "-" if np.signbit(np.array(value, dtype).astype(np.float32)) else ""
+    if dtype.itemsize not in (2, 4, 8) or dtype.kind != "f" and dtype != ml_dtypes.bfloat16:
+        return sign + "nan"
+    info = ml_dtypes.finfo(dtype) if dtype == ml_dtypes.bfloat16 else np.finfo(dtype)
+    uint = {2: np.uint16, 4: np.uint32, 8: np.uint64}[dtype.itemsize]
+    bits = int(np.array(value, dtype).view(uint))
+    payload = bits & ((1 << info.nmant) - 1)
+    if payload == 1 << (info.nmant - 1):  # the default quiet NaN
+        return sign + "nan"
+    return f"{sign}nan(0x{payload:x})"
+
+
+def format_scalar(value, dtype: np.dtype) -> str:
+    if dtype == np.bool_:
+        return "true" if value else "false"
+    if dtype.kind in "iu":
+        return str(int(value))
+    if dtype.kind == "c":
+        part = np.float32 if dtype == np.complex64 else np.float64
+        return f"({format_float(value.real, np.dtype(part))}, " \
+               f"{format_float(value.imag, np.dtype(part))})"
+    return format_float(value, dtype)
+
+
+def format_literal(value, shape: Shape) -> str:
+    if shape.is_tuple:
+        return "( " + ", ".join(format_literal(v, s) for v, s in zip(value, shape.tuple_shapes)) \
+            + " )"
+    if shape.is_token:
+        return "token"
+    array = np.asarray(value)
+    dtype = array.dtype
+    if array.ndim == 0:
+        return format_scalar(array[()], dtype)
+    elem = ((lambda v: "1" if v else "0") if dtype == np.bool_
+            else (lambda v: format_scalar(v, dtype)))
+    if array.ndim == 1:
+        return "{" + ", ".join(elem(v) for v in array) + "}"
+    return _format_nested(array, elem)
+
+
+def _format_nested(array: np.ndarray, elem) -> str:
+    if array.ndim == 1:
+        items = [elem(v) for v in array]
+        return "{ " + ", ".join(items) + " }" if len(items) > 1 else "{" + "".join(items) + "}"
+    return "{ " + ", ".join(_format_nested(sub, elem) for sub in array) + " }"
+
+
+__all__ = ["parse_literal", "format_literal", "format_float", "PUNCT"]

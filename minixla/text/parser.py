@@ -1,0 +1,708 @@
+"""Parser for XLA's HLO text.
+
+Grammar (see xla-reference.md section 1 for the full story):
+
+    hlo_text     := ['HloModule' name (',' ATTR value)*] [stack_frame_tables] computation+
+    computation  := ['ENTRY'] name [param_sig] '{' instruction+ '}' [',' 'execution_thread=' STRING]
+    param_sig    := '(' [NAME shape (',' NAME shape)*] ')' '->' shape
+    instruction  := ['ROOT'] name '=' [shape] opcode '(' operands ')' (',' ATTR value)*
+    operand      := [shape] name | [shape] opcode '(' operands ')'      (nested, anonymous)
+    shape        := type '[' [dim (',' dim)*] ']' [layout] | '(' [shape (',' shape)*] ')'
+    dim          := INT | '<=' INT | '?'
+
+Attribute values are read by the attribute's kind (minixla.ir.attrs); unknown attributes are kept
+verbatim. Every malformed input raises HloParseError with line, column and a caret.
+"""
+from __future__ import annotations
+
+from ..errors import HloParseError
+from ..ir.attrs import ATTR_KINDS, Raw, Window, WindowDim, attr_kind, parse_dim_labels
+from ..ir.computation import HloComputation
+from ..ir.dtypes import ELEMENT_TYPES
+from ..ir.instruction import HloInstruction
+from ..ir.module import AliasEntry, HloModule, ProgramShape
+from ..ir.opcodes import OPCODES
+from ..ir.shapes import UNBOUNDED, Layout, Shape
+from .lexer import ATTR, DIM_LABELS, DXD, EOF, FLOAT, IDENT, INT, NAME, PAD, PUNCT, STRING, Lexer
+from .literals import parse_literal
+
+_STACK_TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
+_LAYOUT_INTS = {"L": "tail_padding_alignment", "E": "element_size_bits", "S": "memory_space",
+                "M": "dynamic_metadata_bytes"}
+
+
+def parse_hlo_module(text: str, *, verify: bool = True) -> HloModule:
+    """Parses HLO text (a module, or headerless computations) into an HloModule."""
+    if not isinstance(text, str):
+        raise TypeError(f"parse_hlo_module expects str, got {type(text).__name__}")
+    parser = Parser(text)
+    try:
+        module = parser.parse_module()
+    except HloParseError:
+        raise
+    except RecursionError:
+        raise parser.lexer.error("input is nested too deeply") from None
+    except (ValueError, KeyError, IndexError, TypeError, OverflowError) as exc:
+        raise parser.lexer.error(f"invalid input: {exc}") from None
+    if verify:
+        from ..ir.verifier import verify as verify_module
+        verify_module(module)
+    return module
+
+
+def parse_shape(text: str) -> Shape:
+    parser = Parser(text)
+    shape = parser.parse_shape()
+    parser.expect_kind(EOF)
+    return shape
+
+
+class Parser:
+    def __init__(self, text: str):
+        self.lexer = Lexer(text)
+        self.computations: dict[str, HloComputation] = {}
+        self.scope: dict[str, HloInstruction] | None = None  # names in the current computation
+        self.used_names: set[str] = set()
+        self.anonymous = 0
+
+    # -- token helpers --------------------------------------------------------------------
+    def error(self, message: str, offset: int | None = None) -> HloParseError:
+        return self.lexer.error(message, offset)
+
+    def peek(self):
+        return self.lexer.peek()
+
+    def next(self):
+        return self.lexer.next()
+
+    def accept(self, punct: str) -> bool:
+        if self.peek().is_punct(punct):
+            self.next()
+            return True
+        return False
+
+    def expect(self, punct: str) -> None:
+        token = self.peek()
+        if not token.is_punct(punct):
+            raise self.error(f"expected '{punct}', found {_describe(token)}")
+        self.next()
+
+    def expect_kind(self, kind: str, what: str = ""):
+        token = self.peek()
+        if token.kind != kind:
+            raise self.error(f"expected {what or kind}, found {_describe(token)}")
+        return self.next()
+
+    def expect_keyword(self, word: str) -> None:
+        token = self.peek()
+        if token.kind != IDENT or token.text != word:
+            raise self.error(f"expected '{word}', found {_describe(token)}")
+        self.next()
+
+    def lookahead(self, count: int):
+        """The token `count` positions ahead (1 = the one after peek), without consuming."""
+        saved = self.lexer.pos, self.lexer._peeked
+        token = self.peek()
+        for _ in range(count):
+            self.next()
+            token = self.peek()
+        self.lexer.pos, self.lexer._peeked = saved
+        return token
+
+    # -- module ---------------------------------------------------------------------------
+    def parse_module(self) -> HloModule:
+        module = HloModule("")
+        token = self.peek()
+        if token.kind == IDENT and token.text == "HloModule":
+            self.next()
+            module.name = self.expect_kind(IDENT, "a module name").text
+            while self.accept(","):
+                self.parse_module_attr(module)
+        module.stack_frame_text = self.parse_stack_frame_tables()
+        entry = None
+        while self.peek().kind != EOF:
+            comp, is_entry = self.parse_computation()
+            module.add_computation(comp)
+            if is_entry:
+                if entry is not None:
+                    raise self.error("more than one ENTRY computation")
+                entry = comp
+        if not module.computations:
+            raise self.error("expected at least one computation")
+        module.set_entry(entry or module.computations[-1])
+        if not module.name:
+            module.name = "module_" + module.entry.name
+        return module
+
+    def parse_module_attr(self, module: HloModule) -> None:
+        token = self.expect_kind(ATTR, "a module attribute")
+        name = token.text
+        if name in module.header_attrs or (name == "entry_computation_layout"
+                                           and module.entry_computation_layout):
+            raise self.error(f"duplicate module attribute {name}", token.start)
+        if name == "is_scheduled":
+            module.is_scheduled = self.parse_bool()
+        elif name == "entry_computation_layout":
+            module.entry_computation_layout = self.parse_program_shape()
+        elif name == "input_output_alias":
+            module.input_output_alias = self.parse_alias_config()
+        elif name == "buffer_donor":
+            module.buffer_donors = self.parse_buffer_donors()
+        else:
+            module.header_attrs[name] = self.lexer.raw_span()
+
+    def parse_program_shape(self) -> ProgramShape:
+        self.expect("{")
+        self.expect("(")
+        params = []
+        if not self.peek().is_punct(")"):
+            params.append(self.parse_shape())
+            while self.accept(","):
+                params.append(self.parse_shape())
+        self.expect(")")
+        self.expect("->")
+        result = self.parse_shape()
+        self.expect("}")
+        return ProgramShape(tuple(params), result)
+
+    def parse_alias_config(self) -> list[AliasEntry]:
+        entries = []
+        self.expect("{")
+        while not self.peek().is_punct("}"):
+            if entries:
+                self.expect(",")
+            output_index = tuple(self.parse_int_list())
+            self.expect(":")
+            if self.peek().kind == INT:  # short form `{}: 0`
+                entries.append(AliasEntry(output_index, self.parse_int()))
+                continue
+            self.expect("(")
+            number = self.parse_int()
+            self.expect(",")
+            param_index = tuple(self.parse_int_list())
+            kind = "may-alias"
+            if self.accept(","):
+                kind = self.expect_kind(IDENT, "may-alias or must-alias").text
+                if kind not in ("may-alias", "must-alias"):
+                    raise self.error(f"unknown alias kind {kind}")
+            self.expect(")")
+            entries.append(AliasEntry(output_index, number, param_index, kind))
+        self.expect("}")
+        return entries
+
+    def parse_buffer_donors(self) -> list[tuple[int, tuple[int, ...]]]:
+        donors = []
+        self.expect("{")
+        while not self.peek().is_punct("}"):
+            if donors:
+                self.expect(",")
+            self.expect("(")
+            number = self.parse_int()
+            self.expect(",")
+            donors.append((number, tuple(self.parse_int_list())))
+            self.expect(")")
+        self.expect("}")
+        return donors
+
+    def parse_stack_frame_tables(self) -> str:
+        start = None
+        while self.peek().kind == IDENT and self.peek().text in _STACK_TABLES:
+            token = self.next()
+            start = token.start if start is None else start
+            while self.peek().kind == INT:
+                self.next()
+                if self.peek().kind == STRING:
+                    self.next()
+                elif self.peek().is_punct("{"):
+                    self.lexer.raw_span()
+                else:
+                    raise self.error("expected a string or {...} in a stack-frame table")
+        if start is None:
+            return ""
+        return self.lexer.text[start:self.lexer.pos].strip()
+
+    # -- computations ---------------------------------------------------------------------
+    def parse_computation(self) -> tuple[HloComputation, bool]:
+        is_entry = False
+        token = self.peek()
+        if token.kind == IDENT and token.text == "ENTRY":
+            self.next()
+            is_entry = True
+        name_token = self.expect_kind(IDENT, "a computation name")
+        name = name_token.text
+        if name in self.computations:
+            raise self.error(f"computation {name} is defined twice", name_token.start)
+        if self.peek().is_punct("("):
+            self.parse_param_signature()
+        comp = self.parse_computation_body(name)
+        if self.peek().is_punct(",") and self.lookahead(1).kind == ATTR:
+            self.next()
+            attr = self.expect_kind(ATTR)
+            if attr.text != "execution_thread":
+                raise self.error(f"unknown computation attribute {attr.text}", attr.start)
+            comp.execution_thread = self.parse_string()
+        self.computations[name] = comp
+        return comp, is_entry
+
+    def parse_param_signature(self) -> None:
+        self.expect("(")
+        while not self.peek().is_punct(")"):
+            if not self.peek().kind == NAME:
+                raise self.error(f"expected a parameter name, found {_describe(self.peek())}")
+            self.next()
+            self.parse_shape()
+            if not self.accept(","):
+                break
+        self.expect(")")
+        self.expect("->")
+        self.parse_shape()
+
+    def parse_computation_body(self, name: str) -> HloComputation:
+        outer_scope = self.scope
+        self.scope = {}
+        comp = HloComputation(name)
+        self.expect("{")
+        root = None
+        while not self.peek().is_punct("}"):
+            instr, is_root = self.parse_instruction(comp)
+            if is_root:
+                if root is not None:
+                    raise self.error(f"computation {name} has two ROOT instructions")
+                root = instr
+        self.expect("}")
+        if not comp.instructions:
+            raise self.error(f"computation {name} has no instructions")
+        comp.root = root or comp.instructions[-1]
+        for instr in comp.instructions:  # module-wide unique names, as XLA does
+            instr.name = self.unique_name(instr.name)
+        self.scope = outer_scope
+        return comp
+
+    def unique_name(self, name: str) -> str:
+        candidate, suffix = name, 0
+        while candidate in self.used_names:
+            suffix += 1
+            candidate = f"{name}.{suffix}"
+        self.used_names.add(candidate)
+        return candidate
+
+    # -- instructions ---------------------------------------------------------------------
+    def parse_instruction(self, comp: HloComputation) -> tuple[HloInstruction, bool]:
+        is_root = False
+        token = self.peek()
+        if token.kind == IDENT and token.text == "ROOT":
+            self.next()
+            is_root = True
+        name_token = self.expect_kind(IDENT, "an instruction name")
+        if name_token.text in self.scope:
+            raise self.error(f"instruction name {name_token.text} is defined twice",
+                             name_token.start)
+        self.expect("=")
+        instr = self.parse_instruction_rhs(comp, name_token.text)
+        self.scope[name_token.text] = instr
+        return instr, is_root
+
+    def parse_instruction_rhs(self, comp: HloComputation, name: str) -> HloInstruction:
+        shape = self.parse_shape() if self.at_shape() else None
+        op_token = self.expect_kind(IDENT, "an opcode")
+        opcode = op_token.text
+        if opcode not in OPCODES:
+            raise self.error(f"unknown opcode '{opcode}'", op_token.start)
+        opdef = OPCODES[opcode]
+        instr = HloInstruction(opcode, shape or Shape.tuple_of(()), name=name)
+        self.expect("(")
+        if opcode == "parameter":
+            instr.parameter_number = self.parse_int()
+            if instr.parameter_number < 0:
+                raise self.error("parameter number must be non-negative")
+        elif opcode == "constant":
+            if shape is None:
+                raise self.error("constant needs a result shape", op_token.start)
+            if self.at_shape():
+                self.parse_shape()  # old dumps repeat the shape: constant(f32[2] {1, 2})
+            instr.literal = parse_literal(self, shape)
+        else:
+            if not self.peek().is_punct(")"):
+                instr.append_operand(self.parse_operand(comp))
+                while self.accept(","):
+                    instr.append_operand(self.parse_operand(comp))
+        self.expect(")")
+        if not opdef.accepts_arity(instr.operand_count):
+            raise self.error(f"{opcode} takes {_arity(opdef.arity)} operands, got "
+                             f"{instr.operand_count}", op_token.start)
+        while self.peek().is_punct(",") and self.lookahead(1).kind == ATTR:
+            self.next()
+            self.parse_attribute(instr)
+        for required in opdef.required_attrs:
+            if required not in instr.attrs:
+                raise self.error(f"{opcode} {name} is missing required attribute {required}",
+                                 op_token.start)
+        if shape is None:
+            if not opdef.shape_optional:
+                raise self.error(f"{opcode} needs an explicit result shape", op_token.start)
+            instr.shape = self.infer_shape(instr, op_token.start)
+        comp.add_instruction(instr)
+        return instr
+
+    def infer_shape(self, instr: HloInstruction, offset: int) -> Shape:
+        from ..ir.shape_inference import infer_shape
+        try:
+            return infer_shape(instr).with_default_layout()
+        except HloParseError:
+            raise
+        except Exception as exc:  # a shape rule rejected the operands
+            raise self.error(f"cannot infer the shape of {instr.opcode}: {exc}", offset) from None
+
+    def parse_operand(self, comp: HloComputation) -> HloInstruction:
+        declared = self.parse_shape() if self.at_shape() else None
+        token = self.expect_kind(IDENT, "an operand name")
+        if self.peek().is_punct("("):  # nested anonymous instruction
+            self.lexer.seek(token.start)
+            self.anonymous += 1
+            return self.parse_instruction_rhs_with_shape(comp, declared)
+        operand = self.scope.get(token.text)
+        if operand is None:
+            raise self.error(f"unknown operand '{token.text}' (operands must be defined "
+                             f"before use)", token.start)
+        if declared is not None and not declared.compatible(operand.shape):
+            raise self.error(f"operand {token.text} is declared {declared} but has shape "
+                             f"{operand.shape}", token.start)
+        return operand
+
+    def parse_instruction_rhs_with_shape(self, comp, declared) -> HloInstruction:
+        token = self.peek()
+        name = f"{token.text}.anon" + (f".{self.anonymous}" if self.anonymous > 1 else "")
+        saved = self.lexer.pos
+        if declared is not None:  # re-read with the declared shape in front
+            instr = self.parse_instruction_rhs_after_shape(comp, name, declared)
+        else:
+            self.lexer.seek(saved)
+            instr = self.parse_instruction_rhs(comp, name)
+        self.scope[name] = instr
+        return instr
+
+    def parse_instruction_rhs_after_shape(self, comp, name, shape) -> HloInstruction:
+        instr = self.parse_instruction_rhs(comp, name)
+        if instr.opdef.shape_optional and not shape.compatible(instr.shape):
+            raise self.error(f"nested {instr.opcode} is declared {shape} but has shape "
+                             f"{instr.shape}")
+        instr.shape = shape.with_default_layout() if instr.shape.is_tuple and not \
+            instr.shape.tuple_shapes and not shape.is_tuple else instr.shape
+        return instr
+
+    def parse_attribute(self, instr: HloInstruction) -> None:
+        token = self.expect_kind(ATTR, "an attribute")
+        name = token.text
+        if name in instr.attrs or (name == "control-predecessors"
+                                   and instr.control_predecessors):
+            raise self.error(f"attribute {name} given twice", token.start)
+        value = attr_kind(name).parse(self)
+        if name == "control-predecessors":
+            for pred in value:
+                pred.add_control_dependency_to(instr)
+            return
+        if name == "dim_labels":
+            try:
+                parse_dim_labels(value)
+            except ValueError as exc:
+                raise self.error(str(exc), token.start) from None
+        instr.attrs[name] = value
+
+    # -- attribute values (called through ir.attrs kinds) ---------------------------------
+    def parse_int(self) -> int:
+        token = self.expect_kind(INT, "an integer")
+        return int(token.text)
+
+    def parse_float(self) -> float:
+        token = self.next()
+        if token.kind not in (INT, FLOAT):
+            raise self.error(f"expected a number, found {_describe(token)}", token.start)
+        return float(token.text)
+
+    def parse_bool(self) -> bool:
+        token = self.expect_kind(IDENT, "true or false")
+        if token.text not in ("true", "false"):
+            raise self.error(f"expected true or false, found '{token.text}'", token.start)
+        return token.text == "true"
+
+    def parse_identifier(self) -> str:
+        return self.expect_kind(IDENT, "a name").text
+
+    def parse_string(self) -> str:
+        return self.expect_kind(STRING, "a quoted string").text
+
+    def parse_int_list(self) -> tuple[int, ...]:
+        self.expect("{")
+        values = []
+        if not self.peek().is_punct("}"):
+            values.append(self.parse_int())
+            while self.accept(","):
+                values.append(self.parse_int())
+        self.expect("}")
+        return tuple(values)
+
+    def parse_slice_sizes(self):
+        if self.peek().is_punct("{") and self.lookahead(1).is_punct("{"):
+            return Raw(self.lexer.raw_span())  # collective-permute's list of lists
+        return self.parse_int_list()
+
+    def parse_shape_list(self) -> tuple[Shape, ...]:
+        self.expect("{")
+        shapes = []
+        if not self.peek().is_punct("}"):
+            shapes.append(self.parse_shape())
+            while self.accept(","):
+                shapes.append(self.parse_shape())
+        self.expect("}")
+        return tuple(shapes)
+
+    def parse_slice(self) -> tuple[tuple[int, int, int], ...]:
+        self.expect("{")
+        dims = []
+        while not self.peek().is_punct("}"):
+            if dims:
+                self.expect(",")
+            self.expect("[")
+            start = self.parse_int()
+            self.expect(":")
+            limit = self.parse_int()
+            stride = 1
+            if self.accept(":"):
+                stride = self.parse_int()
+            self.expect("]")
+            dims.append((start, limit, stride))
+        self.expect("}")
+        return tuple(dims)
+
+    def parse_padding(self) -> tuple[tuple[int, int, int], ...]:
+        token = self.next()
+        if token.kind not in (PAD, INT):
+            raise self.error(f"expected a padding like 0_0x1_1, found {_describe(token)}",
+                             token.start)
+        dims = []
+        for part in token.text.split("x"):
+            values = [int(v) for v in part.split("_")]
+            if len(values) not in (2, 3):
+                raise self.error(f"bad padding '{part}'", token.start)
+            dims.append((values[0], values[1], values[2] if len(values) == 3 else 0))
+        return tuple(dims)
+
+    def parse_window(self) -> Window:
+        self.expect("{")
+        fields: dict[str, list[str]] = {}
+        while not self.peek().is_punct("}"):
+            token = self.expect_kind(ATTR, "a window field")
+            value = self.next()
+            if value.kind not in (INT, DXD, PAD):
+                raise self.error(f"bad value for window field {token.text}", value.start)
+            if token.text in fields:
+                raise self.error(f"window field {token.text} given twice", token.start)
+            fields[token.text] = value.text.split("x")
+        self.expect("}")
+        known = {"size", "stride", "pad", "lhs_dilate", "rhs_dilate", "rhs_reversal"}
+        unknown = set(fields) - known
+        if unknown:
+            raise self.error(f"unknown window field {sorted(unknown)[0]}")
+        rank = len(fields.get("size", []))
+        if any(len(v) != rank for v in fields.values()):
+            raise self.error("window fields disagree on the number of dimensions")
+        dims = []
+        for i in range(rank):
+            lo, hi = (fields["pad"][i].split("_") + ["0"])[:2] if "pad" in fields else ("0", "0")
+            dims.append(WindowDim(
+                int(fields["size"][i]), int(fields.get("stride", ["1"] * rank)[i]),
+                int(lo), int(hi), int(fields.get("lhs_dilate", ["1"] * rank)[i]),
+                int(fields.get("rhs_dilate", ["1"] * rank)[i]),
+                fields.get("rhs_reversal", ["0"] * rank)[i] == "1"))
+        return Window(tuple(dims))
+
+    def parse_dim_labels(self) -> str:
+        return self.expect_kind(DIM_LABELS, "dim labels like b01f_01io->b01f").text
+
+    def parse_computation_ref(self) -> HloComputation:
+        if self.peek().is_punct("{"):  # inline anonymous computation
+            self.anonymous += 1
+            name = self.unique_computation_name("anon_computation")
+            comp = self.parse_computation_body(name)
+            self.computations[name] = comp
+            self.inline_computations.append(comp)
+            return comp
+        token = self.expect_kind(IDENT, "a computation name")
+        comp = self.computations.get(token.text)
+        if comp is None:
+            raise self.error(f"unknown computation '{token.text}' (computations must be "
+                             f"defined before use)", token.start)
+        return comp
+
+    def unique_computation_name(self, base: str) -> str:
+        name, i = base, 0
+        while name in self.computations:
+            i += 1
+            name = f"{base}.{i}"
+        return name
+
+    @property
+    def inline_computations(self) -> list[HloComputation]:
+        if not hasattr(self, "_inline"):
+            self._inline = []
+        return self._inline
+
+    def parse_computation_list(self) -> list[HloComputation]:
+        self.expect("{")
+        comps = []
+        if not self.peek().is_punct("}"):
+            comps.append(self.parse_computation_ref())
+            while self.accept(","):
+                comps.append(self.parse_computation_ref())
+        self.expect("}")
+        return comps
+
+    def parse_instruction_list(self) -> list[HloInstruction]:
+        self.expect("{")
+        instrs = []
+        while not self.peek().is_punct("}"):
+            if instrs:
+                self.expect(",")
+            token = self.expect_kind(IDENT, "an instruction name")
+            if token.text not in self.scope:
+                raise self.error(f"unknown instruction '{token.text}'", token.start)
+            instrs.append(self.scope[token.text])
+        self.expect("}")
+        return instrs
+
+    def parse_raw(self) -> Raw:
+        return Raw(self.lexer.raw_span())
+
+    # -- shapes ---------------------------------------------------------------------------
+    def at_shape(self) -> bool:
+        token = self.peek()
+        if token.is_punct("("):
+            return True
+        return (token.kind == IDENT and token.text in ELEMENT_TYPES
+                and self.lookahead(1).is_punct("["))
+
+    def parse_shape(self) -> Shape:
+        token = self.peek()
+        if token.is_punct("("):
+            self.next()
+            shapes = []
+            if not self.peek().is_punct(")"):
+                shapes.append(self.parse_shape())
+                while self.accept(","):
+                    shapes.append(self.parse_shape())
+            self.expect(")")
+            return Shape.tuple_of(shapes)
+        token = self.expect_kind(IDENT, "a shape")
+        etype = ELEMENT_TYPES.get(token.text)
+        if etype is None:
+            raise self.error(f"unknown element type '{token.text}'", token.start)
+        self.expect("[")
+        dims, dynamic = [], []
+        while not self.peek().is_punct("]"):
+            if dims:
+                self.expect(",")
+            if self.accept("?"):
+                dims.append(UNBOUNDED)
+                dynamic.append(True)
+            elif self.accept("<="):
+                dims.append(self.parse_int())
+                dynamic.append(True)
+            else:
+                dims.append(self.parse_int())
+                dynamic.append(False)
+            if dims[-1] < 0 and not dynamic[-1]:
+                raise self.error("dimension sizes must be non-negative")
+        self.expect("]")
+        if not etype.is_array_type and dims:
+            raise self.error(f"{etype.name} shapes have no dimensions")
+        layout = None
+        if self.peek().is_punct("{") and self.at_layout():
+            layout = self.parse_layout(len(dims))
+        return Shape(etype, tuple(dims), tuple(dynamic), layout)
+
+    def at_layout(self) -> bool:
+        after = self.lookahead(1)
+        return after.kind == INT or after.is_punct(":") or after.is_punct("}")
+
+    def parse_layout(self, rank: int) -> Layout:
+        start = self.peek().start
+        self.expect("{")
+        minor_to_major = []
+        while self.peek().kind == INT:
+            minor_to_major.append(self.parse_int())
+            if not self.accept(","):
+                break
+        fields: dict = {}
+        if self.accept(":"):
+            fields = self.parse_layout_extras()
+        self.expect("}")
+        if sorted(minor_to_major) != list(range(rank)) and (minor_to_major or rank):
+            raise self.error(f"layout {{{','.join(map(str, minor_to_major))}}} is not a "
+                             f"permutation of the {rank} dimensions", start)
+        return Layout(tuple(minor_to_major), **fields)
+
+    def parse_layout_extras(self) -> dict:
+        fields: dict = {}
+        while not self.peek().is_punct("}"):
+            token = self.next()
+            letter = token.text
+            if token.kind == IDENT and letter == "T":
+                tiles = []
+                while self.peek().is_punct("("):
+                    self.next()
+                    tile = []
+                    while not self.peek().is_punct(")"):
+                        if tile:
+                            self.expect(",")
+                        tile.append(-1 if self.accept("*") else self.parse_int())
+                    self.expect(")")
+                    tiles.append(tuple(tile))
+                fields["tiles"] = tuple(tiles)
+            elif token.kind == IDENT and letter in _LAYOUT_INTS:
+                self.expect("(")
+                fields[_LAYOUT_INTS[letter]] = self.parse_int()
+                self.expect(")")
+            elif token.kind == IDENT and letter == "D":
+                self.expect("(")
+                raw = self.lexer.raw_span()
+                fields["dim_level_types"] = raw
+                self.expect(")")
+            elif token.kind == PUNCT and letter in "#*":
+                self.expect("(")
+                fields["index_type" if letter == "#" else "pointer_type"] = \
+                    self.expect_kind(IDENT, "an element type").text
+                self.expect(")")
+            elif token.kind == IDENT and letter == "SC":
+                configs = []
+                while self.accept("("):
+                    config = [self.parse_int()]
+                    self.expect(":")
+                    config.append(self.parse_int())
+                    while self.accept(","):
+                        config.append(self.parse_int())
+                    self.expect(")")
+                    configs.append(tuple(config))
+                fields["split_configs"] = tuple(configs)
+            elif token.kind == IDENT and letter == "P":
+                self.expect("(")
+                fields["physical_shape"] = self.parse_shape()
+                self.expect(")")
+            else:
+                raise self.error(f"unknown layout attribute {_describe(token)}", token.start)
+        return fields
+
+
+def _describe(token) -> str:
+    if token.kind == EOF:
+        return "end of input"
+    return f"'{token.text}'" if token.kind in (PUNCT, IDENT, INT, FLOAT, DXD, PAD, DIM_LABELS) \
+        else f"{token.kind} '{token.text}'"
+
+
+def _arity(arity) -> str:
+    if isinstance(arity, tuple):
+        return f"{arity[0]} to {arity[1]}"
+    return "any number of" if arity is None else str(arity)
+
+
+__all__ = ["parse_hlo_module", "parse_shape", "Parser", "ATTR_KINDS", "FLOAT", "NAME"]
