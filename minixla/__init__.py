@@ -2,6 +2,7 @@
 from .errors import (ExecutionError, HloParseError, MinixlaError, ShapeError, UnsupportedError,
                      VerificationError)
 from .ir import HloComputation, HloInstruction, HloModule, Layout, Shape
+from .runtime import Executable, compile, metrics, register_custom_call
 from .text import parse_hlo_module, parse_shape
 
 __version__ = "0.1.0"
@@ -9,5 +10,6 @@ __version__ = "0.1.0"
 __all__ = [
     "ExecutionError", "HloComputation", "HloInstruction", "HloModule", "HloParseError", "Layout",
     "MinixlaError", "Shape", "ShapeError", "UnsupportedError", "VerificationError",
-    "parse_hlo_module", "parse_shape",
+    "parse_hlo_module", "parse_shape", "Executable", "compile", "metrics",
+    "register_custom_call",
 ]

@@ -1,0 +1,29 @@
+"""The NumPy reference interpreter: minixla's semantic source of truth.
+
+It evaluates the module as written (no optimization passes), with XLA's semantics for every
+opcode it implements; `compile` rejects modules that use an opcode it does not implement or a
+custom-call target not registered for it.
+"""
+from __future__ import annotations
+
+from ...errors import UnsupportedError
+from ...ir.module import HloModule
+from ...runtime.custom_call import lookup_custom_call
+from ...runtime.executable import Executable
+from .. import Backend
+from .evaluator import Evaluator, unsupported_opcodes
+
+
+def compile_module(module: HloModule, options: dict) -> Executable:
+    missing = unsupported_opcodes(module)
+    if missing:
+        raise UnsupportedError(f"the interpreter does not implement: {', '.join(missing)}")
+    for instr in module.all_instructions():
+        if instr.opcode == "custom-call":
+            lookup_custom_call(instr.attrs["custom_call_target"], "interpreter")
+    evaluator = Evaluator(module, max_while_iterations=options.get("max_while_iterations"))
+    return Executable(module, "interpreter",
+                      lambda args: evaluator.evaluate(module.entry, args), options=options)
+
+
+BACKEND = Backend("interpreter", compile_module)

@@ -1,0 +1,74 @@
+"""The reference evaluator: walks a computation in post order, one NumPy handler per opcode.
+
+Values are NumPy arrays in logical (row-major) order whatever the layout, tuples of values for
+tuple shapes, and None for tokens. Handlers never mutate their inputs, so loop-carried values
+and constants can be shared freely.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ...errors import ExecutionError, UnsupportedError
+from ...ir.computation import HloComputation
+from ...ir.instruction import HloInstruction
+from ...ir.module import HloModule
+
+Value = Any  # np.ndarray | tuple[Value, ...] | None
+Handler = Callable[["Evaluator", HloInstruction, list], Value]
+
+# opcode -> handler; filled by the ops_* modules (see handlers()).
+_HANDLERS: dict[str, Handler] = {}
+
+
+def handlers() -> dict[str, Handler]:
+    if not _HANDLERS:
+        from . import ops_basic, ops_control, ops_indexing, ops_linalg, ops_reduce
+        for table in (ops_basic.HANDLERS, ops_control.HANDLERS, ops_indexing.HANDLERS,
+                      ops_linalg.HANDLERS, ops_reduce.HANDLERS):
+            _HANDLERS.update(table)
+    return _HANDLERS
+
+
+def unsupported_opcodes(module: HloModule) -> list[str]:
+    table = handlers()
+    return sorted({i.opcode for i in module.all_instructions()
+                   if i.opcode != "parameter" and i.opcode not in table})
+
+
+class Evaluator:
+    """Evaluates computations of one module. `max_while_iterations` guards runaway loops."""
+
+    def __init__(self, module: HloModule, *, max_while_iterations: int | None = None):
+        self.module = module
+        self.max_while_iterations = max_while_iterations
+        self.table = handlers()
+
+    def evaluate(self, comp: HloComputation, args) -> Value:
+        if len(args) != len(comp.parameters):
+            raise ExecutionError(f"computation {comp.name} takes {len(comp.parameters)} "
+                                 f"arguments, got {len(args)}")
+        values: dict[int, Value] = {}
+        for instr in comp.post_order():
+            if instr.opcode == "parameter":
+                values[id(instr)] = args[instr.parameter_number]
+                continue
+            handler = self.table.get(instr.opcode)
+            if handler is None:
+                raise UnsupportedError(f"the interpreter does not implement {instr.opcode} "
+                                       f"(instruction %{instr.name})")
+            operands = [values[id(o)] for o in instr.operands]
+            values[id(instr)] = handler(self, instr, operands)
+        return values[id(comp.root)]
+
+    def apply_scalar(self, comp: HloComputation, args) -> Value:
+        """Runs a scalar computation (to_apply of reduce, map, scatter, sort...) on arrays of
+        operands at once: its elementwise ops broadcast, so one call covers many elements."""
+        return self.evaluate(comp, args)
+
+
+def as_dtype(value: np.ndarray, shape) -> np.ndarray:
+    """Casts a handler's result to the instruction's element type (no-op when it matches)."""
+    dtype = shape.numpy_dtype
+    return value if value.dtype == dtype else value.astype(dtype)

@@ -1,0 +1,100 @@
+"""Interpreter handlers: tuples, control flow, calls, custom calls and single-device collectives."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import ExecutionError
+from ...runtime.custom_call import CustomCallError, lookup_custom_call
+
+
+def _tuple(ev, instr, ops):
+    return tuple(ops)
+
+
+def _get_tuple_element(ev, instr, ops):
+    return ops[0][instr.attrs["index"]]
+
+
+def _while(ev, instr, ops):
+    condition, body = instr.attrs["condition"], instr.attrs["body"]
+    state = ops[0]
+    iterations = 0
+    while bool(np.asarray(ev.evaluate(condition, [state]))):
+        state = ev.evaluate(body, [state])
+        iterations += 1
+        if ev.max_while_iterations is not None and iterations > ev.max_while_iterations:
+            raise ExecutionError(f"while %{instr.name} ran more than "
+                                 f"{ev.max_while_iterations} iterations")
+    return state
+
+
+def _conditional(ev, instr, ops):
+    selector = np.asarray(ops[0])
+    if "branch_computations" in instr.attrs:
+        branches = instr.attrs["branch_computations"]
+        index = int(selector)
+        if not 0 <= index < len(branches):  # XLA runs the last branch for out-of-range indices
+            index = len(branches) - 1
+    else:
+        branches = [instr.attrs["true_computation"], instr.attrs["false_computation"]]
+        index = 0 if bool(selector) else 1
+    return ev.evaluate(branches[index], [ops[1 + index]])
+
+
+def _call(ev, instr, ops):
+    return ev.evaluate(instr.attrs["to_apply"], ops)
+
+
+def _fusion(ev, instr, ops):
+    return ev.evaluate(instr.attrs["calls"], ops)
+
+
+def _identity(ev, instr, ops):
+    return ops[0]
+
+
+def _after_all(ev, instr, ops):
+    return None
+
+
+def _zero_id(ev, instr, ops):
+    return np.zeros((), instr.shape.numpy_dtype)  # one replica, one partition
+
+
+def _single_device(ev, instr, ops):
+    """all-reduce, all-gather, all-to-all, ... over one participant return their input."""
+    return ops[0] if len(ops) == 1 else tuple(ops)
+
+
+def _custom_call(ev, instr, ops):
+    target = instr.attrs["custom_call_target"]
+    fn = lookup_custom_call(target, "interpreter")
+    config = instr.attrs.get("backend_config")
+    result = fn(*ops, result_shape=instr.shape, backend_config=str(config) if config else "")
+    return check_result(result, instr.shape, f"custom-call {target!r}")
+
+
+def check_result(value, shape, what: str):
+    """Validates a value produced by user code against the instruction's shape."""
+    if shape.is_tuple:
+        if not isinstance(value, (tuple, list)) or len(value) != len(shape.tuple_shapes):
+            raise CustomCallError(f"{what} must return a tuple of {len(shape.tuple_shapes)}")
+        return tuple(check_result(v, s, what) for v, s in zip(value, shape.tuple_shapes))
+    if shape.is_token:
+        return None
+    array = np.asarray(value)
+    if array.shape != shape.dims or array.dtype != shape.numpy_dtype:
+        raise CustomCallError(f"{what} returned {array.dtype}{list(array.shape)}, but the "
+                              f"instruction's shape is {shape}")
+    return array
+
+
+HANDLERS = {
+    "tuple": _tuple, "get-tuple-element": _get_tuple_element, "while": _while,
+    "conditional": _conditional, "call": _call, "fusion": _fusion,
+    "opt-barrier": _identity, "add-dependency": _identity, "domain": _identity,
+    "after-all": _after_all, "replica-id": _zero_id, "partition-id": _zero_id,
+    "custom-call": _custom_call,
+    **dict.fromkeys(["all-reduce", "all-gather", "all-to-all", "collective-broadcast",
+                     "reduce-scatter"], _single_device),
+}

@@ -1,0 +1,2 @@
+"""Interpreter handlers (being written)."""
+HANDLERS: dict = {}

@@ -1,0 +1,48 @@
+"""The custom-call registry: the only way a `custom-call` target resolves to code.
+
+Text in an HLO file never makes minixla import a module or look up a Python object by name; a
+target must be registered for the backend that runs it.
+
+Calling convention (interpreter): `fn(*operands, result_shape=Shape, backend_config=str)`, where
+operands are NumPy arrays in logical order (tuples for tuple-shaped operands) and the return
+value is an array (or a tuple of arrays) matching `result_shape`. Other backends document their
+own convention beside their registrations.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from ..errors import MinixlaError
+
+_REGISTRY: dict[tuple[str, str], Callable] = {}
+
+
+class CustomCallError(MinixlaError):
+    """A custom-call target that is not registered for the backend, or a bad result."""
+
+
+def register_custom_call(target: str, backend: str, fn: Callable) -> None:
+    if not isinstance(target, str) or not target:
+        raise TypeError("custom-call target must be a non-empty string")
+    if not callable(fn):
+        raise TypeError(f"custom-call {target!r}: implementation must be callable")
+    _REGISTRY[(target, backend)] = fn
+
+
+def unregister_custom_call(target: str, backend: str) -> None:
+    _REGISTRY.pop((target, backend), None)
+
+
+def lookup_custom_call(target: str, backend: str) -> Callable:
+    fn = _REGISTRY.get((target, backend))
+    if fn is None:
+        others = sorted(b for t, b in _REGISTRY if t == target)
+        hint = f" (registered only for: {', '.join(others)})" if others else ""
+        raise CustomCallError(f"custom-call target {target!r} is not registered for backend "
+                              f"{backend!r}{hint}; register it with "
+                              f"minixla.register_custom_call")
+    return fn
+
+
+def registered_targets(backend: str) -> list[str]:
+    return sorted(t for t, b in _REGISTRY if b == backend)

@@ -1,0 +1,91 @@
+"""Executable: a compiled module behind a call that checks its arguments against the entry.
+
+Arguments are NumPy arrays (or Python scalars for 0-d parameters) in logical order whatever the
+entry layout; results come back the same way: an array, or a tuple nested like the result shape.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import ExecutionError
+from ..ir.module import HloModule
+from ..ir.shapes import Shape
+from .metrics import record_execution
+
+
+class Executable:
+    def __init__(self, module: HloModule, backend: str, run: Callable[[list], Any], *,
+                 options: dict | None = None):
+        self.module = module
+        self.backend = backend
+        self.options = dict(options or {})
+        self._run = run
+        self.parameter_shapes: list[Shape] = list(module.program_shape().parameters)
+        self.result_shape: Shape = module.program_shape().result
+        self.executions = 0
+        self.execution_seconds = 0.0
+
+    def __call__(self, *args):
+        arrays = check_arguments(args, self.parameter_shapes, self.module)
+        start = time.perf_counter()
+        result = self._run(arrays)
+        self.execution_seconds += time.perf_counter() - start
+        self.executions += 1
+        record_execution(self.backend, time.perf_counter() - start)
+        return result
+
+    def __repr__(self) -> str:
+        return f"<Executable {self.module.name} on {self.backend}>"
+
+
+def check_arguments(args, shapes: list[Shape], module: HloModule) -> list:
+    if len(args) != len(shapes):
+        raise ExecutionError(f"{module.name} takes {len(shapes)} argument(s), got {len(args)}")
+    params = {p.parameter_number: p.name for p in module.entry.parameters}
+    return [_check_one(arg, shape, f"argument {i} ({params.get(i, '?')})")
+            for i, (arg, shape) in enumerate(zip(args, shapes))]
+
+
+def _check_one(arg, shape: Shape, what: str):
+    if shape.is_tuple:
+        if not isinstance(arg, (tuple, list)) or len(arg) != len(shape.tuple_shapes):
+            raise ExecutionError(f"{what}: expected a tuple of {len(shape.tuple_shapes)} for "
+                                 f"{shape}")
+        return tuple(_check_one(a, s, f"{what}[{i}]")
+                     for i, (a, s) in enumerate(zip(arg, shape.tuple_shapes)))
+    if shape.is_token:
+        return None
+    dtype = shape.numpy_dtype
+    if isinstance(arg, (bool, int, float, complex)) and not isinstance(arg, np.generic):
+        return _python_scalar(arg, shape, dtype, what)
+    if not isinstance(arg, (np.ndarray, np.generic)):
+        raise ExecutionError(f"{what}: expected a NumPy array for {shape}, got "
+                             f"{type(arg).__name__}")
+    array = np.asarray(arg)
+    if array.dtype != dtype:
+        raise ExecutionError(f"{what}: expected dtype {dtype} ({shape.dtype}) for {shape}, got "
+                             f"{array.dtype}")
+    if array.shape != shape.dims:
+        raise ExecutionError(f"{what}: expected shape {shape.dims} for {shape}, got "
+                             f"{array.shape}")
+    return array
+
+
+def _python_scalar(arg, shape: Shape, dtype, what: str):
+    if shape.rank != 0:
+        raise ExecutionError(f"{what}: a Python scalar was given for {shape}")
+    kind = shape.element_type.kind
+    ok = (isinstance(arg, bool) if kind == "pred"
+          else isinstance(arg, int) and not isinstance(arg, bool) if shape.element_type.is_integer
+          else isinstance(arg, (int, float)) and not isinstance(arg, bool) if kind == "float"
+          else isinstance(arg, (int, float, complex)) and not isinstance(arg, bool))
+    if not ok:
+        raise ExecutionError(f"{what}: a Python {type(arg).__name__} does not match {shape}")
+    if shape.element_type.is_integer:
+        info = np.iinfo(dtype)
+        if not info.min <= arg <= info.max:
+            raise ExecutionError(f"{what}: {arg} is out of range for {shape.dtype}")
+    return np.array(arg, dtype)
