@@ -1,4 +1,9 @@
-"""`minixla.compile`: text or module in, Executable out, through the named backend."""
+"""`minixla.compile`: text or module in, Executable out, through the named backend.
+
+The backend's own pipeline (if it declares one) runs on a copy of the module first, or the passes
+given with `passes=[...]` instead. Dump flags come from the options (`dump_to`, `dump_pass_re`,
+`dump_as_dot`) or from $MINIXLA_FLAGS.
+"""
 from __future__ import annotations
 
 import time
@@ -23,7 +28,31 @@ def compile(module_or_text, backend: str | None = None, **options):
         raise TypeError(f"compile expects an HloModule or HLO text, got "
                         f"{type(module_or_text).__name__}")
     name = backend or DEFAULT_BACKEND
+    target = get_backend(name)
+    module, report = _optimize(module, target, options)
     start = time.perf_counter()
-    executable = get_backend(name).compile(module, options)
-    record_phase(f"backend.{name}", time.perf_counter() - start)
+    executable = target.compile(module, options)
+    record_phase(f"codegen.{name}", time.perf_counter() - start)
+    executable.pass_report = report
     return executable
+
+
+def _optimize(module: HloModule, target, options: dict):
+    from ..passes.base import DumpOptions, make_pipeline, run_pipeline
+    passes = options.pop("passes", None)
+    if passes is not None:
+        pipeline = make_pipeline(passes, "custom")
+    elif target.pipeline is not None:
+        pipeline = target.pipeline()
+    else:
+        return module, None
+    dump = DumpOptions.from_flags()
+    for key, attr in (("dump_to", "dump_to"), ("dump_pass_re", "pass_re"),
+                      ("dump_as_dot", "as_dot")):
+        if key in options:
+            setattr(dump, attr, options.pop(key))
+    module = module.clone()
+    start = time.perf_counter()
+    report = run_pipeline(pipeline, module, verify=options.pop("verify", None), dump=dump)
+    record_phase("passes", time.perf_counter() - start)
+    return module, report

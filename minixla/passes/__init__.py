@@ -1,0 +1,6 @@
+"""Compiler passes: the pass contract, pipelines, the registry and the built-in passes."""
+from .base import (PASSES, DumpOptions, FixedPoint, Pass, PassError, PassReport, Pipeline,
+                   get_pass, make_pipeline, register_pass, run_pipeline)
+
+__all__ = ["PASSES", "DumpOptions", "FixedPoint", "Pass", "PassError", "PassReport", "Pipeline",
+           "get_pass", "make_pipeline", "register_pass", "run_pipeline"]

@@ -1,0 +1,236 @@
+"""The pass contract, pipelines, the pass registry and HLO dumps.
+
+A pass has a `name` and `run(module) -> bool` (True when it changed the module); it mutates the
+module in place. `Pipeline` runs passes in order (and nests), `FixedPoint` repeats its passes
+until none changes anything (or an iteration cap), the verifier can run after every pass that
+changed the module, and each pass's wall time and change count go into a `PassReport`.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, ClassVar
+
+from ..errors import MinixlaError, VerificationError
+from ..ir.module import HloModule
+
+
+class PassError(MinixlaError):
+    """An unknown pass name, or a pass that left the module invalid."""
+
+
+class Pass:
+    name: ClassVar[str] = "pass"
+
+    def run(self, module: HloModule) -> bool:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"
+
+
+@dataclass
+class PassRecord:
+    name: str
+    seconds: float = 0.0
+    runs: int = 0
+    changes: int = 0
+
+
+@dataclass
+class PassReport:
+    records: dict[str, PassRecord] = field(default_factory=dict)
+
+    def add(self, name: str, seconds: float, changed: bool) -> None:
+        record = self.records.setdefault(name, PassRecord(name))
+        record.seconds += seconds
+        record.runs += 1
+        record.changes += int(changed)
+
+    def __str__(self) -> str:
+        lines = [f"{'pass':32s} {'runs':>5s} {'changed':>8s} {'ms':>9s}"]
+        for r in self.records.values():
+            lines.append(f"{r.name:32s} {r.runs:5d} {r.changes:8d} {r.seconds * 1e3:9.2f}")
+        return "\n".join(lines)
+
+
+@dataclass
+class DumpOptions:
+    """Where and what to dump, as XLA's --xla_dump_to / --xla_dump_hlo_pass_re."""
+    dump_to: str | None = None
+    pass_re: str | None = None  # dump after each matching pass that changed the module
+    as_dot: bool = False
+
+    @staticmethod
+    def from_flags(text: str | None = None) -> "DumpOptions":
+        """Reads `--dump_to=DIR --dump_pass_re=RE --dump_as_dot` (default: $MINIXLA_FLAGS)."""
+        text = os.environ.get("MINIXLA_FLAGS", "") if text is None else text
+        options = DumpOptions()
+        for flag in shlex.split(text):
+            key, _, value = flag.lstrip("-").partition("=")
+            if key == "dump_to":
+                options.dump_to = value
+            elif key == "dump_pass_re":
+                options.pass_re = value
+            elif key == "dump_as_dot":
+                options.as_dot = value.lower() not in ("false", "0")
+            else:
+                raise PassError(f"unknown MINIXLA_FLAGS flag --{key} (known: --dump_to, "
+                                f"--dump_pass_re, --dump_as_dot)")
+        return options
+
+
+class Dumper:
+    """Writes numbered dump files for one compilation of one module."""
+    _next_module_id = 0
+
+    def __init__(self, options: DumpOptions, module: HloModule):
+        self.options = options
+        self.module_id = Dumper._next_module_id
+        Dumper._next_module_id += 1
+        self.step = 0
+        self.prefix = f"module_{self.module_id:04d}.{_safe(module.name)}"
+        if options.dump_to:
+            Path(options.dump_to).mkdir(parents=True, exist_ok=True)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.options.dump_to)
+
+    def write(self, suffix: str, text: str) -> Path | None:
+        if not self.enabled:
+            return None
+        path = Path(self.options.dump_to) / f"{self.prefix}.{suffix}"
+        path.write_text(text)
+        return path
+
+    def module(self, module: HloModule, suffix: str) -> None:
+        if not self.enabled:
+            return
+        self.write(f"{suffix}.txt", module.to_text())
+        if self.options.as_dot:
+            from ..tools.graph import module_to_dot
+            self.write(f"{suffix}.dot", module_to_dot(module))
+
+    def after_pass(self, module: HloModule, pipeline: str, pass_name: str) -> None:
+        if not self.enabled or self.options.pass_re is None:
+            return
+        if not re.search(self.options.pass_re, pass_name):
+            return
+        self.step += 1
+        self.module(module, f"{self.step:04d}.{_safe(pipeline)}.after_{_safe(pass_name)}")
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+
+
+# Verify after each changing pass: on in tests (conftest turns it on) and with MINIXLA_DEBUG=1.
+VERIFY_BETWEEN_PASSES = os.environ.get("MINIXLA_DEBUG", "") not in ("", "0")
+
+
+@dataclass
+class RunContext:
+    report: PassReport = field(default_factory=PassReport)
+    verify: bool = False
+    dumper: Dumper | None = None
+
+
+class Pipeline(Pass):
+    """Runs passes in order; a pipeline is itself a pass, so pipelines nest."""
+
+    def __init__(self, name: str, passes: list[Pass], *, verify: bool | None = None):
+        self.name = name
+        self.passes = list(passes)
+        self.verify = verify
+        self.report = PassReport()
+
+    def run(self, module: HloModule, context: RunContext | None = None) -> bool:
+        context = context or RunContext(self.report, VERIFY_BETWEEN_PASSES
+                                        if self.verify is None else self.verify)
+        changed = False
+        for item in self.passes:
+            changed |= run_pass(item, module, context, self.name)
+        return changed
+
+
+class FixedPoint(Pass):
+    """Repeats its passes until a whole round changes nothing, at most `max_iterations` rounds."""
+
+    def __init__(self, name: str, passes: list[Pass], *, max_iterations: int = 25):
+        self.name = name
+        self.passes = list(passes)
+        self.max_iterations = max_iterations
+        self.iterations = 0
+
+    def run(self, module: HloModule, context: RunContext | None = None) -> bool:
+        context = context or RunContext(verify=VERIFY_BETWEEN_PASSES)
+        changed_any = False
+        for self.iterations in range(1, self.max_iterations + 1):
+            changed = False
+            for item in self.passes:
+                changed |= run_pass(item, module, context, self.name)
+            changed_any |= changed
+            if not changed:
+                break
+        return changed_any
+
+
+def run_pass(item: Pass, module: HloModule, context: RunContext, pipeline: str) -> bool:
+    if isinstance(item, (Pipeline, FixedPoint)):
+        return item.run(module, context)
+    start = time.perf_counter()
+    changed = bool(item.run(module))
+    context.report.add(item.name, time.perf_counter() - start, changed)
+    if changed and context.verify:
+        from ..ir.verifier import verify
+        try:
+            verify(module)
+        except VerificationError as exc:
+            raise VerificationError(f"after pass '{item.name}': {exc}") from None
+    if changed and context.dumper is not None:
+        context.dumper.after_pass(module, pipeline, item.name)
+    return changed
+
+
+def run_pipeline(pipeline: Pass, module: HloModule, *, verify: bool | None = None,
+                 dump: DumpOptions | None = None) -> PassReport:
+    """Runs a pass or pipeline with dumps before/after; returns the pass report."""
+    dumper = Dumper(dump, module) if dump is not None and dump.dump_to else None
+    context = RunContext(verify=VERIFY_BETWEEN_PASSES if verify is None else verify,
+                         dumper=dumper)
+    if dumper:
+        dumper.module(module, "before_optimizations")
+    run_pass(pipeline, module, context, getattr(pipeline, "name", "pipeline"))
+    if dumper:
+        dumper.module(module, "after_optimizations")
+    return context.report
+
+
+# -- registry ---------------------------------------------------------------------------------
+PASSES: dict[str, Callable[[], Pass]] = {}
+
+
+def register_pass(cls_or_factory, name: str | None = None):
+    """Registers a pass class (or zero-argument factory) under its `name`; usable as decorator."""
+    key = name or getattr(cls_or_factory, "name", None)
+    if not key:
+        raise PassError(f"{cls_or_factory!r} has no name to register under")
+    PASSES[key] = cls_or_factory
+    return cls_or_factory
+
+
+def get_pass(name: str) -> Pass:
+    from . import registry  # noqa: F401  (imports every built-in pass module)
+    factory = PASSES.get(name)
+    if factory is None:
+        raise PassError(f"unknown pass {name!r}; known passes: {', '.join(sorted(PASSES))}")
+    return factory()
+
+
+def make_pipeline(names_or_passes, name: str = "custom") -> Pipeline:
+    return Pipeline(name, [get_pass(p) if isinstance(p, str) else p for p in names_or_passes])

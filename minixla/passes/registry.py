@@ -1,0 +1,8 @@
+"""Imports every built-in pass module so that each registers its passes by name."""
+# Each pass module calls register_pass at import; list new modules here.
+PASS_MODULES: list[str] = []
+
+import importlib as _importlib
+
+for _name in PASS_MODULES:
+    _importlib.import_module(f"{__package__}.{_name}")
