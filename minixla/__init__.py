@@ -2,6 +2,7 @@
 from .errors import (ExecutionError, HloParseError, MinixlaError, ShapeError, UnsupportedError,
                      VerificationError)
 from .ir import HloComputation, HloInstruction, HloModule, Layout, Shape
+from .ir.verifier import verify
 from .runtime import Executable, compile, metrics, register_custom_call
 from .text import parse_hlo_module, parse_shape
 
@@ -11,5 +12,5 @@ __all__ = [
     "ExecutionError", "HloComputation", "HloInstruction", "HloModule", "HloParseError", "Layout",
     "MinixlaError", "Shape", "ShapeError", "UnsupportedError", "VerificationError",
     "parse_hlo_module", "parse_shape", "Executable", "compile", "metrics",
-    "register_custom_call",
+    "register_custom_call", "verify",
 ]

@@ -154,7 +154,7 @@ _ROWS = [
     OpDef("reduce-window", VARIADIC, REDUCTION, ("window!",), ("to_apply",),
           infer="reduce_window", shape_optional=True),
     OpDef("select-and-scatter", 3, REDUCTION, ("window!",), ("select", "scatter"),
-          infer="same_as_operand", shape_optional=True),
+          infer="select_and_scatter", shape_optional=True),
     OpDef("sort", VARIADIC, REDUCTION, ("dimensions!", "is_stable"), ("to_apply",),
           infer="sort", shape_optional=True),
     OpDef("topk", 1, REDUCTION, ("k!", "largest"), infer="topk", shape_optional=True),

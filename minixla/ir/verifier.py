@@ -1,0 +1,243 @@
+"""The module verifier: structural invariants plus a replay of every shape rule.
+
+`verify(module)` raises VerificationError naming the computation, the instruction (as HLO text)
+and the rule broken. Shapes are compared as XLA's ShapeUtil::Compatible does (element types and
+dims; layouts and dynamic flags ignored), so layout-changing ops such as copy and bitcast pass.
+"""
+from __future__ import annotations
+
+from ..errors import ShapeError, VerificationError
+from .opcodes import OPCODES
+from .shape_inference import infer_shape
+from .shape_rules_base import fmt, same
+
+DIRECTIONS = ("EQ", "NE", "LT", "LE", "GT", "GE")
+COMPARE_TYPES = ("FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED")
+FUSION_KINDS = ("kLoop", "kInput", "kOutput", "kCustom")
+# ops whose `dimensions` name dims of operand 0 (the rest: broadcast's name result dims)
+_OPERAND_DIMS = ("reverse", "reduce", "concatenate", "sort", "get-dimension-size",
+                 "set-dimension-size", "all-gather", "all-gather-start", "reduce-scatter",
+                 "all-to-all", "map", "scan")
+_SINGLE_DIM = ("concatenate", "sort", "get-dimension-size", "set-dimension-size", "all-gather",
+               "all-gather-start", "reduce-scatter")
+
+
+class _Failure(Exception):
+    """A rule broken inside one instruction or computation; verify() adds where."""
+
+    def __init__(self, rule: str, detail: str):
+        super().__init__(f"{rule}: {detail}")
+
+
+def verify(module) -> None:
+    """Raises VerificationError for the first broken invariant of `module`."""
+    if module.entry is None or not any(c is module.entry for c in module.computations):
+        raise VerificationError(f"module {module.name}: no entry computation in the module")
+    _check_unique_names(module)
+    _check_no_recursion(module)
+    known = {id(c) for c in module.computations}
+    for comp in module.computations:
+        _check_computation(comp, known)
+    _check_entry(module)
+
+
+def _where(comp, instr=None) -> str:
+    text = f"computation %{comp.name}"
+    return text + (f", instruction {instr.to_text()}" if instr is not None else "")
+
+
+def _check_unique_names(module) -> None:
+    owners: dict[str, str] = {}
+    comp_names: set[str] = set()
+    for comp in module.computations:
+        if comp.name in comp_names:
+            raise VerificationError(f"computation %{comp.name}: computation names must be "
+                                    f"unique: %{comp.name} is defined twice")
+        comp_names.add(comp.name)
+        for instr in comp.instructions:
+            if instr.name in owners:
+                raise VerificationError(
+                    f"{_where(comp, instr)}: instruction names must be unique across the "
+                    f"module: %{instr.name} is also defined in %{owners[instr.name]}")
+            owners[instr.name] = comp.name
+
+
+def _check_no_recursion(module) -> None:
+    """The call graph must be acyclic (no computation may call itself, even indirectly)."""
+    state: dict[int, int] = {}  # 1 = on the current path, 2 = done
+
+    def visit(comp, path):
+        state[id(comp)] = 1
+        for callee in comp.called_computations():
+            if state.get(id(callee)) == 1:
+                cycle = " -> ".join(f"%{c.name}" for c in path + [callee])
+                raise VerificationError(f"computation %{comp.name}: computations may not call "
+                                        f"themselves: call cycle {cycle}")
+            if id(callee) not in state:
+                visit(callee, path + [callee])
+        state[id(comp)] = 2
+
+    for comp in module.computations:
+        if id(comp) not in state:
+            visit(comp, [comp])
+
+
+def _check_computation(comp, known: set[int]) -> None:
+    members = {id(i) for i in comp.instructions}
+    if comp.root is None or id(comp.root) not in members:
+        raise VerificationError(f"{_where(comp)}: the root must be an instruction of the "
+                                f"computation")
+    numbers = [p.parameter_number for p in comp.instructions if p.opcode == "parameter"]
+    if sorted(numbers) != list(range(len(numbers))):
+        duplicates = sorted({n for n in numbers if numbers.count(n) > 1})
+        detail = (f"parameter number(s) {duplicates} appear more than once" if duplicates
+                  else f"numbers {sorted(numbers)} have gaps")
+        raise VerificationError(f"{_where(comp)}: parameters must be numbered 0..n-1 exactly "
+                                f"once: {detail}")
+    for instr in comp.instructions:
+        try:
+            if instr.parent is not comp:
+                raise _Failure("instruction parent", "the instruction's parent is another "
+                                                     "computation")
+            for operand in list(instr.operands) + list(instr.control_predecessors):
+                if id(operand) not in members:
+                    raise _Failure("operands must belong to the same computation",
+                                   f"%{operand.name} is not in %{comp.name}")
+            _check_instruction(instr, known)
+        except _Failure as failure:
+            raise VerificationError(f"{_where(comp, instr)}: {failure}") from None
+
+
+def _check_instruction(instr, known: set[int]) -> None:
+    opdef = OPCODES.get(instr.opcode)
+    if opdef is None:
+        raise _Failure("unknown opcode", instr.opcode)
+    if not opdef.accepts_arity(instr.operand_count):
+        raise _Failure("operand count", f"{instr.opcode} does not take "
+                                        f"{instr.operand_count} operands")
+    for name in opdef.required_attrs:
+        if name not in instr.attrs:
+            raise _Failure("required attribute", f"{instr.opcode} needs {name}")
+    for comp in instr.called_computations:
+        if id(comp) not in known:
+            raise _Failure("called computation", f"%{comp.name} is not in the module")
+    _check_attr_ranges(instr)
+    if instr.opcode == "constant":
+        _check_literal(instr)
+    try:
+        inferred = infer_shape(instr)
+    except ShapeError as exc:
+        raise _Failure("shape inference failed", str(exc)) from None
+    if instr.shape is None or not same(instr.shape, inferred):
+        declared = "nothing" if instr.shape is None else fmt(instr.shape)
+        raise _Failure("shape mismatch", f"declared {declared}, inferred {fmt(inferred)}")
+
+
+def _check_attr_ranges(instr) -> None:
+    attrs, opcode = instr.attrs, instr.opcode
+    if opcode == "compare":
+        if attrs.get("direction") not in DIRECTIONS:
+            raise _Failure("comparison direction", f"{attrs.get('direction')} is not one of "
+                                                   f"{', '.join(DIRECTIONS)}")
+        if attrs.get("type", "FLOAT") not in COMPARE_TYPES:
+            raise _Failure("comparison type", f"{attrs['type']} is not one of "
+                                              f"{', '.join(COMPARE_TYPES)}")
+    if opcode == "fusion" and attrs.get("kind") not in FUSION_KINDS:
+        raise _Failure("fusion kind", f"{attrs.get('kind')} is not one of "
+                                      f"{', '.join(FUSION_KINDS)}")
+    if opcode == "get-tuple-element":
+        operand = instr.operand(0).shape
+        size = len(operand.tuple_shapes) if operand.is_tuple else 0
+        if not 0 <= attrs["index"] < size:
+            raise _Failure("tuple index", f"index={attrs['index']} is not below the tuple size "
+                                          f"{size}")
+    if opcode == "iota" and instr.shape is not None and not \
+            0 <= attrs["iota_dimension"] < instr.shape.rank:
+        raise _Failure("iota dimension", f"iota_dimension={attrs['iota_dimension']} is not "
+                                         f"below the rank {instr.shape.rank}")
+    dims = attrs.get("dimensions")
+    if dims is None or opcode not in _OPERAND_DIMS + ("broadcast", "transpose"):
+        return
+    if opcode == "broadcast":
+        rank = instr.shape.rank if instr.shape is not None and instr.shape.is_array else 0
+    else:
+        first = instr.operand(0).shape if instr.operand_count else None
+        rank = first.rank if first is not None and first.is_array else 0
+    if any(not 0 <= d < rank for d in dims) or len(set(dims)) != len(dims):
+        raise _Failure("dimensions", f"dimensions={list(dims)} must be unique and below the "
+                                     f"rank {rank}")
+    if opcode == "transpose" and len(dims) != rank:
+        raise _Failure("dimensions", f"dimensions={list(dims)} is not a permutation of rank "
+                                     f"{rank}")
+    if opcode in _SINGLE_DIM and len(dims) != 1:
+        raise _Failure("dimensions", f"{opcode} takes exactly one dimension, got {list(dims)}")
+
+
+def _check_literal(instr) -> None:
+    shape, literal = instr.shape, instr.literal
+    if shape is not None and shape.is_array and literal is not None and \
+            tuple(getattr(literal, "shape", ())) != shape.dims:
+        raise _Failure("constant literal", f"the literal has dims {literal.shape}, the shape "
+                                           f"{fmt(shape)}")
+
+
+def _check_entry(module) -> None:
+    entry = module.entry
+    params = entry.parameters
+    layout = module.entry_computation_layout
+    where = f"computation %{entry.name}"
+    if layout is not None:
+        if len(layout.parameters) != len(params):
+            raise VerificationError(
+                f"{where}: entry_computation_layout has {len(layout.parameters)} parameters, "
+                f"the entry computation {len(params)}")
+        for param, shape in zip(params, layout.parameters):
+            if not same(param.shape, shape):
+                raise VerificationError(
+                    f"{where}, instruction {param.to_text()}: entry_computation_layout "
+                    f"mismatch: the layout says {fmt(shape)}, the parameter is "
+                    f"{fmt(param.shape)}")
+        if not same(entry.root.shape, layout.result):
+            raise VerificationError(
+                f"{where}, instruction {entry.root.to_text()}: entry_computation_layout "
+                f"mismatch: the layout's result is {fmt(layout.result)}, the root returns "
+                f"{fmt(entry.root.shape)}")
+    _check_aliasing(module, where)
+
+
+def _subshape(shape, index, what: str, where: str):
+    try:
+        return shape.subshape(tuple(index))
+    except IndexError:
+        raise VerificationError(f"{where}: {what}: shape index {{{','.join(map(str, index))}}} "
+                                f"does not exist in {fmt(shape)}") from None
+
+
+def _param_shape(params, number: int, what: str, where: str):
+    if not 0 <= number < len(params):
+        raise VerificationError(f"{where}: {what}: parameter {number} does not exist (the "
+                                f"entry has {len(params)})")
+    return params[number].shape
+
+
+def _check_aliasing(module, where: str) -> None:
+    params, result = module.entry.parameters, module.entry.root.shape
+    outputs, inputs = set(), set()
+    for alias in module.input_output_alias:
+        what = "input_output_alias"
+        out = _subshape(result, alias.output_index, what, where)
+        param = _param_shape(params, alias.param_number, what, where)
+        inp = _subshape(param, alias.param_index, what, where)
+        if not same(out, inp):
+            raise VerificationError(f"{where}: {what}: output {list(alias.output_index)} is "
+                                    f"{fmt(out)} but parameter {alias.param_number} "
+                                    f"{list(alias.param_index)} is {fmt(inp)}")
+        key = (alias.param_number, tuple(alias.param_index))
+        if tuple(alias.output_index) in outputs or key in inputs:
+            raise VerificationError(f"{where}: {what}: output {list(alias.output_index)} or "
+                                    f"parameter {alias.param_number} is aliased twice")
+        outputs.add(tuple(alias.output_index))
+        inputs.add(key)
+    for number, index in module.buffer_donors:
+        param = _param_shape(params, number, "buffer_donor", where)
+        _subshape(param, index, "buffer_donor", where)
