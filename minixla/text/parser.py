@@ -130,6 +130,7 @@ class Parser:
         if not module.computations:
             raise self.error("expected at least one computation")
         module.set_entry(entry or module.computations[-1])
+        _fill_missing_layouts(module)
         if not module.name:
             module.name = "module_" + module.entry.name
         return module
@@ -302,8 +303,12 @@ class Parser:
         self.scope[name_token.text] = instr
         return instr, is_root
 
-    def parse_instruction_rhs(self, comp: HloComputation, name: str) -> HloInstruction:
-        shape = self.parse_shape() if self.at_shape() else None
+    def parse_instruction_rhs(self, comp: HloComputation, name: str,
+                              declared: Shape | None = None) -> HloInstruction:
+        """Everything after `name =`; a nested operand passes the shape it already read."""
+        shape = declared
+        if shape is None and self.at_shape():
+            shape = self.parse_shape()
         op_token = self.expect_kind(IDENT, "an opcode")
         opcode = op_token.text
         if opcode not in OPCODES:
@@ -359,7 +364,10 @@ class Parser:
         if self.peek().is_punct("("):  # nested anonymous instruction
             self.lexer.seek(token.start)
             self.anonymous += 1
-            return self.parse_instruction_rhs_with_shape(comp, declared)
+            name = f"{token.text}.anon" + (f".{self.anonymous - 1}" if self.anonymous > 1 else "")
+            instr = self.parse_instruction_rhs(comp, name, declared)
+            self.scope[name] = instr
+            return instr
         operand = self.scope.get(token.text)
         if operand is None:
             raise self.error(f"unknown operand '{token.text}' (operands must be defined "
@@ -368,27 +376,6 @@ class Parser:
             raise self.error(f"operand {token.text} is declared {declared} but has shape "
                              f"{operand.shape}", token.start)
         return operand
-
-    def parse_instruction_rhs_with_shape(self, comp, declared) -> HloInstruction:
-        token = self.peek()
-        name = f"{token.text}.anon" + (f".{self.anonymous}" if self.anonymous > 1 else "")
-        saved = self.lexer.pos
-        if declared is not None:  # re-read with the declared shape in front
-            instr = self.parse_instruction_rhs_after_shape(comp, name, declared)
-        else:
-            self.lexer.seek(saved)
-            instr = self.parse_instruction_rhs(comp, name)
-        self.scope[name] = instr
-        return instr
-
-    def parse_instruction_rhs_after_shape(self, comp, name, shape) -> HloInstruction:
-        instr = self.parse_instruction_rhs(comp, name)
-        if instr.opdef.shape_optional and not shape.compatible(instr.shape):
-            raise self.error(f"nested {instr.opcode} is declared {shape} but has shape "
-                             f"{instr.shape}")
-        instr.shape = shape.with_default_layout() if instr.shape.is_tuple and not \
-            instr.shape.tuple_shapes and not shape.is_tuple else instr.shape
-        return instr
 
     def parse_attribute(self, instr: HloInstruction) -> None:
         token = self.expect_kind(ATTR, "an attribute")
@@ -578,8 +565,8 @@ class Parser:
         token = self.peek()
         if token.is_punct("("):
             return True
-        return (token.kind == IDENT and token.text in ELEMENT_TYPES
-                and self.lookahead(1).is_punct("["))
+        # `name[` can only start a shape; parse_shape reports an unknown element type.
+        return token.kind == IDENT and self.lookahead(1).is_punct("[")
 
     def parse_shape(self) -> Shape:
         token = self.peek()
@@ -690,6 +677,17 @@ class Parser:
             else:
                 raise self.error(f"unknown layout attribute {_describe(token)}", token.start)
         return fields
+
+
+def _fill_missing_layouts(module: HloModule) -> None:
+    """XLA's parser gives every array shape without a layout the default (row-major) one."""
+    for instr in module.all_instructions():
+        instr.shape = instr.shape.with_default_layout()
+    layout = module.entry_computation_layout
+    if layout is not None:
+        module.entry_computation_layout = ProgramShape(
+            tuple(s.with_default_layout() for s in layout.parameters),
+            layout.result.with_default_layout())
 
 
 def _describe(token) -> str:
