@@ -73,7 +73,7 @@ def _resolve(name: str) -> Backend:
     try:
         target = getattr(importlib.import_module(module_name), attr) if attr \
             else importlib.import_module(module_name)
-    except ImportError as exc:
+    except (ImportError, AttributeError) as exc:
         raise BackendError(f"backend {name!r} cannot be loaded: {exc}") from None
     if isinstance(target, Backend):
         backend = target

@@ -1,0 +1,73 @@
+"""The `minixla` command: one subcommand per tool module in minixla/tools/.
+
+Each tool module provides `add_arguments(parser)` and `main(args) -> int`. Errors a user can cause
+(missing file, bad HLO, mismatch) print one line to stderr and exit 1; bad flags exit 2; a
+traceback only with --debug.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from .errors import MinixlaError
+
+# subcommand -> (tool module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("minixla.tools.run", "compile and run an HLO module (XLA's run_hlo_module)"),
+    "opt": ("minixla.tools.opt", "run passes over an HLO module and print it (XLA's hlo-opt)"),
+    "graph": ("minixla.tools.graph", "draw an HLO module as DOT, SVG or HTML"),
+    "diff": ("minixla.tools.diff", "structural diff of two HLO modules"),
+    "cache": ("minixla.tools.cache", "inspect or clear the compilation cache"),
+    "backends": ("minixla.tools.backends", "list backends and whether they are available"),
+}
+
+
+def _available_commands() -> dict[str, object]:
+    tools = {}
+    for name, (module_name, _help) in COMMANDS.items():
+        try:
+            tools[name] = importlib.import_module(module_name)
+        except ImportError:
+            continue  # a tool whose module is not part of this build
+    return tools
+
+
+def build_parser(tools) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="minixla", description="minixla: a small HLO compiler")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name, module in tools.items():
+        command = sub.add_parser(name, help=COMMANDS[name][1])
+        command.add_argument("--debug", action="store_true", help="show tracebacks")
+        module.add_arguments(command)
+    return parser
+
+
+def main(argv=None) -> int:
+    tools = _available_commands()
+    args = build_parser(tools).parse_args(argv)
+    try:
+        return int(tools[args.command].main(args) or 0)
+    except (MinixlaError, OSError, ValueError) as exc:
+        if args.debug:
+            raise
+        print(f"minixla {args.command}: {one_line(exc, getattr(args, 'file', None))}",
+              file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def one_line(exc: BaseException, path: str | None) -> str:
+    """`FILE:LINE:COL: reason` for parse errors, else the first line of the message."""
+    from .errors import HloParseError
+    if isinstance(exc, HloParseError) and exc.line:
+        return f"{path or '<input>'}:{exc.line}:{exc.column}: {exc.reason}"
+    lines = str(exc).splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+if __name__ == "__main__":
+    sys.exit(main())

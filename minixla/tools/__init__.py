@@ -1,0 +1,1 @@
+"""Command-line tools behind `minixla <command>`: run, opt, graph, diff, cache, backends."""
