@@ -15,17 +15,24 @@ class HloComputation:
                  execution_thread: str = ""):
         self.name = name
         self.instructions: list[HloInstruction] = []
-        self.root: HloInstruction | None = None
+        self._root: HloInstruction | None = None
         self.parent: HloModule | None = None
         self.is_entry = False
         self.execution_thread = execution_thread
         for instr in instructions:
             self.add_instruction(instr)
-        if root is not None:
-            self.root = root
-        elif self.instructions:
-            self.root = self.instructions[-1]
+        self._root = root
 
+    @property
+    def root(self) -> HloInstruction | None:
+        """The result instruction; until one is set, the last instruction added."""
+        if self._root is None and self.instructions:
+            return self.instructions[-1]
+        return self._root
+
+    @root.setter
+    def root(self, instr: HloInstruction | None) -> None:
+        self._root = instr
     # -- queries --------------------------------------------------------------------------
     @property
     def parameters(self) -> list[HloInstruction]:
