@@ -3,7 +3,8 @@ from .errors import (ExecutionError, HloParseError, MinixlaError, ShapeError, Un
                      VerificationError)
 from .ir import HloComputation, HloInstruction, HloModule, Layout, Shape
 from .ir.verifier import verify
-from .runtime import Executable, compile, metrics, register_custom_call
+from .runtime import Executable, compile, register_custom_call
+from .runtime.metrics import metrics
 from .text import parse_hlo_module, parse_shape
 
 __version__ = "0.1.0"

@@ -19,6 +19,17 @@ class Raw:
         return self.text
 
 
+def backend_config_string(value) -> str:
+    """The text of a backend_config: a quoted string's contents, or a raw `{...}` dict as is."""
+    if value is None:
+        return ""
+    text = str(value)
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
+        from ..text.lexer import unescape
+        return unescape(text[1:-1])
+    return text
+
+
 @dataclass(frozen=True)
 class WindowDim:
     size: int

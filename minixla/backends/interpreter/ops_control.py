@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import ExecutionError
+from ...ir.attrs import backend_config_string
 from ...runtime.custom_call import CustomCallError, lookup_custom_call
 
 
@@ -69,8 +70,8 @@ def _single_device(ev, instr, ops):
 def _custom_call(ev, instr, ops):
     target = instr.attrs["custom_call_target"]
     fn = lookup_custom_call(target, "interpreter")
-    config = instr.attrs.get("backend_config")
-    result = fn(*ops, result_shape=instr.shape, backend_config=str(config) if config else "")
+    config = backend_config_string(instr.attrs.get("backend_config"))
+    result = fn(*ops, result_shape=instr.shape, backend_config=config)
     return check_result(result, instr.shape, f"custom-call {target!r}")
 
 
