@@ -16,7 +16,8 @@ from . import shape_rules_base as base
 from . import shape_rules_compute as compute
 from . import shape_rules_movement as movement
 from .opcodes import OPCODES
-from .shape_rules_base import array, check_reducer, check_signature, fail, fmt, require_declared
+from .shape_rules_base import (SignatureError, array, check_reducer, check_signature, fail, fmt,
+                               require_declared)
 from .shapes import Shape
 
 
@@ -59,10 +60,11 @@ def _check_call(instr, label: str, comp, params, result) -> None:
     got = comp.parameter_shapes
     if len(got) != len(params) or not all(base.same(a, b) for a, b in zip(got, params)):
         raise fail(instr, f"{label}=%{comp.name} takes ({', '.join(fmt(s) for s in got)}), "
-                          f"given ({', '.join(fmt(s) for s in params)})")
+                          f"given ({', '.join(fmt(s) for s in params)})", SignatureError)
     if comp.root is None or (result is not None and not base.same(comp.root.shape, result)):
         root = fmt(comp.root.shape) if comp.root is not None else "nothing"
-        raise fail(instr, f"{label}=%{comp.name} returns {root}, expected {fmt(result)}")
+        raise fail(instr, f"{label}=%{comp.name} returns {root}, expected {fmt(result)}",
+                   SignatureError)
 
 
 def call(instr) -> Shape:
@@ -154,3 +156,5 @@ def infer_shape(instr) -> Shape:
         return rule(instr)
     except KeyError as exc:  # a required attribute the rule reads is absent
         raise fail(instr, f"missing attribute {exc.args[0]}") from None
+    except TypeError as exc:  # an attribute of the wrong kind (e.g. kept as raw text)
+        raise fail(instr, f"malformed attribute: {exc}") from None

@@ -12,9 +12,13 @@ from .dtypes import COMPLEX, ELEMENT_TYPES, FLOAT, PRED, SIGNED, UNSIGNED
 from .shapes import Shape
 
 
+class SignatureError(ShapeError):
+    """A called computation takes or returns the wrong shapes."""
+
+
 # -- helpers --------------------------------------------------------------------------------
-def fail(instr, message: str) -> ShapeError:
-    return ShapeError(f"{instr.opcode} %{instr.name}: {message}")
+def fail(instr, message: str, kind: type[ShapeError] = ShapeError) -> ShapeError:
+    return kind(f"{instr.opcode} %{instr.name}: {message}")
 
 
 def fmt(shape: Shape) -> str:
@@ -94,7 +98,7 @@ def one_dim(instr, rank: int) -> int:
 
 def same_dims_all(instr, shapes: list[Shape], what: str = "operands") -> None:
     first = shapes[0]
-    for i, shape in enumerate(shapes[1:], 1):
+    for shape in shapes[1:]:
         if shape.dims != first.dims:
             raise fail(instr, f"{what} must have identical dims: {fmt(first)} and {fmt(shape)} "
                               f"(no implicit broadcasting in HLO)")
@@ -113,20 +117,20 @@ def check_signature(instr, attr: str, params: list[Shape], result: Shape | None 
     returns it."""
     comp = instr.attrs.get(attr)
     if comp is None:
-        raise fail(instr, f"missing called computation {attr}")
+        raise fail(instr, f"missing called computation {attr}", SignatureError)
     got = comp.parameter_shapes
     if len(got) != len(params):
         raise fail(instr, f"{attr}=%{comp.name} takes {len(got)} parameters, expected "
-                          f"{len(params)}")
+                          f"{len(params)}", SignatureError)
     for i, (have, want) in enumerate(zip(got, params)):
         if not same(have, want):
             raise fail(instr, f"{attr}=%{comp.name} parameter {i} is {fmt(have)}, expected "
-                              f"{fmt(want)}")
+                              f"{fmt(want)}", SignatureError)
     if comp.root is None:
-        raise fail(instr, f"{attr}=%{comp.name} has no root")
+        raise fail(instr, f"{attr}=%{comp.name} has no root", SignatureError)
     if result is not None and not same(comp.root.shape, result):
         raise fail(instr, f"{attr}=%{comp.name} returns {fmt(comp.root.shape)}, expected "
-                          f"{fmt(result)}")
+                          f"{fmt(result)}", SignatureError)
     return comp
 
 
@@ -139,7 +143,8 @@ def check_reducer(instr, attr: str, acc: list, values: list) -> None:
     ok = (len(want) == 1 and same(root, want[0])) or same(root, Shape.tuple_of(want))
     if not ok:
         expected = fmt(want[0]) if len(want) == 1 else fmt(Shape.tuple_of(want))
-        raise fail(instr, f"{attr}=%{comp.name} returns {fmt(root)}, expected {expected}")
+        raise fail(instr, f"{attr}=%{comp.name} returns {fmt(root)}, expected {expected}",
+                   SignatureError)
 
 
 def component_type(etype):
@@ -159,6 +164,8 @@ _ALLOWED_KINDS = {
     **dict.fromkeys(["not", "and", "or", "xor"], {PRED, SIGNED, UNSIGNED}),
     **dict.fromkeys(["popcnt", "count-leading-zeros", "shift-left", "shift-right-arithmetic",
                      "shift-right-logical", "mulhi"], {SIGNED, UNSIGNED}),
+    "sign": {SIGNED, FLOAT, COMPLEX},
+    "negate": {SIGNED, UNSIGNED, FLOAT, COMPLEX},
     "reduce-precision": {FLOAT},
 }
 
@@ -290,7 +297,8 @@ def map_(instr) -> Shape:
     comp = check_signature(instr, "to_apply", [array(s.element_type, ()) for s in shapes])
     root = comp.root.shape
     if not root.is_array or root.rank:
-        raise fail(instr, f"to_apply=%{comp.name} must return a scalar, got {fmt(root)}")
+        raise fail(instr, f"to_apply=%{comp.name} must return a scalar, got {fmt(root)}",
+                   SignatureError)
     return array(root.element_type, shapes[0].dims)
 
 

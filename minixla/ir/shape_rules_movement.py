@@ -98,7 +98,7 @@ def slice_(instr) -> Shape:
 def _start_indices(instr, first: int, rank: int) -> None:
     """Start indices: one integer scalar per dim, or (legacy) one rank-1 vector."""
     indices = operand_arrays(instr, range(first, instr.operand_count))
-    if len(indices) == 1 and indices[0].rank == 1 and rank != 1:
+    if len(indices) == 1 and indices[0].rank == 1:
         ok = indices[0].dims[0] == rank
     else:
         ok = len(indices) == rank and all(s.rank == 0 for s in indices)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..errors import ShapeError, VerificationError
 from .opcodes import OPCODES
 from .shape_inference import infer_shape
-from .shape_rules_base import fmt, same
+from .shape_rules_base import SignatureError, fmt, same
 
 DIRECTIONS = ("EQ", "NE", "LT", "LE", "GT", "GE")
 COMPARE_TYPES = ("FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED")
@@ -34,6 +34,11 @@ def verify(module) -> None:
     if module.entry is None or not any(c is module.entry for c in module.computations):
         raise VerificationError(f"module {module.name}: no entry computation in the module")
     _check_unique_names(module)
+    for comp in module.computations:  # the call-graph walk below needs known opcodes
+        for instr in comp.instructions:
+            if instr.opcode not in OPCODES:
+                raise VerificationError(f"{_where(comp, instr)}: unknown opcode: "
+                                        f"{instr.opcode}")
     _check_no_recursion(module)
     known = {id(c) for c in module.computations}
     for comp in module.computations:
@@ -43,7 +48,13 @@ def verify(module) -> None:
 
 def _where(comp, instr=None) -> str:
     text = f"computation %{comp.name}"
-    return text + (f", instruction {instr.to_text()}" if instr is not None else "")
+    if instr is None:
+        return text
+    try:
+        shown = instr.to_text()
+    except Exception:  # too broken to print (e.g. an unknown opcode): name it instead
+        shown = f"%{instr.name} ({instr.opcode})"
+    return f"{text}, instruction {shown}"
 
 
 def _check_unique_names(module) -> None:
@@ -109,9 +120,7 @@ def _check_computation(comp, known: set[int]) -> None:
 
 
 def _check_instruction(instr, known: set[int]) -> None:
-    opdef = OPCODES.get(instr.opcode)
-    if opdef is None:
-        raise _Failure("unknown opcode", instr.opcode)
+    opdef = OPCODES[instr.opcode]
     if not opdef.accepts_arity(instr.operand_count):
         raise _Failure("operand count", f"{instr.opcode} does not take "
                                         f"{instr.operand_count} operands")
@@ -121,11 +130,14 @@ def _check_instruction(instr, known: set[int]) -> None:
     for comp in instr.called_computations:
         if id(comp) not in known:
             raise _Failure("called computation", f"%{comp.name} is not in the module")
-    _check_attr_ranges(instr)
+    if instr.opcode in _ATTR_CHECKS and instr.shape is not None:
+        _ATTR_CHECKS[instr.opcode](instr)
     if instr.opcode == "constant":
         _check_literal(instr)
     try:
         inferred = infer_shape(instr)
+    except SignatureError as exc:
+        raise _Failure("called computation signature", str(exc)) from None
     except ShapeError as exc:
         raise _Failure("shape inference failed", str(exc)) from None
     if instr.shape is None or not same(instr.shape, inferred):
@@ -133,36 +145,47 @@ def _check_instruction(instr, known: set[int]) -> None:
         raise _Failure("shape mismatch", f"declared {declared}, inferred {fmt(inferred)}")
 
 
-def _check_attr_ranges(instr) -> None:
-    attrs, opcode = instr.attrs, instr.opcode
-    if opcode == "compare":
-        if attrs.get("direction") not in DIRECTIONS:
-            raise _Failure("comparison direction", f"{attrs.get('direction')} is not one of "
-                                                   f"{', '.join(DIRECTIONS)}")
-        if attrs.get("type", "FLOAT") not in COMPARE_TYPES:
-            raise _Failure("comparison type", f"{attrs['type']} is not one of "
-                                              f"{', '.join(COMPARE_TYPES)}")
-    if opcode == "fusion" and attrs.get("kind") not in FUSION_KINDS:
-        raise _Failure("fusion kind", f"{attrs.get('kind')} is not one of "
+def _check_compare(instr) -> None:
+    direction, kind = instr.attrs.get("direction"), instr.attrs.get("type", "FLOAT")
+    if direction not in DIRECTIONS:
+        raise _Failure("comparison direction", f"{direction} is not one of "
+                                               f"{', '.join(DIRECTIONS)}")
+    if kind not in COMPARE_TYPES:
+        raise _Failure("comparison type", f"{kind} is not one of {', '.join(COMPARE_TYPES)}")
+
+
+def _check_fusion(instr) -> None:
+    if instr.attrs.get("kind") not in FUSION_KINDS:
+        raise _Failure("fusion kind", f"{instr.attrs.get('kind')} is not one of "
                                       f"{', '.join(FUSION_KINDS)}")
-    if opcode == "get-tuple-element":
-        operand = instr.operand(0).shape
-        size = len(operand.tuple_shapes) if operand.is_tuple else 0
-        if not 0 <= attrs["index"] < size:
-            raise _Failure("tuple index", f"index={attrs['index']} is not below the tuple size "
-                                          f"{size}")
-    if opcode == "iota" and instr.shape is not None and not \
-            0 <= attrs["iota_dimension"] < instr.shape.rank:
-        raise _Failure("iota dimension", f"iota_dimension={attrs['iota_dimension']} is not "
-                                         f"below the rank {instr.shape.rank}")
-    dims = attrs.get("dimensions")
-    if dims is None or opcode not in _OPERAND_DIMS + ("broadcast", "transpose"):
+
+
+def _check_reduce_precision(instr) -> None:
+    if instr.attrs["exponent_bits"] < 1 or instr.attrs["mantissa_bits"] < 0:
+        raise _Failure("reduce-precision bits", "exponent_bits must be >= 1 and mantissa_bits "
+                                                ">= 0")
+
+
+def _check_tuple_index(instr) -> None:
+    operand, index = instr.operand(0).shape, instr.attrs["index"]
+    size = len(operand.tuple_shapes) if operand.is_tuple else 0
+    if not 0 <= index < size:
+        raise _Failure("tuple index", f"index={index} is not below the tuple size {size}")
+
+
+def _check_iota(instr) -> None:
+    rank, dim = instr.shape.rank, instr.attrs["iota_dimension"]
+    if not 0 <= dim < rank:
+        raise _Failure("iota dimension", f"iota_dimension={dim} is not below the rank {rank}")
+
+
+def _check_dimensions(instr) -> None:
+    """`dimensions` name distinct dims of the result (broadcast) or of operand 0."""
+    dims, opcode = instr.attrs.get("dimensions"), instr.opcode
+    if dims is None or (opcode != "broadcast" and not instr.operand_count):
         return
-    if opcode == "broadcast":
-        rank = instr.shape.rank if instr.shape is not None and instr.shape.is_array else 0
-    else:
-        first = instr.operand(0).shape if instr.operand_count else None
-        rank = first.rank if first is not None and first.is_array else 0
+    shape = instr.shape if opcode == "broadcast" else instr.operand(0).shape
+    rank = shape.rank if shape.is_array else 0
     if any(not 0 <= d < rank for d in dims) or len(set(dims)) != len(dims):
         raise _Failure("dimensions", f"dimensions={list(dims)} must be unique and below the "
                                      f"rank {rank}")
@@ -171,6 +194,14 @@ def _check_attr_ranges(instr) -> None:
                                      f"{rank}")
     if opcode in _SINGLE_DIM and len(dims) != 1:
         raise _Failure("dimensions", f"{opcode} takes exactly one dimension, got {list(dims)}")
+
+
+_ATTR_CHECKS = {
+    "compare": _check_compare, "fusion": _check_fusion,
+    "reduce-precision": _check_reduce_precision, "get-tuple-element": _check_tuple_index,
+    "iota": _check_iota, "broadcast": _check_dimensions, "transpose": _check_dimensions,
+    **dict.fromkeys(_OPERAND_DIMS, _check_dimensions),
+}
 
 
 def _check_literal(instr) -> None:
