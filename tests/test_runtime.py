@@ -136,3 +136,11 @@ def test_metrics_count_executions():
     exe(np.zeros((2, 3), np.float32), 1)
     exe(np.zeros((2, 3), np.float32), 1)
     assert minixla.metrics()["execute.interpreter"]["count"] == 2
+
+
+def test_ops_doc_is_generated_from_the_opcode_table():
+    from pathlib import Path
+
+    from minixla.tools.docgen import ops_markdown
+    committed = (Path(__file__).resolve().parents[1] / "docs" / "ops.md").read_text()
+    assert committed == ops_markdown(), "run: python -m minixla.tools.docgen > docs/ops.md"

@@ -90,6 +90,31 @@ def check_result(value, shape, what: str):
     return array
 
 
+def _collective_permute(ev, instr, ops):
+    """One device: it receives its own data only if the pairs include 0 -> 0, else zeros."""
+    pairs = str(instr.attrs.get("source_target_pairs", ""))
+    keeps = "{0,0}" in pairs.replace(" ", "")
+    return ops[0] if keeps else np.zeros_like(ops[0])
+
+
+def _async_start(ev, instr, ops):
+    # The async-start value is ((operands...), result, state); the work happens right here.
+    result = ev.evaluate(instr.attrs["calls"], ops)
+    return (tuple(ops), result, np.zeros((), np.uint32))
+
+
+def _async_done(ev, instr, ops):
+    return ops[0][1]
+
+
+def _copy_start(ev, instr, ops):
+    return (ops[0], ops[0], np.zeros((), np.uint32))
+
+
+def _copy_done(ev, instr, ops):
+    return ops[0][1]
+
+
 HANDLERS = {
     "tuple": _tuple, "get-tuple-element": _get_tuple_element, "while": _while,
     "conditional": _conditional, "call": _call, "fusion": _fusion,
@@ -97,5 +122,9 @@ HANDLERS = {
     "after-all": _after_all, "replica-id": _zero_id, "partition-id": _zero_id,
     "custom-call": _custom_call,
     **dict.fromkeys(["all-reduce", "all-gather", "all-to-all", "collective-broadcast",
-                     "reduce-scatter"], _single_device),
+                     "reduce-scatter", "all-reduce-start", "all-gather-start",
+                     "all-reduce-done", "all-gather-done"], _single_device),
+    "collective-permute": _collective_permute, "collective-permute-start": _collective_permute,
+    "collective-permute-done": _identity, "async-start": _async_start, "async-update": _identity,
+    "async-done": _async_done, "copy-start": _copy_start, "copy-done": _copy_done,
 }

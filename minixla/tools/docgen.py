@@ -1,0 +1,41 @@
+"""Generates docs/ops.md from the opcode table: `python -m minixla.tools.docgen > docs/ops.md`.
+
+A test checks the committed file matches, so the table in the docs cannot drift from the code.
+"""
+from __future__ import annotations
+
+from ..ir.opcodes import OPCODES
+
+
+def _arity(arity) -> str:
+    if arity is None:
+        return "*"
+    if isinstance(arity, tuple):
+        return f"{arity[0]}-{arity[1]}"
+    return str(arity)
+
+
+def ops_markdown() -> str:
+    from ..backends.interpreter.evaluator import handlers
+    interpreted = handlers()
+    lines = [
+        "# HLO opcodes",
+        "",
+        "Generated from `minixla/ir/opcodes.py` by `python -m minixla.tools.docgen`; do not edit.",
+        "Attributes marked `!` are required; `*` arity means variadic. *Interpreter* says whether",
+        "the reference interpreter evaluates the op (the parser, printer and verifier accept all).",
+        "",
+        "| opcode | arity | kind | attributes | calls | shape may be omitted | interpreter |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, row in sorted(OPCODES.items()):
+        attrs = ", ".join(f"`{a}`" for a in row.attrs) or "-"
+        calls = ", ".join(f"`{c}`" for c in row.calls) or "-"
+        evaluated = "yes" if name in interpreted or name == "parameter" else "no"
+        lines.append(f"| `{name}` | {_arity(row.arity)} | {row.kind} | {attrs} | {calls} | "
+                     f"{'yes' if row.shape_optional else 'no'} | {evaluated} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(ops_markdown(), end="")
