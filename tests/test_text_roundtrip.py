@@ -186,3 +186,36 @@ def test_fingerprint_ignores_names_and_metadata_but_not_values():
     c = minixla.parse_hlo_module(base.format(m="a", p="x", op="abs", meta=""), verify=False)
     assert a.fingerprint() == b.fingerprint()
     assert a.fingerprint() != c.fingerprint()
+
+
+def test_inline_to_apply_bodies_become_computations():
+    text = """HloModule m
+ENTRY e {
+  x = f32[4] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[] reduce(x, z), dimensions={0}, to_apply={
+    a = f32[] parameter(0)
+    b = f32[] parameter(1)
+    ROOT s = f32[] add(a, b)
+  }
+}
+"""
+    module = minixla.parse_hlo_module(text)
+    assert len(module.computations) == 2
+    printed = module.to_text()
+    assert "to_apply=%anon_computation" in printed
+    assert minixla.parse_hlo_module(printed).structurally_equal(module)
+    import numpy as np
+    assert minixla.compile(module, backend="interpreter")(np.arange(4, dtype=np.float32)) == 6
+
+
+def test_inferred_tuple_shapes_keep_operand_layouts():
+    text = """HloModule m
+ENTRY e {
+  x = f32[2,3]{0,1} parameter(0)
+  t = tuple(x)
+  ROOT g = get-tuple-element(t), index=0
+}
+"""
+    module = minixla.parse_hlo_module(text)
+    assert str(module.entry.root.shape) == "f32[2,3]{0,1}"

@@ -26,12 +26,8 @@ def fmt(shape: Shape) -> str:
 
 
 def declared(instr) -> Shape | None:
-    """The result shape the text gave, or None when the parser is asking for inference (it
-    leaves the empty tuple `()` as a placeholder)."""
-    shape = instr.shape
-    if shape is None or (shape.is_tuple and not shape.tuple_shapes):
-        return None
-    return shape
+    """The result shape the text gave, or None when the parser is asking for inference."""
+    return instr.shape
 
 
 def require_declared(instr) -> Shape:

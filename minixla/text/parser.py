@@ -64,6 +64,7 @@ class Parser:
         self.scope: dict[str, HloInstruction] | None = None  # names in the current computation
         self.used_names: set[str] = set()
         self.anonymous = 0
+        self.inline_computations: list[HloComputation] = []
 
     # -- token helpers --------------------------------------------------------------------
     def error(self, message: str, offset: int | None = None) -> HloParseError:
@@ -122,6 +123,9 @@ class Parser:
         entry = None
         while self.peek().kind != EOF:
             comp, is_entry = self.parse_computation()
+            for inline in self.inline_computations:
+                module.add_computation(inline)
+            self.inline_computations.clear()
             module.add_computation(comp)
             if is_entry:
                 if entry is not None:
@@ -314,7 +318,7 @@ class Parser:
         if opcode not in OPCODES:
             raise self.error(f"unknown opcode '{opcode}'", op_token.start)
         opdef = OPCODES[opcode]
-        instr = HloInstruction(opcode, shape or Shape.tuple_of(()), name=name)
+        instr = HloInstruction(opcode, shape, name=name)  # shape None until inferred below
         self.expect("(")
         if opcode == "parameter":
             instr.parameter_number = self.parse_int()
@@ -352,6 +356,10 @@ class Parser:
     def infer_shape(self, instr: HloInstruction, offset: int) -> Shape:
         from ..ir.shape_inference import infer_shape
         try:
+            if instr.opcode == "get-tuple-element":  # keep the operand's layouts, as XLA does
+                return instr.operand(0).shape.tuple_shapes[instr.attrs["index"]]
+            if instr.opcode == "tuple":
+                return Shape.tuple_of(o.shape for o in instr.operands)
             return infer_shape(instr).with_default_layout()
         except HloParseError:
             raise
@@ -512,7 +520,7 @@ class Parser:
             name = self.unique_computation_name("anon_computation")
             comp = self.parse_computation_body(name)
             self.computations[name] = comp
-            self.inline_computations.append(comp)
+            self.inline_computations.append(comp)  # added to the module before its caller
             return comp
         token = self.expect_kind(IDENT, "a computation name")
         comp = self.computations.get(token.text)
@@ -527,12 +535,6 @@ class Parser:
             i += 1
             name = f"{base}.{i}"
         return name
-
-    @property
-    def inline_computations(self) -> list[HloComputation]:
-        if not hasattr(self, "_inline"):
-            self._inline = []
-        return self._inline
 
     def parse_computation_list(self) -> list[HloComputation]:
         self.expect("{")
