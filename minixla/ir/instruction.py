@@ -24,6 +24,9 @@ class HloInstruction:
 
     def __init__(self, opcode: str, shape: Shape, operands=(), attrs: dict | None = None, *,
                  name: str = "", literal: Any = None, parameter_number: int | None = None):
+        if opcode not in OPCODES:
+            from ..errors import UnsupportedError
+            raise UnsupportedError(f"unknown opcode {opcode!r}")
         self.name = name or opcode
         self.opcode = opcode
         self.shape = shape
