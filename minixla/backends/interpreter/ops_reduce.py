@@ -20,9 +20,10 @@ applied in row-major source order. A window lying wholly in padding selects noth
 rng-bit-generator implements XLA's RngBitGeneratorExpander: rng_philox (and rng_default, which
 XLA:CPU maps to Philox) is Philox4x32-10 and rng_three_fry is Threefry2x32-20, with XLA's state
 layout (state[0] is the key; a u64[2] Philox state is read reversed as the 128-bit counter).
-Outputs should be bit-identical to XLA:CPU; the cores are checked against Random123's
-known-answer vectors. `rng` is implementation-defined in XLA: here it draws from a NumPy
-generator seeded by a module-level call counter, so its values are not reproducible against XLA.
+This follows the expander step by step, so outputs are meant to be bit-identical to XLA:CPU;
+the cores are checked against Random123's known-answer vectors, not against XLA itself.
+`rng` is implementation-defined in XLA: here it draws from a NumPy generator seeded by a
+module-level call counter, so its values are not reproducible against XLA.
 """
 from __future__ import annotations
 
@@ -120,23 +121,28 @@ def _fast_reduce(op: str, operand: np.ndarray, init: np.ndarray, axes) -> np.nda
         return _from_acc(BINARY[op](init, partial), dtype)
 
 
+def _pairwise_fold(ev, comp, flat, n):
+    """Combines neighbours level by level down to one element: log2(count) calls, and the
+    element order is kept, so any associative to_apply gives the sequential result."""
+    while flat[0].shape[-1] > 1:
+        even = flat[0].shape[-1] // 2 * 2
+        merged = _results(ev.apply_scalar(comp, [x[..., 0:even:2] for x in flat]
+                                          + [x[..., 1:even:2] for x in flat]), n)
+        flat = [np.concatenate([np.broadcast_to(m, x[..., 0:even:2].shape).astype(x.dtype),
+                                x[..., even:]], axis=-1) for m, x in zip(merged, flat)]
+    return [x[..., 0] for x in flat]
+
+
 def _general_reduce(ev, comp, inputs, inits, axes) -> list[np.ndarray]:
     kept = [d for d in range(inputs[0].ndim) if d not in axes]
     kept_shape = tuple(inputs[0].shape[d] for d in kept)
-    flat = [np.transpose(x, kept + list(axes)).reshape(kept_shape + (-1,)) for x in inputs]
-    count = flat[0].shape[-1]
+    count = int(np.prod([inputs[0].shape[d] for d in axes], dtype=np.int64))
+    flat = [np.transpose(x, kept + list(axes)).reshape(kept_shape + (count,)) for x in inputs]
     n = len(inputs)
-    if count > _SEQUENTIAL_FOLD_LIMIT:
-        # Pairs neighbours level by level: log2(count) calls, order kept for associative ops.
-        while flat[0].shape[-1] > 1:
-            even = flat[0].shape[-1] // 2 * 2
-            merged = _results(ev.apply_scalar(comp, [x[..., 0:even:2] for x in flat]
-                                              + [x[..., 1:even:2] for x in flat]), n)
-            flat = [np.concatenate([np.broadcast_to(m, x[..., 0:even:2].shape).astype(x.dtype),
-                                    x[..., even:]], axis=-1) for m, x in zip(merged, flat)]
-        accs = [np.broadcast_to(i, kept_shape) for i in inits]
-        return _results(ev.apply_scalar(comp, accs + [x[..., 0] for x in flat]), n)
     accs = [np.broadcast_to(i, kept_shape) for i in inits]
+    if count > _SEQUENTIAL_FOLD_LIMIT:
+        totals = _pairwise_fold(ev, comp, flat, n)
+        return _results(ev.apply_scalar(comp, accs + totals), n)
     for k in range(count):
         accs = _results(ev.apply_scalar(comp, accs + [x[..., k] for x in flat]), n)
     return accs
@@ -366,7 +372,7 @@ def _rng_bit_generator(ev, instr, ops):
     new_words = np.array(new_state, np.uint64)
     new_words = new_words.view(np.uint32) if state.dtype == np.uint32 else new_words
     return (as_dtype(new_words.reshape(state_shape.dims), state_shape),
-            np.ascontiguousarray(data).view(data_shape.numpy_dtype))
+            np.array(data).view(data_shape.numpy_dtype))
 
 
 _RNG_CALLS = itertools.count()
