@@ -1,0 +1,304 @@
+"""fusion: producer-consumer loop fusion, reduction fusion and multi-output fusion.
+
+The result is XLA's representation (xla-reference.md 4.1): a `fusion` instruction with
+`kind=kLoop` (an elementwise loop over the output) or `kind=kInput` (a reduction root fed by a
+loop over its input), `calls=%fused_computation.N`, whose fused computation has parameters
+`param_i` for the fusion's operands i. A multi-output fusion has a `tuple` root and its users
+read `get-tuple-element`s; all of its outputs share one iteration space (the output dims of a
+loop, the input dims of a reduction), so one loop nest computes them all.
+
+The algorithm is XLA's InstructionFusion: visit consumers before producers and pull in each
+fusible operand, duplicating cheap producers with several users. Then sibling multi-output
+fusion merges fusions that read the same operand, and producer-consumer multi-output fusion
+fuses a producer that cannot be duplicated into a user, exporting its value as an extra output.
+Every refusal is recorded in `decisions` with its reason (see fusion_cost.py).
+"""
+from __future__ import annotations
+
+from ..ir.computation import HloComputation
+from ..ir.instruction import HloInstruction
+from ..ir.module import HloModule
+from .base import Pass, register_pass
+from .fusion_cost import (Decision, can_multi_output_fuse, is_expensive, is_loop_fusible,
+                          is_reduction_root, should_fuse, _consumer_reuses)
+from .hlo_utils import NameUniquer, ancestors, inline_computation, reaches, \
+    sequential_computations
+
+FUSIBLE_KINDS = ("kLoop", "kInput")
+
+
+def is_fusion_consumer(instr: HloInstruction) -> bool:
+    if instr.opcode == "fusion":
+        return instr.attrs.get("kind") in FUSIBLE_KINDS
+    if instr.control_predecessors or instr.control_successors:
+        return False
+    return (is_loop_fusible(instr) and instr.opcode != "constant") or is_reduction_root(instr)
+
+
+@register_pass
+class InstructionFusion(Pass):
+    name = "fusion"
+
+    def __init__(self, multi_output: bool = True):
+        self.multi_output = multi_output
+        self.decisions: list[tuple[str, str, Decision]] = []  # (producer, consumer, refusal)
+
+    def run(self, module: HloModule) -> bool:
+        self.module, self.names = module, NameUniquer(module)
+        self.touched: dict[int, HloComputation] = {}
+        changed = False
+        for comp in sequential_computations(module):
+            changed |= self._fuse_computation(comp)
+            if self.multi_output and self._multi_output(comp):
+                self._fuse_computation(comp)  # e.g. scalar constants now next to a fusion
+                changed = True
+        self.names = NameUniquer(module)  # forget the names of instructions fused away
+        for fused in self.touched.values():
+            if fused.parent is not None:
+                self._rename_parameters(fused)
+        return changed
+
+    # -- producer-consumer loop fusion ----------------------------------------------------
+    def _fuse_computation(self, comp: HloComputation) -> bool:
+        order = comp.post_order()
+        position = {id(instr): k for k, instr in enumerate(order)}
+        changed = False
+        for consumer in reversed(order):
+            if consumer.parent is not comp or not is_fusion_consumer(consumer):
+                continue
+            current = consumer
+            while True:
+                refusals = []
+                candidates = sorted({id(o): o for o in current.operands}.values(),
+                                    key=lambda o: -position.get(id(o), -1))
+                for producer in candidates:
+                    decision = should_fuse(producer, current)
+                    if decision:
+                        current = self.fuse(producer, current)
+                        changed = True
+                        break
+                    if producer.opcode != "parameter":
+                        refusals.append((producer.name, current.name, decision))
+                else:
+                    self.decisions.extend(refusals)
+                    break
+        return changed
+
+    def fuse(self, producer: HloInstruction, consumer: HloInstruction) -> HloInstruction:
+        """Clones `producer` into `consumer` (wrapped into a fusion first if needed); the
+        producer is removed when the fusion was its only user. Returns the fusion."""
+        fusion = consumer if consumer.opcode == "fusion" else self._wrap(consumer)
+        fused = fusion.attrs["calls"]
+        operands = list(fusion.operands)
+        duplicate = any(u is not fusion for u in producer.users)
+        args = [self._parameter_for(fused, operands, o) for o in producer.operands]
+        clone = producer.clone(args, name=self.names(producer.name) if duplicate
+                               else producer.name)
+        fused.add_instruction(clone)
+        for i, operand in enumerate(operands):
+            if operand is producer:
+                fused.parameter(i).replace_all_uses_with(clone)
+        new = self._rebuild(fusion, operands, [fused.root])
+        if not producer.users:
+            producer.parent.remove_instruction(producer)
+        return new
+
+    def _wrap(self, consumer: HloInstruction) -> HloInstruction:
+        fused = HloComputation(self.names("fused_computation"))
+        operands: list[HloInstruction] = []
+        args = [self._parameter_for(fused, operands, o) for o in consumer.operands]
+        fused.add_instruction(consumer.clone(args, name=consumer.name))
+        fused.root = fused.instructions[-1]
+        self.module.add_computation(fused)
+        self.touched[id(fused)] = fused
+        kind = "kInput" if is_reduction_root(consumer) else "kLoop"
+        attrs = {"kind": kind, "calls": fused}
+        if "metadata" in consumer.attrs:
+            attrs["metadata"] = consumer.attrs["metadata"]
+        fusion = HloInstruction("fusion", consumer.shape, operands, attrs,
+                                name=self.names("fusion"))
+        consumer.parent.replace_instruction(consumer, fusion)
+        return fusion
+
+    def _parameter_for(self, fused: HloComputation, operands: list, operand: HloInstruction):
+        """The fused parameter reading `operand`, added (with the operand) when missing."""
+        for i, existing in enumerate(operands):
+            if existing is operand:
+                return fused.parameter(i)
+        operands.append(operand)
+        param = HloInstruction.parameter(len(operands) - 1, operand.shape,
+                                         name=self.names(f"param_{len(operands) - 1}"))
+        return fused.add_instruction(param)
+
+    def _rebuild(self, fusion: HloInstruction, operands: list, roots: list) -> HloInstruction:
+        """Replaces `fusion` by one over `operands` (unused ones dropped) with outputs `roots`;
+        users of the old fusion are left to the caller when the output arity changes."""
+        fused = fusion.attrs["calls"]
+        old_root = fused.root
+        if len(roots) == 1:
+            fused.root = roots[0]
+        else:
+            shape_tuple = HloInstruction("tuple", _tuple_shape(roots), roots,
+                                         name=self.names("tuple"))
+            fused.root = fused.add_instruction(shape_tuple)
+        if old_root is not fused.root and old_root.opcode == "tuple" and not old_root.users:
+            fused.remove_instruction(old_root)
+        fused.remove_dead()
+        kept = []
+        params = [fused.parameter(i) for i in range(len(operands))]
+        for operand, param in zip(operands, params):
+            if param.users:
+                param.parameter_number = len(kept)
+                kept.append(operand)
+            else:
+                fused.remove_instruction(param)
+        outputs = fused.root.operands if fused.root.opcode == "tuple" else [fused.root]
+        kind = "kInput" if any(r.opcode == "reduce" for r in outputs) else "kLoop"
+        attrs = dict(fusion.attrs, kind=kind)
+        new = HloInstruction("fusion", fused.root.shape, kept, attrs, name=fusion.name)
+        comp = fusion.parent
+        comp.add_instruction(new)
+        if fusion.shape == new.shape:
+            comp.replace_instruction(fusion, new)
+        self.touched[id(fused)] = fused
+        return new
+
+    # -- multi-output fusion --------------------------------------------------------------
+    def _multi_output(self, comp: HloComputation) -> bool:
+        changed = False
+        progress = True
+        while progress:
+            progress = False
+            for instr in comp.post_order():
+                if self._try_producer_consumer(instr) or self._try_siblings(instr):
+                    progress = changed = True
+                    break
+        return changed
+
+    def _try_producer_consumer(self, producer: HloInstruction) -> bool:
+        """Fuses a producer that stays outside (it has other users) into one user fusion and
+        exports its value, so it is computed once and read from memory by the others."""
+        if producer.shape.is_tuple or producer.is_root() or len(set(map(id, producer.users))) < 2:
+            return False
+        if not (producer.opcode == "fusion" and producer.attrs.get("kind") == "kLoop"
+                or is_loop_fusible(producer) and producer.opcode != "constant"):
+            return False
+        if producer.control_predecessors or producer.control_successors:
+            return False
+        for consumer in {id(u): u for u in producer.users}.values():
+            if not is_fusion_consumer(consumer):
+                continue
+            decision = can_multi_output_fuse(producer, consumer)
+            if decision and is_expensive(producer) and _consumer_reuses(producer, consumer):
+                decision = Decision(False, "the consumer would recompute an expensive producer")
+            if decision and any(o is not producer and reaches(producer, o)
+                                for o in consumer.operands):
+                decision = Decision(False, "fusing would create a cycle")
+            if not decision:
+                self.decisions.append((producer.name, consumer.name, decision))
+                continue
+            self._merge(self._as_fusion(consumer), producer, producer_consumer=True)
+            return True
+        return False
+
+    def _try_siblings(self, shared: HloInstruction) -> bool:
+        """Merges two fusions that read the same non-scalar operand (it is then read once)."""
+        if not shared.shape.is_array or shared.shape.rank == 0:
+            return False
+        users = [u for u in {id(u): u for u in shared.users}.values() if is_fusion_consumer(u)]
+        for i, first in enumerate(users):
+            for second in users[i + 1:]:
+                if (first.shape.is_tuple and first.is_root()) or (
+                        second.shape.is_tuple and second.is_root()):
+                    continue
+                decision = can_multi_output_fuse(first, second)
+                if decision and (reaches(first, second) or reaches(second, first)):
+                    decision = Decision(False, "siblings depend on each other")
+                if not decision:
+                    self.decisions.append((second.name, first.name, decision))
+                    continue
+                self._merge(self._as_fusion(first), second, producer_consumer=False)
+                return True
+        return False
+
+    def _as_fusion(self, instr: HloInstruction) -> HloInstruction:
+        return instr if instr.opcode == "fusion" else self._wrap(instr)
+
+    def _merge(self, target: HloInstruction, source: HloInstruction, *,
+               producer_consumer: bool) -> HloInstruction:
+        """Absorbs `source` into fusion `target`; source's outputs become extra outputs."""
+        fused = target.attrs["calls"]
+        operands = list(target.operands)
+        args = [self._parameter_for(fused, operands, o) for o in source.operands]
+        if source.opcode == "fusion":
+            root = inline_computation(source.attrs["calls"], args, fused, self.names)
+            source_outputs = list(root.operands) if root.opcode == "tuple" else [root]
+        else:
+            clone = source.clone(args, name=self.names(source.name))
+            source_outputs = [fused.add_instruction(clone)]
+        if producer_consumer:  # the target read the producer through parameters
+            for i, operand in enumerate(operands):
+                if operand is source:
+                    fused.parameter(i).replace_all_uses_with(source_outputs[0])
+        target_root = fused.root
+        target_outputs = (list(target_root.operands) if target_root.opcode == "tuple"
+                          else [target_root])
+        outputs = _dedupe(fused, target_outputs + source_outputs)
+        new = self._rebuild(target, operands, outputs)
+        self._redirect(target, new, 0)
+        self._redirect(source, new, len(target_outputs))
+        for old in (target, source):
+            if old.parent is not None:
+                old.parent.remove_instruction(old)
+        if source.opcode == "fusion":
+            self.module.remove_computation(source.attrs["calls"])
+            self.touched.pop(id(source.attrs["calls"]), None)
+        return new
+
+    def _redirect(self, old: HloInstruction, new: HloInstruction, base: int) -> None:
+        """Points old's users at `new`'s outputs starting at tuple index `base`."""
+        comp = new.parent
+        if not old.shape.is_tuple:
+            gte = self._gte(new, base)
+            old.replace_all_uses_with(gte)
+            return
+        for user in list(old.users):  # a multi-output fusion is read only through gtes
+            comp.replace_instruction(user, self._gte(new, base + user.attrs["index"]))
+
+    def _gte(self, fusion: HloInstruction, index: int) -> HloInstruction:
+        gte = HloInstruction("get-tuple-element", fusion.shape.tuple_shapes[index], [fusion],
+                             {"index": index}, name=self.names("get-tuple-element"))
+        return fusion.parent.add_instruction(gte)
+
+    def _rename_parameters(self, fused: HloComputation) -> None:
+        params = fused.parameters
+        for param in params:
+            self.names.used.discard(param.name)
+        for param in params:
+            param.name = self.names(f"param_{param.parameter_number}")
+
+
+def _dedupe(fused: HloComputation, outputs: list) -> list:
+    """Merges identical instructions in a fused computation (siblings often recompute the same
+    cheap producers); returns `outputs` with merged instructions replaced."""
+    seen: dict[tuple, list[HloInstruction]] = {}
+    replaced: dict[int, HloInstruction] = {}
+    for instr in fused.post_order():
+        if instr.opcode == "parameter":
+            continue
+        key = (instr.opcode, tuple(id(o) for o in instr.operands))
+        twin = next((c for c in seen.get(key, []) if c.same_op(instr)), None)
+        if twin is None:
+            seen.setdefault(key, []).append(instr)
+            continue
+        instr.replace_all_uses_with(twin)
+        replaced[id(instr)] = twin
+    return [replaced.get(id(o), o) for o in outputs]
+
+
+def _tuple_shape(elements):
+    from ..ir.shapes import Shape
+    return Shape.tuple_of([e.shape for e in elements])
+
+
+__all__ = ["InstructionFusion", "is_fusion_consumer", "ancestors"]
