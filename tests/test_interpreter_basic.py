@@ -154,3 +154,20 @@ def test_opt_barrier_and_zero_d_values():
     out = run("p = f32[] parameter(0)\nt = (f32[]) tuple(p)\n"
               "b = (f32[]) opt-barrier(t)\nROOT g = f32[] get-tuple-element(b), index=0", F(-0.0))
     assert out.shape == () and np.signbit(out)
+
+
+def test_every_opcode_is_implemented_or_declined_with_a_reason():
+    from minixla.backends.interpreter.evaluator import DECLINED, handlers
+    from minixla.ir import OPCODES
+    table = handlers()
+    for name in OPCODES:
+        if name == "parameter":
+            continue
+        assert (name in table) != (name in DECLINED), name
+
+
+def test_declined_opcode_is_named_at_compile_time():
+    text = "HloModule m\nENTRY e {\n  t = token[] after-all()\n" \
+           "  ROOT i = ((f32[2]), token[]) infeed(t)\n}\n"
+    with pytest.raises(minixla.UnsupportedError, match=r"infeed \(no host transfer queue\)"):
+        minixla.compile(text, backend="interpreter")

@@ -31,9 +31,23 @@ def handlers() -> dict[str, Handler]:
     return _HANDLERS
 
 
+# Opcodes the interpreter declines, and why (compile names them; see docs/ops.md).
+DECLINED: dict[str, str] = {
+    "dynamic-reshape": "dynamic shapes are not supported",
+    "set-dimension-size": "dynamic shapes are not supported",
+    "infeed": "no host transfer queue", "outfeed": "no host transfer queue",
+    "send": "no peers to send to", "send-done": "no peers to send to",
+    "recv": "no peers to receive from", "recv-done": "no peers to receive from",
+    "ragged-all-to-all": "not implemented yet", "ragged-dot": "not implemented yet",
+    "scan": "not implemented yet", "stochastic-convert": "not implemented yet",
+    "rng-get-and-update-state": "stateful RNG is expanded by XLA before backends see it",
+}
+
+
 def unsupported_opcodes(module: HloModule) -> list[str]:
     table = handlers()
-    return sorted({i.opcode for i in module.all_instructions()
+    return sorted({i.opcode + (f" ({DECLINED[i.opcode]})" if i.opcode in DECLINED else "")
+                   for i in module.all_instructions()
                    if i.opcode != "parameter" and i.opcode not in table})
 
 
