@@ -6,6 +6,7 @@ from .ir.verifier import verify
 from .runtime import Executable, compile, register_custom_call
 from .runtime.metrics import metrics
 from .text import parse_hlo_module, parse_shape
+from . import testing  # noqa: E402  (helpers for pass tests: run_pass, m, check_hlo, ...)
 
 __version__ = "0.1.0"
 
@@ -13,5 +14,5 @@ __all__ = [
     "ExecutionError", "HloComputation", "HloInstruction", "HloModule", "HloParseError", "Layout",
     "MinixlaError", "Shape", "ShapeError", "UnsupportedError", "VerificationError",
     "parse_hlo_module", "parse_shape", "Executable", "compile", "metrics",
-    "register_custom_call", "verify",
+    "register_custom_call", "testing", "verify",
 ]

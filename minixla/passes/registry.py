@@ -1,6 +1,10 @@
 """Imports every built-in pass module so that each registers its passes by name."""
 # Each pass module calls register_pass at import; list new modules here.
-PASS_MODULES: list[str] = []
+PASS_MODULES: list[str] = [
+    "dce", "cse", "tuple_simplifier", "call_inliner", "constant_folding", "algsimp",
+    "float_normalization", "fusion", "layout_assignment", "copy_insertion", "scheduling",
+    "while_simplifier", "conditional_simplifier", "movers",
+]
 
 import importlib as _importlib
 
