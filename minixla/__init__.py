@@ -7,6 +7,11 @@ from .runtime import Executable, compile, register_custom_call
 from .runtime.metrics import metrics
 from .text import parse_hlo_module, parse_shape
 from . import testing  # noqa: E402  (helpers for pass tests: run_pass, m, check_hlo, ...)
+from .frontend import (Builder, ConcretizationError, EscapedTracerError, FrontendError,
+                       FrontendIndexError, FrontendShapeError, FrontendTypeError,
+                       TracerBoolConversionError, XlaOp, config, jit)
+from .frontend import ops
+from . import lax, nn, numpy  # noqa: E402  (NumPy-style API: `import minixla.numpy as mnp`)
 
 __version__ = "0.1.0"
 
@@ -15,4 +20,7 @@ __all__ = [
     "MinixlaError", "Shape", "ShapeError", "UnsupportedError", "VerificationError",
     "parse_hlo_module", "parse_shape", "Executable", "compile", "metrics",
     "register_custom_call", "testing", "verify",
+    "Builder", "ConcretizationError", "EscapedTracerError", "FrontendError",
+    "FrontendIndexError", "FrontendShapeError", "FrontendTypeError",
+    "TracerBoolConversionError", "XlaOp", "config", "jit", "lax", "nn", "numpy", "ops",
 ]

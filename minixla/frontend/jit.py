@@ -1,0 +1,216 @@
+"""`minixla.jit`: trace a Python function over abstract arrays into an HloModule, compile it,
+and cache the executable per input signature.
+
+The signature is the argument pytree structure, each leaf's (shape, dtype, weak type), the
+values of static arguments, the x64 switch and the backend. Donated arguments become
+`input_output_alias` entries (may-alias) for outputs of the same shape and dtype; donations no
+output can use are reported with a warning, as JAX does.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+import warnings
+
+import numpy as np
+
+from ..ir import AliasEntry, Shape
+from . import dtypes as dt
+from .builder import Builder
+from .eager import default_backend
+from .errors import FrontendTypeError
+from .numpy_api import asarray
+from .pytree import LEAF, flatten, unflatten
+from .tracer import Tracer, current_builder, tracing
+
+_SCALARS = (bool, int, float, complex)
+
+
+def _spec(leaf, where: str) -> tuple[tuple[int, ...], np.dtype, bool]:
+    """(shape, canonical dtype, weak) of one argument leaf."""
+    if isinstance(leaf, Tracer):
+        raise FrontendTypeError(f"{where} is a traced value outside its trace")
+    if isinstance(leaf, _SCALARS) and not isinstance(leaf, np.generic):
+        dtype, weak = dt.python_scalar_type(leaf)
+        return (), dtype, weak
+    if isinstance(leaf, (np.ndarray, np.generic)):
+        return tuple(leaf.shape), dt.canonicalize(leaf.dtype), False
+    raise FrontendTypeError(f"{where} of type {type(leaf).__name__} is not an array; pass "
+                            f"NumPy arrays or scalars (or mark the argument static)")
+
+
+def _hashable(value, argnum: int):
+    try:
+        hash(value)
+    except TypeError:
+        raise FrontendTypeError(f"static argument {argnum} must be hashable, got "
+                                f"{type(value).__name__}") from None
+    return value
+
+
+class Lowered:
+    """A traced function: the HloModule plus what is needed to call it."""
+
+    def __init__(self, module, in_tree, out_tree, backend: str):
+        self.module = module
+        self.in_tree = in_tree
+        self.out_tree = out_tree
+        self.backend = backend
+
+    def as_text(self) -> str:
+        return self.module.to_text()
+
+    def compile(self):
+        from ..runtime import compile
+        return compile(self.module, backend=self.backend)
+
+    def __repr__(self) -> str:
+        return f"<Lowered {self.module.name} for {self.backend}>"
+
+
+class Jitted:
+    """The callable `jit` returns; `compile_count` counts cache misses."""
+
+    def __init__(self, fn, backend, donate_argnums, static_argnums):
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.backend = backend
+        self.static_argnums = frozenset(_argnums(static_argnums))
+        self.donate_argnums = frozenset(_argnums(donate_argnums))
+        if self.static_argnums & self.donate_argnums:
+            raise FrontendTypeError("an argument cannot be both static and donated")
+        self.compile_count = 0
+        self._cache: dict = {}
+        try:
+            self._names = list(inspect.signature(fn).parameters)
+        except (TypeError, ValueError):
+            self._names = []
+
+    def __call__(self, *args, **kwargs):
+        if current_builder() is not None:  # jit inside a trace just inlines
+            return self.fn(*args, **kwargs)
+        key, leaves = self._signature(args, kwargs)
+        entry = self._cache.get(key)
+        if entry is None:
+            lowered = self._lower(key, args, kwargs)
+            entry = (lowered.compile(), lowered.out_tree)
+            self._cache[key] = entry
+            self.compile_count += 1
+        executable, out_tree = entry
+        hosts = [dt.scalar_constant(leaf, spec[1]) if isinstance(leaf, _SCALARS)
+                 else dt.host_array(leaf) for leaf, spec in zip(leaves, key[1])]
+        result = executable(*hosts)
+        outs = [result] if out_tree == LEAF else list(result)
+        return unflatten(out_tree, outs)
+
+    def lower(self, *args, **kwargs) -> Lowered:
+        key, _ = self._signature(args, kwargs)
+        return self._lower(key, args, kwargs)
+
+    @property
+    def cache_size(self) -> int:
+        return len(self._cache)
+
+    def clear_cache(self) -> None:
+        self._cache.clear()
+
+    # -- internals ---------------------------------------------------------------------------
+    def _signature(self, args, kwargs):
+        for i in self.static_argnums | self.donate_argnums:
+            if i >= len(args):
+                raise FrontendTypeError(f"{self.__name__} got {len(args)} positional "
+                                        f"arguments, but argnum {i} is static or donated")
+        static = tuple((i, _hashable(args[i], i)) for i in sorted(self.static_argnums))
+        dynamic = tuple(a for i, a in enumerate(args) if i not in self.static_argnums)
+        leaves, tree = flatten((dynamic, kwargs))
+        specs = tuple(_spec(leaf, f"argument leaf {k}") for k, leaf in enumerate(leaves))
+        backend = self.backend or default_backend()
+        return (tree, specs, static, dt.config.enable_x64, backend), leaves
+
+    def _lower(self, key, args, kwargs) -> Lowered:
+        tree, specs, _, _, backend = key
+        name = _identifier(getattr(self.fn, "__name__", "fn"))
+        builder = Builder("main")
+        names = self._leaf_names(args, kwargs)
+        params = [Tracer(builder.parameter(Shape.array(dt.hlo_name(dtype), shape), nm), weak)
+                  for (shape, dtype, weak), nm in zip(specs, names)]
+        dynamic, kw = unflatten(tree, params)
+        it = iter(dynamic)
+        call_args = [args[i] if i in self.static_argnums else next(it) for i in range(len(args))]
+        with tracing(builder):
+            out = self.fn(*call_args, **kw)
+            out_leaves, out_tree = flatten(out)
+            outs = [asarray(leaf) for leaf in out_leaves]
+        root = outs[0].op if out_tree == LEAF else [o.op for o in outs]
+        module = builder.module(root, name=f"jit_{name}")
+        module.input_output_alias = self._aliases(module, args, out_tree == LEAF)
+        return Lowered(module, tree, out_tree, backend)
+
+    def _leaf_names(self, args, kwargs) -> list[str]:
+        """Parameter names from the Python signature: `x`, `params_w` for nested leaves."""
+        names = []
+        for i, arg in enumerate(args):
+            if i in self.static_argnums:
+                continue
+            base = self._names[i] if i < len(self._names) else f"arg{i}"
+            names += _named_leaves(arg, base)
+        for k in sorted(kwargs):
+            names += _named_leaves(kwargs[k], k)
+        return [_identifier(n) for n in names]
+
+    def _aliases(self, module, args, single: bool) -> list[AliasEntry]:
+        if not self.donate_argnums:
+            return []
+        root = module.entry.root.shape
+        outputs = [root] if single else list(root.tuple_shapes)
+        used: set[int] = set()
+        entries, unusable = [], []
+        number = 0
+        for i, arg in enumerate(args):
+            if i in self.static_argnums:
+                continue
+            count = len(flatten(arg)[0])
+            for p in range(number, number + count):
+                if i not in self.donate_argnums:
+                    continue
+                shape = module.entry.parameter(p).shape
+                match = next((k for k, out in enumerate(outputs)
+                              if k not in used and out.compatible(shape)), None)
+                if match is None:
+                    unusable.append(str(shape.without_layout()))
+                    continue
+                used.add(match)
+                entries.append(AliasEntry(() if single else (match,), p, ()))
+            number += count
+        if unusable:
+            warnings.warn(f"Some donated buffers were not usable: {', '.join(unusable)}",
+                          stacklevel=4)
+        return entries
+
+
+def _named_leaves(tree, base: str) -> list[str]:
+    leaves, treedef = flatten(tree)
+    if treedef == LEAF:
+        return [base]
+    return [f"{base}_{k}" for k in range(len(leaves))]
+
+
+def _identifier(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", name) or "fn"
+
+
+def _argnums(value) -> tuple[int, ...]:
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, int) else tuple(value)
+
+
+def jit(fn=None, *, backend: str | None = None, donate_argnums=(), static_argnums=()):
+    """Compiles `fn` on first call per input signature; usable as `@jit` or
+    `@jit(static_argnums=...)`. backend=None means "cpu" when available, else the
+    interpreter."""
+    if fn is None:
+        return functools.partial(jit, backend=backend, donate_argnums=donate_argnums,
+                                 static_argnums=static_argnums)
+    return Jitted(fn, backend, donate_argnums, static_argnums)
