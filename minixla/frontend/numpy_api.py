@@ -182,7 +182,7 @@ add = _binary("add", "add")
 subtract = _binary("subtract", "subtract", _NUMBER)
 multiply = _binary("multiply", "multiply")
 divide = true_divide = _binary("divide", "divide", to_float=True)
-power = _binary("power", "power", _NUMBER)
+_float_power = _binary("power", "power", {dt.FLOAT, dt.COMPLEX})
 maximum = _binary("maximum", "maximum")
 minimum = _binary("minimum", "minimum")
 arctan2 = _binary("arctan2", "atan2", {dt.FLOAT}, to_float=True)
@@ -369,6 +369,44 @@ def _float_divmod(a: Tracer, b: Tracer, weak: bool):
     floor_div = floor(div)
     floor_div = where(greater(subtract(div, floor_div), 0.5), add(floor_div, 1), floor_div)
     return floor_div, mod
+
+
+@api
+def power(x, y) -> Tracer:
+    """Float powers are HLO power; a static integer exponent multiplies by repeated squaring
+    (as JAX's integer_pow), and an integer base with a traced integer exponent runs
+    square-and-multiply over the exponent's bits."""
+    if isinstance(y, int) and not isinstance(y, bool) and not isinstance(x, _SCALARS):
+        base = asarray(x)
+        if y < 0 and dt.kind(base.dtype) < dt.FLOAT:
+            raise FrontendTypeError("integers to negative integer powers are not allowed")
+        out = _integer_pow(base, builtins.abs(y))
+        return reciprocal(out) if y < 0 else out
+    dtype, weak = dt.result_type(typeof(x), typeof(y))
+    if dt.kind(dtype) in (dt.FLOAT, dt.COMPLEX):
+        return _float_power(x, y)
+    _check_kinds("power", dtype, {dt.INT})
+    base, exponent = broadcast_arrays(x, y, dtype=dtype)
+    from .lax_api import fori_loop
+
+    def step(_, carry):
+        acc, b, e = carry
+        acc = where(not_equal(bitwise_and(e, 1), 0), multiply(acc, b), acc)
+        return acc, multiply(b, b), right_shift(e, 1)
+    one = full(base.shape, 1, dtype)
+    acc = fori_loop(0, dtype.itemsize * 8, step, (one, base, exponent))[0]
+    return acc if not weak else Tracer(acc.op, True)
+
+
+def _integer_pow(base: Tracer, n: int) -> Tracer:
+    out = None
+    while n:
+        if n & 1:
+            out = base if out is None else multiply(out, base)
+        n >>= 1
+        if n:
+            base = multiply(base, base)
+    return out if out is not None else full(base.shape, 1, base.dtype)
 
 
 @api

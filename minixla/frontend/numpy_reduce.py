@@ -77,7 +77,7 @@ def prod(x, axis=None, dtype=None, keepdims: bool = False) -> Tracer:
 def _extremum(x, axis, keepdims, opcode: str, name: str) -> Tracer:
     tracer = asarray(x)
     axes = normalize_axes(axis, tracer.ndim)
-    if any(tracer.shape[a] == 0 for a in axes):
+    if builtins.any(tracer.shape[a] == 0 for a in axes):
         raise FrontendShapeError(f"zero-size array to reduction operation {name} which has "
                                  f"no identity")
     return reduce(tracer, axes, "or" if tracer.dtype == np.bool_ and opcode == "maximum"
