@@ -224,7 +224,7 @@ def _constant_starts(instr, first: int) -> list[int] | None:
     return [int(v) for array in values for v in array]
 
 
-@MOVEMENT.rule(m.DynamicSlice(X))
+@MOVEMENT.rule(m.DynamicSlice(X, ...))
 def dynamic_slice_constant_starts(root, x):
     # dynamic-slice(x, constant starts) -> slice(x), with the starts clamped as XLA does
     starts = _constant_starts(root, 1)
@@ -236,19 +236,19 @@ def dynamic_slice_constant_starts(root, x):
     return new("slice", root.shape, x, slice=spec)
 
 
-@MOVEMENT.rule(m.DynamicSlice(X))
+@MOVEMENT.rule(m.DynamicSlice(X, ...))
 def dynamic_slice_full(root, x):
     # dynamic-slice(x, ...) of x's whole size -> x (every start clamps to 0)
     return x if tuple(root.attrs["dynamic_slice_sizes"]) == x.shape.dims else None
 
 
-@MOVEMENT.rule(m.DynamicUpdateSlice(X, m.Any("update")))
+@MOVEMENT.rule(m.DynamicUpdateSlice(X, m.Any("update"), ...))
 def dynamic_update_slice_full(root, x, update):
     # dynamic-update-slice(x, u, ...) with u as big as x -> u (starts clamp to 0)
     return update if update.shape.dims == x.shape.dims else None
 
 
-@MOVEMENT.rule(m.DynamicUpdateSlice(X, m.Any("update")))
+@MOVEMENT.rule(m.DynamicUpdateSlice(X, m.Any("update"), ...))
 def dynamic_update_slice_empty(root, x, update):
     # dynamic-update-slice(x, u, ...) with an empty u -> x
     return x if math.prod(update.shape.dims) == 0 else None

@@ -54,6 +54,7 @@ class Pattern:
     checks: tuple[tuple[Callable[[HloInstruction], bool], str], ...] = ()
     alternatives: tuple["Pattern", ...] = ()  # non-empty: match any one of these instead
     label: str | None = None  # how repr() shows it, when the opcode and operands do not say
+    more_operands: bool = False  # `...` after the operands: further operands are not looked at
 
     def where(self, check: Callable[[HloInstruction], bool], why: str = "") -> "Pattern":
         """This pattern plus a predicate; `why` describes what the predicate wants."""
@@ -84,7 +85,8 @@ class Pattern:
         if self.alternatives:
             return "(" + " | ".join(map(repr, self.alternatives)) + ")" + suffix
         head = "Any" if self.opcodes is None else "|".join(sorted(self.opcodes))
-        inner = "" if self.operands is None else ", ".join(map(repr, self.operands))
+        inner = "" if self.operands is None else ", ".join(
+            list(map(repr, self.operands)) + ["..."] * self.more_operands)
         return f"{head}({inner})" + suffix
 
 
@@ -110,10 +112,12 @@ def _match(pat: Pattern, instr, env: dict, path, failures) -> bool:
         return False
     if pat.operands is None:
         return True
-    if len(pat.operands) != instr.operand_count:
-        return fail(f"has {instr.operand_count} operands, wanted {len(pat.operands)}")
-    orders = [tuple(range(instr.operand_count))]
-    if instr.operand_count == 2 and OPCODES[instr.opcode].has(COMMUTATIVE):
+    count = instr.operand_count
+    if count != len(pat.operands) and not (pat.more_operands and count >= len(pat.operands)):
+        wanted = f"{'at least ' if pat.more_operands else ''}{len(pat.operands)}"
+        return fail(f"has {count} operands, wanted {wanted}")
+    orders = [tuple(range(len(pat.operands)))]
+    if count == len(pat.operands) == 2 and OPCODES[instr.opcode].has(COMMUTATIVE):
         orders.append((1, 0))
     for order in orders:
         trial = dict(env)
@@ -136,13 +140,16 @@ def _bind(pat: Pattern, instr, env: dict, fail) -> bool:
 
 def op(opcode: str | tuple[str, ...] | None, *operands: Pattern,
        name: str | None = None) -> Pattern:
-    """An instruction with one of the given opcodes; operands are checked only when given."""
+    """An instruction with one of the given opcodes; operands are checked only when given, and
+    a trailing `...` lets further operands go unchecked (`m.DynamicSlice(x, ...)`)."""
     codes = None if opcode is None else frozenset((opcode,) if isinstance(opcode, str)
                                                   else opcode)
     for code in codes or ():
         if code not in OPCODES:
             raise ValueError(f"unknown opcode {code!r} in a pattern")
-    return Pattern(codes, tuple(operands) or None, name)
+    more = bool(operands) and operands[-1] is Ellipsis
+    operands = operands[:-1] if more else operands
+    return Pattern(codes, tuple(operands) or (() if more else None), name, more_operands=more)
 
 
 def values_equal(literal, value, dtype) -> bool:

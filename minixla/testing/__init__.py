@@ -15,8 +15,26 @@ from .compare import assert_same_results, compare_values, random_inputs, run_int
 from .filecheck import check_hlo, run_filecheck
 
 __all__ = ["Mismatch", "Pattern", "assert_matches", "assert_same_results", "check_hlo",
-           "check_pass", "compare_values", "m", "random_inputs", "run_filecheck",
+           "check_pass", "compare_values", "m", "random_inputs", "rule_pass", "run_filecheck",
            "run_interpreter", "run_pass"]
+
+
+def rule_pass(rules, *names: str):
+    """A pass that runs only the named rules of a RuleSet (to test one rule in isolation)."""
+    from ..passes.base import Pass
+    from ..passes.patterns import RuleSet, rewrite
+    chosen = [r for r in rules.rules if r.name in names]
+    missing = set(names) - {r.name for r in chosen}
+    if missing:
+        raise KeyError(f"no rule named {', '.join(sorted(missing))} in {rules.name}")
+    subset = RuleSet(rules.name, chosen)
+
+    class OnlyRules(Pass):
+        name = f"{rules.name}[{','.join(names)}]"
+
+        def run(self, module) -> bool:
+            return rewrite(module, subset)
+    return OnlyRules()
 
 
 def _as_pass(pass_or_name):

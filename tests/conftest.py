@@ -1,0 +1,24 @@
+"""Shared pytest set-up.
+
+* Passes verify the module after every change for the whole session.
+* Every tests/hlo/**/*.hlo file with `// RUN:` lines becomes test items, run in-process
+  (see minixla/testing/lit.py).
+"""
+from pathlib import Path
+
+import minixla.passes.base
+
+HLO_TESTS = Path(__file__).resolve().parent / "hlo"
+
+
+def pytest_configure(config):
+    minixla.passes.base.VERIFY_BETWEEN_PASSES = True
+
+
+def pytest_collect_file(parent, file_path):
+    if file_path.suffix != ".hlo" or HLO_TESTS not in file_path.parents:
+        return None
+    from minixla.testing.lit import HloTestFile, run_lines
+    if not run_lines(file_path.read_text()):
+        return None  # not a RUN-line test (syntax corpora and the like)
+    return HloTestFile.from_parent(parent, path=file_path)
