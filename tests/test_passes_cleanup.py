@@ -224,3 +224,11 @@ def test_matcher_on_algsimp_output():
   ROOT r = f32[4] multiply(f32[4] broadcast(f32[] constant(1)), n)"""))
     assert changed
     assert_matches(result.entry.root, m.Parameter(1))
+
+
+def test_trace_rules_names_each_firing(monkeypatch, capsys):
+    monkeypatch.setenv("MINIXLA_TRACE_RULES", "1")
+    run_pass("algsimp", module("""
+  x = s32[4] parameter(0)
+  ROOT sum = s32[4] add(x, s32[4] broadcast(s32[] constant(0)), dimensions={})"""))
+    assert "algsimp.add_zero fired on %sum" in capsys.readouterr().err
