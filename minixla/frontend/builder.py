@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..ir import HloComputation, HloInstruction, HloModule, Shape
-from ..ir.dtypes import from_numpy
+from ..ir.dtypes import ELEMENT_TYPES, from_numpy
 from ..ir.shape_inference import infer_shape
 from ..ir.shape_rules_base import same
 from .errors import EscapedTracerError, FrontendError, FrontendShapeError, FrontendTypeError
@@ -108,7 +108,7 @@ def as_shape(shape) -> Shape:
         return parse_shape(shape)
     if isinstance(shape, tuple) and len(shape) == 2:
         dtype, dims = shape
-        name = dtype if isinstance(dtype, str) else from_numpy(np.dtype(dtype)).name
+        name = dtype if dtype in ELEMENT_TYPES else from_numpy(np.dtype(dtype)).name
         return Shape.array(name, dims)
     raise FrontendTypeError(f"expected a Shape, HLO shape text or (dtype, dims), got {shape!r}")
 
@@ -182,7 +182,7 @@ class Builder:
         checked against them, and is required where the rules need one, e.g. reshape)."""
         if self.built:
             raise EscapedTracerError(f"computation {self.name} is already built")
-        operands = [self.lift(_as_op(o, opcode)) for o in operands]
+        operands = [self.lift(as_op(o, opcode)) for o in operands]
         instr = HloInstruction(opcode, shape, [o.instr for o in operands], attrs or {},
                                name=self._names.instruction(name or opcode), literal=literal,
                                parameter_number=parameter_number)
@@ -297,7 +297,7 @@ class Builder:
         elif isinstance(root, (tuple, list)):
             root = self.emit("tuple", list(root))
         else:
-            root = self.lift(_as_op(root, "build"))
+            root = self.lift(as_op(root, "build"))
         numbers = sorted(self._parameters)
         if numbers != list(range(len(numbers))):
             raise FrontendError(f"{self.name}: parameter numbers {numbers} are not 0..n-1")
@@ -328,7 +328,7 @@ class Builder:
         return module
 
 
-def _as_op(value, what: str) -> XlaOp:
+def as_op(value, what: str) -> XlaOp:
     if isinstance(value, XlaOp):
         return value
     op = getattr(value, "op", None)  # a Tracer carries its XlaOp

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..ir import HloComputation, Shape, Window, WindowDim
-from .builder import Builder, XlaOp, as_shape
+from .builder import Builder, XlaOp, as_op, as_shape
 from .errors import FrontendTypeError
 
 
@@ -79,6 +79,7 @@ def _camel(opcode: str) -> str:
 def _implicit_broadcast(lhs: XlaOp, rhs: XlaOp, broadcast_dimensions):
     """XLA's binary-op rule: a scalar broadcasts to the other operand, and with
     broadcast_dimensions the lower-rank operand maps onto those dims of the other."""
+    lhs, rhs = as_op(lhs, "a binary op"), as_op(rhs, "a binary op")
     if lhs.dims == rhs.dims and not broadcast_dimensions:
         return lhs, rhs
     small, big = (lhs, rhs) if lhs.rank < rhs.rank else (rhs, lhs)
