@@ -132,7 +132,7 @@ class Tracer:
         self._concrete(".tolist()")
 
     def _describe(self) -> str:
-        return f"{self.op.shape.without_layout()}"
+        return f"{self.dtype}{list(self.shape)}"
 
     __hash__ = None  # mutable-looking arrays are not hashable, as in NumPy
 
