@@ -1,0 +1,270 @@
+"""The persistent compilation cache: generated kernel modules plus Numba's compiled code.
+
+Layout under the cache root ($MINIXLA_CACHE_DIR, default ~/.cache/minixla, or
+$XDG_CACHE_HOME/minixla):
+
+    kernels/ab/<kid>.py        a generated kernel module (Numba needs functions in files to
+                               cache them: `cache=True` stores the machine code beside them)
+    kernels/ab/__pycache__/    Numba's index and object code for that kernel
+    kernels/ab/<kid>.json      manifest: sha256 of the .py and of every Numba cache file
+    modules/<key>.json         a compiled module: the kernels it needs
+
+`kid` hashes the kernel's source and signature; `key` hashes the optimized module's
+fingerprint, the compile options and `environment()` (minixla version, a hash of the code
+generator's sources, Numba/llvmlite/Python versions, host CPU name and features), so a change
+to any of them is a miss rather than a stale hit. Both are mixed with `environment()`.
+
+Safety: every write is a temporary file plus os.replace; a kernel is compiled and stored under
+an exclusive per-kernel lock (fcntl.flock), so concurrent processes wait for each other rather
+than race; a manifest whose checksums do not match the files (truncated, corrupted, tampered)
+is reported with warnings.warn, deleted and recompiled, never loaded. The cache holds code
+that will run in this process: treat the directory as trusted, as JAX's docs say of theirs.
+Size is capped ($MINIXLA_CACHE_MAX_BYTES, default 2 GiB); the least recently used entries go
+first (use touches the manifest's mtime).
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import warnings
+from functools import lru_cache
+from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no inter-process locking
+    fcntl = None
+
+DEFAULT_MAX_BYTES = 2 << 30
+_CODEGEN_FILES = ("helpers.py", "scalar.py", "elemental.py", "kernels.py", "mathlib.py",
+                  "jit.py", "cache.py")
+
+
+def default_root() -> Path:
+    configured = os.environ.get("MINIXLA_CACHE_DIR")
+    if configured:
+        return Path(configured).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "minixla"
+
+
+def default_max_bytes() -> int:
+    return int(os.environ.get("MINIXLA_CACHE_MAX_BYTES", DEFAULT_MAX_BYTES))
+
+
+@lru_cache(maxsize=1)
+def environment() -> dict:
+    """Everything besides the module that decides what code gets generated and compiled."""
+    import llvmlite
+    import llvmlite.binding as llvm
+    import numba
+    from ... import __version__
+    here = Path(__file__).parent
+    codegen = hashlib.sha256()
+    for name in _CODEGEN_FILES:
+        path = here / name
+        if path.exists():
+            codegen.update(path.read_bytes())
+    features = llvm.get_host_cpu_features()
+    return {
+        "minixla": __version__, "codegen": codegen.hexdigest()[:16],
+        "numba": numba.__version__, "llvmlite": llvmlite.__version__,
+        "python": platform.python_version(), "cpu": llvm.get_host_cpu_name(),
+        "cpu_features": features.flatten() if hasattr(features, "flatten") else str(features),
+    }
+
+
+def digest(*parts) -> str:
+    text = json.dumps([environment(), *parts], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def locked(path: Path, *, blocking: bool = True):
+    """An exclusive inter-process lock on `path`; yields False when non-blocking and busy."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as handle:
+        if fcntl is None:
+            yield True
+            return
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+class CorruptEntry(Exception):
+    pass
+
+
+class DiskCache:
+    def __init__(self, root: Path | None = None, max_bytes: int | None = None):
+        self.root = Path(root) if root is not None else default_root()
+        self.max_bytes = default_max_bytes() if max_bytes is None else max_bytes
+
+    # -- kernels -----------------------------------------------------------------------------
+    def kernel_paths(self, kid: str) -> tuple[Path, Path, Path]:
+        folder = self.root / "kernels" / kid[:2]
+        return folder / f"{kid}.py", folder / f"{kid}.json", folder / f"{kid}.lock"
+
+    def check_source(self, kid: str, source: str) -> dict | None:
+        """The kernel's manifest when its source file is intact; None when absent. A manifest
+        that does not match its files raises CorruptEntry."""
+        py, manifest_path, _ = self.kernel_paths(kid)
+        if not manifest_path.exists():
+            return None
+        try:
+            manifest = json.loads(manifest_path.read_text())
+            files = manifest["files"]
+        except (ValueError, KeyError, TypeError, OSError) as exc:
+            raise CorruptEntry(f"unreadable manifest {manifest_path}: {exc}") from None
+        expected = hashlib.sha256(source.encode()).hexdigest()
+        if not py.exists() or files.get(py.name) != expected or _sha(py) != expected:
+            raise CorruptEntry(f"kernel source {py} does not match its manifest")
+        return manifest
+
+    def check_numba_files(self, manifest: dict, numba_files: list[Path]) -> None:
+        recorded = manifest.get("numba", {})
+        present = {p.name: p for p in numba_files}
+        if set(recorded) != set(present):
+            raise CorruptEntry(f"Numba cache files changed: {sorted(recorded)} vs "
+                               f"{sorted(present)}")
+        for name, sha in recorded.items():
+            if _sha(present[name]) != sha:
+                raise CorruptEntry(f"Numba cache file {present[name]} fails its checksum")
+
+    def write_source(self, kid: str, source: str) -> Path:
+        py, _, _ = self.kernel_paths(kid)
+        if not py.exists() or py.read_text() != source:
+            atomic_write(py, source.encode())
+        return py
+
+    def write_manifest(self, kid: str, source: str, numba_files: list[Path]) -> None:
+        py, manifest_path, _ = self.kernel_paths(kid)
+        manifest = {"files": {py.name: hashlib.sha256(source.encode()).hexdigest()},
+                    "numba": {p.name: _sha(p) for p in numba_files}}
+        atomic_write(manifest_path, json.dumps(manifest, indent=1).encode())
+
+    def discard_kernel(self, kid: str, numba_files: list[Path], reason: str) -> None:
+        warnings.warn(f"minixla: corrupt compilation cache entry {kid} ({reason}); "
+                      f"recompiling", RuntimeWarning, stacklevel=3)
+        py, manifest_path, _ = self.kernel_paths(kid)
+        for path in [py, manifest_path, *numba_files]:
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+    def touch(self, kid: str) -> None:
+        with contextlib.suppress(OSError):
+            os.utime(self.kernel_paths(kid)[1])
+
+    # -- modules -----------------------------------------------------------------------------
+    def module_entry(self, key: str) -> dict | None:
+        path = self.root / "modules" / f"{key}.json"
+        try:
+            entry = json.loads(path.read_text())
+            os.utime(path)
+            return entry if isinstance(entry, dict) else None
+        except (OSError, ValueError):
+            return None
+
+    def store_module(self, key: str, entry: dict) -> None:
+        atomic_write(self.root / "modules" / f"{key}.json", json.dumps(entry).encode())
+
+    # -- size cap ----------------------------------------------------------------------------
+    def entries(self) -> list[tuple[float, int, str, list[Path]]]:
+        """(last use, bytes, id, files) for every kernel and module entry."""
+        groups: dict[str, list[Path]] = {}
+        kernels = self.root / "kernels"
+        for path in kernels.rglob("*") if kernels.exists() else ():
+            if path.is_file() and not path.name.startswith("."):
+                groups.setdefault(path.name.split(".")[0], []).append(path)
+        out = []
+        for kid, files in groups.items():
+            manifest = [p for p in files if p.suffix == ".json"]
+            stamp = _mtime(manifest[0]) if manifest else min(_mtime(p) for p in files)
+            out.append((stamp, sum(_size(p) for p in files), kid, files))
+        modules = self.root / "modules"
+        for path in modules.glob("*.json") if modules.exists() else ():
+            out.append((_mtime(path), _size(path), "module:" + path.stem, [path]))
+        return out
+
+    def size(self) -> int:
+        return sum(entry[1] for entry in self.entries())
+
+    def evict(self, keep: set[str] = frozenset()) -> int:
+        """Deletes least recently used entries until the cache fits its cap; returns how many.
+        Entries in `keep` (just used) and kernels another process holds locked stay."""
+        entries = sorted(self.entries())
+        total = sum(e[1] for e in entries)
+        removed = 0
+        for _, size, name, files in entries:
+            if total <= self.max_bytes:
+                break
+            if name in keep:
+                continue
+            lock = self.kernel_paths(name)[2] if not name.startswith("module:") else None
+            with (locked(lock, blocking=False) if lock else contextlib.nullcontext(True)) as ok:
+                if not ok:
+                    continue
+                for path in files:
+                    with contextlib.suppress(OSError):
+                        path.unlink()
+            total -= size
+            removed += 1
+        return removed
+
+    def clear(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def module_name(kid: str) -> str:
+    return f"minixla_kernel_{kid}"
+
+
+def is_enabled(options: dict) -> bool:
+    if "cache" in options:
+        return bool(options["cache"])
+    return os.environ.get("MINIXLA_CACHE", "1") not in ("0", "false", "") and \
+        sys.platform != "emscripten"

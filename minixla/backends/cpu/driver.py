@@ -1,0 +1,362 @@
+"""Driver code: one generated Python function per control computation (entry, while bodies and
+conditions, branches, called computations, fusions that do not become one kernel).
+
+A driver function calls kernels and thunks in schedule order on preallocated buffers and
+returns its root; while/conditional/call become Python control flow around calls of other
+driver functions. Nothing walks instructions at run time: `build_program` decides everything
+once and emits straight-line source such as
+
+    def entry(p0, p1):
+        p0 = np.ascontiguousarray(p0)
+        k0(p0.reshape(-1), p1.reshape(-1), a3.reshape(-1))    # fusion.3 -> arena slot
+        v4 = np.empty((1024,), dt_f32)                          # the result: a fresh array
+        k1(a3, v4)
+        return v4
+
+Per-instruction lowering is a table (`LOWERING`): kernel (generated Numba), thunk (BLAS, NumPy
+copies, custom calls), fallback (the interpreter's handler), view, control flow.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import thunks
+from .kernels import (PARALLEL_THRESHOLD, KernelSpec, build_kernel, kernel_arg,
+                      single_op_computation)
+from .plan import ALIGNMENT, is_view, needs_copy, plan_computation
+from .scalar import NotEmittable
+
+CONTROL = {"while", "conditional", "call"}
+ALIASES = {"opt-barrier", "domain", "add-dependency"}
+TOKENS = {"after-all"}
+
+
+@dataclass
+class Program:
+    source: str
+    namespace: dict
+    kernels: dict[str, KernelSpec]  # global name -> spec (compiled and bound by the backend)
+    entry: str
+    arena_bytes: int
+    fallbacks: Counter = field(default_factory=Counter)
+
+
+class _Builder:
+    def __init__(self, module, options: dict):
+        self.module = module
+        self.parallel_threshold = int(options.get("parallel_threshold", PARALLEL_THRESHOLD))
+        self.ns: dict = {"np": np}
+        self.kernels: dict[str, KernelSpec] = {}
+        self.kernel_names: dict[str, str] = {}  # spec.kid -> global name
+        self.functions: dict[int, str] = {}
+        self.chunks: list[str] = []
+        self.views: list[tuple[str, int, object]] = []  # (name, arena offset, shape)
+        self.arena_bytes = 0
+        self.fallbacks: Counter = Counter()
+        self.counter = 0
+        self._evaluator = None
+
+    def fresh_name(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def bind(self, prefix: str, value) -> str:
+        name = self.fresh_name(prefix)
+        self.ns[name] = value
+        return name
+
+    def dtype(self, shape) -> str:
+        name = f"dt_{shape.dtype}"
+        self.ns.setdefault(name, shape.numpy_dtype)
+        return name
+
+    @property
+    def evaluator(self):
+        if self._evaluator is None:
+            from ..interpreter.evaluator import Evaluator
+            self._evaluator = Evaluator(self.module)
+        return self._evaluator
+
+    def kernel(self, spec: KernelSpec) -> str:
+        name = self.kernel_names.get(spec.kid)
+        if name is None:
+            name = self.kernel_names[spec.kid] = f"k{len(self.kernel_names)}"
+            self.kernels[name] = spec
+        return name
+
+    # -- lowering decisions ----------------------------------------------------------------
+    def decide(self, instr):
+        """(how, detail): how the driver computes `instr`."""
+        op = instr.opcode
+        if op in ("parameter", "constant", "tuple", "get-tuple-element") or op in ALIASES \
+                or op in TOKENS:
+            return op if op not in ALIASES else "alias", None
+        if thunks.constant_value(instr) is not None:
+            return "constant", None
+        if is_view(instr):
+            return "view", None
+        if op in CONTROL:
+            return op, None
+        if op == "fusion":
+            try:
+                return "kernel", self._spec(instr.attrs["calls"])
+            except NotEmittable:
+                return "call", None
+        if op == "dot" and thunks.blas_dot_ok(instr):
+            return "thunk", thunks.dot(instr)
+        if op == "custom-call":
+            return "thunk", thunks.custom_call(instr)
+        if op in thunks.MOVEMENT and not instr.shape.is_tuple:
+            return "thunk", thunks.MOVEMENT[op](instr)
+        if op == "dynamic-update-slice":
+            return "dus", None
+        if instr.opdef.kind == "elementwise" or op in ("reduce", "transpose"):
+            try:
+                return "kernel", self._spec(single_op_computation(instr))
+            except NotEmittable:
+                pass
+        return "fallback", thunks.fallback(instr, self.evaluator)
+
+    def _spec(self, comp) -> KernelSpec:
+        return build_kernel(comp, parallel_threshold=self.parallel_threshold)
+
+    # -- functions -------------------------------------------------------------------------
+    def function(self, comp, *, is_entry: bool = False) -> str:
+        if id(comp) in self.functions:
+            return self.functions[id(comp)]
+        name = self.functions[id(comp)] = self.fresh_name("entry_" if is_entry else "f_")
+        decisions = {id(i): self.decide(i) for i in comp.instructions}
+        plan = plan_computation(
+            comp, is_entry=is_entry,
+            defines_buffer=lambda i: decisions[id(i)][0] in ("kernel", "thunk", "dus"),
+            may_alias=lambda i: decisions[id(i)][0] in ("fallback", "call"))
+        base = self.arena_bytes
+        self.arena_bytes += -(-plan.arena_bytes // ALIGNMENT) * ALIGNMENT
+        fn = _Function(self, comp, plan, decisions, base, is_entry)
+        self.chunks.append(fn.emit(name))
+        return name
+
+
+class _Function:
+    """Source of one driver function."""
+
+    def __init__(self, builder: _Builder, comp, plan, decisions, base: int, is_entry: bool):
+        self.b, self.comp, self.plan, self.decisions = builder, comp, plan, decisions
+        self.base, self.is_entry = base, is_entry
+        self.lines: list[str] = []
+        self.names: dict[int, object] = {}  # id(instr) -> value name (or tuple of names)
+
+    def emit(self, name: str) -> str:
+        params = [f"p{p.parameter_number}" for p in self.comp.parameters]
+        for instr in self.plan.order:
+            how, detail = self.decisions[id(instr)]
+            self.lines.append(f"# {instr.name} = {instr.opcode} {instr.shape}")
+            LOWERING[how](self, instr, detail)
+        root = self.comp.root
+        result = _exit(self.names[id(root)], self.plan.kinds[id(root)], root.shape,
+                       self.is_entry)
+        body = "\n".join("    " + line for line in self.lines)
+        return f"def {name}({', '.join(params)}):\n{body}\n    return {result}\n"
+
+    def value(self, instr):
+        return self.names[id(instr)]
+
+    def operands(self, instr) -> list[str]:
+        return [self.value(op) for op in instr.operands]
+
+    def outputs(self, instr) -> list[str]:
+        """A buffer name per array leaf: an arena view, or a fresh array made here."""
+        names = []
+        for leaf, shape in instr.shape.leaves():
+            slot = self.plan.slots.get((id(instr), leaf))
+            if slot is not None:
+                view = self.b.fresh_name("a")
+                self.b.views.append((view, self.base + slot.offset, shape))
+                names.append(view)
+                continue
+            var = self.b.fresh_name("v")
+            self.lines.append(f"{var} = np.empty({tuple(shape.dims)!r}, "
+                              f"{self.b.dtype(shape)})")
+            names.append(var)
+        self.names[id(instr)] = names[0] if not instr.shape.is_tuple else \
+            _nest(instr.shape, iter(names))
+        return names
+
+    def assign(self, instr, expr: str) -> None:
+        var = self.b.fresh_name("v")
+        self.lines.append(f"{var} = {expr}")
+        self.names[id(instr)] = var
+
+
+def _nest(shape, names):
+    if shape.is_tuple:
+        return tuple(_nest(s, names) for s in shape.tuple_shapes)
+    return next(names)
+
+
+def _source(value) -> str:
+    if isinstance(value, tuple):
+        return "(" + "".join(_source(v) + ", " for v in value) + ")"
+    return value
+
+
+def _exit(value, kinds, shape, is_entry: bool) -> str:
+    """The returned expression, copying leaves that may not be handed out as they are."""
+    if shape.is_tuple:
+        parts = [_exit(value[i] if isinstance(value, tuple) else f"{_source(value)}[{i}]",
+                       kinds[i], s, is_entry) for i, s in enumerate(shape.tuple_shapes)]
+        return "(" + "".join(p + ", " for p in parts) + ")"
+    if shape.is_token or not needs_copy(kinds, is_entry):
+        return _source(value)
+    return f"np.array({_source(value)})"
+
+
+# ---- lowerings ------------------------------------------------------------------------------
+
+def _parameter(fn: _Function, instr, _):
+    name = f"p{instr.parameter_number}"
+    if fn.is_entry and instr.shape.is_array:
+        fn.lines.append(f"{name} = np.ascontiguousarray({name})")
+    fn.names[id(instr)] = name
+
+
+def _constant(fn: _Function, instr, _):
+    value = thunks.constant_value(instr)
+    value = np.array(instr.literal if value is None else value, copy=True, order="C") \
+        if not instr.shape.is_tuple else instr.literal
+    if isinstance(value, np.ndarray):
+        value.flags.writeable = False
+    fn.names[id(instr)] = fn.b.bind("c", value)
+
+
+def _tuple(fn: _Function, instr, _):
+    fn.names[id(instr)] = tuple(fn.value(op) for op in instr.operands)
+
+
+def _get_tuple_element(fn: _Function, instr, _):
+    operand = fn.value(instr.operand(0))
+    index = instr.attrs["index"]
+    if isinstance(operand, tuple):
+        fn.names[id(instr)] = operand[index]
+    else:
+        fn.assign(instr, f"{operand}[{index}]")
+
+
+def _view(fn: _Function, instr, _):
+    fn.assign(instr, f"{_source(fn.value(instr.operand(0)))}.reshape({tuple(instr.shape.dims)!r})")
+
+
+def _alias(fn: _Function, instr, _):
+    fn.names[id(instr)] = fn.value(instr.operand(0))
+
+
+def _token(fn: _Function, instr, _):
+    fn.names[id(instr)] = "None"
+
+
+def _kernel(fn: _Function, instr, spec: KernelSpec):
+    outs = fn.outputs(instr)
+    leaf_shapes = [s for _, s in instr.shape.leaves()]
+    if any(s.numel() == 0 for s in leaf_shapes):
+        return  # nothing to compute; an empty output needs no writes
+    operands = instr.operands
+    args = []
+    for (kind, what), ndim in zip(spec.args, spec.ndims):
+        if kind == "param":
+            name, rank = _source(fn.value(operands[what])), operands[what].shape.rank
+        elif kind == "const":
+            name = fn.b.bind("c", np.ascontiguousarray(what.literal))
+            rank = what.shape.rank
+        else:
+            name, rank = outs[what], leaf_shapes[what].rank
+        args.append(kernel_arg(name, rank, spec.flat))
+    fn.lines.append(f"{fn.b.kernel(spec)}({', '.join(args)})")
+
+
+def _thunk(fn: _Function, instr, run):
+    outs = fn.outputs(instr)
+    out = outs[0] if not instr.shape.is_tuple else _source(fn.value(instr))
+    name = fn.b.bind("t", run)
+    fn.lines.append(f"{name}({', '.join([out] + [_source(o) for o in fn.operands(instr)])})")
+
+
+def _dus(fn: _Function, instr, _):
+    in_place = id(instr) in fn.plan.in_place
+    run = thunks.dynamic_update_slice(instr, in_place)
+    if in_place:
+        fn.names[id(instr)] = fn.value(instr.operand(0))
+        out = fn.names[id(instr)]
+    else:
+        (out,) = fn.outputs(instr)
+    name = fn.b.bind("t", run)
+    fn.lines.append(f"{name}({', '.join([out] + [_source(o) for o in fn.operands(instr)])})")
+
+
+def _fallback(fn: _Function, instr, run):
+    fn.b.fallbacks[instr.opcode] += 1
+    name = fn.b.bind("t", run)
+    fn.assign(instr, f"{name}({', '.join(_source(o) for o in fn.operands(instr))})")
+
+
+def _while(fn: _Function, instr, _):
+    cond = fn.b.function(instr.attrs["condition"])
+    body = fn.b.function(instr.attrs["body"])
+    state = fn.b.fresh_name("s")
+    fn.lines += [f"{state} = {_source(fn.value(instr.operand(0)))}",
+                 f"while {cond}({state}):",
+                 f"    {state} = {body}({state})"]
+    fn.names[id(instr)] = state
+
+
+def _conditional(fn: _Function, instr, _):
+    attrs = instr.attrs
+    if "branch_computations" in attrs:
+        branches = list(attrs["branch_computations"])
+        selector = f"int({_source(fn.value(instr.operand(0)))})"
+    else:
+        branches = [attrs["true_computation"], attrs["false_computation"]]
+        selector = f"(0 if {_source(fn.value(instr.operand(0)))} else 1)"
+    names = [fn.b.function(c) for c in branches]
+    index, result = fn.b.fresh_name("i"), fn.b.fresh_name("v")
+    fn.lines.append(f"{index} = {selector}")
+    for k, name in enumerate(names):
+        arg = _source(fn.value(instr.operand(k + 1)))
+        if k == len(names) - 1:  # XLA runs the last branch for any out-of-range index
+            fn.lines += ["else:" if k else "if True:", f"    {result} = {name}({arg})"]
+        else:
+            fn.lines += [f"{'if' if k == 0 else 'elif'} {index} == {k}:",
+                         f"    {result} = {name}({arg})"]
+    fn.names[id(instr)] = result
+
+
+def _call(fn: _Function, instr, _):
+    comp = instr.attrs["to_apply"] if instr.opcode == "call" else instr.attrs["calls"]
+    name = fn.b.function(comp)
+    fn.assign(instr, f"{name}({', '.join(_source(o) for o in fn.operands(instr))})")
+
+
+LOWERING = {
+    "parameter": _parameter, "constant": _constant, "tuple": _tuple,
+    "get-tuple-element": _get_tuple_element, "view": _view, "alias": _alias,
+    "after-all": _token, "kernel": _kernel, "thunk": _thunk, "dus": _dus,
+    "fallback": _fallback, "while": _while, "conditional": _conditional, "call": _call,
+}
+
+
+def build_program(module, options: dict) -> Program:
+    """Driver source, its global bindings and the kernels it needs (not yet compiled)."""
+    builder = _Builder(module, options)
+    entry = builder.function(module.entry, is_entry=True)
+    arena = np.empty(builder.arena_bytes + ALIGNMENT, np.uint8)
+    start = (-arena.ctypes.data) % ALIGNMENT
+    for name, offset, shape in builder.views:
+        nbytes = shape.numel() * shape.numpy_dtype.itemsize
+        raw = arena[start + offset:start + offset + nbytes]
+        builder.ns[name] = raw.view(shape.numpy_dtype).reshape(shape.dims)
+    builder.ns["_arena"] = arena
+    source = "\n\n".join(reversed(builder.chunks))
+    return Program(source, builder.ns, builder.kernels, entry, builder.arena_bytes,
+                   builder.fallbacks)

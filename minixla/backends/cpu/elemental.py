@@ -1,0 +1,432 @@
+"""The elemental emitter: Python/Numba statements computing an instruction at a symbolic index.
+
+XLA's CPU backend generates fused loops the same way (its "elemental IR emitter"): the value of
+an instruction at output index `(i0, i1, ...)` is its scalar op applied to the operands' values
+at the indices the op maps it to (a transpose permutes them, a slice shifts them, a broadcast
+drops some). Indices here are Python source strings; each value becomes one assignment
+`vN = ...`, memoized per (instruction, index) so a value used twice is computed once.
+
+Values at index () do not depend on any loop variable; the top-level emitter hoists them in
+front of the loops (the reduce init values, dynamic-slice offsets, scalar parameters).
+Nested loops (a reduce inside a fusion) open a new memo scope, so nothing computed inside them
+is reused outside.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from .scalar import NotEmittable, emit_scalar, kernel_type
+
+Index = tuple[str, ...]
+
+
+class Writer:
+    """One kernel's source under construction: module-level constants and body lines."""
+
+    def __init__(self):
+        self.constants: dict[str, str] = {}  # literal source -> global name
+        self.math_names: dict[str, str] = {}  # "MATH_F32['log']" -> global name
+        self.lines: list[str] = []
+        self.depth = 1
+        self.counter = 0
+        self.uses_reduce = False
+
+    def var(self, prefix: str = "v") -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    def const(self, value, dtype: str) -> str:
+        from .scalar import literal
+        text = literal(value, dtype)
+        if text not in self.constants:
+            self.constants[text] = f"K{len(self.constants)}"
+        return self.constants[text]
+
+    def cast(self, expr: str, dtype: str) -> str:
+        return f"{kernel_type(dtype)}({expr})"
+
+    def has_math(self, opcode: str, dtype: str) -> bool:
+        from . import mathlib
+        table = mathlib.MATH_F32 if dtype == "f32" else mathlib.MATH_F64
+        return opcode in table
+
+    def math(self, opcode: str, dtype: str) -> str:
+        if not self.has_math(opcode, dtype):
+            raise NotEmittable(f"no vectorized {opcode} for {dtype}")
+        key = f"{'MATH_F32' if dtype == 'f32' else 'MATH_F64'}[{opcode!r}]"
+        if key not in self.math_names:
+            self.math_names[key] = f"{opcode.replace('-', '_')}_{dtype}"
+        return self.math_names[key]
+
+
+class Elemental:
+    """Emits values of one computation's instructions. `sources` maps a parameter number to
+    either an array argument name (read as `name[index]`) or, for inlined scalar computations,
+    to a scalar expression."""
+
+    def __init__(self, writer: Writer, arrays: dict[int, str], *, scalars=None,
+                 hoist: list[str] | None = None, flat: bool = False):
+        self.w = writer
+        self.arrays = arrays  # id(instr) -> array argument (parameters and array constants)
+        self.scalars = scalars or {}  # parameter number -> expression (inlined computations)
+        self.hoist = hoist  # lines emitted before the loops; None: emit in place
+        self.flat = flat  # every array is indexed by one flat index (elementwise-only kernels)
+        self.scopes: list[dict] = [{}]
+
+    # -- memo scopes -------------------------------------------------------------------------
+    def _lookup(self, key):
+        for scope in reversed(self.scopes):
+            if key in scope:
+                return scope[key]
+        return None
+
+    def push(self) -> None:
+        self.scopes.append({})
+
+    def pop(self) -> None:
+        self.scopes.pop()
+
+    def bind(self, expr: str, prefix: str = "v", *, at_top: bool = False) -> str:
+        """Assigns `expr` to a fresh variable (in front of the loops when `at_top`)."""
+        name = self.w.var(prefix)
+        if at_top and self.hoist is not None:
+            self.hoist.append(f"{name} = {expr}")
+        else:
+            self.w.line(f"{name} = {expr}")
+        return name
+
+    # -- values ------------------------------------------------------------------------------
+    def value(self, instr, index: Index):
+        """Variable name(s) holding `instr` at `index` (a tuple of names for tuple shapes)."""
+        index = () if instr.shape.rank == 0 and not instr.shape.is_tuple else tuple(index)
+        key = (id(instr), index)
+        found = self._lookup(key)
+        if found is not None:
+            return found
+        at_top = index == () and self.hoist is not None
+        if at_top:
+            saved, self.scopes = self.scopes, [self.scopes[0]]
+        try:
+            result = self._emit(instr, index, at_top)
+        finally:
+            if at_top:
+                self.scopes = saved
+        self.scopes[0 if at_top else -1][key] = result
+        return result
+
+    def _emit(self, instr, index: Index, at_top: bool):
+        if at_top:
+            # Everything a loop-invariant value needs is emitted in front of the loops too.
+            lines, self.w.lines = self.w.lines, self.hoist
+            depth, self.w.depth = self.w.depth, 0
+            try:
+                return self._emit_here(instr, index)
+            finally:
+                self.w.lines, self.w.depth = lines, depth
+        return self._emit_here(instr, index)
+
+    def _emit_here(self, instr, index: Index):
+        if id(instr) in self.arrays:
+            return self.bind(f"{self.arrays[id(instr)]}[{_subscript(index)}]")
+        if instr.opcode == "parameter":
+            if instr.parameter_number in self.scalars:
+                return self.scalars[instr.parameter_number]
+            raise NotEmittable(f"parameter {instr.parameter_number} has no source")
+        handler = ELEMENTAL.get(instr.opcode)
+        if handler is not None:
+            return handler(self, instr, index)
+        if instr.opdef.kind != "elementwise":
+            raise NotEmittable(f"{instr.opcode} cannot be computed per element")
+        args = [self.value(op, () if op.shape.rank == 0 else index) for op in instr.operands]
+        return self.bind(emit_scalar(self.w, instr, args))
+
+    def index_var(self, expr: str) -> str:
+        """A plain name for an index expression (keeps emitted expressions short)."""
+        if expr.isidentifier() or expr.lstrip("-").isdigit():
+            return expr
+        return self.bind(expr, "j")
+
+    def inline(self, comp, args: list[str]) -> list[str]:
+        """Values of a scalar computation (to_apply of reduce/map) applied to `args`."""
+        inner = Elemental(self.w, {}, scalars=dict(enumerate(args)))
+        root = inner.value(comp.root, ())
+        return list(root) if isinstance(root, tuple) else [root]
+
+
+def _subscript(index: Index) -> str:
+    # Scalars travel as one-element 1-d arrays: Numba's a[()] on a 0-d array is a view.
+    return ", ".join(index) if index else "0"
+
+
+# ---- non-elementwise ops -----------------------------------------------------------------------
+
+Handler = Callable[[Elemental, object, Index], object]
+ELEMENTAL: dict[str, Handler] = {}
+
+
+def handles(*opcodes: str):
+    def register(fn: Handler) -> Handler:
+        for opcode in opcodes:
+            ELEMENTAL[opcode] = fn
+        return fn
+    return register
+
+
+@handles("constant")
+def _constant(em, instr, index):
+    if instr.shape.rank != 0:
+        raise NotEmittable("array constants are passed as kernel arguments")
+    return em.w.const(instr.literal.reshape(()).item(), instr.shape.dtype)
+
+
+@handles("iota")
+def _iota(em, instr, index):
+    if em.flat:
+        raise NotEmittable("iota needs the full index")
+    return em.bind(em.w.cast(index[instr.attrs["iota_dimension"]], instr.shape.dtype))
+
+
+@handles("broadcast")
+def _broadcast(em, instr, index):
+    operand = instr.operand(0)
+    if em.flat:
+        if operand.shape.rank != 0:
+            raise NotEmittable("broadcast of an array needs the full index")
+        return em.value(operand, ())
+    return em.value(operand, tuple(index[d] for d in instr.attrs.get("dimensions", ())))
+
+
+@handles("copy", "opt-barrier")
+def _forward(em, instr, index):
+    if instr.shape.is_tuple:
+        raise NotEmittable("tuple-shaped copy")
+    return em.value(instr.operand(0), index)
+
+
+@handles("reshape", "bitcast")
+def _reshape(em, instr, index):
+    operand = instr.operand(0)
+    if instr.opcode == "bitcast" and not _default_layouts(instr, operand):
+        raise NotEmittable("bitcast between layouts")
+    if em.flat or operand.shape.dims == instr.shape.dims:
+        return em.value(operand, index)
+    return em.value(operand, reshape_index(em, instr.shape.dims, operand.shape.dims, index))
+
+
+def _default_layouts(*instrs) -> bool:
+    for instr in instrs:
+        m2m = instr.shape.minor_to_major()
+        if tuple(m2m) != tuple(range(instr.shape.rank - 1, -1, -1)):
+            return False
+        if instr.shape.layout is not None and instr.shape.layout.tiles:
+            return False
+    return True
+
+
+def reshape_index(em: Elemental, out_dims, in_dims, index: Index) -> Index:
+    """The operand index of a row-major reshape: dims are matched in groups of equal element
+    count, and only inside a group is the index linearized and split again."""
+    if 0 in out_dims or 0 in in_dims:
+        return tuple("0" for _ in in_dims)  # no element is ever computed
+    result: list[str] = []
+    i = j = 0
+    while i < len(out_dims) or j < len(in_dims):
+        out_group, in_group = [i], [j]
+        out_size = out_dims[i] if i < len(out_dims) else 1
+        in_size = in_dims[j] if j < len(in_dims) else 1
+        while out_size != in_size:
+            if out_size < in_size:
+                i += 1
+                out_group.append(i)
+                out_size *= out_dims[i]
+            else:
+                j += 1
+                in_group.append(j)
+                in_size *= in_dims[j]
+        result.extend(_regroup(em, [d for d in out_group if d < len(out_dims)],
+                               [d for d in in_group if d < len(in_dims)], out_dims, in_dims,
+                               index))
+        i, j = i + 1, j + 1
+    return tuple(result)
+
+
+def _regroup(em, out_group, in_group, out_dims, in_dims, index) -> list[str]:
+    if len(out_group) == 1 and len(in_group) == 1:
+        return [index[out_group[0]]]
+    terms, stride = [], 1
+    for d in reversed(out_group):
+        if out_dims[d] != 1:
+            terms.append(index[d] if stride == 1 else f"{index[d]} * {stride}")
+        stride *= out_dims[d]
+    linear = em.index_var(" + ".join(reversed(terms)) or "0")
+    parts, stride = [], math.prod(in_dims[d] for d in in_group)
+    for k, d in enumerate(in_group):
+        stride //= in_dims[d]
+        if in_dims[d] == 1:
+            parts.append("0")
+            continue
+        expr = linear if stride == 1 else f"{linear} // {stride}"
+        parts.append(em.index_var(expr if k == 0 else f"({expr}) % {in_dims[d]}"))
+    return parts
+
+
+@handles("transpose")
+def _transpose(em, instr, index):
+    if em.flat:
+        raise NotEmittable("transpose needs the full index")
+    operand_index = [""] * len(index)
+    for k, d in enumerate(instr.attrs["dimensions"]):
+        operand_index[d] = index[k]
+    return em.value(instr.operand(0), tuple(operand_index))
+
+
+@handles("slice")
+def _slice(em, instr, index):
+    if em.flat:
+        raise NotEmittable("slice needs the full index")
+    operand_index = []
+    for i, (start, _, stride) in zip(index, instr.attrs["slice"]):
+        expr = i if stride == 1 else f"{i} * {stride}"
+        operand_index.append(em.index_var(f"{expr} + {start}" if start else expr))
+    return em.value(instr.operand(0), tuple(operand_index))
+
+
+@handles("reverse")
+def _reverse(em, instr, index):
+    if em.flat:
+        raise NotEmittable("reverse needs the full index")
+    dims = instr.shape.dims
+    operand_index = tuple(em.index_var(f"{dims[d] - 1} - {i}") if d in instr.attrs["dimensions"]
+                          else i for d, i in enumerate(index))
+    return em.value(instr.operand(0), operand_index)
+
+
+def _clamp_index(em, expr: str, high: int) -> str:
+    return em.index_var(f"min(max({expr}, 0), {max(high, 0)})")
+
+
+@handles("pad")
+def _pad(em, instr, index):
+    if em.flat:
+        raise NotEmittable("pad needs the full index")
+    operand, pad_value = instr.operands
+    fill = em.value(pad_value, ())
+    if operand.shape.numel() == 0:
+        return fill
+    conditions, operand_index = [], []
+    for i, (low, _, interior), size in zip(index, instr.attrs["padding"], operand.shape.dims):
+        shifted = em.index_var(f"{i} - {low}" if low else i)
+        step = interior + 1
+        position = shifted if step == 1 else em.index_var(f"{shifted} // {step}")
+        conditions.append(f"{shifted} >= 0 and {position} < {size}")
+        if step != 1:
+            conditions.append(f"{shifted} % {step} == 0")
+        operand_index.append(_clamp_index(em, position, size - 1))
+    inside = em.bind(" and ".join(f"({c})" for c in conditions), "c")
+    value = em.value(operand, tuple(operand_index))
+    return em.bind(f"{value} if {inside} else {fill}")
+
+
+@handles("concatenate")
+def _concatenate(em, instr, index):
+    if em.flat:
+        raise NotEmittable("concatenate needs the full index")
+    dim = instr.attrs["dimensions"][0]
+    pieces, offset = [], 0
+    for operand in instr.operands:
+        size = operand.shape.dims[dim]
+        if size:
+            local = list(index)
+            local[dim] = _clamp_index(em, f"{index[dim]} - {offset}" if offset else index[dim],
+                                      size - 1)
+            pieces.append((offset + size, em.value(operand, tuple(local))))
+        offset += size
+    expr = pieces[-1][1]
+    for end, value in reversed(pieces[:-1]):
+        expr = f"({value} if {index[dim]} < {end} else {expr})"
+    return em.bind(expr)
+
+
+def _dynamic_starts(em, starts, operand_dims, window_dims) -> list[str]:
+    """Start indices clamped so the window fits, as XLA does; computed in front of the loops."""
+    names = []
+    for start, size, window in zip(starts, operand_dims, window_dims):
+        value = em.value(start, ())
+        names.append(em.bind(f"min(max(np.int64({value}), 0), {max(size - window, 0)})", "s",
+                             at_top=True))
+    return names
+
+
+@handles("dynamic-slice")
+def _dynamic_slice(em, instr, index):
+    if em.flat:
+        raise NotEmittable("dynamic-slice needs the full index")
+    operand = instr.operand(0)
+    starts = _dynamic_starts(em, instr.operands[1:], operand.shape.dims, instr.shape.dims)
+    return em.value(operand, tuple(em.index_var(f"{i} + {s}") for i, s in zip(index, starts)))
+
+
+@handles("dynamic-update-slice")
+def _dynamic_update_slice(em, instr, index):
+    if em.flat:
+        raise NotEmittable("dynamic-update-slice needs the full index")
+    operand, update = instr.operand(0), instr.operand(1)
+    if update.shape.numel() == 0:
+        return em.value(operand, index)
+    starts = _dynamic_starts(em, instr.operands[2:], operand.shape.dims, update.shape.dims)
+    inside = " and ".join(f"{s} <= {i} < {s} + {n}"
+                          for i, s, n in zip(index, starts, update.shape.dims)) or "True"
+    local = tuple(_clamp_index(em, f"{i} - {s}", n - 1)
+                  for i, s, n in zip(index, starts, update.shape.dims))
+    new, old = em.value(update, local), em.value(operand, index)
+    return em.bind(f"{new} if {inside} else {old}")
+
+
+@handles("map")
+def _map(em, instr, index):
+    args = [em.value(op, () if op.shape.rank == 0 else index) for op in instr.operands]
+    (result,) = em.inline(instr.attrs["to_apply"], args)
+    return em.bind(result)
+
+
+@handles("get-tuple-element")
+def _get_tuple_element(em, instr, index):
+    values = em.value(instr.operand(0), index)
+    if not isinstance(values, tuple):
+        raise NotEmittable("get-tuple-element of a non-tuple value")
+    return values[instr.attrs["index"]]
+
+
+@handles("reduce")
+def _reduce(em, instr, index):
+    """A loop over the reduced dims with scalar accumulators, at one output index."""
+    count = instr.operand_count // 2
+    inputs, inits = instr.operands[:count], instr.operands[count:]
+    dims = sorted(instr.attrs["dimensions"])
+    if em.flat and dims:
+        raise NotEmittable("reduce needs the full index")
+    em.w.uses_reduce = True
+    accumulators = []
+    for init in inits:
+        accumulators.append(em.bind(em.value(init, ()), "acc"))
+    input_dims = inputs[0].shape.dims
+    loop_vars, kept = {}, iter(index)
+    for d in dims:
+        loop_vars[d] = em.w.var("r")
+        em.w.line(f"for {loop_vars[d]} in range({input_dims[d]}):")
+        em.w.depth += 1
+    full = tuple(loop_vars[d] if d in loop_vars else next(kept) for d in range(len(input_dims)))
+    em.push()
+    elements = [em.value(operand, full) for operand in inputs]
+    combined = em.inline(instr.attrs["to_apply"], accumulators + elements)
+    if len(combined) == 1:
+        em.w.line(f"{accumulators[0]} = {combined[0]}")
+    else:
+        em.w.line(f"{', '.join(accumulators)} = {', '.join(combined)}")
+    em.pop()
+    em.w.depth -= len(dims)
+    return accumulators[0] if count == 1 and not instr.shape.is_tuple else tuple(accumulators)

@@ -1,0 +1,212 @@
+"""Scalar helpers that generated CPU kernels call: XLA's exact integer and float corner cases.
+
+The NumPy spec of each rule is in backends/interpreter/elementwise.py and convert.py; these are
+the same rules written for Numba, one scalar at a time. Helpers are generic over the element
+type; constants whose type matters (-1, INT_MIN, all-ones) are passed in already typed, because
+a bare literal in a Numba function is int64/float64 and would widen the result. Callers cast
+the returned value to the instruction's element type, which also wraps integer results.
+
+LLVM inlines the helpers into the kernel loop. They are compiled with 'contract' only, so the
+NaN and signed-zero selects survive whatever flags the calling kernel uses.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+_JIT = dict(fastmath={"contract"}, error_model="numpy", cache=False, nogil=True)
+_FLOATS = (types.float32, types.float64)
+
+
+# ---- LLVM intrinsics: each lowers to one vectorizable instruction ------------------------------
+
+def _float_intrinsic(name: str):
+    """`name(x)` for a float x, as the LLVM intrinsic `llvm.<name>.f32/f64`."""
+    def typer(typingctx, x):
+        if x not in _FLOATS:
+            return None
+
+        def codegen(context, builder, sig, args):
+            fty = args[0].type
+            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(fty, [fty]),
+                                                f"llvm.{name}.{fty.intrinsic_name}")
+            return builder.call(fn, args)
+        return x(x), codegen
+    return intrinsic(typer)
+
+
+floor = _float_intrinsic("floor")
+ceil = _float_intrinsic("ceil")
+rint = _float_intrinsic("rint")    # ties to even (default rounding mode)
+round_afz = _float_intrinsic("round")  # ties away from zero
+trunc = _float_intrinsic("trunc")
+
+
+@intrinsic
+def copysign(typingctx, magnitude, sign):
+    if magnitude not in _FLOATS or sign != magnitude:
+        return None
+
+    def codegen(context, builder, sig, args):
+        fty = args[0].type
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(fty, [fty, fty]),
+                                            f"llvm.copysign.{fty.intrinsic_name}")
+        return builder.call(fn, args)
+    return magnitude(magnitude, sign), codegen
+
+
+def _int_intrinsic(name: str, poison_flag: bool):
+    def typer(typingctx, x):
+        if not isinstance(x, types.Integer):
+            return None
+
+        def codegen(context, builder, sig, args):
+            ity = args[0].type
+            params = [ity] + ([ir.IntType(1)] if poison_flag else [])
+            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ity, params),
+                                                f"llvm.{name}.i{ity.width}")
+            extra = [ir.Constant(ir.IntType(1), 0)] if poison_flag else []
+            return builder.call(fn, [args[0]] + extra)
+        return x(x), codegen
+    return intrinsic(typer)
+
+
+popcount = _int_intrinsic("ctpop", False)
+count_leading_zeros = _int_intrinsic("ctlz", True)  # defined (= width) for a zero input
+
+
+@intrinsic
+def bitcast(typingctx, x, ty):
+    """Reinterprets the bits of scalar `x` as the same-width type `ty` (e.g. np.int32)."""
+    target = getattr(ty, "instance_type", None)
+    if not isinstance(target, (types.Integer, types.Float)) or target.bitwidth != x.bitwidth:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], context.get_value_type(target))
+    return target(x, ty), codegen
+
+
+@intrinsic
+def signbit(typingctx, x):
+    """True when the sign bit of float x is set (also for -0 and negative NaNs)."""
+    if x not in _FLOATS:
+        return None
+
+    def codegen(context, builder, sig, args):
+        ity = ir.IntType(x.bitwidth)
+        return builder.icmp_signed("<", builder.bitcast(args[0], ity), ir.Constant(ity, 0))
+    return types.boolean(x), codegen
+
+
+# ---- floats --------------------------------------------------------------------------------------
+
+@njit(**_JIT)
+def fmax(a, b):
+    # llvm.maximum: NaN wins; +0 beats -0 in either order.
+    if a != a:
+        return a
+    if b != b:
+        return b
+    if a == b:
+        return b if signbit(a) else a
+    return a if a > b else b
+
+
+@njit(**_JIT)
+def fmin(a, b):
+    if a != a:
+        return a
+    if b != b:
+        return b
+    if a == b:
+        return a if signbit(a) else b
+    return a if a < b else b
+
+
+@njit(**_JIT)
+def fsign(x, one):
+    # NaN stays NaN, +-0 stays itself, everything else is +-1.
+    if x != x or x == 0:
+        return x
+    return copysign(one, x)
+
+
+@njit(**_JIT)
+def total_order_key(bits, max_value):
+    """Signed bits of a float ordered as -NaN < -inf < .. < -0 < +0 < .. < +inf < +NaN."""
+    return bits ^ max_value if bits < 0 else bits
+
+
+@njit(**_JIT)
+def float_to_int(x, low_f, high_f, low, high, zero, whole):
+    """Saturating truncation: NaN -> 0; `whole` is x already truncated by the caller's cast
+    (only used when it is in range). low_f = float(low), high_f = float(high) + 1, exact."""
+    if x != x:
+        return zero
+    if x <= low_f:
+        return low
+    if x >= high_f:
+        return high
+    return whole
+
+
+# ---- integers --------------------------------------------------------------------------------------
+
+@njit(**_JIT)
+def sdiv(a, b, int_min, minus_one):
+    # x / 0 = -1; INT_MIN / -1 = INT_MIN; otherwise truncate toward zero.
+    if b == 0:
+        return minus_one
+    if a == int_min and b == minus_one:
+        return int_min
+    q = a // b
+    if q * b != a and (a < 0) != (b < 0):
+        q += 1
+    return q
+
+
+@njit(**_JIT)
+def srem(a, b, int_min, minus_one):
+    # x % 0 = x; INT_MIN % -1 = 0; the result takes the dividend's sign (C fmod).
+    if b == 0:
+        return a
+    if a == int_min and b == minus_one:
+        return a - a
+    r = a % b
+    if r != 0 and (r < 0) != (a < 0):
+        r -= b
+    return r
+
+
+@njit(**_JIT)
+def udiv(a, b, all_ones):
+    if b == 0:
+        return all_ones
+    return a // b
+
+
+@njit(**_JIT)
+def urem(a, b):
+    if b == 0:
+        return a
+    return a % b
+
+
+@njit(**_JIT)
+def ipow(base, exponent_bits, negative, one, zero):
+    """Square-and-multiply over the exponent's unsigned bits (wraps like the integer type).
+    A negative signed exponent gives 1 for base 1 and 0 otherwise."""
+    if negative:
+        return one if base == one else zero
+    result = one
+    factor = base
+    remaining = exponent_bits
+    while remaining != 0:
+        if remaining & 1:
+            result = result * factor
+        factor = factor * factor
+        remaining = remaining >> 1
+    return result

@@ -1,0 +1,115 @@
+"""Native compilation of kernel sources: in-process memo, then the disk cache, then Numba.
+
+`obtain(spec, disk)` returns the compiled kernel for a KernelSpec:
+1. a kernel with the same id compiled earlier in this process (kept in `_COMPILED`);
+2. otherwise, with a disk cache, the kernel's module is written (or found) under the cache
+   root and imported; `dispatcher.compile(signature)` then loads Numba's cached machine code
+   or compiles and stores it;
+3. without a disk cache the source is executed in a fresh module and compiled in memory.
+The result says which of "memory", "disk" or "compiled" happened, for metrics and tests.
+"""
+from __future__ import annotations
+
+import importlib.util
+import linecache
+import sys
+import threading
+import types as pytypes
+from pathlib import Path
+
+from .cache import CorruptEntry, DiskCache, digest, locked, module_name
+
+_COMPILED: dict[str, object] = {}
+_LOCK = threading.RLock()
+
+
+def kernel_id(spec) -> str:
+    return digest("kernel", spec.source, spec.signature_text())
+
+
+def entry_point(dispatcher, spec):
+    """The compiled function itself: calling it skips the dispatcher's type resolution and
+    raises on mismatched arguments instead of compiling another specialization."""
+    return dispatcher.overloads[spec.numba_signature().args].entry_point
+
+
+def obtain(spec, disk: DiskCache | None):
+    """(compiled dispatcher, how) for `spec`; how is "memory", "disk" or "compiled"."""
+    kid = kernel_id(spec)
+    with _LOCK:
+        found = _COMPILED.get(kid)
+        if found is not None:
+            return found, "memory"
+        if disk is None:
+            dispatcher, how = _compile_in_memory(spec, kid), "compiled"
+        else:
+            dispatcher, how = _through_disk(spec, kid, disk)
+        _COMPILED[kid] = dispatcher
+        return dispatcher, how
+
+
+def _compile_in_memory(spec, kid: str):
+    name = module_name(kid)
+    filename = f"<minixla kernel {kid}>"
+    linecache.cache[filename] = (len(spec.source), None, spec.source.splitlines(True), filename)
+    module = pytypes.ModuleType(name)
+    module.CACHE = False
+    sys.modules[name] = module  # Numba looks the module up by name for its globals
+    exec(compile(spec.source, filename, "exec"), module.__dict__)
+    dispatcher = getattr(module, spec.name)
+    dispatcher.compile(spec.numba_signature())
+    return dispatcher
+
+
+def _import(path: Path, kid: str, *, cache: bool):
+    name = module_name(kid)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    module.CACHE = cache
+    sys.modules[name] = module  # must be importable by name when Numba rebuilds its globals
+    spec.loader.exec_module(module)
+    return module
+
+
+def _numba_files(dispatcher) -> list[Path]:
+    impl = dispatcher._cache
+    index = Path(impl._cache_file._index_path)
+    prefix = index.name[: -len(".nbi")]
+    folder = Path(impl._cache_path)
+    return sorted(p for p in folder.glob(prefix + ".*") if p.is_file()) if folder.exists() \
+        else []
+
+
+def _through_disk(spec, kid: str, disk: DiskCache):
+    py, _, lock = disk.kernel_paths(kid)
+    signature = spec.numba_signature()
+    with locked(lock):
+        try:
+            manifest = disk.check_source(kid, spec.source)
+        except CorruptEntry as exc:
+            disk.discard_kernel(kid, [], str(exc))
+            manifest = None
+        if manifest is None:
+            disk.write_source(kid, spec.source)
+        dispatcher = getattr(_import(py, kid, cache=True), spec.name)
+        if manifest is not None:
+            files = _numba_files(dispatcher)
+            try:
+                disk.check_numba_files(manifest, files)
+            except CorruptEntry as exc:
+                disk.discard_kernel(kid, files, str(exc))
+                disk.write_source(kid, spec.source)
+                dispatcher = getattr(_import(py, kid, cache=True), spec.name)
+                manifest = None
+        dispatcher.compile(signature)
+        hit = dispatcher._cache_hits.get(signature, 0) > 0
+        if manifest is None or not hit:
+            disk.write_manifest(kid, spec.source, _numba_files(dispatcher))
+        disk.touch(kid)
+    return dispatcher, "disk" if hit else "compiled"
+
+
+def forget_in_memory() -> None:
+    """Drops the in-process kernel memo (tests use it to exercise the disk cache)."""
+    with _LOCK:
+        _COMPILED.clear()

@@ -1,0 +1,388 @@
+"""Per-element code: one Numba expression per elementwise opcode and element type.
+
+`SCALAR[opcode](ctx, instr, args)` returns Python source for the instruction's value given
+source for its operands' values. Every expression has exactly the instruction's element type
+(integers are cast back with `T(...)`, which wraps like two's complement), so the kernel's
+variables are type-stable and LLVM sees no hidden widening. The semantics follow the
+interpreter's tables (elementwise.py, convert.py); the corner cases live in helpers.py.
+
+An opcode/type pair that is not here raises `NotEmittable`; the driver then runs that
+instruction through the reference implementation instead (reported as `fallback.<opcode>`).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from ...errors import UnsupportedError
+
+
+class NotEmittable(UnsupportedError):
+    """The instruction has no kernel code for its element types."""
+
+
+# HLO element type -> NumPy scalar type the kernel computes in. Narrow floats, sub-byte ints
+# and complex numbers are absent: Numba cannot load them, so they fall back.
+KERNEL_TYPES = {
+    "pred": "bool_", "s8": "int8", "s16": "int16", "s32": "int32", "s64": "int64",
+    "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
+    "f32": "float32", "f64": "float64",
+}
+BITS = {"pred": 8, "s8": 8, "s16": 16, "s32": 32, "s64": 64, "u8": 8, "u16": 16, "u32": 32,
+        "u64": 64, "f32": 32, "f64": 64}
+
+
+def kernel_type(dtype: str) -> str:
+    if dtype not in KERNEL_TYPES:
+        raise NotEmittable(f"element type {dtype} has no kernel representation")
+    return "np." + KERNEL_TYPES[dtype]
+
+
+def signed_of(dtype: str) -> str:
+    return "s" + str(BITS[dtype])
+
+
+def unsigned_of(dtype: str) -> str:
+    return "u" + str(BITS[dtype])
+
+
+def kind(dtype: str) -> str:
+    return {"p": "pred", "s": "signed", "u": "unsigned", "f": "float"}[dtype[0]]
+
+
+Emit = Callable[..., str]
+SCALAR: dict[str, Emit] = {}
+
+
+def rule(*opcodes: str):
+    def register(fn: Emit) -> Emit:
+        for opcode in opcodes:
+            SCALAR[opcode] = fn
+        return fn
+    return register
+
+
+def _no(instr, dtype: str) -> NotEmittable:
+    return NotEmittable(f"{instr.opcode} on {dtype} has no kernel code")
+
+
+# ---- arithmetic --------------------------------------------------------------------------------
+
+_ARITH = {"add": "+", "subtract": "-", "multiply": "*"}
+_PRED_ARITH = {"add": "|", "multiply": "&", "maximum": "|", "minimum": "&"}
+
+
+@rule("add", "subtract", "multiply")
+def _arith(ctx, instr, args):
+    a, b = args
+    dtype = instr.shape.dtype
+    if dtype == "pred":
+        if instr.opcode not in _PRED_ARITH:
+            raise _no(instr, dtype)
+        return f"({a} {_PRED_ARITH[instr.opcode]} {b})"
+    return ctx.cast(f"{a} {_ARITH[instr.opcode]} {b}", dtype)
+
+
+@rule("divide")
+def _divide(ctx, instr, args):
+    a, b = args
+    dtype = instr.shape.dtype
+    if kind(dtype) == "float":
+        return f"({a} / {b})"
+    if kind(dtype) == "signed":
+        low = -(1 << (BITS[dtype] - 1))
+        return ctx.cast(f"h.sdiv({a}, {b}, {ctx.const(low, dtype)}, {ctx.const(-1, dtype)})",
+                        dtype)
+    if kind(dtype) == "unsigned":
+        ones = (1 << BITS[dtype]) - 1
+        return ctx.cast(f"h.udiv({a}, {b}, {ctx.const(ones, dtype)})", dtype)
+    raise _no(instr, dtype)
+
+
+@rule("remainder")
+def _remainder(ctx, instr, args):
+    a, b = args
+    dtype = instr.shape.dtype
+    if kind(dtype) == "float":
+        return f"np.fmod({a}, {b})"
+    if kind(dtype) == "signed":
+        low = -(1 << (BITS[dtype] - 1))
+        return ctx.cast(f"h.srem({a}, {b}, {ctx.const(low, dtype)}, {ctx.const(-1, dtype)})",
+                        dtype)
+    if kind(dtype) == "unsigned":
+        return ctx.cast(f"h.urem({a}, {b})", dtype)
+    raise _no(instr, dtype)
+
+
+@rule("maximum", "minimum")
+def _max_min(ctx, instr, args):
+    a, b = args
+    dtype = instr.shape.dtype
+    is_max = instr.opcode == "maximum"
+    if dtype == "pred":
+        return f"({a} {_PRED_ARITH[instr.opcode]} {b})"
+    if kind(dtype) == "float":
+        return f"h.{'fmax' if is_max else 'fmin'}({a}, {b})"
+    return f"({a} if {a} {'>' if is_max else '<'} {b} else {b})"
+
+
+@rule("power")
+def _power(ctx, instr, args):
+    a, b = args
+    dtype = instr.shape.dtype
+    if kind(dtype) == "float":
+        return f"{ctx.math('power', dtype)}({a}, {b})"
+    if kind(dtype) in ("signed", "unsigned"):
+        unsigned = ctx.cast(b, unsigned_of(dtype))
+        negative = f"({b} < 0)" if kind(dtype) == "signed" else "False"
+        return ctx.cast(f"h.ipow({a}, {unsigned}, {negative}, {ctx.const(1, dtype)}, "
+                        f"{ctx.const(0, dtype)})", dtype)
+    raise _no(instr, dtype)
+
+
+@rule("atan2")
+def _atan2(ctx, instr, args):
+    dtype = instr.shape.dtype
+    if kind(dtype) != "float":
+        raise _no(instr, dtype)
+    return f"{ctx.math('atan2', dtype)}({args[0]}, {args[1]})"
+
+
+_BITWISE = {"and": "&", "or": "|", "xor": "^"}
+
+
+@rule("and", "or", "xor")
+def _bitwise(ctx, instr, args):
+    dtype = instr.shape.dtype
+    if kind(dtype) == "float":
+        raise _no(instr, dtype)
+    expr = f"{args[0]} {_BITWISE[instr.opcode]} {args[1]}"
+    return f"({expr})" if dtype == "pred" else ctx.cast(expr, dtype)
+
+
+@rule("shift-left", "shift-right-logical", "shift-right-arithmetic")
+def _shift(ctx, instr, args):
+    a, b = args
+    dtype = instr.shape.dtype
+    if kind(dtype) not in ("signed", "unsigned"):
+        raise _no(instr, dtype)
+    bits, unsigned = BITS[dtype], unsigned_of(dtype)
+    amount = ctx.cast(b, unsigned)
+    in_range = f"{amount} < {ctx.const(bits, unsigned)}"
+    zero = ctx.const(0, dtype)
+    if instr.opcode == "shift-left":
+        return f"({ctx.cast(f'{ctx.cast(a, unsigned)} << {amount}', dtype)} if {in_range} else {zero})"
+    if instr.opcode == "shift-right-logical":
+        return f"({ctx.cast(f'{ctx.cast(a, unsigned)} >> {amount}', dtype)} if {in_range} else {zero})"
+    signed = signed_of(dtype)
+    value = ctx.cast(a, signed)
+    fill = f"({ctx.const(-1, dtype)} if {value} < 0 else {zero})"
+    shifted = ctx.cast(f"{value} >> {ctx.cast(amount, signed)}", dtype)
+    return f"({shifted} if {in_range} else {fill})"
+
+
+# ---- unary -------------------------------------------------------------------------------------
+
+@rule("negate")
+def _negate(ctx, instr, args):
+    dtype = instr.shape.dtype
+    if dtype == "pred":
+        raise _no(instr, dtype)
+    return f"(-{args[0]})" if kind(dtype) == "float" else ctx.cast(f"-{args[0]}", dtype)
+
+
+@rule("abs")
+def _abs(ctx, instr, args):
+    (a,) = args
+    dtype = instr.shape.dtype
+    if kind(dtype) == "float":
+        return f"abs({a})"
+    if kind(dtype) == "signed":
+        return f"({ctx.cast(f'-{a}', dtype)} if {a} < 0 else {a})"
+    if kind(dtype) == "unsigned":
+        return a
+    raise _no(instr, dtype)
+
+
+@rule("sign")
+def _sign(ctx, instr, args):
+    (a,) = args
+    dtype = instr.shape.dtype
+    if kind(dtype) == "float":
+        return f"h.fsign({a}, {ctx.const(1, dtype)})"
+    if kind(dtype) in ("signed", "unsigned"):
+        one, zero = ctx.const(1, dtype), ctx.const(0, dtype)
+        minus = ctx.const(-1, dtype) if kind(dtype) == "signed" else zero
+        return f"({one} if {a} > 0 else ({minus} if {a} < 0 else {zero}))"
+    raise _no(instr, dtype)
+
+
+_ROUNDING = {"floor": "h.floor", "ceil": "h.ceil", "round-nearest-even": "h.rint",
+             "round-nearest-afz": "h.round_afz"}
+
+
+@rule(*_ROUNDING)
+def _rounding(ctx, instr, args):
+    dtype = instr.shape.dtype
+    if kind(dtype) != "float":
+        raise _no(instr, dtype)
+    return f"{_ROUNDING[instr.opcode]}({args[0]})"
+
+
+# Vectorizable approximations where mathlib has them, libm through Numba's math otherwise.
+_MATHLIB = ("exponential", "exponential-minus-one", "log", "log-plus-one", "tanh", "logistic",
+            "sine", "cosine", "tan", "erf", "cbrt", "sqrt", "rsqrt")
+_LIBM = {"asin": "math.asin", "acos": "math.acos", "atan": "math.atan", "sinh": "math.sinh",
+         "cosh": "math.cosh", "asinh": "math.asinh", "acosh": "math.acosh",
+         "atanh": "math.atanh", "lgamma": "math.lgamma"}
+
+
+@rule(*_MATHLIB, *_LIBM)
+def _math(ctx, instr, args):
+    dtype = instr.shape.dtype
+    if kind(dtype) != "float":
+        raise _no(instr, dtype)
+    if instr.opcode in _MATHLIB and ctx.has_math(instr.opcode, dtype):
+        return f"{ctx.math(instr.opcode, dtype)}({args[0]})"
+    if instr.opcode in _LIBM:
+        return ctx.cast(f"{_LIBM[instr.opcode]}({args[0]})", dtype)
+    raise _no(instr, dtype)
+
+
+@rule("is-finite")
+def _is_finite(ctx, instr, args):
+    if kind(instr.operand(0).shape.dtype) != "float":
+        raise _no(instr, instr.operand(0).shape.dtype)
+    return f"math.isfinite({args[0]})"
+
+
+@rule("not")
+def _not(ctx, instr, args):
+    dtype = instr.shape.dtype
+    if dtype == "pred":
+        return f"(not {args[0]})"
+    if kind(dtype) in ("signed", "unsigned"):
+        return ctx.cast(f"~{args[0]}", dtype)
+    raise _no(instr, dtype)
+
+
+@rule("popcnt", "count-leading-zeros")
+def _bit_count(ctx, instr, args):
+    dtype = instr.shape.dtype
+    if kind(dtype) not in ("signed", "unsigned"):
+        raise _no(instr, dtype)
+    fn = "h.popcount" if instr.opcode == "popcnt" else "h.count_leading_zeros"
+    return ctx.cast(f"{fn}({ctx.cast(args[0], unsigned_of(dtype))})", dtype)
+
+
+@rule("copy")
+def _copy(ctx, instr, args):
+    return args[0]
+
+
+# ---- compare, select, clamp -----------------------------------------------------------------------
+
+_DIRECTIONS = {"EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}
+
+
+@rule("compare")
+def _compare(ctx, instr, args):
+    a, b = args
+    dtype = instr.operand(0).shape.dtype
+    op = _DIRECTIONS[instr.attrs["direction"].upper()]
+    ctype = str(instr.attrs.get("type") or "").upper()
+    if kind(dtype) == "float" and ctype == "TOTALORDER":
+        signed = signed_of(dtype)
+        top = ctx.const((1 << (BITS[dtype] - 1)) - 1, signed)
+        a, b = (f"h.total_order_key(h.bitcast({v}, {kernel_type(signed)}), {top})"
+                for v in (a, b))
+    elif kind(dtype) == "float":
+        if ctype not in ("", "FLOAT"):
+            raise _no(instr, dtype)
+    elif dtype == "pred":
+        a, b = ctx.cast(a, "u8"), ctx.cast(b, "u8")
+    elif ctype == "SIGNED" or (ctype == "" and kind(dtype) == "signed"):
+        a, b = ctx.cast(a, signed_of(dtype)), ctx.cast(b, signed_of(dtype))
+    elif ctype in ("UNSIGNED", ""):
+        a, b = ctx.cast(a, unsigned_of(dtype)), ctx.cast(b, unsigned_of(dtype))
+    else:
+        raise _no(instr, dtype)
+    return f"({a} {op} {b})"
+
+
+@rule("select")
+def _select(ctx, instr, args):
+    return f"({args[1]} if {args[0]} else {args[2]})"
+
+
+@rule("clamp")
+def _clamp(ctx, instr, args):
+    low, x, high = args
+    dtype = instr.shape.dtype
+    if kind(dtype) == "float":
+        return f"h.fmin(h.fmax({x}, {low}), {high})"
+    if kind(dtype) in ("signed", "unsigned"):
+        upper = f"({x} if {x} > {low} else {low})"
+        return f"({upper} if {upper} < {high} else {high})"
+    raise _no(instr, dtype)
+
+
+# ---- conversions ------------------------------------------------------------------------------
+
+@rule("convert")
+def _convert(ctx, instr, args):
+    (a,) = args
+    src, dst = instr.operand(0).shape.dtype, instr.shape.dtype
+    kernel_type(src), kernel_type(dst)  # both must have kernel types
+    if src == dst:
+        return a
+    if dst == "pred":
+        return f"({a} != 0)"
+    if src == "pred":
+        return f"({ctx.const(1, dst)} if {a} else {ctx.const(0, dst)})"
+    if kind(src) == "float" and kind(dst) != "float":
+        low, high = (-(1 << (BITS[dst] - 1)), (1 << (BITS[dst] - 1)) - 1) \
+            if kind(dst) == "signed" else (0, (1 << BITS[dst]) - 1)
+        # The plain cast is only used when x is in range (out of range it is LLVM poison,
+        # which the helper's selects never pick).
+        return ctx.cast(
+            f"h.float_to_int({a}, {ctx.const(float(low), src)}, "
+            f"{ctx.const(float(high) + 1, src)}, {ctx.const(low, dst)}, {ctx.const(high, dst)}, "
+            f"{ctx.const(0, dst)}, {ctx.cast(a, dst)})", dst)
+    return ctx.cast(a, dst)  # int->int wraps, int->float and float->float round once
+
+
+@rule("bitcast-convert")
+def _bitcast_convert(ctx, instr, args):
+    src, dst = instr.operand(0).shape.dtype, instr.shape.dtype
+    if BITS.get(src) != BITS.get(dst) or "pred" in (src, dst):
+        raise _no(instr, f"{src}->{dst}")
+    kernel_type(src)
+    return f"h.bitcast({args[0]}, {kernel_type(dst)})"
+
+
+def emit_scalar(ctx, instr, args: list[str]) -> str:
+    """Source for `instr` applied to operand values `args` (raises NotEmittable)."""
+    fn = SCALAR.get(instr.opcode)
+    if fn is None:
+        raise NotEmittable(f"{instr.opcode} has no kernel code")
+    kernel_type(instr.shape.dtype)
+    for operand in instr.operands:
+        kernel_type(operand.shape.dtype)
+    return fn(ctx, instr, args)
+
+
+def literal(value, dtype: str) -> str:
+    """Exact Python source for a scalar of HLO type `dtype` (module level, not in kernels)."""
+    ty = kernel_type(dtype)
+    if dtype == "pred":
+        return f"{ty}({bool(value)})"
+    if kind(dtype) == "float":
+        value = float(value)
+        if value != value:
+            return f"{ty}(float('nan'))"
+        if value in (float("inf"), float("-inf")):
+            return f"{ty}(float('{value}'))"
+        return f"{ty}(float.fromhex('{value.hex()}'))"
+    return f"{ty}({int(np.asarray(value).item())})"

@@ -1,0 +1,195 @@
+"""Operations the driver runs without a generated kernel: library calls and NumPy copies.
+
+* dot: BLAS through np.matmul writing into the preallocated output (`out=`); operands are
+  transposed/reshaped to [batch, m, k] x [batch, k, n] views first, which NumPy hands to BLAS
+  with transpose flags instead of copying where it can.
+* data movement (broadcast, slice, concatenate, pad, reverse, dynamic-slice,
+  dynamic-update-slice, copy): NumPy copies into the output buffer; these are memcpy-speed C
+  loops and need no compile time. dynamic-update-slice writes only the window when the plan
+  lets it update operand 0 in place.
+* custom calls registered for "cpu": `fn(out, *operands, backend_config=str)` fills `out` (an
+  array, or a tuple of arrays for a tuple result); a function that returns a value instead has
+  that value copied into `out`.
+* fallbacks: any other op runs the interpreter's handler, the executable spec, and is counted
+  in metrics as `fallback.<opcode>` when the executable is built.
+Each factory returns a callable taking (out, *operands) (fallbacks: (*operands) -> value).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...runtime.custom_call import lookup_custom_call
+
+
+def dot(instr):
+    attrs = instr.attrs
+    lhs_shape, rhs_shape = instr.operand(0).shape, instr.operand(1).shape
+    lb, rb = list(attrs.get("lhs_batch_dims", ())), list(attrs.get("rhs_batch_dims", ()))
+    lc, rc = list(attrs.get("lhs_contracting_dims", ())), list(attrs.get("rhs_contracting_dims", ()))
+    lf = [d for d in range(lhs_shape.rank) if d not in lb + lc]
+    rf = [d for d in range(rhs_shape.rank) if d not in rb + rc]
+    dims_l, dims_r = lhs_shape.dims, rhs_shape.dims
+    batch = math.prod(dims_l[d] for d in lb)
+    m, k = math.prod(dims_l[d] for d in lf), math.prod(dims_l[d] for d in lc)
+    n = math.prod(dims_r[d] for d in rf)
+    lhs_perm, rhs_perm = lb + lf + lc, rb + rc + rf
+    identity_l, identity_r = lhs_perm == list(range(len(dims_l))), rhs_perm == list(range(len(dims_r)))
+
+    def run(out, lhs, rhs):
+        a = (lhs if identity_l else lhs.transpose(lhs_perm)).reshape(batch, m, k)
+        b = (rhs if identity_r else rhs.transpose(rhs_perm)).reshape(batch, k, n)
+        if batch == 1:
+            np.matmul(a[0], b[0], out=out.reshape(m, n))
+        else:
+            np.matmul(a, b, out=out.reshape(batch, m, n))
+    return run
+
+
+def blas_dot_ok(instr) -> bool:
+    """Same float element type in and out: BLAS computes it directly. Other dots (integers,
+    narrow floats, mixed types) need a wider work type: the interpreter's dot."""
+    dtypes = {instr.shape.dtype, instr.operand(0).shape.dtype, instr.operand(1).shape.dtype}
+    return dtypes in ({"f32"}, {"f64"})
+
+
+def broadcast(instr):
+    dims = list(instr.attrs.get("dimensions", ()))
+    order = sorted(range(len(dims)), key=lambda i: dims[i])
+    expanded = [1] * instr.shape.rank
+    for i, d in enumerate(sorted(dims)):
+        expanded[d] = instr.operand(0).shape.dims[order[i]]
+
+    def run(out, x):
+        if order != list(range(len(dims))):
+            x = x.transpose(order)
+        out[...] = x.reshape(expanded)
+    return run
+
+
+def slice_(instr):
+    index = tuple(slice(start, limit, stride) for start, limit, stride in instr.attrs["slice"])
+
+    def run(out, x):
+        out[...] = x[index]
+    return run
+
+
+def concatenate(instr):
+    axis = instr.attrs["dimensions"][0]
+
+    def run(out, *xs):
+        np.concatenate(xs, axis=axis, out=out)
+    return run
+
+
+def pad(instr):
+    """Fill with the padding value, then copy the operand into a strided window (negative
+    padding crops the operand first)."""
+    src, dst, empty = [], [], False
+    for (low, _, interior), size, out_size in zip(instr.attrs["padding"],
+                                                  instr.operand(0).shape.dims, instr.shape.dims):
+        step = interior + 1
+        first = max(0, -(-(-low) // step))  # first k with low + k*step >= 0
+        last = min(size, -(-(out_size - low) // step))  # one past the last k inside
+        if first >= last:
+            empty = True
+            break
+        src.append(slice(first, last))
+        dst.append(slice(low + first * step, low + (last - 1) * step + 1, step))
+    src, dst = tuple(src), tuple(dst)
+
+    def run(out, x, value):
+        out.fill(value.reshape(()))
+        if not empty:
+            out[dst] = x[src]
+    return run
+
+
+def reverse(instr):
+    axes = tuple(instr.attrs["dimensions"])
+
+    def run(out, x):
+        out[...] = np.flip(x, axes)
+    return run
+
+
+def copy(instr):
+    def run(out, x):
+        out[...] = x
+    return run
+
+
+def _starts(dims, window, starts) -> list[int]:
+    return [min(max(int(s), 0), d - w) for s, d, w in zip(starts, dims, window)]
+
+
+def dynamic_slice(instr):
+    dims, sizes = instr.operand(0).shape.dims, instr.attrs["dynamic_slice_sizes"]
+
+    def run(out, x, *starts):
+        begin = _starts(dims, sizes, starts)
+        out[...] = x[tuple(slice(s, s + n) for s, n in zip(begin, sizes))]
+    return run
+
+
+def dynamic_update_slice(instr, in_place: bool):
+    dims, sizes = instr.operand(0).shape.dims, instr.operand(1).shape.dims
+
+    def run(out, x, update, *starts):
+        if not in_place:
+            out[...] = x
+        begin = _starts(dims, sizes, starts)
+        out[tuple(slice(s, s + n) for s, n in zip(begin, sizes))] = update
+    return run
+
+
+def custom_call(instr):
+    from ..interpreter.ops_control import check_result
+    target = instr.attrs["custom_call_target"]
+    fn = lookup_custom_call(target, "cpu")
+    config = instr.attrs.get("backend_config")
+    config = str(config) if config else ""
+
+    def run(out, *operands):
+        result = fn(out, *operands, backend_config=config)
+        if result is None:
+            return
+        checked = check_result(result, instr.shape, f"custom-call {target!r}")
+        for dst, value in zip(_leaves(out), _leaves(checked)):
+            dst[...] = value
+    return run
+
+
+def _leaves(value):
+    if isinstance(value, tuple):
+        return [leaf for v in value for leaf in _leaves(v)]
+    return [value]
+
+
+def fallback(instr, evaluator):
+    """Runs `instr` with the interpreter's handler (its reference implementation)."""
+    from ..interpreter.evaluator import handlers
+    handler = handlers()[instr.opcode]
+
+    def run(*operands):
+        return handler(evaluator, instr, list(operands))
+    return run
+
+
+def constant_value(instr) -> np.ndarray | None:
+    """The value of ops that depend on nothing (iota, replica-id): computed once, at compile."""
+    if instr.opcode == "iota":
+        dim, dims = instr.attrs["iota_dimension"], instr.shape.dims
+        line = np.arange(dims[dim]).astype(instr.shape.numpy_dtype)
+        shape = [1] * len(dims)
+        shape[dim] = dims[dim]
+        return np.ascontiguousarray(np.broadcast_to(line.reshape(shape), dims))
+    if instr.opcode in ("replica-id", "partition-id"):
+        return np.zeros((), instr.shape.numpy_dtype)
+    return None
+
+
+MOVEMENT = {"broadcast": broadcast, "slice": slice_, "concatenate": concatenate, "pad": pad,
+            "reverse": reverse, "copy": copy, "dynamic-slice": dynamic_slice}
