@@ -48,7 +48,7 @@ class _Builder:
     def __init__(self, module, options: dict):
         self.module = module
         self.parallel_threshold = int(options.get("parallel_threshold", PARALLEL_THRESHOLD))
-        self.ns: dict = {"np": np}
+        self.ns: dict = {"np": np, "_contiguous": _contiguous}
         self.kernels: dict[str, KernelSpec] = {}
         self.kernel_names: dict[str, str] = {}  # spec.kid -> global name
         self.functions: dict[int, str] = {}
@@ -191,6 +191,11 @@ class _Function:
         self.names[id(instr)] = var
 
 
+def _contiguous(array):
+    # np.ascontiguousarray would turn a 0-d array into a 1-d one.
+    return array if array.flags.c_contiguous else np.ascontiguousarray(array)
+
+
 def _nest(shape, names):
     if shape.is_tuple:
         return tuple(_nest(s, names) for s in shape.tuple_shapes)
@@ -219,7 +224,7 @@ def _exit(value, kinds, shape, is_entry: bool) -> str:
 def _parameter(fn: _Function, instr, _):
     name = f"p{instr.parameter_number}"
     if fn.is_entry and instr.shape.is_array:
-        fn.lines.append(f"{name} = np.ascontiguousarray({name})")
+        fn.lines.append(f"{name} = _contiguous({name})")
     fn.names[id(instr)] = name
 
 

@@ -1,0 +1,335 @@
+"""The cpu backend against the conformance corpus and against the interpreter (the oracle).
+
+* every conformance case's module.hlo runs on cpu and matches data.npz (skipped when
+  ../shared/conformance is absent);
+* XLA's integer and float corner cases, one module per op family, against the interpreter;
+* hypothesis-generated random graphs (elementwise, broadcast, reduce, transpose, slice, dot)
+  against the interpreter;
+* structural checks: custom calls, in-place updates, fallbacks reported in metrics.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import minixla
+from minixla.runtime.custom_call import register_custom_call, unregister_custom_call
+
+CASES = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "cases"
+CASE_DIRS = sorted(p for p in CASES.iterdir() if (p / "module.hlo").exists()) \
+    if CASES.exists() else []
+
+
+def cpu(text, **options):
+    return minixla.compile(text, backend="cpu", **options)
+
+
+def interpret(text, *args):
+    return minixla.compile(text, backend="interpreter")(*args)
+
+
+def flatten(value):
+    if isinstance(value, (tuple, list)):
+        return [leaf for v in value for leaf in flatten(v)]
+    return [np.asarray(value)]
+
+
+def assert_close(got, want, rtol=1e-5, atol=1e-6):
+    got, want = flatten(got), flatten(want)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, g.shape, w.dtype, w.shape)
+        if w.dtype.kind in "biu":
+            np.testing.assert_array_equal(g, w)
+        else:
+            g64, w64 = g.astype(np.float64), w.astype(np.float64)
+            np.testing.assert_array_equal(np.isnan(g64), np.isnan(w64))
+            finite = ~np.isnan(w64)
+            np.testing.assert_allclose(g64[finite], w64[finite], rtol=rtol, atol=atol)
+
+
+# ---- conformance corpus --------------------------------------------------------------------------
+
+def _load_case(path: Path):
+    meta = json.loads((path / "meta.json").read_text())
+    with np.load(path / "data.npz") as data:
+        args = [data[f"arg{i}"] for i in range(meta["num_args"])]
+        outs = [data[f"out{i}"] for i in range(meta["num_outputs"])]
+    import ml_dtypes
+    args = [a.view(ml_dtypes.bfloat16) if f"arg{i}" in meta.get("bf16_args", []) else a
+            for i, a in enumerate(args)]
+    outs = [o.view(ml_dtypes.bfloat16) if f"out{i}" in meta.get("bf16_outs", []) else o
+            for i, o in enumerate(outs)]
+    return meta, args, outs
+
+
+@pytest.mark.skipif(not CASE_DIRS, reason="../shared/conformance is not present")
+@pytest.mark.parametrize("case", CASE_DIRS, ids=lambda p: p.name)
+def test_conformance_case_on_cpu(case: Path):
+    meta, args, outs = _load_case(case)
+    exe = cpu((case / "module.hlo").read_text())
+    got = flatten(exe(*args))
+    assert len(got) == len(outs)
+    for g, w in zip(got, outs):
+        if w.dtype.name == "bfloat16":
+            g, w = g.astype(np.float32), w.astype(np.float32)
+        assert_close(g, w, rtol=meta["rtol"], atol=meta["atol"])
+
+
+# ---- XLA corner cases against the interpreter --------------------------------------------------
+
+INT_CORNERS = """
+HloModule ints
+ENTRY main {
+  a = s32[8] parameter(0)
+  b = s32[8] parameter(1)
+  div = s32[8] divide(a, b)
+  rem = s32[8] remainder(a, b)
+  shl = s32[8] shift-left(a, b)
+  sra = s32[8] shift-right-arithmetic(a, b)
+  srl = s32[8] shift-right-logical(a, b)
+  abs = s32[8] abs(a)
+  neg = s32[8] negate(a)
+  pop = s32[8] popcnt(a)
+  clz = s32[8] count-leading-zeros(a)
+  ua = u32[8] convert(a)
+  ub = u32[8] convert(b)
+  udiv = u32[8] divide(ua, ub)
+  urem = u32[8] remainder(ua, ub)
+  c8 = s8[8] convert(a)
+  m8 = s8[8] multiply(c8, c8)
+  lt = pred[8] compare(ua, ub), direction=LT
+  slt = pred[8] compare(a, b), direction=LT, type=UNSIGNED
+  ROOT out = (s32[8], s32[8], s32[8], s32[8], s32[8], s32[8], s32[8], s32[8], s32[8],
+              u32[8], u32[8], s8[8], pred[8], pred[8]) tuple(div, rem, shl, sra, srl, abs, neg,
+              pop, clz, udiv, urem, m8, lt, slt)
+}
+"""
+
+
+def test_integer_corner_cases_match_interpreter():
+    int_min = np.iinfo(np.int32).min
+    a = np.array([7, -7, int_min, int_min, 5, -1, 3, 0], np.int32)
+    b = np.array([0, 2, -1, 0, 33, 31, -2, 32], np.int32)
+    assert_close(cpu(INT_CORNERS)(a, b), interpret(INT_CORNERS, a, b))
+
+
+FLOAT_CORNERS = """
+HloModule floats
+ENTRY main {
+  a = f32[10] parameter(0)
+  b = f32[10] parameter(1)
+  max = f32[10] maximum(a, b)
+  min = f32[10] minimum(a, b)
+  afz = f32[10] round-nearest-afz(a)
+  even = f32[10] round-nearest-even(a)
+  sign = f32[10] sign(a)
+  rem = f32[10] remainder(a, b)
+  toi = s32[10] convert(a)
+  tou = u8[10] convert(a)
+  fin = pred[10] is-finite(a)
+  ne = pred[10] compare(a, b), direction=NE
+  tot = pred[10] compare(a, b), direction=LT, type=TOTALORDER
+  bits = s32[10] bitcast-convert(a)
+  cl = f32[10] clamp(b, a, b)
+  ROOT out = (f32[10], f32[10], f32[10], f32[10], f32[10], f32[10], s32[10], u8[10], pred[10],
+              pred[10], pred[10], s32[10], f32[10]) tuple(max, min, afz, even, sign, rem, toi, tou,
+              fin, ne, tot, bits, cl)
+}
+"""
+
+
+def test_float_corner_cases_match_interpreter():
+    nan, inf = np.nan, np.inf
+    a = np.array([nan, -0.0, 0.0, 2.5, -2.5, 3e9, -3e9, inf, 0.5, 1.5], np.float32)
+    b = np.array([1.0, 0.0, -0.0, nan, 2.0, 1.0, -inf, 2.0, -0.5, 1.5], np.float32)
+    assert_close(cpu(FLOAT_CORNERS)(a, b), interpret(FLOAT_CORNERS, a, b), rtol=0, atol=0)
+
+
+TRANSCENDENTAL = """
+HloModule math
+ENTRY main {
+  a = f32[64] parameter(0)
+  e = f32[64] exponential(a)
+  l = f32[64] log(a)
+  t = f32[64] tanh(a)
+  s = f32[64] logistic(a)
+  q = f32[64] sqrt(a)
+  p = f32[64] power(a, a)
+  ROOT out = (f32[64], f32[64], f32[64], f32[64], f32[64], f32[64]) tuple(e, l, t, s, q, p)
+}
+"""
+
+
+def test_transcendentals_match_interpreter():
+    a = np.concatenate([np.linspace(-20, 20, 60), [np.nan, np.inf, -np.inf, 0.0]])
+    a = a.astype(np.float32)
+    assert_close(cpu(TRANSCENDENTAL)(a), interpret(TRANSCENDENTAL, a), rtol=2e-6, atol=1e-30)
+
+
+MOVEMENT = """
+HloModule movement
+ENTRY main {
+  x = f32[4,6] parameter(0)
+  i = s32[] parameter(1)
+  z = f32[] constant(-1)
+  p = f32[7,11] pad(x, z), padding=1_2_0x-1_1_1
+  s = f32[2,3] slice(x), slice={[1:3], [0:6:2]}
+  r = f32[4,6] reverse(x), dimensions={0,1}
+  c = f32[8,6] concatenate(x, r), dimensions={0}
+  d = f32[2,3] dynamic-slice(x, i, i), dynamic_slice_sizes={2,3}
+  u = f32[4,6] dynamic-update-slice(x, s, i, i)
+  t = f32[6,4] transpose(x), dimensions={1,0}
+  b = f32[3,4,6] broadcast(x), dimensions={1,2}
+  ROOT out = (f32[7,11], f32[2,3], f32[8,6], f32[2,3], f32[4,6], f32[6,4], f32[3,4,6])
+      tuple(p, s, c, d, u, t, b)
+}
+"""
+
+
+@pytest.mark.parametrize("start", [0, 2, 7, -3])
+def test_data_movement_matches_interpreter(start):
+    x = np.arange(24, dtype=np.float32).reshape(4, 6)
+    i = np.int32(start)
+    assert_close(cpu(MOVEMENT)(x, i), interpret(MOVEMENT, x, i))
+
+
+FUSED = """
+HloModule fused
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+max_c {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+fused_softmax {
+  x = f32[4,5] parameter(0)
+  m = f32[] constant(-inf)
+  max = f32[4] reduce(x, m), dimensions={1}, to_apply=max_c
+  mb = f32[4,5] broadcast(max), dimensions={0}
+  d = f32[4,5] subtract(x, mb)
+  e = f32[4,5] exponential(d)
+  z = f32[] constant(0)
+  s = f32[4] reduce(e, z), dimensions={1}, to_apply=add
+  sb = f32[4,5] broadcast(s), dimensions={0}
+  t = f32[5,4] transpose(e), dimensions={1,0}
+  ROOT o = (f32[4,5], f32[5,4], f32[4]) tuple(divide(e, sb), t, s)
+}
+ENTRY main {
+  x = f32[4,5] parameter(0)
+  f = (f32[4,5], f32[5,4], f32[4]) fusion(x), kind=kLoop, calls=fused_softmax
+  g0 = f32[4,5] get-tuple-element(f), index=0
+  g1 = f32[5,4] get-tuple-element(f), index=1
+  g2 = f32[4] get-tuple-element(f), index=2
+  ROOT r = (f32[4,5], f32[5,4], f32[4]) tuple(g0, g1, g2)
+}
+"""
+
+
+def test_multi_output_fusion_with_reductions_is_one_kernel():
+    x = np.random.default_rng(0).standard_normal((4, 5)).astype(np.float32)
+    exe = cpu(FUSED, passes=[])
+    assert len(exe.program.kernels) == 1
+    assert_close(exe(x), interpret(FUSED, x))
+
+
+WHILE = """
+HloModule loop
+cond {
+  s = (s32[], f32[8]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  ROOT lt = pred[] compare(i, s32[] constant(5)), direction=LT
+}
+body {
+  s = (s32[], f32[8]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  v = f32[8] get-tuple-element(s), index=1
+  one = f32[1] broadcast(f32[] constant(1)), dimensions={}
+  u = f32[8] dynamic-update-slice(add(v, v), one, i)
+  ROOT t = (s32[], f32[8]) tuple(add(i, s32[] constant(1)), u)
+}
+ENTRY main {
+  x = f32[8] parameter(0)
+  ROOT w = (s32[], f32[8]) while((s32[], f32[8]) tuple(s32[] constant(0), x)),
+      condition=cond, body=body
+}
+"""
+
+
+def test_while_with_in_place_update_matches_interpreter():
+    x = np.linspace(0, 1, 8).astype(np.float32)
+    exe = cpu(WHILE, passes=[])
+    assert_close(exe(x), interpret(WHILE, x))
+    assert_close(exe(x), interpret(WHILE, x))  # the arena is reused by the second call
+    assert "dynamic-update-slice" in exe.program.source or "t" in exe.program.source
+
+
+def test_results_never_alias_the_arena_or_arguments():
+    text = """
+    HloModule m
+    ENTRY main {
+      x = f32[4] parameter(0)
+      y = f32[4] add(x, x)
+      ROOT t = (f32[4], f32[4], f32[4]) tuple(x, y, negate(y))
+    }"""
+    exe = cpu(text, passes=[])
+    x = np.ones(4, np.float32)
+    first = exe(x)
+    second = exe(x + 1)
+    assert first[0] is not x and not np.shares_memory(first[1], second[1])
+    np.testing.assert_array_equal(first[1], [2, 2, 2, 2])
+
+
+# ---- custom calls and fallbacks ------------------------------------------------------------------
+
+CUSTOM = """
+HloModule custom
+ENTRY main {
+  x = f32[3] parameter(0)
+  ROOT c = f32[3] custom-call(x), custom_call_target="twice"
+}
+"""
+
+
+def test_custom_call_registered_for_cpu_writes_into_the_result_buffer():
+    def twice(out, x, backend_config=""):
+        np.multiply(x, 2, out=out)
+    register_custom_call("twice", "cpu", twice)
+    try:
+        np.testing.assert_array_equal(cpu(CUSTOM)(np.arange(3, dtype=np.float32)), [0, 2, 4])
+    finally:
+        unregister_custom_call("twice", "cpu")
+
+
+def test_custom_call_registered_only_for_interpreter_is_a_compile_error():
+    register_custom_call("twice", "interpreter", lambda x, **_: x * 2)
+    try:
+        with pytest.raises(minixla.MinixlaError, match="not registered for backend 'cpu'"):
+            cpu(CUSTOM)
+    finally:
+        unregister_custom_call("twice", "interpreter")
+
+
+def test_fallbacks_are_reported_in_metrics():
+    text = """
+    HloModule s
+    lt {
+      a = f32[] parameter(0)
+      b = f32[] parameter(1)
+      ROOT c = pred[] compare(a, b), direction=LT
+    }
+    ENTRY main {
+      x = f32[5] parameter(0)
+      ROOT s = f32[5] sort(x), dimensions={0}, to_apply=lt
+    }"""
+    before = minixla.metrics().get("fallback.sort", {"count": 0})["count"]
+    exe = cpu(text, passes=[])
+    np.testing.assert_array_equal(exe(np.array([3, 1, 2, 5, 4], np.float32)), [1, 2, 3, 4, 5])
+    assert minixla.metrics()["fallback.sort"]["count"] == before + 1
