@@ -355,3 +355,12 @@ def test_rule_does_not_fire(rule):
 def test_every_arith_rule_has_both_tests():
     names = {r.name for r in ARITH.rules}
     assert names == set(FIRES) == set(UNCHANGED)
+
+
+def test_true_and_false_match_only_preds():
+    # found by the property test: select(p, 1.0, 0.0) is not p
+    check_pass("algsimp", module("""
+  p = pred[4] parameter(0)
+  one = f32[4] broadcast(f32[] constant(1)), dimensions={}
+  zero = f32[4] broadcast(f32[] constant(0)), dimensions={}
+  ROOT r = f32[4] select(p, one, zero)"""), expected=None)

@@ -239,12 +239,13 @@ def select_not_predicate(root, p, x, y):
 
 @ARITH.rule(m.Select(m.Any("p"), splat(True), splat(False)))
 def select_true_false(root, p):
-    return p if p.shape.dims == root.shape.dims else None  # select(p, true, false) -> p
+    return p if p.shape.compatible(root.shape) else None  # select(p, true, false) -> p
 
 
 @ARITH.rule(m.Select(m.Any("p"), splat(False), splat(True)))
 def select_false_true(root, p):
-    return new("not", root.shape, p) if p.shape.dims == root.shape.dims else None  # -> !p
+    # select(p, false, true) -> !p
+    return new("not", root.shape, p) if p.shape.compatible(root.shape) else None
 
 
 # -- compare ------------------------------------------------------------------------------------

@@ -159,6 +159,8 @@ def values_equal(literal, value, dtype) -> bool:
         return False
     if callable(value):
         value = value(dtype)
+    if isinstance(value, (bool, np.bool_)) and dtype.kind != "pred":
+        return False  # true/false only describe preds (1.0 is not "true")
     if dtype.is_float:
         arr = arr.astype(np.float64)
         if np.isnan(value):

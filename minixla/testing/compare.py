@@ -89,23 +89,23 @@ def flatten(value) -> list:
     return [value]
 
 
-def compare_values(got, want, *, rtol: float = 1e-6, atol: float = 1e-6, what: str = "result"
-                   ) -> list[str]:
+def compare_values(got, want, *, rtol: float = 1e-6, atol: float = 1e-6, what: str = "result",
+                   signed_zeros: bool = False) -> list[str]:
     """Differences between two results (flattened tuples) as readable lines; [] when equal.
 
     NaN must meet NaN, infinities must match exactly, ints and preds compare exactly, other
-    floats within `atol + rtol * |want|`. -0.0 equals +0.0 here."""
+    floats within `atol + rtol * |want|`. -0.0 equals +0.0 unless `signed_zeros`."""
     got_leaves, want_leaves = flatten(got), flatten(want)
     if len(got_leaves) != len(want_leaves):
         return [f"{what}: {len(got_leaves)} outputs vs {len(want_leaves)}"]
     problems = []
     for i, (g, w) in enumerate(zip(got_leaves, want_leaves)):
         label = what if len(want_leaves) == 1 else f"{what}[{i}]"
-        problems.extend(_compare_leaf(g, w, rtol, atol, label))
+        problems.extend(_compare_leaf(g, w, rtol, atol, label, signed_zeros))
     return problems
 
 
-def _compare_leaf(got, want, rtol, atol, label) -> list[str]:
+def _compare_leaf(got, want, rtol, atol, label, signed_zeros=False) -> list[str]:
     if got is None or want is None:
         return [] if got is want else [f"{label}: {got!r} vs {want!r}"]
     got, want = np.asarray(got), np.asarray(want)
@@ -120,6 +120,8 @@ def _compare_leaf(got, want, rtol, atol, label) -> list[str]:
             close = np.abs(g - w) <= atol + rtol * np.abs(w)
         exact = (g == w)  # infinities only compare equal to themselves
         bad = ~(both_nan | exact | (close & np.isfinite(g) & np.isfinite(w)))
+        if signed_zeros:
+            bad |= (g == 0) & (w == 0) & (np.signbit(g) != np.signbit(w))
         bad = bad.any(-1) if got.dtype.kind == "c" else bad
     if not bad.any():
         return []
@@ -140,15 +142,17 @@ def run_interpreter(module, args):
 
 
 def assert_same_results(before, after, *, seed: int = 0, args=None, rtol: float = 1e-6,
-                        atol: float = 1e-6) -> None:
-    """Asserts that two modules (or HLO texts) compute the same outputs on the interpreter."""
+                        atol: float = 1e-6, signed_zeros: bool = False) -> None:
+    """Asserts that two modules (or HLO texts) compute the same outputs on the interpreter
+    (on `args`, or seeded random inputs); `signed_zeros` also tells -0.0 from +0.0."""
     import minixla
     before = minixla.parse_hlo_module(before) if isinstance(before, str) else before
     after = minixla.parse_hlo_module(after) if isinstance(after, str) else after
     args = random_inputs(before, seed=seed) if args is None else args
     want = run_interpreter(before, args)
     got = run_interpreter(after, args)
-    problems = compare_values(got, want, rtol=rtol, atol=atol, what="after vs before")
+    problems = compare_values(got, want, rtol=rtol, atol=atol, what="after vs before",
+                              signed_zeros=signed_zeros)
     if problems:
         raise AssertionError("results differ:\n  " + "\n  ".join(problems)
                              + f"\n--- after ---\n{after.to_text()}")
