@@ -15,7 +15,8 @@ import numpy as np
 from . import dtypes as dt
 from .errors import FrontendIndexError, FrontendTypeError
 from .numpy_api import (_builder, add, asarray, broadcast_arrays, broadcast_to, cast, constant,
-                        iota, less, where)
+                        less, where)
+from .numpy_creation import iota
 from .numpy_shape import reshape, transpose
 from .ops_core import DynamicSlice, Gather, Reverse, Scatter, Slice
 from .pytree import flatten

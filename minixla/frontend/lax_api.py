@@ -14,7 +14,8 @@ from . import dtypes as dt
 from .builder import Captures
 from .eager import api
 from .errors import FrontendShapeError, FrontendTypeError
-from .numpy_api import _builder, add, asarray, astype, cast, less, subtract, typeof, zeros
+from .numpy_api import _builder, add, asarray, astype, cast, less, subtract, typeof
+from .numpy_creation import zeros
 from .numpy_shape import expand_dims
 from .ops_core import Clamp, DynamicUpdateSlice, GetTupleElement
 from .pytree import flatten, unflatten

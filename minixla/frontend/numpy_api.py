@@ -301,7 +301,7 @@ greater_equal = _compare("greater_equal", "GE")
 
 @api
 def isnan(x) -> Tracer:
-    return not_equal(x, x) if dt.kind(typeof(x)[0]) >= dt.FLOAT else zeros_like(x, bool)
+    return not_equal(x, x)  # never true for integers
 
 
 @api
@@ -393,7 +393,7 @@ def power(x, y) -> Tracer:
         acc, b, e = carry
         acc = where(not_equal(bitwise_and(e, 1), 0), multiply(acc, b), acc)
         return acc, multiply(b, b), right_shift(e, 1)
-    one = full(base.shape, 1, dtype)
+    one = broadcast_to(cast(1, dtype), base.shape)
     acc = fori_loop(0, dtype.itemsize * 8, step, (one, base, exponent))[0]
     return acc if not weak else Tracer(acc.op, True)
 
@@ -406,7 +406,7 @@ def _integer_pow(base: Tracer, n: int) -> Tracer:
         n >>= 1
         if n:
             base = multiply(base, base)
-    return out if out is not None else full(base.shape, 1, base.dtype)
+    return out if out is not None else broadcast_to(cast(1, base.dtype), base.shape)
 
 
 @api
@@ -428,90 +428,3 @@ def clip(x, a_min=None, a_max=None) -> Tracer:
     if a_max is not None:
         out = minimum(out, a_max)
     return out
-
-
-# -- creation -------------------------------------------------------------------------------
-def _shape_arg(shape) -> tuple[int, ...]:
-    return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
-
-
-@api
-def full(shape, fill_value, dtype=None) -> Tracer:
-    if dtype is None:
-        value = asarray(fill_value)
-    else:
-        value = cast(fill_value, dt.canonicalize(dtype))
-    return broadcast_to(value, _shape_arg(shape))
-
-
-@api
-def zeros(shape, dtype=float) -> Tracer:
-    return full(shape, 0, dtype)
-
-
-@api
-def ones(shape, dtype=float) -> Tracer:
-    return full(shape, 1, dtype)
-
-
-def _like_dtype(x, dtype):
-    return typeof(x)[0] if dtype is None else dtype
-
-
-@api
-def zeros_like(x, dtype=None) -> Tracer:
-    return full(np.shape(x) if not isinstance(x, Tracer) else x.shape, 0, _like_dtype(x, dtype))
-
-
-@api
-def ones_like(x, dtype=None) -> Tracer:
-    return full(np.shape(x) if not isinstance(x, Tracer) else x.shape, 1, _like_dtype(x, dtype))
-
-
-@api
-def full_like(x, fill_value, dtype=None) -> Tracer:
-    shape = np.shape(x) if not isinstance(x, Tracer) else x.shape
-    return full(shape, fill_value, _like_dtype(x, dtype))
-
-
-def iota(dtype, shape, dimension: int = 0) -> Tracer:
-    from ..ir import Shape
-    shape = Shape.array(dt.hlo_name(dt.canonicalize(dtype)), _shape_arg(shape))
-    return Tracer(_builder().emit("iota", [], {"iota_dimension": dimension}, shape=shape))
-
-
-@api
-def arange(start, stop=None, step=1, dtype=None) -> Tracer:
-    """Static bounds only (the length must be known while tracing)."""
-    if stop is None:
-        start, stop = 0, start
-    for bound in (start, stop, step):
-        if isinstance(bound, Tracer):
-            raise FrontendTypeError("arange needs static bounds; the result length must be "
-                                    "known while tracing")
-    length = builtins.max(int(np.ceil((stop - start) / step)), 0)
-    if dtype is None:
-        dtype = np.result_type(*(type(b) for b in (start, stop, step)))
-    dtype = dt.canonicalize(dtype)
-    if start == 0 and step == 1:
-        return iota(dtype, (length,))
-    return add(multiply(iota(dtype, (length,)), cast(step, dtype)), cast(start, dtype))
-
-
-@api
-def linspace(start, stop, num: int = 50, endpoint: bool = True, dtype=None) -> Tracer:
-    """Static bounds only: the values are NumPy's (computed in float64, then cast)."""
-    if isinstance(start, Tracer) or isinstance(stop, Tracer):
-        raise FrontendTypeError("linspace needs static start and stop")
-    values = np.linspace(start, stop, num, endpoint=endpoint)
-    return constant(values, dtype if dtype is not None else dt.default_dtype(dt.FLOAT))
-
-
-@api
-def eye(N: int, M: int | None = None, k: int = 0, dtype=float) -> Tracer:
-    rows = iota(np.int32, (N, M or N), 0)
-    cols = iota(np.int32, (N, M or N), 1)
-    return astype(equal(add(rows, k), cols), dtype)
-
-
-identity = eye

@@ -7,7 +7,8 @@ import numpy as np
 from . import dtypes as dt
 from .eager import api
 from .errors import FrontendShapeError, FrontendTypeError
-from .numpy_api import broadcast_shapes, broadcast_to, cast, eye, multiply, typeof
+from .numpy_api import broadcast_shapes, broadcast_to, cast, multiply, typeof
+from .numpy_creation import eye
 from .numpy_reduce import sum as _sum
 from .numpy_shape import expand_dims, normalize_axis, ravel, reshape, squeeze, transpose
 from .ops_core import Dot

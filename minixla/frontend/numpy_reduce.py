@@ -14,8 +14,9 @@ import numpy as np
 from . import dtypes as dt
 from .eager import api
 from .errors import FrontendShapeError
-from .numpy_api import (_builder, asarray, astype, cast, divide, iota, not_equal, sqrt, square,
+from .numpy_api import (_builder, asarray, astype, cast, divide, not_equal, sqrt, square,
                         subtract, typeof)
+from .numpy_creation import iota
 from .numpy_shape import normalize_axes, normalize_axis, ravel, reshape
 from .ops_core import And, Compare, GetTupleElement, Or, Select, make_window
 from .tracer import Tracer
