@@ -104,6 +104,29 @@ def test_scan_cumulative_and_reverse(backend):
     np.testing.assert_allclose(rc, X.sum(0), rtol=1e-5)
 
 
+def test_scan_over_pytrees(backend):
+    def f(xs):
+        def step(carry, x):
+            return carry + x["a"].sum(), {"doubled": x["a"] * 2, "before": carry}
+        return lax.scan(step, 0.0, xs)
+    total, ys = minixla.jit(f, backend=backend)({"a": X})
+    np.testing.assert_allclose(total, X.sum(), rtol=1e-5)
+    np.testing.assert_allclose(ys["doubled"], X * 2)
+    np.testing.assert_allclose(ys["before"], np.concatenate([[0], np.cumsum(X.sum(1))[:-1]]),
+                               rtol=1e-5)
+
+
+def test_cond_inside_a_loop_captures_from_both_levels(backend):
+    def f(x, v):
+        def body(i, acc):
+            return lax.cond(i % 2 == 0, lambda a: a + v, lambda a: a - x.sum(), acc)
+        return lax.fori_loop(0, 4, body, mnp.zeros(4))
+    want = np.zeros(4, np.float32)
+    for i in range(4):
+        want = want + V if i % 2 == 0 else want - X.sum()
+    np.testing.assert_allclose(minixla.jit(f, backend=backend)(X, V), want, rtol=1e-5)
+
+
 def test_scan_with_length_and_no_xs(backend):
     def f(x):
         return lax.scan(lambda c, _: (c * 2, c), x, None, length=4)

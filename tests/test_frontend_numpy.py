@@ -58,7 +58,7 @@ ELEMENTWISE = [
     case("negative_static_pow", lambda m: lambda a: a ** -2, POS),
     case("matmul_op", lambda m: lambda a, b: a @ b, X, M43),
     case("neg", lambda m: lambda a: -a, X),
-    case("abs", lambda m: lambda a: abs(a), I),
+    case("abs", lambda m: lambda a, b: (abs(a), m.abs(b), m.absolute(b), +b, m.positive(a)), I, X),
     case("invert_int", lambda m: lambda a: ~a, I),
     case("invert_bool", lambda m: lambda a: ~a, B),
     case("and_or_xor", lambda m: lambda a, b: (a & b) | (a ^ 3), I, J),
@@ -121,6 +121,11 @@ REDUCTIONS = [
     case("cumsum", lambda m: lambda a: (m.cumsum(a, axis=1), m.cumsum(a)), X),
     case("cumsum_int", lambda m: lambda a: m.cumsum(a, axis=0), I),
     case("cumprod", lambda m: lambda a: m.cumprod(a, axis=1), POS),
+    case("cummax_cummin", lambda m: lambda a: (m.maximum.accumulate(a, axis=1),
+                                               m.minimum.accumulate(a, axis=0)) if m is np else
+         (m.cummax(a, axis=1), m.cummin(a, axis=0)), X),
+    case("amax_amin_dtype", lambda m: lambda a: (m.amax(a, axis=1), m.amin(a, axis=(0, 1)),
+                                                 m.sum(a, dtype=m.float32)), I),
     case("sort", lambda m: lambda a: (m.sort(a), m.sort(a, axis=0)), X),
     case("sort_nan", lambda m: lambda a: m.sort(a), NANS),
     case("argsort", lambda m: lambda a: (m.argsort(a), m.argsort(a, axis=0)), I),
@@ -137,6 +142,7 @@ PRODUCTS = [
     case("dot_nd", lambda m: lambda a, b: m.dot(a, b), A3, B234),
     case("matmul_int", lambda m: lambda a, b: a @ b.T, I, J),
     case("outer_inner", lambda m: lambda a, b: (m.outer(a, b), m.inner(a, b)), ROW, ROW),
+    case("vdot", lambda m: lambda a, b: m.vdot(a, b), X, Y),
     case("tensordot", lambda m: lambda a, b: (m.tensordot(a, M43, 1),
                                               m.tensordot(a, b, ([1, 2], [2, 1]))), A3, B234),
     case("einsum_matmul", lambda m: lambda a, b: m.einsum("ij,jk->ik", a, b), X, M43),
@@ -163,6 +169,8 @@ SHAPES = [
                                                 m.squeeze(m.expand_dims(a, 0)),
                                                 m.squeeze(COL, axis=1)), X),
     case("broadcast_to", lambda m: lambda a: m.broadcast_to(a, (2, 3, 4)), COL),
+    case("broadcast_arrays", lambda m: lambda a, b: tuple(m.broadcast_arrays(a, b)), COL, ROW),
+    case("atleast_1d", lambda m: lambda a: (m.atleast_1d(a[0, 0]), m.atleast_1d(a)), X),
     case("concatenate", lambda m: lambda a, b: (m.concatenate([a, b]),
                                                 m.concatenate([a, b, a], axis=1),
                                                 m.concatenate([a, b], axis=None)), X, Y),
@@ -193,7 +201,8 @@ CREATION = [
                                       m.arange(5, dtype=m.float32), m.arange(10, 0, -3))),
     case("linspace", lambda m: lambda: (m.linspace(0, 1, 5), m.linspace(-1, 1, 4, endpoint=False)
                                         .astype(m.float32))),
-    case("eye", lambda m: lambda: (m.eye(3), m.eye(2, 4, k=1), m.eye(3, dtype=m.int32))),
+    case("eye", lambda m: lambda: (m.eye(3), m.eye(2, 4, k=1), m.eye(3, dtype=m.int32),
+                                   m.identity(2))),
 ]
 
 
