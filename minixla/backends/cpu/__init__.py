@@ -20,6 +20,12 @@ from ...runtime.custom_call import lookup_custom_call
 from ...runtime.executable import Executable
 from ...runtime.metrics import count, record_phase
 from .. import Backend
+from . import cache, driver, jit
+
+try:  # the vector math library (and Numba) load with the backend, not inside a compile
+    from . import mathlib  # noqa: F401
+except ImportError:  # pragma: no cover - reported by available()
+    pass
 
 _CODEGEN_OPTIONS = ("parallel_threshold",)  # options that change the generated code
 
@@ -51,7 +57,6 @@ def _check_custom_calls(module: HloModule) -> None:
 
 
 def compile_module(module: HloModule, options: dict) -> Executable:
-    from . import cache, driver, jit
     _check_custom_calls(module)
     start = time.perf_counter()
     program = driver.build_program(module, options)
