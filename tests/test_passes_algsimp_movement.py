@@ -34,17 +34,17 @@ FIRES = {
     "broadcast_noop": ("""
   x = f32[2,3] parameter(0)
   ROOT r = f32[2,3] broadcast(x), dimensions={0,1}""",
-                       "CHECK: ROOT %x = f32[2,3]{1,0} parameter(0)"),
+     "CHECK: ROOT %x = f32[2,3]{1,0} parameter(0)"),
     "broadcast_of_broadcast": ("""
   x = f32[3] parameter(0)
   y = f32[2,3] broadcast(x), dimensions={1}
   ROOT r = f32[4,2,3] broadcast(y), dimensions={1,2}""",
-                               "CHECK: ROOT %r = f32[4,2,3]{2,1,0} broadcast(%x), dimensions={2}"),
+     "CHECK: ROOT %r = f32[4,2,3]{2,1,0} broadcast(%x), dimensions={2}"),
     "broadcast_of_scalar_reshape": ("""
   s = f32[] parameter(0)
   y = f32[1] reshape(s)
   ROOT r = f32[1,4] broadcast(y), dimensions={0}""",
-                                    "CHECK: ROOT %r = f32[1,4]{1,0} broadcast(%s), dimensions={}"),
+     "CHECK: ROOT %r = f32[1,4]{1,0} broadcast(%s), dimensions={}"),
     "broadcast_is_reshape": ("""
   x = f32[3] parameter(0)
   ROOT r = f32[1,3] broadcast(x), dimensions={1}""", "CHECK: ROOT %r = f32[1,3]{1,0} reshape(%x)"),
@@ -52,30 +52,35 @@ FIRES = {
   s = f32[] parameter(0)
   b = f32[2,3] broadcast(s), dimensions={}
   ROOT r = f32[3,2] transpose(b), dimensions={1,0}""",
-                                     "CHECK: ROOT %r = f32[3,2]{1,0} broadcast(%s), dimensions={}"),
+     "CHECK: ROOT %r = f32[3,2]{1,0} broadcast(%s), dimensions={}"),
     "transpose_identity": ("""
   x = f32[2,3] parameter(0)
-  ROOT r = f32[2,3] transpose(x), dimensions={0,1}""", "CHECK: ROOT %x = f32[2,3]{1,0} parameter(0)"),
+  ROOT r = f32[2,3] transpose(x), dimensions={0,1}""",
+     "CHECK: ROOT %x = f32[2,3]{1,0} parameter(0)"),
     "transpose_of_transpose": ("""
   x = f32[2,3,4] parameter(0)
   y = f32[4,2,3] transpose(x), dimensions={2,0,1}
   ROOT r = f32[3,2,4] transpose(y), dimensions={2,1,0}""",
-                               "CHECK: ROOT %r = f32[3,2,4]{2,1,0} transpose(%x), dimensions={1,0,2}"),
+     "CHECK: ROOT %r = f32[3,2,4]{2,1,0} transpose(%x), dimensions={1,0,2}"),
     "transpose_is_reshape": ("""
   x = f32[1,3] parameter(0)
-  ROOT r = f32[3,1] transpose(x), dimensions={1,0}""", "CHECK: ROOT %r = f32[3,1]{1,0} reshape(%x)"),
+  ROOT r = f32[3,1] transpose(x), dimensions={1,0}""",
+     "CHECK: ROOT %r = f32[3,1]{1,0} reshape(%x)"),
     "slice_full": ("""
   x = f32[4,3] parameter(0)
-  ROOT r = f32[4,3] slice(x), slice={[0:4], [0:3]}""", "CHECK: ROOT %x = f32[4,3]{1,0} parameter(0)"),
+  ROOT r = f32[4,3] slice(x), slice={[0:4], [0:3]}""",
+     "CHECK: ROOT %x = f32[4,3]{1,0} parameter(0)"),
     "slice_of_slice": ("""
   x = f32[10] parameter(0)
   y = f32[4] slice(x), slice={[2:10:2]}
-  ROOT r = f32[2] slice(y), slice={[1:3]}""", "CHECK: ROOT %r = f32[2]{0} slice(%x), slice={[4:7:2]}"),
+  ROOT r = f32[2] slice(y), slice={[1:3]}""",
+     "CHECK: ROOT %r = f32[2]{0} slice(%x), slice={[4:7:2]}"),
     "slice_of_concatenate": ("""
   a = f32[4] parameter(0)
   b = f32[4] parameter(1)
   c = f32[8] concatenate(a, b), dimensions={0}
-  ROOT r = f32[2] slice(c), slice={[5:7]}""", "CHECK: ROOT %r = f32[2]{0} slice(%b), slice={[1:3]}"),
+  ROOT r = f32[2] slice(c), slice={[5:7]}""",
+     "CHECK: ROOT %r = f32[2]{0} slice(%b), slice={[1:3]}"),
     "concatenate_single": ("""
   a = f32[4] parameter(0)
   ROOT r = f32[4] concatenate(a), dimensions={0}""", "CHECK: ROOT %a = f32[4]{0} parameter(0)"),
@@ -84,22 +89,22 @@ FIRES = {
   e = f32[0] parameter(1)
   b = f32[4] parameter(2)
   ROOT r = f32[8] concatenate(a, e, b), dimensions={0}""",
-                               "CHECK: ROOT %r = f32[8]{0} concatenate(%a, %b), dimensions={0}"),
+     "CHECK: ROOT %r = f32[8]{0} concatenate(%a, %b), dimensions={0}"),
     "concatenate_adjacent_slices": ("""
   x = f32[6,2] parameter(0)
   s1 = f32[2,2] slice(x), slice={[0:2], [0:2]}
   s2 = f32[3,2] slice(x), slice={[2:5], [0:2]}
   ROOT r = f32[5,2] concatenate(s1, s2), dimensions={0}""",
-                                    "CHECK: ROOT %r = f32[5,2]{1,0} slice(%x), slice={[0:5], [0:2]}"),
+     "CHECK: ROOT %r = f32[5,2]{1,0} slice(%x), slice={[0:5], [0:2]}"),
     "pad_zero_widths": ("""
   x = f32[4,3] parameter(0)
   ROOT r = f32[4,3] pad(x, f32[] constant(0)), padding=0_0x0_0""",
-                        "CHECK: ROOT %x = f32[4,3]{1,0} parameter(0)"),
+     "CHECK: ROOT %x = f32[4,3]{1,0} parameter(0)"),
     "reverse_of_reverse": ("""
   x = f32[4,3] parameter(0)
   y = f32[4,3] reverse(x), dimensions={0,1}
   ROOT r = f32[4,3] reverse(y), dimensions={0}""",
-                           "CHECK: ROOT %r = f32[4,3]{1,0} reverse(%x), dimensions={1}"),
+     "CHECK: ROOT %r = f32[4,3]{1,0} reverse(%x), dimensions={1}"),
     "reverse_degenerate_dims": ("""
   x = f32[1,3] parameter(0)
   ROOT r = f32[1,3] reverse(x), dimensions={0}""", "CHECK: ROOT %x = f32[1,3]{1,0} parameter(0)"),
@@ -107,12 +112,12 @@ FIRES = {
     "dynamic_slice_constant_starts": ("""
   x = f32[8] parameter(0)
   ROOT r = f32[4] dynamic-slice(x, s32[] constant(6)), dynamic_slice_sizes={4}""",
-                                      "CHECK: ROOT %r = f32[4]{0} slice(%x), slice={[4:8]}"),
+     "CHECK: ROOT %r = f32[4]{0} slice(%x), slice={[4:8]}"),
     "dynamic_slice_full": ("""
   x = f32[8] parameter(0)
   i = s32[] parameter(1)
   ROOT r = f32[8] dynamic-slice(x, i), dynamic_slice_sizes={8}""",
-                           "CHECK: ROOT %x = f32[8]{0} parameter(0)"),
+     "CHECK: ROOT %x = f32[8]{0} parameter(0)"),
     "dynamic_update_slice_full": ("""
   x = f32[4] parameter(0)
   u = f32[4] parameter(1)
@@ -142,21 +147,22 @@ FIRES = {
     "reduce_trivial": ("""
   x = f32[1,3] parameter(0)
   ROOT r = f32[3] reduce(x, f32[] constant(-0.0)), dimensions={0}, to_apply=add""",
-                       "CHECK: ROOT %r = f32[3]{0} reshape(%x)", ADD),
+     "CHECK: ROOT %r = f32[3]{0} reshape(%x)", ADD),
     "dot_of_transposed_lhs": ("""
   a = f32[3,2] parameter(0)
   b = f32[3,4] parameter(1)
   t = f32[2,3] transpose(a), dimensions={1,0}
   ROOT r = f32[2,4] dot(t, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}""",
-                              "CHECK: ROOT %r = f32[2,4]{1,0} dot(%a, %b), lhs_contracting_dims={0}, "
-                              "rhs_contracting_dims={0}"),
+     "CHECK: ROOT %r = f32[2,4]{1,0} dot(%a, %b), lhs_contracting_dims={0}, "
+     "rhs_contracting_dims={0}"),
     "dot_of_transposed_rhs": ("""
   a = f32[5,2,3] parameter(0)
   b = f32[5,4,3] parameter(1)
   t = f32[5,3,4] transpose(b), dimensions={0,2,1}
-  ROOT r = f32[5,2,4] dot(a, t), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}""",
-                              "CHECK: ROOT %r = f32[5,2,4]{2,1,0} dot(%a, %b), lhs_batch_dims={0}, "
-                              "lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}"),
+  ROOT r = f32[5,2,4] dot(a, t), lhs_batch_dims={0}, lhs_contracting_dims={2},
+    rhs_batch_dims={0}, rhs_contracting_dims={1}""",
+     "CHECK: ROOT %r = f32[5,2,4]{2,1,0} dot(%a, %b), lhs_batch_dims={0}, "
+     "lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}"),
     "constant_to_right": ("""
   x = s32[4] parameter(0)
   c = s32[4] constant({1, 2, 3, 4})

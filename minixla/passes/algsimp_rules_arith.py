@@ -308,6 +308,9 @@ def convert_same_type(root, x):
     return x if x.shape.dtype == root.shape.dtype else None  # convert(x: T) to T -> x
 
 
+_IEEE = ("f16", "bf16", "f32", "f64")
+
+
 def lossless(source, target) -> bool:
     """Every value of element type `source` is exactly representable in `target`."""
     if source.kind == "pred":
@@ -316,13 +319,12 @@ def lossless(source, target) -> bool:
         if source.is_signed and not target.is_signed:
             return False
         return target.bits >= source.bits + (not source.is_signed and target.is_signed)
-    if source.is_integer and target.is_float and target.numpy is not None:
+    if source.is_integer and target.name in _IEEE:
         precision = ml_dtypes.finfo(target.numpy).nmant + 1
         return source.bits - source.is_signed <= precision
-    if source.is_float and target.is_float and source.numpy is not None and target.numpy is not None:
+    if source.name in _IEEE and target.name in _IEEE:
         a, b = ml_dtypes.finfo(source.numpy), ml_dtypes.finfo(target.numpy)
-        return (b.nmant >= a.nmant and b.maxexp >= a.maxexp and b.minexp <= a.minexp
-                and (source.name in ("f16", "bf16", "f32", "f64")))
+        return b.nmant >= a.nmant and b.maxexp >= a.maxexp and b.minexp <= a.minexp
     return False
 
 

@@ -26,8 +26,10 @@ from typing import Callable
 import numpy as np
 
 from ..ir.instruction import HloInstruction
-from ..ir.opcodes import COMMUTATIVE, OPCODES, SIDE_EFFECT
+from ..ir.opcodes import COMMUTATIVE, OPCODES
 from ..ir.shapes import Shape
+from .graph_utils import (NameUniquer, has_side_effect, remove_if_dead, rewritable_computations,
+                          same_layout)
 
 # -- patterns ---------------------------------------------------------------------------------
 
@@ -96,6 +98,11 @@ def _match(pat: Pattern, instr, env: dict, path, failures) -> bool:
             failures.append(Mismatch(path, instr, reason))
         return False
 
+    if pat.opcodes is not None and instr.opcode not in pat.opcodes:
+        return fail(f"opcode is {instr.opcode}, wanted {' or '.join(sorted(pat.opcodes))}")
+    for check, why in pat.checks:
+        if not check(instr):
+            return fail(f"not {why}")
     if pat.alternatives:
         for alt in pat.alternatives:
             trial = dict(env)
@@ -103,15 +110,12 @@ def _match(pat: Pattern, instr, env: dict, path, failures) -> bool:
                 env.update(trial)
                 return _bind(pat, instr, env, fail)
         return fail(f"matches none of {pat!r}")
-    if pat.opcodes is not None and instr.opcode not in pat.opcodes:
-        return fail(f"opcode is {instr.opcode}, wanted {' or '.join(sorted(pat.opcodes))}")
-    for check, why in pat.checks:
-        if not check(instr):
-            return fail(f"not {why}")
     if not _bind(pat, instr, env, fail):
         return False
-    if pat.operands is None:
-        return True
+    return pat.operands is None or _match_operands(pat, instr, env, path, failures, fail)
+
+
+def _match_operands(pat: Pattern, instr, env: dict, path, failures, fail) -> bool:
     count = instr.operand_count
     if count != len(pat.operands) and not (pat.more_operands and count >= len(pat.operands)):
         wanted = f"{'at least ' if pat.more_operands else ''}{len(pat.operands)}"
@@ -358,48 +362,6 @@ def filled(value, shape: Shape) -> HloInstruction:
     return new("broadcast", shape, scalar, dimensions=())
 
 
-def same_layout(a: Shape, b: Shape) -> bool:
-    return a.with_default_layout() == b.with_default_layout()
-
-
-def has_side_effect(instr: HloInstruction, _memo: dict | None = None) -> bool:
-    """Side-effecting itself, or calling a computation that contains such an instruction."""
-    if instr.opdef.has(SIDE_EFFECT) or instr.attrs.get("custom_call_has_side_effect"):
-        return True
-    memo = {} if _memo is None else _memo
-    for comp in instr.called_computations:
-        if id(comp) not in memo:
-            memo[id(comp)] = False  # guards against (invalid) recursion
-            memo[id(comp)] = any(has_side_effect(i, memo) for i in comp.instructions)
-        if memo[id(comp)]:
-            return True
-    return False
-
-
-class NameUniquer:
-    """Hands out instruction names not used anywhere in the module (the verifier wants that)."""
-
-    def __init__(self, module):
-        self.used = {i.name for i in module.all_instructions()}
-
-    def fresh(self, base: str) -> str:
-        base = re.sub(r"\.\d+$", "", base) or "instr"
-        suffix = 0
-        candidate = base
-        while candidate in self.used:
-            suffix += 1
-            candidate = f"{base}.{suffix}"
-        self.used.add(candidate)
-        return candidate
-
-
-def rewritable_computations(module) -> list:
-    """Every computation except fused ones (whose form belongs to the fusion pass)."""
-    fused = {id(c) for i in module.all_instructions() if i.opcode == "fusion"
-             for c in i.called_computations}
-    return [c for c in module.computation_post_order() if id(c) not in fused]
-
-
 # -- the engine -------------------------------------------------------------------------------
 
 
@@ -483,18 +445,3 @@ class _Engine:
         for instr in reversed(order):
             instr.name = top_name if instr is root else self.names.fresh(instr.name)
             comp.add_instruction(instr)
-
-
-def remove_if_dead(comp, candidates) -> None:
-    """Removes candidates (and then their operands) left without users, except parameters,
-    the root and side-effecting instructions."""
-    stack = list(candidates)
-    while stack:
-        instr = stack.pop()
-        if (instr.parent is not comp or instr.users or instr is comp.root
-                or instr.opcode == "parameter" or instr.control_successors
-                or has_side_effect(instr)):
-            continue
-        operands = list(instr.operands)
-        comp.remove_instruction(instr)
-        stack.extend(operands)

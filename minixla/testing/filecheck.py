@@ -13,7 +13,7 @@ import tempfile
 import textwrap
 
 
-def run_filecheck(text: str, check_file: str, args: list[str] | tuple[str, ...] = ()) -> tuple[int, str]:
+def run_filecheck(text: str, check_file: str, args=()) -> tuple[int, str]:
     """Runs filecheck on `text` with the checks in `check_file`; returns (status, report)."""
     from filecheck.matcher import Matcher
     from filecheck.options import parse_argv_options
