@@ -10,7 +10,8 @@ import math
 import numpy as np
 
 from ..ir.instruction import HloInstruction
-from .patterns import RuleSet, m, new, same_layout
+from .graph_utils import same_layout
+from .patterns import RuleSet, m, new
 
 MOVEMENT = RuleSet("algsimp")
 X = m.Any("x")

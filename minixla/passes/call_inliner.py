@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..ir.module import HloModule
 from .base import Pass, register_pass
-from .patterns import NameUniquer, remove_if_dead
+from .graph_utils import NameUniquer, remove_if_dead
 
 
 def inline_call(call, names: NameUniquer) -> None:

@@ -18,7 +18,8 @@ from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule
 from ..ir.opcodes import CONTRACTION, ELEMENTWISE, MOVEMENT, REDUCTION
 from .base import Pass, register_pass
-from .patterns import RuleSet, has_side_effect, m, rewrite
+from .graph_utils import has_side_effect
+from .patterns import RuleSet, m, rewrite
 
 MAX_ELEMENTS = 1024
 _FOLDABLE_KINDS = (ELEMENTWISE, MOVEMENT, REDUCTION, CONTRACTION)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..ir.module import HloModule
 from .base import Pass, register_pass
-from .patterns import has_side_effect, rewritable_computations
+from .graph_utils import has_side_effect, rewritable_computations
 
 _NEVER = frozenset({"parameter", "rng", "rng-bit-generator", "rng-get-and-update-state",
                     "after-all", "custom-call", "infeed", "outfeed", "send", "recv",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..ir.module import HloModule
 from .base import Pass, register_pass
-from .patterns import has_side_effect
+from .graph_utils import has_side_effect
 
 
 def remove_dead_instructions(comp) -> bool:

@@ -387,6 +387,7 @@ class _Engine:
         self.index = rules.index()
         self.names = NameUniquer(module)
         self.trace = os.environ.get("MINIXLA_TRACE_RULES", "") not in ("", "0")
+        self.effects: dict = {}  # computation -> contains a side effect (memo)
 
     def sweep(self, comp) -> bool:
         changed = False
@@ -405,11 +406,10 @@ class _Engine:
                 break
         return changed
 
-    @staticmethod
-    def _rewritable(instr) -> bool:
+    def _rewritable(self, instr) -> bool:
         # Control edges pin an instruction in place; side effects must run as written.
         return not (instr.control_predecessors or instr.control_successors
-                    or has_side_effect(instr))
+                    or has_side_effect(instr, self.effects))
 
     def replace(self, comp, old, new_instr, rule: str) -> None:
         new_instr = self._fit(new_instr, old, rule)
