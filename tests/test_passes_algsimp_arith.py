@@ -364,3 +364,10 @@ def test_true_and_false_match_only_preds():
   one = f32[4] broadcast(f32[] constant(1)), dimensions={}
   zero = f32[4] broadcast(f32[] constant(0)), dimensions={}
   ROOT r = f32[4] select(p, one, zero)"""), expected=None)
+
+
+def test_abs_of_negate_is_kept_for_unsigned():
+    # abs is the identity on unsigned ints and -x wraps, so |-x| is -x, not x
+    check_pass("algsimp", module("""
+  x = u8[4] parameter(0)
+  ROOT r = u8[4] abs(u8[4] negate(x))"""), expected=None)

@@ -9,6 +9,7 @@ from minixla.testing import assert_same_results, run_pass
 
 FLOAT_SPECIALS = ["nan", "-0.0", "0", "1", "-1", "2", "0.5", "inf", "-inf"]
 INT_SPECIALS = ["0", "1", "-1", "2", "2147483647", "-2147483648"]
+UINT_SPECIALS = ["0", "1", "2", "127", "128", "255"]
 FLOAT_OPS = {"add": 2, "subtract": 2, "multiply": 2, "divide": 2, "maximum": 2, "minimum": 2,
              "power": 2, "negate": 1, "abs": 1, "floor": 1, "sign": 1, "select": 3}
 INT_OPS = {"add": 2, "subtract": 2, "multiply": 2, "maximum": 2, "minimum": 2, "and": 2,
@@ -44,6 +45,8 @@ STEP = st.tuples(*[st.integers(0, 50)] * 5, st.booleans())
 def inputs(dtype):
     if dtype == "f32":
         base = np.array([np.nan, -0.0, 0.0, np.inf, -np.inf, 1.0, -1.0, 2.5, -3.0], np.float32)
+    elif dtype == "u8":
+        base = np.array([0, 1, 2, 7, 8, 127, 128, 254, 255], np.uint8)
     else:
         base = np.array([0, 1, -1, 2, 7, -7, 2**31 - 1, -2**31, 31], np.int32)
     return [base, np.roll(base, 3)]
@@ -66,3 +69,9 @@ def test_float_expressions_keep_nan_and_signed_zeros(steps):
 @given(st.lists(STEP, min_size=1, max_size=8))
 def test_int_expressions_keep_wraparound(steps):
     check("s32", INT_OPS, INT_SPECIALS, steps)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(STEP, min_size=1, max_size=8))
+def test_unsigned_expressions_keep_wraparound(steps):
+    check("u8", INT_OPS, UINT_SPECIALS, steps)

@@ -148,7 +148,8 @@ def unary_idempotent(root, inner):
 
 @ARITH.rule(m.Abs(m.Negate(X)))
 def abs_negate(root, x):
-    return new("abs", root.shape, x)  # |-x| -> |x|
+    # |-x| -> |x| (not unsigned: abs is the identity there, and -x wraps)
+    return None if _etype(x).kind == "unsigned" else new("abs", root.shape, x)
 
 
 # -- maximum, minimum, clamp --------------------------------------------------------------------
