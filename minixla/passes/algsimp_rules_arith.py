@@ -14,6 +14,7 @@ from .patterns import RuleSet, all_ones, filled, highest, lowest, m, new, splat,
 
 ARITH = RuleSet("algsimp")
 X, Y = m.Any("x"), m.Any("y")
+_IEEE = ("f16", "bf16", "f32", "f64")  # float types with an ml_dtypes.finfo we trust
 
 
 def _etype(instr):
@@ -103,7 +104,7 @@ def divide_one(root, x):
 @ARITH.rule(m.Divide(X, m.Splat(name="c")))
 def divide_by_power_of_two(root, x, c):
     # x / 2^k -> x * 2^-k: exact when 2^-k is a normal number (both round x * 2^-k once)
-    if not _etype(root).is_float:
+    if _etype(root).name not in _IEEE:
         return None
     source = c.operand(0) if c.opcode == "broadcast" else c
     value = float(np.asarray(source.literal).reshape(-1)[0])
@@ -143,7 +144,10 @@ _IDEMPOTENT_UNARY = ("abs", "sign", "floor", "ceil", "round-nearest-afz", "round
 
 @ARITH.rule(m.Op(_IDEMPOTENT_UNARY, m.Op(_IDEMPOTENT_UNARY, name="inner")))
 def unary_idempotent(root, inner):
-    return inner if inner.opcode == root.opcode else None  # f(f(x)) -> f(x), f = floor, ...
+    # f(f(x)) -> f(x) for f = abs, sign, floor, ceil, rounding (complex sign(sign(z)) rounds)
+    if inner.opcode != root.opcode or (root.opcode == "sign" and _etype(root).is_complex):
+        return None
+    return inner
 
 
 @ARITH.rule(m.Abs(m.Negate(X)))
@@ -307,9 +311,6 @@ def compare_pred_identity(root, x, c):
 @ARITH.rule(m.Convert(X))
 def convert_same_type(root, x):
     return x if x.shape.dtype == root.shape.dtype else None  # convert(x: T) to T -> x
-
-
-_IEEE = ("f16", "bf16", "f32", "f64")
 
 
 def lossless(source, target) -> bool:

@@ -163,6 +163,8 @@ def values_equal(literal, value, dtype) -> bool:
         return False
     if callable(value):
         value = value(dtype)
+    if value is None:
+        return False
     if isinstance(value, (bool, np.bool_)) and dtype.kind != "pred":
         return False  # true/false only describe preds (1.0 is not "true")
     if dtype.is_float:
@@ -200,11 +202,14 @@ def _describe(value) -> str:
     return getattr(value, "__name__", None) or str(value)
 
 
-# Element values that depend on the type, usable wherever a pattern takes a value.
+# Element values that depend on the type, usable wherever a pattern takes a value; None for
+# types they do not describe (such a value matches nothing).
 def all_ones(dtype):
     """true for pred, -1 (every bit set) for signed and the maximum for unsigned ints."""
     if dtype.kind == "pred":
         return True
+    if not dtype.is_integer:
+        return None
     return -1 if dtype.is_signed else int(np.iinfo(dtype.numpy).max)
 
 
@@ -212,14 +217,18 @@ def lowest(dtype):
     """-inf for floats, the minimum for ints, false for pred."""
     if dtype.is_float:
         return -np.inf
-    return False if dtype.kind == "pred" else int(np.iinfo(dtype.numpy).min)
+    if dtype.kind == "pred":
+        return False
+    return int(np.iinfo(dtype.numpy).min) if dtype.is_integer else None
 
 
 def highest(dtype):
     """+inf for floats, the maximum for ints, true for pred."""
     if dtype.is_float:
         return np.inf
-    return True if dtype.kind == "pred" else int(np.iinfo(dtype.numpy).max)
+    if dtype.kind == "pred":
+        return True
+    return int(np.iinfo(dtype.numpy).max) if dtype.is_integer else None
 
 
 class _Matchers:
