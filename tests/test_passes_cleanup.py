@@ -232,3 +232,11 @@ def test_trace_rules_names_each_firing(monkeypatch, capsys):
   x = s32[4] parameter(0)
   ROOT sum = s32[4] add(x, s32[4] broadcast(s32[] constant(0)), dimensions={})"""))
     assert "algsimp.add_zero fired on %sum" in capsys.readouterr().err
+
+
+def test_cse_ignores_metadata():
+    check_pass("cse", module("""
+  x = f32[4] parameter(0)
+  a = f32[4] exponential(x), metadata={op_name="first"}
+  b = f32[4] exponential(x), metadata={op_name="second"}
+  ROOT r = f32[4] add(a, b)"""), "CHECK: ROOT %r = f32[4]{0} add(%a, %a)")

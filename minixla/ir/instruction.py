@@ -149,12 +149,11 @@ class HloInstruction:
             return False
         if not layout_sensitive and not self.shape.compatible(other.shape):
             return False
-        if self.attrs.keys() != other.attrs.keys():
+        keys = self.attrs.keys() - _NOT_COMPARED
+        if keys != other.attrs.keys() - _NOT_COMPARED:
             return False
-        for key, value in self.attrs.items():
-            if key == "control-predecessors":
-                continue
-            if not _attr_equal(value, other.attrs[key]):
+        for key in keys:
+            if not _attr_equal(self.attrs[key], other.attrs[key]):
                 return False
         return _literal_equal(self.literal, other.literal)
 
@@ -172,6 +171,10 @@ class HloInstruction:
 
     def __repr__(self) -> str:
         return f"<HloInstruction %{self.name} = {self.shape} {self.opcode}>"
+
+
+# Not part of what an instruction computes (as in XLA's HloInstruction::Identical).
+_NOT_COMPARED = frozenset({"control-predecessors", "metadata"})
 
 
 def _attr_equal(a, b) -> bool:
