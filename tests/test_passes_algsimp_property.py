@@ -75,3 +75,55 @@ def test_int_expressions_keep_wraparound(steps):
 @given(st.lists(STEP, min_size=1, max_size=8))
 def test_unsigned_expressions_keep_wraparound(steps):
     check("u8", INT_OPS, UINT_SPECIALS, steps)
+
+
+def movement_chain(seed: int, steps: int = 6) -> str:
+    """HLO text for a random chain of transposes, reverses, slices, reshapes and broadcasts."""
+    rng = np.random.default_rng(seed)
+    dims = [2, 3, 4]
+    lines = ["  v0 = f32[2,3,4] parameter(0)"]
+
+    def emit(i, new_dims, text):
+        lines.append(f"  v{i} = f32[{','.join(map(str, new_dims))}] {text}")
+        return new_dims
+
+    for i in range(1, steps + 1):
+        kind = rng.integers(0, 5)
+        prev = f"v{i - 1}"
+        if kind == 0:
+            perm = [int(p) for p in rng.permutation(len(dims))]
+            dims = emit(i, [dims[p] for p in perm],
+                        f"transpose({prev}), dimensions={{{','.join(map(str, perm))}}}")
+        elif kind == 1:
+            chosen = [d for d in range(len(dims)) if rng.integers(0, 2)]
+            dims = emit(i, dims, f"reverse({prev}), dimensions={{{','.join(map(str, chosen))}}}")
+        elif kind == 2:
+            spec, out = [], []
+            for size in dims:
+                start = int(rng.integers(0, size))
+                stride = int(rng.integers(1, 3))
+                limit = int(rng.integers(start + 1, size + 1))
+                spec.append(f"[{start}:{limit}:{stride}]")
+                out.append(-(-(limit - start) // stride))
+            dims = emit(i, out, f"slice({prev}), slice={{{', '.join(spec)}}}")
+        elif kind == 3:
+            choice = rng.integers(0, 3)
+            new = ([int(np.prod(dims))] if choice == 0 else dims + [1] if choice == 1
+                   else [1] + dims)
+            dims = emit(i, new, f"reshape({prev})")
+        else:
+            at = int(rng.integers(0, len(dims) + 1))
+            new = dims[:at] + [2] + dims[at:]
+            mapping = [d if d < at else d + 1 for d in range(len(dims))]
+            dims = emit(i, new, f"broadcast({prev}), dimensions={{{','.join(map(str, mapping))}}}")
+    lines[-1] = "  ROOT" + lines[-1][1:]
+    return "HloModule movement\nENTRY main {\n" + "\n".join(lines) + "\n}\n"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_movement_chains_keep_values(seed):
+    text = movement_chain(seed)
+    module, _ = run_pass("algsimp", text)
+    args = [np.arange(24, dtype=np.float32).reshape(2, 3, 4)]
+    assert_same_results(text, module, args=args, rtol=0, atol=0)
