@@ -93,7 +93,7 @@ class Elemental:
     def bind(self, expr: str, prefix: str = "v", *, at_top: bool = False) -> str:
         """Assigns `expr` to a fresh variable (in front of the loops when `at_top`)."""
         name = self.w.var(prefix)
-        if at_top and self.hoist is not None:
+        if at_top and self.hoist is not None and self.w.lines is not self.hoist:
             self.hoist.append(f"{name} = {expr}")
         else:
             self.w.line(f"{name} = {expr}")
@@ -107,7 +107,9 @@ class Elemental:
         found = self._lookup(key)
         if found is not None:
             return found
-        at_top = index == () and self.hoist is not None
+        # Hoist loop-invariant values, unless already emitting hoisted code (then the lines
+        # would land inside a hoisted loop; LLVM hoists those itself).
+        at_top = index == () and self.hoist is not None and self.w.lines is not self.hoist
         if at_top:
             saved, self.scopes = self.scopes, [self.scopes[0]]
         try:

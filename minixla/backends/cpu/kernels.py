@@ -165,23 +165,97 @@ def _group_by_dims(outputs):
 
 def _emit_loop_nest(em: Elemental, w: Writer, group, flat: bool, parallel: bool) -> None:
     dims = _leaf_shape(group[0][1], group[0][2]).dims
-    first_out = f"o{group[0][0]}"
+    if len(group) == 1 and is_column_reduce(group[0][1]) and group[0][2] is None:
+        _emit_column_reduce(em, w, group[0][0], group[0][1], parallel)
+        return
     if flat and dims:
-        loops = [("i0", f"{first_out}.shape[0]")]
+        loops = [("i0", f"o{group[0][0]}.shape[0]")]
+        index: tuple[str, ...] = ("i0",)
     else:
-        loops = [(f"i{d}", str(n)) for d, n in enumerate(dims)]
-    for depth, (var, bound) in enumerate(loops):
-        loop = "prange" if parallel and depth == 0 else "range"
-        w.line(f"for {var} in {loop}({bound}):")
-        w.depth += 1
-    index = tuple(var for var, _ in loops)
+        loops, index = _loops(dims, tile=_tiled(em, group))
+    _open(w, loops, parallel)
     em.push()
     for k, instr, leaf in group:
         value = em.value(instr, index)
         if leaf is not None:
             value = value[leaf]
-        subscript = ", ".join(index) if index else "0"
-        w.line(f"o{k}[{subscript}] = {value}")
+        w.line(f"o{k}[{', '.join(index) if index else '0'}] = {value}")
+    em.pop()
+    w.depth -= len(loops)
+
+
+TILE = 32  # a 32x32 f32 tile of the transposed operand spans 32 cache lines and fits in L1
+
+
+def _loops(dims, *, tile: bool):
+    """(loop var, range arguments) from outer to inner, and the index they produce. With
+    `tile`, the two minor dims are walked in TILE x TILE blocks (cache-blocked transposes)."""
+    loops = [(f"i{d}", str(n)) for d, n in enumerate(dims)]
+    index = tuple(f"i{d}" for d in range(len(dims)))
+    if not tile or len(dims) < 2:
+        return loops, index
+    a, b = len(dims) - 2, len(dims) - 1
+    # Block loops count blocks (prange takes no step).
+    blocks = [(f"t{d}", str(-(-dims[d] // TILE))) for d in (a, b)]
+    inner = [(f"i{d}", f"t{d} * {TILE}, min(t{d} * {TILE} + {TILE}, {dims[d]})") for d in (a, b)]
+    return loops[:a] + blocks + inner, index
+
+
+def _open(w: Writer, loops, parallel: bool) -> None:
+    for depth, (var, bounds) in enumerate(loops):
+        w.line(f"for {var} in {'prange' if parallel and depth == 0 else 'range'}({bounds}):")
+        w.depth += 1
+
+
+def _tiled(em: Elemental, group) -> bool:
+    """Tile when some transpose in the fusion reads its operand's minor dim along a non-minor
+    output dim: untiled, every element of the inner loop would touch a new cache line."""
+    seen, stack = set(), [instr for _, instr, _ in group]
+    while stack:
+        instr = stack.pop()
+        if id(instr) in seen:
+            continue
+        seen.add(id(instr))
+        dims = instr.attrs.get("dimensions") if instr.opcode == "transpose" else None
+        if dims and dims[-1] != len(dims) - 1 and instr.shape.dims[-1] > 1:
+            return True
+        stack.extend(instr.operands)
+    return False
+
+
+def is_column_reduce(instr) -> bool:
+    """A single-input reduce that keeps its input's minor dim."""
+    if instr.opcode != "reduce" or instr.operand_count != 2 or instr.shape.is_tuple:
+        return False
+    rank = instr.operand(0).shape.rank
+    return bool(instr.attrs["dimensions"]) and rank - 1 not in instr.attrs["dimensions"]
+
+
+def _emit_column_reduce(em: Elemental, w: Writer, k: int, instr, parallel: bool) -> None:
+    """Accumulate into the output while reading the input in row-major order, so the inner
+    loop runs along the kept minor dim: contiguous, and independent lanes vectorize without
+    reassociation. Threads split the first kept dim, or blocks of the minor dim."""
+    operand, init = instr.operands
+    in_dims, reduced = operand.shape.dims, set(instr.attrs["dimensions"])
+    out = f"o{k}"
+    init_value = em.value(init, ())
+    out_loops, out_index = _loops(instr.shape.dims, tile=False)
+    _open(w, out_loops, False)
+    w.line(f"{out}[{', '.join(out_index) or '0'}] = {init_value}")
+    w.depth -= len(out_loops)
+    loops = [(f"i{d}", str(n)) for d, n in enumerate(in_dims)]
+    if parallel and 0 in reduced:  # split the minor dim into blocks, one per task
+        last = len(in_dims) - 1
+        block = max(512, -(-in_dims[last] // 16))  # long contiguous runs per row
+        loops = [("jb", str(-(-in_dims[last] // block)))] + loops[:-1] + \
+            [(f"i{last}", f"jb * {block}, min(jb * {block} + {block}, {in_dims[last]})")]
+    _open(w, loops, parallel)
+    em.push()
+    index = tuple(f"i{d}" for d in range(len(in_dims)))
+    target = f"{out}[{', '.join(f'i{d}' for d in range(len(in_dims)) if d not in reduced)}]"
+    element = em.value(operand, index)
+    (combined,) = em.inline(instr.attrs["to_apply"], [target, element])
+    w.line(f"{target} = {combined}")
     em.pop()
     w.depth -= len(loops)
 

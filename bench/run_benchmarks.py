@@ -1,0 +1,214 @@
+#!/usr/bin/env python
+"""Benchmarks: minixla's cpu backend next to NumPy, jax.jit and torch.compile when installed.
+
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/run_benchmarks.py [--only NAME]
+        [--repeat N] [--markdown FILE]
+
+For every workload (bench/workloads.py) it prints the median run time of each system, the
+ratio to NumPy, minixla's cold compile time (empty persistent cache, nothing in memory), its
+warm-cache compile time (the in-process memo dropped, kernels loaded from the disk cache),
+peak memory during one call (tracemalloc; minixla's arena is allocated at compile time and
+listed separately), and whether minixla's result matches NumPy's. The machine's copy bandwidth
+is measured in the same run, so times can be read against the memory system.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from workloads import WORKLOADS  # noqa: E402
+
+
+class NumpyOps:
+    name = "numpy"
+    tanh, exp, maximum = staticmethod(np.tanh), staticmethod(np.exp), staticmethod(np.maximum)
+    minimum, matmul = staticmethod(np.minimum), staticmethod(np.matmul)
+
+    @staticmethod
+    def sum(x, axis, keepdims=False):
+        return np.sum(x, axis=axis, keepdims=keepdims)
+
+    @staticmethod
+    def max(x, axis, keepdims=False):
+        return np.max(x, axis=axis, keepdims=keepdims)
+
+    @staticmethod
+    def rsqrt(x):
+        return 1 / np.sqrt(x)
+
+    @staticmethod
+    def swap_last(x):
+        return np.swapaxes(x, -1, -2)
+
+
+def jax_ops():
+    import jax.numpy as jnp
+
+    class JaxOps(NumpyOps):
+        name = "jax"
+        tanh, exp, maximum = staticmethod(jnp.tanh), staticmethod(jnp.exp), staticmethod(jnp.maximum)
+        minimum, matmul = staticmethod(jnp.minimum), staticmethod(jnp.matmul)
+        sum = staticmethod(lambda x, axis, keepdims=False: jnp.sum(x, axis=axis, keepdims=keepdims))
+        max = staticmethod(lambda x, axis, keepdims=False: jnp.max(x, axis=axis, keepdims=keepdims))
+        rsqrt = staticmethod(lambda x: 1 / jnp.sqrt(x))
+        swap_last = staticmethod(lambda x: jnp.swapaxes(x, -1, -2))
+    return JaxOps
+
+
+def torch_ops():
+    import torch
+
+    class TorchOps(NumpyOps):
+        name = "torch"
+        tanh, exp, maximum = staticmethod(torch.tanh), staticmethod(torch.exp), staticmethod(
+            lambda a, b: torch.clamp_min(a, b) if not torch.is_tensor(b) else torch.maximum(a, b))
+        minimum, matmul = staticmethod(torch.minimum), staticmethod(torch.matmul)
+        sum = staticmethod(lambda x, axis, keepdims=False: torch.sum(x, dim=axis, keepdim=keepdims))
+        max = staticmethod(lambda x, axis, keepdims=False: torch.amax(x, dim=axis, keepdim=keepdims))
+        rsqrt = staticmethod(torch.rsqrt)
+        swap_last = staticmethod(lambda x: torch.swapaxes(x, -1, -2))
+    return TorchOps
+
+
+def median_time(fn, repeat: int, budget: float = 2.0) -> float:
+    fn()  # warm-up
+    times = []
+    start = time.perf_counter()
+    while len(times) < repeat or (time.perf_counter() - start < budget and len(times) < 50):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+        if len(times) >= repeat and time.perf_counter() - start > budget:
+            break
+    return statistics.median(times)
+
+
+def peak_bytes(fn) -> int:
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    fn()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak
+
+
+def copy_bandwidth() -> float:
+    """GB/s moved (read + write) by one large np.copyto, best of five."""
+    src = np.ones(64 * 1024 * 1024, np.float32)  # 256 MiB
+    dst = np.empty_like(src)
+    best = min(_timed(lambda: np.copyto(dst, src)) for _ in range(5))
+    return 2 * src.nbytes / best / 1e9
+
+
+def _timed(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def bench_minixla(text, inputs, repeat):
+    import minixla
+    from minixla.backends.cpu import jit
+    jit.forget_in_memory()
+    start = time.perf_counter()
+    exe = minixla.compile(text, backend="cpu")
+    cold = time.perf_counter() - start
+    jit.forget_in_memory()
+    start = time.perf_counter()
+    exe = minixla.compile(text, backend="cpu")
+    warm = time.perf_counter() - start
+    assert set(exe.kernel_outcomes) <= {"disk"}, exe.kernel_outcomes
+    run = lambda: exe(*inputs)  # noqa: E731
+    result = run()
+    return {"time": median_time(run, repeat), "cold": cold, "warm": warm,
+            "peak": peak_bytes(run), "arena": exe.program.arena_bytes, "result": result,
+            "kernels": len(exe.program.kernels)}
+
+
+def bench_library(make_ops, ref, inputs, repeat):
+    try:
+        ops = make_ops()
+    except ImportError:
+        return None
+    if ops.name == "jax":
+        import jax
+        args = [jax.device_put(x) for x in inputs]
+        fn = jax.jit(lambda *a: ref(ops, *a))
+        run = lambda: fn(*args).block_until_ready()  # noqa: E731
+    else:
+        import torch
+        args = [torch.from_numpy(x) for x in inputs]
+        fn = torch.compile(lambda *a: ref(ops, *a))
+        run = lambda: fn(*args)  # noqa: E731
+    cold = _timed(run)
+    return {"time": median_time(run, repeat), "cold": cold}
+
+
+def fmt_ms(seconds) -> str:
+    return "n/a" if seconds is None else f"{seconds * 1e3:.2f}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", action="append", default=[])
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--markdown", help="also write the table to this file")
+    args = parser.parse_args()
+    cache_dir = tempfile.mkdtemp(prefix="minixla-bench-cache-")
+    os.environ["MINIXLA_CACHE_DIR"] = cache_dir  # cold compiles really start cold
+    import minixla
+    minixla.compile("HloModule w\nENTRY m {\n  ROOT x = f32[2] parameter(0)\n}\n",
+                    backend="cpu")  # Numba's one-time start-up, outside every workload
+    bandwidth = copy_bandwidth()
+    header = (f"machine: {platform.machine()} {platform.processor() or ''}, {os.cpu_count()} "
+              f"cores, Python {platform.python_version()}, NumPy {np.__version__}; copy "
+              f"bandwidth {bandwidth:.1f} GB/s (read+write)")
+    print(header)
+    columns = ["workload", "minixla ms", "numpy ms", "numpy/minixla", "jax ms", "torch ms",
+               "cold compile s", "warm compile s", "peak MB minixla (+arena)", "peak MB numpy",
+               "kernels", "ok"]
+    rows = []
+    rng = np.random.default_rng(0)
+    for name, (text, make_inputs, ref) in WORKLOADS.items():
+        if args.only and not any(o in name for o in args.only):
+            continue
+        inputs = make_inputs(rng)
+        mine = bench_minixla(text, inputs, args.repeat)
+        numpy_run = lambda: ref(NumpyOps, *inputs)  # noqa: E731
+        want = numpy_run()
+        numpy_time = median_time(numpy_run, args.repeat)
+        jax_result = bench_library(jax_ops, ref, inputs, args.repeat)
+        torch_result = bench_library(torch_ops, ref, inputs, args.repeat)
+        ok = np.allclose(mine["result"], want, rtol=1e-3, atol=1e-3)
+        row = [name, fmt_ms(mine["time"]), fmt_ms(numpy_time),
+               f"{numpy_time / mine['time']:.2f}x",
+               fmt_ms(jax_result and jax_result["time"]),
+               fmt_ms(torch_result and torch_result["time"]),
+               f"{mine['cold']:.2f}", f"{mine['warm']:.3f}",
+               f"{mine['peak'] / 2**20:.0f} (+{mine['arena'] / 2**20:.0f})",
+               f"{peak_bytes(numpy_run) / 2**20:.0f}", str(mine["kernels"]),
+               "yes" if ok else "NO"]
+        rows.append(row)
+        print(" | ".join(row), flush=True)
+    table = "\n".join(["| " + " | ".join(columns) + " |",
+                       "|" + "---|" * len(columns)] + ["| " + " | ".join(r) + " |" for r in rows])
+    print()
+    print(header)
+    print(table)
+    if args.markdown:
+        Path(args.markdown).write_text(header + "\n\n" + table + "\n")
+    return 0 if all(r[-1] == "yes" for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
