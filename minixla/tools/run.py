@@ -83,20 +83,25 @@ def summarize(result) -> str:
 def main(args) -> int:
     import minixla
     from ..runtime.inputs import random_arguments
-    module = load_module(args.file)
+    from .progress import Progress
+    progress = Progress.for_command(("parse", "passes", "codegen", "run"), quiet=args.quiet)
+    with progress.phase("parse"):
+        module = load_module(args.file)
     backend = args.backend or default_backend()
     start = time.perf_counter()
-    executable = minixla.compile(module, backend=backend)
+    with progress.compile():
+        executable = minixla.compile(module, backend=backend)
     compile_seconds = time.perf_counter() - start
     count = len(module.entry.parameters)
     inputs = load_inputs(args.inputs, count) if args.inputs else \
         random_arguments(module, args.seed)
     times = []
     result = None
-    for _ in range(max(args.iterations, 1)):
-        start = time.perf_counter()
-        result = executable(*inputs)
-        times.append(time.perf_counter() - start)
+    with progress.phase("run"):
+        for _ in range(max(args.iterations, 1)):
+            start = time.perf_counter()
+            result = executable(*inputs)
+            times.append(time.perf_counter() - start)
     print(f"{module.name} on {backend}: compiled in {compile_seconds * 1e3:.1f} ms, "
           f"ran in {np.median(times) * 1e3:.3f} ms (median of {len(times)})")
     if args.print_results:
