@@ -391,3 +391,12 @@ def test_parser_reports_a_failed_inference():
             "ROOT s = add(a, b)\n}")
     with pytest.raises(HloParseError, match="cannot infer the shape of add"):
         parse_hlo_module(text)
+
+
+def test_integer_power_is_allowed():
+    import minixla
+    module = minixla.parse_hlo_module(
+        "HloModule m\nENTRY e {\n a = s32[3] parameter(0)\n ROOT p = s32[3] power(a, a)\n}\n")
+    import numpy as np
+    out = minixla.compile(module, backend="interpreter")(np.array([2, 3, -2], np.int32))
+    np.testing.assert_array_equal(out, [4, 27, 0])  # (-2)^-2 truncates to 0 in integers
