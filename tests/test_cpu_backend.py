@@ -333,3 +333,38 @@ def test_fallbacks_are_reported_in_metrics():
     exe = cpu(text, passes=[])
     np.testing.assert_array_equal(exe(np.array([3, 1, 2, 5, 4], np.float32)), [1, 2, 3, 4, 5])
     assert minixla.metrics()["fallback.sort"]["count"] == before + 1
+
+
+# ---- layouts and the module's buffer assignment -----------------------------------------------
+
+@pytest.mark.parametrize("src,dst", [
+    ("f32[3,4]{1,0}", "f32[4,3]{0,1}"), ("f32[3,4]{0,1}", "f32[4,3]{1,0}"),
+    ("f32[2,3,4]{1,2,0}", "f32[2,4,3]{2,1,0}"), ("f32[6,4]{0,1}", "f32[4,2,3]{2,1,0}")])
+def test_bitcasts_between_layouts_move_elements_like_the_interpreter(src, dst):
+    text = f"""
+    HloModule b
+    ENTRY main {{
+      x = {src} parameter(0)
+      b = {dst} bitcast(x)
+      ROOT t = ({dst}, {dst}) tuple(b, negate(b))
+    }}"""
+    dims = minixla.parse_hlo_module(text).entry.parameters[0].shape.dims
+    x = np.arange(np.prod(dims), dtype=np.float32).reshape(dims)
+    assert_close(cpu(text, passes=[])(x), interpret(text, x), rtol=0, atol=0)
+
+
+SCHEDULED = ["float-normalization", "algsimp", "dce", "cse", "layout-assignment", "fusion", "dce",
+             "copy-insertion", "scheduling"]
+
+
+@pytest.mark.parametrize("text", [FUSED, WHILE, MOVEMENT], ids=["fused", "while", "movement"])
+def test_buffer_assignment_of_a_scheduled_module_gives_the_same_results(text):
+    module = minixla.parse_hlo_module(text)
+    rng = np.random.default_rng(1)
+    args = [rng.standard_normal(p.shape.dims).astype(p.shape.numpy_dtype)
+            if p.shape.dtype == "f32" else np.asarray(1, p.shape.numpy_dtype)
+            for p in module.entry.parameters]
+    exe = cpu(text, passes=SCHEDULED)
+    assert exe.module.is_scheduled
+    assert_close(exe(*args), interpret(text, *args))
+    assert_close(exe(*args), interpret(text, *args))

@@ -26,7 +26,7 @@ import numpy as np
 from . import thunks
 from .kernels import (PARALLEL_THRESHOLD, KernelSpec, build_kernel, kernel_arg,
                       single_op_computation)
-from .plan import ALIGNMENT, is_view, needs_copy, plan_computation
+from .plan import ALIGNMENT, is_view_op, needs_copy, plan_computation
 from .scalar import NotEmittable
 
 CONTROL = {"while", "conditional", "call"}
@@ -54,10 +54,11 @@ class _Builder:
         self.functions: dict[int, str] = {}
         self.chunks: list[str] = []
         self.views: list[tuple[str, int, object]] = []  # (name, arena offset, shape)
-        self.arena_bytes = 0
         self.fallbacks: Counter = Counter()
         self.counter = 0
         self._evaluator = None
+        self.assignment = _buffer_assignment(module, options)
+        self.arena_bytes = self.assignment.arena_size if self.assignment is not None else 0
 
     def fresh_name(self, prefix: str) -> str:
         self.counter += 1
@@ -96,7 +97,9 @@ class _Builder:
             return op if op not in ALIASES else "alias", None
         if thunks.constant_value(instr) is not None:
             return "constant", None
-        if is_view(instr):
+        if is_view_op(instr):
+            if instr.opcode == "reshape" and not self._shares_operand_buffer(instr):
+                return "thunk", thunks.reshape_copy(instr)
             return "view", None
         if op in CONTROL:
             return op, None
@@ -113,7 +116,7 @@ class _Builder:
             return "thunk", thunks.MOVEMENT[op](instr)
         if op == "dynamic-update-slice":
             return "dus", None
-        if instr.opdef.kind == "elementwise" or op in ("reduce", "transpose"):
+        if instr.opdef.kind == "elementwise" or op in ("reduce", "transpose", "bitcast"):
             try:
                 return "kernel", self._spec(single_op_computation(instr))
             except NotEmittable:
@@ -123,16 +126,55 @@ class _Builder:
     def _spec(self, comp) -> KernelSpec:
         return build_kernel(comp, parallel_threshold=self.parallel_threshold)
 
+    # -- the module's buffer assignment ------------------------------------------------------
+    def _allocation(self, instr, leaf=()):
+        try:
+            return self.assignment.allocation_of(instr, leaf)
+        except (KeyError, AttributeError):
+            return None
+
+    def _shares_operand_buffer(self, instr) -> bool:
+        """A reshape may stay a view unless buffer assignment gave it storage of its own (it
+        may then reuse the operand's storage as soon as the reshape has run)."""
+        if self.assignment is None:
+            return True
+        mine = self._allocation(instr)
+        return mine is None or mine is self._allocation(instr.operand(0))
+
+    def shared_slot(self, instr, leaf, decision) -> int | None:
+        """The arena offset buffer assignment chose for a temporary, when the driver can use
+        it: not an output, and not a kernel with several loop nests writing over an input
+        (the second nest would read what the first overwrote)."""
+        allocation = self._allocation(instr, leaf)
+        if allocation is None or not allocation.in_arena or allocation.maybe_live_out:
+            return None
+        how, spec = decision
+        for number, operand in enumerate(instr.operands):
+            if all(self._allocation(operand, i) is not allocation for i, _ in
+                   operand.shape.leaves()):
+                continue
+            # Writing over an input is only safe where every element is read before it is
+            # written: an in-place update, or a one-nest kernel reading the input elementwise.
+            if how == "dus" and number == 0:
+                continue
+            if how == "kernel" and spec.loop_nests == 1 and _can_share(instr, number):
+                continue
+            return None
+        return allocation.offset
+
     # -- functions -------------------------------------------------------------------------
     def function(self, comp, *, is_entry: bool = False) -> str:
         if id(comp) in self.functions:
             return self.functions[id(comp)]
         name = self.functions[id(comp)] = self.fresh_name("entry_" if is_entry else "f_")
         decisions = {id(i): self.decide(i) for i in comp.instructions}
-        plan = plan_computation(
-            comp, is_entry=is_entry,
-            defines_buffer=lambda i: decisions[id(i)][0] in ("kernel", "thunk", "dus"),
-            may_alias=lambda i: decisions[id(i)][0] in ("fallback", "call"))
+        # A scheduled module runs in its schedule's order (buffer assignment relies on it).
+        order = list(comp.instructions) if self.module.is_scheduled else comp.post_order()
+        shared = None
+        if self.assignment is not None:
+            shared = lambda i, leaf: self.shared_slot(i, leaf, decisions[id(i)])  # noqa: E731
+        plan = plan_computation(comp, order=order, is_entry=is_entry,
+                                how=lambda i: decisions[id(i)][0], shared=shared)
         base = self.arena_bytes
         self.arena_bytes += -(-plan.arena_bytes // ALIGNMENT) * ALIGNMENT
         fn = _Function(self, comp, plan, decisions, base, is_entry)
@@ -174,7 +216,8 @@ class _Function:
             slot = self.plan.slots.get((id(instr), leaf))
             if slot is not None:
                 view = self.b.fresh_name("a")
-                self.b.views.append((view, self.base + slot.offset, shape))
+                offset = slot.offset if slot.shared else self.base + slot.offset
+                self.b.views.append((view, offset, shape))
                 names.append(view)
                 continue
             var = self.b.fresh_name("v")
@@ -303,7 +346,8 @@ def _dus(fn: _Function, instr, _):
 def _fallback(fn: _Function, instr, run):
     fn.b.fallbacks[instr.opcode] += 1
     name = fn.b.bind("t", run)
-    fn.assign(instr, f"{name}({', '.join(_source(o) for o in fn.operands(instr))})")
+    operands = ", ".join(_source(o) for o in fn.operands(instr))
+    fn.assign(instr, f"{name}({operands})")
 
 
 def _while(fn: _Function, instr, _):
@@ -349,6 +393,28 @@ LOWERING = {
     "after-all": _token, "kernel": _kernel, "thunk": _thunk, "dus": _dus,
     "fallback": _fallback, "while": _while, "conditional": _conditional, "call": _call,
 }
+
+
+def _can_share(instr, number: int) -> bool:
+    from ...passes.dataflow import can_share_operand_buffer
+    return can_share_operand_buffer(instr, number)
+
+
+def _buffer_assignment(module, options: dict):
+    """The module's buffer assignment (passes/buffer_assignment.py) when the pipeline scheduled
+    the module; None means the driver's own plan places every temporary."""
+    if not options.get("buffer_assignment", True) or not module.is_scheduled:
+        return None
+    try:
+        from ...passes.buffer_assignment import assign_buffers
+    except ImportError:
+        return None
+    try:
+        return assign_buffers(module)
+    except Exception as exc:  # noqa: BLE001 - an unusable assignment only costs memory
+        from ...runtime.metrics import count
+        count(f"cpu.buffer_assignment.failed.{type(exc).__name__}")
+        return None
 
 
 def build_program(module, options: dict) -> Program:

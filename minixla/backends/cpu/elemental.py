@@ -213,10 +213,37 @@ def _forward(em, instr, index):
 def _reshape(em, instr, index):
     operand = instr.operand(0)
     if instr.opcode == "bitcast" and not _default_layouts(instr, operand):
-        raise NotEmittable("bitcast between layouts")
+        if em.flat:
+            raise NotEmittable("a bitcast between layouts needs the full index")
+        return em.value(operand, bitcast_index(em, instr, index))
     if em.flat or operand.shape.dims == instr.shape.dims:
         return em.value(operand, index)
     return em.value(operand, reshape_index(em, instr.shape.dims, operand.shape.dims, index))
+
+
+def physical_order(shape) -> list[int]:
+    """Logical dims from major to minor in memory."""
+    return list(reversed(shape.minor_to_major()))
+
+
+def bitcast_index(em, instr, index: Index) -> Index:
+    """Arrays here are stored in logical row-major order whatever their layout, so a bitcast
+    (same bytes, new dims and layout) maps the result index to its physical position, and
+    that position back to the operand's logical index."""
+    operand = instr.operand(0)
+    for shape in (instr.shape, operand.shape):
+        if shape.layout is not None and shape.layout.tiles:
+            raise NotEmittable("bitcast of a tiled layout")
+    out_order, in_order = physical_order(instr.shape), physical_order(operand.shape)
+    out_physical = [instr.shape.dims[d] for d in out_order]
+    in_physical = [operand.shape.dims[d] for d in in_order]
+    physical = tuple(index[d] for d in out_order)
+    if out_physical != in_physical:
+        physical = reshape_index(em, out_physical, in_physical, physical)
+    logical = [""] * operand.shape.rank
+    for k, d in enumerate(in_order):
+        logical[d] = physical[k]
+    return tuple(logical)
 
 
 def _default_layouts(*instrs) -> bool:

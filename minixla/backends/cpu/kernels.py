@@ -35,6 +35,7 @@ class KernelSpec:
     dtypes: list[str]  # HLO element type of each argument
     flat: bool
     parallel: bool
+    loop_nests: int = 1  # outputs of different dims get a loop nest each
     kid: str = field(default="")  # content hash: source + signature
 
     def numba_signature(self):
@@ -126,7 +127,8 @@ def build_kernel(comp, name: str = "kernel", *,
     hoisted: list[str] = []
     em = Elemental(writer, arrays, hoist=hoisted, flat=flat)
     body: list[str] = []
-    for group in _group_by_dims(outputs):
+    groups = _group_by_dims(outputs)
+    for group in groups:
         writer.lines = []
         writer.depth = 1
         _emit_loop_nest(em, writer, group, flat, parallel)
@@ -146,7 +148,7 @@ def build_kernel(comp, name: str = "kernel", *,
     lines += ["    " + line for line in hoisted]
     lines += body
     source = "\n".join(lines) + "\n"
-    spec = KernelSpec(name, source, args, ndims, dtypes, flat, parallel)
+    spec = KernelSpec(name, source, args, ndims, dtypes, flat, parallel, len(groups))
     spec.kid = hashlib.sha256((source + spec.signature_text()).encode()).hexdigest()[:32]
     return spec
 
@@ -216,11 +218,29 @@ def _tiled(em: Elemental, group) -> bool:
         if id(instr) in seen:
             continue
         seen.add(id(instr))
-        dims = instr.attrs.get("dimensions") if instr.opcode == "transpose" else None
-        if dims and dims[-1] != len(dims) - 1 and instr.shape.dims[-1] > 1:
+        source = minor_source(instr)
+        if source is not None and source != instr.operand(0).shape.rank - 1 \
+                and instr.shape.dims[-1] > 1:
             return True
         stack.extend(instr.operands)
     return False
+
+
+def minor_source(instr):
+    """For a transpose, or a bitcast that permutes dims through layouts: the operand dim that
+    the result's minor dim walks along (None for other ops)."""
+    if instr.opcode == "transpose":
+        return instr.attrs["dimensions"][-1]
+    if instr.opcode != "bitcast" or instr.shape.dims == instr.operand(0).shape.dims and \
+            instr.shape.minor_to_major() == instr.operand(0).shape.minor_to_major():
+        return None
+    from .elemental import physical_order
+    out_order, in_order = physical_order(instr.shape), physical_order(instr.operand(0).shape)
+    if sorted(instr.shape.dims) != sorted(instr.operand(0).shape.dims) or \
+            [instr.shape.dims[d] for d in out_order] != \
+            [instr.operand(0).shape.dims[d] for d in in_order]:
+        return None  # not a pure permutation
+    return in_order[out_order.index(instr.shape.rank - 1)]
 
 
 def is_column_reduce(instr) -> bool:

@@ -18,16 +18,15 @@ from dataclasses import dataclass, field
 
 ALIGNMENT = 64
 
-# Ops whose result is (a view of) operand 0 and never new storage.
+# Ops whose result can be a NumPy view of operand 0 (no new storage).
 VIEWS = {"reshape", "get-tuple-element", "tuple", "opt-barrier", "domain", "add-dependency"}
-# Ops whose results may be any of their operands (or fresh arrays).
-MAY_ALIAS = {"while", "call", "conditional"}
 
 
 @dataclass
 class Slot:
     offset: int
     size: int
+    shared: bool = False  # placed by the module's buffer assignment (absolute offset)
 
 
 @dataclass
@@ -37,10 +36,11 @@ class ComputationPlan:
     fresh: set = field(default_factory=set)  # ids of instructions given fresh arrays
     in_place: set = field(default_factory=set)  # ids of DUS that update operand 0 in place
     kinds: dict = field(default_factory=dict)  # id(instr) -> nested kinds (frozensets)
-    arena_bytes: int = 0
+    arena_bytes: int = 0  # bytes of this computation's own region
 
 
-def is_view(instr) -> bool:
+def is_view_op(instr) -> bool:
+    """Ops the driver can implement as a NumPy view of operand 0."""
     if instr.opcode == "bitcast":
         return _row_major(instr) and _row_major(instr.operand(0))
     return instr.opcode in VIEWS
@@ -68,21 +68,27 @@ class _UnionFind:
         self.parent[self.find(a)] = self.find(b)
 
 
-def plan_computation(comp, *, is_entry: bool, defines_buffer, may_alias) -> ComputationPlan:
-    """`defines_buffer(instr)`: the driver writes instr's result into storage it allocates;
-    `may_alias(instr)`: its result may be one of its operands (fallback implementations)."""
-    order = comp.post_order()
+VIEW_KINDS = ("view", "alias", "tuple", "get-tuple-element")
+BUFFER_KINDS = ("kernel", "thunk", "dus")
+MAY_ALIAS_KINDS = ("fallback", "call", "while", "conditional")
+
+
+def plan_computation(comp, *, order, is_entry: bool, how, shared=None) -> ComputationPlan:
+    """`how(instr)` is the driver's lowering kind: views forward operand 0, buffer kinds write
+    into storage the plan provides, may-alias kinds return arrays that may be operands.
+    `shared(instr, leaf)` may place a temporary at an absolute offset of the module's buffer
+    assignment; the rest are packed into this computation's own region."""
     position = {id(instr): k for k, instr in enumerate(order)}
     plan = ComputationPlan(order)
+    defines = {id(i) for i in order if how(i) in BUFFER_KINDS}
+    for instr in order:
+        if instr.opcode == "dynamic-update-slice" and _can_update_in_place(instr, defines):
+            plan.in_place.add(id(instr))
+    views = {id(i) for i in order if how(i) in VIEW_KINDS} | plan.in_place
+    escaping = _escaping(comp, views)
     groups = _UnionFind()
     for instr in order:
-        if instr.opcode == "dynamic-update-slice" and _can_update_in_place(instr,
-                                                                             defines_buffer):
-            plan.in_place.add(id(instr))
-    escaping = _escaping(comp, plan.in_place)
-    for instr in order:
-        if is_view(instr) or id(instr) in plan.in_place or instr.opcode in MAY_ALIAS \
-                or may_alias(instr):
+        if id(instr) in views or how(instr) in MAY_ALIAS_KINDS:
             for operand in instr.operands:
                 groups.union(id(instr), id(operand))
     last_use: dict[int, int] = {}
@@ -90,14 +96,12 @@ def plan_computation(comp, *, is_entry: bool, defines_buffer, may_alias) -> Comp
         for operand in instr.operands:
             root = groups.find(id(operand))
             last_use[root] = max(last_use.get(root, -1), position[id(instr)])
-    end = len(order)
-    for instr in escaping:
-        last_use[groups.find(id(instr))] = end
-    buffers = []
+    for instr_id in escaping:
+        last_use[groups.find(instr_id)] = len(order)
+    own = []
     for instr in order:
-        plan.kinds[id(instr)] = _kinds(instr, plan, is_entry, escaping, defines_buffer,
-                                       may_alias)
-        if not defines_buffer(instr) or id(instr) in plan.in_place:
+        plan.kinds[id(instr)] = _kinds(instr, plan, escaping, views, defines, how)
+        if id(instr) not in defines or id(instr) in plan.in_place:
             continue
         if id(instr) in escaping:
             plan.fresh.add(id(instr))
@@ -105,9 +109,15 @@ def plan_computation(comp, *, is_entry: bool, defines_buffer, may_alias) -> Comp
         start = position[id(instr)]
         stop = last_use.get(groups.find(id(instr)), start)
         for leaf, shape in instr.shape.leaves():
-            if shape.is_array:
-                buffers.append(((id(instr), leaf), _nbytes(shape), start, stop))
-    plan.slots, plan.arena_bytes = _pack(buffers)
+            if not shape.is_array:
+                continue
+            offset = shared(instr, leaf) if shared is not None else None
+            if offset is not None:
+                plan.slots[(id(instr), leaf)] = Slot(offset, _nbytes(shape), shared=True)
+            else:
+                own.append(((id(instr), leaf), _nbytes(shape), start, stop))
+    slots, plan.arena_bytes = _pack(own)
+    plan.slots.update(slots)
     return plan
 
 
@@ -115,7 +125,7 @@ def _nbytes(shape) -> int:
     return max(shape.numel() * shape.numpy_dtype.itemsize, 1)
 
 
-def _escaping(comp, in_place: set) -> set:
+def _escaping(comp, views: set) -> set:
     """Instructions whose value (or part of it) is returned, through views, tuples and
     in-place updates."""
     out: set = set()
@@ -125,38 +135,37 @@ def _escaping(comp, in_place: set) -> set:
         if id(instr) in out:
             continue
         out.add(id(instr))
-        if is_view(instr):
-            stack.extend(instr.operands)
-        elif id(instr) in in_place:
-            stack.append(instr.operand(0))
+        if id(instr) in views:
+            stack.extend(instr.operands[:1] if instr.opcode == "dynamic-update-slice"
+                         else instr.operands)
     return out
 
 
-def _can_update_in_place(instr, defines_buffer) -> bool:
+def _can_update_in_place(instr, defines: set) -> bool:
     """DUS may write into operand 0 when nothing else ever reads it: a buffer this computation
     allocated, used only here (views count as uses)."""
     operand = instr.operand(0)
-    if len(operand.users) != 1 or not defines_buffer(operand) or operand.is_root():
+    if len(operand.users) != 1 or id(operand) not in defines or operand.is_root():
         return False
     return all(op is not operand for op in instr.operands[1:])
 
 
-def _kinds(instr, plan, is_entry, escaping, defines_buffer, may_alias):
+def _kinds(instr, plan, escaping, views, defines, how):
     k = plan.kinds
     if instr.opcode == "parameter":
         return _fill(instr.shape, frozenset({"param"}))
-    if instr.opcode == "constant":
+    if instr.opcode == "constant" or how(instr) == "constant":
         return _fill(instr.shape, frozenset({"const"}))
     if instr.opcode == "tuple":
         return tuple(k[id(op)] for op in instr.operands)
     if instr.opcode == "get-tuple-element":
         return k[id(instr.operand(0))][instr.attrs["index"]]
-    if is_view(instr) or id(instr) in plan.in_place:
+    if id(instr) in views:
         return k[id(instr.operand(0))]
-    if instr.opcode in MAY_ALIAS or may_alias(instr):
+    if how(instr) in MAY_ALIAS_KINDS:
         union = frozenset({"fresh"}).union(*(_flatten(k[id(op)]) for op in instr.operands))
         return _fill(instr.shape, union)
-    if defines_buffer(instr):
+    if id(instr) in defines:
         return _fill(instr.shape, frozenset({"fresh" if id(instr) in escaping else "arena"}))
     return _fill(instr.shape, frozenset({"fresh"}))
 

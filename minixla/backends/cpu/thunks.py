@@ -115,6 +115,14 @@ def reverse(instr):
     return run
 
 
+def reshape_copy(instr):
+    dims = instr.shape.dims
+
+    def run(out, x):
+        out[...] = x.reshape(dims)
+    return run
+
+
 def copy(instr):
     def run(out, x):
         out[...] = x
@@ -169,13 +177,24 @@ def _leaves(value):
 
 
 def fallback(instr, evaluator):
-    """Runs `instr` with the interpreter's handler (its reference implementation)."""
+    """Runs `instr` with the interpreter's handler (its reference implementation). A result
+    that shares memory with an operand is copied: the operand's storage may be reused."""
     from ..interpreter.evaluator import handlers
     handler = handlers()[instr.opcode]
 
     def run(*operands):
-        return handler(evaluator, instr, list(operands))
+        result = handler(evaluator, instr, list(operands))
+        return _unshared(result, [leaf for op in operands for leaf in _leaves(op)])
     return run
+
+
+def _unshared(value, operands):
+    if isinstance(value, tuple):
+        return tuple(_unshared(v, operands) for v in value)
+    if isinstance(value, np.ndarray) and any(isinstance(op, np.ndarray) and
+                                             np.may_share_memory(value, op) for op in operands):
+        return value.copy()
+    return value
 
 
 def constant_value(instr) -> np.ndarray | None:
