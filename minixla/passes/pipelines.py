@@ -1,0 +1,32 @@
+"""The pass pipelines backends declare, built from registered passes by name.
+
+`cpu_pipeline()` follows XLA:CPU's order (xla-reference.md 3), reduced to minixla's passes:
+inline calls, simplify to a fixed point, compute narrow floats in f32, canonicalize
+broadcasts and fold transposes into dots, assign layouts, fuse (XLA fuses after layout
+assignment, so fusions see final layouts and transposes already turned into bitcasts), then
+add the copies control flow needs and schedule, which is what `assign_buffers` expects.
+"""
+from __future__ import annotations
+
+from .base import FixedPoint, Pipeline, get_pass
+
+SIMPLIFICATION = ("algsimp", "dce", "cse", "constant-folding", "tuple-simplifier",
+                  "while-loop-simplifier", "conditional-simplifier", "reshape-mover", "dce")
+
+
+def simplification() -> FixedPoint:
+    return FixedPoint("simplification", [get_pass(name) for name in SIMPLIFICATION])
+
+
+def cpu_pipeline() -> Pipeline:
+    return Pipeline("cpu", [
+        get_pass("call-inliner"),
+        simplification(),
+        get_pass("float-normalization"),
+        get_pass("broadcast-canonicalizer"),
+        get_pass("transpose-folding"),
+        get_pass("layout-assignment"),
+        get_pass("fusion"),
+        get_pass("copy-insertion"),
+        get_pass("scheduling"),
+    ])
