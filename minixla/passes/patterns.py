@@ -1,6 +1,6 @@
 """A tiny pattern language over HLO instructions, and the one engine that rewrites with it.
 
-Patterns describe an instruction tree: `m.Add(m.Any("x"), Splat(0))` matches an `add` whose
+Patterns describe an instruction tree: `m.Add(m.Any("x"), m.Splat(0))` matches an `add` whose
 operands are anything (captured as `x`) and a constant zero (or a broadcast of one). Operand
 order does not matter for ops the opcode table marks COMMUTATIVE. A capture name used twice
 must bind the same instruction, so `m.Maximum(m.Any("x"), m.Any("x"))` is `max(x, x)`.
