@@ -1,0 +1,230 @@
+"""fusion: loop, reduction and multi-output fusion, the cost model's refusals, and values."""
+import pytest
+
+import minixla
+from conformance_reference import case_dirs, check_passes_keep_values, requires_corpus
+from minixla.passes.fusion import InstructionFusion
+from minixla.passes.fusion_cost import MAX_FUSED_OPS
+from minixla.testing import check_pass
+
+
+def fusions(module):
+    return [i for i in module.entry.instructions if i.opcode == "fusion"]
+
+
+def test_elementwise_chain_becomes_one_loop_fusion():
+    # tanh(x*a + b) * 0.5 + c*c
+    module = check_pass("fusion", """
+    HloModule chain
+    ENTRY main {
+      x = f32[16] parameter(0)
+      a = f32[16] parameter(1)
+      b = f32[16] parameter(2)
+      c = f32[16] parameter(3)
+      xa = f32[16] multiply(x, a)
+      xab = f32[16] add(xa, b)
+      t = f32[16] tanh(xab)
+      half = f32[] constant(0.5)
+      halves = f32[16] broadcast(half), dimensions={}
+      th = f32[16] multiply(t, halves)
+      cc = f32[16] multiply(c, c)
+      ROOT out = f32[16] add(th, cc)
+    }""", """
+    // CHECK: %fused_computation ({{.*}}) -> f32[16] {
+    // CHECK-DAG: tanh(
+    // CHECK-DAG: f32[] constant(0.5)
+    // CHECK: ROOT %out = f32[16]{0} add(
+    // CHECK: ENTRY %main
+    // CHECK: ROOT %fusion = f32[16]{0} fusion({{.*}}), kind=kLoop, calls=%fused_computation
+    """)
+    assert len(fusions(module)) == 1
+    assert len(module.entry.instructions) == 5  # four parameters and the fusion
+
+
+def test_fused_parameters_are_numbered_like_operands():
+    module = check_pass("fusion", """
+    HloModule params
+    ENTRY main {
+      x = f32[8] parameter(0)
+      y = f32[8] parameter(1)
+      n = f32[8] negate(x)
+      ROOT m = f32[8] multiply(n, y)
+    }""", """
+    // CHECK: %fused_computation (param_0: f32[8], param_1: f32[8]) -> f32[8]
+    """)
+    fusion = module.entry.root
+    fused = fusion.attrs["calls"]
+    for i, operand in enumerate(fusion.operands):
+        assert fused.parameter(i).name.startswith(f"param_{i}")
+        assert fused.parameter(i).shape == operand.shape
+
+
+def test_a_lone_op_is_not_fused():
+    check_pass("fusion", """
+    HloModule lone
+    ENTRY main {
+      x = f32[8] parameter(0)
+      y = f32[8] parameter(1)
+      ROOT s = f32[8] add(x, y)
+    }""", expected=None)
+
+
+def test_cheap_producer_is_duplicated_into_each_consumer():
+    module = check_pass("fusion", """
+    HloModule dup
+    ENTRY main {
+      x = f32[8] parameter(0)
+      y = f32[4,8] parameter(1)
+      n = f32[8] negate(x)
+      b = f32[4,8] broadcast(n), dimensions={1}
+      s = f32[4,8] add(b, y)
+      t = f32[8,4] transpose(b), dimensions={1,0}
+      e = f32[8,4] exponential(t)
+      ROOT r = (f32[4,8], f32[8,4]) tuple(s, e)
+    }""", """
+    // CHECK-COUNT-2: broadcast(
+    """)
+    assert all(i.opcode != "negate" for i in module.entry.instructions)
+
+
+def test_expensive_producer_is_never_duplicated():
+    text = """
+    HloModule nodup
+    ENTRY main {
+      x = f32[8] parameter(0)
+      y = f32[8] parameter(1)
+      e = f32[8] exponential(x)
+      a = f32[8] add(e, y)
+      d = f32[8,8] dot(a, y), lhs_contracting_dims={}, rhs_contracting_dims={}
+      m = f32[8] multiply(e, y)
+      ROOT r = (f32[8,8], f32[8]) tuple(d, m)
+    }"""
+    module = minixla.parse_hlo_module(text)
+    fusion = InstructionFusion()
+    fusion.run(module)
+    exps = [i for c in module.computations for i in c.instructions if i.opcode == "exponential"]
+    assert len(exps) == 1
+    assert any("expensive" in d.reason for _, _, d in fusion.decisions)
+
+
+def test_expensive_producer_is_not_recomputed_per_broadcast_element():
+    module = minixla.parse_hlo_module("""
+    HloModule reuse
+    ENTRY main {
+      x = f32[8] parameter(0)
+      y = f32[8,8] parameter(1)
+      e = f32[8] exponential(x)
+      b = f32[8,8] broadcast(e), dimensions={1}
+      ROOT s = f32[8,8] add(b, y)
+    }""")
+    fusion = InstructionFusion()
+    fusion.run(module)
+    assert module.entry.instruction("e").opcode == "exponential"  # stays outside
+    assert any("several times" in d.reason for _, _, d in fusion.decisions)
+
+
+def test_non_scalar_constants_stay_outside():
+    module = minixla.parse_hlo_module("""
+    HloModule consts
+    ENTRY main {
+      x = f32[4] parameter(0)
+      c = f32[4] constant({1, 2, 3, 4})
+      n = f32[4] negate(x)
+      ROOT m = f32[4] multiply(n, c)
+    }""")
+    fusion = InstructionFusion()
+    fusion.run(module)
+    assert module.entry.root.opcode == "fusion"
+    assert module.entry.instruction("c").opcode == "constant"
+    assert ("c", module.entry.root.name) in {(p, c) for p, c, _ in fusion.decisions}
+
+
+def test_reduction_root_with_elementwise_producers_is_kinput():
+    check_pass("fusion", """
+    HloModule red
+    add {
+      a = f32[] parameter(0)
+      b = f32[] parameter(1)
+      ROOT s = f32[] add(a, b)
+    }
+    ENTRY main {
+      x = f32[8,32] parameter(0)
+      e = f32[8,32] exponential(x)
+      zero = f32[] constant(0)
+      ROOT r = f32[8] reduce(e, zero), dimensions={1}, to_apply=add
+    }""", """
+    // CHECK: %fused_computation (param_0: f32[8,32]) -> f32[8] {
+    // CHECK: exponential(%param_0)
+    // CHECK: f32[] constant(0)
+    // CHECK: ROOT %r = f32[8]{0} reduce(
+    // CHECK: ROOT %fusion = f32[8]{0} fusion(%x), kind=kInput, calls=%fused_computation
+    """)
+
+
+SOFTMAX = """
+HloModule softmax
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY main {
+  x = f32[8,32] parameter(0)
+  e = f32[8,32] exponential(x)
+  zero = f32[] constant(0)
+  s = f32[8] reduce(e, zero), dimensions={1}, to_apply=add
+  bs = f32[8,32] broadcast(s), dimensions={0}
+  ROOT d = f32[8,32] divide(e, bs)
+}"""
+
+
+def test_producer_consumer_multi_output_fusion_exports_the_shared_value():
+    module = check_pass("fusion", SOFTMAX, """
+    // CHECK: ROOT %{{.*}} = (f32[8]{0}, f32[8,32]{1,0}) tuple(
+    // CHECK: ENTRY %main
+    // CHECK: %[[MOF:.*]] = (f32[8]{0}, f32[8,32]{1,0}) fusion(%x), kind=kInput
+    // CHECK-DAG: get-tuple-element(%[[MOF]]), index=0
+    // CHECK-DAG: get-tuple-element(%[[MOF]]), index=1
+    // CHECK: ROOT {{.*}} fusion({{.*}}), kind=kLoop
+    """)
+    exps = [i for c in module.computations for i in c.instructions if i.opcode == "exponential"]
+    assert len(exps) == 1
+
+
+def test_sibling_multi_output_fusion_reads_the_operand_once():
+    module = check_pass("fusion", """
+    HloModule siblings
+    ENTRY main {
+      y = f32[8,32] parameter(0)
+      n = f32[8,32] negate(y)
+      m = f32[8,32] multiply(y, y)
+      ROOT t = (f32[8,32], f32[8,32]) tuple(n, m)
+    }""", """
+    // CHECK: ROOT %{{.*}} = (f32[8,32]{1,0}, f32[8,32]{1,0}) tuple(%n, %m
+    // CHECK: fusion(%y), kind=kLoop
+    """)
+    assert len(fusions(module)) == 1
+
+
+def test_without_multi_output_the_shared_producer_stays_alone():
+    module = minixla.parse_hlo_module(SOFTMAX)
+    InstructionFusion(multi_output=False).run(module)
+    assert all(not i.shape.is_tuple for i in fusions(module))
+
+
+def test_fusions_are_capped_in_size():
+    lines = ["x = f32[8] parameter(0)", "v0 = f32[8] negate(x)"]
+    for i in range(1, 150):
+        lines.append(f"v{i} = f32[8] add(v{i - 1}, x)")
+    lines.append("ROOT out = f32[8] negate(v149)")
+    module = minixla.parse_hlo_module("HloModule big\nENTRY main {\n" + "\n".join(lines) + "\n}")
+    InstructionFusion().run(module)
+    sizes = [sum(1 for i in f.attrs["calls"].instructions if i.opcode != "parameter")
+             for f in fusions(module)]
+    assert len(sizes) >= 3 and max(sizes) <= MAX_FUSED_OPS
+
+
+@requires_corpus
+@pytest.mark.parametrize("case", case_dirs(), ids=lambda p: p.name)
+def test_fusion_keeps_conformance_values(case):
+    check_passes_keep_values(case, [["fusion"], ["layout-assignment", "fusion"]])
