@@ -4,12 +4,12 @@
 passes (xla-reference.md 5.2). Steps:
 1. dataflow (dataflow.py): values, buffer sets that must share storage (loop state, branch
    results), and live ranges from the schedule;
-2. in-place reuse: a value takes its operand's buffer when the operand dies at this
-   instruction and the op reads each element before writing it (elementwise ops,
-   dynamic-update-slice, scatter, elementwise loop fusions);
-3. input/output aliasing: `input_output_alias` entries and `buffer_donor`s matched to outputs
+2. input/output aliasing: `input_output_alias` entries and `buffer_donor`s matched to outputs
    of the same shape; the output takes the parameter's buffer when the parameter is dead by
    then. An impossible must-alias raises InputOutputAliasError;
+3. in-place reuse: a value takes its operand's buffer when the operand dies at this
+   instruction and the op reads each element before writing it (elementwise ops,
+   dynamic-update-slice, scatter, elementwise loop fusions);
 4. allocation: buffer sets, largest first, join an existing allocation of fitting size whose
    buffers are never live at the same time (a live-out buffer needs an exact fit); entry
    parameters and constants get their own read-only allocations;
@@ -196,14 +196,14 @@ def assign_buffers(module: HloModule) -> BufferAssignment:
         start, end = result.live_range[value.id]
         span = spans.setdefault(flow.buffer_of(value), [start, end])
         span[0], span[1] = min(span[0], start), max(span[1], end)
-    joiner = _Joiner(flow, spans)
-    _share_in_place(module, flow, timeline, joiner)
     for members in flow.buffer_sets().values():  # what copy-insertion guarantees
         reason = interference(flow, result.live_range, members)
         if reason is not None:
             raise BufferAssignmentError(f"buffer {members} cannot be shared: {reason}; run "
                                         "the copy-insertion pass before scheduling")
-    _alias_inputs(module, flow, timeline, joiner, result)
+    joiner = _Joiner(flow, spans)
+    _alias_inputs(module, flow, timeline, joiner, result)  # before in-place reuse claims them
+    _share_in_place(module, flow, timeline, joiner)
     _allocate(module, flow, spans, result)
     return result
 
