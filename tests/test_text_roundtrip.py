@@ -219,3 +219,16 @@ ENTRY e {
 """
     module = minixla.parse_hlo_module(text)
     assert str(module.entry.root.shape) == "f32[2,3]{0,1}"
+
+
+def test_constants_keep_negative_zero_and_complex_scalars_round_trip():
+    import numpy as np
+    text = ("HloModule m\nENTRY e {\n  a = f32[] constant(-0)\n  b = c64[] constant((1, -2.5))\n"
+            "  c = f32[2] constant({-0, 0})\n  ROOT t = (f32[], c64[], f32[2]) tuple(a, b, c)\n}\n")
+    module = minixla.parse_hlo_module(text)
+    a, b, c = minixla.compile(module, backend="interpreter")()
+    assert np.signbit(a) and b == np.complex64(1 - 2.5j)
+    assert list(np.signbit(c)) == [True, False]
+    again = minixla.parse_hlo_module(module.to_text())
+    assert again.to_text() == module.to_text()
+    assert "constant((1, -2.5))" in module.to_text()

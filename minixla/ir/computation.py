@@ -147,7 +147,7 @@ class HloComputation:
             stack.extend(instr.control_predecessors)
         changed = False
         for instr in reversed(self.post_order()):
-            if id(instr) in live or instr.opcode == "parameter" or instr.opdef.has("side_effect"):
+            if id(instr) in live or instr.opcode == "parameter" or instr.has_side_effect():
                 continue
             if instr.users or instr.control_successors:
                 continue

@@ -87,6 +87,19 @@ class HloInstruction:
     def set_called_computation(self, attr: str, comp) -> None:
         self.attrs[attr] = comp
 
+    def has_side_effect(self, _memo: dict | None = None) -> bool:
+        """Side-effecting itself, or calling a computation that contains such an instruction."""
+        if self.opdef.has("side_effect") or self.attrs.get("custom_call_has_side_effect"):
+            return True
+        memo = {} if _memo is None else _memo
+        for comp in self.called_computations:
+            if id(comp) not in memo:
+                memo[id(comp)] = False  # guards against (invalid) recursion
+                memo[id(comp)] = any(i.has_side_effect(memo) for i in comp.instructions)
+            if memo[id(comp)]:
+                return True
+        return False
+
     def is_root(self) -> bool:
         return self.parent is not None and self.parent.root is self
 

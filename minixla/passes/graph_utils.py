@@ -4,7 +4,6 @@ from __future__ import annotations
 import re
 
 from ..ir.instruction import HloInstruction
-from ..ir.opcodes import SIDE_EFFECT
 from ..ir.shapes import Shape
 
 
@@ -13,17 +12,7 @@ def same_layout(a: Shape, b: Shape) -> bool:
 
 
 def has_side_effect(instr: HloInstruction, _memo: dict | None = None) -> bool:
-    """Side-effecting itself, or calling a computation that contains such an instruction."""
-    if instr.opdef.has(SIDE_EFFECT) or instr.attrs.get("custom_call_has_side_effect"):
-        return True
-    memo = {} if _memo is None else _memo
-    for comp in instr.called_computations:
-        if id(comp) not in memo:
-            memo[id(comp)] = False  # guards against (invalid) recursion
-            memo[id(comp)] = any(has_side_effect(i, memo) for i in comp.instructions)
-        if memo[id(comp)]:
-            return True
-    return False
+    return instr.has_side_effect(_memo)
 
 
 class NameUniquer:

@@ -86,6 +86,8 @@ def _number(parser, token, shape: Shape):
         if etype.kind != "pred":
             raise parser.error(f"'{text}' is not a valid {etype.name} value", token.start)
         return text == "true"
+    if token.kind == INT and (etype.is_float or etype.is_complex):
+        return float(text)  # keeps the sign of `-0`
     if token.kind == INT:
         value = int(text)
         if etype.kind == "pred":

@@ -327,7 +327,7 @@ class Parser:
         elif opcode == "constant":
             if shape is None:
                 raise self.error("constant needs a result shape", op_token.start)
-            if self.at_shape():
+            if self.peek().kind == IDENT and self.lookahead(1).is_punct("["):
                 self.parse_shape()  # old dumps repeat the shape: constant(f32[2] {1, 2})
             instr.literal = parse_literal(self, shape)
         else:
