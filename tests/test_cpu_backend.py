@@ -368,3 +368,38 @@ def test_buffer_assignment_of_a_scheduled_module_gives_the_same_results(text):
     assert exe.module.is_scheduled
     assert_close(exe(*args), interpret(text, *args))
     assert_close(exe(*args), interpret(text, *args))
+
+
+BF16 = """
+HloModule b
+add {
+  a = bf16[] parameter(0)
+  b = bf16[] parameter(1)
+  ROOT s = bf16[] add(a, b)
+}
+ENTRY main {
+  x = bf16[8,16] parameter(0)
+  y = bf16[8,16] parameter(1)
+  m = bf16[8,16] multiply(x, y)
+  d = bf16[8,16] divide(exponential(m), add(x, y))
+  r = bf16[8] reduce(d, bf16[] constant(0)), dimensions={1}, to_apply=add
+  ROOT t = (bf16[8,16], bf16[8], f32[8,16], s32[8,16], bf16[8,16])
+      tuple(d, r, f32[8,16] convert(d), s32[8,16] convert(m), maximum(x, y))
+}
+"""
+
+
+@pytest.mark.parametrize("passes", [[], None], ids=["unoptimized", "cpu-pipeline"])
+def test_bf16_kernels_round_like_the_interpreter(passes):
+    import ml_dtypes
+    rng = np.random.default_rng(0)
+    x, y = ((rng.standard_normal((8, 16)) * 3).astype(ml_dtypes.bfloat16) for _ in range(2))
+    exe = cpu(BF16, **({} if passes is None else {"passes": passes}))
+    got, want = exe(x, y), interpret(BF16, x, y)
+    assert not exe.program.fallbacks
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert g.dtype == w.dtype
+        if k == 1:  # a reduction: any order is right, and bf16 rounds at every step
+            np.testing.assert_allclose(g.astype(np.float32), w.astype(np.float32), rtol=2e-2)
+        else:
+            assert_close(g.astype(np.float64), w.astype(np.float64), rtol=0, atol=0)

@@ -312,7 +312,7 @@ def _kernel(fn: _Function, instr, spec: KernelSpec):
         return  # nothing to compute; an empty output needs no writes
     operands = instr.operands
     args = []
-    for (kind, what), ndim in zip(spec.args, spec.ndims):
+    for (kind, what), ndim, dtype in zip(spec.args, spec.ndims, spec.dtypes):
         if kind == "param":
             name, rank = _source(fn.value(operands[what])), operands[what].shape.rank
         elif kind == "const":
@@ -320,7 +320,7 @@ def _kernel(fn: _Function, instr, spec: KernelSpec):
             rank = what.shape.rank
         else:
             name, rank = outs[what], leaf_shapes[what].rank
-        args.append(kernel_arg(name, rank, spec.flat))
+        args.append(kernel_arg(name, rank, spec.flat, dtype))
     fn.lines.append(f"{fn.b.kernel(spec)}({', '.join(args)})")
 
 

@@ -133,7 +133,8 @@ class Elemental:
 
     def _emit_here(self, instr, index: Index):
         if id(instr) in self.arrays:
-            return self.bind(f"{self.arrays[id(instr)]}[{_subscript(index)}]")
+            load = f"{self.arrays[id(instr)]}[{_subscript(index)}]"
+            return self.bind(f"h.bf16_load({load})" if instr.shape.dtype == "bf16" else load)
         if instr.opcode == "parameter":
             if instr.parameter_number in self.scalars:
                 return self.scalars[instr.parameter_number]

@@ -11,6 +11,7 @@ NaN and signed-zero selects survive whatever flags the calling kernel uses.
 """
 from __future__ import annotations
 
+import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
@@ -210,3 +211,28 @@ def ipow(base, exponent_bits, negative, one, zero):
         factor = factor * factor
         remaining = remaining >> 1
     return result
+
+
+# ---- bfloat16: kernels keep bf16 values in float32 (exactly), arrays hold the 16-bit patterns ----
+
+@njit(**_JIT)
+def bf16_load(bits):
+    return bitcast(np.uint32(np.uint32(bits) << np.uint32(16)), np.float32)
+
+
+@njit(**_JIT)
+def bf16_store(x):
+    """The bf16 bit pattern of an f32 that is already a bf16 value: its upper half."""
+    return np.uint16(bitcast(x, np.uint32) >> np.uint32(16))
+
+
+@njit(**_JIT)
+def round_bf16(x):
+    """f32 -> nearest bf16 (ties to even), kept as f32; NaN stays NaN (quiet)."""
+    bits = bitcast(x, np.uint32)
+    if x != x:
+        return bitcast(np.uint32((bits | np.uint32(0x00400000)) & np.uint32(0xFFFF0000)),
+                       np.float32)
+    odd = (bits >> np.uint32(16)) & np.uint32(1)
+    rounded = np.uint32(bits + np.uint32(0x7FFF) + odd)
+    return bitcast(np.uint32(rounded & np.uint32(0xFFFF0000)), np.float32)

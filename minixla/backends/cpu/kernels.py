@@ -20,6 +20,7 @@ import hashlib
 from dataclasses import dataclass, field
 
 from .elemental import Elemental, Writer
+from .plan import is_view_op
 from .scalar import NotEmittable, kernel_type
 
 PARALLEL_THRESHOLD = 1 << 18  # elements touched; below it threads cost more than they save
@@ -41,7 +42,7 @@ class KernelSpec:
     def numba_signature(self):
         from numba import from_dtype, types
         from ...ir.dtypes import numpy_dtype
-        arrays = [types.Array(from_dtype(numpy_dtype(d)), n, "C")
+        arrays = [types.Array(from_dtype(storage_dtype(d)), n, "C")
                   for d, n in zip(self.dtypes, self.ndims)]
         return types.void(*arrays)
 
@@ -92,6 +93,8 @@ def is_flat(comp, outputs) -> bool:
             return False
         if instr.opcode in ("broadcast",) and instr.operand(0).shape.rank != 0:
             return False
+        if instr.opcode == "bitcast" and not is_view_op(instr):
+            return False  # moves elements through layouts
         if instr.opcode in ("iota", "reduce", "transpose", "slice", "reverse", "pad",
                             "concatenate", "dynamic-slice", "dynamic-update-slice", "gather"):
             return False
@@ -181,6 +184,8 @@ def _emit_loop_nest(em: Elemental, w: Writer, group, flat: bool, parallel: bool)
         value = em.value(instr, index)
         if leaf is not None:
             value = value[leaf]
+        if _leaf_shape(instr, leaf).dtype == "bf16":
+            value = f"h.bf16_store({value})"
         w.line(f"o{k}[{', '.join(index) if index else '0'}] = {value}")
     em.pop()
     w.depth -= len(loops)
@@ -245,7 +250,8 @@ def minor_source(instr):
 
 def is_column_reduce(instr) -> bool:
     """A single-input reduce that keeps its input's minor dim."""
-    if instr.opcode != "reduce" or instr.operand_count != 2 or instr.shape.is_tuple:
+    if instr.opcode != "reduce" or instr.operand_count != 2 or instr.shape.is_tuple or \
+            instr.shape.dtype == "bf16":  # the output array would hold bit patterns
         return False
     rank = instr.operand(0).shape.rank
     return bool(instr.attrs["dimensions"]) and rank - 1 not in instr.attrs["dimensions"]
@@ -292,8 +298,17 @@ def single_op_computation(instr):
     return HloComputation(f"single.{instr.name}", params + [clone], clone)
 
 
-def kernel_arg(name: str, rank: int, flat: bool) -> str:
+def storage_dtype(dtype: str):
+    """NumPy dtype of a kernel's array argument: bf16 arrays travel as their bit patterns."""
+    import numpy as np
+    from ...ir.dtypes import numpy_dtype
+    return np.dtype(np.uint16) if dtype == "bf16" else numpy_dtype(dtype)
+
+
+def kernel_arg(name: str, rank: int, flat: bool, dtype: str = "") -> str:
     """Driver source passing array `name` the way the kernel indexes it."""
+    if dtype == "bf16":
+        name = f"{name}.view(np.uint16)"
     if rank == 0:
         return f"{name}.reshape(1)"
     return f"{name}.reshape(-1)" if flat and rank > 1 else name

@@ -22,15 +22,20 @@ class NotEmittable(UnsupportedError):
     """The instruction has no kernel code for its element types."""
 
 
-# HLO element type -> NumPy scalar type the kernel computes in. Narrow floats, sub-byte ints
-# and complex numbers are absent: Numba cannot load them, so they fall back.
+# HLO element type -> NumPy scalar type the kernel computes in. bf16 values are computed in
+# f32 and rounded back after every op that can leave the bf16 grid (as the interpreter does);
+# arrays hold their 16-bit patterns. f16, f8, sub-byte ints and complex numbers are absent:
+# Numba cannot represent them, so they fall back.
 KERNEL_TYPES = {
     "pred": "bool_", "s8": "int8", "s16": "int16", "s32": "int32", "s64": "int64",
     "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
-    "f32": "float32", "f64": "float64",
+    "f32": "float32", "f64": "float64", "bf16": "float32",
 }
 BITS = {"pred": 8, "s8": 8, "s16": 16, "s32": 32, "s64": 64, "u8": 8, "u16": 16, "u32": 32,
-        "u64": 64, "f32": 32, "f64": 64}
+        "u64": 64, "f32": 32, "f64": 64, "bf16": 16}
+# Ops whose result is exactly representable in its (bf16) type without rounding.
+EXACT = {"negate", "abs", "sign", "floor", "ceil", "round-nearest-afz", "round-nearest-even",
+         "maximum", "minimum", "select", "clamp", "copy", "remainder", "compare", "is-finite"}
 
 
 def kernel_type(dtype: str) -> str:
@@ -48,7 +53,7 @@ def unsigned_of(dtype: str) -> str:
 
 
 def kind(dtype: str) -> str:
-    return {"p": "pred", "s": "signed", "u": "unsigned", "f": "float"}[dtype[0]]
+    return {"p": "pred", "s": "signed", "u": "unsigned", "f": "float", "b": "float"}[dtype[0]]
 
 
 Emit = Callable[..., str]
@@ -132,7 +137,7 @@ def _power(ctx, instr, args):
     a, b = args
     dtype = instr.shape.dtype
     if kind(dtype) == "float":
-        return f"{ctx.math('power', dtype)}({a}, {b})"
+        return f"{ctx.math('power', 'f32' if dtype == 'bf16' else dtype)}({a}, {b})"
     if kind(dtype) in ("signed", "unsigned"):
         unsigned = ctx.cast(b, unsigned_of(dtype))
         negative = f"({b} < 0)" if kind(dtype) == "signed" else "False"
@@ -146,7 +151,7 @@ def _atan2(ctx, instr, args):
     dtype = instr.shape.dtype
     if kind(dtype) != "float":
         raise _no(instr, dtype)
-    return f"{ctx.math('atan2', dtype)}({args[0]}, {args[1]})"
+    return f"{ctx.math('atan2', 'f32' if dtype == 'bf16' else dtype)}({args[0]}, {args[1]})"
 
 
 _BITWISE = {"and": "&", "or": "|", "xor": "^"}
@@ -243,8 +248,9 @@ def _math(ctx, instr, args):
     dtype = instr.shape.dtype
     if kind(dtype) != "float":
         raise _no(instr, dtype)
-    if instr.opcode in _MATHLIB and ctx.has_math(instr.opcode, dtype):
-        return f"{ctx.math(instr.opcode, dtype)}({args[0]})"
+    compute = "f32" if dtype == "bf16" else dtype
+    if instr.opcode in _MATHLIB and ctx.has_math(instr.opcode, compute):
+        return f"{ctx.math(instr.opcode, compute)}({args[0]})"
     if instr.opcode in _LIBM:
         return ctx.cast(f"{_LIBM[instr.opcode]}({args[0]})", dtype)
     raise _no(instr, dtype)
@@ -337,6 +343,8 @@ def _convert(ctx, instr, args):
     kernel_type(src), kernel_type(dst)  # both must have kernel types
     if src == dst:
         return a
+    if dst == "bf16" and src not in ("f32", "pred"):
+        raise _no(instr, f"{src}->bf16")  # through f32 would round twice
     if dst == "pred":
         return f"({a} != 0)"
     if src == "pred":
@@ -356,7 +364,7 @@ def _convert(ctx, instr, args):
 @rule("bitcast-convert")
 def _bitcast_convert(ctx, instr, args):
     src, dst = instr.operand(0).shape.dtype, instr.shape.dtype
-    if BITS.get(src) != BITS.get(dst) or "pred" in (src, dst):
+    if BITS.get(src) != BITS.get(dst) or "pred" in (src, dst) or "bf16" in (src, dst):
         raise _no(instr, f"{src}->{dst}")
     kernel_type(src)
     return f"h.bitcast({args[0]}, {kernel_type(dst)})"
@@ -370,7 +378,11 @@ def emit_scalar(ctx, instr, args: list[str]) -> str:
     kernel_type(instr.shape.dtype)
     for operand in instr.operands:
         kernel_type(operand.shape.dtype)
-    return fn(ctx, instr, args)
+    expr = fn(ctx, instr, args)
+    if instr.shape.dtype == "bf16" and instr.opcode not in EXACT and \
+            not (instr.opcode == "convert" and instr.operand(0).shape.dtype in ("bf16", "pred")):
+        return f"h.round_bf16({expr})"
+    return expr
 
 
 def literal(value, dtype: str) -> str:
