@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from workloads import WORKLOADS  # noqa: E402
+from workloads import WORKLOADS
 
 
 class NumpyOps:
@@ -128,11 +128,13 @@ def bench_minixla(text, inputs, repeat):
     exe = minixla.compile(text, backend="cpu")
     warm = time.perf_counter() - start
     assert set(exe.kernel_outcomes) <= {"disk"}, exe.kernel_outcomes
-    run = lambda: exe(*inputs)  # noqa: E731
+    run = lambda: exe(*inputs)
     result = run()
+    serial = minixla.compile(text, backend="cpu", parallel_threshold=1 << 62)
     return {"time": median_time(run, repeat), "cold": cold, "warm": warm,
             "peak": peak_bytes(run), "arena": exe.program.arena_bytes, "result": result,
-            "kernels": len(exe.program.kernels)}
+            "kernels": len(exe.program.kernels),
+            "serial": median_time(lambda: serial(*inputs), repeat)}
 
 
 def bench_library(make_ops, ref, inputs, repeat):
@@ -144,12 +146,12 @@ def bench_library(make_ops, ref, inputs, repeat):
         import jax
         args = [jax.device_put(x) for x in inputs]
         fn = jax.jit(lambda *a: ref(ops, *a))
-        run = lambda: fn(*args).block_until_ready()  # noqa: E731
+        run = lambda: fn(*args).block_until_ready()
     else:
         import torch
         args = [torch.from_numpy(x) for x in inputs]
         fn = torch.compile(lambda *a: ref(ops, *a))
-        run = lambda: fn(*args)  # noqa: E731
+        run = lambda: fn(*args)
     cold = _timed(run)
     return {"time": median_time(run, repeat), "cold": cold}
 
@@ -170,11 +172,13 @@ def main() -> int:
     minixla.compile("HloModule w\nENTRY m {\n  ROOT x = f32[2] parameter(0)\n}\n",
                     backend="cpu")  # Numba's one-time start-up, outside every workload
     bandwidth = copy_bandwidth()
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     header = (f"machine: {platform.machine()} {platform.processor() or ''}, {os.cpu_count()} "
-              f"cores, Python {platform.python_version()}, NumPy {np.__version__}; copy "
-              f"bandwidth {bandwidth:.1f} GB/s (read+write)")
+              f"cores (load average {load:.1f} at start), Python {platform.python_version()}, "
+              f"NumPy {np.__version__}; copy bandwidth {bandwidth:.1f} GB/s (read+write)")
     print(header)
-    columns = ["workload", "minixla ms", "numpy ms", "numpy/minixla", "jax ms", "torch ms",
+    columns = ["workload", "minixla ms", "1 thread ms", "numpy ms", "numpy/minixla", "jax ms",
+               "torch ms",
                "cold compile s", "warm compile s", "peak MB minixla (+arena)", "peak MB numpy",
                "kernels", "ok"]
     rows = []
@@ -184,13 +188,13 @@ def main() -> int:
             continue
         inputs = make_inputs(rng)
         mine = bench_minixla(text, inputs, args.repeat)
-        numpy_run = lambda: ref(NumpyOps, *inputs)  # noqa: E731
+        numpy_run = lambda: ref(NumpyOps, *inputs)
         want = numpy_run()
         numpy_time = median_time(numpy_run, args.repeat)
         jax_result = bench_library(jax_ops, ref, inputs, args.repeat)
         torch_result = bench_library(torch_ops, ref, inputs, args.repeat)
         ok = np.allclose(mine["result"], want, rtol=1e-3, atol=1e-3)
-        row = [name, fmt_ms(mine["time"]), fmt_ms(numpy_time),
+        row = [name, fmt_ms(mine["time"]), fmt_ms(mine["serial"]), fmt_ms(numpy_time),
                f"{numpy_time / mine['time']:.2f}x",
                fmt_ms(jax_result and jax_result["time"]),
                fmt_ms(torch_result and torch_result["time"]),

@@ -64,6 +64,7 @@ def environment() -> dict:
     import llvmlite
     import llvmlite.binding as llvm
     import numba
+
     from ... import __version__
     here = Path(__file__).parent
     codegen = hashlib.sha256()

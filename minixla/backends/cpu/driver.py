@@ -24,8 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import thunks
-from .kernels import (PARALLEL_THRESHOLD, KernelSpec, build_kernel, kernel_arg,
-                      single_op_computation)
+from .kernels import PARALLEL_THRESHOLD, KernelSpec, build_kernel, kernel_arg, single_op_computation
 from .plan import ALIGNMENT, is_view_op, needs_copy, plan_computation
 from .scalar import NotEmittable
 
@@ -172,7 +171,7 @@ class _Builder:
         order = list(comp.instructions) if self.module.is_scheduled else comp.post_order()
         shared = None
         if self.assignment is not None:
-            shared = lambda i, leaf: self.shared_slot(i, leaf, decisions[id(i)])  # noqa: E731
+            shared = lambda i, leaf: self.shared_slot(i, leaf, decisions[id(i)])
         plan = plan_computation(comp, order=order, is_entry=is_entry,
                                 how=lambda i: decisions[id(i)][0], shared=shared)
         base = self.arena_bytes

@@ -14,7 +14,7 @@ is reused outside.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 from .scalar import NotEmittable, emit_scalar, kernel_type
 

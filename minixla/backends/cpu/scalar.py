@@ -11,7 +11,7 @@ instruction through the reference implementation instead (reported as `fallback.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -91,7 +91,7 @@ def pad(instr):
     for (low, _, interior), size, out_size in zip(instr.attrs["padding"],
                                                   instr.operand(0).shape.dims, instr.shape.dims):
         step = interior + 1
-        first = max(0, -(-(-low) // step))  # first k with low + k*step >= 0
+        first = max(0, -(low // step))  # first k with low + k*step >= 0, ceil(-low/step)
         last = min(size, -(-(out_size - low) // step))  # one past the last k inside
         if first >= last:
             empty = True

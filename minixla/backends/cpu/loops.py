@@ -1,0 +1,235 @@
+"""Loop nests of a kernel: which outputs share a nest, and how each nest walks memory.
+
+* `plan_nests` groups a fusion's outputs: outputs with the same dims share one nest; row
+  reductions and the elementwise outputs over their input share one nest too (XLA's
+  reduction with side outputs: the input is read, and its producers computed, once).
+* `emit_nest` writes one nest: a flat loop for elementwise-only kernels; row-major loops over
+  the output otherwise, tiled 32x32 when a transpose reads across the minor dim; column
+  reductions that accumulate into the output along the contiguous minor dim; the fused row
+  reduction above. `prange` parallelizes the outermost loop of large kernels.
+"""
+from __future__ import annotations
+
+from .elemental import Elemental, Writer
+
+
+def leaf_shape(instr, k):
+    return instr.shape if k is None else instr.shape.tuple_shapes[k]
+
+
+def plan_nests(outputs, flat: bool) -> list:
+    """Groups of (output number, instr, leaf); a group whose first entry is the marker
+    "row" is a fused row reduction: [("row", reduces, sides)]."""
+    family = None if flat else _row_family(outputs)
+    taken = set()
+    groups: list = []
+    if family is not None:
+        reduces, sides = family
+        groups.append(["row", reduces, sides])
+        taken = {k for k, _, _ in reduces + sides}
+    by_dims: dict[tuple, list] = {}
+    for k, (instr, leaf) in enumerate(outputs):
+        if k not in taken:
+            by_dims.setdefault(leaf_shape(instr, leaf).dims, []).append((k, instr, leaf))
+    return groups + list(by_dims.values())
+
+
+def emit_nest(em: Elemental, w: Writer, group, flat: bool, parallel: bool) -> None:
+    if group[0] == "row":
+        _emit_row_family(em, w, group[1], group[2], parallel)
+        return
+    _emit_loop_nest(em, w, group, flat, parallel)
+
+
+def _is_row_reduce(instr) -> bool:
+    dims = sorted(instr.attrs["dimensions"])
+    rank = instr.operand(0).shape.rank
+    return bool(dims) and dims == list(range(rank - len(dims), rank))
+
+
+def _depends_on_reduce(instr) -> bool:
+    seen, stack = set(), list(instr.operands)
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.opcode == "reduce":
+            return True
+        stack.extend(node.operands)
+    return False
+
+
+def _row_family(outputs):
+    """Row reductions over one input shape plus the outputs with that shape, when those do
+    not themselves read a reduction (that would recompute it per element)."""
+    reduces = [(k, i, leaf) for k, (i, leaf) in enumerate(outputs)
+               if i.opcode == "reduce" and _is_row_reduce(i)]
+    if not reduces:
+        return None
+    first = reduces[0][1]
+    key = (first.operand(0).shape.dims, tuple(sorted(first.attrs["dimensions"])))
+    reduces = [r for r in reduces if (r[1].operand(0).shape.dims,
+                                      tuple(sorted(r[1].attrs["dimensions"]))) == key]
+    sides = [(k, i, leaf) for k, (i, leaf) in enumerate(outputs)
+             if i.opcode != "reduce" and leaf_shape(i, leaf).dims == key[0]]
+    if not sides or any(_depends_on_reduce(i) for _, i, _ in sides):
+        return None
+    return reduces, sides
+
+
+def _emit_row_family(em: Elemental, w: Writer, reduces, sides, parallel: bool) -> None:
+    """for kept index: accumulators = init; for reduced index: compute the inputs once,
+    write the side outputs, accumulate; then store the reductions."""
+    first = reduces[0][1]
+    in_dims, reduced = first.operand(0).shape.dims, set(first.attrs["dimensions"])
+    em.w.uses_reduce = True
+    instrs = list({id(i): i for _, i, _ in reduces}.values())
+    inits = {id(i): [em.value(op, ()) for op in i.operands[i.operand_count // 2:]]
+             for i in instrs}
+    kept = [(f"i{d}", str(n)) for d, n in enumerate(in_dims) if d not in reduced]
+    _open(w, kept, parallel)
+    accumulators = {id(i): [em.bind(v, "acc") for v in inits[id(i)]] for i in instrs}
+    inner = [(f"i{d}", str(n)) for d, n in enumerate(in_dims) if d in reduced]
+    _open(w, inner, False)
+    em.push()
+    full = tuple(f"i{d}" for d in range(len(in_dims)))
+    for instr in instrs:
+        count = instr.operand_count // 2
+        elements = [em.value(op, full) for op in instr.operands[:count]]
+        accs = accumulators[id(instr)]
+        combined = em.inline(instr.attrs["to_apply"], accs + elements)
+        w.line(f"{', '.join(accs)} = {', '.join(combined)}")
+    for k, instr, leaf in sides:
+        value = em.value(instr, full)
+        value = value[leaf] if leaf is not None else value
+        if leaf_shape(instr, leaf).dtype == "bf16":
+            value = f"h.bf16_store({value})"
+        w.line(f"o{k}[{', '.join(full)}] = {value}")
+    em.pop()
+    w.depth -= len(inner)
+    kept_index = ", ".join(var for var, _ in kept) or "0"
+    for k, instr, leaf in reduces:
+        value = accumulators[id(instr)][leaf or 0]
+        if leaf_shape(instr, leaf).dtype == "bf16":
+            value = f"h.bf16_store({value})"
+        w.line(f"o{k}[{kept_index}] = {value}")
+    w.depth -= len(kept)
+
+
+def _emit_loop_nest(em: Elemental, w: Writer, group, flat: bool, parallel: bool) -> None:
+    dims = leaf_shape(group[0][1], group[0][2]).dims
+    if len(group) == 1 and is_column_reduce(group[0][1]) and group[0][2] is None:
+        _emit_column_reduce(em, w, group[0][0], group[0][1], parallel)
+        return
+    if flat and dims:
+        loops = [("i0", f"o{group[0][0]}.shape[0]")]
+        index: tuple[str, ...] = ("i0",)
+    else:
+        loops, index = _loops(dims, tile=_tiled(em, group))
+    _open(w, loops, parallel)
+    em.push()
+    for k, instr, leaf in group:
+        value = em.value(instr, index)
+        if leaf is not None:
+            value = value[leaf]
+        if leaf_shape(instr, leaf).dtype == "bf16":
+            value = f"h.bf16_store({value})"
+        w.line(f"o{k}[{', '.join(index) if index else '0'}] = {value}")
+    em.pop()
+    w.depth -= len(loops)
+
+
+TILE = 32  # a 32x32 f32 tile of the transposed operand spans 32 cache lines and fits in L1
+
+
+def _loops(dims, *, tile: bool):
+    """(loop var, range arguments) from outer to inner, and the index they produce. With
+    `tile`, the two minor dims are walked in TILE x TILE blocks (cache-blocked transposes)."""
+    loops = [(f"i{d}", str(n)) for d, n in enumerate(dims)]
+    index = tuple(f"i{d}" for d in range(len(dims)))
+    if not tile or len(dims) < 2:
+        return loops, index
+    a, b = len(dims) - 2, len(dims) - 1
+    # Block loops count blocks (prange takes no step).
+    blocks = [(f"t{d}", str(-(-dims[d] // TILE))) for d in (a, b)]
+    inner = [(f"i{d}", f"t{d} * {TILE}, min(t{d} * {TILE} + {TILE}, {dims[d]})") for d in (a, b)]
+    return loops[:a] + blocks + inner, index
+
+
+def _open(w: Writer, loops, parallel: bool) -> None:
+    for depth, (var, bounds) in enumerate(loops):
+        w.line(f"for {var} in {'prange' if parallel and depth == 0 else 'range'}({bounds}):")
+        w.depth += 1
+
+
+def _tiled(em: Elemental, group) -> bool:
+    """Tile when some transpose in the fusion reads its operand's minor dim along a non-minor
+    output dim: untiled, every element of the inner loop would touch a new cache line."""
+    seen, stack = set(), [instr for _, instr, _ in group]
+    while stack:
+        instr = stack.pop()
+        if id(instr) in seen:
+            continue
+        seen.add(id(instr))
+        source = minor_source(instr)
+        if source is not None and source != instr.operand(0).shape.rank - 1 \
+                and instr.shape.dims[-1] > 1:
+            return True
+        stack.extend(instr.operands)
+    return False
+
+
+def minor_source(instr):
+    """For a transpose, or a bitcast that permutes dims through layouts: the operand dim that
+    the result's minor dim walks along (None for other ops)."""
+    if instr.opcode == "transpose":
+        return instr.attrs["dimensions"][-1]
+    if instr.opcode != "bitcast" or instr.shape.dims == instr.operand(0).shape.dims and \
+            instr.shape.minor_to_major() == instr.operand(0).shape.minor_to_major():
+        return None
+    from .elemental import physical_order
+    out_order, in_order = physical_order(instr.shape), physical_order(instr.operand(0).shape)
+    if sorted(instr.shape.dims) != sorted(instr.operand(0).shape.dims) or \
+            [instr.shape.dims[d] for d in out_order] != \
+            [instr.operand(0).shape.dims[d] for d in in_order]:
+        return None  # not a pure permutation
+    return in_order[out_order.index(instr.shape.rank - 1)]
+
+
+def is_column_reduce(instr) -> bool:
+    """A single-input reduce that keeps its input's minor dim."""
+    if instr.opcode != "reduce" or instr.operand_count != 2 or instr.shape.is_tuple or \
+            instr.shape.dtype == "bf16":  # the output array would hold bit patterns
+        return False
+    rank = instr.operand(0).shape.rank
+    return bool(instr.attrs["dimensions"]) and rank - 1 not in instr.attrs["dimensions"]
+
+
+def _emit_column_reduce(em: Elemental, w: Writer, k: int, instr, parallel: bool) -> None:
+    """Accumulate into the output while reading the input in row-major order, so the inner
+    loop runs along the kept minor dim: contiguous, and independent lanes vectorize without
+    reassociation. Threads split the first kept dim, or blocks of the minor dim."""
+    operand, init = instr.operands
+    in_dims, reduced = operand.shape.dims, set(instr.attrs["dimensions"])
+    out = f"o{k}"
+    init_value = em.value(init, ())
+    out_loops, out_index = _loops(instr.shape.dims, tile=False)
+    _open(w, out_loops, False)
+    w.line(f"{out}[{', '.join(out_index) or '0'}] = {init_value}")
+    w.depth -= len(out_loops)
+    loops = [(f"i{d}", str(n)) for d, n in enumerate(in_dims)]
+    if parallel and 0 in reduced:  # split the minor dim into blocks, one per task
+        last = len(in_dims) - 1
+        block = max(512, -(-in_dims[last] // 16))  # long contiguous runs per row
+        loops = [("jb", str(-(-in_dims[last] // block)))] + loops[:-1] + \
+            [(f"i{last}", f"jb * {block}, min(jb * {block} + {block}, {in_dims[last]})")]
+    _open(w, loops, parallel)
+    em.push()
+    index = tuple(f"i{d}" for d in range(len(in_dims)))
+    target = f"{out}[{', '.join(f'i{d}' for d in range(len(in_dims)) if d not in reduced)}]"
+    element = em.value(operand, index)
+    (combined,) = em.inline(instr.attrs["to_apply"], [target, element])
+    w.line(f"{target} = {combined}")
+    em.pop()
+    w.depth -= len(loops)
