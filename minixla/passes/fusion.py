@@ -18,11 +18,11 @@ from __future__ import annotations
 from ..ir.computation import HloComputation
 from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule
+from ..ir.shapes import Shape
 from .base import Pass, register_pass
 from .fusion_cost import (Decision, can_multi_output_fuse, is_expensive, is_loop_fusible,
-                          is_reduction_root, should_fuse, _consumer_reuses)
-from .hlo_utils import NameUniquer, ancestors, inline_computation, reaches, \
-    sequential_computations
+                          is_reduction_root, should_fuse, consumer_reuses)
+from .hlo_utils import NameUniquer, inline_computation, reaches, sequential_computations
 
 FUSIBLE_KINDS = ("kLoop", "kInput")
 
@@ -189,7 +189,7 @@ class InstructionFusion(Pass):
             if not is_fusion_consumer(consumer):
                 continue
             decision = can_multi_output_fuse(producer, consumer)
-            if decision and is_expensive(producer) and _consumer_reuses(producer, consumer):
+            if decision and is_expensive(producer) and consumer_reuses(producer, consumer):
                 decision = Decision(False, "the consumer would recompute an expensive producer")
             if decision and any(o is not producer and reaches(producer, o)
                                 for o in consumer.operands):
@@ -296,9 +296,6 @@ def _dedupe(fused: HloComputation, outputs: list) -> list:
     return [replaced.get(id(o), o) for o in outputs]
 
 
-def _tuple_shape(elements):
-    from ..ir.shapes import Shape
+def _tuple_shape(elements) -> Shape:
     return Shape.tuple_of([e.shape for e in elements])
 
-
-__all__ = ["InstructionFusion", "is_fusion_consumer", "ancestors"]

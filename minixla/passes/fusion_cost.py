@@ -129,7 +129,7 @@ def should_fuse(producer: HloInstruction, consumer: HloInstruction) -> Decision:
     if duplicates and is_expensive(producer):
         return no(f"{producer.opcode} is expensive and has other users: fusing would recompute "
                   "it")
-    if is_expensive(producer) and _consumer_reuses(producer, consumer):
+    if is_expensive(producer) and consumer_reuses(producer, consumer):
         return no(f"{producer.opcode} is expensive and the consumer reads each element "
                   "several times")
     if fused_size(consumer) + 1 > MAX_FUSED_OPS:
@@ -140,7 +140,7 @@ def should_fuse(producer: HloInstruction, consumer: HloInstruction) -> Decision:
     return YES
 
 
-def _consumer_reuses(producer: HloInstruction, consumer: HloInstruction) -> bool:
+def consumer_reuses(producer: HloInstruction, consumer: HloInstruction) -> bool:
     if consumer.opcode != "fusion":
         return consumer.opcode in REUSING_OPS and not _is_scalar_broadcast(consumer, producer)
     fused = consumer.attrs["calls"]

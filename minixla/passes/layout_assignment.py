@@ -22,8 +22,6 @@ from .hlo_utils import NameUniquer, element, fused_computations, make_tuple, rem
 
 # Producers that cost the same in any layout: retarget them instead of copying (single user).
 RELAYOUTABLE = ("broadcast", "iota")
-FORWARDING = ("tuple", "get-tuple-element", "parameter", "opt-barrier", "domain",
-              "add-dependency")
 
 
 def with_layouts(shape: Shape, like: Shape | None = None) -> Shape:
