@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 
 from .computation import HloComputation
@@ -25,6 +26,26 @@ class ProgramShape:
 
     def __str__(self) -> str:
         return "{(" + ", ".join(map(str, self.parameters)) + ")->" + str(self.result) + "}"
+
+
+class NameUniquer:
+    """Hands out instruction and computation names not yet used in a module (XLA's `name.N`);
+    the verifier requires instruction names to be unique module-wide."""
+
+    def __init__(self, module: "HloModule"):
+        self.used: set[str] = {c.name for c in module.computations}
+        self.used.update(i.name for i in module.all_instructions())
+
+    def __call__(self, base: str) -> str:
+        stem = re.sub(r"\.\d+$", "", base) or "instr"
+        name, n = base, 0
+        while name in self.used:
+            n += 1
+            name = f"{stem}.{n}"
+        self.used.add(name)
+        return name
+
+    fresh = __call__
 
 
 @dataclass

@@ -1,9 +1,9 @@
 """Small graph helpers shared by the passes: side effects, fresh names, dead-code removal."""
 from __future__ import annotations
 
-import re
 
 from ..ir.instruction import HloInstruction
+from ..ir.module import NameUniquer  # noqa: F401  (re-exported for the passes)
 from ..ir.shapes import Shape
 
 
@@ -13,23 +13,6 @@ def same_layout(a: Shape, b: Shape) -> bool:
 
 def has_side_effect(instr: HloInstruction, _memo: dict | None = None) -> bool:
     return instr.has_side_effect(_memo)
-
-
-class NameUniquer:
-    """Hands out instruction names not used anywhere in the module (the verifier wants that)."""
-
-    def __init__(self, module):
-        self.used = {i.name for i in module.all_instructions()}
-
-    def fresh(self, base: str) -> str:
-        base = re.sub(r"\.\d+$", "", base) or "instr"
-        suffix = 0
-        candidate = base
-        while candidate in self.used:
-            suffix += 1
-            candidate = f"{base}.{suffix}"
-        self.used.add(candidate)
-        return candidate
 
 
 def rewritable_computations(module) -> list:

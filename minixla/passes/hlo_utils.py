@@ -2,33 +2,15 @@
 reachability, inlining a computation, and rebuilding tuples element by element."""
 from __future__ import annotations
 
-import re
 
 from ..ir.computation import HloComputation
 from ..ir.instruction import HloInstruction
-from ..ir.module import HloModule
+from ..ir.module import HloModule, NameUniquer  # noqa: F401  (re-exported for the passes)
 from ..ir.shapes import Shape
 
 # Opcodes whose called computations run once per call, in sequence with the caller (as opposed
 # to per-element "embedded" computations such as reduce's to_apply, or fused computations).
 CONTROL_FLOW = ("while", "conditional", "call")
-
-
-class NameUniquer:
-    """Hands out instruction and computation names not yet used in a module (XLA's `name.N`)."""
-
-    def __init__(self, module: HloModule):
-        self.used: set[str] = {c.name for c in module.computations}
-        self.used.update(i.name for i in module.all_instructions())
-
-    def __call__(self, base: str) -> str:
-        stem = re.sub(r"\.\d+$", "", base) or "instr"
-        name, n = base, 0
-        while name in self.used:
-            n += 1
-            name = f"{stem}.{n}"
-        self.used.add(name)
-        return name
 
 
 def sequential_computations(module: HloModule) -> list[HloComputation]:
