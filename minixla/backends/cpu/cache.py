@@ -42,7 +42,7 @@ except ImportError:  # pragma: no cover - Windows: no inter-process locking
     fcntl = None
 
 DEFAULT_MAX_BYTES = 2 << 30
-_CODEGEN_FILES = ("helpers.py", "scalar.py", "elemental.py", "kernels.py", "mathlib.py",
+_CODEGEN_FILES = ("helpers.py", "scalar.py", "elemental.py", "kernels.py", "loops.py", "mathlib.py",
                   "jit.py", "cache.py")
 
 

@@ -10,6 +10,7 @@ The result says which of "memory", "disk" or "compiled" happened, for metrics an
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import linecache
 import sys
@@ -21,6 +22,22 @@ from .cache import CorruptEntry, DiskCache, digest, locked, module_name
 
 _COMPILED: dict[str, object] = {}
 _LOCK = threading.RLock()
+
+# LLVM's cost model interleaves a vectorized loop with a large body once (one vector chain in
+# flight); a fused chain of transcendentals is then latency-bound. Forcing four interleaved
+# vectors keeps the core busy (3x on a chain of 8 tanh). It is an LLVM-wide option, so it is
+# set only while our kernels compile.
+INTERLEAVE = 4
+
+
+@contextlib.contextmanager
+def _kernel_codegen_options():
+    import llvmlite.binding as llvm
+    llvm.set_option("", f"-force-vector-interleave={INTERLEAVE}")
+    try:
+        yield
+    finally:
+        llvm.set_option("", "-force-vector-interleave=0")
 
 
 def kernel_id(spec) -> str:
@@ -57,7 +74,8 @@ def _compile_in_memory(spec, kid: str):
     sys.modules[name] = module  # Numba looks the module up by name for its globals
     exec(compile(spec.source, filename, "exec"), module.__dict__)
     dispatcher = getattr(module, spec.name)
-    dispatcher.compile(spec.numba_signature())
+    with _kernel_codegen_options():
+        dispatcher.compile(spec.numba_signature())
     return dispatcher
 
 
@@ -101,7 +119,8 @@ def _through_disk(spec, kid: str, disk: DiskCache):
                 disk.write_source(kid, spec.source)
                 dispatcher = getattr(_import(py, kid, cache=True), spec.name)
                 manifest = None
-        dispatcher.compile(signature)
+        with _kernel_codegen_options():
+            dispatcher.compile(signature)
         hit = dispatcher._cache_hits.get(signature, 0) > 0
         if manifest is None or not hit:
             disk.write_manifest(kid, spec.source, _numba_files(dispatcher))

@@ -123,11 +123,16 @@ def _emit_loop_nest(em: Elemental, w: Writer, group, flat: bool, parallel: bool)
         _emit_column_reduce(em, w, group[0][0], group[0][1], parallel)
         return
     if flat and dims:
-        loops = [("i0", f"o{group[0][0]}.shape[0]")]
-        index: tuple[str, ...] = ("i0",)
-    else:
-        loops, index = _loops(dims, tile=_tiled(em, group))
+        _emit_flat(em, w, group, parallel)
+        return
+    loops, index = _loops(dims, tile=_tiled(em, group))
     _open(w, loops, parallel)
+    _store(em, w, group, index)
+    w.depth -= len(loops)
+
+
+def _store(em: Elemental, w: Writer, group, index) -> None:
+    """Computes the group's outputs at `index` (in a memo scope of its own) and stores them."""
     em.push()
     for k, instr, leaf in group:
         value = em.value(instr, index)
@@ -137,7 +142,13 @@ def _emit_loop_nest(em: Elemental, w: Writer, group, flat: bool, parallel: bool)
             value = f"h.bf16_store({value})"
         w.line(f"o{k}[{', '.join(index) if index else '0'}] = {value}")
     em.pop()
-    w.depth -= len(loops)
+
+
+def _emit_flat(em: Elemental, w: Writer, group, parallel: bool) -> None:
+    """One loop over the flattened arrays; its bound comes from the output array."""
+    _open(w, [("i0", f"o{group[0][0]}.shape[0]")], parallel)
+    _store(em, w, group, ("i0",))
+    w.depth -= 1
 
 
 TILE = 32  # a 32x32 f32 tile of the transposed operand spans 32 cache lines and fits in L1
