@@ -403,3 +403,37 @@ def test_bf16_kernels_round_like_the_interpreter(passes):
             np.testing.assert_allclose(g.astype(np.float32), w.astype(np.float32), rtol=2e-2)
         else:
             assert_close(g.astype(np.float64), w.astype(np.float64), rtol=0, atol=0)
+
+
+PARALLEL = """
+HloModule parallel
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+fused_rows {
+  x = f32[6,70] parameter(0)
+  e = f32[6,70] exponential(x)
+  s = f32[6] reduce(e, f32[] constant(0)), dimensions={1}, to_apply=add
+  ROOT t = (f32[6], f32[6,70]) tuple(s, e)
+}
+ENTRY main {
+  x = f32[6,70] parameter(0)
+  y = f32[70,6] transpose(x), dimensions={1,0}
+  c0 = f32[70] reduce(x, f32[] constant(0)), dimensions={0}, to_apply=add
+  c1 = f32[6] reduce(y, f32[] constant(0)), dimensions={0}, to_apply=add
+  rows = (f32[6], f32[6,70]) fusion(x), kind=kInput, calls=fused_rows
+  r0 = f32[6] get-tuple-element(rows), index=0
+  r1 = f32[6,70] get-tuple-element(rows), index=1
+  ROOT t = (f32[70,6], f32[70], f32[6], f32[6], f32[6,70], f32[6,70])
+      tuple(y, c0, c1, r0, r1, tanh(x))
+}
+"""
+
+
+def test_threaded_kernels_match_interpreter():
+    x = np.random.default_rng(2).standard_normal((6, 70)).astype(np.float32)
+    exe = cpu(PARALLEL, passes=[], parallel_threshold=1)
+    assert all(spec.parallel for spec in exe.program.kernels.values())
+    assert_close(exe(x), interpret(PARALLEL, x), rtol=1e-5)

@@ -24,7 +24,16 @@ from .loops import emit_nest, leaf_shape, plan_nests
 from .plan import is_view_op
 from .scalar import NotEmittable, kernel_type
 
-PARALLEL_THRESHOLD = 1 << 18  # elements touched; below it threads cost more than they save
+def _default_parallel_threshold() -> int:
+    """Elements a kernel touches before it runs on threads: 2^18, below which threads cost
+    more than they save; with fewer than four cores, never (on two cores measured kernels ran
+    slower threaded: the second core is busy with the driver, the OS and other programs)."""
+    import os
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return 1 << 18 if (cores or 1) >= 4 else 1 << 62
+
+
+PARALLEL_THRESHOLD = _default_parallel_threshold()
 
 
 @dataclass
