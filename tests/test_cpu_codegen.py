@@ -1,0 +1,144 @@
+"""FileCheck over the CPU backend's emitted sources: kernels and driver code, no compiling.
+
+Emitting needs neither Numba's compiler nor a run, so these pin down the code generator's
+decisions (loop structure, tiling, hoisting, semantics helpers, buffer use) cheaply.
+"""
+from __future__ import annotations
+
+import minixla
+from minixla.backends.cpu import driver
+from minixla.testing import check_hlo
+
+ADD = "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n"
+
+
+def emit(text: str, passes=None):
+    module = minixla.parse_hlo_module(text)
+    if passes is not None:
+        from minixla.passes import make_pipeline, run_pipeline
+        run_pipeline(make_pipeline(passes), module)
+    return driver.build_program(module, {"parallel_threshold": 1 << 62})
+
+
+def kernel_source(program, index: int = 0) -> str:
+    return list(program.kernels.values())[index].source
+
+
+def test_elementwise_fusion_is_one_flat_loop_with_typed_constants():
+    program = emit("""
+    HloModule m
+    fused {
+      x = f32[64,32] parameter(0)
+      h = f32[64,32] broadcast(f32[] constant(0.5)), dimensions={}
+      ROOT t = f32[64,32] tanh(multiply(x, h))
+    }
+    ENTRY main {
+      x = f32[64,32] parameter(0)
+      ROOT f = f32[64,32] fusion(x), kind=kLoop, calls=fused
+    }""")
+    check_hlo(kernel_source(program), """
+        // CHECK: K0 = np.float32(float.fromhex('0x1.0000000000000p-1'))
+        // CHECK: tanh_f32 = MATH_F32['tanh']
+        // CHECK: def kernel(p0, o0):
+        // CHECK-NEXT: for i0 in range(o0.shape[0]):
+        // CHECK-NEXT: v{{[0-9]+}} = p0[i0]
+        // CHECK: tanh_f32(
+        // CHECK-NEXT: o0[i0] = v
+    """)
+    check_hlo(program.source, """
+        // CHECK: k0(p0.reshape(-1), v{{[0-9]+}}.reshape(-1))
+    """)
+
+
+def test_transpose_is_tiled_and_integer_division_uses_the_xla_helper():
+    program = emit("""
+    HloModule m
+    ENTRY main {
+      x = s32[64,48] parameter(0)
+      t = s32[48,64] transpose(x), dimensions={1,0}
+      ROOT d = s32[48,64] divide(t, t)
+    }""")
+    check_hlo(kernel_source(program, 0), """
+        // CHECK: for t0 in range(2):
+        // CHECK-NEXT: for t1 in range(2):
+        // CHECK-NEXT: for i0 in range(t0 * 32, min(t0 * 32 + 32, 48)):
+        // CHECK-NEXT: for i1 in range(t1 * 32, min(t1 * 32 + 32, 64)):
+        // CHECK-NEXT: p0[i1, i0]
+    """)
+    check_hlo(kernel_source(program, 1), """
+        // CHECK: np.int32(h.sdiv(
+    """)
+
+
+def test_column_reduction_accumulates_along_the_minor_dim():
+    program = emit(f"""
+    HloModule m
+    {ADD}
+    ENTRY main {{
+      x = f32[128,64] parameter(0)
+      ROOT r = f32[64] reduce(x, f32[] constant(0)), dimensions={{0}}, to_apply=add
+    }}""")
+    check_hlo(kernel_source(program), """
+        // CHECK: o0[i0] = v
+        // CHECK: for i0 in range(128):
+        // CHECK-NEXT: for i1 in range(64):
+        // CHECK: v[[SUM:[0-9]+]] = np.float32(o0[i1] + v
+        // CHECK-NEXT: o0[i1] = v[[SUM]]
+    """)
+
+
+def test_reduction_with_side_output_shares_one_nest():
+    program = emit(f"""
+    HloModule m
+    {ADD}
+    fused {{
+      x = f32[16,32] parameter(0)
+      e = f32[16,32] exponential(x)
+      s = f32[16] reduce(e, f32[] constant(0)), dimensions={{1}}, to_apply=add
+      ROOT t = (f32[16], f32[16,32]) tuple(s, e)
+    }}
+    ENTRY main {{
+      x = f32[16,32] parameter(0)
+      ROOT f = (f32[16], f32[16,32]) fusion(x), kind=kInput, calls=fused
+    }}""")
+    check_hlo(kernel_source(program), """
+        // CHECK: fastmath={'contract', 'reassoc'}
+        // CHECK: def kernel(p0, o0, o1):
+        // CHECK-NEXT: for i0 in range(16):
+        // CHECK-NEXT: acc{{[0-9]+}} = K0
+        // CHECK-NEXT: for i1 in range(32):
+        // CHECK: exponential_f32(
+        // CHECK: o1[i0, i1] = v
+        // CHECK: o0[i0] = acc
+    """)
+
+
+def test_temporaries_use_the_arena_and_results_are_fresh():
+    program = emit("""
+    HloModule m
+    ENTRY main {
+      x = f32[8] parameter(0)
+      y = f32[8] exp(x)
+      ROOT z = f32[8] log(y)
+    }""".replace("exp(", "exponential("))
+    check_hlo(program.source, """
+        // CHECK: def entry_{{[0-9]+}}(p0):
+        // CHECK: k0(p0, a[[TMP:[0-9]+]])
+        // CHECK: v[[OUT:[0-9]+]] = np.empty((8,), dt_f32)
+        // CHECK: k1(a[[TMP]], v[[OUT]])
+        // CHECK: return v[[OUT]]
+    """)
+    assert program.arena_bytes == 64
+
+
+def test_max_and_nan_semantics_use_llvm_intrinsics():
+    program = emit("""
+    HloModule m
+    ENTRY main {
+      a = f32[4] parameter(0)
+      b = f32[4] parameter(1)
+      ROOT m = f32[4] maximum(a, b)
+    }""")
+    check_hlo(kernel_source(program), "// CHECK: h.fmax(")
+    from minixla.backends.cpu import helpers
+    assert "llvm.maximum" in open(helpers.__file__).read()
