@@ -133,10 +133,10 @@ def test_least_recently_used_entries_are_evicted_over_the_size_cap(tmp_path):
 
 def test_in_memory_memo_skips_the_disk(tmp_path):
     text = MODULE.replace("tanh(x)", "sine(x)")
+    jit.forget_in_memory()
     first = minixla.compile(text, backend="cpu", cache_dir=str(tmp_path))
     second = minixla.compile(text, backend="cpu", cache_dir=str(tmp_path))
-    assert "memory" not in first.kernel_outcomes or "compiled" in first.kernel_outcomes \
-        or "disk" in first.kernel_outcomes
+    assert "memory" not in first.kernel_outcomes
     assert set(second.kernel_outcomes) == {"memory"}
 
 
