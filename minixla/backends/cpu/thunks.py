@@ -179,8 +179,12 @@ def _leaves(value):
 def fallback(instr, evaluator):
     """Runs `instr` with the interpreter's handler (its reference implementation). A result
     that shares memory with an operand is copied: the operand's storage may be reused."""
+    from ...errors import UnsupportedError
     from ..interpreter.evaluator import handlers
-    handler = handlers()[instr.opcode]
+    handler = handlers().get(instr.opcode)
+    if handler is None:
+        raise UnsupportedError(f"the cpu backend does not implement {instr.opcode} "
+                               f"(instruction %{instr.name})")
 
     def run(*operands):
         result = handler(evaluator, instr, list(operands))
