@@ -6,7 +6,8 @@
 
 For every workload (bench/workloads.py) it prints the median run time of each system, the
 ratio to NumPy, the time with every large kernel threaded (`parallel_threshold=2**18`,
-the default only on machines with four or more cores), minixla's cold compile time (empty persistent cache, nothing in memory), its
+the default only on machines with four or more cores), minixla's cold compile time (empty
+persistent cache, nothing in memory), its
 warm-cache compile time (the in-process memo dropped, kernels loaded from the disk cache),
 peak memory during one call (tracemalloc; minixla's arena is allocated at compile time and
 listed separately), and whether minixla's result matches NumPy's. The machine's copy bandwidth
@@ -57,7 +58,8 @@ def jax_ops():
 
     class JaxOps(NumpyOps):
         name = "jax"
-        tanh, exp, maximum = staticmethod(jnp.tanh), staticmethod(jnp.exp), staticmethod(jnp.maximum)
+        tanh, exp = staticmethod(jnp.tanh), staticmethod(jnp.exp)
+        maximum = staticmethod(jnp.maximum)
         minimum, matmul = staticmethod(jnp.minimum), staticmethod(jnp.matmul)
         sum = staticmethod(lambda x, axis, keepdims=False: jnp.sum(x, axis=axis, keepdims=keepdims))
         max = staticmethod(lambda x, axis, keepdims=False: jnp.max(x, axis=axis, keepdims=keepdims))
@@ -75,7 +77,8 @@ def torch_ops():
             lambda a, b: torch.clamp_min(a, b) if not torch.is_tensor(b) else torch.maximum(a, b))
         minimum, matmul = staticmethod(torch.minimum), staticmethod(torch.matmul)
         sum = staticmethod(lambda x, axis, keepdims=False: torch.sum(x, dim=axis, keepdim=keepdims))
-        max = staticmethod(lambda x, axis, keepdims=False: torch.amax(x, dim=axis, keepdim=keepdims))
+        max = staticmethod(lambda x, axis, keepdims=False:
+                           torch.amax(x, dim=axis, keepdim=keepdims))
         rsqrt = staticmethod(torch.rsqrt)
         swap_last = staticmethod(lambda x: torch.swapaxes(x, -1, -2))
     return TorchOps
@@ -189,7 +192,9 @@ def main() -> int:
             continue
         inputs = make_inputs(rng)
         mine = bench_minixla(text, inputs, args.repeat)
-        numpy_run = lambda: ref(NumpyOps, *inputs)
+        def numpy_run(ref=ref, inputs=inputs):
+            return ref(NumpyOps, *inputs)
+
         want = numpy_run()
         numpy_time = median_time(numpy_run, args.repeat)
         jax_result = bench_library(jax_ops, ref, inputs, args.repeat)

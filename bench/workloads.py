@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 ADD = "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n"
-MAX = "max {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT m = f32[] maximum(a, b)\n}\n"
+MAX = ("max {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+       "  ROOT m = f32[] maximum(a, b)\n}\n")
 
 
 def _module(name: str, body: str, computations: str = "") -> str:

@@ -79,7 +79,8 @@ def compile_module(module: HloModule, options: dict) -> Executable:
         hit = known and "compiled" not in outcomes
         count("cpu.cache.hit" if hit else "cpu.cache.miss")
         if not hit:
-            disk.store_module(key, {"kernels": [jit.kernel_id(s) for s in program.kernels.values()]})
+            kernels = [jit.kernel_id(s) for s in program.kernels.values()]
+            disk.store_module(key, {"kernels": kernels})
             if "compiled" in outcomes:
                 disk.evict(keep={jit.kernel_id(s) for s in program.kernels.values()})
     for opcode, n in program.fallbacks.items():

@@ -311,7 +311,7 @@ def _kernel(fn: _Function, instr, spec: KernelSpec):
         return  # nothing to compute; an empty output needs no writes
     operands = instr.operands
     args = []
-    for (kind, what), ndim, dtype in zip(spec.args, spec.ndims, spec.dtypes):
+    for (kind, what), dtype in zip(spec.args, spec.dtypes):
         if kind == "param":
             name, rank = _source(fn.value(operands[what])), operands[what].shape.rank
         elif kind == "const":

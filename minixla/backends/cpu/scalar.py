@@ -176,10 +176,10 @@ def _shift(ctx, instr, args):
     amount = ctx.cast(b, unsigned)
     in_range = f"{amount} < {ctx.const(bits, unsigned)}"
     zero = ctx.const(0, dtype)
-    if instr.opcode == "shift-left":
-        return f"({ctx.cast(f'{ctx.cast(a, unsigned)} << {amount}', dtype)} if {in_range} else {zero})"
-    if instr.opcode == "shift-right-logical":
-        return f"({ctx.cast(f'{ctx.cast(a, unsigned)} >> {amount}', dtype)} if {in_range} else {zero})"
+    if instr.opcode in ("shift-left", "shift-right-logical"):
+        op = "<<" if instr.opcode == "shift-left" else ">>"
+        shifted = ctx.cast(f"{ctx.cast(a, unsigned)} {op} {amount}", dtype)
+        return f"({shifted} if {in_range} else {zero})"
     signed = signed_of(dtype)
     value = ctx.cast(a, signed)
     fill = f"({ctx.const(-1, dtype)} if {value} < 0 else {zero})"
@@ -287,7 +287,7 @@ def _copy(ctx, instr, args):
     return args[0]
 
 
-# ---- compare, select, clamp -----------------------------------------------------------------------
+# ---- compare, select, clamp --------------------------------------------------------------------
 
 _DIRECTIONS = {"EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}
 

@@ -27,7 +27,8 @@ def dot(instr):
     attrs = instr.attrs
     lhs_shape, rhs_shape = instr.operand(0).shape, instr.operand(1).shape
     lb, rb = list(attrs.get("lhs_batch_dims", ())), list(attrs.get("rhs_batch_dims", ()))
-    lc, rc = list(attrs.get("lhs_contracting_dims", ())), list(attrs.get("rhs_contracting_dims", ()))
+    lc = list(attrs.get("lhs_contracting_dims", ()))
+    rc = list(attrs.get("rhs_contracting_dims", ()))
     lf = [d for d in range(lhs_shape.rank) if d not in lb + lc]
     rf = [d for d in range(rhs_shape.rank) if d not in rb + rc]
     dims_l, dims_r = lhs_shape.dims, rhs_shape.dims
@@ -35,7 +36,8 @@ def dot(instr):
     m, k = math.prod(dims_l[d] for d in lf), math.prod(dims_l[d] for d in lc)
     n = math.prod(dims_r[d] for d in rf)
     lhs_perm, rhs_perm = lb + lf + lc, rb + rc + rf
-    identity_l, identity_r = lhs_perm == list(range(len(dims_l))), rhs_perm == list(range(len(dims_r)))
+    identity_l = lhs_perm == list(range(len(dims_l)))
+    identity_r = rhs_perm == list(range(len(dims_r)))
 
     def run(out, lhs, rhs):
         a = (lhs if identity_l else lhs.transpose(lhs_perm)).reshape(batch, m, k)
