@@ -144,3 +144,24 @@ def test_ops_doc_is_generated_from_the_opcode_table():
     from minixla.tools.docgen import ops_markdown
     committed = (Path(__file__).resolve().parents[1] / "docs" / "ops.md").read_text()
     assert committed == ops_markdown(), "run: python -m minixla.tools.docgen > docs/ops.md"
+
+
+@pytest.mark.skipif(backends.available().get("cpu") is not True, reason="cpu backend unavailable")
+def test_cpu_custom_call_gets_the_same_config_string_and_rejects_interpreter_only_targets():
+    seen = []
+
+    def scale(out, x, *, backend_config):
+        seen.append(backend_config)
+        out[...] = x * float(backend_config.split("=")[1])
+
+    minixla.register_custom_call("my.scale", "cpu", scale)
+    minixla.register_custom_call("only.interp", "interpreter", lambda x, **_: x)
+    try:
+        exe = minixla.compile(CUSTOM.replace("{target}", "my.scale"), backend="cpu")
+        np.testing.assert_array_equal(exe(np.array([1, 2, 3], np.float32)), [3, 6, 9])
+        assert seen == ["scale=3"]
+        with pytest.raises(CustomCallError, match="registered only for: interpreter"):
+            minixla.compile(CUSTOM.replace("{target}", "only.interp"), backend="cpu")
+    finally:
+        unregister_custom_call("my.scale", "cpu")
+        unregister_custom_call("only.interp", "interpreter")

@@ -405,11 +405,13 @@ def _buffer_assignment(module, options: dict):
     if not options.get("buffer_assignment", True) or not module.is_scheduled:
         return None
     try:
-        from ...passes.buffer_assignment import assign_buffers
+        from ...passes.buffer_assignment import InputOutputAliasError, assign_buffers
     except ImportError:
         return None
     try:
         return assign_buffers(module)
+    except InputOutputAliasError:
+        raise  # an impossible must-alias is the user's error, not a missed optimization
     except Exception as exc:  # noqa: BLE001 - an unusable assignment only costs memory
         from ...runtime.metrics import count
         count(f"cpu.buffer_assignment.failed.{type(exc).__name__}")

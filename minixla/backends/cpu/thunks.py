@@ -156,11 +156,11 @@ def dynamic_update_slice(instr, in_place: bool):
 
 
 def custom_call(instr):
+    from ...ir.attrs import backend_config_string
     from ..interpreter.ops_control import check_result
     target = instr.attrs["custom_call_target"]
     fn = lookup_custom_call(target, "cpu")
-    config = instr.attrs.get("backend_config")
-    config = str(config) if config else ""
+    config = backend_config_string(instr.attrs.get("backend_config"))
 
     def run(out, *operands):
         result = fn(out, *operands, backend_config=config)
