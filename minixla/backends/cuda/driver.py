@@ -1,0 +1,412 @@
+"""Driver code for the CUDA backend: one generated Python function per control computation.
+
+As on the CPU (cpu/driver.py), a driver function runs its computation's instructions in
+schedule order on buffers the plan (cpu/plan.py) placed: parameters, constants, views of one
+device arena, fresh device arrays for values that leave the computation. Every value is a
+device array; the only host<->device copies are the executable's edges (parameters in, results
+out), the predicate of a `while` and the selector of a `conditional` (one scalar each), and
+ops that run on the host (fallbacks, reported as `fallback.<opcode>`):
+
+    def entry_1(p0):
+        p0 = _param0(p0)                          # host -> device (or a device array as is)
+        k0[64, 256](p0, a3)                       # fusion.3 -> an arena view
+        v4 = _empty((1024,), dt_f32)
+        k1[16, 256](a3, v4)
+        return v4                                 # the executable copies results to the host
+
+Emitting needs no GPU and does not import numba.cuda: kernels are source text, constants host
+arrays, and device objects (`_empty`, `_param0`, the arena views, compiled kernels) are bound
+into the namespace by runtime.py when the program is loaded.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from ...runtime.custom_call import lookup_custom_call
+from ..cpu import thunks
+from ..cpu.kernels import single_op_computation
+from ..cpu.plan import is_view_op, needs_copy, plan_computation
+from ..cpu.scalar import NotEmittable
+from .indexing import build_window_kernel, window_ok
+from .kernels import KernelSpec, build_kernel, storage_dtype
+from .matmul import build_dot_kernel
+from .target import geometry
+
+CONTROL = {"while", "conditional", "call"}
+ALIASES = {"opt-barrier", "domain", "add-dependency"}
+# Lone ops that become single-op kernels (besides elementwise ones).
+KERNEL_OPS = {"reduce", "transpose", "bitcast", "broadcast", "slice", "concatenate", "pad",
+              "reverse", "copy", "dynamic-slice", "gather", "map"}
+
+
+@dataclass
+class Program:
+    source: str
+    entry: str
+    kernels: dict[str, KernelSpec]  # global name -> spec (compiled by the runtime)
+    host: dict[str, object]  # global name -> host callable (fallbacks, custom calls)
+    constants: dict[str, object]  # global name -> host value, uploaded by the runtime
+    views: list[tuple[str, int, object]]  # (global name, arena offset, shape)
+    dtypes: dict[str, object]  # global name -> storage dtype
+    params: dict[str, object]  # entry parameter converters: global name -> Shape
+    arena_bytes: int
+    fallbacks: Counter = field(default_factory=Counter)
+
+
+class _Builder:
+    def __init__(self, module, options: dict):
+        self.module = module
+        self.geometry = geometry(options)
+        self.kernels: dict[str, KernelSpec] = {}
+        self.kernel_names: dict[str, str] = {}
+        self.host: dict[str, object] = {}
+        self.constants: dict[str, object] = {}
+        self.views: list = []
+        self.dtypes: dict[str, object] = {}
+        self.params: dict[str, object] = {}
+        self.functions: dict[int, str] = {}
+        self.chunks: list[str] = []
+        self.fallbacks: Counter = Counter()
+        self.arena_bytes = 0
+        self.counter = 0
+        self._evaluator = None
+
+    def fresh_name(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def dtype(self, shape) -> str:
+        name = f"dt_{shape.dtype}"
+        self.dtypes.setdefault(name, storage_dtype(shape.dtype))
+        return name
+
+    def kernel(self, spec: KernelSpec) -> str:
+        name = self.kernel_names.get(spec.kid)
+        if name is None:
+            name = self.kernel_names[spec.kid] = f"k{len(self.kernel_names)}"
+            self.kernels[name] = spec
+        return name
+
+    def bind_host(self, prefix: str, fn) -> str:
+        name = self.fresh_name(prefix)
+        self.host[name] = fn
+        return name
+
+    @property
+    def evaluator(self):
+        if self._evaluator is None:
+            from ..interpreter.evaluator import Evaluator
+            self._evaluator = Evaluator(self.module)
+        return self._evaluator
+
+    def decide(self, instr):
+        """(how, detail); `how` uses plan.py's kinds (kernel/thunk/dus write into storage the
+        plan provides, fallback/call/while/conditional return arrays of their own)."""
+        op = instr.opcode
+        if op in ("parameter", "constant", "tuple", "get-tuple-element", "after-all"):
+            return op, None
+        if op in ALIASES:
+            return "alias", None
+        if thunks.constant_value(instr) is not None:
+            return "constant", None
+        if is_view_op(instr):
+            return "view", None
+        if op in CONTROL:
+            return op, None
+        if op == "fusion":
+            try:
+                return "kernel", build_kernel(instr.attrs["calls"], self.geometry)
+            except NotEmittable:
+                return "call", None
+        if op == "dynamic-update-slice":
+            return "dus", None
+        if op == "custom-call":
+            return "thunk", _custom_call(instr)
+        try:
+            if op == "dot":
+                return "kernel", build_dot_kernel(instr, self.geometry)
+            if (instr.opdef.kind == "elementwise" or op in KERNEL_OPS) and \
+                    (not instr.shape.is_tuple or op == "reduce"):
+                return "kernel", build_kernel(single_op_computation(instr), self.geometry)
+        except NotEmittable:
+            pass
+        return "fallback", host_fallback(instr, self.evaluator)
+
+    def function(self, comp, *, is_entry: bool = False) -> str:
+        if id(comp) in self.functions:
+            return self.functions[id(comp)]
+        name = self.functions[id(comp)] = self.fresh_name("entry_" if is_entry else "f_")
+        decisions = {id(i): self.decide(i) for i in comp.instructions}
+        order = list(comp.instructions) if self.module.is_scheduled else comp.post_order()
+        plan = plan_computation(comp, order=order, is_entry=is_entry,
+                                how=lambda i: decisions[id(i)][0])
+        base, self.arena_bytes = self.arena_bytes, self.arena_bytes + \
+            -(-plan.arena_bytes // 256) * 256
+        self.chunks.append(_Function(self, comp, plan, decisions, base, is_entry).emit(name))
+        return name
+
+
+class _Function:
+    def __init__(self, builder: _Builder, comp, plan, decisions, base: int, is_entry: bool):
+        self.b, self.comp, self.plan, self.decisions = builder, comp, plan, decisions
+        self.base, self.is_entry = base, is_entry
+        self.lines: list[str] = []
+        self.names: dict[int, object] = {}
+
+    def emit(self, name: str) -> str:
+        params = [f"p{p.parameter_number}" for p in self.comp.parameters]
+        for instr in self.plan.order:
+            how, detail = self.decisions[id(instr)]
+            self.lines.append(f"# {instr.name} = {instr.opcode} {instr.shape}")
+            LOWERING[how](self, instr, detail)
+        root = self.comp.root
+        result = self.exit(self.names[id(root)], self.plan.kinds[id(root)], root.shape)
+        body = "\n".join("    " + line for line in self.lines)
+        return f"def {name}({', '.join(params)}):\n{body}\n    return {result}\n"
+
+    def exit(self, value, kinds, shape) -> str:
+        """The returned expression; leaves that may be reused storage are copied (entry: the
+        runtime's `_own`, a device copy only when results stay on the device)."""
+        if shape.is_tuple:
+            parts = [self.exit(value[i] if isinstance(value, tuple) else f"{_src(value)}[{i}]",
+                              kinds[i], s) for i, s in enumerate(shape.tuple_shapes)]
+            return "(" + "".join(p + ", " for p in parts) + ")"
+        if shape.is_token or not needs_copy(kinds, self.is_entry):
+            return _src(value)
+        return f"{'_own' if self.is_entry else '_dcopy'}({_src(value)})"
+
+    def value(self, instr):
+        return self.names[id(instr)]
+
+    def operands(self, instr) -> list[str]:
+        return [_src(self.value(op)) for op in instr.operands]
+
+    def outputs(self, instr) -> list[str]:
+        names = []
+        for leaf, shape in instr.shape.leaves():
+            slot = self.plan.slots.get((id(instr), leaf))
+            if slot is not None:
+                view = self.b.fresh_name("a")
+                self.b.views.append((view, self.base + slot.offset, shape))
+                names.append(view)
+                continue
+            var = self.b.fresh_name("v")
+            self.lines.append(f"{var} = _empty({tuple(shape.dims)!r}, {self.b.dtype(shape)})")
+            names.append(var)
+        self.names[id(instr)] = names[0] if not instr.shape.is_tuple else \
+            _nest(instr.shape, iter(names))
+        return names
+
+    def assign(self, instr, expr: str) -> None:
+        var = self.b.fresh_name("v")
+        self.lines.append(f"{var} = {expr}")
+        self.names[id(instr)] = var
+
+    def launch(self, spec: KernelSpec, args: list[str]) -> None:
+        self.lines.append(f"{self.b.kernel(spec)}[{spec.blocks}, {spec.threads}]"
+                          f"({', '.join(args)})")
+
+
+def _src(value) -> str:
+    if isinstance(value, tuple):
+        return "(" + "".join(_src(v) + ", " for v in value) + ")"
+    return value
+
+
+def _nest(shape, names):
+    if shape.is_tuple:
+        return tuple(_nest(s, names) for s in shape.tuple_shapes)
+    return next(names)
+
+
+def _arg(name: str, rank: int, flat: bool) -> str:
+    """An array argument the way the kernel indexes it (scalars as one-element arrays)."""
+    if rank == 0:
+        return f"{name}.reshape(1)"
+    return f"{name}.reshape(-1)" if flat and rank > 1 else name
+
+
+# ---- lowerings ----------------------------------------------------------------------------------
+
+def _parameter(fn: _Function, instr, _):
+    name = f"p{instr.parameter_number}"
+    if fn.is_entry:
+        converter = f"_param{instr.parameter_number}"
+        fn.b.params[converter] = instr.shape
+        fn.lines.append(f"{name} = {converter}({name})")
+    fn.names[id(instr)] = name
+
+
+def _constant(fn: _Function, instr, _):
+    value = thunks.constant_value(instr)
+    name = fn.b.fresh_name("c")
+    fn.b.constants[name] = (instr.literal if value is None else value, instr.shape)
+    fn.names[id(instr)] = name
+
+
+def _tuple(fn: _Function, instr, _):
+    fn.names[id(instr)] = tuple(fn.value(op) for op in instr.operands)
+
+
+def _get_tuple_element(fn: _Function, instr, _):
+    operand = fn.value(instr.operand(0))
+    index = instr.attrs["index"]
+    if isinstance(operand, tuple):
+        fn.names[id(instr)] = operand[index]
+    else:
+        fn.assign(instr, f"{operand}[{index}]")
+
+
+def _view(fn: _Function, instr, _):
+    fn.assign(instr, f"{_src(fn.value(instr.operand(0)))}.reshape({tuple(instr.shape.dims)!r})")
+
+
+def _alias(fn: _Function, instr, _):
+    fn.names[id(instr)] = fn.value(instr.operand(0))
+
+
+def _token(fn: _Function, instr, _):
+    fn.names[id(instr)] = "None"
+
+
+def _kernel(fn: _Function, instr, spec: KernelSpec):
+    outs = fn.outputs(instr)
+    leaf_shapes = [s for _, s in instr.shape.leaves()]
+    if any(s.numel() == 0 for s in leaf_shapes):
+        return  # an empty output needs no writes
+    args = []
+    for kind, what in spec.args:
+        if kind == "param":
+            operand = instr.operand(what)
+            args.append(_arg(_src(fn.value(operand)), operand.shape.rank, spec.flat))
+        elif kind == "const":
+            name = fn.b.fresh_name("c")
+            fn.b.constants[name] = (what.literal, what.shape)
+            args.append(_arg(name, what.shape.rank, spec.flat))
+        else:
+            args.append(_arg(outs[what], leaf_shapes[what].rank, spec.flat))
+    fn.launch(spec, args)
+
+
+def _dus(fn: _Function, instr, _):
+    if id(instr) in fn.plan.in_place:
+        fn.names[id(instr)] = fn.value(instr.operand(0))
+        if window_ok(instr):
+            spec = build_window_kernel(instr, fn.b.geometry)
+            fn.launch(spec, [_arg(_src(fn.value(op)), op.shape.rank, False)
+                             for op in instr.operands])
+        return
+    try:
+        spec = build_kernel(single_op_computation(instr), fn.b.geometry)
+    except NotEmittable:
+        fn.b.fallbacks[instr.opcode] += 1
+        _thunk(fn, instr, into_output(host_fallback(instr, fn.b.evaluator)))
+        return
+    _kernel(fn, instr, spec)
+
+
+def _thunk(fn: _Function, instr, run):
+    fn.outputs(instr)
+    name = fn.b.bind_host("t", run)
+    fn.lines.append(f"{name}({', '.join([_src(fn.value(instr))] + fn.operands(instr))})")
+
+
+def _fallback(fn: _Function, instr, run):
+    fn.b.fallbacks[instr.opcode] += 1
+    fn.assign(instr, f"{fn.b.bind_host('t', run)}({', '.join(fn.operands(instr))})")
+
+
+def _while(fn: _Function, instr, _):
+    cond = fn.b.function(instr.attrs["condition"])
+    body = fn.b.function(instr.attrs["body"])
+    state = fn.b.fresh_name("s")
+    fn.lines += [f"{state} = {_src(fn.value(instr.operand(0)))}",
+                 f"while _truth({cond}({state})):",
+                 f"    {state} = {body}({state})"]
+    fn.names[id(instr)] = state
+
+
+def _conditional(fn: _Function, instr, _):
+    attrs = instr.attrs
+    selector = _src(fn.value(instr.operand(0)))
+    if "branch_computations" in attrs:
+        branches = list(attrs["branch_computations"])
+        index = f"_scalar({selector})"
+    else:
+        branches = [attrs["true_computation"], attrs["false_computation"]]
+        index = f"(0 if _truth({selector}) else 1)"
+    names = [fn.b.function(c) for c in branches]
+    chosen, result = fn.b.fresh_name("i"), fn.b.fresh_name("v")
+    fn.lines.append(f"{chosen} = {index}")
+    for k, name in enumerate(names):
+        arg = _src(fn.value(instr.operand(k + 1)))
+        if k == len(names) - 1:  # XLA runs the last branch for any out-of-range index
+            fn.lines += ["else:" if k else "if True:", f"    {result} = {name}({arg})"]
+        else:
+            fn.lines += [f"{'if' if k == 0 else 'elif'} {chosen} == {k}:",
+                         f"    {result} = {name}({arg})"]
+    fn.names[id(instr)] = result
+
+
+def _call(fn: _Function, instr, _):
+    comp = instr.attrs["to_apply"] if instr.opcode == "call" else instr.attrs["calls"]
+    fn.assign(instr, f"{fn.b.function(comp)}({', '.join(fn.operands(instr))})")
+
+
+LOWERING = {
+    "parameter": _parameter, "constant": _constant, "tuple": _tuple,
+    "get-tuple-element": _get_tuple_element, "view": _view, "alias": _alias,
+    "after-all": _token, "kernel": _kernel, "thunk": _thunk, "dus": _dus,
+    "fallback": _fallback, "while": _while, "conditional": _conditional, "call": _call,
+}
+
+
+# ---- host work ----------------------------------------------------------------------------------
+
+def host_fallback(instr, evaluator):
+    """Runs `instr` with the interpreter's handler on host copies of its operands; the result
+    is uploaded as fresh device arrays."""
+    from ..interpreter.evaluator import handlers
+    handler = handlers()[instr.opcode]
+    shapes = [op.shape for op in instr.operands]
+
+    def run(*operands):
+        from .runtime import to_device, to_host
+        result = handler(evaluator, instr, [to_host(x, s) for x, s in zip(operands, shapes)])
+        return to_device(result, instr.shape)
+    return run
+
+
+def into_output(run):
+    """A host fallback written into storage the plan provides: (out, *operands)."""
+    def thunk(out, *operands):
+        from .runtime import fill
+        fill(out, run(*operands))
+    return thunk
+
+
+def _custom_call(instr):
+    """Targets registered for "cuda": `fn(out, *operands, backend_config=str)` on device arrays;
+    a returned value (host or device) is copied into `out`."""
+    target = instr.attrs["custom_call_target"]
+    fn = lookup_custom_call(target, "cuda")
+    config = str(instr.attrs.get("backend_config") or "")
+    shape = instr.shape
+
+    def run(out, *operands):
+        result = fn(out, *operands, backend_config=config)
+        if result is not None:
+            from .runtime import fill, to_device
+            fill(out, to_device(result, shape))
+    return run
+
+
+def build_program(module, options: dict) -> Program:
+    """Driver source, kernel sources and what the runtime must bind (nothing compiled yet)."""
+    builder = _Builder(module, options)
+    entry = builder.function(module.entry, is_entry=True)
+    source = "\n\n".join(reversed(builder.chunks))
+    return Program(source, entry, builder.kernels, builder.host, builder.constants,
+                   builder.views, builder.dtypes, builder.params, builder.arena_bytes,
+                   builder.fallbacks)
