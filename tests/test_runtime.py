@@ -165,3 +165,21 @@ def test_cpu_custom_call_gets_the_same_config_string_and_rejects_interpreter_onl
     finally:
         unregister_custom_call("my.scale", "cpu")
         unregister_custom_call("only.interp", "interpreter")
+
+
+@pytest.mark.skipif(backends.available().get("cpu") is not True, reason="cpu backend unavailable")
+def test_dumps_hold_passes_kernels_and_the_buffer_assignment(tmp_path):
+    from pathlib import Path
+    text = (Path(__file__).resolve().parents[1] / "examples" / "mlp.hlo").read_text()
+    minixla.compile(text, backend="cpu", dump_to=str(tmp_path), dump_pass_re="fusion")
+    names = sorted(p.name for p in tmp_path.iterdir())
+    prefix = names[0].split(".mlp_forward.")[0] + ".mlp_forward."
+    assert prefix + "before_optimizations.txt" in names
+    assert prefix + "after_optimizations.txt" in names
+    assert any(n.startswith(prefix) and n.endswith(".after_fusion.txt") for n in names)
+    kernels = (tmp_path / (prefix + "cpu.kernels.py")).read_text()
+    assert "def " in kernels
+    report = (tmp_path / (prefix + "buffer-assignment.txt")).read_text()
+    assert "allocation 0:" in report
+    fused = (tmp_path / (prefix + "after_optimizations.txt")).read_text()
+    assert "fusion(" in fused and minixla.parse_hlo_module(fused)

@@ -198,9 +198,10 @@ def run_pass(item: Pass, module: HloModule, context: RunContext, pipeline: str) 
 
 
 def run_pipeline(pipeline: Pass, module: HloModule, *, verify: bool | None = None,
-                 dump: DumpOptions | None = None) -> PassReport:
+                 dump: DumpOptions | None = None, dumper: Dumper | None = None) -> PassReport:
     """Runs a pass or pipeline with dumps before/after; returns the pass report."""
-    dumper = Dumper(dump, module) if dump is not None and dump.dump_to else None
+    if dumper is None and dump is not None and dump.dump_to:
+        dumper = Dumper(dump, module)
     context = RunContext(verify=VERIFY_BETWEEN_PASSES if verify is None else verify,
                          dumper=dumper)
     if dumper:

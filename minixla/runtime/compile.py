@@ -29,30 +29,34 @@ def compile(module_or_text, backend: str | None = None, **options):
                         f"{type(module_or_text).__name__}")
     name = backend or DEFAULT_BACKEND
     target = get_backend(name)
-    module, report = _optimize(module, target, options)
+    module, report, dumper = _optimize(module, target, options)
     start = time.perf_counter()
     executable = target.compile(module, options)
     record_phase(f"codegen.{name}", time.perf_counter() - start)
     executable.pass_report = report
+    if dumper is not None and hasattr(executable, "dump_files"):
+        for suffix, text in executable.dump_files().items():  # kernels, buffer assignment
+            dumper.write(suffix, text)
     return executable
 
 
 def _optimize(module: HloModule, target, options: dict):
-    from ..passes.base import DumpOptions, make_pipeline, run_pipeline
+    from ..passes.base import DumpOptions, Dumper, make_pipeline, run_pipeline
     passes = options.pop("passes", None)
     if passes is not None:
         pipeline = make_pipeline(passes, "custom")
     elif target.pipeline is not None:
         pipeline = target.pipeline()
     else:
-        return module, None
+        return module, None, None
     dump = DumpOptions.from_flags()
     for key, attr in (("dump_to", "dump_to"), ("dump_pass_re", "pass_re"),
                       ("dump_as_dot", "as_dot")):
         if key in options:
             setattr(dump, attr, options.pop(key))
     module = module.clone()
+    dumper = Dumper(dump, module) if dump.dump_to else None
     start = time.perf_counter()
-    report = run_pipeline(pipeline, module, verify=options.pop("verify", None), dump=dump)
+    report = run_pipeline(pipeline, module, verify=options.pop("verify", None), dumper=dumper)
     record_phase("passes", time.perf_counter() - start)
-    return module, report
+    return module, report, dumper

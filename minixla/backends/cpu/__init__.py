@@ -95,6 +95,7 @@ def compile_module(module: HloModule, options: dict) -> Executable:
 
     executable = Executable(module, "cpu", run, options=options)
     executable.program = program
+    executable.dump_files = program.dump_files
     executable.kernel_outcomes = outcomes
     return executable
 

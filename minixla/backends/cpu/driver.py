@@ -41,6 +41,16 @@ class Program:
     entry: str
     arena_bytes: int
     fallbacks: Counter = field(default_factory=Counter)
+    assignment: object = None  # the BufferAssignment the arena follows, if any
+
+    def dump_files(self) -> dict[str, str]:
+        """What `--dump_to` writes for this program: driver, kernels, buffer assignment."""
+        files = {"cpu.driver.py": self.source,
+                 "cpu.kernels.py": "\n\n".join(f"# kernel {name}\n{spec.source}"
+                                               for name, spec in self.kernels.items())}
+        if self.assignment is not None:
+            files["buffer-assignment.txt"] = self.assignment.report()
+        return files
 
 
 class _Builder:
@@ -431,4 +441,4 @@ def build_program(module, options: dict) -> Program:
     builder.ns["_arena"] = arena
     source = "\n\n".join(reversed(builder.chunks))
     return Program(source, builder.ns, builder.kernels, entry, builder.arena_bytes,
-                   builder.fallbacks)
+                   builder.fallbacks, builder.assignment)
