@@ -10,6 +10,21 @@ if TYPE_CHECKING:
     from .module import HloModule
 
 
+def dependencies(roots, *, include_roots: bool = False) -> set[int]:
+    """ids of every instruction the roots depend on through operands and control predecessors."""
+    seen: set[int] = set()
+    stack = list(roots) if include_roots else \
+        [d for r in roots for d in (*r.operands, *r.control_predecessors)]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.extend(node.operands)
+        stack.extend(node.control_predecessors)
+    return seen
+
+
 class HloComputation:
     def __init__(self, name: str, instructions=(), root: HloInstruction | None = None, *,
                  execution_thread: str = ""):
@@ -135,25 +150,17 @@ class HloComputation:
         self.remove_instruction(old)
 
     def remove_dead(self) -> bool:
-        """Removes instructions that do not reach the root (parameters and side effects stay)."""
-        live: set[int] = set()
-        stack = [self.root]
-        while stack:
-            instr = stack.pop()
-            if id(instr) in live:
-                continue
-            live.add(id(instr))
-            stack.extend(instr.operands)
-            stack.extend(instr.control_predecessors)
-        changed = False
-        for instr in reversed(self.post_order()):
-            if id(instr) in live or instr.opcode == "parameter" or instr.has_side_effect():
-                continue
-            if instr.users or instr.control_successors:
-                continue
+        """Removes instructions nothing live depends on. Live: the root, parameters and
+        side-effecting instructions, and everything they reach through operands and control
+        predecessors."""
+        roots = [self.root] + [i for i in self.instructions
+                               if i.opcode == "parameter" or i.has_side_effect()]
+        live = dependencies(roots, include_roots=True)
+        dead = [i for i in reversed(self.post_order()) if id(i) not in live]
+        for instr in dead:  # users come before their operands in this order
+            instr.drop_control_dependencies()
             self.remove_instruction(instr)
-            changed = True
-        return changed
+        return bool(dead)
 
     # -- copying and equality -------------------------------------------------------------
     def clone(self, name: str | None = None, computation_map: dict | None = None

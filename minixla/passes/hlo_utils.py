@@ -3,7 +3,7 @@ reachability, inlining a computation, and rebuilding tuples element by element."
 from __future__ import annotations
 
 
-from ..ir.computation import HloComputation
+from ..ir.computation import HloComputation, dependencies
 from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule, NameUniquer  # noqa: F401  (re-exported for the passes)
 from ..ir.shapes import Shape
@@ -36,16 +36,7 @@ def fused_computations(module: HloModule) -> set[int]:
 
 def ancestors(instr: HloInstruction) -> set[int]:
     """ids of every instruction `instr` depends on (operands and control predecessors)."""
-    seen: set[int] = set()
-    stack = list(instr.operands) + list(instr.control_predecessors)
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        stack.extend(node.operands)
-        stack.extend(node.control_predecessors)
-    return seen
+    return dependencies([instr])
 
 
 def reaches(source: HloInstruction, target: HloInstruction) -> bool:
