@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..ir import HloComputation, HloInstruction, HloModule, Shape
+from ..ir.module import NameUniquer
 from ..ir.dtypes import ELEMENT_TYPES, from_numpy
 from ..ir.shape_inference import infer_shape
 from ..ir.shape_rules_base import same
@@ -58,19 +59,14 @@ class _Names:
 
     def __init__(self):
         self.count = 0
-        self.computations: set[str] = set()
+        self.computations = NameUniquer()
 
     def instruction(self, base: str) -> str:
         self.count += 1
         return f"{base}.{self.count}"
 
     def computation(self, base: str) -> str:
-        name, n = base, 0
-        while name in self.computations:
-            n += 1
-            name = f"{base}.{n}"
-        self.computations.add(name)
-        return name
+        return self.computations(base)
 
 
 class Captures:

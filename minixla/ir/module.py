@@ -32,9 +32,11 @@ class NameUniquer:
     """Hands out instruction and computation names not yet used in a module (XLA's `name.N`);
     the verifier requires instruction names to be unique module-wide."""
 
-    def __init__(self, module: "HloModule"):
-        self.used: set[str] = {c.name for c in module.computations}
-        self.used.update(i.name for i in module.all_instructions())
+    def __init__(self, module: "HloModule | None" = None):
+        self.used: set[str] = set()
+        if module is not None:
+            self.used.update(c.name for c in module.computations)
+            self.used.update(i.name for i in module.all_instructions())
 
     def __call__(self, base: str) -> str:
         stem = re.sub(r"\.\d+$", "", base) or "instr"

@@ -20,7 +20,7 @@ from ..ir.attrs import ATTR_KINDS, Raw, Window, WindowDim, attr_kind, parse_dim_
 from ..ir.computation import HloComputation
 from ..ir.dtypes import ELEMENT_TYPES
 from ..ir.instruction import HloInstruction
-from ..ir.module import AliasEntry, HloModule, ProgramShape
+from ..ir.module import AliasEntry, HloModule, NameUniquer, ProgramShape
 from ..ir.opcodes import OPCODES
 from ..ir.shapes import UNBOUNDED, Layout, Shape
 from .lexer import ATTR, DIM_LABELS, DXD, EOF, FLOAT, IDENT, INT, NAME, PAD, PUNCT, STRING, Lexer
@@ -62,7 +62,7 @@ class Parser:
         self.lexer = Lexer(text)
         self.computations: dict[str, HloComputation] = {}
         self.scope: dict[str, HloInstruction] | None = None  # names in the current computation
-        self.used_names: set[str] = set()
+        self.instruction_names = NameUniquer()
         self.anonymous = 0
         self.inline_computations: list[HloComputation] = []
 
@@ -279,17 +279,9 @@ class Parser:
             raise self.error(f"computation {name} has no instructions")
         comp.root = root or comp.instructions[-1]
         for instr in comp.instructions:  # module-wide unique names, as XLA does
-            instr.name = self.unique_name(instr.name)
+            instr.name = self.instruction_names(instr.name)
         self.scope = outer_scope
         return comp
-
-    def unique_name(self, name: str) -> str:
-        candidate, suffix = name, 0
-        while candidate in self.used_names:
-            suffix += 1
-            candidate = f"{name}.{suffix}"
-        self.used_names.add(candidate)
-        return candidate
 
     # -- instructions ---------------------------------------------------------------------
     def parse_instruction(self, comp: HloComputation) -> tuple[HloInstruction, bool]:
