@@ -29,6 +29,7 @@ import statistics
 import sys
 import time
 import traceback
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +40,8 @@ from run_benchmarks import NumpyOps, jax_ops
 from workloads import WORKLOADS
 
 START = time.perf_counter()
+# numba-cuda warns about every small grid; the corpus is made of small grids.
+warnings.filterwarnings("ignore", message=".*under-utilization.*")
 
 
 def elapsed() -> float:

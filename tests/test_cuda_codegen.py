@@ -94,6 +94,33 @@ def test_gather_is_computed_on_the_device():
     assert not prog.fallbacks and "min(max(np.int64(" in next(iter(prog.kernels.values())).source
 
 
+SCATTER = """
+HloModule s
+combine {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] COMBINER
+}
+ENTRY main {
+  x = f32[6] parameter(0)
+  i = s32[4,1] parameter(1)
+  u = f32[4] parameter(2)
+  ROOT s = f32[6] scatter(x, i, u), update_window_dims={}, inserted_window_dims={0},
+      scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=combine
+}"""
+
+
+@pytest.mark.parametrize("combiner, how", [
+    ("add(a, b)", "cuda.atomic.add(o0, "), ("maximum(a, b)", "cuda.atomic.cas(o0, "),
+    ("multiply(a, b)", None), ("add(b, b)", None), ("copy(b)", None)])
+def test_scatter_uses_atomics_only_where_order_does_not_matter(combiner, how):
+    prog = program(SCATTER.replace("COMBINER", combiner), optimize=False)
+    if how is None:  # float products round differently per order; assignment: last one wins
+        assert prog.fallbacks["scatter"] == 1
+    else:
+        assert not prog.fallbacks and how in kernels_of(prog, "scatter")[0]
+
+
 def test_ops_without_kernels_are_counted_host_fallbacks():
     text = """
     HloModule s

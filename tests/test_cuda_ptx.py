@@ -22,7 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 CASES = ["mix_float_b", "mix_int_b", "convert_int_widths", "bitcast_f32_to_s32",
          "rounding_round_afz_f32", "special_lgamma", "gather_take_rows", "reduce_argmin_s32_ties",
          "reduce_variadic_sum_max", "dot_s8_to_s32", "control_scan_rnn", "shape_transpose_3d",
-         "shape_pad_reflect", "nn_cross_entropy_labels", "intdiv_u32", "unary_int_popcnt_u8"]
+         "shape_pad_reflect", "nn_cross_entropy_labels", "intdiv_u32", "unary_int_popcnt_u8",
+         "scatter_max_min", "scatter_s32_add", "scatter_segment_sum", "nn_mlp_loss_grad",
+         "window_dilated_sum", "window_cummax_reverse"]
 
 SCRIPT = r"""
 import sys

@@ -28,7 +28,7 @@ from ..cpu import thunks
 from ..cpu.kernels import single_op_computation
 from ..cpu.plan import is_view_op, needs_copy, plan_computation
 from ..cpu.scalar import NotEmittable
-from .indexing import build_window_kernel, window_ok
+from .indexing import build_scatter_kernel, build_window_kernel, window_ok
 from .kernels import KernelSpec, build_kernel, storage_dtype
 from .matmul import build_dot_kernel
 from .target import geometry
@@ -37,7 +37,7 @@ CONTROL = {"while", "conditional", "call"}
 ALIASES = {"opt-barrier", "domain", "add-dependency"}
 # Lone ops that become single-op kernels (besides elementwise ones).
 KERNEL_OPS = {"reduce", "transpose", "bitcast", "broadcast", "slice", "concatenate", "pad",
-              "reverse", "copy", "dynamic-slice", "gather", "map"}
+              "reverse", "copy", "dynamic-slice", "gather", "map", "reduce-window"}
 
 
 @dataclass
@@ -126,6 +126,8 @@ class _Builder:
         try:
             if op == "dot":
                 return "kernel", build_dot_kernel(instr, self.geometry)
+            if op == "scatter":
+                return "kernel", build_scatter_kernel(instr, self.geometry)
             if (instr.opdef.kind == "elementwise" or op in KERNEL_OPS) and \
                     (not instr.shape.is_tuple or op == "reduce"):
                 return "kernel", build_kernel(single_op_computation(instr), self.geometry)
@@ -192,7 +194,9 @@ class _Function:
                 names.append(view)
                 continue
             var = self.b.fresh_name("v")
-            self.lines.append(f"{var} = _empty({tuple(shape.dims)!r}, {self.b.dtype(shape)})")
+            # Entry results may be buffers kept from call to call (runtime.py decides).
+            make = f"_result({var!r}, " if self.is_entry else "_empty("
+            self.lines.append(f"{var} = {make}{tuple(shape.dims)!r}, {self.b.dtype(shape)})")
             names.append(var)
         self.names[id(instr)] = names[0] if not instr.shape.is_tuple else \
             _nest(instr.shape, iter(names))
@@ -275,6 +279,13 @@ def _kernel(fn: _Function, instr, spec: KernelSpec):
     leaf_shapes = [s for _, s in instr.shape.leaves()]
     if any(s.numel() == 0 for s in leaf_shapes):
         return  # an empty output needs no writes
+    if spec.kind == "scatter":  # updates are combined into a copy of the operand
+        fn.lines.append(f"{outs[0]}.copy_to_device({_src(fn.value(instr.operand(0)))})")
+        if instr.operand(2).shape.numel() == 0:
+            return
+        view = f".view(dt_{spec.dtypes[0]})" if spec.dtypes[0] != instr.shape.dtype else ""
+        fn.b.dtype(instr.shape.with_dtype(spec.dtypes[0]))
+        outs = [f"{outs[0]}.reshape(-1){view}"]
     args = []
     for kind, what in spec.args:
         if kind == "param":

@@ -119,7 +119,8 @@ class CudaWriter(Writer):
 
 class CudaElemental(Elemental):
     """The CPU elemental emitter plus the GPU's own handlers: reductions done by a block of
-    threads (reduce.py), transposes read from a shared tile (tiles.py), gather (indexing.py)."""
+    threads and reduce-window (reduce.py), transposes read from a shared tile (tiles.py),
+    gather (indexing.py)."""
 
     def __init__(self, writer: CudaWriter, arrays: dict, *, hoist, flat: bool):
         super().__init__(writer, arrays, hoist=hoist, flat=flat)
@@ -149,7 +150,12 @@ def _gather(em, instr, index):
     return gather(em, instr, index)
 
 
-GPU_ELEMENTAL = {"gather": _gather}
+def _reduce_window(em, instr, index):
+    from .reduce import reduce_window
+    return reduce_window(em, instr, index)
+
+
+GPU_ELEMENTAL = {"gather": _gather, "reduce-window": _reduce_window}
 
 
 def leaf_shape(instr, k):
@@ -241,7 +247,8 @@ def build_kernel(comp, geometry: Geometry, name: str = "kernel") -> KernelSpec:
     cannot be computed per element on the GPU."""
     from . import reduce, tiles
     outputs = outputs_of(comp)
-    flat = is_flat(comp, outputs) and not any(i.opcode == "gather" for i in comp.instructions)
+    flat = is_flat(comp, outputs) and \
+        not any(i.opcode in GPU_ELEMENTAL for i in comp.instructions)
     writer = CudaWriter()
     params = sorted(comp.parameters, key=lambda p: p.parameter_number)
     constants = [i for i in comp.post_order() if i.opcode == "constant" and i.shape.rank]

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..cpu.scalar import kernel_type
+from ..cpu.scalar import NotEmittable, kernel_type
 from .kernels import blocks_for, delinearize, leaf_shape, pointwise_reach, store
 
 
@@ -193,3 +193,42 @@ def _assign(w, names, values) -> None:
         w.line(f"{names[0]} = {values[0]}")
     else:
         w.line(f"{', '.join(names)} = {', '.join(values)}")
+
+
+def reduce_window(em, instr, index):
+    """reduce-window: one thread per output element folds its window in row-major order,
+    skipping padding and base-dilation holes (as the interpreter and XLA's emitters do)."""
+    if em.flat:
+        raise NotEmittable("reduce-window needs the full index")
+    count = instr.operand_count // 2
+    inputs, inits = instr.operands[:count], instr.operands[count:]
+    if any(op.shape.dtype in ("bf16", "f16") for op in inputs):
+        raise NotEmittable("narrow-float reduce-window")  # the spec accumulates in f32
+    window = instr.attrs["window"].dims
+    if any(wd.reversal for wd in window):
+        raise NotEmittable("reduce-window with window reversal")
+    w = em.w
+    accs = [em.bind(em.value(init, ()), "acc") for init in inits]
+    positions, conditions, opened = [], [], 0
+    for i, wd, size in zip(index, window, inputs[0].shape.dims):
+        offset = "0"
+        if wd.size > 1:
+            offset = w.var("w")
+            w.line(f"for {offset} in range({wd.size}):")
+            w.depth += 1
+            opened += 1
+        base = f"{i} * {wd.stride}" if wd.stride != 1 else i
+        position = em.index_var(f"{base} + {offset} * {wd.rhs_dilation} - {wd.padding_low}")
+        conditions.append(f"0 <= {position} <= {(size - 1) * wd.lhs_dilation}")
+        if wd.lhs_dilation != 1:
+            conditions.append(f"{position} % {wd.lhs_dilation} == 0")
+            position = em.index_var(f"{position} // {wd.lhs_dilation}")
+        positions.append(position)
+    w.line(f"if {' and '.join(conditions) or 'True'}:")
+    w.depth += 1
+    em.push()
+    elements = [em.value(op, tuple(positions)) for op in inputs]
+    _assign(w, accs, em.inline(instr.attrs["to_apply"], accs + elements))
+    em.pop()
+    w.depth -= 1 + opened
+    return accs[0] if count == 1 and not instr.shape.is_tuple else tuple(accs)

@@ -118,6 +118,21 @@ def _param(shape):
     return convert
 
 
+def _fresh(key, dims, dtype):
+    return cuda.device_array(dims, dtype)
+
+
+def _kept(buffers: dict):
+    """Results that are copied to the host before the next call (under the executable's lock)
+    can live in the same device buffers every call: no allocation per call."""
+    def result(key, dims, dtype):
+        array = buffers.get(key)
+        if array is None:
+            array = buffers[key] = cuda.device_array(dims, dtype)
+        return array
+    return result
+
+
 def load(program, options: dict) -> tuple[object, list[str]]:
     """(entry function, how each kernel was obtained)."""
     ns: dict = {"np": np}
@@ -134,10 +149,14 @@ def load(program, options: dict) -> tuple[object, list[str]]:
     arena = cuda.device_array(max(program.arena_bytes, 1), np.uint8)
     for name, offset, shape in program.views:
         storage = storage_dtype(shape.dtype)
+        if shape.numel() == 0:  # no bytes to point at
+            ns[name] = cuda.device_array(tuple(shape.dims), storage)
+            continue
         raw = arena[offset:offset + shape.numel() * storage.itemsize]
         ns[name] = raw.view(storage).reshape(tuple(shape.dims))
     ns["_arena"] = arena
     ns["_empty"] = lambda dims, dtype: cuda.device_array(dims, dtype)
+    ns["_result"] = _fresh if options.get("device_results") else _kept({})
     ns["_dcopy"] = device_copy
     ns["_own"] = device_copy if options.get("device_results") else (lambda array: array)
     ns["_truth"] = lambda x: bool(x.copy_to_host())
