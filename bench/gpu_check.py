@@ -16,7 +16,7 @@
 It installs nothing and needs: a CUDA GPU with its driver, numba-cuda with a CUDA toolkit it can
 find (e.g. `pip install "minixla[cuda]" "numba-cuda[cu12]"`, chosen before the run), optionally
 CuPy and JAX with CUDA. Missing pieces are reported and skipped; work stops when the budget
-(default 450 s) is spent. Exit status: 0 when everything that ran passed, 1 on failures,
+(default 420 s) is spent. Exit status: 0 when everything that ran passed, 1 on failures,
 2 when the cuda backend is not available.
 """
 from __future__ import annotations
@@ -71,6 +71,15 @@ def environment():
     name = getattr(device, "name", "numba's CUDA simulator (not a GPU)")
     name = name.decode() if isinstance(name, bytes) else name
     print(f"GPU: {name}, compute capability {device.compute_capability}")
+    try:  # one tiny kernel first: a missing toolkit (NVVM) fails here, once, with its reason
+        exe = minixla.compile("HloModule smoke\nENTRY e {\n  x = f32[4] parameter(0)\n"
+                              "  ROOT y = f32[4] add(x, x)\n}\n", backend="cuda")
+        assert list(exe(np.arange(4, dtype=np.float32))) == [0, 2, 4, 6]
+    except Exception as exc:  # noqa: BLE001
+        print(f"a first CUDA kernel does not compile or run: {type(exc).__name__}: "
+              f"{str(exc).splitlines()[0] if str(exc) else ''}\n(is a CUDA toolkit installed "
+              f"where numba-cuda finds it, e.g. numba-cuda[cu12]?)")
+        return False
     return True
 
 
@@ -246,7 +255,7 @@ def main() -> int:
     parser.add_argument("--skip-bench", action="store_true")
     parser.add_argument("--only", action="append", default=[], help="workload name filter")
     parser.add_argument("--repeat", type=int, default=10)
-    parser.add_argument("--budget", type=float, default=450.0, help="seconds before stopping")
+    parser.add_argument("--budget", type=float, default=420.0, help="seconds before stopping")
     args = parser.parse_args()
     try:
         if not environment():
