@@ -439,3 +439,17 @@ def test_threaded_kernels_match_interpreter():
     exe = cpu(PARALLEL, passes=[], parallel_threshold=1)
     assert all(spec.parallel for spec in exe.program.kernels.values())
     assert_close(exe(x), interpret(PARALLEL, x), rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["u8", "u32", "s8", "s32"])
+@pytest.mark.parametrize("op", ["shift-left", "shift-right-logical", "shift-right-arithmetic"])
+def test_shifts_of_every_integer_kind_match_the_interpreter(op, dtype):
+    text = (f"HloModule m\nENTRY e {{\n  a = {dtype}[6] parameter(0)\n  b = {dtype}[6] parameter(1)\n"
+            f"  ROOT s = {dtype}[6] {op}(a, b)\n}}\n")
+    np_dtype = minixla.parse_shape(f"{dtype}[]").numpy_dtype
+    info = np.iinfo(np_dtype)
+    a = np.array([info.max, info.min, 1, 7, info.max // 2 + 1, 0], np_dtype)
+    bits = info.bits
+    b = np.array([1, bits - 1, bits, bits + 3, 3, 0], np_dtype)
+    want = minixla.compile(text, backend="interpreter")(a, b)
+    np.testing.assert_array_equal(minixla.compile(text, backend="cpu")(a, b), want)

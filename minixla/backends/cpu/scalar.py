@@ -182,7 +182,8 @@ def _shift(ctx, instr, args):
         return f"({shifted} if {in_range} else {zero})"
     signed = signed_of(dtype)
     value = ctx.cast(a, signed)
-    fill = f"({ctx.const(-1, dtype)} if {value} < 0 else {zero})"
+    # all ones: -1 of the signed twin, cast (unsigned types shift their top bit in too)
+    fill = f"({ctx.cast(ctx.const(-1, signed), dtype)} if {value} < 0 else {zero})"
     shifted = ctx.cast(f"{value} >> {ctx.cast(amount, signed)}", dtype)
     return f"({shifted} if {in_range} else {fill})"
 
