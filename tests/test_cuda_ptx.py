@@ -5,7 +5,7 @@ source for a GPU: the device helpers (libdevice calls, overloads) and typing onl
 NVVM, CUDA's compiler library, does not need a GPU, so when it is installed (the `nvidia-nvvm`
 wheel, or a CUDA toolkit) a fresh process without the simulator compiles the kernels of the
 benchmark workloads and of corpus cases chosen to cover every kernel kind and helper. Skipped
-when NVVM is missing.
+when NVVM or NVRTC (the CUDA toolkit's compiler libraries) are missing.
 """
 from __future__ import annotations
 
@@ -41,6 +41,12 @@ dispatcher.get_current_device = lambda: Target()
 import types
 from pathlib import Path
 from numba import cuda
+try:  # NVVM alone is not enough: Numba also loads NVRTC to compile for a device
+    cuda.compile_ptx(lambda a: None, "void(float32[:])", cc=(9, 0))
+except Exception as exc:
+    if "Failure finding" in str(exc) or "nvrtc" in str(exc).lower():
+        sys.exit(77)
+    raise
 import minixla
 from minixla.backends.cuda import driver
 from minixla.passes.base import run_pipeline
@@ -77,6 +83,6 @@ def test_generated_kernels_compile_to_ptx():
     done = subprocess.run([sys.executable, "-c", SCRIPT, str(ROOT), *CASES], env=env,
                           capture_output=True, text=True, timeout=600)
     if done.returncode == 77:
-        pytest.skip("NVVM (CUDA's compiler library) is not installed")
+        pytest.skip("NVVM/NVRTC (CUDA's compiler libraries) are not installed")
     assert done.returncode == 0, done.stderr[-6000:]
     assert int(done.stdout.split()[0]) >= 30
