@@ -23,6 +23,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..common_driver import (DriverBuilder, DriverFunction, lower_alias, lower_call,
+                             lower_conditional, lower_get_tuple_element, lower_while, lower_token, lower_tuple, lower_view,
+                             nest as _nest, source as _source)
 from . import thunks
 from .kernels import PARALLEL_THRESHOLD, KernelSpec, build_kernel, kernel_arg, single_op_computation
 from .plan import ALIGNMENT, is_view_op, needs_copy, plan_computation
@@ -53,7 +56,7 @@ class Program:
         return files
 
 
-class _Builder:
+class _Builder(DriverBuilder):
     def __init__(self, module, options: dict):
         self.module = module
         self.parallel_threshold = int(options.get("parallel_threshold", PARALLEL_THRESHOLD))
@@ -69,10 +72,6 @@ class _Builder:
         self.assignment = _buffer_assignment(module, options)
         self.arena_bytes = self.assignment.arena_size if self.assignment is not None else 0
 
-    def fresh_name(self, prefix: str) -> str:
-        self.counter += 1
-        return f"{prefix}{self.counter}"
-
     def bind(self, prefix: str, value) -> str:
         name = self.fresh_name(prefix)
         self.ns[name] = value
@@ -81,20 +80,6 @@ class _Builder:
     def dtype(self, shape) -> str:
         name = f"dt_{shape.dtype}"
         self.ns.setdefault(name, shape.numpy_dtype)
-        return name
-
-    @property
-    def evaluator(self):
-        if self._evaluator is None:
-            from ..interpreter.evaluator import Evaluator
-            self._evaluator = Evaluator(self.module)
-        return self._evaluator
-
-    def kernel(self, spec: KernelSpec) -> str:
-        name = self.kernel_names.get(spec.kid)
-        if name is None:
-            name = self.kernel_names[spec.kid] = f"k{len(self.kernel_names)}"
-            self.kernels[name] = spec
         return name
 
     # -- lowering decisions ----------------------------------------------------------------
@@ -191,29 +176,11 @@ class _Builder:
         return name
 
 
-class _Function:
+class _Function(DriverFunction):
     """Source of one driver function."""
 
-    def __init__(self, builder: _Builder, comp, plan, decisions, base: int, is_entry: bool):
-        self.b, self.comp, self.plan, self.decisions = builder, comp, plan, decisions
-        self.base, self.is_entry = base, is_entry
-        self.lines: list[str] = []
-        self.names: dict[int, object] = {}  # id(instr) -> value name (or tuple of names)
-
-    def emit(self, name: str) -> str:
-        params = [f"p{p.parameter_number}" for p in self.comp.parameters]
-        for instr in self.plan.order:
-            how, detail = self.decisions[id(instr)]
-            self.lines.append(f"# {instr.name} = {instr.opcode} {instr.shape}")
-            LOWERING[how](self, instr, detail)
-        root = self.comp.root
-        result = _exit(self.names[id(root)], self.plan.kinds[id(root)], root.shape,
-                       self.is_entry)
-        body = "\n".join("    " + line for line in self.lines)
-        return f"def {name}({', '.join(params)}):\n{body}\n    return {result}\n"
-
-    def value(self, instr):
-        return self.names[id(instr)]
+    def exit(self, value, kinds, shape) -> str:
+        return _exit(value, kinds, shape, self.is_entry)
 
     def operands(self, instr) -> list[str]:
         return [self.value(op) for op in instr.operands]
@@ -237,27 +204,10 @@ class _Function:
             _nest(instr.shape, iter(names))
         return names
 
-    def assign(self, instr, expr: str) -> None:
-        var = self.b.fresh_name("v")
-        self.lines.append(f"{var} = {expr}")
-        self.names[id(instr)] = var
-
 
 def _contiguous(array):
     # np.ascontiguousarray would turn a 0-d array into a 1-d one.
     return array if array.flags.c_contiguous else np.ascontiguousarray(array)
-
-
-def _nest(shape, names):
-    if shape.is_tuple:
-        return tuple(_nest(s, names) for s in shape.tuple_shapes)
-    return next(names)
-
-
-def _source(value) -> str:
-    if isinstance(value, tuple):
-        return "(" + "".join(_source(v) + ", " for v in value) + ")"
-    return value
 
 
 def _exit(value, kinds, shape, is_entry: bool) -> str:
@@ -287,31 +237,6 @@ def _constant(fn: _Function, instr, _):
     if isinstance(value, np.ndarray):
         value.flags.writeable = False
     fn.names[id(instr)] = fn.b.bind("c", value)
-
-
-def _tuple(fn: _Function, instr, _):
-    fn.names[id(instr)] = tuple(fn.value(op) for op in instr.operands)
-
-
-def _get_tuple_element(fn: _Function, instr, _):
-    operand = fn.value(instr.operand(0))
-    index = instr.attrs["index"]
-    if isinstance(operand, tuple):
-        fn.names[id(instr)] = operand[index]
-    else:
-        fn.assign(instr, f"{operand}[{index}]")
-
-
-def _view(fn: _Function, instr, _):
-    fn.assign(instr, f"{_source(fn.value(instr.operand(0)))}.reshape({tuple(instr.shape.dims)!r})")
-
-
-def _alias(fn: _Function, instr, _):
-    fn.names[id(instr)] = fn.value(instr.operand(0))
-
-
-def _token(fn: _Function, instr, _):
-    fn.names[id(instr)] = "None"
 
 
 def _kernel(fn: _Function, instr, spec: KernelSpec):
@@ -359,49 +284,14 @@ def _fallback(fn: _Function, instr, run):
     fn.assign(instr, f"{name}({operands})")
 
 
-def _while(fn: _Function, instr, _):
-    cond = fn.b.function(instr.attrs["condition"])
-    body = fn.b.function(instr.attrs["body"])
-    state = fn.b.fresh_name("s")
-    fn.lines += [f"{state} = {_source(fn.value(instr.operand(0)))}",
-                 f"while {cond}({state}):",
-                 f"    {state} = {body}({state})"]
-    fn.names[id(instr)] = state
-
-
-def _conditional(fn: _Function, instr, _):
-    attrs = instr.attrs
-    if "branch_computations" in attrs:
-        branches = list(attrs["branch_computations"])
-        selector = f"int({_source(fn.value(instr.operand(0)))})"
-    else:
-        branches = [attrs["true_computation"], attrs["false_computation"]]
-        selector = f"(0 if {_source(fn.value(instr.operand(0)))} else 1)"
-    names = [fn.b.function(c) for c in branches]
-    index, result = fn.b.fresh_name("i"), fn.b.fresh_name("v")
-    fn.lines.append(f"{index} = {selector}")
-    for k, name in enumerate(names):
-        arg = _source(fn.value(instr.operand(k + 1)))
-        if k == len(names) - 1:  # XLA runs the last branch for any out-of-range index
-            fn.lines += ["else:" if k else "if True:", f"    {result} = {name}({arg})"]
-        else:
-            fn.lines += [f"{'if' if k == 0 else 'elif'} {index} == {k}:",
-                         f"    {result} = {name}({arg})"]
-    fn.names[id(instr)] = result
-
-
-def _call(fn: _Function, instr, _):
-    comp = instr.attrs["to_apply"] if instr.opcode == "call" else instr.attrs["calls"]
-    name = fn.b.function(comp)
-    fn.assign(instr, f"{name}({', '.join(_source(o) for o in fn.operands(instr))})")
-
-
 LOWERING = {
-    "parameter": _parameter, "constant": _constant, "tuple": _tuple,
-    "get-tuple-element": _get_tuple_element, "view": _view, "alias": _alias,
-    "after-all": _token, "kernel": _kernel, "thunk": _thunk, "dus": _dus,
-    "fallback": _fallback, "while": _while, "conditional": _conditional, "call": _call,
+    "parameter": _parameter, "constant": _constant, "tuple": lower_tuple,
+    "get-tuple-element": lower_get_tuple_element, "view": lower_view, "alias": lower_alias,
+    "after-all": lower_token, "kernel": _kernel, "thunk": _thunk, "dus": _dus,
+    "fallback": _fallback, "while": lower_while, "conditional": lower_conditional,
+    "call": lower_call,
 }
+_Function.lowering = LOWERING
 
 
 def _can_share(instr, number: int) -> bool:

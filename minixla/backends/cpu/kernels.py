@@ -114,6 +114,43 @@ def build_kernel(comp, name: str = "kernel", *,
     outputs = outputs_of(comp)
     flat = is_flat(comp, outputs)
     writer = Writer()
+    params, arrays, args, ndims, dtypes, arg_names = kernel_signature(comp, outputs, flat)
+    touched = max([p.shape.numel() for p in params]
+                  + [leaf_shape(i, k).numel() for i, k in outputs] + [1])
+    parallel = touched >= parallel_threshold
+    hoisted: list[str] = []
+    em = Elemental(writer, arrays, hoist=hoisted, flat=flat)
+    body: list[str] = []
+    groups = plan_nests(outputs, flat)
+    for group in groups:
+        writer.lines = []
+        writer.depth = 1
+        emit_nest(em, writer, group, flat, parallel)
+        body.extend(writer.lines)
+    parallel = parallel and any("prange" in line for line in body)
+    fastmath = {"contract", "reassoc"} if writer.uses_reduce else {"contract"}
+    lines = [_HEADER.format(doc=f"Kernel for computation {comp.name}.")]
+    lines += [f"{n} = {text}" for text, n in writer.constants.items()]
+    lines += [f"{n} = {key}" for key, n in writer.math_names.items()]
+    lines += ["", "",
+              f"@njit(parallel={parallel}, fastmath={{{', '.join(map(repr, sorted(fastmath)))}}}, "
+              f"error_model='numpy', "
+              f"boundscheck=False, nogil=True, cache=CACHE)",
+              f"def {name}({', '.join(arg_names)}):"]
+    lines += ["    " + line for line in hoisted]
+    lines += body
+    source = "\n".join(lines) + "\n"
+    spec = KernelSpec(name, source, args, ndims, dtypes, flat, parallel, len(groups))
+    spec.kid = hashlib.sha256((source + spec.signature_text()).encode()).hexdigest()[:32]
+    return spec
+
+
+def kernel_signature(comp, outputs, flat: bool):
+    """The kernel's arguments: parameters (by number), array constants, then outputs.
+
+    Returns (params, arrays, args, ndims, dtypes, arg_names): `arrays` maps id(instr) to the
+    name the kernel body reads it by, `args` says what each argument is ("param"/"const"/"out").
+    Raises NotEmittable when some argument's dtype has no kernel type."""
     params = sorted(comp.parameters, key=lambda p: p.parameter_number)
     constants = [i for i in comp.post_order() if i.opcode == "constant" and i.shape.rank]
     arrays, args, ndims, dtypes = {}, [], [], []
@@ -130,36 +167,9 @@ def build_kernel(comp, name: str = "kernel", *,
         _add_arg(leaf_shape(instr, leaf), flat, ndims, dtypes)
     for d in dtypes:
         kernel_type(d)
-    touched = max([p.shape.numel() for p in params]
-                  + [leaf_shape(i, k).numel() for i, k in outputs] + [1])
-    parallel = touched >= parallel_threshold
-    hoisted: list[str] = []
-    em = Elemental(writer, arrays, hoist=hoisted, flat=flat)
-    body: list[str] = []
-    groups = plan_nests(outputs, flat)
-    for group in groups:
-        writer.lines = []
-        writer.depth = 1
-        emit_nest(em, writer, group, flat, parallel)
-        body.extend(writer.lines)
-    parallel = parallel and any("prange" in line for line in body)
     arg_names = [arrays[id(p)] for p in params] + [arrays[id(c)] for c in constants] + \
         [f"o{k}" for k in range(len(outputs))]
-    fastmath = {"contract", "reassoc"} if writer.uses_reduce else {"contract"}
-    lines = [_HEADER.format(doc=f"Kernel for computation {comp.name}.")]
-    lines += [f"{n} = {text}" for text, n in writer.constants.items()]
-    lines += [f"{n} = {key}" for key, n in writer.math_names.items()]
-    lines += ["", "",
-              f"@njit(parallel={parallel}, fastmath={{{', '.join(map(repr, sorted(fastmath)))}}}, "
-              f"error_model='numpy', "
-              f"boundscheck=False, nogil=True, cache=CACHE)",
-              f"def {name}({', '.join(arg_names)}):"]
-    lines += ["    " + line for line in hoisted]
-    lines += body
-    source = "\n".join(lines) + "\n"
-    spec = KernelSpec(name, source, args, ndims, dtypes, flat, parallel, len(groups))
-    spec.kid = hashlib.sha256((source + spec.signature_text()).encode()).hexdigest()[:32]
-    return spec
+    return params, arrays, args, ndims, dtypes, arg_names
 
 
 def _add_arg(shape, flat: bool, ndims: list, dtypes: list) -> None:

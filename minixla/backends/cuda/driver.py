@@ -24,6 +24,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ...runtime.custom_call import lookup_custom_call
+from ..common_driver import (DriverBuilder, DriverFunction, lower_alias, lower_call,
+                             lower_conditional, lower_get_tuple_element, lower_while, lower_token, lower_tuple, lower_view,
+                             nest as _nest, source as _src)
 from ..cpu import thunks
 from ..cpu.kernels import single_op_computation
 from ..cpu.plan import is_view_op, needs_copy, plan_computation
@@ -54,7 +57,7 @@ class Program:
     fallbacks: Counter = field(default_factory=Counter)
 
 
-class _Builder:
+class _Builder(DriverBuilder):
     def __init__(self, module, options: dict):
         self.module = module
         self.geometry = geometry(options)
@@ -72,33 +75,15 @@ class _Builder:
         self.counter = 0
         self._evaluator = None
 
-    def fresh_name(self, prefix: str) -> str:
-        self.counter += 1
-        return f"{prefix}{self.counter}"
-
     def dtype(self, shape) -> str:
         name = f"dt_{shape.dtype}"
         self.dtypes.setdefault(name, storage_dtype(shape.dtype))
-        return name
-
-    def kernel(self, spec: KernelSpec) -> str:
-        name = self.kernel_names.get(spec.kid)
-        if name is None:
-            name = self.kernel_names[spec.kid] = f"k{len(self.kernel_names)}"
-            self.kernels[name] = spec
         return name
 
     def bind_host(self, prefix: str, fn) -> str:
         name = self.fresh_name(prefix)
         self.host[name] = fn
         return name
-
-    @property
-    def evaluator(self):
-        if self._evaluator is None:
-            from ..interpreter.evaluator import Evaluator
-            self._evaluator = Evaluator(self.module)
-        return self._evaluator
 
     def decide(self, instr):
         """(how, detail); `how` uses plan.py's kinds (kernel/thunk/dus write into storage the
@@ -149,24 +134,9 @@ class _Builder:
         return name
 
 
-class _Function:
-    def __init__(self, builder: _Builder, comp, plan, decisions, base: int, is_entry: bool):
-        self.b, self.comp, self.plan, self.decisions = builder, comp, plan, decisions
-        self.base, self.is_entry = base, is_entry
-        self.lines: list[str] = []
-        self.names: dict[int, object] = {}
-
-    def emit(self, name: str) -> str:
-        params = [f"p{p.parameter_number}" for p in self.comp.parameters]
-        for instr in self.plan.order:
-            how, detail = self.decisions[id(instr)]
-            self.lines.append(f"# {instr.name} = {instr.opcode} {instr.shape}")
-            LOWERING[how](self, instr, detail)
-        root = self.comp.root
-        result = self.exit(self.names[id(root)], self.plan.kinds[id(root)], root.shape)
-        body = "\n".join("    " + line for line in self.lines)
-        return f"def {name}({', '.join(params)}):\n{body}\n    return {result}\n"
-
+class _Function(DriverFunction):
+    # Predicates and selectors are device scalars, read back to the host.
+    truth, index = "_truth({})", "_scalar({})"
     def exit(self, value, kinds, shape) -> str:
         """The returned expression; leaves that may be reused storage are copied (entry: the
         runtime's `_own`, a device copy only when results stay on the device)."""
@@ -177,9 +147,6 @@ class _Function:
         if shape.is_token or not needs_copy(kinds, self.is_entry):
             return _src(value)
         return f"{'_own' if self.is_entry else '_dcopy'}({_src(value)})"
-
-    def value(self, instr):
-        return self.names[id(instr)]
 
     def operands(self, instr) -> list[str]:
         return [_src(self.value(op)) for op in instr.operands]
@@ -202,26 +169,9 @@ class _Function:
             _nest(instr.shape, iter(names))
         return names
 
-    def assign(self, instr, expr: str) -> None:
-        var = self.b.fresh_name("v")
-        self.lines.append(f"{var} = {expr}")
-        self.names[id(instr)] = var
-
     def launch(self, spec: KernelSpec, args: list[str]) -> None:
         self.lines.append(f"{self.b.kernel(spec)}[{spec.blocks}, {spec.threads}]"
                           f"({', '.join(args)})")
-
-
-def _src(value) -> str:
-    if isinstance(value, tuple):
-        return "(" + "".join(_src(v) + ", " for v in value) + ")"
-    return value
-
-
-def _nest(shape, names):
-    if shape.is_tuple:
-        return tuple(_nest(s, names) for s in shape.tuple_shapes)
-    return next(names)
 
 
 def _arg(name: str, rank: int, flat: bool) -> str:
@@ -247,31 +197,6 @@ def _constant(fn: _Function, instr, _):
     name = fn.b.fresh_name("c")
     fn.b.constants[name] = (instr.literal if value is None else value, instr.shape)
     fn.names[id(instr)] = name
-
-
-def _tuple(fn: _Function, instr, _):
-    fn.names[id(instr)] = tuple(fn.value(op) for op in instr.operands)
-
-
-def _get_tuple_element(fn: _Function, instr, _):
-    operand = fn.value(instr.operand(0))
-    index = instr.attrs["index"]
-    if isinstance(operand, tuple):
-        fn.names[id(instr)] = operand[index]
-    else:
-        fn.assign(instr, f"{operand}[{index}]")
-
-
-def _view(fn: _Function, instr, _):
-    fn.assign(instr, f"{_src(fn.value(instr.operand(0)))}.reshape({tuple(instr.shape.dims)!r})")
-
-
-def _alias(fn: _Function, instr, _):
-    fn.names[id(instr)] = fn.value(instr.operand(0))
-
-
-def _token(fn: _Function, instr, _):
-    fn.names[id(instr)] = "None"
 
 
 def _kernel(fn: _Function, instr, spec: KernelSpec):
@@ -328,49 +253,14 @@ def _fallback(fn: _Function, instr, run):
     fn.assign(instr, f"{fn.b.bind_host('t', run)}({', '.join(fn.operands(instr))})")
 
 
-def _while(fn: _Function, instr, _):
-    cond = fn.b.function(instr.attrs["condition"])
-    body = fn.b.function(instr.attrs["body"])
-    state = fn.b.fresh_name("s")
-    fn.lines += [f"{state} = {_src(fn.value(instr.operand(0)))}",
-                 f"while _truth({cond}({state})):",
-                 f"    {state} = {body}({state})"]
-    fn.names[id(instr)] = state
-
-
-def _conditional(fn: _Function, instr, _):
-    attrs = instr.attrs
-    selector = _src(fn.value(instr.operand(0)))
-    if "branch_computations" in attrs:
-        branches = list(attrs["branch_computations"])
-        index = f"_scalar({selector})"
-    else:
-        branches = [attrs["true_computation"], attrs["false_computation"]]
-        index = f"(0 if _truth({selector}) else 1)"
-    names = [fn.b.function(c) for c in branches]
-    chosen, result = fn.b.fresh_name("i"), fn.b.fresh_name("v")
-    fn.lines.append(f"{chosen} = {index}")
-    for k, name in enumerate(names):
-        arg = _src(fn.value(instr.operand(k + 1)))
-        if k == len(names) - 1:  # XLA runs the last branch for any out-of-range index
-            fn.lines += ["else:" if k else "if True:", f"    {result} = {name}({arg})"]
-        else:
-            fn.lines += [f"{'if' if k == 0 else 'elif'} {chosen} == {k}:",
-                         f"    {result} = {name}({arg})"]
-    fn.names[id(instr)] = result
-
-
-def _call(fn: _Function, instr, _):
-    comp = instr.attrs["to_apply"] if instr.opcode == "call" else instr.attrs["calls"]
-    fn.assign(instr, f"{fn.b.function(comp)}({', '.join(fn.operands(instr))})")
-
-
 LOWERING = {
-    "parameter": _parameter, "constant": _constant, "tuple": _tuple,
-    "get-tuple-element": _get_tuple_element, "view": _view, "alias": _alias,
-    "after-all": _token, "kernel": _kernel, "thunk": _thunk, "dus": _dus,
-    "fallback": _fallback, "while": _while, "conditional": _conditional, "call": _call,
+    "parameter": _parameter, "constant": _constant, "tuple": lower_tuple,
+    "get-tuple-element": lower_get_tuple_element, "view": lower_view, "alias": lower_alias,
+    "after-all": lower_token, "kernel": _kernel, "thunk": _thunk, "dus": _dus,
+    "fallback": _fallback, "while": lower_while, "conditional": lower_conditional,
+    "call": lower_call,
 }
+_Function.lowering = LOWERING
 
 
 # ---- host work ----------------------------------------------------------------------------------

@@ -22,8 +22,8 @@ import hashlib
 from dataclasses import dataclass, field
 
 from ..cpu.elemental import Elemental, Writer
-from ..cpu.kernels import is_flat, outputs_of
-from ..cpu.scalar import NotEmittable, kernel_type
+from ..cpu.kernels import is_flat, kernel_signature, outputs_of
+from ..cpu.scalar import NotEmittable
 from .target import Geometry
 
 # Opcodes the math tables in helpers.py provide (f32 and f64).
@@ -250,22 +250,7 @@ def build_kernel(comp, geometry: Geometry, name: str = "kernel") -> KernelSpec:
     flat = is_flat(comp, outputs) and \
         not any(i.opcode in GPU_ELEMENTAL for i in comp.instructions)
     writer = CudaWriter()
-    params = sorted(comp.parameters, key=lambda p: p.parameter_number)
-    constants = [i for i in comp.post_order() if i.opcode == "constant" and i.shape.rank]
-    arrays, args, ndims, dtypes = {}, [], [], []
-    for p in params:
-        arrays[id(p)] = f"p{p.parameter_number}"
-        args.append(("param", p.parameter_number))
-        _add_arg(p.shape, flat, ndims, dtypes)
-    for k, c in enumerate(constants):
-        arrays[id(c)] = f"c{k}"
-        args.append(("const", c))
-        _add_arg(c.shape, flat, ndims, dtypes)
-    for k, (instr, leaf) in enumerate(outputs):
-        args.append(("out", k))
-        _add_arg(leaf_shape(instr, leaf), flat, ndims, dtypes)
-    for d in dtypes:
-        kernel_type(d)
+    _, arrays, args, ndims, dtypes, arg_names = kernel_signature(comp, outputs, flat)
     hoisted: list[str] = []
     em = CudaElemental(writer, arrays, hoist=hoisted, flat=flat)
     groups = group_by_dims(outputs)
@@ -285,8 +270,6 @@ def build_kernel(comp, geometry: Geometry, name: str = "kernel") -> KernelSpec:
         work = max(_numel(leaf_shape(g[0][1], g[0][2]).dims) for g in groups)
         blocks = blocks_for(work, geometry.threads, geometry)
     threads = geometry.tile * geometry.tile_rows if kind == "tile" else geometry.threads
-    arg_names = [arrays[id(p)] for p in params] + [arrays[id(c)] for c in constants] + \
-        [f"o{k}" for k in range(len(outputs))]
     source = assemble(writer, name, arg_names, f"Kernel for computation {comp.name}.",
                       hoisted)
     return KernelSpec(name, source, args, ndims, dtypes, flat, threads, blocks, kind,
@@ -302,8 +285,3 @@ def assemble(writer: CudaWriter, name: str, arg_names, doc: str, hoisted=()) -> 
     lines += ["    " + line for line in hoisted]
     lines += writer.lines
     return "\n".join(lines) + "\n"
-
-
-def _add_arg(shape, flat: bool, ndims: list, dtypes: list) -> None:
-    ndims.append(1 if flat or shape.rank == 0 else shape.rank)  # scalars: 1-element arrays
-    dtypes.append(shape.dtype)
