@@ -1,0 +1,1 @@
+"""Function transformations over traced HLO (see tracing.py)."""
