@@ -156,3 +156,122 @@ def test_default_location_is_under_the_user_cache_dir(monkeypatch, name):
     monkeypatch.delenv("MINIXLA_CACHE_DIR", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", "/tmp/xdg-test")
     assert cpu_cache.default_root() == Path("/tmp/xdg-test/minixla")
+
+
+# -- faults: every one gives the right result and a warning, never a crash ------------------
+SMALL = MODULE.replace("tanh(x)", "log-plus-one(x)")
+
+
+def compile_small(tmp_path, **options):
+    """Compiles SMALL in this process as a new process would (no in-process memo)."""
+    jit.forget_in_memory()
+    jit._WARNED.clear()
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        exe = minixla.compile(SMALL, backend="cpu", cache_dir=str(tmp_path), **options)
+    x = np.linspace(-0.5, 1, 64 * 32, dtype=np.float32).reshape(64, 32)
+    r, _ = exe(x)
+    np.testing.assert_allclose(r, np.exp(np.log1p(x)).sum(axis=1), rtol=1e-5)
+    return exe, [str(w.message) for w in caught if "minixla" in str(w.message)]
+
+
+def kernel_files(tmp_path, pattern):
+    return sorted(p for p in (tmp_path / "kernels").rglob(pattern) if p.is_file())
+
+
+def test_every_file_overwritten_with_garbage_recompiles(tmp_path):
+    compile_small(tmp_path)
+    for path in [p for p in tmp_path.rglob("*") if p.is_file() and p.suffix != ".lock"]:
+        path.write_bytes(b"\x80garbage" * 3)
+    exe, warned = compile_small(tmp_path)
+    assert "compiled" in exe.kernel_outcomes and warned
+    assert all("corrupt compilation cache entry" in w for w in warned)
+    exe, warned = compile_small(tmp_path)  # healed
+    assert set(exe.kernel_outcomes) == {"disk"} and not warned
+
+
+@pytest.mark.parametrize("manifest", ['{"files": null}', "[]", '{"kid": 1}', ""])
+def test_malformed_manifests_are_corrupt_entries(tmp_path, manifest):
+    compile_small(tmp_path)
+    for path in kernel_files(tmp_path, "*.json"):
+        path.write_text(manifest)
+    exe, warned = compile_small(tmp_path)
+    assert "compiled" in exe.kernel_outcomes
+    assert warned and all("corrupt" in w for w in warned)
+
+
+def test_numba_files_without_a_manifest_are_never_loaded(tmp_path):
+    """A half-written entry (no manifest) or planted files: Numba must not unpickle them."""
+    compile_small(tmp_path)
+    marker = tmp_path / "pwned"
+    planted = (b"cos\nsystem\n(S'touch " + str(marker).encode() + b"'\ntR.")
+    for path in kernel_files(tmp_path, "*.nbi"):
+        path.write_bytes(planted)
+    for path in kernel_files(tmp_path, "*.json"):
+        path.unlink()
+    for py in kernel_files(tmp_path, "*.py"):  # a planted .pyc beside the kernel
+        cache_dir = py.parent / "__pycache__"
+        code = compile(f"open({str(marker)!r}, 'w')\n", str(py), "exec")
+        import importlib.util
+        import marshal
+        pyc = cache_dir / f"{py.stem}.cpython-{sys.version_info[0]}{sys.version_info[1]}.pyc"
+        pyc.write_bytes(importlib.util.MAGIC_NUMBER + b"\0" * 12 + marshal.dumps(code))
+    exe, _ = compile_small(tmp_path)
+    assert "compiled" in exe.kernel_outcomes
+    assert not marker.exists()
+    assert not kernel_files(tmp_path, "*.pyc")
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                    reason="giving a file to another user needs root")
+def test_files_owned_by_another_user_are_refused(tmp_path):
+    compile_small(tmp_path)
+    for path in kernel_files(tmp_path, "*.nbi"):
+        os.chown(path, 4321, 4321)
+    exe, warned = compile_small(tmp_path)
+    assert "compiled" in exe.kernel_outcomes and any("corrupt" in w for w in warned)
+    assert all(p.stat().st_uid == os.getuid() for p in kernel_files(tmp_path, "*"))
+
+
+def test_directories_are_private_and_files_not_readable_by_others(tmp_path):
+    root = tmp_path / "fresh"
+    compile_small(root)
+    for path in [root, *(p for p in root.rglob("*") if p.is_dir())]:
+        assert path.stat().st_mode & 0o077 == 0, path
+    for path in [p for p in root.rglob("*") if p.is_file()]:
+        assert path.stat().st_mode & 0o077 == 0, path
+
+
+def test_a_directory_others_can_write_is_refused(tmp_path):
+    root = tmp_path / "shared"
+    root.mkdir()
+    root.chmod(0o777)
+    exe, warned = compile_small(root)
+    assert len(warned) == 1 and "writable by others" in warned[0]
+    assert not (root / "kernels").exists()
+
+
+@pytest.mark.parametrize("fault", ["root is a file", "lock is a directory"])
+def test_an_unusable_cache_warns_once_and_compiles_without_it(tmp_path, fault):
+    root = tmp_path / "cache"
+    if fault == "root is a file":
+        root.write_text("not a directory")
+    else:
+        compile_small(root)
+        for lock in kernel_files(root, "*.lock"):
+            lock.unlink()
+            lock.mkdir()
+        for path in kernel_files(root, "*.json"):
+            path.unlink()  # so the kernels need their locks again
+    exe, warned = compile_small(root)
+    assert len(warned) == 1 and "not using the compilation cache" in warned[0]
+    assert "compiled" in exe.kernel_outcomes
+
+
+def test_a_changed_environment_is_a_miss_not_a_stale_hit(tmp_path, monkeypatch):
+    compile_small(tmp_path)
+    changed = dict(cpu_cache.environment(), numba="0.0.0")
+    monkeypatch.setattr(cpu_cache, "environment", lambda: changed)
+    exe, warned = compile_small(tmp_path)
+    assert set(exe.kernel_outcomes) == {"compiled"} and not warned

@@ -56,12 +56,24 @@ def _check_custom_calls(module: HloModule) -> None:
             lookup_custom_call(instr.attrs["custom_call_target"], "cpu")
 
 
+def _open_cache(options: dict) -> "cache.DiskCache | None":
+    if not cache.is_enabled(options):
+        return None
+    disk = cache.DiskCache(options.get("cache_dir"))
+    try:
+        disk.prepare()
+    except cache.CacheUnusable as exc:
+        jit.warn_unusable(disk, str(exc))
+        return None
+    return disk
+
+
 def compile_module(module: HloModule, options: dict) -> Executable:
     _check_custom_calls(module)
     start = time.perf_counter()
     program = driver.build_program(module, options)
     record_phase("codegen.cpu.emit", time.perf_counter() - start)
-    disk = cache.DiskCache(options.get("cache_dir")) if cache.is_enabled(options) else None
+    disk = _open_cache(options)
     start = time.perf_counter()
     key = None
     if disk is not None:

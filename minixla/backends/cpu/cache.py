@@ -17,9 +17,16 @@ to any of them is a miss rather than a stale hit. Both are mixed with `environme
 Safety: every write is a temporary file plus os.replace; a kernel is compiled and stored under
 an exclusive per-kernel lock (fcntl.flock), so concurrent processes wait for each other rather
 than race; a manifest whose checksums do not match the files (truncated, corrupted, tampered)
-is reported with warnings.warn, deleted and recompiled, never loaded. The cache holds code
-that will run in this process: treat the directory as trusted, as JAX's docs say of theirs.
-Size is capped ($MINIXLA_CACHE_MAX_BYTES, default 2 GiB); the least recently used entries go
+is reported with warnings.warn, deleted and recompiled, never loaded.
+
+Trust: the cache holds machine code and Numba's pickled indexes, which run when loaded, so only
+the user's own files are read. Directories are created 0700 and files made 0600; a root (or
+sub-directory) that is not a directory, is owned by someone else or is writable by group or
+others is refused with one warning and the compile runs without the cache, as does a cache
+that cannot be written. Every file of a kernel entry must be owned by the user and match the
+manifest's checksums (which bind them to the kernel id, itself a hash of the source and
+signature) before Numba is allowed to read it. Kernel modules are executed from the verified
+bytes (no `.pyc` is written or read). Size is capped ($MINIXLA_CACHE_MAX_BYTES, default 2 GiB); the least recently used entries go
 first (use touches the manifest's mtime).
 """
 from __future__ import annotations
@@ -30,6 +37,7 @@ import json
 import os
 import platform
 import shutil
+import stat
 import sys
 import tempfile
 import warnings
@@ -90,8 +98,44 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+class CacheUnusable(Exception):
+    """The cache directory cannot be trusted or written; compile without it."""
+
+
+def make_private_dir(path: Path) -> None:
+    """Creates `path` (and missing parents) with mode 0700."""
+    if path.is_dir():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(mode=0o700)
+
+
+def check_trusted(path: Path) -> None:
+    """Raises CacheUnusable unless `path` is a directory of ours that nobody else can write."""
+    try:
+        info = path.stat()
+    except OSError as exc:
+        raise CacheUnusable(f"{path}: {exc.strerror or exc}") from None
+    if not stat.S_ISDIR(info.st_mode):
+        raise CacheUnusable(f"{path} is not a directory")
+    if hasattr(os, "getuid") and info.st_uid != os.getuid():
+        raise CacheUnusable(f"{path} is owned by another user (uid {info.st_uid})")
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise CacheUnusable(f"{path} is writable by others (mode {stat.S_IMODE(info.st_mode):o})")
+
+
+def owned_by_us(path: Path) -> bool:
+    try:
+        info = path.lstat()
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and \
+        (not hasattr(os, "getuid") or info.st_uid == os.getuid())
+
+
 def atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dir(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -106,8 +150,8 @@ def atomic_write(path: Path, data: bytes) -> None:
 @contextlib.contextmanager
 def locked(path: Path, *, blocking: bool = True):
     """An exclusive inter-process lock on `path`; yields False when non-blocking and busy."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+b") as handle:
+    make_private_dir(path.parent)
+    with open(os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600), "a+b") as handle:
         if fcntl is None:
             yield True
             return
@@ -131,6 +175,20 @@ class DiskCache:
         self.root = Path(root) if root is not None else default_root()
         self.max_bytes = default_max_bytes() if max_bytes is None else max_bytes
 
+    def prepare(self) -> None:
+        """Creates the root (0700) and checks it and its sub-directories can be trusted;
+        raises CacheUnusable otherwise."""
+        try:
+            make_private_dir(self.root)
+        except OSError as exc:
+            raise CacheUnusable(f"cannot create {self.root}: {exc.strerror or exc}") from None
+        check_trusted(self.root)
+        for sub in ("kernels", "modules"):
+            if (self.root / sub).exists() or (self.root / sub).is_symlink():
+                check_trusted(self.root / sub)
+        if not os.access(self.root, os.W_OK | os.X_OK):
+            raise CacheUnusable(f"{self.root} is not writable")
+
     # -- kernels -----------------------------------------------------------------------------
     def kernel_paths(self, kid: str) -> tuple[Path, Path, Path]:
         folder = self.root / "kernels" / kid[:2]
@@ -140,15 +198,20 @@ class DiskCache:
         """The kernel's manifest when its source file is intact; None when absent. A manifest
         that does not match its files raises CorruptEntry."""
         py, manifest_path, _ = self.kernel_paths(kid)
-        if not manifest_path.exists():
+        if not manifest_path.exists() and not manifest_path.is_symlink():
             return None
+        if not owned_by_us(manifest_path):
+            raise CorruptEntry(f"manifest {manifest_path} is not a file of this user")
         try:
             manifest = json.loads(manifest_path.read_text())
-            files = manifest["files"]
-        except (ValueError, KeyError, TypeError, OSError) as exc:
+            files, numba = manifest["files"], manifest["numba"]
+            if not isinstance(files, dict) or not isinstance(numba, dict) or \
+                    manifest.get("kid") != kid:
+                raise TypeError("fields of the wrong type or another kernel's id")
+        except (ValueError, KeyError, TypeError, OSError, UnicodeDecodeError) as exc:
             raise CorruptEntry(f"unreadable manifest {manifest_path}: {exc}") from None
         expected = hashlib.sha256(source.encode()).hexdigest()
-        if not py.exists() or files.get(py.name) != expected or _sha(py) != expected:
+        if not owned_by_us(py) or files.get(py.name) != expected or _sha(py) != expected:
             raise CorruptEntry(f"kernel source {py} does not match its manifest")
         return manifest
 
@@ -159,26 +222,35 @@ class DiskCache:
             raise CorruptEntry(f"Numba cache files changed: {sorted(recorded)} vs "
                                f"{sorted(present)}")
         for name, sha in recorded.items():
-            if _sha(present[name]) != sha:
+            if not owned_by_us(present[name]) or _sha(present[name]) != sha:
                 raise CorruptEntry(f"Numba cache file {present[name]} fails its checksum")
 
     def write_source(self, kid: str, source: str) -> Path:
         py, _, _ = self.kernel_paths(kid)
-        if not py.exists() or py.read_text() != source:
+        if not owned_by_us(py) or py.read_bytes() != source.encode():
             atomic_write(py, source.encode())
+        make_private_dir(py.parent / "__pycache__")  # before Numba makes it 0755
         return py
 
     def write_manifest(self, kid: str, source: str, numba_files: list[Path]) -> None:
         py, manifest_path, _ = self.kernel_paths(kid)
-        manifest = {"files": {py.name: hashlib.sha256(source.encode()).hexdigest()},
+        for path in numba_files:  # Numba writes 0644; nothing here is for others to read
+            with contextlib.suppress(OSError):
+                path.chmod(0o600)
+        manifest = {"kid": kid, "files": {py.name: hashlib.sha256(source.encode()).hexdigest()},
                     "numba": {p.name: _sha(p) for p in numba_files}}
         atomic_write(manifest_path, json.dumps(manifest, indent=1).encode())
+
+    def numba_files(self, kid: str) -> list[Path]:
+        """Whatever Numba keeps for the kernel's module (`__pycache__/<kid>.*`)."""
+        folder = self.kernel_paths(kid)[0].parent / "__pycache__"
+        return sorted(folder.glob(f"{kid}.*")) if folder.is_dir() else []
 
     def discard_kernel(self, kid: str, numba_files: list[Path], reason: str) -> None:
         warnings.warn(f"minixla: corrupt compilation cache entry {kid} ({reason}); "
                       f"recompiling", RuntimeWarning, stacklevel=3)
         py, manifest_path, _ = self.kernel_paths(kid)
-        for path in [py, manifest_path, *numba_files]:
+        for path in [py, manifest_path, *numba_files, *self.numba_files(kid)]:
             with contextlib.suppress(OSError):
                 path.unlink()
 
@@ -189,6 +261,8 @@ class DiskCache:
     # -- modules -----------------------------------------------------------------------------
     def module_entry(self, key: str) -> dict | None:
         path = self.root / "modules" / f"{key}.json"
+        if not owned_by_us(path):
+            return None
         try:
             entry = json.loads(path.read_text())
             os.utime(path)

@@ -11,11 +11,11 @@ The result says which of "memory", "disk" or "compiled" happened, for metrics an
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import linecache
 import sys
 import threading
 import types as pytypes
+import warnings
 from pathlib import Path
 
 from .cache import CorruptEntry, DiskCache, digest, locked, module_name
@@ -57,12 +57,28 @@ def obtain(spec, disk: DiskCache | None):
         found = _COMPILED.get(kid)
         if found is not None:
             return found, "memory"
-        if disk is None:
+        dispatcher = None
+        if disk is not None:
+            try:
+                dispatcher, how = _through_disk(spec, kid, disk)
+            except OSError as exc:  # a lock or folder we cannot use: this kernel goes without
+                warn_unusable(disk, f"{exc.strerror or exc}: {getattr(exc, 'filename', '')}")
+        if dispatcher is None:
             dispatcher, how = _compile_in_memory(spec, kid), "compiled"
-        else:
-            dispatcher, how = _through_disk(spec, kid, disk)
         _COMPILED[kid] = dispatcher
         return dispatcher, how
+
+
+_WARNED: set[str] = set()
+
+
+def warn_unusable(disk: DiskCache, reason: str) -> None:
+    """One warning per cache root and process: the compile goes on without the cache."""
+    key = str(disk.root)
+    if key not in _WARNED:
+        _WARNED.add(key)
+        warnings.warn(f"minixla: not using the compilation cache at {disk.root} ({reason}); "
+                      f"compiling without it", RuntimeWarning, stacklevel=4)
 
 
 def _compile_in_memory(spec, kid: str):
@@ -79,13 +95,15 @@ def _compile_in_memory(spec, kid: str):
     return dispatcher
 
 
-def _import(path: Path, kid: str, *, cache: bool):
+def _load(path: Path, kid: str, source: str):
+    """The kernel module, executed from `source` (the verified text of `path`): Numba finds
+    its cache beside `path`, and no `.pyc` is written or read."""
     name = module_name(kid)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    module.CACHE = cache
+    module = pytypes.ModuleType(name)
+    module.__file__ = str(path)
+    module.CACHE = True
     sys.modules[name] = module  # must be importable by name when Numba rebuilds its globals
-    spec.loader.exec_module(module)
+    exec(compile(source, str(path), "exec"), module.__dict__)
     return module
 
 
@@ -108,8 +126,9 @@ def _through_disk(spec, kid: str, disk: DiskCache):
             disk.discard_kernel(kid, [], str(exc))
             manifest = None
         if manifest is None:
+            _remove(disk.numba_files(kid))  # never let Numba read files nobody vouched for
             disk.write_source(kid, spec.source)
-        dispatcher = getattr(_import(py, kid, cache=True), spec.name)
+        dispatcher = getattr(_load(py, kid, spec.source), spec.name)
         if manifest is not None:
             files = _numba_files(dispatcher)
             try:
@@ -117,15 +136,27 @@ def _through_disk(spec, kid: str, disk: DiskCache):
             except CorruptEntry as exc:
                 disk.discard_kernel(kid, files, str(exc))
                 disk.write_source(kid, spec.source)
-                dispatcher = getattr(_import(py, kid, cache=True), spec.name)
+                dispatcher = getattr(_load(py, kid, spec.source), spec.name)
                 manifest = None
-        with _kernel_codegen_options():
-            dispatcher.compile(signature)
+        try:
+            with _kernel_codegen_options():
+                dispatcher.compile(signature)
+        except Exception as exc:  # Numba could not load what it stored (a foreign format)
+            if manifest is None:
+                raise
+            disk.discard_kernel(kid, _numba_files(dispatcher), f"{type(exc).__name__}: {exc}")
+            return _compile_in_memory(spec, kid), "compiled"
         hit = dispatcher._cache_hits.get(signature, 0) > 0
         if manifest is None or not hit:
             disk.write_manifest(kid, spec.source, _numba_files(dispatcher))
         disk.touch(kid)
     return dispatcher, "disk" if hit else "compiled"
+
+
+def _remove(paths) -> None:
+    for path in paths:
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 def forget_in_memory() -> None:
