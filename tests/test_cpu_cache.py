@@ -275,3 +275,25 @@ def test_a_changed_environment_is_a_miss_not_a_stale_hit(tmp_path, monkeypatch):
     monkeypatch.setattr(cpu_cache, "environment", lambda: changed)
     exe, warned = compile_small(tmp_path)
     assert set(exe.kernel_outcomes) == {"compiled"} and not warned
+
+
+def test_explain_cache_misses_says_what_changed(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("MINIXLA_FLAGS", "--explain_cache_misses")
+    with caplog.at_level("WARNING", logger="minixla.cache"):
+        compile_small(tmp_path)
+        compile_small(tmp_path, parallel_threshold=12345)
+        changed = dict(cpu_cache.environment(), llvmlite="9.9")
+        monkeypatch.setattr(cpu_cache, "environment", lambda: changed)
+        compile_small(tmp_path)
+    messages = [r.getMessage() for r in caplog.records if r.name == "minixla.cache"]
+    assert len(messages) == 3, messages
+    assert "no earlier entry for a module named 'cached'" in messages[0]
+    assert "options.parallel_threshold changed from None to 12345" in messages[1]
+    assert "environment.llvmlite changed from" in messages[2] and "'9.9'" in messages[2]
+
+
+def test_hits_and_misses_are_counted_across_compiles(tmp_path):
+    compile_small(tmp_path)
+    compile_small(tmp_path)
+    compile_small(tmp_path)
+    assert cpu_cache.DiskCache(tmp_path).stats() == {"hits": 2, "misses": 1}

@@ -31,6 +31,7 @@ def test_info_on_a_cache_not_created_yet(cache_dir, capsys):
     assert f"location  {cache_dir} ($MINIXLA_CACHE_DIR, not created yet)" in out
     assert "entries   0 (0 kernels, 0 modules)" in out
     assert "size      0 B" in out
+    assert "compiles  0 hits, 0 misses" in out
 
 
 def test_info_counts_entries_and_clear_removes_them(cache_dir, capsys):

@@ -58,6 +58,10 @@ class PassReport:
         return "\n".join(lines)
 
 
+# MINIXLA_FLAGS read by other layers: the CPU compilation cache explains its misses.
+OTHER_FLAGS = ("explain_cache_misses",)
+
+
 @dataclass
 class DumpOptions:
     """Where and what to dump, as XLA's --xla_dump_to / --xla_dump_hlo_pass_re."""
@@ -78,9 +82,12 @@ class DumpOptions:
                 options.pass_re = value
             elif key == "dump_as_dot":
                 options.as_dot = value.lower() not in ("false", "0")
+            elif key in OTHER_FLAGS:
+                continue  # read where they apply
             else:
                 raise PassError(f"unknown MINIXLA_FLAGS flag --{key} (known: --dump_to, "
-                                f"--dump_pass_re, --dump_as_dot)")
+                                f"--dump_pass_re, --dump_as_dot, "
+                                f"{', '.join('--' + f for f in OTHER_FLAGS)})")
         return options
 
 

@@ -2,7 +2,7 @@
 
 The cache lives in $MINIXLA_CACHE_DIR (default ~/.cache/minixla; see
 minixla/backends/cpu/cache.py for its layout). `info` prints the location, the number of
-entries (kernels and compiled modules) and their size; `clear` deletes them.
+entries (kernels and compiled modules), their size and the hit and miss counts; `clear` deletes them.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import os
 from .common import ToolError
 
 # What the cache itself keeps under its root; anything else means the root is not (only) ours.
-_OWN = ("kernels", "modules")
+_OWN = ("kernels", "modules", "stats.json", "stats.lock")
 
 
 def _cache_module():
@@ -38,9 +38,11 @@ def info_lines(disk, cache) -> list[str]:
     source = "$MINIXLA_CACHE_DIR" if os.environ.get("MINIXLA_CACHE_DIR") else "default"
     enabled = "yes" if cache.is_enabled({}) else "no ($MINIXLA_CACHE is off)"
     size = sum(entry[1] for entry in entries)
+    stats = disk.stats()
     return [f"location  {disk.root} ({source}{'' if disk.root.exists() else ', not created yet'})",
             f"entries   {len(entries)} ({len(entries) - modules} kernels, {modules} modules)",
             f"size      {human_size(size)} (limit {human_size(disk.max_bytes)})",
+            f"compiles  {stats['hits']} hits, {stats['misses']} misses",
             f"enabled   {enabled}"]
 
 

@@ -12,6 +12,8 @@ Options: `cache` (bool, default $MINIXLA_CACHE or on), `cache_dir`, `parallel_th
 """
 from __future__ import annotations
 
+import contextlib
+import logging
 import threading
 import time
 
@@ -78,7 +80,8 @@ def compile_module(module: HloModule, options: dict) -> Executable:
     key = None
     if disk is not None:
         codegen_options = {k: options[k] for k in _CODEGEN_OPTIONS if k in options}
-        key = cache.digest("module", module.fingerprint(), codegen_options)
+        fingerprint = module.fingerprint()
+        key = cache.digest("module", fingerprint, codegen_options)
         known = disk.module_entry(key) is not None
     outcomes = []
     for name, spec in program.kernels.items():
@@ -90,9 +93,15 @@ def compile_module(module: HloModule, options: dict) -> Executable:
     if disk is not None:
         hit = known and "compiled" not in outcomes
         count("cpu.cache.hit" if hit else "cpu.cache.miss")
+        parts = cache.key_parts(fingerprint, codegen_options)
+        if not hit and cache.explain_requested():
+            logging.getLogger("minixla.cache").warning(
+                "compilation cache miss for %s", disk.explain_miss(module.name, parts))
+        with contextlib.suppress(OSError):
+            disk.record(hit)
         if not hit:
             kernels = [jit.kernel_id(s) for s in program.kernels.values()]
-            disk.store_module(key, {"kernels": kernels})
+            disk.store_module(key, {"kernels": kernels, "name": module.name, "parts": parts})
             if "compiled" in outcomes:
                 disk.evict(keep={jit.kernel_id(s) for s in program.kernels.values()})
     for opcode, n in program.fallbacks.items():

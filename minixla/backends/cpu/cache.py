@@ -7,7 +7,9 @@ $XDG_CACHE_HOME/minixla):
                                cache them: `cache=True` stores the machine code beside them)
     kernels/ab/__pycache__/    Numba's index and object code for that kernel
     kernels/ab/<kid>.json      manifest: sha256 of the .py and of every Numba cache file
-    modules/<key>.json         a compiled module: the kernels it needs
+    modules/<key>.json         a compiled module: the kernels it needs, and what its key
+                               was made of (to explain later misses)
+    stats.json                 hit and miss counts, for `minixla cache info`
 
 `kid` hashes the kernel's source and signature; `key` hashes the optimized module's
 fingerprint, the compile options and `environment()` (minixla version, a hash of the code
@@ -273,6 +275,46 @@ class DiskCache:
     def store_module(self, key: str, entry: dict) -> None:
         atomic_write(self.root / "modules" / f"{key}.json", json.dumps(entry).encode())
 
+    def explain_miss(self, name: str, parts: dict) -> str:
+        """Why a module named `name` with key `parts` (see `key_parts`) missed: what differs
+        from the most recently used entry of the same name."""
+        modules = self.root / "modules"
+        latest, stamp = None, -1.0
+        for path in modules.glob("*.json") if modules.is_dir() else ():
+            if not owned_by_us(path):
+                continue
+            try:
+                entry = json.loads(path.read_text())
+            except (OSError, ValueError, UnicodeDecodeError):
+                continue
+            if isinstance(entry, dict) and entry.get("name") == name and _mtime(path) > stamp:
+                latest, stamp = entry, _mtime(path)
+        if latest is None or not isinstance(latest.get("parts"), dict):
+            return f"no earlier entry for a module named {name!r}"
+        changes = _differences("", latest["parts"], parts)
+        if not changes:
+            return f"the entry for {name!r} is missing kernels (evicted or corrupt)"
+        return f"{name!r}: " + "; ".join(changes)
+
+    # -- hit and miss counts, across processes ------------------------------------------------
+    def record(self, hit: bool) -> None:
+        path = self.root / "stats.json"
+        with locked(self.root / "stats.lock"):
+            counts = self.stats()
+            counts["hits" if hit else "misses"] += 1
+            atomic_write(path, json.dumps(counts).encode())
+
+    def stats(self) -> dict:
+        path = self.root / "stats.json"
+        try:
+            counts = json.loads(path.read_text()) if owned_by_us(path) else {}
+        except (OSError, ValueError, UnicodeDecodeError):
+            counts = {}
+        if not isinstance(counts, dict):
+            counts = {}
+        return {k: counts.get(k) if isinstance(counts.get(k), int) else 0
+                for k in ("hits", "misses")}
+
     # -- size cap ----------------------------------------------------------------------------
     def entries(self) -> list[tuple[float, int, str, list[Path]]]:
         """(last use, bytes, id, files) for every kernel and module entry."""
@@ -318,6 +360,33 @@ class DiskCache:
 
     def clear(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def key_parts(fingerprint: str, options: dict) -> dict:
+    """What a module's key is made of, kept in its entry so a later miss can say what
+    changed."""
+    return {"module": hashlib.sha256(fingerprint.encode()).hexdigest()[:16],
+            "options": dict(options), "environment": environment()}
+
+
+def _differences(where: str, old, new) -> list[str]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for k in sorted(set(old) | set(new), key=str):
+            out += _differences(f"{where}.{k}" if where else str(k), old.get(k), new.get(k))
+        return out
+    if old == new:
+        return []
+    if where == "module":
+        return ["the optimized module changed (its fingerprint differs)"]
+    return [f"{where} changed from {old!r} to {new!r}"]
+
+
+def explain_requested() -> bool:
+    """`--explain_cache_misses` in $MINIXLA_FLAGS (as JAX's jax_explain_cache_misses)."""
+    return any(flag.lstrip("-").split("=")[0] == "explain_cache_misses" and
+               flag.partition("=")[2].lower() not in ("false", "0")
+               for flag in os.environ.get("MINIXLA_FLAGS", "").split())
 
 
 def _mtime(path: Path) -> float:
