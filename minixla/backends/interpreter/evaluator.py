@@ -14,6 +14,7 @@ from ...errors import ExecutionError, UnsupportedError
 from ...ir.computation import HloComputation
 from ...ir.instruction import HloInstruction
 from ...ir.module import HloModule
+from ...ir.opcodes import ELEMENTWISE
 
 Value = Any  # np.ndarray | tuple[Value, ...] | None
 Handler = Callable[["Evaluator", HloInstruction, list], Value]
@@ -44,6 +45,10 @@ DECLINED: dict[str, str] = {
 }
 
 
+# Besides elementwise ops, what a scalar computation may hold and still run on whole arrays.
+_SCALAR_PLUMBING = frozenset({"parameter", "constant", "tuple", "get-tuple-element"})
+
+
 def unsupported_opcodes(module: HloModule) -> list[str]:
     table = handlers()
     return sorted({i.opcode + (f" ({DECLINED[i.opcode]})" if i.opcode in DECLINED else "")
@@ -58,6 +63,7 @@ class Evaluator:
         self.module = module
         self.max_while_iterations = max_while_iterations
         self.table = handlers()
+        self._vectorizable: dict[int, bool] = {}
 
     def evaluate(self, comp: HloComputation, args) -> Value:
         if len(args) != len(comp.parameters):
@@ -78,8 +84,28 @@ class Evaluator:
 
     def apply_scalar(self, comp: HloComputation, args) -> Value:
         """Runs a scalar computation (to_apply of reduce, map, scatter, sort...) on arrays of
-        operands at once: its elementwise ops broadcast, so one call covers many elements."""
-        return self.evaluate(comp, args)
+        operands. A computation of elementwise ops broadcasts, so one call covers many
+        elements; any other (a dot, a reduce, a reshape of its scalars) runs per element."""
+        if self._elementwise(comp):
+            return self.evaluate(comp, args)
+        arrays = [np.asarray(a) for a in args]
+        shape = np.broadcast_shapes(*(a.shape for a in arrays))
+        if shape == ():
+            return self.evaluate(comp, arrays)
+        arrays = [np.broadcast_to(a, shape) for a in arrays]
+        results = [self.evaluate(comp, [a[index] for a in arrays]) for index in np.ndindex(shape)]
+        if isinstance(results[0], tuple):
+            return tuple(np.array([r[k] for r in results]).reshape(shape)
+                         for k in range(len(results[0])))
+        return np.array(results).reshape(shape)
+
+    def _elementwise(self, comp: HloComputation) -> bool:
+        known = self._vectorizable.get(id(comp))
+        if known is None:
+            known = all(i.opdef.kind == ELEMENTWISE or i.opcode in _SCALAR_PLUMBING
+                        for i in comp.instructions)
+            self._vectorizable[id(comp)] = known
+        return known
 
 
 def as_dtype(value: np.ndarray, shape) -> np.ndarray:
