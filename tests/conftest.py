@@ -1,18 +1,21 @@
 """Shared pytest set-up.
 
 * Passes verify the module after every change for the whole session.
+* Every executable's results are checked against the declared result shape and dtype.
 * Every tests/hlo/**/*.hlo file with `// RUN:` lines becomes test items, run in-process
   (see minixla/testing/lit.py).
 """
 from pathlib import Path
 
 import minixla.passes.base
+import minixla.runtime.executable
 
 HLO_TESTS = Path(__file__).resolve().parent / "hlo"
 
 
 def pytest_configure(config):
     minixla.passes.base.VERIFY_BETWEEN_PASSES = True
+    minixla.runtime.executable.CHECK_RESULTS = True
 
 
 def pytest_collect_file(parent, file_path):

@@ -510,3 +510,21 @@ ENTRY e {
     assert u.dtype == np.float32 and ((u >= 2) & (u < 3)).all()
     assert i.dtype == np.int32 and ((i >= -4) & (i < 4)).all()
     assert n.dtype == np.float32 and n.shape == (50,) and np.isfinite(n).all()
+
+
+def test_a_sum_of_negative_zeros_keeps_its_sign():
+    """-0.0 is addition's identity: XLA sums [-0.0]*4 from init -0.0 to -0.0."""
+    text = """HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[4] parameter(0)
+  ROOT r = f32[] reduce(x, f32[] constant(-0)), dimensions={0}, to_apply=add
+}"""
+    for backend in ("interpreter", "cpu"):
+        exe = minixla.compile(text, backend=backend)
+        assert np.signbit(exe(np.full(4, -0.0, np.float32)))
+        assert not np.signbit(exe(np.array([-0.0, 0.0, -0.0, -0.0], np.float32)))

@@ -2,9 +2,14 @@
 
 Arguments are NumPy arrays (or Python scalars for 0-d parameters) in logical order whatever the
 entry layout; results come back the same way: an array, or a tuple nested like the result shape.
+A result is never one of the caller's arrays (a pass-through result is copied), on every
+backend. With CHECK_RESULTS (tests set it; $MINIXLA_CHECK_RESULTS=1 at run time) every result
+must have exactly the declared shape and dtype, so a backend that returns the wrong shape fails
+loudly instead of passing for the right one.
 """
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, Callable
 
@@ -14,6 +19,9 @@ from ..errors import ExecutionError
 from ..ir.module import HloModule
 from ..ir.shapes import Shape
 from .metrics import record_execution
+
+
+CHECK_RESULTS = os.environ.get("MINIXLA_CHECK_RESULTS", "") not in ("", "0", "false")
 
 
 class Executable:
@@ -31,7 +39,9 @@ class Executable:
     def __call__(self, *args):
         arrays = check_arguments(args, self.parameter_shapes, self.module)
         start = time.perf_counter()
-        result = self._run(arrays)
+        result = _unshare(self._run(arrays), {id(a) for a in arrays if a is not None})
+        if CHECK_RESULTS:
+            check_results(result, self.result_shape, f"{self.module.name} on {self.backend}")
         self.execution_seconds += time.perf_counter() - start
         self.executions += 1
         record_execution(self.backend, time.perf_counter() - start)
@@ -64,6 +74,9 @@ def _check_one(arg, shape: Shape, what: str):
     if not isinstance(arg, (np.ndarray, np.generic)):
         raise ExecutionError(f"{what}: expected a NumPy array for {shape}, got "
                              f"{type(arg).__name__}")
+    if isinstance(arg, np.ma.MaskedArray):
+        raise ExecutionError(f"{what}: masked arrays are not supported (the mask would be "
+                             f"ignored); pass arg.filled(value) or arg.data")
     array = np.asarray(arg)
     if array.dtype != dtype:
         raise ExecutionError(f"{what}: expected dtype {dtype} ({shape.dtype}) for {shape}, got "
@@ -72,6 +85,31 @@ def _check_one(arg, shape: Shape, what: str):
         raise ExecutionError(f"{what}: expected shape {shape.dims} for {shape}, got "
                              f"{array.shape}")
     return array
+
+
+def _unshare(result, argument_ids: set[int]):
+    if isinstance(result, tuple):
+        return tuple(_unshare(r, argument_ids) for r in result)
+    return result.copy() if id(result) in argument_ids else result
+
+
+def check_results(result, shape: Shape, where: str, path: str = "result") -> None:
+    """Raises ExecutionError unless `result` has exactly the declared shape and dtype."""
+    if shape.is_tuple:
+        if not isinstance(result, tuple) or len(result) != len(shape.tuple_shapes):
+            raise ExecutionError(f"{where}: {path} should be a tuple of "
+                                 f"{len(shape.tuple_shapes)}, got {type(result).__name__}")
+        for i, (r, s) in enumerate(zip(result, shape.tuple_shapes)):
+            check_results(r, s, where, f"{path}[{i}]")
+        return
+    if shape.is_token:
+        return
+    if not isinstance(result, np.ndarray) or result.shape != shape.dims or \
+            result.dtype != shape.numpy_dtype:
+        got = (f"{result.dtype}{list(result.shape)}" if isinstance(result, np.ndarray)
+               else type(result).__name__)
+        raise ExecutionError(f"{where}: {path} should be {shape.without_layout()} "
+                             f"({shape.numpy_dtype}), got {got}")
 
 
 def _python_scalar(arg, shape: Shape, dtype, what: str):

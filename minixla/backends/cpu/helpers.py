@@ -196,9 +196,13 @@ def urem(a, b):
 @njit(**_JIT)
 def ipow(base, exponent_bits, negative, one, zero):
     """Square-and-multiply over the exponent's unsigned bits (wraps like the integer type).
-    A negative signed exponent gives 1 for base 1 and 0 otherwise."""
+    A negative signed exponent gives 1 for base 1, +-1 by parity for base -1, else 0."""
     if negative:
-        return one if base == one else zero
+        if base == one:
+            return one
+        if base == zero - one:
+            return zero - one if exponent_bits & 1 else one
+        return zero
     result = one
     factor = base
     remaining = exponent_bits

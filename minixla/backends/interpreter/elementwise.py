@@ -236,9 +236,12 @@ def _int_power(base, exponent, bits, signed):
         remaining = remaining >> np.uint64(1)
     result = accumulator.astype(base.dtype)
     if signed:
-        # XLA's evaluator: a negative exponent gives 1 for base 1 and 0 otherwise (even base -1).
-        negative = _signed(exponent, bits) < 0
-        result = np.where(negative, (base == 1).astype(base.dtype), result)
+        # A negative exponent, as XLA's compiled kernels give it: 1 for base 1, +-1 by the
+        # exponent's parity for base -1, 0 otherwise.
+        signed_exponent = _signed(exponent, bits)
+        odd = (signed_exponent % 2) != 0
+        inverse = np.where(base == 1, 1, np.where(base == -1, np.where(odd, -1, 1), 0))
+        result = np.where(signed_exponent < 0, inverse.astype(base.dtype), result)
     return result
 
 

@@ -56,7 +56,7 @@ def _reshape(ev, instr, ops):
 
 
 def _transpose(ev, instr, ops):
-    return np.ascontiguousarray(np.transpose(ops[0], instr.attrs["dimensions"]))
+    return np.asarray(np.transpose(ops[0], instr.attrs["dimensions"]), order="C")
 
 
 def _bitcast(ev, instr, ops):

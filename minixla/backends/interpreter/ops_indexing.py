@@ -86,7 +86,7 @@ def _gather(ev, instr, operands):
     offset_axes = iter(range(len(batch_shape), window.ndim))
     perm = [next(offset_axes) if j in offset_dims else next(batch_axes)
             for j in range(window.ndim)]
-    return as_dtype(np.ascontiguousarray(window.transpose(perm)), instr.shape)
+    return as_dtype(np.asarray(window.transpose(perm), order="C"), instr.shape)
 
 
 # ---- scatter ----------------------------------------------------------------------------------

@@ -151,7 +151,7 @@ def _convolution(ev, instr, operands):
     source[dims.output_batch], source[dims.output_feature] = 0, 1
     for i, axis in enumerate(dims.output_spatial):
         source[axis] = 2 + i
-    return _finish(np.ascontiguousarray(out.transpose(source)), instr.shape)
+    return _finish(np.asarray(out.transpose(source), order="C"), instr.shape)
 
 
 # ---- fft ----------------------------------------------------------------------------------------
@@ -222,7 +222,7 @@ def _cholesky(ev, instr, operands):
             dots = (factor[..., j + 1:, :j] @ row.conj()[..., None])[..., 0]
             factor[..., j + 1:, j] = (source[..., j + 1:, j] - dots) / pivot[..., None]
     result = factor if lower else factor.conj().swapaxes(-1, -2)
-    return _finish(np.ascontiguousarray(result), instr.shape)
+    return _finish(np.asarray(result, order="C"), instr.shape)
 
 
 # ---- batch norm ---------------------------------------------------------------------------------

@@ -115,7 +115,11 @@ def _fast_reduce(op: str, operand: np.ndarray, init: np.ndarray, axes) -> np.nda
     kind = acc.kind
     ufunc = (_BOOL_UFUNC if kind == "b" else _INT_UFUNC).get(op) or _UFUNC[op]
     with np.errstate(all="ignore"):
-        partial = ufunc.reduce(values, axis=axes, dtype=acc)
+        # -0.0 is addition's true identity; NumPy starts sums from +0.0, losing the sign of
+        # an all-negative-zero sum
+        start = {"initial": complex(-0.0, -0.0) if kind == "c" else -0.0} \
+            if op == "add" and kind in "fc" else {}
+        partial = ufunc.reduce(values, axis=axes, dtype=acc, **start)
         if kind == "f" and op in ("maximum", "minimum"):
             partial = _signed_zero_fix(op, values, partial, axes)
         return _from_acc(BINARY[op](init, partial), dtype)

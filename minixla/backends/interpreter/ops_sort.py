@@ -234,7 +234,7 @@ def _sort(ev, instr, ops):
         perm = _merge_sort_perm(ev, comp, moved)
     outs = [np.moveaxis(np.take_along_axis(x, perm, axis=-1), -1, dim) for x in moved]
     shapes = instr.shape.tuple_shapes if instr.shape.is_tuple else (instr.shape,)
-    outs = [as_dtype(np.ascontiguousarray(o), s) for o, s in zip(outs, shapes)]
+    outs = [as_dtype(np.asarray(o, order="C"), s) for o, s in zip(outs, shapes)]
     return tuple(outs) if instr.shape.is_tuple else outs[0]
 
 

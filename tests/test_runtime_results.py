@@ -1,0 +1,63 @@
+"""What executables hand back: exactly the declared shapes, never the caller's own arrays."""
+import numpy as np
+import pytest
+
+import minixla
+from minixla.runtime.executable import check_results
+
+BACKENDS = ["interpreter", "cpu"]
+
+SCALAR_GATHER = """HloModule m
+ENTRY e {
+  x = f32[5] parameter(0)
+  i = s32[1] parameter(1)
+  ROOT g = f32[] gather(x, i), offset_dims={}, collapsed_slice_dims={0}, start_index_map={0},
+    index_vector_dim=0, slice_sizes={1}
+}"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_gather_with_a_scalar_result_returns_a_scalar(backend):
+    out = minixla.compile(SCALAR_GATHER, backend=backend)(np.arange(5, dtype=np.float32),
+                                                           np.array([3], np.int32))
+    assert out.shape == () and out == 3
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_scalar_dot_and_transpose_keep_rank_zero(backend):
+    text = """HloModule m
+ENTRY e {
+  x = f32[3] parameter(0)
+  d = f32[] dot(x, x), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  ROOT t = f32[] transpose(d), dimensions={}
+}"""
+    out = minixla.compile(text, backend=backend)(np.arange(3, dtype=np.float32))
+    assert out.shape == () and out == 5
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pass_through_results_are_copies(backend):
+    text = "HloModule m\nENTRY e {\n  x = f32[4] parameter(0)\n  ROOT t = (f32[4], f32[4]) " \
+           "tuple(x, x)\n}"
+    x = np.arange(4, dtype=np.float32)
+    a, b = minixla.compile(text, backend=backend)(x)
+    assert a is not x and b is not x and not np.shares_memory(a, x)
+    a[0] = 42
+    assert x[0] == 0
+
+
+def test_check_results_names_the_wrong_part():
+    shape = minixla.parse_shape("(f32[2], s32[])")
+    check_results((np.zeros(2, np.float32), np.array(1, np.int32)), shape, "m")
+    with pytest.raises(minixla.ExecutionError, match=r"result\[1\] should be s32\[\].*got int32\[1\]"):
+        check_results((np.zeros(2, np.float32), np.array([1], np.int32)), shape, "m")
+    with pytest.raises(minixla.ExecutionError, match=r"result\[0\] should be f32\[2\].*float64"):
+        check_results((np.zeros(2), np.array(1, np.int32)), shape, "m")
+
+
+def test_masked_arrays_are_refused():
+    exe = minixla.compile("HloModule m\nENTRY e {\n  ROOT x = f32[3] parameter(0)\n}",
+                          backend="interpreter")
+    masked = np.ma.masked_array(np.ones(3, np.float32), mask=[0, 1, 0])
+    with pytest.raises(minixla.ExecutionError, match="masked arrays are not supported"):
+        exe(masked)
