@@ -1,6 +1,6 @@
 """minixla: a small HLO compiler in Python."""
-from .errors import (ExecutionError, HloParseError, MinixlaError, ShapeError, UnsupportedError,
-                     VerificationError)
+from .errors import (ExecutionError, HloParseError, MinixlaError, ResourceExhaustedError,
+                     ShapeError, UnsupportedError, VerificationError)
 from .ir import HloComputation, HloInstruction, HloModule, Layout, Shape
 from .ir.verifier import verify
 from .runtime import Executable, compile, register_custom_call
@@ -17,7 +17,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ExecutionError", "HloComputation", "HloInstruction", "HloModule", "HloParseError", "Layout",
-    "MinixlaError", "Shape", "ShapeError", "UnsupportedError", "VerificationError",
+    "MinixlaError", "ResourceExhaustedError", "Shape", "ShapeError", "UnsupportedError",
+    "VerificationError",
     "parse_hlo_module", "parse_shape", "Executable", "compile", "metrics",
     "register_custom_call", "testing", "verify",
     "Builder", "ConcretizationError", "EscapedTracerError", "FrontendError",

@@ -33,3 +33,7 @@ class UnsupportedError(MinixlaError, NotImplementedError):
 
 class ExecutionError(MinixlaError):
     """Bad arguments to an executable, or a failure while running one."""
+
+
+class ResourceExhaustedError(MinixlaError, MemoryError):
+    """A program that needs more memory than is allowed (the message gives the byte count)."""

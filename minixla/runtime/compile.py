@@ -10,6 +10,7 @@ import time
 
 from ..backends import get as get_backend
 from ..ir.module import HloModule
+from .limits import check_sizes, memory_budget
 from .metrics import record_phase
 
 DEFAULT_BACKEND = "interpreter"
@@ -29,6 +30,7 @@ def compile(module_or_text, backend: str | None = None, **options):
                         f"{type(module_or_text).__name__}")
     name = backend or DEFAULT_BACKEND
     target = get_backend(name)
+    check_sizes(module, memory_budget(options.pop("memory_budget_bytes", None)))
     module, report, dumper = _optimize(module, target, options)
     start = time.perf_counter()
     executable = target.compile(module, options)

@@ -23,7 +23,7 @@ def compile_module(module: HloModule, options: dict) -> Executable:
             lookup_custom_call(instr.attrs["custom_call_target"], "interpreter")
     evaluator = Evaluator(module, max_while_iterations=options.get("max_while_iterations"))
     return Executable(module, "interpreter",
-                      lambda args: evaluator.evaluate(module.entry, args), options=options)
+                      evaluator.run, options=options)
 
 
 BACKEND = Backend("interpreter", compile_module)

@@ -6,6 +6,7 @@ and constants can be shared freely.
 """
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable
 
 import numpy as np
@@ -45,6 +46,9 @@ DECLINED: dict[str, str] = {
 }
 
 
+# Python frames the interpreter may use: each level of call nesting takes a few.
+DEEP_RECURSION_LIMIT = 20000
+
 # Besides elementwise ops, what a scalar computation may hold and still run on whole arrays.
 _SCALAR_PLUMBING = frozenset({"parameter", "constant", "tuple", "get-tuple-element"})
 
@@ -64,6 +68,21 @@ class Evaluator:
         self.max_while_iterations = max_while_iterations
         self.table = handlers()
         self._vectorizable: dict[int, bool] = {}
+
+    def run(self, args) -> Value:
+        """Evaluates the entry computation. Called computations nest as Python calls, so the
+        recursion limit is raised while running; deeper nesting is a located error."""
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(limit, DEEP_RECURSION_LIMIT))
+        try:
+            return self.evaluate(self.module.entry, args)
+        except RecursionError:
+            raise ExecutionError(f"{self.module.name}: called computations nest deeper than "
+                                 f"the interpreter follows (about "
+                                 f"{DEEP_RECURSION_LIMIT // 4} levels); inline them first "
+                                 f"(the call-inliner pass)") from None
+        finally:
+            sys.setrecursionlimit(limit)
 
     def evaluate(self, comp: HloComputation, args) -> Value:
         if len(args) != len(comp.parameters):
