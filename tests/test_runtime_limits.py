@@ -58,3 +58,36 @@ def nested_calls(depth: int) -> str:
 def test_hundreds_of_nested_calls_run_on_the_interpreter():
     exe = minixla.compile(nested_calls(1500), backend="interpreter")
     np.testing.assert_array_equal(exe(np.ones(2, np.float32)), [-1, -1])
+
+
+SPIN = """HloModule spin
+cond {
+  p = s32[] parameter(0)
+  ROOT c = pred[] compare(p, s32[] constant(-1)), direction=NE
+}
+body {
+  p = s32[] parameter(0)
+  ROOT n = s32[] add(p, s32[] constant(1))
+}
+ENTRY e {
+  x = s32[] parameter(0)
+  ROOT w = s32[] while(x), condition=cond, body=body
+}"""
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_max_while_iterations_stops_a_runaway_loop_on_every_backend(backend):
+    exe = minixla.compile(SPIN, backend=backend, max_while_iterations=500)
+    with pytest.raises(minixla.ExecutionError, match=r"while %w ran more than 500 iterations"):
+        exe(np.int32(0))
+    assert exe(np.int32(-400)) == -1  # 399 iterations are within the bound
+
+
+def test_the_cli_bounds_loops(tmp_path, capsys):
+    path = tmp_path / "spin.hlo"
+    path.write_text(SPIN)
+    args = ["run", str(path), "--backend", "cpu", "--quiet", "--max-while-iterations"]
+    assert main(args + ["100"]) == 1
+    assert "while %w ran more than 100 iterations" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(args + ["0"])

@@ -3,10 +3,15 @@ and kernel bookkeeping, the skeleton of one emitted driver function, and the low
 rename values (parameters' tuples, views, aliases, tokens, calls)."""
 from __future__ import annotations
 
+from ..errors import ExecutionError
+
 
 class DriverBuilder:
     """Naming, kernel and evaluator bookkeeping; subclasses set `module`, `kernels`,
-    `kernel_names`, `counter` and `_evaluator` in their __init__."""
+    `kernel_names`, `counter` and `_evaluator` in their __init__, and provide
+    `bind_host(prefix, fn)` (a name for a host function in the driver's namespace)."""
+
+    max_while_iterations: int | None = None  # the compile option; None: loops are unbounded
 
     def fresh_name(self, prefix: str) -> str:
         self.counter += 1
@@ -107,9 +112,21 @@ def lower_while(fn: DriverFunction, instr, _):
     body = fn.b.function(instr.attrs["body"])
     state = fn.b.fresh_name("s")
     fn.lines += [f"{state} = {source(fn.value(instr.operand(0)))}",
-                 f"while {fn.truth.format(f'{cond}({state})')}:",
-                 f"    {state} = {body}({state})"]
+                 f"while {fn.truth.format(f'{cond}({state})')}:"]
+    limit = fn.b.max_while_iterations
+    if limit is not None:  # max_while_iterations: a runaway loop is an error naming it
+        count, fail = fn.b.fresh_name("n"), fn.b.bind_host("loop_limit", loop_limit)
+        fn.lines.insert(-1, f"{count} = 0")
+        fn.lines += [f"    {count} += 1",
+                     f"    if {count} > {int(limit)}:",
+                     f"        {fail}({instr.name!r}, {int(limit)})"]
+    fn.lines.append(f"    {state} = {body}({state})")
     fn.names[id(instr)] = state
+
+
+def loop_limit(name: str, limit: int):
+    raise ExecutionError(f"while %{name} ran more than {limit} iterations "
+                         f"(max_while_iterations)")
 
 
 def lower_conditional(fn: DriverFunction, instr, _):

@@ -10,6 +10,18 @@ import numpy as np
 from .common import ToolError, default_backend, load_module
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _limits(args) -> dict:
+    limit = args.max_while_iterations
+    return {} if limit is None else {"max_while_iterations": limit}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="HLO text file")
     parser.add_argument("--backend", default=None,
@@ -26,6 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="print the full results (default: a summary)")
     parser.add_argument("--metrics", action="store_true", help="print the metrics report")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
+    parser.add_argument("--max-while-iterations", type=_positive, default=None, metavar="N",
+                        help="fail a while loop that runs more than N iterations")
 
 
 def load_inputs(path: str, count: int) -> list:
@@ -90,7 +104,7 @@ def main(args) -> int:
     backend = args.backend or default_backend()
     start = time.perf_counter()
     with progress.compile():
-        executable = minixla.compile(module, backend=backend)
+        executable = minixla.compile(module, backend=backend, **_limits(args))
     compile_seconds = time.perf_counter() - start
     count = len(module.entry.parameters)
     inputs = load_inputs(args.inputs, count) if args.inputs else \
@@ -111,7 +125,8 @@ def main(args) -> int:
     else:
         print(summarize(result))
     if args.compare:
-        reference = minixla.compile(load_module(args.file), backend=args.compare)(*inputs)
+        reference = minixla.compile(load_module(args.file), backend=args.compare,
+                                    **_limits(args))(*inputs)
         problem = compare_results(result, reference, args.rtol, args.atol)
         if problem:
             raise ToolError(f"mismatch against {args.compare}: {problem}")

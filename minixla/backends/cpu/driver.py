@@ -60,6 +60,7 @@ class _Builder(DriverBuilder):
     def __init__(self, module, options: dict):
         self.module = module
         self.parallel_threshold = int(options.get("parallel_threshold", PARALLEL_THRESHOLD))
+        self.max_while_iterations = options.get("max_while_iterations")
         self.ns: dict = {"np": np, "_contiguous": _contiguous}
         self.kernels: dict[str, KernelSpec] = {}
         self.kernel_names: dict[str, str] = {}  # spec.kid -> global name
@@ -76,6 +77,8 @@ class _Builder(DriverBuilder):
         name = self.fresh_name(prefix)
         self.ns[name] = value
         return name
+
+    bind_host = bind
 
     def dtype(self, shape) -> str:
         name = f"dt_{shape.dtype}"

@@ -61,6 +61,7 @@ class _Builder(DriverBuilder):
     def __init__(self, module, options: dict):
         self.module = module
         self.geometry = geometry(options)
+        self.max_while_iterations = options.get("max_while_iterations")
         self.kernels: dict[str, KernelSpec] = {}
         self.kernel_names: dict[str, str] = {}
         self.host: dict[str, object] = {}

@@ -25,7 +25,7 @@ def _while(ev, instr, ops):
         iterations += 1
         if ev.max_while_iterations is not None and iterations > ev.max_while_iterations:
             raise ExecutionError(f"while %{instr.name} ran more than "
-                                 f"{ev.max_while_iterations} iterations")
+                                 f"{ev.max_while_iterations} iterations (max_while_iterations)")
     return state
 
 
