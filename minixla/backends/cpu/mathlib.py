@@ -240,7 +240,8 @@ def _build_exp_log(dt):
     LO, HI, EM1_LO, LOG2E = f(lo), f(hi), f(em1_lo), f(1 / math.log(2))
     LN2_HI, LN2_LO, ONE, TWO, HALF, ZERO = f(ln2_hi), f(ln2_lo), f(1), f(2), f(0.5), f(0)
     TINY, SCALE, SCALE_E = f(tiny), f(2.0 ** eps_bits), f(eps_bits)
-    SQRT2, INF, NAN = f(math.sqrt(2)), f(np.inf), f(np.nan)
+    # invalid operations give x86's default NaN, which has the sign bit set (as XLA's do)
+    SQRT2, INF, NAN = f(math.sqrt(2)), f(np.inf), f(-np.nan)
     BIG_N = f(127 if dt is np.float32 else 1023)          # 2**n overflows from here
     n_exp = 8 if dt is np.float32 else 14                 # Taylor degree + 1
     n_log = 5 if dt is np.float32 else 11
@@ -466,6 +467,11 @@ def tan_f32(x):
 _log64_core, _exp64 = _E64["log_core"], _E64["exp"]
 
 
+# x86's default NaN (sign bit set), what invalid operations give in XLA's kernels too; a
+# global, so Numba keeps its bits (negating a NaN at run time may not set the sign).
+_DEFAULT_NAN = float(np.copysign(np.nan, -1.0))
+
+
 @njit(**_JIT)
 def power_f32(x, y):
     """C99 pow semantics; evaluated as exp(y*log|x|) in float64 (<= 0.5 ulp +
@@ -475,7 +481,7 @@ def power_f32(x, y):
     yint = _rint(yd) == yd                       # inf counts as even integer
     yodd = yint and _rint(yd * 0.5) != yd * 0.5
     r = -r if (yodd and _signbit(x)) else r
-    r = np.nan if (xd < 0.0 and xd > -np.inf and not yint) else r
+    r = _DEFAULT_NAN if (xd < 0.0 and xd > -np.inf and not yint) else r
     r = 1.0 if (xd == 1.0 or yd == 0.0 or (abs(xd) == 1.0 and abs(yd) == np.inf)) else r
     return np.float32(r)
 
