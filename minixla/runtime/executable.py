@@ -90,7 +90,9 @@ def _check_one(arg, shape: Shape, what: str):
 def _unshare(result, argument_ids: set[int]):
     if isinstance(result, tuple):
         return tuple(_unshare(r, argument_ids) for r in result)
-    return result.copy() if id(result) in argument_ids else result
+    if isinstance(result, np.ndarray) and id(result) in argument_ids:
+        return result.copy()
+    return result
 
 
 def check_results(result, shape: Shape, where: str, path: str = "result") -> None:
@@ -104,10 +106,10 @@ def check_results(result, shape: Shape, where: str, path: str = "result") -> Non
         return
     if shape.is_token:
         return
-    if not isinstance(result, np.ndarray) or result.shape != shape.dims or \
-            result.dtype != shape.numpy_dtype:
-        got = (f"{result.dtype}{list(result.shape)}" if isinstance(result, np.ndarray)
-               else type(result).__name__)
+    array_like = hasattr(result, "shape") and hasattr(result, "dtype")  # device arrays too
+    if not array_like or tuple(result.shape) != shape.dims or \
+            np.dtype(result.dtype) != shape.numpy_dtype:
+        got = f"{result.dtype}{list(result.shape)}" if array_like else type(result).__name__
         raise ExecutionError(f"{where}: {path} should be {shape.without_layout()} "
                              f"({shape.numpy_dtype}), got {got}")
 
