@@ -13,6 +13,11 @@ import minixla.runtime.executable
 HLO_TESTS = Path(__file__).resolve().parent / "hlo"
 
 
+def pytest_addoption(parser):
+    parser.addoption("--fuzz-full", action="store_true", default=False,
+                     help="run the differential fuzzer's full sweep (tests/test_fuzz.py)")
+
+
 def pytest_configure(config):
     minixla.passes.base.VERIFY_BETWEEN_PASSES = True
     minixla.runtime.executable.CHECK_RESULTS = True

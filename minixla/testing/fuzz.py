@@ -1,0 +1,444 @@
+"""A differential fuzzer: seeded random modules, run three ways, compared.
+
+`random_module(seed)` builds a small module from the opcode table: a few parameters of random
+element types and shapes, then a chain of ops drawn from `GENERATORS` (one entry per opcode,
+each knowing how to make a valid instance from the values built so far). `random_inputs`
+fills the parameters with special values (NaN of both signs, +-0, +-inf, subnormals, the
+integer extremes, shift counts at and past the width) mixed with ordinary ones.
+`check_module` runs it on the interpreter as written (the reference), on the interpreter after
+the cpu pipeline, and on the cpu backend, and returns the differences.
+
+What counts as the same: integers, preds and infinities exactly; NaN meets any NaN (payloads
+and signs of NaN results differ between libm and minixla's math library: documented in
+docs/testing.md); other floats within a few ulp of the element type, since the transcendental
+functions are 1-2 ulp accurate on cpu and correctly rounded in NumPy.
+
+Opcodes the generator does not make are listed in NOT_GENERATED with the reason; a test checks
+that every row of the opcode table is in exactly one of the two.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import MinixlaError
+from ..ir import Shape
+from ..ir.opcodes import OPCODES
+
+FLOATS = ("f32", "f16", "bf16", "f64")
+INTS = ("s32", "s8", "u8", "u32", "s64")
+DTYPES = FLOATS + INTS + ("pred",)
+# relative tolerance per float type: a few ulp, for 1-2 ulp math functions in short chains
+RTOL = {"f32": 2e-5, "f16": 4e-3, "bf16": 3e-2, "f64": 1e-12}
+
+FLOAT_UNARY = ("exponential", "exponential-minus-one", "log", "log-plus-one", "logistic",
+               "sqrt", "rsqrt", "cbrt", "sine", "cosine", "tan", "tanh", "sinh", "cosh",
+               "asin", "acos", "atan", "asinh", "acosh", "atanh", "erf", "floor", "ceil",
+               "round-nearest-afz", "round-nearest-even", "is-finite")
+ANY_UNARY = ("abs", "negate", "sign", "copy")
+INT_UNARY = ("not", "popcnt", "count-leading-zeros")
+ARITHMETIC = ("add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum",
+              "power")
+FLOAT_BINARY = ("atan2",)
+INT_BINARY = ("and", "or", "xor", "shift-left", "shift-right-arithmetic",
+              "shift-right-logical")
+DIRECTIONS = ("EQ", "NE", "LT", "LE", "GT", "GE")
+
+NOT_GENERATED = {
+    "parameter": "made for every module", "constant": "made as operands",
+    "tuple": "the root", "get-tuple-element": "made with the ops that return tuples",
+    "rng": "random by design", "rng-bit-generator": "its algorithms are checked by unit tests",
+    "rng-get-and-update-state": "expanded by XLA before backends see it",
+    "replica-id": "single device", "partition-id": "single device",
+    "after-all": "tokens carry no values", "real": "complex types are not generated",
+    "imag": "complex types are not generated", "complex": "complex types are not generated",
+    "mulhi": "not in XLA's text for these types", "stochastic-convert": "not implemented",
+    "map": "scalar computations are covered by reduce, sort and scatter",
+    "dynamic-reshape": "dynamic shapes", "set-dimension-size": "dynamic shapes",
+    "get-dimension-size": "static shapes only", "bitcast": "layout-dependent",
+    "select-and-scatter": "window gradients are checked by unit tests",
+    "topk": "sort covers the ordering", "scan": "not implemented",
+    "convolution": "checked by its own differential tests", "ragged-dot": "not implemented",
+    "fft": "complex types are not generated",
+    "triangular-solve": "needs well-conditioned inputs", "cholesky": "needs SPD inputs",
+    "batch-norm-training": "expanded before backends", "batch-norm-inference": "expanded",
+    "batch-norm-grad": "expanded before backends",
+    "while": "control flow has its own tests", "conditional": "control flow has its own tests",
+    "call": "inlined by the pipeline", "fusion": "made by the pipeline",
+    "custom-call": "needs registered targets", "opt-barrier": "an identity",
+    "add-dependency": "tokens", "domain": "an identity", "async-start": "async wrappers",
+    "async-update": "async wrappers", "async-done": "async wrappers",
+    "copy-start": "async copies", "copy-done": "async copies",
+}
+NOT_GENERATED.update({op: "collectives need several devices" for op in OPCODES
+                      if OPCODES[op].kind == "collective" and op not in NOT_GENERATED})
+NOT_GENERATED.update({op: "I/O" for op in ("send", "send-done", "recv", "recv-done",
+                                           "infeed", "outfeed")})
+
+
+class Skip(Exception):
+    """This generator cannot make a valid op from the current values."""
+
+
+class _Context:
+    def __init__(self, rng, builder):
+        self.rng, self.b = rng, builder
+        self.values: list = []
+
+    def pick(self, kinds=None, rank_at_least: int = 0):
+        choices = [v for v in self.values if (kinds is None or _kind(v.dtype) in kinds)
+                   and v.rank >= rank_at_least]
+        if not choices:
+            raise Skip()
+        return choices[self.rng.integers(len(choices))]
+
+    def like(self, value):
+        """Another value of the same shape and type: an existing one or a new constant."""
+        same = [v for v in self.values if v.shape.without_layout() == value.shape.without_layout()
+                and v is not value]
+        if same and self.rng.random() < 0.6:
+            return same[self.rng.integers(len(same))]
+        return self.constant(value.dtype, value.dims)
+
+    def constant(self, dtype: str, dims):
+        data = special_values(self.rng, dtype, tuple(dims))
+        return self.b.constant(data, Shape.array(dtype).numpy_dtype)
+
+    def scalar(self, dtype: str, value):
+        return self.b.constant(np.asarray(value).astype(Shape.array(dtype).numpy_dtype))
+
+    def emit(self, opcode, operands, attrs=None, shape=None):
+        return self.b.emit(opcode, operands, attrs or {}, shape=shape)
+
+
+def _kind(dtype: str) -> str:
+    return "float" if dtype in FLOATS else "pred" if dtype == "pred" else "int"
+
+
+def special_values(rng, dtype: str, dims) -> np.ndarray:
+    """Random values of `dtype` with the corner cases of the type mixed in."""
+    np_dtype = Shape.array(dtype).numpy_dtype
+    size = int(np.prod(dims, dtype=np.int64))
+    if dtype == "pred":
+        return rng.integers(0, 2, dims).astype(bool)
+    if dtype in FLOATS:
+        info = np.finfo(np_dtype)
+        specials = [np.nan, -np.nan, 0.0, -0.0, np.inf, -np.inf, float(info.tiny) / 4,
+                    -float(info.tiny) / 8, 1.0, -1.0, 0.5, float(info.max), -float(info.max),
+                    float(info.tiny), 2.5, -3.75]
+        ordinary = rng.standard_normal(size) * rng.choice([1.0, 10.0, 1e3], size)
+        pick = rng.random(size) < 0.35
+        values = np.where(pick, rng.choice(specials, size), ordinary)
+        return values.astype(np_dtype).reshape(dims)
+    info = np.iinfo(np_dtype)
+    bits = np_dtype.itemsize * 8
+    specials = [info.min, info.max, 0, 1, bits - 1, bits, bits + 1, 2, 3]
+    if info.min < 0:
+        specials += [-1, -2, info.min + 1]
+    ordinary = rng.integers(max(info.min, -100), min(info.max, 100) + 1, size)
+    pick = rng.random(size) < 0.35
+    values = np.where(pick, rng.choice(np.array(specials, dtype=object), size), ordinary)
+    return np.array([int(v) for v in values], dtype=np_dtype).reshape(dims)
+
+
+# -- one generator per opcode ------------------------------------------------------------------
+
+def _unary(kinds):
+    def make(ctx, opcode):
+        return ctx.emit(opcode, [ctx.pick(kinds)])
+    return make
+
+
+def _binary(kinds):
+    def make(ctx, opcode):
+        x = ctx.pick(kinds)
+        return ctx.emit(opcode, [x, ctx.like(x)])
+    return make
+
+
+def _compare(ctx, opcode):
+    x = ctx.pick()
+    attrs = {"direction": DIRECTIONS[ctx.rng.integers(len(DIRECTIONS))]}
+    if _kind(x.dtype) == "float" and ctx.rng.random() < 0.3:
+        attrs["type"] = "TOTALORDER"
+    return ctx.emit(opcode, [x, ctx.like(x)], attrs)
+
+
+def _select(ctx, opcode):
+    x = ctx.pick()
+    pred = ctx.constant("pred", x.dims)
+    return ctx.emit(opcode, [pred, x, ctx.like(x)])
+
+
+def _clamp(ctx, opcode):
+    x = ctx.pick(("float", "int"))
+    low, high = sorted(special_values(ctx.rng, x.dtype, (2,)).tolist(),
+                       key=lambda v: (np.isnan(v), v) if isinstance(v, float) else (False, v))
+    return ctx.emit(opcode, [ctx.scalar(x.dtype, low), x, ctx.scalar(x.dtype, high)])
+
+
+def _convert(ctx, opcode):
+    x = ctx.pick()
+    target = DTYPES[ctx.rng.integers(len(DTYPES))]
+    return ctx.emit(opcode, [x], shape=Shape.array(target, x.dims))
+
+
+_SAME_WIDTH = {"f32": ("s32", "u32"), "s32": ("f32", "u32"), "u32": ("f32", "s32"),
+               "f16": ("bf16",), "bf16": ("f16",), "s64": ("f64",), "f64": ("s64",),
+               "s8": ("u8",), "u8": ("s8",)}
+
+
+def _bitcast_convert(ctx, opcode):
+    x = ctx.pick(("float", "int"))
+    targets = _SAME_WIDTH.get(x.dtype)
+    if not targets:
+        raise Skip()
+    target = targets[ctx.rng.integers(len(targets))]
+    return ctx.emit(opcode, [x], shape=Shape.array(target, x.dims))
+
+
+def _reduce_precision(ctx, opcode):
+    x = ctx.pick(("float",))
+    attrs = {"exponent_bits": int(ctx.rng.integers(2, 9)),
+             "mantissa_bits": int(ctx.rng.integers(1, 11))}
+    return ctx.emit(opcode, [x], attrs)
+
+
+def _broadcast(ctx, opcode):
+    x = ctx.pick()
+    if x.rank >= 3:
+        raise Skip()
+    at = int(ctx.rng.integers(x.rank + 1))
+    dims = list(x.dims)
+    dims.insert(at, int(ctx.rng.integers(1, 4)))
+    mapping = [d for d in range(len(dims)) if d != at]
+    return ctx.emit(opcode, [x], {"dimensions": mapping}, shape=Shape.array(x.dtype, dims))
+
+
+def _reshape(ctx, opcode):
+    x = ctx.pick()
+    size = int(np.prod(x.dims, dtype=np.int64))
+    factors = [d for d in range(1, size + 1) if size % d == 0]
+    first = factors[ctx.rng.integers(len(factors))]
+    dims = [first, size // first] if ctx.rng.random() < 0.7 else [size]
+    return ctx.emit(opcode, [x], shape=Shape.array(x.dtype, dims))
+
+
+def _transpose(ctx, opcode):
+    x = ctx.pick(rank_at_least=2)
+    return ctx.emit(opcode, [x], {"dimensions": [int(d) for d in ctx.rng.permutation(x.rank)]})
+
+
+def _slice(ctx, opcode):
+    x = ctx.pick(rank_at_least=1)
+    spec = []
+    for d in x.dims:
+        start = int(ctx.rng.integers(d))
+        limit = int(ctx.rng.integers(start + 1, d + 1))
+        spec.append((start, limit, int(ctx.rng.integers(1, 3))))
+    return ctx.emit(opcode, [x], {"slice": spec})
+
+
+def _concatenate(ctx, opcode):
+    x = ctx.pick(rank_at_least=1)
+    return ctx.emit(opcode, [x, ctx.like(x)], {"dimensions": [int(ctx.rng.integers(x.rank))]})
+
+
+def _pad(ctx, opcode):
+    x = ctx.pick(rank_at_least=1)
+    config = [(int(ctx.rng.integers(-1, 3)), int(ctx.rng.integers(-1, 3)),
+               int(ctx.rng.integers(0, 2))) for _ in x.dims]
+    value = ctx.scalar(x.dtype, special_values(ctx.rng, x.dtype, (1,))[0])
+    return ctx.emit(opcode, [x, value], {"padding": config})
+
+
+def _reverse(ctx, opcode):
+    x = ctx.pick(rank_at_least=1)
+    dims = sorted(int(d) for d in ctx.rng.choice(x.rank, int(ctx.rng.integers(1, x.rank + 1)),
+                                                 replace=False))
+    return ctx.emit(opcode, [x], {"dimensions": dims})
+
+
+def _reduce(ctx, opcode):
+    x = ctx.pick(rank_at_least=1)
+    ops = ("and", "or") if x.dtype == "pred" else ("add", "multiply", "maximum", "minimum")
+    op = ops[ctx.rng.integers(len(ops))]
+    dims = sorted(int(d) for d in ctx.rng.choice(x.rank, int(ctx.rng.integers(1, x.rank + 1)),
+                                                 replace=False))
+    init = ctx.scalar(x.dtype, special_values(ctx.rng, x.dtype, (1,))[0]
+                      if ctx.rng.random() < 0.3 else _identity(op, x.dtype))
+    return ctx.emit(opcode, [x, init], {"dimensions": dims,
+                                        "to_apply": ctx.b.reducer(op, x.dtype)})
+
+
+def _identity(op: str, dtype: str):
+    np_dtype = Shape.array(dtype).numpy_dtype
+    if op in ("add", "or"):
+        return 0
+    if op in ("multiply", "and"):
+        return 1
+    if dtype in FLOATS:
+        return -np.inf if op == "maximum" else np.inf
+    info = np.iinfo(np_dtype)
+    return info.min if op == "maximum" else info.max
+
+
+def _reduce_window(ctx, opcode):
+    x = ctx.pick(("float", "int"), rank_at_least=1)
+    op = ("add", "maximum", "minimum")[ctx.rng.integers(3)]
+    window = {"size": [int(ctx.rng.integers(1, min(d, 3) + 1)) for d in x.dims],
+              "stride": [int(ctx.rng.integers(1, 3)) for _ in x.dims],
+              "pad": [(int(ctx.rng.integers(0, 2)), int(ctx.rng.integers(0, 2))) for _ in x.dims]}
+    return ctx.emit(opcode, [x, ctx.scalar(x.dtype, _identity(op, x.dtype))],
+                    {"window": window, "to_apply": ctx.b.reducer(op, x.dtype)})
+
+
+def _dot(ctx, opcode):
+    x = ctx.pick(("float", "int"), rank_at_least=1)
+    if x.rank > 2:
+        raise Skip()
+    k = x.dims[-1]
+    n = int(ctx.rng.integers(1, 5))
+    y = ctx.constant(x.dtype, (k, n))
+    return ctx.emit(opcode, [x, y], {"lhs_contracting_dims": [x.rank - 1],
+                                     "rhs_contracting_dims": [0]})
+
+
+def _iota(ctx, opcode):
+    dtype = (FLOATS + INTS)[ctx.rng.integers(len(FLOATS + INTS))]
+    dims = [int(ctx.rng.integers(1, 6)) for _ in range(int(ctx.rng.integers(1, 3)))]
+    return ctx.emit(opcode, [], {"iota_dimension": int(ctx.rng.integers(len(dims)))},
+                    shape=Shape.array(dtype, dims))
+
+
+def _starts(ctx, x):
+    return [ctx.scalar("s32", int(ctx.rng.integers(-2, d + 3))) for d in x.dims]
+
+
+def _dynamic_slice(ctx, opcode):
+    x = ctx.pick(rank_at_least=1)
+    sizes = [int(ctx.rng.integers(1, d + 1)) for d in x.dims]
+    return ctx.emit(opcode, [x] + _starts(ctx, x), {"dynamic_slice_sizes": sizes})
+
+
+def _dynamic_update_slice(ctx, opcode):
+    x = ctx.pick(rank_at_least=1)
+    update = ctx.constant(x.dtype, [int(ctx.rng.integers(1, d + 1)) for d in x.dims])
+    return ctx.emit(opcode, [x, update] + _starts(ctx, x))
+
+
+def _gather(ctx, opcode):
+    x = ctx.pick(rank_at_least=1)
+    count = int(ctx.rng.integers(1, 5))
+    indices = ctx.b.constant(ctx.rng.integers(-2, x.dims[0] + 2, (count, 1)).astype(np.int32))
+    sizes = [1] + list(x.dims[1:])
+    return ctx.emit(opcode, [x, indices], {
+        "offset_dims": list(range(1, x.rank)), "collapsed_slice_dims": [0],
+        "start_index_map": [0], "index_vector_dim": 1, "slice_sizes": sizes})
+
+
+def _scatter(ctx, opcode):
+    x = ctx.pick(("float", "int"), rank_at_least=1)
+    count = int(ctx.rng.integers(1, 5))
+    indices = ctx.b.constant(ctx.rng.integers(-1, x.dims[0] + 1, (count, 1)).astype(np.int32))
+    updates = ctx.constant(x.dtype, (count,) + tuple(x.dims[1:]))
+    op = ("add", "maximum", "minimum")[ctx.rng.integers(3)]
+    return ctx.emit(opcode, [x, indices, updates], {
+        "update_window_dims": list(range(1, x.rank)), "inserted_window_dims": [0],
+        "scatter_dims_to_operand_dims": [0], "index_vector_dim": 1,
+        "to_apply": ctx.b.reducer(op, x.dtype)})
+
+
+def _sort(ctx, opcode):
+    x = ctx.pick(("float", "int"), rank_at_least=1)
+    direction = ("LT", "GT")[ctx.rng.integers(2)]
+    total = _kind(x.dtype) == "float"
+
+    def comparator(a, b):
+        attrs = {"direction": direction}
+        if total:
+            attrs["type"] = "TOTALORDER"
+        return a.builder.emit("compare", [a, b], attrs)
+    scalar = Shape.array(x.dtype, ())
+    comp = ctx.b.computation(comparator, [scalar, scalar], "compare")
+    return ctx.emit(opcode, [x], {"dimensions": [int(ctx.rng.integers(x.rank))],
+                                  "is_stable": True, "to_apply": comp})
+
+
+GENERATORS = {
+    **{op: _unary(("float",)) for op in FLOAT_UNARY},
+    **{op: _unary(("float", "int")) for op in ANY_UNARY},
+    **{op: _unary(("int",)) for op in INT_UNARY},
+    **{op: _binary(("float", "int")) for op in ARITHMETIC},
+    **{op: _binary(("float",)) for op in FLOAT_BINARY},
+    **{op: _binary(("int", "pred")) for op in INT_BINARY},
+    "compare": _compare, "select": _select, "clamp": _clamp, "convert": _convert,
+    "bitcast-convert": _bitcast_convert, "reduce-precision": _reduce_precision,
+    "broadcast": _broadcast, "reshape": _reshape, "transpose": _transpose, "slice": _slice,
+    "concatenate": _concatenate, "pad": _pad, "reverse": _reverse, "reduce": _reduce,
+    "reduce-window": _reduce_window, "dot": _dot, "iota": _iota,
+    "dynamic-slice": _dynamic_slice, "dynamic-update-slice": _dynamic_update_slice,
+    "gather": _gather, "scatter": _scatter, "sort": _sort,
+}
+
+
+def random_module(seed: int, *, ops: int | None = None):
+    """A small valid module built from `seed` (the same seed gives the same module)."""
+    from ..frontend.builder import Builder
+    from ..frontend.errors import FrontendError
+    rng = np.random.default_rng(seed)
+    builder = Builder("main")
+    ctx = _Context(rng, builder)
+    for i in range(int(rng.integers(1, 4))):
+        dtype = DTYPES[rng.integers(len(DTYPES))]
+        dims = [int(rng.integers(1, 6)) for _ in range(int(rng.integers(0, 4)))]
+        ctx.values.append(builder.parameter(Shape.array(dtype, dims), f"p{i}"))
+    names = sorted(GENERATORS)
+    wanted = int(rng.integers(2, 7)) if ops is None else ops
+    made, attempts = [], 0
+    while len(made) < wanted and attempts < 20 * wanted:
+        attempts += 1
+        opcode = names[rng.integers(len(names))]
+        try:
+            value = GENERATORS[opcode](ctx, opcode)
+        except (Skip, FrontendError, MinixlaError):
+            continue
+        ctx.values.append(value)
+        made.append(value)
+    roots = made[-2:] if made else ctx.values[-1:]
+    return builder.module(list(roots), name=f"fuzz_{seed}")
+
+
+def random_inputs(module, seed: int) -> list:
+    rng = np.random.default_rng(seed + 1_000_003)
+    return [special_values(rng, p.shape.dtype, p.shape.dims) for p in module.entry.parameters]
+
+
+def check_module(module, args, *, backends=("cpu",)) -> list[str]:
+    """Differences between the interpreter on `module` and the interpreter after the cpu
+    pipeline and each backend in `backends`; [] when all agree."""
+    import warnings
+
+    import minixla
+    from ..passes.base import run_pipeline
+    from ..passes.pipelines import cpu_pipeline
+    from .compare import compare_values
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = minixla.compile(module, backend="interpreter")(*args)
+        optimized = module.clone()
+        run_pipeline(cpu_pipeline(), optimized, verify=True)
+        runs = {"interpreter after the cpu pipeline":
+                minixla.compile(optimized, backend="interpreter")(*args)}
+        for backend in backends:
+            runs[backend] = minixla.compile(module, backend=backend)(*args)
+    problems = []
+    root = module.entry.root
+    leaves = list(root.shape.tuple_shapes) if root.shape.is_tuple else [root.shape]
+    for name, got in runs.items():
+        got_leaves = got if isinstance(got, tuple) else (got,)
+        want_leaves = want if isinstance(want, tuple) else (want,)
+        for i, (g, w, shape) in enumerate(zip(got_leaves, want_leaves, leaves)):
+            rtol = RTOL.get(shape.dtype, 0.0)
+            atol = float(np.finfo(shape.numpy_dtype).tiny) if shape.dtype in FLOATS else 0.0
+            problems += compare_values(g, w, rtol=rtol, atol=atol, what=f"{name} output {i}")
+    return problems

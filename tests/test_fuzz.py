@@ -1,0 +1,76 @@
+"""The differential fuzzer: random modules from the opcode table agree on the interpreter, on
+the interpreter after the cpu pipeline, and on the cpu backend.
+
+CI runs a sample; `pytest tests/test_fuzz.py --fuzz-full` runs 10,000 modules (interpreter
+and pipeline) and 1,000 on cpu. A mismatch it finds becomes a one-op regression test in the
+file of the op's family.
+"""
+import numpy as np
+import pytest
+
+from minixla.ir.opcodes import OPCODES
+from minixla.testing import fuzz
+
+
+def seeds(request, sample: int, full: int):
+    return range(full if request.config.getoption("--fuzz-full") else sample)
+
+
+def test_every_opcode_is_generated_or_excused():
+    generated, excused = set(fuzz.GENERATORS), set(fuzz.NOT_GENERATED)
+    assert not generated & excused
+    assert generated | excused == set(OPCODES), sorted(set(OPCODES) - generated - excused)
+    assert all(fuzz.NOT_GENERATED[op] for op in excused)
+
+
+def test_the_same_seed_gives_the_same_module():
+    assert fuzz.random_module(7).to_text() == fuzz.random_module(7).to_text()
+    assert fuzz.random_module(7).to_text() != fuzz.random_module(8).to_text()
+
+
+def test_generated_modules_cover_most_generators():
+    made = {i.opcode for seed in range(300) for i in fuzz.random_module(seed).entry.instructions}
+    assert len(set(fuzz.GENERATORS) & made) >= 0.9 * len(fuzz.GENERATORS), \
+        sorted(set(fuzz.GENERATORS) - made)
+
+
+def test_special_values_include_the_corner_cases():
+    rng = np.random.default_rng(0)
+    floats = fuzz.special_values(rng, "f32", (4000,))
+    assert np.isnan(floats).any() and np.isinf(floats).any()
+    assert (np.signbit(floats) & (floats == 0)).any()
+    assert ((floats != 0) & (np.abs(floats) < np.finfo(np.float32).tiny)).any()  # subnormals
+    ints = fuzz.special_values(rng, "s32", (4000,))
+    assert ints.min() == np.iinfo(np.int32).min and (ints == 32).any()
+
+
+def test_interpreter_and_pipeline_agree(request):
+    for seed in seeds(request, 400, 10_000):
+        module = fuzz.random_module(seed)
+        problems = fuzz.check_module(module, fuzz.random_inputs(module, seed), backends=())
+        assert not problems, f"seed {seed}:\n" + "\n".join(problems) + "\n" + module.to_text()
+
+
+def test_cpu_agrees_with_the_interpreter(request):
+    for seed in seeds(request, 12, 1_000):
+        module = fuzz.random_module(10_000 + seed)
+        problems = fuzz.check_module(module, fuzz.random_inputs(module, seed))
+        assert not problems, f"seed {10_000 + seed}:\n" + "\n".join(problems) + "\n" + \
+            module.to_text()
+
+
+def test_a_planted_wrong_kernel_is_caught(monkeypatch):
+    from minixla.backends.cpu import jit, scalar
+    wrong = scalar.SCALAR["add"]
+
+    def subtract_instead(ctx, instr, args):
+        return wrong(ctx, instr, args).replace("+", "-")
+    monkeypatch.setitem(scalar.SCALAR, "add", subtract_instead)
+    jit.forget_in_memory()
+    text = "HloModule m\nENTRY e {\n  x = f32[8] parameter(0)\n  y = f32[8] exponential(x)\n" \
+           "  ROOT a = f32[8] add(x, y)\n}"
+    import minixla
+    module = minixla.parse_hlo_module(text)
+    problems = fuzz.check_module(module, fuzz.random_inputs(module, 0))
+    jit.forget_in_memory()
+    assert problems and problems[0].startswith("cpu output 0")
