@@ -10,7 +10,7 @@ the cpu pipeline, and on the cpu backend, and returns the differences.
 
 What counts as the same: integers, preds and infinities exactly; NaN meets any NaN (payloads
 and signs of NaN results differ between libm and minixla's math library: documented in
-docs/testing.md); other floats within a few ulp of the element type, since the transcendental
+docs/semantics.md); other floats within a few ulp of the element type, since the transcendental
 functions are 1-2 ulp accurate on cpu and correctly rounded in NumPy.
 
 Opcodes the generator does not make are listed in NOT_GENERATED with the reason; a test checks
