@@ -13,7 +13,7 @@ from .frontend import (Builder, ConcretizationError, EscapedTracerError, Fronten
 from .frontend import ops
 from . import lax, nn, numpy  # noqa: E402  (NumPy-style API: `import minixla.numpy as mnp`)
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: E402
 
 __all__ = [
     "ExecutionError", "HloComputation", "HloInstruction", "HloModule", "HloParseError", "Layout",

@@ -75,7 +75,7 @@ def environment() -> dict:
     import llvmlite.binding as llvm
     import numba
 
-    from ... import __version__
+    from ...version import __version__
     here = Path(__file__).parent
     codegen = hashlib.sha256()
     for name in _CODEGEN_FILES:
