@@ -80,3 +80,16 @@ def test_invalid_operations_give_the_same_nan_on_every_backend():
              for b in BACKENDS}
     assert signs["interpreter"] == signs["cpu"]
     assert signs["cpu"][0] == [False, True, False, True]
+
+
+@pytest.mark.parametrize("op", [op for op in __import__("minixla.testing.fuzz", fromlist=["x"])
+                                .FLOAT_UNARY if op != "is-finite"] + ["abs", "negate", "sign"])
+def test_a_nan_operand_keeps_its_sign_through_unary_ops(op):
+    """Found by the fuzzer: NumPy's log(-nan) is +nan; hardware (and XLA) pass the NaN on."""
+    text = f"HloModule m\nENTRY e {{\n  x = f32[2] parameter(0)\n  ROOT y = f32[2] {op}(x)\n}}"
+    x = np.array([np.nan, -np.nan], np.float32)
+    results = {b: minixla.compile(text, backend=b)(x) for b in BACKENDS}
+    signs = {b: np.signbit(r).tolist() for b, r in results.items()}
+    assert all(np.isnan(r).all() for r in results.values())
+    expected = {"abs": [False, False], "negate": [True, False]}.get(op, [False, True])
+    assert signs == {b: expected for b in BACKENDS}

@@ -325,7 +325,8 @@ def _build_exp_log(dt):
         e = exp(-abs(x))                 # in [0, 1]: never overflows
         pos = x >= ZERO
         q = (ONE if pos else e) / (ONE + e)      # NaN -> e (NaN)
-        return recip1p(ONE if pos else e, e, q if pos else ONE - q)
+        y = recip1p(ONE if pos else e, e, q if pos else ONE - q)
+        return y if x == x else x                # a NaN operand passes on with its sign
 
     tanh_p = _poly(_TANH_P32 if dt is np.float32 else _TANH_P64, dt)
     T_SMALL, T_CLAMP = (f(0.5625), f(9.5)) if dt is np.float32 else (f(0.625), f(20.0))

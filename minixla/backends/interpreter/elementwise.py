@@ -69,16 +69,22 @@ def _float_result(values: np.ndarray, dtype: np.dtype, wide: np.dtype) -> np.nda
     return values
 
 
-def _unary(op, fp=None, cx=None, ints=None, pred=None) -> Unary:
+def _unary(op, fp=None, cx=None, ints=None, pred=None, sign_op: bool = False) -> Unary:
     """fp/cx take an f32/f64/complex array; ints takes (work, bits, signed) and its result is
-    wrapped to the operand type; pred takes the bool array."""
+    wrapped to the operand type; pred takes the bool array. A NaN operand comes back as it is
+    (NumPy's libm may drop its sign; hardware and XLA keep it), except from the sign-bit ops
+    (`sign_op`: abs, negate)."""
     def apply(operand):
         operand = np.asarray(operand)
         kind = element_type(operand.dtype).kind
         with np.errstate(all="ignore"):
             if kind == FLOAT and fp is not None:
                 wide = compute_dtype(operand.dtype)
-                return _float_result(fp(operand.astype(wide)), operand.dtype, wide)
+                values = operand.astype(wide)
+                result = np.asarray(fp(values))
+                if result.dtype == wide and not sign_op:
+                    result = np.where(np.isnan(values), values, result)
+                return _float_result(result, operand.dtype, wide)
             if kind == COMPLEX and cx is not None:
                 return np.asarray(cx(operand))
             if kind in (SIGNED, UNSIGNED) and ints is not None:
@@ -300,8 +306,9 @@ def _math(op, fn, complex_too=True) -> Unary:
 
 
 UNARY: dict[str, Unary] = {
-    "abs": _unary("abs", fp=np.abs, cx=np.abs, ints=_int(np.abs)),
-    "negate": _unary("negate", fp=np.negative, cx=np.negative, ints=_int(np.negative)),
+    "abs": _unary("abs", fp=np.abs, cx=np.abs, ints=_int(np.abs), sign_op=True),
+    "negate": _unary("negate", fp=np.negative, cx=np.negative, ints=_int(np.negative),
+                     sign_op=True),
     "sign": _unary("sign", fp=_float_sign, cx=_complex_sign, ints=_int(np.sign)),
     "floor": _math("floor", np.floor, complex_too=False),
     "ceil": _math("ceil", np.ceil, complex_too=False),
