@@ -168,13 +168,14 @@ def rematerialize(module: HloModule, limit: int) -> RematReport:
                 f"module {module.name}: cannot bring the temporary peak under {limit} bytes by "
                 f"rematerialization; the lowest peak reached is {assignment.temp_peak_bytes} "
                 f"bytes (from {report.peak_before})", assignment.temp_peak_bytes)
+        member_flops = [instruction_flops(i) for i in candidate.block]  # before any removal
         step = _apply(module, comp, candidate, names)
         after = assign_buffers(module)
         if _measure(after, limit) >= measure:
             step.undo(module)
             tried.add((id(candidate.value.instr), assignment.temp_peak_time))
             continue
-        report.remats += _records(candidate, step)
+        report.remats += _records(candidate, step, member_flops)
         assignment, measure = after, _measure(after, limit)
     report.peak_after = assignment.temp_peak_bytes
     if assignment.temp_peak_bytes > limit:
@@ -185,12 +186,11 @@ def rematerialize(module: HloModule, limit: int) -> RematReport:
     return report
 
 
-def _records(candidate: _Candidate, step: _Step) -> list[Remat]:
+def _records(candidate: _Candidate, step: _Step, member_flops: list[int]) -> list[Remat]:
     """One line per clone: the value's clone saves the bytes, its block only costs flops."""
     records = []
-    for original, clone in zip(candidate.block, step.clones):
+    for original, clone, flops in zip(candidate.block, step.clones, member_flops):
         is_value = original is candidate.value.instr
-        flops = instruction_flops(original)
         if is_value and step.removed is not None:
             flops = 0  # moved, not recomputed: the original is gone
         records.append(Remat(clone.name, original.name, candidate.saved if is_value else 0,
