@@ -11,7 +11,7 @@ import minixla.numpy as mnp
 from conformance_reference import assert_bit_identical, case_dirs, case_inputs, flatten, \
     reference, requires_corpus
 from minixla.errors import MinixlaError, UnsupportedError
-from minixla.passes.rematerialization import RematerializationError
+from minixla.passes import RematerializationError
 from minixla.testing import compare_values
 
 SUM = """
@@ -147,3 +147,12 @@ def test_tight_limit_keeps_conformance_values(case):
     except UnsupportedError as exc:
         pytest.skip(f"the interpreter cannot run it: {exc}")
     assert_bit_identical(interpreted(*args), want, "interpreter")
+
+
+def test_dumps_list_each_recomputed_instruction(tmp_path):
+    minixla.compile(module(HELD), backend="interpreter", memory_limit_bytes=2048,
+                    dump_to=str(tmp_path))
+    dumped, = tmp_path.glob("*.rematerialization.txt")
+    text = dumped.read_text()
+    assert "temporary peak 3072 -> 2048 bytes" in text
+    assert "%a.remat (recomputes %a): saves 1024 bytes, adds 256 flops" in text
