@@ -17,8 +17,8 @@ entry's schedule in place. Each step:
 5. a step that does not lower (peak, bytes over the limit summed over time) is undone and not
    tried again.
 When no candidate is left above the limit, RematerializationError gives the lowest peak
-reached. The per-clone bytes saved and flops added are in the pass's `report` (and on the
-module as `module.rematerialization`), which `minixla opt --memory-limit` and the dumps print.
+reached. The per-clone bytes saved and flops added are in the pass's `report`, which
+`minixla opt --memory-limit`, the dumps and `Executable.rematerialization` show.
 """
 from __future__ import annotations
 
@@ -94,7 +94,6 @@ class Rematerialization(Pass):
             changed |= get_pass("copy-insertion").run(module)
             changed |= get_pass("scheduling").run(module)
         self.report = rematerialize(module, int(self.memory_limit_bytes))
-        module.rematerialization = self.report
         return changed or bool(self.report.remats)
 
 

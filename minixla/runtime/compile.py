@@ -30,12 +30,12 @@ def compile(module_or_text, backend: str | None = None, **options):
                         f"{type(module_or_text).__name__}")
     name = backend or DEFAULT_BACKEND
     target = get_backend(name)
-    module, report, dumper = _optimize(module, target, options)
+    module, report, dumper, remat = _optimize(module, target, options)
     start = time.perf_counter()
     executable = target.compile(module, options)
     record_phase(f"codegen.{name}", time.perf_counter() - start)
     executable.pass_report = report
-    executable.rematerialization = getattr(module, "rematerialization", None)
+    executable.rematerialization = remat.report if remat is not None else None
     if dumper is not None and hasattr(executable, "dump_files"):
         for suffix, text in executable.dump_files().items():  # kernels, buffer assignment
             dumper.write(suffix, text)
@@ -53,10 +53,12 @@ def _optimize(module: HloModule, target, options: dict):
     elif limit is not None:  # a backend without passes still runs the rematerialized schedule
         pipeline = Pipeline(target.name, [])
     else:
-        return module, None, None
+        return module, None, None, None
+    remat = None
     if limit is not None:
         from ..passes.rematerialization import Rematerialization
-        pipeline = Pipeline(pipeline.name, [pipeline, Rematerialization(limit)])
+        remat = Rematerialization(limit)
+        pipeline = Pipeline(pipeline.name, [pipeline, remat])
     dump = DumpOptions.from_flags()
     for key, attr in (("dump_to", "dump_to"), ("dump_pass_re", "pass_re"),
                       ("dump_as_dot", "as_dot")):
@@ -67,10 +69,9 @@ def _optimize(module: HloModule, target, options: dict):
     start = time.perf_counter()
     report = run_pipeline(pipeline, module, verify=options.pop("verify", None), dumper=dumper)
     record_phase("passes", time.perf_counter() - start)
-    remat = getattr(module, "rematerialization", None)
     if remat is not None and dumper is not None:
-        dumper.write("rematerialization.txt", str(remat))
-    return module, report, dumper
+        dumper.write("rematerialization.txt", str(remat.report))
+    return module, report, dumper, remat
 
 
 def _memory_limit(value):

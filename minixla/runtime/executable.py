@@ -34,6 +34,7 @@ class Executable:
         self.generated_code_size = 0
         self.extra_temp_bytes = 0
         self.own_arena_bytes: int | None = None
+        self.rematerialization = None  # the pass's report when compiled with a memory limit
 
     def __call__(self, *args):
         arrays = check_arguments(args, self.parameter_shapes, self.module)

@@ -77,8 +77,9 @@ def main(args) -> int:
     from ..passes.base import run_pipeline
     module = _load(args.file, not args.no_verify)
     pipeline = build_pipeline(args)
+    remats = []
     if args.memory_limit is not None:
-        pipeline = _with_memory_limit(pipeline, args.memory_limit)
+        pipeline, remats = _with_memory_limit(pipeline, args.memory_limit)
     before = module.to_text()
     report = run_pipeline(pipeline, module, verify=not args.no_verify)
     after = module.to_text()
@@ -89,9 +90,8 @@ def main(args) -> int:
             f"{name} (before)", f"{name} (after)"))
     else:
         sys.stdout.write(after)
-    remat = getattr(module, "rematerialization", None)
-    if remat is not None:
-        sys.stdout.write("".join(f"// {line}\n" for line in remat.lines()))
+    for remat in remats:
+        sys.stdout.write("".join(f"// {line}\n" for line in remat.report.lines()))
     if args.verbose:
         print(report, file=sys.stderr)
     return 0
@@ -107,5 +107,6 @@ def _with_memory_limit(pipeline, limit: int):
     for remat in remats:
         remat.memory_limit_bytes = limit
     if remats:
-        return pipeline
-    return Pipeline(pipeline.name, [pipeline, Rematerialization(limit)])
+        return pipeline, remats
+    remat = Rematerialization(limit)
+    return Pipeline(pipeline.name, [pipeline, remat]), [remat]
