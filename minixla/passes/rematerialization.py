@@ -35,7 +35,7 @@ from .cost_analysis import instruction_flops
 from .hlo_utils import NameUniquer
 
 BLOCK_LIMIT = 4  # most instructions recomputed together for one value
-_NEVER = ("parameter", "constant", "copy-start", "copy-done", "iota")
+_NEVER = ("parameter", "constant", "copy-start", "copy-done")
 
 
 class RematerializationError(MinixlaError):
@@ -214,7 +214,7 @@ def _measure(assignment: BufferAssignment, limit: int) -> tuple[int, int]:
 
 def _best_candidate(comp: HloComputation, assignment: BufferAssignment, tried):
     t = assignment.temp_peak_time
-    timeline, flow = assignment.timeline, assignment.flow
+    timeline = assignment.timeline
     position = {id(i): k for k, i in enumerate(comp.instructions)}
     at = next((k for k, i in enumerate(comp.instructions)
                if timeline.span[id(i)][0] <= t <= timeline.span[id(i)][1]), None)
