@@ -110,6 +110,10 @@ def test_jit_memory_limit_on_an_mlp_gradient():
     assert limited.memory_analysis().temp_peak_in_bytes <= peak // 2
     assert limited.cost_analysis()["flops"] > plain.cost_analysis()["flops"]
     assert_bit_identical(limited_fn(ws, x), flatten(plain(*ws, x)), "jit")
+    # Recomputed fusions get fused computations of their own; the module still round-trips.
+    text = limited.module.to_text()
+    assert ".remat = " in text and "calls=%fused_computation" in text
+    assert minixla.parse_hlo_module(text).to_text() == text
 
 
 def compile_tightly(text: str, backend: str, peak: int):
