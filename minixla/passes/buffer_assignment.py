@@ -190,8 +190,9 @@ class BufferAssignment:
         return self.report()
 
 
-def assign_buffers(module: HloModule) -> BufferAssignment:
-    """Buffer assignment for a module after copy-insertion and scheduling."""
+def assign_buffers(module: HloModule, *, allocate: bool = True) -> BufferAssignment:
+    """Buffer assignment for a module after copy-insertion and scheduling. allocate=False
+    stops once buffer sets and their live ranges (and so the peaks) are known."""
     if not module.is_scheduled:
         raise BufferAssignmentError(
             f"module {module.name} is not scheduled: run the copy-insertion and scheduling "
@@ -213,7 +214,8 @@ def assign_buffers(module: HloModule) -> BufferAssignment:
     _alias_inputs(module, flow, timeline, joiner, result)  # before in-place reuse claims them
     _share_in_place(module, flow, timeline, joiner)
     _measure_peaks(flow, spans, result)
-    _allocate(module, flow, spans, result)
+    if allocate:
+        _allocate(module, flow, spans, result)
     return result
 
 

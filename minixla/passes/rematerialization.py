@@ -152,7 +152,7 @@ class _Step:
 
 def rematerialize(module: HloModule, limit: int) -> RematReport:
     comp = module.entry
-    assignment = assign_buffers(module)
+    assignment = assign_buffers(module, allocate=False)
     report = RematReport(limit, assignment.temp_peak_bytes)
     names = NameUniquer(module)
     tried: set[tuple[int, int]] = set()
@@ -169,7 +169,7 @@ def rematerialize(module: HloModule, limit: int) -> RematReport:
                 f"bytes (from {report.peak_before})", assignment.temp_peak_bytes)
         member_flops = [instruction_flops(i) for i in candidate.block]  # before any removal
         step = _apply(module, comp, candidate, names)
-        after = assign_buffers(module)
+        after = assign_buffers(module, allocate=False)
         if _measure(after, limit) >= measure:
             step.undo(module)
             tried.add((id(candidate.value.instr), assignment.temp_peak_time))
