@@ -151,3 +151,29 @@ def test_elementwise_flops_and_transcendentals():
         assert (cost["flops"], cost["transcendentals"]) == (2 * 35, 2 * 35)
     # Fused, only the fusion's operand and result touch memory.
     assert cost_of(text, "cpu")["bytes accessed"] == 2 * 35 * 4
+
+
+def test_depthwise_convolution_counts_one_input_feature_per_group():
+    n, c, h, w, kh, kw = 1, 4, 6, 6, 3, 3
+    text = f"""
+    HloModule depthwise
+    ENTRY main {{
+      x = f32[{n},{h},{w},{c}] parameter(0)
+      k = f32[{kh},{kw},1,{c}] parameter(1)
+      ROOT y = f32[{n},{h - 2},{w - 2},{c}] convolution(x, k), window={{size={kh}x{kw}}},
+          dim_labels=b01f_01io->b01f, feature_group_count={c}
+    }}"""
+    assert cost_of(text)["flops"] == 2 * n * (h - 2) * (w - 2) * c * kh * kw
+
+
+def test_cpu_cost_of_a_transposed_dot_keeps_the_formula():
+    # transpose-folding turns the transpose into contracting dims; the flops stay the same.
+    text = """
+    HloModule tdot
+    ENTRY main {
+      a = f32[16,8] parameter(0)
+      b = f32[16,4] parameter(1)
+      at = f32[8,16] transpose(a), dimensions={1,0}
+      ROOT d = f32[8,4] dot(at, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+    }"""
+    assert cost_of(text, "cpu")["flops"] == cost_of(text)["flops"] == 2 * 8 * 4 * 16
