@@ -166,7 +166,8 @@ def rematerialize(module: HloModule, limit: int) -> RematReport:
             raise RematerializationError(
                 f"module {module.name}: cannot bring the temporary peak under {limit} bytes by "
                 f"rematerialization; the lowest peak reached is {assignment.temp_peak_bytes} "
-                f"bytes (from {report.peak_before})", assignment.temp_peak_bytes)
+                f"bytes (from {report.peak_before}), at {_peak_place(comp, assignment)}",
+                assignment.temp_peak_bytes)
         member_flops = [instruction_flops(i) for i in candidate.block]  # before any removal
         step = _apply(module, comp, candidate, names)
         after = assign_buffers(module, allocate=False)
@@ -212,12 +213,24 @@ def _measure(assignment: BufferAssignment, limit: int) -> tuple[int, int]:
     return assignment.temp_peak_bytes, excess
 
 
+def _peak_index(comp: HloComputation, assignment: BufferAssignment) -> int | None:
+    """Schedule index of the entry instruction running at the peak (a callee's caller)."""
+    t, span = assignment.temp_peak_time, assignment.timeline.span
+    return next((k for k, i in enumerate(comp.instructions)
+                 if span[id(i)][0] <= t <= span[id(i)][1]), None)
+
+
+def _peak_place(comp: HloComputation, assignment: BufferAssignment) -> str:
+    index = _peak_index(comp, assignment)
+    if index is None:
+        return "the end of the program"
+    return f"%{comp.instructions[index].name}, where recomputing no live value lowers it"
+
+
 def _best_candidate(comp: HloComputation, assignment: BufferAssignment, tried):
     t = assignment.temp_peak_time
-    timeline = assignment.timeline
     position = {id(i): k for k, i in enumerate(comp.instructions)}
-    at = next((k for k, i in enumerate(comp.instructions)
-               if timeline.span[id(i)][0] <= t <= timeline.span[id(i)][1]), None)
+    at = _peak_index(comp, assignment)
     if at is None:
         return None
     best = None
