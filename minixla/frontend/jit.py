@@ -52,18 +52,19 @@ def _hashable(value, argnum: int):
 class Lowered:
     """A traced function: the HloModule plus what is needed to call it."""
 
-    def __init__(self, module, in_tree, out_tree, backend: str):
+    def __init__(self, module, in_tree, out_tree, backend: str, options: dict | None = None):
         self.module = module
         self.in_tree = in_tree
         self.out_tree = out_tree
         self.backend = backend
+        self.options = dict(options or {})  # compile options (memory_limit_bytes)
 
     def as_text(self) -> str:
         return self.module.to_text()
 
     def compile(self):
         from ..runtime import compile
-        return compile(self.module, backend=self.backend)
+        return compile(self.module, backend=self.backend, **self.options)
 
     def __repr__(self) -> str:
         return f"<Lowered {self.module.name} for {self.backend}>"
@@ -72,10 +73,11 @@ class Lowered:
 class Jitted:
     """The callable `jit` returns; `compile_count` counts cache misses."""
 
-    def __init__(self, fn, backend, donate_argnums, static_argnums):
+    def __init__(self, fn, backend, donate_argnums, static_argnums, memory_limit_bytes=None):
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.backend = backend
+        self.memory_limit_bytes = memory_limit_bytes
         self.static_argnums = frozenset(_argnums(static_argnums))
         self.donate_argnums = frozenset(_argnums(donate_argnums))
         if self.static_argnums & self.donate_argnums:
@@ -145,7 +147,9 @@ class Jitted:
         root = outs[0].op if out_tree == LEAF else [o.op for o in outs]
         module = builder.module(root, name=f"jit_{name}")
         module.input_output_alias = self._aliases(module, args, out_tree == LEAF)
-        return Lowered(module, tree, out_tree, backend)
+        options = {} if self.memory_limit_bytes is None else {
+            "memory_limit_bytes": self.memory_limit_bytes}
+        return Lowered(module, tree, out_tree, backend, options)
 
     def _leaf_names(self, args, kwargs) -> list[str]:
         """Parameter names from the Python signature: `x`, `params_w` for nested leaves."""
@@ -206,11 +210,14 @@ def _argnums(value) -> tuple[int, ...]:
     return (value,) if isinstance(value, int) else tuple(value)
 
 
-def jit(fn=None, *, backend: str | None = None, donate_argnums=(), static_argnums=()):
+def jit(fn=None, *, backend: str | None = None, donate_argnums=(), static_argnums=(),
+        memory_limit_bytes: int | None = None):
     """Compiles `fn` on first call per input signature; usable as `@jit` or
     `@jit(static_argnums=...)`. backend=None means "cpu" when available, else the
-    interpreter."""
+    interpreter. memory_limit_bytes bounds the peak temporary memory: values are recomputed
+    instead of kept live until it holds (the rematerialization pass)."""
     if fn is None:
         return functools.partial(jit, backend=backend, donate_argnums=donate_argnums,
-                                 static_argnums=static_argnums)
-    return Jitted(fn, backend, donate_argnums, static_argnums)
+                                 static_argnums=static_argnums,
+                                 memory_limit_bytes=memory_limit_bytes)
+    return Jitted(fn, backend, donate_argnums, static_argnums, memory_limit_bytes)

@@ -131,6 +131,13 @@ class BufferAssignment:
         self.skipped_aliases: list[tuple[AliasEntry, str]] = []  # may-alias left out, and why
         self.arena_size = 0
         self.peak_bytes = 0  # most bytes live at once in the arena
+        # Live bytes of buffer sets under the schedule (packing not counted): temporaries
+        # (neither parameter, constant nor output) peak at `temp_peak_bytes` at time
+        # `temp_peak_time`; `peak_memory_bytes` adds outputs and all read-only storage.
+        self.temp_buffers: list[tuple[list[HloValue], int, int]] = []
+        self.temp_peak_bytes = 0
+        self.temp_peak_time = -1
+        self.peak_memory_bytes = 0
         self._allocation_of: dict[int, BufferAllocation] = {}
         self.live_range: dict[int, tuple[int, int]] = {}
 
@@ -165,7 +172,8 @@ class BufferAssignment:
         consts = sum(a.size for a in self.allocations if a.is_constant)
         lines += ["", f"Total bytes used: {self.arena_size + params + consts} "
                       f"(arena {self.arena_size}, parameters {params}, constants {consts})",
-                  f"Peak live bytes: {self.peak_bytes}"]
+                  f"Peak live bytes: {self.peak_bytes}",
+                  f"Peak temporary bytes: {self.temp_peak_bytes}"]
         for entry in self.aliases:
             lines.append(f"Aliased: output {_index_text(entry.output_index)} <- parameter "
                          f"{entry.param_number} {_index_text(entry.param_index)} ({entry.kind})")
@@ -182,8 +190,9 @@ class BufferAssignment:
         return self.report()
 
 
-def assign_buffers(module: HloModule) -> BufferAssignment:
-    """Buffer assignment for a module after copy-insertion and scheduling."""
+def assign_buffers(module: HloModule, *, allocate: bool = True) -> BufferAssignment:
+    """Buffer assignment for a module after copy-insertion and scheduling. allocate=False
+    stops once buffer sets and their live ranges (and so the peaks) are known."""
     if not module.is_scheduled:
         raise BufferAssignmentError(
             f"module {module.name} is not scheduled: run the copy-insertion and scheduling "
@@ -204,8 +213,38 @@ def assign_buffers(module: HloModule) -> BufferAssignment:
     joiner = _Joiner(flow, spans)
     _alias_inputs(module, flow, timeline, joiner, result)  # before in-place reuse claims them
     _share_in_place(module, flow, timeline, joiner)
-    _allocate(module, flow, spans, result)
+    _measure_peaks(flow, spans, result)
+    if allocate:
+        _allocate(module, flow, spans, result)
     return result
+
+
+def _measure_peaks(flow: Dataflow, spans, result: BufferAssignment) -> None:
+    temps, outputs, fixed = [], [], 0
+    for root, values in flow.buffer_sets().items():
+        size = max(v.size for v in values)
+        start, end = spans[root]
+        if any(flow.is_read_only(v) for v in values):
+            fixed += size  # parameters and constants are held for the whole run
+        elif any(map(_is_output, values)):
+            outputs.append((start, end, size))
+        else:
+            temps.append((start, end, size))
+            result.temp_buffers.append((values, start, end))
+    result.temp_peak_bytes, result.temp_peak_time = live_peak(temps)
+    result.peak_memory_bytes = fixed + live_peak(temps + outputs)[0]
+
+
+def live_peak(ranges: list[tuple[int, int, int]]) -> tuple[int, int]:
+    """(most bytes live at once, the first time it happens) over [start, end] ranges."""
+    events = sorted((t, delta) for start, end, size in ranges
+                    for t, delta in ((start, size), (end + 1, -size)))
+    live, peak, when = 0, 0, -1
+    for time, delta in events:
+        live += delta
+        if live > peak:
+            peak, when = live, time
+    return peak, when
 
 
 class _Joiner:

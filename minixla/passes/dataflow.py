@@ -16,6 +16,7 @@ fused and per-element (to_apply) computations get no buffers.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from ..ir.computation import HloComputation
 from ..ir.instruction import HloInstruction
@@ -52,7 +53,7 @@ class HloValue:
     positions: list[tuple[HloInstruction, Index]] = field(default_factory=list)
     uses: list[tuple[HloInstruction, int, Index]] = field(default_factory=list)  # user, operand #
 
-    @property
+    @cached_property
     def size(self) -> int:
         return leaf_bytes(self.shape)
 

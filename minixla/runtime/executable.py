@@ -35,6 +35,14 @@ class Executable:
         self.result_shape: Shape = module.program_shape().result
         self.executions = 0
         self.execution_seconds = 0.0
+        # Set by the backend: the BufferAssignment it runs (None: derived on demand), the bytes
+        # of generated code, temporary bytes it allocates beyond the assignment, or instead of
+        # it (a backend that plans its own arena).
+        self.buffer_assignment = None
+        self.generated_code_size = 0
+        self.extra_temp_bytes = 0
+        self.own_arena_bytes: int | None = None
+        self.rematerialization = None  # the pass's report when compiled with a memory limit
 
     def __call__(self, *args):
         arrays = check_arguments(args, self.parameter_shapes, self.module)
@@ -46,6 +54,24 @@ class Executable:
         self.executions += 1
         record_execution(self.backend, time.perf_counter() - start)
         return result
+
+    def memory_analysis(self):
+        """Sizes of arguments, outputs, aliases, temporaries and generated code, and the
+        scheduled peaks (runtime/analysis.py says how each is measured)."""
+        from .analysis import memory_analysis, scheduled_copy
+        if self.buffer_assignment is None:
+            from ..passes.buffer_assignment import assign_buffers
+            module = self.module if self.module.is_scheduled else scheduled_copy(self.module)
+            self.buffer_assignment = assign_buffers(module)
+        return memory_analysis(self.buffer_assignment,
+                               generated_code_size=self.generated_code_size,
+                               extra_temp_bytes=self.extra_temp_bytes,
+                               own_arena_bytes=self.own_arena_bytes)
+
+    def cost_analysis(self) -> dict[str, float]:
+        """flops, transcendentals and bytes accessed of the module this executable runs."""
+        from ..passes.cost_analysis import module_cost
+        return module_cost(self.module)
 
     def __repr__(self) -> str:
         return f"<Executable {self.module.name} on {self.backend}>"

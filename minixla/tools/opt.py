@@ -2,7 +2,9 @@
 
 `--pipeline NAME` runs a backend's own pipeline (or a pipeline registered as a pass) instead;
 `--diff` prints a unified diff against the input instead of the module, `-v` prints the pass
-report to stderr. FILE may be `-` for stdin. This is what the RUN lines of tests/hlo/ call.
+report to stderr. `--memory-limit BYTES` runs the rematerialization pass with that limit (after
+the other passes, unless they name it) and prints what it recomputed as `//` comments after the
+module. FILE may be `-` for stdin. This is what the RUN lines of tests/hlo/ call.
 """
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="comma-separated pass names, run in order (e.g. dce,cse,algsimp)")
     which.add_argument("--pipeline", metavar="NAME",
                        help="a backend's pipeline (e.g. cpu) or a registered pipeline")
+    parser.add_argument("--memory-limit", type=int, metavar="BYTES", default=None,
+                        help="rematerialize until the peak temporary memory is at most BYTES")
     parser.add_argument("--diff", action="store_true", help="print a unified diff, not the module")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="print the pass report to stderr")
@@ -73,6 +77,9 @@ def main(args) -> int:
     from ..passes.base import run_pipeline
     module = _load(args.file, not args.no_verify)
     pipeline = build_pipeline(args)
+    remats = []
+    if args.memory_limit is not None:
+        pipeline, remats = _with_memory_limit(pipeline, args.memory_limit)
     before = module.to_text()
     report = run_pipeline(pipeline, module, verify=not args.no_verify)
     after = module.to_text()
@@ -83,6 +90,23 @@ def main(args) -> int:
             f"{name} (before)", f"{name} (after)"))
     else:
         sys.stdout.write(after)
+    for remat in remats:
+        sys.stdout.write("".join(f"// {line}\n" for line in remat.report.lines()))
     if args.verbose:
         print(report, file=sys.stderr)
     return 0
+
+
+def _with_memory_limit(pipeline, limit: int):
+    from ..passes.base import Pipeline
+    from ..passes.rematerialization import Rematerialization
+    if limit < 0:
+        raise ToolError(f"--memory-limit must be a non-negative number of bytes, got {limit}")
+    remats = [p for p in getattr(pipeline, "passes", [pipeline])
+              if isinstance(p, Rematerialization)]
+    for remat in remats:
+        remat.memory_limit_bytes = limit
+    if remats:
+        return pipeline, remats
+    remat = Rematerialization(limit)
+    return Pipeline(pipeline.name, [pipeline, remat]), [remat]

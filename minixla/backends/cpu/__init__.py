@@ -118,6 +118,11 @@ def compile_module(module: HloModule, options: dict) -> Executable:
     executable.program = program
     executable.dump_files = program.dump_files
     executable.kernel_outcomes = outcomes
+    executable.generated_code_size = len(program.source.encode()) + sum(
+        len(spec.source.encode()) for spec in program.kernels.values())
+    if program.assignment is not None:  # the driver packs what the assignment left out
+        executable.buffer_assignment = program.assignment
+        executable.extra_temp_bytes = program.arena_bytes - program.assignment.arena_size
     return executable
 
 

@@ -87,6 +87,9 @@ def compile_module(module: HloModule, options: dict) -> Executable:
     executable = CudaExecutable(module, "cuda", run, options=options)
     executable.program = program
     executable.kernel_outcomes = outcomes
+    executable.own_arena_bytes = program.arena_bytes  # its own plan, not the module's assignment
+    executable.generated_code_size = len(program.source.encode()) + sum(
+        len(getattr(spec, "source", "").encode()) for spec in program.kernels.values())
     return executable
 
 
