@@ -188,7 +188,12 @@ _SAME_WIDTH = {"f32": ("s32", "u32"), "s32": ("f32", "u32"), "u32": ("f32", "s32
 
 
 def _bitcast_convert(ctx, opcode):
-    x = ctx.pick(("float", "int"))
+    # only of exact values: the bits of a 1-ulp math result would count as a mismatch
+    exact = [v for v in ctx.values if v.instr.opcode in ("parameter", "constant", "iota")
+             and _kind(v.dtype) != "pred"]
+    if not exact:
+        raise Skip()
+    x = exact[ctx.rng.integers(len(exact))]
     targets = _SAME_WIDTH.get(x.dtype)
     if not targets:
         raise Skip()
