@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "diff": ("minixla.tools.diff", "structural diff of two HLO modules"),
     "cache": ("minixla.tools.cache", "inspect or clear the compilation cache"),
     "backends": ("minixla.tools.backends", "list backends and whether they are available"),
+    "bisect": ("minixla.tools.bisect", "find the pass and rewrite after which results change"),
 }
 
 

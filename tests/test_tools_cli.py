@@ -21,6 +21,7 @@ COMMANDS = {
     "graph": ["graph", "FILE"],
     "diff": ["diff", "FILE", str(MLP)],
     "diff-second": ["diff", str(MLP), "FILE"],
+    "bisect": ["bisect", "FILE"],
 }
 
 

@@ -11,11 +11,15 @@ the rule is called with its captures as keyword arguments (`root` is the matched
 and returns the replacement, or None for "does not apply". New instructions it builds may be
 detached; the engine adds them, names them and removes what became dead. Rounds repeat until
 nothing fires. `MINIXLA_TRACE_RULES=1` prints `algsimp.add_zero fired on %sum` to stderr.
+`limit_rule_applications(k)` records every application and stops the engine after the k-th
+(`minixla bisect` uses it to find the one rewrite that broke a program).
 
 The same patterns back `minixla.testing.m`; `explain()` says where and why a match failed.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import inspect
 import os
 import re
@@ -374,6 +378,47 @@ def filled(value, shape: Shape) -> HloInstruction:
 # -- the engine -------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class RuleApplication:
+    """One rewrite the engine made: `rules.rule` replaced the instruction `%instr`."""
+    rules: str
+    rule: str
+    instr: str
+
+    def __str__(self) -> str:
+        return f"{self.rules}.{self.rule} on %{self.instr}"
+
+
+@dataclass
+class RuleBudget:
+    """The applications made so far, and how many may be made (None: no limit)."""
+    limit: int | None = None
+    applied: list[RuleApplication] = field(default_factory=list)
+
+    def take(self, application: RuleApplication) -> bool:
+        if self.limit is not None and len(self.applied) >= self.limit:
+            return False
+        self.applied.append(application)
+        return True
+
+
+_BUDGET: contextvars.ContextVar[RuleBudget | None] = contextvars.ContextVar("rule_budget",
+                                                                           default=None)
+
+
+@contextlib.contextmanager
+def limit_rule_applications(limit: int | None = None):
+    """Within the block every rule engine records its applications in the yielded budget and
+    stops after `limit` of them (None: records without stopping)."""
+    budget = RuleBudget(limit)
+    token = _BUDGET.set(budget)
+    try:
+        yield budget
+    finally:
+        _BUDGET.reset(token)
+
+
+
 class RuleError(RuntimeError):
     """A rule returned a replacement whose shape is not compatible with the instruction's."""
 
@@ -407,6 +452,10 @@ class _Engine:
                 replacement = rule.apply(instr)
                 if replacement is None or replacement is instr:
                     continue
+                budget = _BUDGET.get()
+                if budget is not None and not budget.take(
+                        RuleApplication(self.rules.name, rule.name, instr.name)):
+                    return changed
                 if self.trace:
                     print(f"{self.rules.name}.{rule.name} fired on %{instr.name}",
                           file=sys.stderr)
