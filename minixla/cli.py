@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cache": ("minixla.tools.cache", "inspect or clear the compilation cache"),
     "backends": ("minixla.tools.backends", "list backends and whether they are available"),
     "bisect": ("minixla.tools.bisect", "find the pass and rewrite after which results change"),
+    "reduce": ("minixla.tools.reduce", "shrink an HLO module while a test still fails"),
 }
 
 

@@ -22,6 +22,7 @@ COMMANDS = {
     "diff": ["diff", "FILE", str(MLP)],
     "diff-second": ["diff", str(MLP), "FILE"],
     "bisect": ["bisect", "FILE"],
+    "reduce": ["reduce", "FILE", "--predicate", "interpreter-differs"],
 }
 
 
