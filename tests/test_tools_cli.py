@@ -23,6 +23,7 @@ COMMANDS = {
     "diff-second": ["diff", str(MLP), "FILE"],
     "bisect": ["bisect", "FILE"],
     "reduce": ["reduce", "FILE", "--predicate", "interpreter-differs"],
+    "explain-fusion": ["explain-fusion", "FILE"],
 }
 
 
