@@ -58,6 +58,10 @@ class PassReport:
         return "\n".join(lines)
 
 
+# MINIXLA_FLAGS flags that other layers read: --explain_recompiles (minixla.jit).
+FLAGS_READ_ELSEWHERE = ("explain_recompiles",)
+
+
 @dataclass
 class DumpOptions:
     """Where and what to dump, as XLA's --xla_dump_to / --xla_dump_hlo_pass_re."""
@@ -78,9 +82,10 @@ class DumpOptions:
                 options.pass_re = value
             elif key == "dump_as_dot":
                 options.as_dot = value.lower() not in ("false", "0")
-            else:
+            elif key not in FLAGS_READ_ELSEWHERE:
                 raise PassError(f"unknown MINIXLA_FLAGS flag --{key} (known: --dump_to, "
-                                f"--dump_pass_re, --dump_as_dot)")
+                                f"--dump_pass_re, --dump_as_dot, "
+                                f"{', '.join('--' + f for f in FLAGS_READ_ELSEWHERE)})")
         return options
 
 
