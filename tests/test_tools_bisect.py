@@ -149,3 +149,22 @@ def test_bad_options_are_one_line_errors(module_file, capsys):
     assert main(["bisect", str(module_file), "--backend", "nope"]) == 1
     errors = capsys.readouterr().err.splitlines()
     assert len(errors) == 2 and all(e.startswith("minixla bisect: unknown ") for e in errors)
+
+
+def test_the_documented_broken_rule_is_found_and_reduced(monkeypatch):
+    """docs/debugging.md's walk-through: examples/broken_rule.py on examples/layer.hlo."""
+    import importlib.util
+    from pathlib import Path
+    from minixla.tools.reduce import Reducer, differs_predicate
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    spec = importlib.util.spec_from_file_location("broken_rule", examples / "broken_rule.py")
+    broken = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(broken)
+    monkeypatch.setattr(ALGSIMP, "rules", list(ALGSIMP.rules))
+    broken.plant()
+    module = parse_hlo_module((examples / "layer.hlo").read_text())
+    finding, _, _ = bisect(module, "interpreter")
+    assert str(finding.rule) == "algsimp.subtract_negate_fast on %shifted"
+    assert finding.step.label == "cpu/simplification/algsimp (run 1)"
+    result = Reducer(differs_predicate("interpreter", ["algsimp"])).reduce(module)
+    assert result.instructions == 4

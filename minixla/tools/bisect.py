@@ -287,6 +287,9 @@ def format_finding(finding: Finding, backend: str, steps: int) -> str:
     if step.after is None:
         lines.append(f"  the pass raised {step.error}")
         return "\n".join(lines)
+    if backend != "interpreter" and finding.meaning_changed:
+        lines.append("  the interpreter sees the change too: the pass changed what the program "
+                     "computes")
     if not finding.meaning_changed:
         lines.append(f"  the interpreter still agrees after this pass: {backend} miscompiles "
                      f"what it produced")
