@@ -100,8 +100,12 @@ class Oracle:
     def __init__(self, module, backend: str, seed: int, rtol: float, atol: float):
         from ..runtime.inputs import random_arguments
         self.backend, self.rtol, self.atol = backend, rtol, atol
-        self.inputs = random_arguments(module, seed)
-        self.reference = self.run(module, "interpreter")
+        try:
+            self.inputs = random_arguments(module, seed)
+            self.reference = self.run(module, "interpreter")
+        except Exception as exc:  # noqa: BLE001 - without a reference there is nothing to bisect
+            raise ToolError(f"the interpreter cannot run the unoptimized module, so there is "
+                            f"no reference: {type(exc).__name__}: {_first_line(exc)}") from None
 
     def run(self, module, backend: str):
         import minixla

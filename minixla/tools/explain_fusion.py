@@ -17,7 +17,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .common import load_module
+from .common import ToolError, load_module
 
 FUSED = "fused"
 PARAMETER = "producer is a parameter (its value is read from memory)"
@@ -66,7 +66,11 @@ def explain_fusion(module, *, as_is: bool = False, multi_output: bool = True) ->
     from ..passes.hlo_utils import sequential_computations
     module = module.clone()
     if not as_is:
-        _prepare(module)
+        try:
+            _prepare(module)
+        except Exception as exc:  # noqa: BLE001 - a crashing pass is reported, not raised
+            raise ToolError(f"a pass before fusion failed ({type(exc).__name__}: "
+                            f"{_first_line(exc)}); try --as-is, or minixla bisect") from None
     originals = _tag(module, sequential_computations(module))
     edges = [(c.operands[i], c, i) for c in originals for i in _first_uses(c)]
     fusion = InstructionFusion(multi_output=multi_output)
@@ -83,6 +87,10 @@ def explain_fusion(module, *, as_is: bool = False, multi_output: bool = True) ->
     report.examples.pop(FUSED, None)
     report.fusions = [_describe(f) for f in fusions]
     return report
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
 
 
 def _prepare(module) -> None:
