@@ -168,3 +168,30 @@ def test_the_documented_broken_rule_is_found_and_reduced(monkeypatch):
     assert finding.step.label == "cpu/simplification/algsimp (run 1)"
     result = Reducer(differs_predicate("interpreter", ["algsimp"])).reduce(module)
     assert result.instructions == 4
+
+
+@needs_cpu
+def test_a_kernel_wrong_only_when_fused_is_pinned_on_the_fusion_pass(monkeypatch):
+    from minixla.backends.cpu import scalar
+    right = scalar.SCALAR["negate"]
+
+    def negate_wrong_in_fusions(ctx, instr, args):  # a lone negate stays right
+        if instr.parent is not None and instr.parent.name.startswith("fused_computation"):
+            return args[0]
+        return right(ctx, instr, args)
+
+    monkeypatch.setitem(scalar.SCALAR, "negate", negate_wrong_in_fusions)
+    monkeypatch.setenv("MINIXLA_CACHE", "0")
+    module = parse_hlo_module("""HloModule fused_only
+ENTRY main {
+  a = f32[16] parameter(0)
+  b = f32[16] parameter(1)
+  s = f32[16] add(a, b)
+  n = f32[16] negate(s)
+  ROOT m = f32[16] multiply(n, b)
+}
+""")
+    finding, _, _ = bisect(module, "cpu")
+    assert finding.step.label == "cpu/fusion (run 1)"
+    assert not finding.meaning_changed and finding.rule is None
+    assert finding.instruction.startswith("%fusion = f32[16]{0} fusion(")
