@@ -72,8 +72,11 @@ class _Recorder:
 
 
 def record_steps(module, pipeline) -> tuple[list[PassStep], int]:
-    """Runs `pipeline` on a copy of `module`; the changing steps and the number of pass runs."""
-    from ..passes.base import run_pipeline
+    """Runs `pipeline` (a pass or a pipeline, whose leaf passes get wrapped in place) on a copy
+    of `module`; returns the steps that changed it and the number of pass runs."""
+    from ..passes.base import Pipeline, run_pipeline
+    if not hasattr(pipeline, "passes"):
+        pipeline = Pipeline(pipeline.name, [pipeline])
     recorder = _Recorder(module.clone())
     _wrap(pipeline, pipeline.name, recorder)
     try:
