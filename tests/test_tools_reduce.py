@@ -125,3 +125,20 @@ def test_errors_are_one_line(generated_file, capsys):
     assert errors[1].startswith("minixla reduce: unknown predicate 'sometimes'")
     assert errors[2].startswith("minixla reduce: unknown pass 'nah'")
     assert len(errors) == 3
+
+
+@pytest.mark.skipif(shutil.which("grep") is None, reason="needs grep")
+def test_fusions_are_undone_and_called_computations_shrink(tmp_path, capsys):
+    from pathlib import Path
+    from minixla.passes.pipelines import cpu_pipeline
+    mlp = Path(__file__).resolve().parents[1] / "examples" / "mlp.hlo"
+    module = parse_hlo_module(mlp.read_text())
+    cpu_pipeline().run(module)
+    assert "fusion(" in module.to_text()
+    path = tmp_path / "fused.hlo"
+    path.write_text(module.to_text())
+    assert main(["reduce", str(path), "--test", "grep -q 'exponential(' {}"]) == 0
+    out = capsys.readouterr().out
+    assert "accepted: " in out and "inline 1" in out
+    small = parse_hlo_module(out[:out.rindex("reduced")])
+    assert count_instructions(small) == 2 and "fusion" not in small.to_text()

@@ -11,11 +11,12 @@ is the path, else it goes last) and exit status 0 means interesting; or a built-
 
 Reductions, tried in this order and repeated until a whole round changes nothing:
 the root becomes an earlier instruction (smallest cone first); an instruction's uses go to a
-new parameter, then to a constant (largest cone first, so whole subgraphs go at once); an
-instruction is bypassed by an operand of its shape; calls are inlined; a dimension size is
-shrunk everywhere (to 1, then halved). After each accepted step dead code, unused parameters
-and unreachable computations go. Candidates are tried in a fixed order, so the result depends
-only on the input and the test; `--max-tests` and `--max-seconds` bound the work.
+new parameter, then to zeros (largest cone first, so whole subgraphs go at once); an
+instruction is bypassed by an operand of its shape; calls and fusions are inlined; a
+dimension size is shrunk everywhere (to 1, then halved). After each accepted step dead code,
+unused parameters and unreachable computations go. Candidates are tried in a fixed order, so
+the result depends only on the input and the test; `--max-tests` and `--max-seconds` bound
+the work. Zeros and bypasses also apply inside called computations, whose signatures stay.
 """
 from __future__ import annotations
 
@@ -192,15 +193,19 @@ class Reducer:
             yield candidate
 
     @staticmethod
-    def _replaceable(module):
-        entry = module.entry
-        return sorted((i for i in entry.post_order() if i.opcode != "parameter"
-                       and not i.shape.is_token and not i.has_side_effect()),
-                      key=lambda i: (-_cone(i), i.name))
+    def _replaceable(module, entry_only: bool = True):
+        """(computation name, instruction) pairs a reduction may replace, largest cone first;
+        beyond the entry a computation's signature stays, so only its body shrinks."""
+        comps = [module.entry] if entry_only else module.computations
+        found = [(c.name, i) for c in comps for i in c.post_order()
+                 if i.opcode != "parameter" and not i.shape.is_token
+                 and not i.has_side_effect()]
+        return sorted(found, key=lambda item: (item[0] != module.entry.name, -_cone(item[1]),
+                                               item[0], item[1].name))
 
     def _to_parameters(self, module):
         from ..ir.instruction import HloInstruction
-        for instr in self._replaceable(module):
+        for _, instr in self._replaceable(module):
             if instr.opcode == "constant":
                 continue
             candidate = module.clone()
@@ -211,35 +216,44 @@ class Reducer:
             yield _replace(entry, old, param)
 
     def _to_constants(self, module):
+        """Uses of an instruction go to zeros: a scalar constant, broadcast when it has rank
+        (a splat, so shrinking shapes later needs no new literal)."""
         from ..ir.instruction import HloInstruction
-        for instr in self._replaceable(module):
-            if instr.opcode == "constant" or not instr.shape.is_array:
+        from ..ir.shapes import Shape
+        for comp_name, instr in self._replaceable(module, entry_only=False):
+            if instr.opcode in ("constant", "broadcast") or not instr.shape.is_array:
                 continue
             candidate = module.clone()
-            entry = candidate.entry
-            old = entry.instruction(instr.name)
-            zeros = np.zeros(old.shape.dims, old.shape.numpy_dtype)
-            yield _replace(entry, old, HloInstruction.constant(zeros, old.shape,
-                                                               name=f"c.{old.name}"))
+            comp = candidate.computation(comp_name)
+            old = comp.instruction(instr.name)
+            zero = HloInstruction.constant(0, Shape.array(old.shape.dtype, ()),
+                                           name=f"c.{old.name}")
+            if old.shape.rank:
+                comp.add_instruction(zero)
+                zero = HloInstruction("broadcast", old.shape, [zero], {"dimensions": ()},
+                                      name=f"b.{old.name}")
+            yield _replace(comp, old, zero)
 
     def _bypasses(self, module):
-        for instr in self._replaceable(module):
+        for comp_name, instr in self._replaceable(module, entry_only=False):
             for position, operand in enumerate(instr.operands):
                 if operand.shape != instr.shape or operand in instr.operands[:position]:
                     continue
                 candidate = module.clone()
-                entry = candidate.entry
-                old = entry.instruction(instr.name)
-                yield _replace(entry, old, old.operand(position))
+                comp = candidate.computation(comp_name)
+                old = comp.instruction(instr.name)
+                yield _replace(comp, old, old.operand(position))
 
     @staticmethod
     def _inline(module):
-        if not any(i.opcode == "call" for i in module.all_instructions()):
-            return
-        from ..passes.base import get_pass
-        candidate = module.clone()
-        get_pass("call-inliner").run(candidate)
-        yield candidate
+        """Every call inlined, then every fusion undone (its fused computation inlined)."""
+        if any(i.opcode == "call" for i in module.all_instructions()):
+            from ..passes.base import get_pass
+            candidate = module.clone()
+            get_pass("call-inliner").run(candidate)
+            yield candidate
+        if any(i.opcode == "fusion" for i in module.all_instructions()):
+            yield _unfuse(module.clone())
 
     @staticmethod
     def _shrink_shapes(module):
@@ -271,13 +285,25 @@ def _cone(instr) -> int:
     return len(dependencies([instr], include_roots=True))
 
 
-def _replace(entry, old, new):
+def _replace(comp, old, new):
     if new.parent is None:
-        entry.add_instruction(new)
+        comp.add_instruction(new)
     old.replace_all_uses_with(new)
-    if entry.root is old:
-        entry.root = new
-    return entry.parent
+    if comp.root is old:
+        comp.root = new
+    return comp.parent
+
+
+def _unfuse(module):
+    """Replaces each fusion instruction by the instructions of its fused computation."""
+    from ..passes.hlo_utils import NameUniquer, inline_computation
+    names = NameUniquer(module)
+    for comp in list(module.computations):
+        for fusion in [i for i in comp.post_order() if i.opcode == "fusion"]:
+            root = inline_computation(fusion.attrs["calls"], list(fusion.operands), comp, names)
+            _replace(comp, fusion, root)
+            comp.remove_instruction(fusion)
+    return module
 
 
 def tidy(module):
@@ -290,6 +316,7 @@ def tidy(module):
     for number, param in enumerate(entry.parameters):
         param.parameter_number = number
     module.entry_computation_layout = None
+    module.is_scheduled = False  # new parameters and constants sit outside any schedule
     module.input_output_alias = []
     module.buffer_donors = []
     module.remove_unreachable_computations()
