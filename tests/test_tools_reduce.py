@@ -142,3 +142,18 @@ def test_fusions_are_undone_and_called_computations_shrink(tmp_path, capsys):
     assert "accepted: " in out and "inline 1" in out
     small = parse_hlo_module(out[:out.rindex("reduced")])
     assert count_instructions(small) == 2 and "fusion" not in small.to_text()
+
+
+def test_a_bug_in_dead_code_is_still_reduced():
+    module = parse_hlo_module("""HloModule dead
+ENTRY main {
+  a = f32[4] parameter(0)
+  b = f32[4] parameter(1)
+  unused = f32[4] sine(a)
+  s = f32[4] add(a, b)
+  ROOT n = f32[4] negate(s)
+}
+""")
+    has_sine = lambda m: any(i.opcode == "sine" for i in m.all_instructions())  # noqa: E731
+    result = Reducer(has_sine).reduce(module)
+    assert result.module.entry.root.opcode == "sine" and result.instructions == 2

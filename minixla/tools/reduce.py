@@ -70,9 +70,13 @@ def raises_predicate(text: str, backend: str, passes, seed: int = 0):
 def command_predicate(command: str, timeout: float = 60.0):
     """Interesting: `command` on the candidate's file exits 0 (within `timeout` seconds)."""
     def interesting(module) -> bool:
+        try:
+            text = module.to_text()
+        except Exception:  # noqa: BLE001 - a module that does not print cannot be tested
+            return False
         with tempfile.TemporaryDirectory(prefix="minixla-reduce-") as folder:
             path = Path(folder) / "candidate.hlo"
-            path.write_text(module.to_text())
+            path.write_text(text)
             quoted = shlex.quote(str(path))
             line = command.replace("{}", quoted) if "{}" in command else f"{command} {quoted}"
             try:
@@ -129,14 +133,14 @@ class Reducer:
         from ..ir.verifier import verify
         start = time.perf_counter()
         self.deadline = start + self.max_seconds
-        current = tidy(module.clone())
-        verify(current)
-        result = Reduction(current, count_instructions(module), len(module.computations))
+        verify(module)
+        result = Reduction(module.clone(), count_instructions(module), len(module.computations))
         self.result = result
         result.tests += 1
-        if not self.interesting(current):
+        if not self.interesting(result.module):
             raise ToolError("the test does not hold for the input module; nothing to reduce")
         try:
+            self._first_interesting("dead code", lambda m: iter([m.clone()]))
             while self._round():
                 pass
         except _Budget as exc:
@@ -156,7 +160,7 @@ class Reducer:
     def _first_interesting(self, kind: str, candidates) -> bool:
         from ..ir.verifier import verify
         size = count_instructions(self.result.module)
-        for candidate in candidates(self.result.module):
+        for candidate in _safely(candidates(self.result.module)):
             if candidate is None:
                 continue
             try:
@@ -270,6 +274,18 @@ class Reducer:
                     yield parse_hlo_module(shrunk)
                 except Exception:  # noqa: BLE001 - sizes that attributes pin stay as they are
                     yield None
+
+
+def _safely(candidates):
+    """The candidates until the generator fails: a reduction that cannot be built for this
+    module (say, one whose text does not print) is skipped, not fatal."""
+    while True:
+        try:
+            yield next(candidates)
+        except StopIteration:
+            return
+        except Exception:  # noqa: BLE001
+            return
 
 
 _SHAPE = re.compile(r"\b([a-z][a-z0-9]*)\[([0-9,]*)\]")
