@@ -74,7 +74,11 @@ def explain_fusion(module, *, as_is: bool = False, multi_output: bool = True) ->
     originals = _tag(module, sequential_computations(module))
     edges = [(c.operands[i], c, i) for c in originals for i in _first_uses(c)]
     fusion = InstructionFusion(multi_output=multi_output)
-    fusion.run(module)
+    try:
+        fusion.run(module)
+    except Exception as exc:  # noqa: BLE001
+        raise ToolError(f"the fusion pass failed ({type(exc).__name__}: "
+                        f"{_first_line(exc)})") from None
     top, copies, fusions = _locate(module, originals)
     decisions = Decisions(fusion.decisions, edges)
     report = FusionReport(module.name, len(edges))
@@ -97,7 +101,7 @@ def _prepare(module) -> None:
     from ..passes.base import Pipeline, run_pipeline
     from ..passes.pipelines import cpu_pipeline
     passes = cpu_pipeline().passes
-    before = [p for p in passes[:[p.name for p in passes].index("fusion")]]
+    before = passes[:[p.name for p in passes].index("fusion")]
     run_pipeline(Pipeline("before-fusion", before), module, verify=False)
 
 
