@@ -85,3 +85,11 @@ def test_the_dump_flags_parser_accepts_the_flag():
     assert DumpOptions.from_flags("--explain_recompiles --dump_to=out").dump_to == "out"
     with pytest.raises(PassError, match="--explain_recompiles"):
         DumpOptions.from_flags("--bogus")
+
+
+def test_a_backend_change_is_named():
+    from minixla.frontend.recompiles import differences
+    spec = (((3,), np.dtype("float32"), False),)
+    old = ("tree", spec, (), False, "cpu")
+    new = ("tree", spec, (), False, "interpreter")
+    assert differences(old, new, ["x"]) == ["backend: cpu -> interpreter"]
