@@ -60,7 +60,7 @@ def test_the_engine_stops_after_k_applications_and_names_each():
     assert "negate(%na)" not in entry and "multiply(%s, %ones)" in entry  # third one not made
     with limit_rule_applications() as unlimited:
         rewrite(parse_hlo_module(SIMPLIFIABLE), ALGSIMP)
-    assert len(unlimited.applied) == 3
+    assert len(unlimited.applied) == 3 and unlimited.trying is None  # nothing left running
 
 
 def test_a_planted_rule_is_named_down_to_the_rewrite(planted_rule, module_file, capsys):
@@ -195,3 +195,20 @@ ENTRY main {
     assert finding.step.label == "cpu/fusion (run 1)"
     assert not finding.meaning_changed and finding.rule is None
     assert finding.instruction.startswith("%fusion = f32[16]{0} fusion(")
+
+
+def test_a_rule_that_raises_is_named_with_the_instruction_it_was_rewriting(monkeypatch,
+                                                                           module_file, capsys):
+    def crash(root, x, y):
+        raise RuntimeError("planted crash")
+
+    rule = Rule("divide_crash", m.Divide(m.Any("x"), m.Any("y")), crash, ("root", "x", "y"))
+    monkeypatch.setattr(ALGSIMP, "rules", ALGSIMP.rules + [rule])
+    assert main(["bisect", str(module_file)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "first bad pass: cpu/simplification/algsimp (run 1), changing step 1 of 1",
+        "  the pass raised RuntimeError: planted crash",
+        "guilty rewrite: algsimp.divide_crash on %d (application 4 of the pass run, which "
+        "raised)",
+        "  it was rewriting: %d = f32[4]{0} divide(%s, %b)"]

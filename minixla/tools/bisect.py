@@ -210,6 +210,25 @@ def bisect_rules(step: PassStep, problem, finding: Finding) -> None:
     finding.rule_after = run_with(bad)[0]
 
 
+def blame_raising_rule(step: PassStep, finding: Finding) -> None:
+    """For a pass that raised: the rule application the engine was in when it did, if any."""
+    from ..passes.patterns import limit_rule_applications
+    module = step.before.clone()
+    with limit_rule_applications() as budget:
+        try:
+            step.pass_.run(module)
+        except Exception:  # noqa: BLE001 - the raise being explained
+            pass
+        else:
+            return  # it does not raise again
+    if budget.trying is None:
+        return  # it raised outside the rule engine
+    finding.rule, finding.rule_index = budget.trying, len(budget.applied) + 1
+    finding.rule_before = step.before.clone()
+    with limit_rule_applications(len(budget.applied)):
+        step.pass_.run(finding.rule_before)
+
+
 def first_wrong_instruction(module, oracle: Oracle) -> str:
     """The first instruction (post order) whose value on the backend differs from the
     interpreter's on the same module, as HLO text plus the difference; "" when none is found."""
@@ -263,6 +282,8 @@ def bisect(module, backend: str, *, pipeline=None, seed: int = 0, rtol: float = 
         finding.meaning_changed = oracle.problem(step.after, "interpreter") is not None
         if not finding.meaning_changed:
             finding.instruction = first_wrong_instruction(step.after, oracle)
+    if rules and step.after is None:
+        blame_raising_rule(step, finding)
     if rules and step.after is not None and finding.meaning_changed:
         # the interpreter sees the change too, so it checks each prefix (no backend compiles)
         bisect_rules(step, lambda m: oracle.problem(m, "interpreter"), finding)
@@ -290,10 +311,17 @@ def format_finding(finding: Finding, backend: str, steps: int) -> str:
         return "\n".join(lines)
     step = finding.step
     lines = [f"first bad pass: {step.label}, changing step {finding.step_index + 1} of "
-             f"{steps}", f"  {finding.problem}"]
+             f"{steps}"]
     if step.after is None:
         lines.append(f"  the pass raised {step.error}")
+        if finding.rule is not None:
+            lines.append(f"guilty rewrite: {finding.rule} (application {finding.rule_index} "
+                         f"of the pass run, which raised)")
+            target = _find_instruction(finding.rule_before, finding.rule.instr)
+            if target is not None:
+                lines.append(f"  it was rewriting: {target.to_text()}")
         return "\n".join(lines)
+    lines.append(f"  {finding.problem}")
     if backend != "interpreter" and finding.meaning_changed:
         lines.append("  the interpreter sees the change too: the pass changed what the program "
                      "computes")
@@ -310,6 +338,10 @@ def format_finding(finding: Finding, backend: str, steps: int) -> str:
     lines.append(f"--- before {what}\n+++ after {what}")
     lines.append(format_diff(diff_modules(before, after)))
     return "\n".join(lines)
+
+
+def _find_instruction(module, name: str):
+    return next((i for i in module.all_instructions() if i.name == name), None)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
