@@ -20,6 +20,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "diff": ("minixla.tools.diff", "structural diff of two HLO modules"),
     "cache": ("minixla.tools.cache", "inspect or clear the compilation cache"),
     "backends": ("minixla.tools.backends", "list backends and whether they are available"),
+    "bisect": ("minixla.tools.bisect", "find the pass and rewrite after which results change"),
+    "reduce": ("minixla.tools.reduce", "shrink an HLO module while a test still fails"),
+    "explain-fusion": ("minixla.tools.explain_fusion",
+                       "why each producer-consumer pair was fused or not"),
 }
 
 

@@ -21,6 +21,9 @@ COMMANDS = {
     "graph": ["graph", "FILE"],
     "diff": ["diff", "FILE", str(MLP)],
     "diff-second": ["diff", str(MLP), "FILE"],
+    "bisect": ["bisect", "FILE"],
+    "reduce": ["reduce", "FILE", "--predicate", "interpreter-differs"],
+    "explain-fusion": ["explain-fusion", "FILE"],
 }
 
 

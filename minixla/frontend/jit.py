@@ -22,6 +22,7 @@ from .eager import default_backend
 from .errors import FrontendTypeError
 from .numpy_api import asarray
 from .pytree import LEAF, flatten, unflatten
+from .recompiles import RecompileLog
 from .tracer import Tracer, current_builder, tracing
 
 _SCALARS = (bool, int, float, complex)
@@ -84,6 +85,7 @@ class Jitted:
             raise FrontendTypeError("an argument cannot be both static and donated")
         self.compile_count = 0
         self._cache: dict = {}
+        self.recompile_log = RecompileLog(getattr(fn, "__name__", "fn"))
         try:
             self._names = list(inspect.signature(fn).parameters)
         except (TypeError, ValueError):
@@ -95,6 +97,7 @@ class Jitted:
         key, leaves = self._signature(args, kwargs)
         entry = self._cache.get(key)
         if entry is None:
+            self.recompile_log.record(key, self._cache, self._leaf_names(args, kwargs))
             lowered = self._lower(key, args, kwargs)
             entry = (lowered.compile(), lowered.out_tree)
             self._cache[key] = entry
@@ -116,6 +119,11 @@ class Jitted:
 
     def clear_cache(self) -> None:
         self._cache.clear()
+
+    def explain_recompiles(self) -> str:
+        """Why each trace happened: "first call", then what differed from the closest
+        earlier signature (shape, dtype, weak type, static value, pytree, backend)."""
+        return str(self.recompile_log)
 
     # -- internals ---------------------------------------------------------------------------
     def _signature(self, args, kwargs):

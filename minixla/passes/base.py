@@ -58,8 +58,9 @@ class PassReport:
         return "\n".join(lines)
 
 
-# MINIXLA_FLAGS read by other layers: the CPU compilation cache explains its misses.
-OTHER_FLAGS = ("explain_cache_misses",)
+# MINIXLA_FLAGS flags that other layers read: --explain_recompiles (minixla.jit),
+# --explain_cache_misses (the CPU compilation cache).
+FLAGS_READ_ELSEWHERE = ("explain_recompiles", "explain_cache_misses")
 
 
 @dataclass
@@ -82,12 +83,10 @@ class DumpOptions:
                 options.pass_re = value
             elif key == "dump_as_dot":
                 options.as_dot = value.lower() not in ("false", "0")
-            elif key in OTHER_FLAGS:
-                continue  # read where they apply
-            else:
+            elif key not in FLAGS_READ_ELSEWHERE:
                 raise PassError(f"unknown MINIXLA_FLAGS flag --{key} (known: --dump_to, "
                                 f"--dump_pass_re, --dump_as_dot, "
-                                f"{', '.join('--' + f for f in OTHER_FLAGS)})")
+                                f"{', '.join('--' + f for f in FLAGS_READ_ELSEWHERE)})")
         return options
 
 

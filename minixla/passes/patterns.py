@@ -11,11 +11,16 @@ the rule is called with its captures as keyword arguments (`root` is the matched
 and returns the replacement, or None for "does not apply". New instructions it builds may be
 detached; the engine adds them, names them and removes what became dead. Rounds repeat until
 nothing fires. `MINIXLA_TRACE_RULES=1` prints `algsimp.add_zero fired on %sum` to stderr.
+`limit_rule_applications(k)` records every application and stops the engine after the k-th,
+and keeps the attempt in progress, so a rule that raises can be named (`minixla bisect` uses
+it to find the one rewrite that broke a program).
 
 The same patterns back `minixla.testing.m`; `explain()` says where and why a match failed.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import inspect
 import os
 import re
@@ -374,6 +379,50 @@ def filled(value, shape: Shape) -> HloInstruction:
 # -- the engine -------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class RuleApplication:
+    """One rewrite the engine made: `rules.rule` replaced the instruction `%instr`."""
+    rules: str
+    rule: str
+    instr: str
+
+    def __str__(self) -> str:
+        return f"{self.rules}.{self.rule} on %{self.instr}"
+
+
+@dataclass
+class RuleBudget:
+    """The applications made so far, how many may be made (None: no limit), and the rule
+    being tried right now (so a rule that raises can be named)."""
+    limit: int | None = None
+    applied: list[RuleApplication] = field(default_factory=list)
+    trying: RuleApplication | None = None
+
+    def begin(self, rules: str, rule: str, instr: str) -> bool:
+        """Notes an attempt; False when the budget is spent and no rule may be tried."""
+        if self.limit is not None and len(self.applied) >= self.limit:
+            return False
+        self.trying = RuleApplication(rules, rule, instr)
+        return True
+
+
+_BUDGET: contextvars.ContextVar[RuleBudget | None] = contextvars.ContextVar("rule_budget",
+                                                                           default=None)
+
+
+@contextlib.contextmanager
+def limit_rule_applications(limit: int | None = None):
+    """Within the block every rule engine records its applications in the yielded budget and
+    stops after `limit` of them (None: records without stopping)."""
+    budget = RuleBudget(limit)
+    token = _BUDGET.set(budget)
+    try:
+        yield budget
+    finally:
+        _BUDGET.reset(token)
+
+
+
 class RuleError(RuntimeError):
     """A rule returned a replacement whose shape is not compatible with the instruction's."""
 
@@ -387,6 +436,8 @@ def rewrite(module, rules: RuleSet, *, max_rounds: int = 16) -> bool:
             if not engine.sweep(comp):
                 break
             changed = True
+    if engine.budget is not None:
+        engine.budget.trying = None  # finished: nothing is being tried any more
     return changed
 
 
@@ -397,6 +448,7 @@ class _Engine:
         self.names = NameUniquer(module)
         self.trace = os.environ.get("MINIXLA_TRACE_RULES", "") not in ("", "0")
         self.effects: dict = {}  # computation -> contains a side effect (memo)
+        self.budget = _BUDGET.get()
 
     def sweep(self, comp) -> bool:
         changed = False
@@ -404,6 +456,10 @@ class _Engine:
             if instr.parent is not comp or not self._rewritable(instr):
                 continue
             for rule in self.index.get(instr.opcode, []) + self.index.get(None, []):
+                budget = self.budget
+                if budget is not None and not budget.begin(self.rules.name, rule.name,
+                                                           instr.name):
+                    return changed  # spent: stop before trying another rule
                 replacement = rule.apply(instr)
                 if replacement is None or replacement is instr:
                     continue
@@ -411,6 +467,8 @@ class _Engine:
                     print(f"{self.rules.name}.{rule.name} fired on %{instr.name}",
                           file=sys.stderr)
                 self.replace(comp, instr, replacement, rule.name)
+                if budget is not None:
+                    budget.applied.append(budget.trying)
                 changed = True
                 break
         return changed
