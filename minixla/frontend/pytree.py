@@ -85,3 +85,17 @@ def tree_map(fn, tree, *rest):
     leaves, treedef = flatten(tree)
     others = [flatten(r)[0] for r in rest]
     return unflatten(treedef, [fn(*xs) for xs in zip(leaves, *others)])
+
+
+def children_of(tree):
+    """(kind, node data, children) of a container node; None for a leaf or None."""
+    if tree is None:
+        return None
+    if _is_namedtuple(tree):
+        return "namedtuple", type(tree), tuple(tree)
+    if isinstance(tree, (tuple, list)):
+        return ("tuple" if isinstance(tree, tuple) else "list"), len(tree), tuple(tree)
+    if isinstance(tree, dict):
+        keys = tuple(sorted(tree))
+        return "dict", keys, tuple(tree[k] for k in keys)
+    return None
