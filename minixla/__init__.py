@@ -13,7 +13,7 @@ from .frontend import (Builder, ConcretizationError, EscapedTracerError, Fronten
 from .frontend import ops
 from . import lax, nn, numpy  # noqa: E402  (NumPy-style API: `import minixla.numpy as mnp`)
 from .transforms.batching import vmap  # noqa: E402
-from . import random  # noqa: E402
+from . import random, tree_util  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -25,5 +25,5 @@ __all__ = [
     "Builder", "ConcretizationError", "EscapedTracerError", "FrontendError",
     "FrontendIndexError", "FrontendShapeError", "FrontendTypeError",
     "TracerBoolConversionError", "XlaOp", "config", "jit", "lax", "nn", "numpy", "ops",
-    "random", "vmap",
+    "random", "tree_util", "vmap",
 ]
