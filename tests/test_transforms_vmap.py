@@ -304,9 +304,17 @@ def test_an_op_without_a_rule_is_named():
 
 
 def test_on_the_cpu_backend():
+    """The batched programs (gather with batching dims, lane-frozen while) on cpu."""
     x, w = f32(4, 3), f32(3, 2)
     fn = minixla.jit(vmap(lambda a: mnp.tanh(a @ w).sum()), backend="cpu")
     np.testing.assert_allclose(fn(x), np.tanh(x @ w).sum(1), rtol=1e-5)
+    counts, idx = np.array([1, 4, 0, 2], np.int32), np.array([[0, 2], [1, 1], [2, 0], [0, 0]])
+
+    def fn(n, a, k):
+        doubled = lax.while_loop(lambda s: s[0] < n, lambda s: (s[0] + 1, s[1] * 2.0), (0, a))
+        return doubled[1][k.astype(np.int32)]
+    cpu = minixla.jit(vmap(fn), backend="cpu")(counts, x, idx)
+    np.testing.assert_allclose(cpu, jit(vmap(fn))(counts, x, idx), rtol=1e-6)
 
 
 def test_closed_over_values_of_the_enclosing_trace_stay_unbatched():
