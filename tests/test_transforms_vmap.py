@@ -248,7 +248,7 @@ def test_call_opt_barrier_and_rng_bit_generator():
     check(bits, state)
 
 
-# -- the API ------------------------------------------------------------------------------------------
+# -- the API ------------------------------------------------------------------------------
 def test_pytree_in_axes_prefix_and_out_axes():
     params = {"w": f32(4, 3), "b": f32(3)}
     xs = f32(5, 4)

@@ -17,7 +17,7 @@ import numpy as np
 from . import dtypes as dt
 from .eager import api
 from .errors import FrontendShapeError, FrontendTypeError
-from .numpy_api import (_builder, add, asarray, astype, bitwise_or, bitwise_xor, broadcast_to,
+from .numpy_api import (add, asarray, astype, bitwise_or, bitwise_xor, broadcast_to,
                         cast, constant, equal, erf, exp, left_shift, less, less_equal, log,
                         log1p, maximum, multiply, remainder, right_shift, sqrt, subtract, where)
 from .numpy_creation import arange, iota, zeros
