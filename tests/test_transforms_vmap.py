@@ -324,3 +324,42 @@ def test_closed_over_values_of_the_enclosing_trace_stay_unbatched():
     xs, w = f32(5, 3), f32(3, 2)
     np.testing.assert_allclose(fn(xs, w), np.tanh(xs @ w), rtol=1e-5)
     assert "f32[5,3,2]" not in jit(lambda a, b: vmap(lambda x: x @ b)(a)).lower(xs, w).as_text()
+
+
+# -- every elementwise opcode of the table, straight from HLO ---------------------------------
+from minixla.ir.opcodes import ELEMENTWISE, OPCODES  # noqa: E402
+from minixla.transforms.batching_rules import BATCHING_RULES  # noqa: E402
+
+_SPECIAL = {"map", "compare", "reduce-precision", "convert", "bitcast-convert",
+            "stochastic-convert", "complex", "real", "imag", "is-finite"}
+_INTEGER = {"and", "or", "xor", "not", "popcnt", "count-leading-zeros", "shift-left",
+            "shift-right-arithmetic", "shift-right-logical", "mulhi", "remainder"}
+_SWEEP = sorted(name for name, row in OPCODES.items()
+                if row.kind == ELEMENTWISE and name not in _SPECIAL)
+
+
+def test_every_elementwise_opcode_has_a_rule():
+    missing = [name for name, row in OPCODES.items()
+               if row.kind == ELEMENTWISE and name not in BATCHING_RULES]
+    assert missing == []
+
+
+@pytest.mark.parametrize("opcode", _SWEEP)
+def test_elementwise_opcode_against_a_loop(opcode):
+    arity = OPCODES[opcode].arity
+    if opcode in _INTEGER:
+        args = [RNG.integers(1, 30, (3, 4)).astype(np.int32) for _ in range(arity)]
+    else:
+        args = [RNG.uniform(0.2, 0.9, (3, 4)).astype(np.float32) for _ in range(arity)]
+    if opcode == "clamp":
+        args[0], args[2] = args[0] * 0 + 0.4, args[2] * 0 + 0.6
+    if opcode == "select":
+        args[0] = args[0] > 0.5
+
+    def single(*xs):
+        builder = xs[0].op.builder
+        return t(builder.emit(opcode, [x.op for x in xs]))
+    in_axes = (0,) + (None,) * (arity - 1) if arity > 1 else 0
+    unbatched_rest = [a if i == 0 else a[0] for i, a in enumerate(args)]
+    check(single, *unbatched_rest, in_axes=in_axes)
+    check(single, *args)
