@@ -363,3 +363,12 @@ def test_elementwise_opcode_against_a_loop(opcode):
     unbatched_rest = [a if i == 0 else a[0] for i, a in enumerate(args)]
     check(single, *unbatched_rest, in_axes=in_axes)
     check(single, *args)
+
+
+def test_a_batched_vector_matrix_product_becomes_a_matrix_product():
+    text = jit(vmap(lambda x, w: x @ w, in_axes=(0, None))).lower(f32(8, 3), f32(3, 2)).as_text()
+    assert "f32[8,2]{1,0} dot(" in text and "lhs_batch_dims" not in text
+    check(lambda w, x: w @ x, f32(2, 3), f32(5, 3), in_axes=(None, 0))
+    check(lambda a, b: mnp.einsum("ij,jk->ik", a, b), f32(4, 2, 3), f32(3, 5),
+          in_axes=(0, None))
+    check(lambda a, b: mnp.einsum("ij,jk->ik", a, b), f32(2, 3), f32(3, 4, 5), in_axes=(None, 1))

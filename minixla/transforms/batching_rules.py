@@ -8,6 +8,8 @@ Opcodes without a row raise an error naming them.
 """
 from __future__ import annotations
 
+import math
+
 from ..frontend.tracer import current_builder
 from ..ir import Shape, Window, WindowDim, parse_dim_labels
 from ..ir.opcodes import ELEMENTWISE, OPCODES
@@ -133,6 +135,8 @@ def _dot(b: Batching, instr, args):
     names = ("lhs_batch_dims", "lhs_contracting_dims", "rhs_batch_dims", "rhs_contracting_dims")
     dims = {k: tuple(attrs.get(k, ())) for k in names}
     nbatch = len(dims["lhs_batch_dims"])
+    if nbatch == 0 and (lb is None) != (rb is None):
+        return _dot_folded(b, instr, args, dims)
     lhs_op = b.front((lhs, lb)) if lb is not None else lhs
     rhs_op = b.front((rhs, rb)) if rb is not None else rhs
     for side, batched in (("lhs", lb is not None), ("rhs", rb is not None)):
@@ -150,6 +154,40 @@ def _dot(b: Batching, instr, args):
         out = nbatch + lhs.rank - nbatch - len(dims["lhs_contracting_dims"])
     attrs.update(dims)
     return emit("dot", [lhs_op, rhs_op], attrs, shape=b.shape(instr.shape, out)), out
+
+
+def _dot_folded(b: Batching, instr, args, dims):
+    """One side batched, no dot batch dims: the batch joins that side's free dimensions, so
+    the dot keeps its rank (a matrix-vector product becomes a matrix-matrix one)."""
+    side = 0 if args[0][1] is not None else 1
+    prefix = ("lhs", "rhs")[side]
+    contracting = dims[f"{prefix}_contracting_dims"]
+    example = instr.operand(side).shape.dims
+    free = [d for d in range(len(example)) if d not in contracting]
+    op = b.front(args[side])
+    merged = b.size * math.prod(example[d] for d in free)
+    kept = [example[d] for d in contracting]
+    if side == 0:  # [batch, free..., contracting...] -> [batch * free, contracting...]
+        order = [0, *_shifted(free), *_shifted(contracting)]
+        shape = [merged] + kept
+        new_contracting = tuple(range(1, len(kept) + 1))
+    else:  # [contracting..., batch, free...] -> [contracting..., batch * free]
+        order = [*_shifted(contracting), 0, *_shifted(free)]
+        shape = kept + [merged]
+        new_contracting = tuple(range(len(kept)))
+    if order != list(range(op.rank)):
+        op = emit("transpose", [op], {"dimensions": tuple(order)})
+    op = emit("reshape", [op], shape=Shape.array(op.dtype, shape))
+    operands = [op, args[1][0]] if side == 0 else [args[0][0], op]
+    attrs = dict(instr.attrs, **dims)
+    attrs[f"{prefix}_contracting_dims"] = new_contracting
+    other = instr.operand(1 - side).shape.dims
+    other_contracting = dims[f"{('rhs', 'lhs')[side]}_contracting_dims"]
+    other_free = [other[d] for d in range(len(other)) if d not in other_contracting]
+    flat = [merged] + other_free if side == 0 else other_free + [merged]
+    out = emit("dot", operands, attrs, shape=Shape.array(instr.shape.dtype, flat))
+    bdim = 0 if side == 0 else len(other_free)
+    return emit("reshape", [out], shape=b.shape(instr.shape, bdim)), bdim
 
 
 def _merge(b: Batching, value, target: int):
