@@ -56,6 +56,27 @@ def test_matches_jax_golden_values(name, seed):
         np.testing.assert_array_equal(got, want)
 
 
+CASES_X64 = {
+    "key": lambda k: k,
+    "bits_u64": lambda k: mr.bits(k, (6,), dtype=np.uint64),
+    "uniform_f64": lambda k: mr.uniform(k, (6,), dtype=np.float64),
+    "normal_f64": lambda k: mr.normal(k, (6,), dtype=np.float64),
+    "randint_i64": lambda k: mr.randint(k, (6,), 0, 10**12, dtype=np.int64),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES_X64))
+def test_matches_jax_golden_values_with_x64(name):
+    want = _golden(f"x64/{name}")
+    with minixla.config.x64():
+        got = np.asarray(jit(CASES_X64[name])(mr.PRNGKey(2**40 + 5)))
+    assert got.dtype == want.dtype
+    if name.endswith("f64"):
+        np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-14)
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
 def test_against_live_jax():
     jax = pytest.importorskip("jax")
     key = jax.random.PRNGKey(1234)

@@ -30,6 +30,15 @@ CASES = {
     "gumbel": lambda k: jax.random.gumbel(k, (8,)),
 }
 SEEDS = (0, 42, 2**31 - 1)
+# With 64-bit types on (the seed keeps its high word, 64-bit bits and floats exist).
+CASES_X64 = {
+    "key": lambda k: k,
+    "bits_u64": lambda k: jax.random.bits(k, (6,), dtype=np.uint64),
+    "uniform_f64": lambda k: jax.random.uniform(k, (6,), dtype=np.float64),
+    "normal_f64": lambda k: jax.random.normal(k, (6,), dtype=np.float64),
+    "randint_i64": lambda k: jax.random.randint(k, (6,), 0, 10**12, dtype=np.int64),
+}
+SEED_X64 = 2**40 + 5
 
 
 def main() -> None:
@@ -41,6 +50,12 @@ def main() -> None:
             value = np.asarray(fn(key))
             out[f"{seed}/{name}"] = {"dtype": str(value.dtype), "shape": list(value.shape),
                                      "values": value.ravel().tolist()}
+    with jax.enable_x64(True):
+        key = jax.random.PRNGKey(SEED_X64)
+        for name, fn in CASES_X64.items():
+            value = np.asarray(fn(key))
+            out[f"x64/{name}"] = {"dtype": str(value.dtype), "shape": list(value.shape),
+                                  "values": value.ravel().tolist()}
     path = Path(__file__).with_name("random_jax.json")
     path.write_text(json.dumps({"jax_version": jax.__version__, "cases": out}, indent=0) + "\n")
 
