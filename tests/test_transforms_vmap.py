@@ -372,3 +372,14 @@ def test_a_batched_vector_matrix_product_becomes_a_matrix_product():
     check(lambda a, b: mnp.einsum("ij,jk->ik", a, b), f32(4, 2, 3), f32(3, 5),
           in_axes=(0, None))
     check(lambda a, b: mnp.einsum("ij,jk->ik", a, b), f32(2, 3), f32(3, 4, 5), in_axes=(None, 1))
+
+
+def test_switch_with_an_unbatched_index_and_negative_axes():
+    branches = [lambda v: v + 1.0, lambda v: v * 3.0, lambda v: -v]
+    for index in (np.int32(1), np.int32(9)):
+        check(lambda i, x: lax.switch(i, branches, x), index, f32(4, 2), in_axes=(None, 0))
+    x = f32(2, 3, 4)
+    got = jit(vmap(lambda a: a * 2.0, in_axes=-1, out_axes=-1))(x)
+    np.testing.assert_allclose(got, x * 2)
+    got = jit(vmap(lambda a: mnp.sum(a, 0), in_axes=-2, out_axes=-1))(x)
+    np.testing.assert_allclose(got, x.sum(0).T)
