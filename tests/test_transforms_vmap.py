@@ -383,3 +383,20 @@ def test_switch_with_an_unbatched_index_and_negative_axes():
     np.testing.assert_allclose(got, x * 2)
     got = jit(vmap(lambda a: mnp.sum(a, 0), in_axes=-2, out_axes=-1))(x)
     np.testing.assert_allclose(got, x.sum(0).T)
+
+
+def test_a_transformer_block_per_example():
+    from minixla import nn
+    d, seq = 8, 5
+    params = {"wq": f32(d, d), "wk": f32(d, d), "wv": f32(d, d), "g": f32(d), "b": f32(d)}
+
+    def block(p, tokens, length):
+        x = nn.layer_norm(tokens, p["g"], p["b"])
+        q, k, v = x @ p["wq"], x @ p["wk"], x @ p["wv"]
+        scores = q @ k.T / np.sqrt(d).astype(np.float32)
+        visible = mnp.arange(seq)[None, :] < length  # a per-example padding mask
+        attention = nn.softmax(mnp.where(visible, scores, -1e9), axis=-1)
+        out = tokens + nn.gelu(attention @ v)
+        return out, mnp.argmax(out[length - 1]), mnp.cumsum(out, 0)[-1]
+    check(block, params, f32(3, seq, d), np.array([5, 2, 3], np.int32),
+          in_axes=(None, 0, 0), rtol=1e-4)
