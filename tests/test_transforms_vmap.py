@@ -400,3 +400,16 @@ def test_a_transformer_block_per_example():
         return out, mnp.argmax(out[length - 1]), mnp.cumsum(out, 0)[-1]
     check(block, params, f32(3, seq, d), np.array([5, 2, 3], np.int32),
           in_axes=(None, 0, 0), rtol=1e-4)
+
+
+def test_vmap_inside_a_loop_body_closing_over_the_loop_index():
+    w = f32(2, 2)
+
+    @jit
+    def fn(xs, w):
+        return lax.fori_loop(0, 3, lambda i, v: vmap(lambda r: mnp.tanh(r @ w) + i)(v), xs)
+    xs = f32(3, 2)
+    want = xs
+    for i in range(3):
+        want = np.tanh(want @ w) + i
+    np.testing.assert_allclose(fn(xs, w), want, rtol=1e-5, atol=1e-6)
