@@ -413,3 +413,27 @@ def test_vmap_inside_a_loop_body_closing_over_the_loop_index():
     for i in range(3):
         want = np.tanh(want @ w) + i
     np.testing.assert_allclose(fn(xs, w), want, rtol=1e-5, atol=1e-6)
+
+
+# -- property: random shapes and mapped axes ---------------------------------------------------
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(dims=st.lists(st.integers(1, 4), min_size=2, max_size=3), data=st.data())
+def test_random_shapes_and_axes(dims, data):
+    in_axis = data.draw(st.integers(-len(dims), len(dims) - 1))
+    example_rank = len(dims) - 1
+    out_axis = data.draw(st.integers(0, example_rank - 1)) if example_rank else 0
+    x = RNG.standard_normal(dims).astype(np.float32)
+    bias = RNG.standard_normal(dims[-1:] if in_axis % len(dims) != len(dims) - 1
+                               else dims[-2:-1]).astype(np.float32)
+
+    def fn(a, b):
+        moved = mnp.transpose(a)[::-1] if a.ndim > 1 else a[::-1]
+        return (mnp.sum(mnp.exp(-a * a) + b, axis=-1, keepdims=True) * 2.0, moved)
+    got = jit(vmap(fn, in_axes=(in_axis, None), out_axes=(out_axis, 0)))(x, bias)
+    rows = [jit(fn)(np.take(x, i, axis=in_axis), bias) for i in range(x.shape[in_axis])]
+    np.testing.assert_allclose(got[0], np.stack([r[0] for r in rows], out_axis), rtol=1e-5)
+    np.testing.assert_allclose(got[1], np.stack([r[1] for r in rows], 0), rtol=1e-6)
