@@ -31,6 +31,12 @@ CASES = {
     "categorical": lambda k: mr.categorical(k, np.log(np.float32([0.1, 0.2, 0.7])), shape=(10,)),
     "truncated_normal": lambda k: mr.truncated_normal(k, -1.0, 2.0, (8,)),
     "gumbel": lambda k: mr.gumbel(k, (8,)),
+    "choice": lambda k: mr.choice(k, 7, (2, 3)),
+    "choice_p": lambda k: mr.choice(k, 4, (12,), p=np.float32([0.1, 0.5, 0.15, 0.25])),
+    "choice_p_unique": lambda k: mr.choice(k, 4, (3,), replace=False,
+                                              p=np.float32([0.1, 0.5, 0.15, 0.25])),
+    "choice_unique": lambda k: mr.choice(k, np.arange(10, dtype=np.int32) * 2, (5,),
+                                            replace=False),
 }
 FLOATS = {"uniform", "uniform_range", "normal", "truncated_normal", "gumbel"}
 

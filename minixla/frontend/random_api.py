@@ -388,19 +388,35 @@ def permutation(key, x, axis: int = 0, independent: bool = False) -> Tracer:
 
 @api
 def choice(key, a, shape=(), replace: bool = True, p=None, axis: int = 0) -> Tracer:
-    """Samples from `a` (or range(a)); `p` weights are not supported yet."""
+    """Samples from `a` (or range(a)), uniformly or with probabilities `p`."""
     key = _check_key("choice", key)
-    if p is not None:
-        raise FrontendTypeError("choice with p= is not supported; use categorical")
     shape = _shape(shape)
     n = int(a) if isinstance(a, (int, np.integer)) else asarray(a).shape[axis]
     draws = math.prod(shape)
     if not replace and draws > n:
         raise FrontendShapeError(f"cannot take {draws} samples from {n} without replacement")
-    if replace:
+    if p is None and replace:
         index = randint(key, shape, 0, n)
-    else:
+    elif p is None:
         index = reshape(permutation(key, n)[:draws], shape)
+    else:
+        index = _weighted_choice(key, asarray(p), n, shape, draws, replace)
     if isinstance(a, (int, np.integer)):
         return index
     return take(asarray(a), index, axis=axis)
+
+
+def _weighted_choice(key, p: Tracer, n: int, shape, draws: int, replace: bool) -> Tracer:
+    from .numpy_reduce import cumsum, sum as sum_
+    if p.shape != (n,):
+        raise FrontendShapeError(f"choice: p must have shape ({n},), got {p.shape}")
+    p = astype(p, _float_dtype(p.dtype if p.dtype.kind == "f" else None))
+    if replace:  # inverse CDF: the first bin whose cumulative weight reaches r
+        cdf = cumsum(p)
+        r = multiply(cdf[-1], subtract(1.0, _uniform(key, shape, p.dtype, 0.0, 1.0)))
+        below = less(cdf, expand_dims(r, -1))
+        return sum_(astype(below, dt.default_dtype(dt.INT)), axis=-1)
+    from .ops_core import GetTupleElement, Topk
+    scores = add(gumbel(key, (n,), p.dtype), log(p))  # the Gumbel top-k trick
+    top = Topk(scores.op, draws)
+    return reshape(astype(Tracer(GetTupleElement(top, 1)), dt.default_dtype(dt.INT)), shape)

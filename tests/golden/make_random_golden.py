@@ -28,6 +28,12 @@ CASES = {
                                                     shape=(10,)),
     "truncated_normal": lambda k: jax.random.truncated_normal(k, -1.0, 2.0, (8,)),
     "gumbel": lambda k: jax.random.gumbel(k, (8,)),
+    "choice": lambda k: jax.random.choice(k, 7, (2, 3)),
+    "choice_p": lambda k: jax.random.choice(k, 4, (12,), p=np.float32([0.1, 0.5, 0.15, 0.25])),
+    "choice_p_unique": lambda k: jax.random.choice(k, 4, (3,), replace=False,
+                                              p=np.float32([0.1, 0.5, 0.15, 0.25])),
+    "choice_unique": lambda k: jax.random.choice(k, np.arange(10, dtype=np.int32) * 2, (5,),
+                                            replace=False),
 }
 SEEDS = (0, 42, 2**31 - 1)
 # With 64-bit types on (the seed keeps its high word, 64-bit bits and floats exist).
