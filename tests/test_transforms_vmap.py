@@ -178,6 +178,9 @@ def test_dynamic_slice_and_update_with_batched_indices():
           in_axes=(None, 0, 0))
     check(lambda a, k, v: lax.dynamic_update_slice(a, v, (k, 0)), x, np.int32(3), u[0],
           in_axes=(0, None, None))
+    scalars = f32(4)
+    check(lambda a: lax.dynamic_slice(a, (), ()), scalars)
+    check(lambda a, v: lax.dynamic_update_slice(a, v, ()), scalars, scalars[0], in_axes=(0, None))
 
 
 def test_gather_and_scatter():

@@ -271,6 +271,8 @@ def _index_vector(b: Batching, indices, sizes, bounds):
 def _dynamic_slice(b: Batching, instr, args):
     operand, indices = args[0], args[1:]
     sizes = tuple(instr.attrs["dynamic_slice_sizes"])
+    if not indices:  # a rank-0 operand: the slice is the operand
+        return operand
     if not any(is_batched(i) for i in indices):
         zero = constant(0, instr.operand(1).shape.dtype)
         attrs = {"dynamic_slice_sizes": (b.size,) + sizes}
@@ -292,8 +294,10 @@ def _dynamic_slice(b: Batching, instr, args):
 
 def _dynamic_update_slice(b: Batching, instr, args):
     operand, update, indices = args[0], args[1], args[2:]
+    if not indices:  # a rank-0 operand: the update replaces it
+        return update
     if not any(is_batched(i) for i in indices):
-        zero = constant(0, instr.operand(2).shape.dtype) if indices else None
+        zero = constant(0, instr.operand(2).shape.dtype)
         ops = [b.batched(operand), b.batched(update), zero] + [i[0] for i in indices]
         return emit("dynamic-update-slice", ops), 0
     sizes = instr.operand(1).shape.dims
