@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 import minixla
-import minixla.numpy as mnp
 from minixla import lax, tree_util, vmap
 
 
