@@ -12,6 +12,8 @@ from .frontend import (Builder, ConcretizationError, EscapedTracerError, Fronten
                        TracerBoolConversionError, XlaOp, config, jit)
 from .frontend import ops
 from . import lax, nn, numpy  # noqa: E402  (NumPy-style API: `import minixla.numpy as mnp`)
+from .transforms.batching import vmap  # noqa: E402
+from . import random, tree_util  # noqa: E402
 
 from .version import __version__  # noqa: E402
 
@@ -24,4 +26,5 @@ __all__ = [
     "Builder", "ConcretizationError", "EscapedTracerError", "FrontendError",
     "FrontendIndexError", "FrontendShapeError", "FrontendTypeError",
     "TracerBoolConversionError", "XlaOp", "config", "jit", "lax", "nn", "numpy", "ops",
+    "random", "tree_util", "vmap",
 ]

@@ -41,7 +41,23 @@ def _spec(leaf, where: str) -> tuple[tuple[int, ...], np.dtype, bool]:
                             f"NumPy arrays or scalars (or mark the argument static)")
 
 
-def _hashable(value, argnum: int):
+def _host(leaf):
+    """Array-likes from other libraries (JAX, PyTorch, anything with __dlpack__ or __array__)
+    as NumPy arrays; everything else unchanged."""
+    if isinstance(leaf, (np.ndarray, np.generic, Tracer) + _SCALARS):
+        return leaf
+    if hasattr(leaf, "__dlpack__"):
+        try:
+            return np.from_dlpack(leaf)
+        except (TypeError, RuntimeError, BufferError, ValueError):
+            pass  # e.g. a tensor that requires grad, or a dtype DLPack lacks: try __array__
+    if hasattr(leaf, "__array__"):
+        detach = getattr(leaf, "detach", None)  # torch refuses __array__ on grad tensors
+        return np.asarray(detach() if callable(detach) else leaf)
+    return leaf
+
+
+def _hashable(value, argnum):
     try:
         hash(value)
     except TypeError:
@@ -74,22 +90,37 @@ class Lowered:
 class Jitted:
     """The callable `jit` returns; `compile_count` counts cache misses."""
 
-    def __init__(self, fn, backend, donate_argnums, static_argnums, memory_limit_bytes=None):
+    def __init__(self, fn, backend, donate_argnums, static_argnums, static_argnames=(),
+                 donate_argnames=(), memory_limit_bytes=None):
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.backend = backend
         self.memory_limit_bytes = memory_limit_bytes
-        self.static_argnums = frozenset(_argnums(static_argnums))
-        self.donate_argnums = frozenset(_argnums(donate_argnums))
-        if self.static_argnums & self.donate_argnums:
+        try:
+            parameters = inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            parameters = {}
+        self._names = list(parameters)
+        positional = [n for n, p in parameters.items()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        open_kwargs = any(p.kind == p.VAR_KEYWORD for p in parameters.values())
+        static_names = _argnames(static_argnames, parameters, open_kwargs)
+        donate_names = _argnames(donate_argnames, parameters, open_kwargs)
+        self.static_argnums = frozenset(_argnums(static_argnums)) | \
+            {positional.index(n) for n in static_names if n in positional}
+        self.donate_argnums = frozenset(_argnums(donate_argnums)) | \
+            {positional.index(n) for n in donate_names if n in positional}
+        # names by which static or donated arguments may also be passed as keywords
+        self.static_argnames = frozenset(static_names) | \
+            {positional[i] for i in self.static_argnums if i < len(positional)}
+        self.donate_argnames = frozenset(donate_names) | \
+            {positional[i] for i in self.donate_argnums if i < len(positional)}
+        if self.static_argnums & self.donate_argnums or \
+                self.static_argnames & self.donate_argnames:
             raise FrontendTypeError("an argument cannot be both static and donated")
         self.compile_count = 0
         self._cache: dict = {}
         self.recompile_log = RecompileLog(getattr(fn, "__name__", "fn"))
-        try:
-            self._names = list(inspect.signature(fn).parameters)
-        except (TypeError, ValueError):
-            self._names = []
 
     def __call__(self, *args, **kwargs):
         if current_builder() is not None:  # jit inside a trace just inlines
@@ -128,12 +159,18 @@ class Jitted:
     # -- internals ---------------------------------------------------------------------------
     def _signature(self, args, kwargs):
         for i in self.static_argnums | self.donate_argnums:
-            if i >= len(args):
+            passed_by_name = i < len(self._names) and self._names[i] in kwargs
+            if i >= len(args) and not passed_by_name:
                 raise FrontendTypeError(f"{self.__name__} got {len(args)} positional "
                                         f"arguments, but argnum {i} is static or donated")
-        static = tuple((i, _hashable(args[i], i)) for i in sorted(self.static_argnums))
+        static = tuple((i, _hashable(args[i], i)) for i in sorted(self.static_argnums)
+                       if i < len(args))
+        static += tuple((k, _hashable(v, k)) for k, v in sorted(kwargs.items())
+                        if k in self.static_argnames)
         dynamic = tuple(a for i, a in enumerate(args) if i not in self.static_argnums)
-        leaves, tree = flatten((dynamic, kwargs))
+        dynamic_kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
+        leaves, tree = flatten((dynamic, dynamic_kwargs))
+        leaves = [_host(leaf) for leaf in leaves]
         specs = tuple(_spec(leaf, f"argument leaf {k}") for k, leaf in enumerate(leaves))
         backend = self.backend or default_backend()
         return (tree, specs, static, dt.config.enable_x64, backend), leaves
@@ -142,10 +179,12 @@ class Jitted:
         tree, specs, _, _, backend = key
         name = _identifier(getattr(self.fn, "__name__", "fn"))
         builder = Builder("main")
-        names = self._leaf_names(args, kwargs)
+        names = self._leaf_names(args, {k: v for k, v in kwargs.items()
+                                        if k not in self.static_argnames})
         params = [Tracer(builder.parameter(Shape.array(dt.hlo_name(dtype), shape), nm), weak)
                   for (shape, dtype, weak), nm in zip(specs, names)]
         dynamic, kw = unflatten(tree, params)
+        kw.update((k, v) for k, v in kwargs.items() if k in self.static_argnames)
         it = iter(dynamic)
         call_args = [args[i] if i in self.static_argnums else next(it) for i in range(len(args))]
         with tracing(builder):
@@ -154,7 +193,7 @@ class Jitted:
             outs = [asarray(leaf) for leaf in out_leaves]
         root = outs[0].op if out_tree == LEAF else [o.op for o in outs]
         module = builder.module(root, name=f"jit_{name}")
-        module.input_output_alias = self._aliases(module, args, out_tree == LEAF)
+        module.input_output_alias = self._aliases(module, args, kwargs, out_tree == LEAF)
         options = {} if self.memory_limit_bytes is None else {
             "memory_limit_bytes": self.memory_limit_bytes}
         return Lowered(module, tree, out_tree, backend, options)
@@ -171,20 +210,23 @@ class Jitted:
             names += _named_leaves(kwargs[k], k)
         return [_identifier(n) for n in names]
 
-    def _aliases(self, module, args, single: bool) -> list[AliasEntry]:
-        if not self.donate_argnums:
+    def _aliases(self, module, args, kwargs, single: bool) -> list[AliasEntry]:
+        if not self.donate_argnums and not self.donate_argnames & set(kwargs):
             return []
         root = module.entry.root.shape
         outputs = [root] if single else list(root.tuple_shapes)
         used: set[int] = set()
         entries, unusable = [], []
         number = 0
-        for i, arg in enumerate(args):
-            if i in self.static_argnums:
-                continue
+        # parameters follow the dynamic positional arguments, then keywords in sorted order
+        groups = [(i in self.donate_argnums, arg) for i, arg in enumerate(args)
+                  if i not in self.static_argnums]
+        groups += [(k in self.donate_argnames, kwargs[k]) for k in sorted(kwargs)
+                   if k not in self.static_argnames]
+        for donated, arg in groups:
             count = len(flatten(arg)[0])
             for p in range(number, number + count):
-                if i not in self.donate_argnums:
+                if not donated:
                     continue
                 shape = module.entry.parameter(p).shape
                 match = next((k for k, out in enumerate(outputs)
@@ -218,14 +260,27 @@ def _argnums(value) -> tuple[int, ...]:
     return (value,) if isinstance(value, int) else tuple(value)
 
 
+def _argnames(value, parameters, open_kwargs: bool) -> tuple[str, ...]:
+    names = (value,) if isinstance(value, str) else tuple(value or ())
+    for name in names:
+        if name not in parameters and not open_kwargs:
+            raise FrontendTypeError(f"{name!r} is not a parameter of the jitted function "
+                                    f"(its parameters: {', '.join(parameters) or 'none'})")
+    return names
+
+
 def jit(fn=None, *, backend: str | None = None, donate_argnums=(), static_argnums=(),
-        memory_limit_bytes: int | None = None):
+        static_argnames=(), donate_argnames=(), memory_limit_bytes: int | None = None):
     """Compiles `fn` on first call per input signature; usable as `@jit` or
-    `@jit(static_argnums=...)`. backend=None means "cpu" when available, else the
-    interpreter. memory_limit_bytes bounds the peak temporary memory: values are recomputed
-    instead of kept live until it holds (the rematerialization pass)."""
+    `@jit(static_argnums=...)`. Static arguments (by position or name) are Python values
+    baked into the trace; donated ones may share buffers with outputs. backend=None means
+    "cpu" when available, else the interpreter. memory_limit_bytes bounds the peak temporary
+    memory: values are recomputed instead of kept live until it holds (rematerialization)."""
     if fn is None:
         return functools.partial(jit, backend=backend, donate_argnums=donate_argnums,
                                  static_argnums=static_argnums,
+                                 static_argnames=static_argnames,
+                                 donate_argnames=donate_argnames,
                                  memory_limit_bytes=memory_limit_bytes)
-    return Jitted(fn, backend, donate_argnums, static_argnums, memory_limit_bytes)
+    return Jitted(fn, backend, donate_argnums, static_argnums, static_argnames,
+                  donate_argnames, memory_limit_bytes)
