@@ -12,6 +12,9 @@ from .frontend import (Builder, ConcretizationError, EscapedTracerError, Fronten
                        TracerBoolConversionError, XlaOp, config, jit)
 from .frontend import ops
 from . import lax, nn, numpy  # noqa: E402  (NumPy-style API: `import minixla.numpy as mnp`)
+from .transforms import (DifferentiationError, checkpoint, checkpoint_policies, custom_jvp,
+                         custom_vjp, grad, hessian, jacfwd, jacrev, jvp, linearize, remat,
+                         stop_gradient, value_and_grad, vjp)
 
 __version__ = "0.1.0"
 
@@ -23,4 +26,7 @@ __all__ = [
     "Builder", "ConcretizationError", "EscapedTracerError", "FrontendError",
     "FrontendIndexError", "FrontendShapeError", "FrontendTypeError",
     "TracerBoolConversionError", "XlaOp", "config", "jit", "lax", "nn", "numpy", "ops",
+    "DifferentiationError", "checkpoint", "checkpoint_policies", "custom_jvp", "custom_vjp",
+    "grad", "hessian", "jacfwd", "jacrev", "jvp", "linearize", "remat", "stop_gradient",
+    "value_and_grad", "vjp",
 ]

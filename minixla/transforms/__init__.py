@@ -1,1 +1,8 @@
-"""Function transformations over traced HLO (see tracing.py)."""
+"""Function transformations over traced HLO (see tracing.py): differentiation in api.py."""
+from .api import (checkpoint, checkpoint_policies, custom_jvp, custom_vjp, grad, hessian, jacfwd,
+                  jacrev, jvp, linearize, remat, stop_gradient, value_and_grad, vjp)
+from .autodiff import DifferentiationError
+
+__all__ = ["DifferentiationError", "checkpoint", "checkpoint_policies", "custom_jvp",
+           "custom_vjp", "grad", "hessian", "jacfwd", "jacrev", "jvp", "linearize", "remat",
+           "stop_gradient", "value_and_grad", "vjp"]
