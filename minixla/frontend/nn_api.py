@@ -76,3 +76,14 @@ def layer_norm(x, gamma=None, beta=None, axis=-1, eps: float = 1e-5):
         out = add(out, beta)
     return out
 
+
+
+@api
+def one_hot(x, num_classes: int, dtype=np.float32, axis: int = -1):
+    """x's integers as one-hot vectors along a new axis (out-of-range values give zeros)."""
+    from .numpy_api import astype, equal
+    from .numpy_creation import arange
+    from .numpy_shape import expand_dims, moveaxis
+    labels = asarray(x)
+    hot = astype(equal(expand_dims(labels, -1), arange(num_classes)), dtype)
+    return hot if axis == -1 else moveaxis(hot, -1, axis)

@@ -48,7 +48,7 @@ def constant_value(instr):
     """The value of a scalar integer built from constants (constant, convert, copy), or None."""
     while instr.opcode in ("convert", "copy", "reshape", "broadcast"):
         instr = instr.operand(0)
-    if instr.opcode == "constant" and instr.shape.is_array and instr.shape.numel == 1:
+    if instr.opcode == "constant" and instr.shape.is_array and instr.shape.numel() == 1:
         return int(np.asarray(instr.literal).reshape(()))
     return None
 

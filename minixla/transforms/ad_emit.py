@@ -99,18 +99,8 @@ def iota(shape: Shape, dim: int) -> XlaOp:
 
 def take_along(value: XlaOp, index: XlaOp, axis: int) -> XlaOp:
     """`value` re-ordered along `axis` by `index` (same shape): out[..i..] = value[..index..]."""
-    rank = value.rank
-    index_shape = Shape.array("s32", value.dims)
-    columns = []
-    for d in range(rank):
-        column = convert(index, "s32") if d == axis else iota(index_shape, d)
-        columns.append(reshape(column, value.dims + (1,)))
-    indices = columns[0] if rank == 1 else emit("concatenate", columns, {"dimensions": (rank,)})
-    attrs = {"offset_dims": (), "collapsed_slice_dims": tuple(range(rank)),
-             "start_index_map": tuple(range(rank)), "operand_batching_dims": (),
-             "start_indices_batching_dims": (), "index_vector_dim": rank,
-             "slice_sizes": (1,) * rank, "indices_are_sorted": False}
-    return emit("gather", [value, indices], attrs)
+    from ..frontend.numpy_more import take_along_gather
+    return take_along_gather(value, index, axis)
 
 
 def T(op: XlaOp) -> Tracer:

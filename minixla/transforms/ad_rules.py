@@ -179,7 +179,7 @@ def _transpose_vjp(instr, args, out, ct, _):
 
 def _slice_vjp(instr, args, out, ct, _):
     operand = args[0].shape
-    if ct.shape.numel == 0:
+    if ct.shape.numel() == 0:
         return [E.zeros(operand)]
     config = []
     for (start, _limit, stride), size, n in zip(instr.attrs["slice"], operand.dims, ct.dims):
