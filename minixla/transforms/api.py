@@ -12,6 +12,7 @@ import functools
 import numpy as np
 
 from ..frontend import numpy_api as mnp
+from ..frontend.numpy_creation import zeros
 from ..frontend.errors import FrontendTypeError
 from ..frontend.pytree import flatten, unflatten
 from ..frontend.tracer import Tracer, current_builder
@@ -56,6 +57,12 @@ def _linearize(fun, primals: tuple, kwargs=None):
     return outs, traced.out_tree, traced.in_tree, backward_fn
 
 
+def _count_first(pair_tree, leaves) -> int:
+    """How many of a traced (output, aux) pair's leaves belong to the output."""
+    out, _ = unflatten(pair_tree, list(range(len(leaves))))
+    return len(flatten(out)[0])
+
+
 def _split_aux(fun, has_aux: bool, name: str):
     """fun as a function returning (differentiated output, aux)."""
     if not has_aux:
@@ -90,26 +97,16 @@ def value_and_grad(fun, argnums=0, has_aux: bool = False):
         diff = tuple(args[i] for i in nums)
         _check_float_inputs(diff, "grad", argnums)
         merge = _with_args(fun, args, nums)
-        holder = {}
-
-        def primal(*d):
-            out, aux = split(*merge(*d), **kwargs)
-            holder["aux"] = aux
-            return out
-        outs, out_tree, in_tree, back = _linearize(primal, diff)
-        if len(outs) != 1 or outs[0].shape != () or \
-                not np.issubdtype(outs[0].dtype, np.floating):
-            got = outs[0] if len(outs) == 1 else f"a pytree of {len(outs)} arrays"
+        outs, out_tree, in_tree, back = _linearize(lambda *d: split(*merge(*d), **kwargs), diff)
+        (value, aux), n_out = unflatten(out_tree, outs), _count_first(out_tree, outs)
+        if n_out != 1 or outs[0].shape != () or not np.issubdtype(outs[0].dtype, np.floating):
+            got = outs[0] if n_out == 1 else f"a pytree of {n_out} arrays"
             raise FrontendTypeError(f"grad requires a real scalar output, got {got}; use "
                                     f"vjp or jacrev for other outputs")
-        value = outs[0]
-        cts = back([E.full(value.op.shape, 1)])
+        cts = back([E.full(outs[0].op.shape, 1)] + [None] * (len(outs) - 1))
         grads, _ = unflatten(in_tree, cts)
         grads = grads[0] if isinstance(argnums, int) else grads
-        value = unflatten(out_tree, [value])
-        if has_aux:
-            return (value, holder["aux"]), grads
-        return value, grads
+        return ((value, aux) if has_aux else value), grads
     return staged(transformed)
 
 
@@ -126,13 +123,11 @@ def grad(fun, argnums=0, has_aux: bool = False):
 
 def _vjp_inside(fun, primals, has_aux):
     split = _split_aux(fun, has_aux, "vjp")
-    holder = {}
-
-    def primal(*p):
-        out, aux = split(*p)
-        holder["aux"] = aux
-        return out
-    outs, out_tree, in_tree, back = _linearize(primal, tuple(primals))
+    leaves, pair_tree, in_tree, back = _linearize(split, tuple(primals))
+    n_out = _count_first(pair_tree, leaves)
+    outs = leaves[:n_out]
+    out, aux = unflatten(pair_tree, leaves)
+    out_tree = flatten(out)[1]
 
     def vjp_fn(cotangent):
         leaves, tree = flatten(cotangent)
@@ -146,9 +141,8 @@ def _vjp_inside(fun, primals, has_aux):
                 raise FrontendTypeError(f"vjp_fn: cotangent leaf {k} has shape {ct.shape}, "
                                         f"the output has {out.shape}")
             cts.append(mnp.cast(ct, out.dtype).op if E.is_float(out.op.shape) else None)
-        return unflatten(in_tree, back(cts))[0]
-    out = unflatten(out_tree, outs)
-    return (out, vjp_fn, holder["aux"]) if has_aux else (out, vjp_fn)
+        return unflatten(in_tree, back(cts + [None] * (len(leaves) - n_out)))[0]
+    return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
 
 
 def vjp(fun, *primals, has_aux: bool = False):
@@ -249,7 +243,7 @@ def jacfwd(fun, argnums=0, has_aux: bool = False):
                 cols = [columns[start + c][o] for c in range(size)]
                 start += size
                 from ..frontend.numpy_shape import reshape, stack
-                block = stack(cols, axis=-1) if cols else mnp.zeros(
+                block = stack(cols, axis=-1) if cols else zeros(
                     out_leaf.shape + (0,), out_leaf.dtype)
                 per_input.append(reshape(block, out_leaf.shape + leaf.shape))
             jac.append(unflatten(in_tree, per_input)[0] if isinstance(argnums, int)
@@ -268,32 +262,30 @@ def jacrev(fun, argnums=0, has_aux: bool = False):
         diff = tuple(args[i] for i in nums)
         _check_float_inputs(diff, "jacrev", argnums)
         merge = _with_args(fun, args, nums)
-        holder = {}
-
-        def primal(*d):
-            out, aux = split(*merge(*d))
-            holder["aux"] = aux
-            return out
-        outs, out_tree, in_tree, back = _linearize(primal, diff)
+        leaves, pair_tree, in_tree, back = _linearize(lambda *d: split(*merge(*d)), diff)
+        n_out = _count_first(pair_tree, leaves)
+        outs = leaves[:n_out]
+        out_value, aux = unflatten(pair_tree, leaves)
+        out_tree = flatten(out_value)[1]
         from ..frontend.numpy_shape import reshape, stack
         jac = []
         for o, out in enumerate(outs):
             rows = []
             for one_hot in _basis([np.zeros(out.shape, out.dtype)]):
-                cts = [None] * len(outs)
+                cts = [None] * len(leaves)
                 cts[o] = mnp.asarray(one_hot[0]).op
                 rows.append(back(cts))
             in_leaves = flatten(diff)[0]
             per_input = []
             for m, leaf in enumerate(in_leaves):
                 leaf = mnp.asarray(leaf)
-                block = stack([r[m] for r in rows]) if rows else mnp.zeros(
+                block = stack([r[m] for r in rows]) if rows else zeros(
                     (0,) + leaf.shape, leaf.dtype)
                 per_input.append(reshape(block, out.shape + leaf.shape))
             tree = unflatten(in_tree, per_input)[0]
             jac.append(tree[0] if isinstance(argnums, int) else tree)
         result = unflatten(out_tree, jac)
-        return (result, holder["aux"]) if has_aux else result
+        return (result, aux) if has_aux else result
     return staged(transformed)
 
 
@@ -553,9 +545,9 @@ class _CustomJVP(_Region):
 
         def tangent_map(*ts):
             return self._user_jvp(primals, ts)[1]
-        zeros = [mnp.zeros(a.shape, a.dtype) for a in args]
+        blank = [zeros(a.shape, a.dtype) for a in args]
         outs, _, _, back = _linearize(tangent_map, tuple(unflatten(self.traced.in_tree,
-                                                                   zeros)[0]))
+                                                                   blank)[0]))
         cts = as_ct_list(ct, len(outs))
         got = [c.op for c in back(cts)]
         return [got + [None] * len(self.traced.captured)]
