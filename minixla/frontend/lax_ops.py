@@ -102,6 +102,9 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
     strides = tuple(window_strides) if window_strides is not None else (1,) * n
     lhs_dil = tuple(lhs_dilation or (1,) * n)
     rhs_dil = tuple(rhs_dilation or (1,) * n)
+    if isinstance(padding, str) and any(d != 1 for d in lhs_dil):
+        raise FrontendTypeError("conv_general_dilated: string padding with lhs_dilation is "
+                                "ambiguous (as in JAX); give explicit (low, high) pairs")
     kernel = [rhs.shape[d] for d in dims.kernel_spatial]
     dilated_kernel = [(k - 1) * d + 1 for k, d in zip(kernel, rhs_dil)]
     in_spatial = [(lhs.shape[d] - 1) * f + 1 for d, f in zip(dims.input_spatial, lhs_dil)]

@@ -36,11 +36,12 @@ def take_along_axis(arr, indices, axis):
 
 
 def take_along_gather(value, index, axis: int):
-    """HLO gather of `value` (XlaOp) re-ordered along `axis` by `index` (same shape)."""
+    """HLO gather: out[..i..] = value[..index[..i..]..] along `axis`; `index` (an XlaOp)
+    has value's shape except along `axis`."""
     from ..ir import Shape
     builder = _builder()
     rank = value.rank
-    index_shape = Shape.array("s32", value.dims)
+    index_shape = Shape.array("s32", index.dims)
     if index.dtype != "s32":
         index = builder.emit("convert", [index], shape=index_shape)
     columns = []
@@ -48,7 +49,7 @@ def take_along_gather(value, index, axis: int):
         column = index if d == axis else builder.emit("iota", [], {"iota_dimension": d},
                                                       shape=index_shape)
         columns.append(builder.emit("reshape", [column],
-                                    shape=Shape.array("s32", value.dims + (1,))))
+                                    shape=Shape.array("s32", index.dims + (1,))))
     indices = columns[0] if rank == 1 else builder.emit("concatenate", columns,
                                                         {"dimensions": (rank,)})
     attrs = {"offset_dims": (), "collapsed_slice_dims": tuple(range(rank)),
