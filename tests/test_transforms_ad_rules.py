@@ -90,6 +90,8 @@ REDUCTIONS = {
     "max": lambda x: mnp.max(x, axis=1), "min": lambda x: mnp.min(x, axis=0),
     "var": lambda x: mnp.var(x, axis=1), "std": lambda x: mnp.std(x),
     "prod_via_log": lambda x: mnp.exp(mnp.sum(mnp.log(x))),
+    "prod": lambda x: mnp.prod(x, axis=1), "prod_all": lambda x: mnp.prod(x),
+    "prod_with_a_zero": lambda x: mnp.prod(x.at[0, 1].set(0.0), axis=1),
     "cumsum": lambda x: mnp.cumsum(x, axis=1), "cummax": lambda x: mnp.cummax(x * Z, axis=1),
     "sort": lambda x: mnp.sort(x * Z, axis=1) * mnp.arange(3.0),
     "sort_axis0": lambda x: mnp.sort(x * Z, axis=0) * mnp.arange(2.0)[:, None],

@@ -244,8 +244,8 @@ def reducer_kind(comp) -> str | None:
 def _reduce_kind(instr) -> str:
     from .autodiff import ad_error
     kind = reducer_kind(instr.attrs["to_apply"])
-    if len(instr.operands) != 2 or kind not in ("add", "maximum", "minimum"):
-        raise ad_error(instr, "only sum, max and min reductions of one operand are "
+    if len(instr.operands) != 2 or kind not in ("add", "maximum", "minimum", "multiply"):
+        raise ad_error(instr, "only sum, product, max and min reductions of one operand are "
                               "differentiable")
     return kind
 
@@ -262,12 +262,34 @@ def _extreme_mask(instr, args, out):
     return mask, E.reduce_sum(mask, instr.attrs["dimensions"])
 
 
+def _product_of_others(instr, x):
+    """For each element of x, the product of the other elements it is reduced with (exact
+    when some are zero, unlike out / x): exclusive products from both ends."""
+    from ..frontend.numpy_reduce import cumprod
+    from ..frontend.numpy_shape import concatenate, flip
+    dims = list(instr.attrs["dimensions"])
+    kept = _kept(instr, x.rank)
+    moved = E.transpose(x, kept + dims)
+    n = int(np.prod([x.dims[d] for d in dims], dtype=np.int64))
+    rows = T(E.reshape(moved, [x.dims[d] for d in kept] + [n]))
+    ones = mnp.ones_like(rows[..., :1])
+
+    def exclusive(values):
+        return concatenate([ones, cumprod(values, axis=-1)[..., :-1]], axis=-1)
+    others = exclusive(rows) * flip(exclusive(flip(rows, -1)), -1)
+    back = E.reshape(others.op, moved.dims)
+    return E.transpose(back, list(np.argsort(kept + dims)))
+
+
 def _reduce_vjp(instr, args, out, ct, _):
     kind = _reduce_kind(instr)
     x = args[0]
     kept = _kept(instr, x.rank)
     if kind == "add":
         return [E.broadcast_in_dim(ct, x.shape, kept), E.reduce_sum(ct, range(ct.rank))]
+    if kind == "multiply":
+        wide = E.broadcast_in_dim(ct, x.shape, kept)
+        return [emit("multiply", [wide, _product_of_others(instr, x)]), None]
     mask, count = _extreme_mask(instr, args, out)
     share = E.broadcast_in_dim(emit("divide", [ct, count]), x.shape, kept)
     return [emit("multiply", [share, mask]), None]
@@ -280,6 +302,9 @@ def _reduce_jvp(instr, args, out, tangents):
         return None
     if kind == "add":
         return E.reduce_sum(tx, instr.attrs["dimensions"])
+    if kind == "multiply":
+        weighted = emit("multiply", [tx, _product_of_others(instr, args[0])])
+        return E.reduce_sum(weighted, instr.attrs["dimensions"])
     mask, count = _extreme_mask(instr, args, out)
     summed = E.reduce_sum(emit("multiply", [tx, mask]), instr.attrs["dimensions"])
     return emit("divide", [summed, count])
