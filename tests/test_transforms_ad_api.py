@@ -240,3 +240,12 @@ def test_reverse_mode_of_a_dynamic_while_loop_is_an_error():
     f = lambda x: lax.while_loop(lambda c: c < 10.0, lambda c: c * 2, x)  # noqa: E731
     with pytest.raises(minixla.DifferentiationError, match="static trip count"):
         minixla.grad(f)(np.float32(1))
+
+
+def test_every_opcode_has_a_rule_or_a_reason():
+    from minixla.ir.opcodes import OPCODES
+    from minixla.transforms.autodiff import DECLINED, RULES
+    structural = {"tuple", "get-tuple-element"}
+    assert set(OPCODES) == set(RULES) | set(DECLINED) | structural
+    assert not set(RULES) & set(DECLINED)
+    assert set(RULES) <= set(OPCODES)

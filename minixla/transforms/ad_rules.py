@@ -18,7 +18,7 @@ import numpy as np
 from .. import numpy as mnp
 from ..ir import Shape, Window, WindowDim, parse_dim_labels
 from . import ad_emit as E
-from .ad_emit import T, emit, op_of
+from .ad_emit import T, emit
 from .tracing import emit_like
 
 
@@ -132,7 +132,6 @@ ELEMENTWISE = {
     "minimum": lambda x, y, out: _max_partials(x, y, out, greater=False),
     "remainder": _rem_partials,
     "erf": lambda x, out: [(2 / _SQRT_PI) * mnp.exp(-x * x)],
-    "erf-inv": lambda x, out: [(_SQRT_PI / 2) * mnp.exp(out * out)],
     "clamp": _clamp_partials,
     "copy": lambda x, out: [1],
     "reduce-precision": lambda x, out: [1],
@@ -144,7 +143,7 @@ NONDIFFERENTIABLE = [
     "not", "and", "or", "xor", "popcnt", "count-leading-zeros", "shift-left",
     "shift-right-arithmetic", "shift-right-logical", "mulhi", "iota", "constant", "rng",
     "rng-bit-generator", "parameter", "bitcast-convert", "get-dimension-size", "partition-id",
-    "replica-id", "after-all", "stochastic-convert", "argmax",
+    "replica-id", "after-all", "stochastic-convert",
 ]
 
 
@@ -221,7 +220,7 @@ def _dynamic_slice_vjp(instr, args, out, ct, _):
 
 
 def _dynamic_update_slice_vjp(instr, args, out, ct, _):
-    operand, update, starts = args[0], args[1], args[2:]
+    update, starts = args[1], args[2:]
     ct_operand = emit("dynamic-update-slice", [ct, E.zeros(update.shape), *starts])
     ct_update = emit("dynamic-slice", [ct, *starts], {"dynamic_slice_sizes": update.dims})
     return [ct_operand, ct_update] + [None] * len(starts)
@@ -627,6 +626,9 @@ def _linear_rule(positions, vjp) -> Rule:
 
 
 RULES: dict[str, Rule] = {
+    "add-dependency": Rule(lambda instr, args, out, ts: ts[0],
+                           lambda instr, args, out, ct, _: [ct, None]),
+    "domain": Rule(_identity_jvp, _identity_vjp),
     **{opcode: elementwise(partials) for opcode, partials in ELEMENTWISE.items()},
     **{opcode: NONDIFF for opcode in NONDIFFERENTIABLE},
     "select": _linear_rule([1, 2], _select_vjp),

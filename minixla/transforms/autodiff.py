@@ -24,6 +24,27 @@ from .tracing import emit_like
 
 RULES: dict[str, Rule] = {**OP_RULES, **CONTROL_RULES}
 
+_COLLECTIVE = "collectives are not differentiable yet"
+# Opcodes without a rule, and why (tuple and get-tuple-element are handled by the walkers).
+DECLINED: dict[str, str] = {
+    **{op: _COLLECTIVE for op in [
+        "all-gather", "all-gather-start", "all-gather-done", "all-reduce", "all-reduce-start",
+        "all-reduce-done", "all-to-all", "collective-broadcast", "collective-permute",
+        "collective-permute-start", "collective-permute-done", "reduce-scatter",
+        "ragged-all-to-all"]},
+    **{op: "asynchronous pairs appear only after scheduling" for op in [
+        "async-start", "async-update", "async-done", "copy-start", "copy-done"]},
+    **{op: "complex numbers are not differentiable yet" for op in ["complex", "real", "imag"]},
+    **{op: "host transfers and peer-to-peer ops have no derivative" for op in [
+        "infeed", "outfeed", "send", "send-done", "recv", "recv-done"]},
+    **{op: "dynamic shapes are not supported" for op in [
+        "dynamic-reshape", "set-dimension-size"]},
+    **{op: "no rule yet; write one with minixla.custom_vjp" for op in [
+        "batch-norm-grad", "batch-norm-inference", "batch-norm-training", "cholesky", "fft",
+        "map", "ragged-dot", "scan", "topk", "triangular-solve"]},
+    "rng-get-and-update-state": "stateful RNG is expanded before differentiation",
+}
+
 
 class DifferentiationError(FrontendError):
     """An instruction that cannot be differentiated, or a custom rule that broke its contract."""
@@ -37,7 +58,8 @@ def ad_error(instr: HloInstruction, reason: str) -> DifferentiationError:
 def rule_for(instr: HloInstruction) -> Rule:
     rule = RULES.get(instr.opcode)
     if rule is None:
-        raise ad_error(instr, "the opcode has no differentiation rule")
+        raise ad_error(instr, DECLINED.get(instr.opcode, "the opcode has no differentiation "
+                                                         "rule"))
     return rule
 
 
