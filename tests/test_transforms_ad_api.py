@@ -249,3 +249,38 @@ def test_every_opcode_has_a_rule_or_a_reason():
     assert set(OPCODES) == set(RULES) | set(DECLINED) | structural
     assert not set(RULES) & set(DECLINED)
     assert set(RULES) <= set(OPCODES)
+
+
+def _many_ops(x, w):
+    """One program touching most differentiation rules (for the cpu-vs-interpreter test)."""
+    h = lax.conv_general_dilated(x, w, (2, 1), "SAME", dimension_numbers=("NHWC", "HWIO",
+                                                                          "NHWC"))
+    h = lax.reduce_window(nn.relu(h), -np.inf, lax.max, (1, 2, 2, 1), (1, 1, 1, 1), "SAME")
+    flat = h.reshape(h.shape[0], -1)
+    ordered = mnp.sort(flat, axis=1)[:, ::2]
+    picked = mnp.take_along_axis(flat, mnp.argsort(flat, axis=1), 1)[:, :3]
+    carry, ys = lax.scan(lambda c, r: (mnp.tanh(c + r[:3]), mnp.sum(c * r[:3])),
+                         picked[0], ordered)
+    gathered = flat[np.array([1, 0, 1]), 2:5] * mnp.cumsum(carry)
+    return (mnp.sum(gathered ** 2) + nn.logsumexp(ys) + mnp.prod(mnp.cos(carry)) +
+            lax.cond(mnp.sum(x) > 0, lambda a: mnp.max(a), lambda a: mnp.min(a), flat))
+
+
+def test_a_program_of_many_rules_agrees_on_interpreter_and_cpu():
+    x = R.standard_normal((2, 5, 4, 2)).astype(np.float32)
+    w = R.standard_normal((3, 2, 2, 3)).astype(np.float32)
+    grads = minixla.grad(_many_ops, argnums=(0, 1))
+    ref = minixla.jit(grads, backend="interpreter")(x, w)
+    cpu = minixla.jit(grads, backend="cpu")(x, w)
+    for r, c in zip(ref, cpu):
+        np.testing.assert_allclose(c, r, rtol=1e-4, atol=1e-5)
+    assert np.abs(ref[0]).sum() > 0 and np.abs(ref[1]).sum() > 0
+
+
+def test_grad_of_jit_python_floats_and_keyword_arguments():
+    f = minixla.jit(lambda x, scale=1.0: mnp.sin(x) * scale)
+    np.testing.assert_allclose(minixla.grad(f)(1.0), np.cos(1.0), rtol=1e-6)
+    g = minixla.grad(lambda x, scale: mnp.sum(x * scale))(np.float32([1, 2]), scale=3.0)
+    np.testing.assert_allclose(g, [3, 3])
+    out, vjp_fn, aux = minixla.vjp(lambda x: (x * 2, x + 1), np.float32(2), has_aux=True)
+    np.testing.assert_allclose((out, vjp_fn(np.float32(1))[0], aux), (4, 2, 3))
