@@ -120,3 +120,18 @@ def test_forward_mode_through_a_dynamic_while_loop():
                                                               c[1] * 1.5), (x[0], x[1]))[1]
     with minixla.config.x64():
         check_grads(f, [np.array([0.3, 0.7])], modes=("fwd",))
+
+
+def _buffer_read_back(x, w):
+    """A carried buffer that is updated and then read: its values must be saved."""
+    def step(i, carry):
+        buffer, h = carry
+        buffer = lax.dynamic_update_slice(buffer, (h * w[0])[None], (i, mnp.int32(0)))
+        return buffer, h + mnp.sin(buffer[i] * buffer[0])
+    buffer, h = lax.fori_loop(0, 3, step, (x, x[0]))
+    return mnp.sum(buffer * 2) + h
+
+
+def test_a_loop_buffer_that_is_read_after_its_update():
+    with minixla.config.x64():
+        check_grads(_buffer_read_back, [R.uniform(-1, 1, (3, 3)), R.uniform(-1, 1, (3, 3))])

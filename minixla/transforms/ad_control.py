@@ -81,18 +81,22 @@ def _invariant(body) -> set[int]:
 
 def _value_needed(body, j: int) -> bool:
     """Whether the backward of `body` reads carry element j: not when it only passes through
-    to the result or is the buffer a dynamic-update-slice overwrites."""
-    for instr in body.instructions:
-        if input_index(instr) != j:
+    to the result, possibly as the buffer dynamic-update-slices overwrite (scan's stacked
+    outputs)."""
+    return any(input_index(instr) == j and not _only_overwritten(body, instr)
+               for instr in body.instructions)
+
+
+def _only_overwritten(body, instr) -> bool:
+    for user in instr.users:
+        if user is body.root:
             continue
-        for user in instr.users:
-            if user is body.root:
-                continue
-            if user.opcode == "dynamic-update-slice" and user.operand(0) is instr and \
-                    all(o is not instr for o in user.operands[1:]):
-                continue
-            return True
-    return False
+        if user.opcode == "dynamic-update-slice" and user.operand(0) is instr and \
+                all(o is not instr for o in user.operands[1:]) and \
+                _only_overwritten(body, user):
+            continue
+        return False
+    return True
 
 
 def _while_forward(instr, args):
