@@ -284,3 +284,19 @@ def test_grad_of_jit_python_floats_and_keyword_arguments():
     np.testing.assert_allclose(g, [3, 3])
     out, vjp_fn, aux = minixla.vjp(lambda x: (x * 2, x + 1), np.float32(2), has_aux=True)
     np.testing.assert_allclose((out, vjp_fn(np.float32(1))[0], aux), (4, 2, 3))
+
+
+def test_checkpointed_forward_survives_the_cpu_pipeline():
+    def loss(w, x, remat):
+        f = lambda v: mnp.sum(mnp.tanh(x @ v) ** 2)  # noqa: E731
+        return (minixla.checkpoint(f) if remat else f)(w)
+    w, x = np.eye(3, dtype=np.float32), np.ones((2, 3), np.float32)
+    counts = []
+    for remat in (False, True):
+        step = minixla.jit(minixla.value_and_grad(loss), static_argnums=2, backend="cpu")
+        optimized = step.lower(w, x, remat).compile().module.to_text()
+        counts.append(optimized.count(" tanh("))
+        np.testing.assert_allclose(step(w, x, remat)[1], minixla.jit(
+            minixla.grad(loss), static_argnums=2, backend="interpreter")(w, x, False),
+            rtol=1e-6)
+    assert counts == [1, 2]  # the backward pass recomputes tanh instead of reusing it
