@@ -315,8 +315,24 @@ def _dims(instr, side: str):
     return tuple(a[f"{side}_contracting_dims"]), tuple(a[f"{side}_batch_dims"])
 
 
+def _dot(lhs, rhs, lc, rc, lb, rb):
+    """dot_general with operands transposed into the canonical [batch, free, contracting] x
+    [batch, contracting, free] form, which backends run fastest; the result is the same."""
+    lc, rc, lb, rb = (list(dims) for dims in (lc, rc, lb, rb))
+    l_free = [d for d in range(lhs.rank) if d not in lc + lb]
+    r_free = [d for d in range(rhs.rank) if d not in rc + rb]
+    lhs = E.transpose(lhs, lb + l_free + lc)
+    rhs = E.transpose(rhs, rb + rc + r_free)
+    nb, nc = len(lb), len(lc)
+    attrs = {"lhs_batch_dims": tuple(range(nb)), "rhs_batch_dims": tuple(range(nb)),
+             "lhs_contracting_dims": tuple(range(lhs.rank - nc, lhs.rank)),
+             "rhs_contracting_dims": tuple(range(nb, nb + nc))}
+    return emit("dot", [lhs, rhs], attrs)
+
+
 def _dot_transpose(ct, y, x_rank, x_contract, x_batch, y_contract, y_batch, swap):
-    """Cotangent of the dot operand x given the other operand y (JAX's dot transpose)."""
+    """Cotangent of the dot operand x given the other operand y (JAX's dot transpose): a dot
+    of the cotangent with y over y's free dims, then x's dim order."""
     x_kept = [d for d in range(x_rank) if d not in x_contract + x_batch]
     y_kept = [d for d in range(y.rank) if d not in y_contract + y_batch]
     nb = len(x_batch)
@@ -324,10 +340,12 @@ def _dot_transpose(ct, y, x_rank, x_contract, x_batch, y_contract, y_batch, swap
         ans_y = list(range(nb, nb + len(y_kept)))
     else:
         ans_y = list(range(nb + len(x_kept), nb + len(x_kept) + len(y_kept)))
-    attrs = {"lhs_contracting_dims": tuple(ans_y), "rhs_contracting_dims": tuple(y_kept),
-             "lhs_batch_dims": tuple(range(nb)), "rhs_batch_dims": tuple(y_batch)}
-    product = emit("dot", [ct, y], attrs)
     x_contract_by_y = [x_contract[i] for i in np.argsort(y_contract)]
+    # dot(y, ct) yields x's dims as batch, contracting, kept: no transpose when that is x's
+    # own order (the weight gradient x^T ct of a matmul)
+    if list(x_batch) + x_contract_by_y + x_kept == list(range(x_rank)):
+        return _dot(y, ct, y_kept, ans_y, y_batch, list(range(nb)))
+    product = _dot(ct, y, ans_y, y_kept, list(range(nb)), y_batch)
     return E.transpose(product, list(np.argsort(list(x_batch) + x_kept + x_contract_by_y)))
 
 
