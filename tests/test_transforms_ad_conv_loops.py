@@ -135,3 +135,27 @@ def _buffer_read_back(x, w):
 def test_a_loop_buffer_that_is_read_after_its_update():
     with minixla.config.x64():
         check_grads(_buffer_read_back, [R.uniform(-1, 1, (3, 3)), R.uniform(-1, 1, (3, 3))])
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_second_derivatives_through_max_pooling(backend):
+    def net(x, w):
+        h = lax.conv_general_dilated(x, w, (1, 1), "SAME",
+                                     dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        return mnp.sum(lax.reduce_window(mnp.tanh(h), -np.inf, lax.max, (1, 2, 2, 1),
+                                         (1, 2, 2, 1), "VALID") ** 2)
+    x = R.standard_normal((1, 4, 4, 1)).astype(np.float32)
+    w = R.standard_normal((2, 2, 1, 2)).astype(np.float32)
+    forward_over_reverse = minixla.jit(minixla.hessian(net, argnums=1), backend=backend)
+    reverse_over_reverse = minixla.jit(minixla.jacrev(minixla.grad(net, argnums=1),
+                                                      argnums=1), backend=backend)
+    hess = forward_over_reverse(x, w)
+    np.testing.assert_allclose(reverse_over_reverse(x, w), hess, rtol=1e-4, atol=1e-5)
+    grad = minixla.jit(minixla.grad(net, argnums=1), backend=backend)
+    eps, flat = 1e-3, hess.reshape(w.size, w.size)
+    for k in range(w.size):
+        step = np.zeros(w.size, np.float32)
+        step[k] = eps
+        column = (grad(x, w + step.reshape(w.shape)) - grad(x, w - step.reshape(w.shape)))
+        np.testing.assert_allclose(column.reshape(-1) / (2 * eps), flat[:, k], rtol=2e-2,
+                                   atol=2e-2)

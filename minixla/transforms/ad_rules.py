@@ -489,6 +489,22 @@ def _select_and_scatter_add(x, source, window: Window, direction: str):
     return emit("select-and-scatter", [x, source, E.scalar(0, x.dtype)], attrs)
 
 
+def _chosen_tangent(x, tangent, init, window: Window, direction: str):
+    """For each window, the tangent of the element max (GE) or min (LE) picks: a reduce-window
+    over (x, tangent) pairs."""
+    from ..frontend.tracer import current_builder
+    element = Shape.array(x.dtype, ())
+
+    def choose(acc, acc_t, value, value_t):
+        b = acc.builder
+        pick = b.emit("compare", [acc, value], {"direction": direction})
+        return (b.emit("select", [pick, acc, value]), b.emit("select", [pick, acc_t, value_t]))
+    reducer = current_builder()._root().computation(choose, [element] * 4, "choose_tangent")
+    both = emit("reduce-window", [x, tangent, init, E.scalar(0, x.dtype)],
+                {"window": window, "to_apply": reducer})
+    return emit("get-tuple-element", [both], {"index": 1})
+
+
 def _reduce_window_jvp(instr, args, out, tangents):
     from .autodiff import ad_error
     kind = reducer_kind(instr.attrs["to_apply"])
@@ -498,21 +514,22 @@ def _reduce_window_jvp(instr, args, out, tangents):
         return linear(instr, args, tangents, [0])
     if tangents[0] is None:
         return None
-    # the tangent of the chosen element travels with it: a reduce-window over (x, t) pairs
-    from ..frontend.tracer import current_builder
-    builder = current_builder()
-    x = args[0]
-    element = Shape.array(x.dtype, ())
-    direction = "GE" if kind == "maximum" else "LE"
+    return _chosen_tangent(args[0], tangents[0], args[1], instr.attrs["window"],
+                           "GE" if kind == "maximum" else "LE")
 
-    def choose(acc, acc_t, value, value_t):
-        b = acc.builder
-        pick = b.emit("compare", [acc, value], {"direction": direction})
-        return (b.emit("select", [pick, acc, value]), b.emit("select", [pick, acc_t, value_t]))
-    reducer = builder._root().computation(choose, [element] * 4, f"{kind}_with_tangent")
-    both = emit("reduce-window", [x, tangents[0], args[1], E.scalar(0, x.dtype)],
-                {"window": instr.attrs["window"], "to_apply": reducer})
-    return emit("get-tuple-element", [both], {"index": 1})
+
+def _select_and_scatter_vjp(instr, args, out, ct, _):
+    """The source's cotangent is the output cotangent at each window's selected element (the
+    operand's is zero: selection is piecewise constant)."""
+    from .autodiff import ad_error
+    select, scatter = instr.attrs["select"], instr.attrs["scatter"]
+    direction = select.root.attrs.get("direction") if select.root.opcode == "compare" else None
+    if direction not in ("GE", "LE", "GT", "LT") or reducer_kind(scatter) != "add":
+        raise ad_error(instr, "only select-and-scatter with a comparison select and an add "
+                              "scatter (a max-pool gradient) is differentiable")
+    x = args[0]
+    init = E.scalar(-np.inf if direction in ("GE", "GT") else np.inf, x.dtype)
+    return [None, _chosen_tangent(x, ct, init, instr.attrs["window"], direction), None]
 
 
 # -- gather and scatter ---------------------------------------------------------------------
@@ -667,7 +684,7 @@ RULES: dict[str, Rule] = {
     "dot": Rule(_bilinear_jvp, _dot_vjp),
     "convolution": Rule(_bilinear_jvp, _conv_vjp),
     "reduce-window": Rule(_reduce_window_jvp, _reduce_window_vjp),
-    "select-and-scatter": Rule(_select_and_scatter_jvp, None),
+    "select-and-scatter": Rule(_select_and_scatter_jvp, _select_and_scatter_vjp),
     "gather": _linear_rule([0], _gather_vjp),
     "scatter": Rule(_scatter_jvp, _scatter_vjp),
     "sort": Rule(None, _sort_vjp, forward=_sort_forward, jvp_full=_sort_jvp_full),
