@@ -300,3 +300,29 @@ def test_checkpointed_forward_survives_the_cpu_pipeline():
             minixla.grad(loss), static_argnums=2, backend="interpreter")(w, x, False),
             rtol=1e-6)
     assert counts == [1, 2]  # the backward pass recomputes tanh instead of reusing it
+
+
+def test_custom_jvp_with_nondiff_argnums_and_jvp_structure_errors():
+    def power(n, x):
+        return x ** n
+    power = minixla.custom_jvp(power, nondiff_argnums=(0,))
+
+    @power.defjvp
+    def power_jvp(n, primals, tangents):
+        (x,), (t,) = primals, tangents
+        return power(n, x), n * x ** (n - 1) * t
+
+    x = np.float32(1.5)
+    np.testing.assert_allclose(jit(minixla.grad(lambda v: power(3, v)))(x), 3 * x ** 2,
+                               rtol=1e-6)
+    np.testing.assert_allclose(minixla.jvp(lambda v: power(2, v), (x,), (np.float32(2),))[1],
+                               4 * x, rtol=1e-6)
+    with pytest.raises(minixla.FrontendTypeError, match="tangents must have the primals' "
+                                                         "structure"):
+        minixla.jvp(mnp.sin, (x,), (x, x))
+    with pytest.raises(minixla.FrontendTypeError, match="tangent leaf 0 has shape"):
+        minixla.jvp(mnp.sin, (np.ones(2, np.float32),), (np.ones(3, np.float32),))
+    with pytest.raises(minixla.DifferentiationError, match="does not support forward mode"):
+        f = minixla.custom_vjp(lambda v: v * 2)
+        f.defvjp(lambda v: (v * 2, None), lambda _, g: (g * 2,))
+        minixla.jvp(f, (x,), (x,))

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..frontend import numpy_api as mnp
 from ..frontend.numpy_creation import zeros
+from ..frontend.numpy_shape import reshape, stack
 from ..frontend.errors import FrontendTypeError
 from ..frontend.pytree import flatten, unflatten
 from ..frontend.tracer import Tracer, current_builder
@@ -242,7 +243,6 @@ def jacfwd(fun, argnums=0, has_aux: bool = False):
                 size = int(np.prod(leaf.shape, dtype=np.int64))
                 cols = [columns[start + c][o] for c in range(size)]
                 start += size
-                from ..frontend.numpy_shape import reshape, stack
                 block = stack(cols, axis=-1) if cols else zeros(
                     out_leaf.shape + (0,), out_leaf.dtype)
                 per_input.append(reshape(block, out_leaf.shape + leaf.shape))
@@ -267,7 +267,6 @@ def jacrev(fun, argnums=0, has_aux: bool = False):
         outs = leaves[:n_out]
         out_value, aux = unflatten(pair_tree, leaves)
         out_tree = flatten(out_value)[1]
-        from ..frontend.numpy_shape import reshape, stack
         jac = []
         for o, out in enumerate(outs):
             rows = []
@@ -420,7 +419,8 @@ def _split_nondiff(args, nondiff_argnums):
     return nondiff, diff, merge
 
 
-def _leaf_tracers(instr, params, count: int) -> list[Tracer]:
+def _leaf_tracers(params, count: int) -> list[Tracer]:
+    """The argument leaves among a region call's inputs (its tuple parameter's elements)."""
     return [Tracer(v) for v in params[0][:count]]
 
 
@@ -430,7 +430,7 @@ class _CustomVJP(_Region):
         self.nondiff, self.diff, self.merge = _split_nondiff(args, owner.nondiff_argnums)
 
     def _diff_args(self, params):
-        leaves = _leaf_tracers(None, params, self.traced.num_args)
+        leaves = _leaf_tracers(params, self.traced.num_args)
         return unflatten(self.traced.in_tree, leaves)[0]
 
     def forward(self, instr, params):
@@ -530,7 +530,7 @@ class _CustomJVP(_Region):
         return out_leaves, t_leaves
 
     def jvp_full(self, instr, params, tangents):
-        args = _leaf_tracers(instr, params, self.traced.num_args)
+        args = _leaf_tracers(params, self.traced.num_args)
         ts = as_ct_list(tangents[0], len(params[0]))[:self.traced.num_args]
         ts = [Tracer(t if t is not None else E.zeros(a.op.shape)) for t, a in zip(ts, args)]
         primals = unflatten(self.traced.in_tree, args)[0]
@@ -540,7 +540,7 @@ class _CustomJVP(_Region):
 
     def vjp(self, instr, params, ct, residual):
         # the rule's tangent output is linear in the tangents: its VJP is the transpose
-        args = _leaf_tracers(instr, params, self.traced.num_args)
+        args = _leaf_tracers(params, self.traced.num_args)
         primals = unflatten(self.traced.in_tree, args)[0]
 
         def tangent_map(*ts):
