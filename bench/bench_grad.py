@@ -1,8 +1,9 @@
 """A training step on the cpu backend: minixla.value_and_grad against the same MLP step with
 hand-written gradients, and against jax.jit(jax.value_and_grad) when JAX is installed.
 
-Ratios are medians of REPS timed calls of each compiled step, in the same run.
-Run: python bench/bench_grad.py
+Ratios are medians of REPS timed calls of each compiled step, taking turns in the same run.
+Run: NUMBA_NUM_THREADS=1 OMP_NUM_THREADS=1 python bench/bench_grad.py
+(one thread each keeps the figures steady on a shared machine)
 """
 import os
 import statistics
@@ -33,15 +34,18 @@ def hand_written(params, x, y):
     return mnp.mean(err * err), grads
 
 
-def median_seconds(step, *args) -> float:
-    step(*args)
-    times = []
+def interleaved_medians(steps: dict, *args) -> dict:
+    """Median seconds per call of each step; the steps take turns, so a busy machine slows
+    them alike."""
+    for step in steps.values():
+        np.asarray(step(*args)[0])
+    times = {name: [] for name in steps}
     for _ in range(REPS):
-        start = time.perf_counter()
-        out = step(*args)
-        np.asarray(out[0])
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for name, step in steps.items():
+            start = time.perf_counter()
+            np.asarray(step(*args)[0])
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def main():
@@ -54,19 +58,18 @@ def main():
     auto = minixla.jit(minixla.value_and_grad(lambda p, a, b: loss(p, a, b, mnp)),
                        backend="cpu")
     manual = minixla.jit(hand_written, backend="cpu")
-    base = median_seconds(manual, params, x, y)
-    rows = [("hand-written gradients (baseline)", base),
-            ("minixla.value_and_grad", median_seconds(auto, params, x, y))]
+    steps = {"hand-written gradients (baseline)": manual, "minixla.value_and_grad": auto}
     try:
         import jax
         import jax.numpy as jnp
         step = jax.jit(jax.value_and_grad(lambda p, a, b: loss(p, a, b, jnp)))
-        rows.append(("jax.jit(jax.value_and_grad)", median_seconds(
-            lambda *a: jax.block_until_ready(step(*a)), params, x, y)))
+        steps["jax.jit(jax.value_and_grad)"] = lambda *a: jax.block_until_ready(step(*a))
     except ImportError:
         pass
+    medians = interleaved_medians(steps, params, x, y)
+    base = medians["hand-written gradients (baseline)"]
     print(f"MLP training step, batch {BATCH}, width {WIDTH}, median of {REPS}:")
-    for name, seconds in rows:
+    for name, seconds in medians.items():
         print(f"  {name:36s} {seconds * 1e3:8.3f} ms   {seconds / base:5.2f}x")
 
 
