@@ -9,7 +9,7 @@ from .frontend.lax_ops import (abs, add, atan2, cbrt, ceil, conv_general_dilated
                                log, log1p, logistic, max, min, mul, neg, padtype_to_pads, pow,
                                reciprocal, reduce_window, rem, round, rsqrt, sign, sin, sqrt,
                                square, sub, tan, tanh)
-from .transforms.api import stop_gradient
+from .transforms.regions import stop_gradient
 
 __all__ = ["cond", "dot_general", "dynamic_slice", "dynamic_update_slice", "erf", "fori_loop",
            "scan", "select", "switch", "while_loop",

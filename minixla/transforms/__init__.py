@@ -1,7 +1,9 @@
-"""Function transformations over traced HLO (see tracing.py): differentiation in api.py."""
-from .api import (checkpoint, checkpoint_policies, custom_jvp, custom_vjp, grad, hessian, jacfwd,
-                  jacrev, jvp, linearize, remat, stop_gradient, value_and_grad, vjp)
+"""Function transformations over traced HLO (see tracing.py): differentiation in api.py and
+regions.py."""
+from .api import grad, hessian, jacfwd, jacrev, jvp, linearize, value_and_grad, vjp
 from .autodiff import DifferentiationError
+from .regions import (checkpoint, checkpoint_policies, custom_jvp, custom_vjp, remat,
+                      stop_gradient)
 
 __all__ = ["DifferentiationError", "checkpoint", "checkpoint_policies", "custom_jvp",
            "custom_vjp", "grad", "hessian", "jacfwd", "jacrev", "jvp", "linearize", "remat",

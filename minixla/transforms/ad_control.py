@@ -8,7 +8,7 @@ reverse, recomputing each body from its stacked carry. Forward mode handles any 
 branches of a conditional are differentiated inside a conditional on the same index.
 
 A `call` may stand for a region with its own rule (`checkpoint`, `custom_vjp`, `custom_jvp`,
-`stop_gradient`): `SPECIAL_CALLS` maps its computation to that rule (see api.py).
+`stop_gradient`): `SPECIAL_CALLS` maps its computation to that rule (see regions.py).
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from . import ad_emit as E
 from .ad_rules import Rule
 from .tracing import emit_like, input_index
 
-# computation -> object with forward / vjp / jvp_full methods (api.py's special regions)
+# computation -> object with forward / vjp / jvp_full methods (regions.py)
 SPECIAL_CALLS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 

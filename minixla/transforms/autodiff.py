@@ -20,9 +20,13 @@ from . import ad_emit as E
 from .ad_control import RULES as CONTROL_RULES
 from .ad_rules import RULES as OP_RULES
 from .ad_rules import Rule
+from .ad_rules_contract import RULES as CONTRACTION_RULES
 from .tracing import emit_like
 
-RULES: dict[str, Rule] = {**OP_RULES, **CONTROL_RULES}
+# The rule of every differentiable opcode: elementwise ops, data movement and reductions
+# (ad_rules.py), contractions, windows, indexing and sorting (ad_rules_contract.py), control
+# flow and calls (ad_control.py).
+RULES: dict[str, Rule] = {**OP_RULES, **CONTRACTION_RULES, **CONTROL_RULES}
 
 _COLLECTIVE = "collectives are not differentiable yet"
 # Opcodes without a rule, and why (tuple and get-tuple-element are handled by the walkers).
