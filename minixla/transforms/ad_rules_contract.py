@@ -84,53 +84,69 @@ def _conv_window(sizes, strides, padding, lhs_dil, rhs_dil) -> Window:
                         in zip(sizes, strides, padding, lhs_dil, rhs_dil)))
 
 
+class _ConvGeometry:
+    """A convolution's dimension numbers and window, with the dilated spatial sizes its two
+    transposes need (JAX's conv transposes, written for HLO dim_labels)."""
+
+    def __init__(self, instr, lhs, rhs, ct):
+        self.dims = parse_dim_labels(instr.attrs["dim_labels"])
+        self.groups = instr.attrs.get("feature_group_count", 1)
+        win = instr.attrs["window"].dims
+        self.strides, self.lhs_dil, self.rhs_dil = (
+            [getattr(w, f) for w in win] for f in ("stride", "lhs_dilation", "rhs_dilation"))
+        self.pads = [(w.padding_low, w.padding_high) for w in win]
+        self.k_sp = [rhs.dims[d] for d in self.dims.kernel_spatial]
+        self.out_sp = [ct.dims[d] for d in self.dims.output_spatial]
+        in_sp = [lhs.dims[d] for d in self.dims.input_spatial]
+        self.lhs_d = [_dilate(n, f) for n, f in zip(in_sp, self.lhs_dil)]
+        self.k_d = [_dilate(n, f) for n, f in zip(self.k_sp, self.rhs_dil)]
+        self.out_d = [_dilate(n, f) for n, f in zip(self.out_sp, self.strides)]
+
+
+def _conv_lhs_cotangent(g: _ConvGeometry, lhs, rhs, ct):
+    """The cotangent convolved with the spatially reversed kernel, in/out features swapped."""
+    d = g.dims
+    o_dim, i_dim = d.kernel_output_feature, d.kernel_input_feature
+    kernel = rhs if g.groups == 1 else _groups_into_input_feature(rhs, o_dim, i_dim, g.groups)
+    kernel = emit("reverse", [kernel], {"dimensions": tuple(d.kernel_spatial)})
+    labels = (_labels(ct.rank, d.output_batch, d.output_feature, d.output_spatial, "bf") + "_" +
+              _labels(rhs.rank, i_dim, o_dim, d.kernel_spatial, "oi") + "->" +
+              _labels(lhs.rank, d.input_batch, d.input_feature, d.input_spatial, "bf"))
+    pad_lo = [kd - lo - 1 for kd, (lo, _) in zip(g.k_d, g.pads)]
+    pad_hi = [ld + kd - 1 - od - pl for ld, kd, od, pl in zip(g.lhs_d, g.k_d, g.out_d, pad_lo)]
+    window = _conv_window(g.k_sp, g.lhs_dil, list(zip(pad_lo, pad_hi)), g.strides, g.rhs_dil)
+    return emit("convolution", [ct, kernel], {"window": window, "dim_labels": labels,
+                                              "feature_group_count": g.groups,
+                                              "batch_group_count": 1})
+
+
+def _conv_rhs_cotangent(g: _ConvGeometry, lhs, rhs, ct):
+    """The input convolved with the cotangent as the kernel: batch becomes the contracted
+    feature, and feature groups become batch groups."""
+    d = g.dims
+    labels = (_labels(lhs.rank, d.input_feature, d.input_batch, d.input_spatial, "bf") + "_" +
+              _labels(ct.rank, d.output_feature, d.output_batch, d.output_spatial, "oi") +
+              "->" + _labels(rhs.rank, d.kernel_input_feature, d.kernel_output_feature,
+                             d.kernel_spatial, "bf"))
+    pad_hi = [od - ld + kd - lo - 1 for od, ld, kd, (lo, _) in zip(g.out_d, g.lhs_d, g.k_d,
+                                                                  g.pads)]
+    pads = [(lo, hi) for (lo, _), hi in zip(g.pads, pad_hi)]
+    window = _conv_window(g.out_sp, g.rhs_dil, pads, g.lhs_dil, g.strides)
+    return emit("convolution", [lhs, ct], {"window": window, "dim_labels": labels,
+                                           "feature_group_count": 1,
+                                           "batch_group_count": g.groups})
+
+
 def _conv_vjp(instr, args, out, ct, _):
     from .autodiff import ad_error
-    lhs, rhs = args
-    dims = parse_dim_labels(instr.attrs["dim_labels"])
-    groups = instr.attrs.get("feature_group_count", 1)
     if instr.attrs.get("batch_group_count", 1) != 1:
         raise ad_error(instr, "convolution with batch_group_count > 1 is not differentiable")
-    win = instr.attrs["window"].dims
-    if any(w.reversal for w in win):
+    if any(w.reversal for w in instr.attrs["window"].dims):
         raise ad_error(instr, "convolution with window reversal is not differentiable")
-    strides, lhs_dil, rhs_dil = ([getattr(w, f) for w in win]
-                                 for f in ("stride", "lhs_dilation", "rhs_dilation"))
-    pads = [(w.padding_low, w.padding_high) for w in win]
-    in_sp = [lhs.dims[d] for d in dims.input_spatial]
-    k_sp = [rhs.dims[d] for d in dims.kernel_spatial]
-    out_sp = [ct.dims[d] for d in dims.output_spatial]
-    lhs_d = [_dilate(n, f) for n, f in zip(in_sp, lhs_dil)]
-    k_d = [_dilate(n, f) for n, f in zip(k_sp, rhs_dil)]
-    out_d = [_dilate(n, f) for n, f in zip(out_sp, strides)]
-    out_labels = _labels(ct.rank, dims.output_batch, dims.output_feature, dims.output_spatial,
-                         "bf")
-    in_labels = _labels(lhs.rank, dims.input_batch, dims.input_feature, dims.input_spatial,
-                        "bf")
-    # lhs: convolve the cotangent with the spatially reversed kernel, in/out features swapped
-    kernel = rhs
-    o_dim, i_dim = dims.kernel_output_feature, dims.kernel_input_feature
-    if groups > 1:
-        kernel = _groups_into_input_feature(kernel, o_dim, i_dim, groups)
-    kernel = emit("reverse", [kernel], {"dimensions": tuple(dims.kernel_spatial)})
-    k_labels = _labels(rhs.rank, i_dim, o_dim, dims.kernel_spatial, "oi")
-    pad_lo = [kd - lo - 1 for kd, (lo, _) in zip(k_d, pads)]
-    pad_hi = [ld + kd - 1 - od - pl for ld, kd, od, pl in zip(lhs_d, k_d, out_d, pad_lo)]
-    attrs = {"window": _conv_window(k_sp, lhs_dil, list(zip(pad_lo, pad_hi)), strides, rhs_dil),
-             "dim_labels": f"{out_labels}_{k_labels}->{in_labels}",
-             "feature_group_count": groups, "batch_group_count": 1}
-    ct_lhs = emit("convolution", [ct, kernel], attrs)
-    # rhs: convolve the input with the cotangent as the kernel (batch becomes the feature)
-    r_pad_hi = [od - ld + kd - lo - 1 for od, ld, kd, (lo, _) in zip(out_d, lhs_d, k_d, pads)]
-    lhs_t = _labels(lhs.rank, dims.input_feature, dims.input_batch, dims.input_spatial, "bf")
-    ct_t = _labels(ct.rank, dims.output_feature, dims.output_batch, dims.output_spatial, "oi")
-    rhs_t = _labels(rhs.rank, i_dim, o_dim, dims.kernel_spatial, "bf")
-    attrs = {"window": _conv_window(out_sp, rhs_dil, [(lo, hi) for (lo, _), hi
-                                                      in zip(pads, r_pad_hi)], lhs_dil, strides),
-             "dim_labels": f"{lhs_t}_{ct_t}->{rhs_t}",
-             "feature_group_count": 1, "batch_group_count": groups}
-    ct_rhs = emit("convolution", [lhs, ct], attrs)
-    return [ct_lhs, ct_rhs]
+    lhs, rhs = args
+    geometry = _ConvGeometry(instr, lhs, rhs, ct)
+    return [_conv_lhs_cotangent(geometry, lhs, rhs, ct),
+            _conv_rhs_cotangent(geometry, lhs, rhs, ct)]
 
 
 def _groups_into_input_feature(kernel, o_dim: int, i_dim: int, groups: int):
