@@ -114,3 +114,43 @@ def test_movement(name):
 def test_reductions_and_contractions(name):
     with minixla.config.x64():
         check_grads(REDUCTIONS[name], [X])
+
+
+def _hlo(build):
+    """A function of one traced array that applies HLO ops directly (minixla.ops)."""
+    from minixla import ops
+    from minixla.frontend.tracer import Tracer
+
+    def fn(x):
+        return Tracer(build(ops, x.op))
+    return fn
+
+
+DIRECT_HLO = {
+    "rsqrt": lambda ops, x: ops.Rsqrt(x),
+    "clamp": lambda ops, x: ops.Clamp(ops.Constant(x.builder, 0.8, np.float64), x,
+                                      ops.Constant(x.builder, 1.2, np.float64)),
+    "clamp_array_bounds": lambda ops, x: ops.Clamp(ops.Mul(x, x), x, ops.Add(x, x)),
+    "round_is_flat": lambda ops, x: ops.Mul(ops.RoundNearestEven(ops.Mul(x, x)), x),
+    "copy_barrier": lambda ops, x: ops.GetTupleElement(
+        ops.OptBarrier(ops.Tuple(x.builder, [ops.Copy(x), x])), 0),
+    "reduce_precision": lambda ops, x: ops.ReducePrecision(x, 11, 52),
+    "pad_negative_interior": lambda ops, x: ops.Pad(x, ops.Constant(x.builder, 0.5, np.float64),
+                                                    [(-1, 2, 1), (1, -1, 2)]),
+    "slice_strided": lambda ops, x: ops.Slice(x, [0, 1], [2, 3], [1, 2]),
+    "broadcast_transposing": lambda ops, x: ops.Mul(
+        ops.Broadcast(x, [2, 0], [3, 4, 2]),
+        ops.Iota(x.builder, "f64[3,4,2]", 1)),
+    "transpose_3d": lambda ops, x: ops.Transpose(ops.Reshape(x, [1, 2, 3]), [2, 0, 1]),
+    "reverse": lambda ops, x: ops.Mul(ops.Reverse(x, [0, 1]), ops.Iota(x.builder,
+                                                                       "f64[2,3]", 1)),
+    "tan_atan": lambda ops, x: ops.Atan(ops.Tan(x)),
+    "select": lambda ops, x: ops.Select(ops.Gt(x, ops.Constant(x.builder, 1.0, np.float64)),
+                                        ops.Exp(x), ops.Neg(x)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DIRECT_HLO))
+def test_direct_hlo_ops(name):
+    with minixla.config.x64():
+        check_grads(_hlo(DIRECT_HLO[name]), [X])
