@@ -326,3 +326,10 @@ def test_custom_jvp_with_nondiff_argnums_and_jvp_structure_errors():
         f = minixla.custom_vjp(lambda v: v * 2)
         f.defvjp(lambda v: (v * 2, None), lambda _, g: (g * 2,))
         minixla.jvp(f, (x,), (x,))
+
+
+def test_relu_has_derivative_zero_at_zero_like_jax():
+    x = np.float32([-1, 0, 2, np.nan])
+    np.testing.assert_array_equal(nn.relu(x), [0, 0, 2, np.nan])
+    g = jit(minixla.grad(lambda v: mnp.sum(nn.relu(v[:3]))))(x)
+    np.testing.assert_array_equal(g, [0, 0, 1, 0])
