@@ -5,7 +5,7 @@ import numpy as np
 
 from .eager import api
 from .numpy_api import (_emit, _promoted, add, asarray, divide, erf, exp, isfinite, log,
-                        maximum, multiply, sqrt, subtract, tanh, where)
+                        multiply, sqrt, subtract, tanh, where)
 from .numpy_reduce import max as _max
 from .numpy_reduce import mean, var
 from .numpy_reduce import sum as _sum
