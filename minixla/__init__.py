@@ -14,6 +14,9 @@ from .frontend import ops
 from . import lax, nn, numpy  # noqa: E402  (NumPy-style API: `import minixla.numpy as mnp`)
 from .transforms.batching import vmap  # noqa: E402
 from . import random, tree_util  # noqa: E402
+from .transforms import (DifferentiationError, checkpoint, checkpoint_policies, custom_jvp,
+                         custom_vjp, grad, hessian, jacfwd, jacrev, jvp, linearize, remat,
+                         stop_gradient, value_and_grad, vjp)
 
 from .version import __version__  # noqa: E402
 
@@ -27,4 +30,7 @@ __all__ = [
     "FrontendIndexError", "FrontendShapeError", "FrontendTypeError",
     "TracerBoolConversionError", "XlaOp", "config", "jit", "lax", "nn", "numpy", "ops",
     "random", "tree_util", "vmap",
+    "DifferentiationError", "checkpoint", "checkpoint_policies", "custom_jvp", "custom_vjp",
+    "grad", "hessian", "jacfwd", "jacrev", "jvp", "linearize", "remat", "stop_gradient",
+    "value_and_grad", "vjp",
 ]

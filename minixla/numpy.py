@@ -28,4 +28,6 @@ from .frontend.numpy_shape import (atleast_1d, concatenate, expand_dims, flip, f
                                    hstack, moveaxis, ndim, pad, ravel, repeat, reshape, roll,
                                    shape, size, split, squeeze, stack, swapaxes, tile,
                                    transpose, vstack)
+from .frontend.numpy_more import (isclose, logaddexp, nanmax, nanmean, nanmin, nanprod, nanstd,
+                                  nansum, nanvar, take_along_axis, tril, triu)
 from .frontend.tracer import Tracer as ndarray  # the array type inside a trace

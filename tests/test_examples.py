@@ -74,3 +74,12 @@ def test_train_loop_matches_numpy_sgd():
 def test_examples_print_something(name, capsys):
     load(name).main()
     assert capsys.readouterr().out.strip()
+
+
+@pytest.mark.parametrize("name", ["cnn_train", "transformer_lm"])
+def test_training_examples_decrease_the_loss(name, capsys):
+    out = load(name).main(blocks=3, steps=20, backend="interpreter")
+    losses = out["losses"]
+    assert all(b < a for a, b in zip(losses, losses[1:])), losses
+    assert losses[-1] < 0.5 * losses[0]
+    assert len(capsys.readouterr().out.strip().splitlines()) == 4

@@ -5,7 +5,7 @@ import numpy as np
 
 from .eager import api
 from .numpy_api import (_emit, _promoted, add, asarray, divide, erf, exp, isfinite, log,
-                        maximum, multiply, sqrt, subtract, tanh, where)
+                        multiply, sqrt, subtract, tanh, where)
 from .numpy_reduce import max as _max
 from .numpy_reduce import mean, var
 from .numpy_reduce import sum as _sum
@@ -13,7 +13,10 @@ from .numpy_reduce import sum as _sum
 
 @api
 def relu(x):
-    return maximum(x, 0)
+    """max(x, 0), written as a select so that its derivative at 0 is 0, as jax.nn.relu's
+    (maximum would split the tie); NaN propagates."""
+    x = asarray(x)
+    return where(x > 0, x, where(x != x, x, 0))
 
 
 @api
@@ -76,3 +79,14 @@ def layer_norm(x, gamma=None, beta=None, axis=-1, eps: float = 1e-5):
         out = add(out, beta)
     return out
 
+
+
+@api
+def one_hot(x, num_classes: int, dtype=np.float32, axis: int = -1):
+    """x's integers as one-hot vectors along a new axis (out-of-range values give zeros)."""
+    from .numpy_api import astype, equal
+    from .numpy_creation import arange
+    from .numpy_shape import expand_dims, moveaxis
+    labels = asarray(x)
+    hot = astype(equal(expand_dims(labels, -1), arange(num_classes)), dtype)
+    return hot if axis == -1 else moveaxis(hot, -1, axis)
