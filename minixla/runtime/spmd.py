@@ -271,6 +271,8 @@ def compile_spmd(module: HloModule, backend_name: str, target, options: dict, op
         result_sharding = _result_sharding(module, out_shardings)
     else:
         result_sharding = _result_sharding(module, out_shardings)
+        if result_sharding is None and not partitioned:  # every device runs the whole program
+            result_sharding = HloSharding.replicate()
         global_params = [_global_shape(p.shape, _sharding_of(p)) for p in
                          module.entry.parameters]
         global_result = _global_shape(module.entry.root.shape, result_sharding)

@@ -1,0 +1,329 @@
+"""Sharding propagation and the SPMD partitioner: a global program with `sharding=`
+annotations in, the per-device program for N devices out (XLA's ShardingPropagation and
+SpmdPartitioner, reduced to the rules in spmd_rules.py).
+
+Propagation walks the entry in post order: an annotated instruction (a `sharding=` attribute,
+or the `Sharding` custom call of with_sharding_constraint) keeps its sharding; any other gets
+the result sharding its rule's plan produces from its operands' shardings. Calls are inlined
+first, so shardings flow through them; while loops, conditionals and other ops without a rule
+run replicated.
+
+The partitioner then rebuilds the entry with per-device shapes: operands are resharded to what
+the plan asks for, the op runs on the local pieces, partial results are all-reduced, and the
+result is resharded to the instruction's own sharding. Resharding:
+  * split -> replicated: one all-gather per cut dim (then a slice drops uneven padding);
+  * replicated -> split: a dynamic-slice at this partition's offset (no communication);
+  * 1-D split of dim d -> 1-D split of dim e: one all-to-all;
+  * anything else: through replicated.
+The entry keeps its parameters' shardings and its ROOT gets the result's sharding, which is
+how a multi-device executable splits arguments and assembles results.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import UnsupportedError
+from ..ir.computation import HloComputation
+from ..ir.instruction import HloInstruction
+from ..ir.module import HloModule, NameUniquer
+from ..ir.sharding import HloSharding, ReplicaGroups
+from ..ir.shapes import Shape
+from .base import Pass, register_pass
+from .spmd_rules import R, plan, split_dim
+
+
+def annotation(instr) -> HloSharding | None:
+    """The sharding written on `instr`, with tuple-shaped values given one per leaf."""
+    sharding = instr.attrs.get("sharding")
+    if not isinstance(sharding, HloSharding) or sharding.kind == "named":
+        return None
+    if sharding.is_manual:
+        raise UnsupportedError(f"%{instr.name}: manual shardings are not partitioned; "
+                               f"write the per-device program (shard_map) instead")
+    return _per_leaf(_simplify(sharding), instr.shape)
+
+
+def _simplify(sharding: HloSharding) -> HloSharding:
+    if sharding.is_tuple:
+        return HloSharding.tuple_of(_simplify(e) for e in sharding.elements)
+    if sharding.kind in ("maximal", "unknown", "unreduced"):
+        return R  # every device computes the value
+    return sharding.normalized()
+
+
+def _per_leaf(sharding: HloSharding, shape: Shape) -> HloSharding:
+    if not shape.is_tuple or sharding.is_tuple:
+        return sharding
+    return HloSharding.tuple_of(_per_leaf(sharding, s) for s in shape.tuple_shapes)
+
+
+def _replicated(shape: Shape) -> HloSharding:
+    return _per_leaf(R, shape) if shape.is_tuple else R
+
+
+def is_sharding_call(instr) -> bool:
+    return instr.opcode == "custom-call" and \
+        instr.attrs.get("custom_call_target") == "Sharding"
+
+
+def propagate(comp: HloComputation, n: int) -> dict[int, HloSharding]:
+    """id(instruction) -> its sharding, for every instruction of `comp`."""
+    shardings: dict[int, HloSharding] = {}
+    for instr in comp.post_order():
+        given = annotation(instr)
+        if given is None:
+            operands = [shardings[id(o)] for o in instr.operands]
+            given = _replicated(instr.shape) if instr.opcode == "parameter" else \
+                plan(instr, operands, n).out
+        shardings[id(instr)] = given
+    return shardings
+
+
+def same_sharding(a: HloSharding, b: HloSharding) -> bool:
+    if a.is_tuple or b.is_tuple:
+        return a.is_tuple and b.is_tuple and len(a.elements) == len(b.elements) and \
+            all(same_sharding(x, y) for x, y in zip(a.elements, b.elements))
+    a, b = a.normalized(), b.normalized()
+    if a.kind != b.kind:
+        return False
+    if a.kind != "tiled":
+        return True
+    return a.subgroups == b.subgroups and a.tile.dims == b.tile.dims and \
+        np.array_equal(a.tile.devices(), b.tile.devices())
+
+
+def local_shape(shape: Shape, sharding: HloSharding) -> Shape:
+    if shape.is_tuple:
+        elements = sharding.elements if sharding.is_tuple else [sharding] * len(
+            shape.tuple_shapes)
+        return Shape.tuple_of([local_shape(s, e) for s, e in zip(shape.tuple_shapes,
+                                                                  elements)])
+    if not shape.is_array:
+        return shape
+    return Shape.array(shape.dtype, sharding.shard_dims(shape.dims)).with_default_layout()
+
+
+class _Partitioner:
+    def __init__(self, module: HloModule, n: int):
+        self.module = module
+        self.n = n
+        self.names = NameUniquer(module)
+        self.comp = HloComputation(self.names(module.entry.name + "_spmd"))
+        self.channel = 0
+        self._partition_offsets: dict[tuple, HloInstruction] = {}
+        self._partition_id: HloInstruction | None = None
+        self._adders: dict[str, HloComputation] = {}
+
+    # -- building -------------------------------------------------------------------------
+    def add(self, opcode: str, shape: Shape, operands=(), attrs=None, name: str = "",
+            **kw) -> HloInstruction:
+        instr = HloInstruction(opcode, shape.with_default_layout(), operands, attrs,
+                               name=self.names(name or opcode), **kw)
+        return self.comp.add_instruction(instr)
+
+    def next_channel(self) -> int:
+        self.channel += 1
+        return self.channel
+
+    def constant(self, values, dtype: str = "s32") -> HloInstruction:
+        array = np.asarray(values, dtype=Shape.array(dtype, ()).numpy_dtype)
+        instr = HloInstruction.constant(array, Shape.array(dtype, array.shape).with_default_layout(),
+                                        name=self.names("constant"))
+        return self.comp.add_instruction(instr)
+
+    def partition_offset(self, table: tuple[int, ...]) -> HloInstruction:
+        """s32[] table[partition-id]: this device's offset along one dim."""
+        if table in self._partition_offsets:
+            return self._partition_offsets[table]
+        if len(set(table)) == 1:
+            offset = self.constant(table[0])
+        else:
+            if self._partition_id is None:
+                pid = self.add("partition-id", Shape.array("u32", ()))
+                self._partition_id = self.add("convert", Shape.array("s32", ()), [pid])
+            values = self.constant(table)
+            one = self.add("dynamic-slice", Shape.array("s32", (1,)),
+                           [values, self._partition_id], {"dynamic_slice_sizes": (1,)})
+            offset = self.add("reshape", Shape.array("s32", ()), [one])
+        self._partition_offsets[table] = offset
+        return offset
+
+    def adder(self, dtype: str) -> HloComputation:
+        if dtype not in self._adders:
+            scalar = Shape.array(dtype, ())
+            a = HloInstruction.parameter(0, scalar, "a")
+            b = HloInstruction.parameter(1, scalar, "b")
+            total = HloInstruction("add", scalar, [a, b], name="sum")
+            comp = HloComputation(self.names(f"add_{dtype}"), [a, b, total], total)
+            self.module.add_computation(comp)
+            self._adders[dtype] = comp
+        return self._adders[dtype]
+
+    # -- resharding -----------------------------------------------------------------------
+    def reshard(self, value, have: HloSharding, want: HloSharding, shape: Shape):
+        if same_sharding(have, want):
+            return value
+        if shape.is_tuple:
+            haves = have.elements if have.is_tuple else [have] * len(shape.tuple_shapes)
+            wants = want.elements if want.is_tuple else [want] * len(shape.tuple_shapes)
+            parts = []
+            for i, (h, w, s) in enumerate(zip(haves, wants, shape.tuple_shapes)):
+                part = self.add("get-tuple-element", local_shape(s, h), [value], {"index": i})
+                parts.append(self.reshard(part, h, w, s))
+            return self.add("tuple", Shape.tuple_of([p.shape for p in parts]), parts)
+        have_dim, want_dim = split_dim(have, shape, self.n), split_dim(want, shape, self.n)
+        if have_dim is not None and want_dim is not None:
+            return self.all_to_all(value, have_dim, want_dim, shape)
+        if not have.normalized().kind == "replicated":
+            value = self.to_replicated(value, have, shape)
+        return self.from_replicated(value, want, shape)
+
+    def to_replicated(self, value, have: HloSharding, shape: Shape):
+        grid = have.tile.devices()
+        dims = list(value.shape.dims)
+        for axis, pieces in enumerate(have.tile_dims):
+            if pieces == 1:
+                continue
+            groups = np.moveaxis(grid, axis, -1).reshape(-1, pieces)
+            dims[axis] *= pieces
+            value = self.add("all-gather", Shape.array(shape.dtype, dims), [value], {
+                "dimensions": (axis,), "channel_id": self.next_channel(),
+                "replica_groups": ReplicaGroups.of(groups.tolist()),
+                "use_global_device_ids": True})
+        if tuple(dims) != shape.dims:  # uneven: drop the padding
+            value = self.add("slice", Shape.array(shape.dtype, shape.dims), [value],
+                             {"slice": tuple((0, d, 1) for d in shape.dims)})
+        return value
+
+    def from_replicated(self, value, want: HloSharding, shape: Shape):
+        if not want.is_tiled:
+            return value
+        pieces = want.shard_dims(shape.dims)
+        padded = tuple(p * t for p, t in zip(pieces, want.tile_dims))
+        if padded != shape.dims:
+            zero = self.constant(0, shape.dtype)
+            value = self.add("pad", Shape.array(shape.dtype, padded), [value, zero], {
+                "padding": tuple((0, p - d, 0) for p, d in zip(padded, shape.dims))})
+        offsets = []
+        for axis in range(shape.rank):
+            table = tuple(want.tile_index(p)[axis] * pieces[axis] for p in range(self.n))
+            offsets.append(self.partition_offset(table))
+        return self.add("dynamic-slice", Shape.array(shape.dtype, pieces), [value, *offsets],
+                        {"dynamic_slice_sizes": pieces})
+
+    def all_to_all(self, value, have_dim: int, want_dim: int, shape: Shape):
+        """Split of dim d -> split of dim e: cut e into (n, e/n), exchange the n pieces, and
+        fold the received axis (indexed by source, i.e. by d-block) into d."""
+        n, dims = self.n, list(value.shape.dims)
+        cut = dims[:want_dim] + [n, dims[want_dim] // n] + dims[want_dim + 1:]
+        x = self.add("reshape", Shape.array(shape.dtype, cut), [value])
+        x = self.add("all-to-all", x.shape, [x], {
+            "dimensions": (want_dim,), "channel_id": self.next_channel(),
+            "replica_groups": ReplicaGroups.of([range(n)])})
+        source_axis = want_dim
+        block_axis = have_dim + (1 if have_dim > want_dim else 0)
+        order = [a for a in range(len(cut)) if a != source_axis]
+        order.insert(order.index(block_axis), source_axis)
+        x = self.add("transpose", Shape.array(shape.dtype, [cut[a] for a in order]), [x],
+                     {"dimensions": tuple(order)})
+        final = list(dims)
+        final[have_dim] *= n
+        final[want_dim] //= n
+        return self.add("reshape", Shape.array(shape.dtype, final), [x])
+
+    # -- the entry ------------------------------------------------------------------------
+    def run(self) -> HloModule:
+        entry = self.module.entry
+        shardings = propagate(entry, self.n)
+        local: dict[int, HloInstruction] = {}
+        for instr in entry.post_order():
+            want = shardings[id(instr)]
+            if instr.opcode == "parameter":
+                param = HloInstruction.parameter(instr.parameter_number,
+                                                 local_shape(instr.shape, want), instr.name)
+                param.attrs["sharding"] = want
+                local[id(instr)] = self.comp.add_instruction(param)
+                continue
+            have = [shardings[id(o)] for o in instr.operands]
+            if is_sharding_call(instr):
+                local[id(instr)] = self.reshard(local[id(instr.operand(0))], have[0], want,
+                                                instr.shape)
+                continue
+            step = plan(instr, have, self.n)
+            operands = [self.reshard(local[id(o)], h, w, o.shape)
+                        for o, h, w in zip(instr.operands, have, step.operands)]
+            value = self.local_op(instr, operands, step.out)
+            if step.all_reduce:
+                value = self.add("all-reduce", value.shape, [value], {
+                    "channel_id": self.next_channel(),
+                    "replica_groups": ReplicaGroups.of([range(self.n)]),
+                    "use_global_device_ids": True,
+                    "to_apply": instr.attrs.get("to_apply") if instr.opcode == "reduce"
+                    else self.adder(instr.shape.dtype)})
+            local[id(instr)] = self.reshard(value, step.out, want, instr.shape)
+        root = local[id(entry.root)]
+        if root.opcode == "parameter" or root.users:
+            root = self.add("copy", root.shape, [root])
+        self.comp.root = root
+        root.attrs["sharding"] = shardings[id(entry.root)]
+        return self.finish()
+
+    def local_op(self, instr, operands, out: HloSharding) -> HloInstruction:
+        if instr.opcode == "get-tuple-element":
+            shape = operands[0].shape.tuple_shapes[instr.attrs["index"]]
+        elif instr.opcode == "tuple":
+            shape = Shape.tuple_of([o.shape for o in operands])
+        else:
+            shape = local_shape(instr.shape, out)
+        copy = HloInstruction(instr.opcode, shape, operands, instr.attrs,
+                              name=self.names(instr.name), literal=instr.literal)
+        copy.attrs.pop("sharding", None)
+        copy.attrs.pop("control-predecessors", None)
+        if instr.opcode == "slice":  # the split dim is taken whole: its local size
+            copy.attrs["slice"] = tuple(
+                (0, shape.dims[d], 1) if (lo, hi, st) == (0, instr.operand(0).shape.dims[d], 1)
+                else (lo, hi, st) for d, (lo, hi, st) in enumerate(instr.attrs["slice"]))
+        return self.comp.add_instruction(copy)
+
+    def finish(self) -> HloModule:
+        module = self.module
+        old = module.entry
+        module.add_computation(self.comp, entry=True)
+        module.remove_computation(old)
+        module.remove_unreachable_computations()
+        module.entry_computation_layout = None
+        module.input_output_alias = []
+        module.buffer_donors = []
+        module.header_attrs["num_partitions"] = str(self.n)
+        return module
+
+
+def partition_module(module: HloModule, num_partitions: int) -> HloModule:
+    """The per-device program of `module` for `num_partitions` devices (a new module)."""
+    from ..ir.verifier import verify
+    copy = module.clone()
+    _partition_in_place(copy, num_partitions)
+    verify(copy)
+    return copy
+
+
+def _partition_in_place(module: HloModule, num_partitions: int) -> None:
+    from .call_inliner import CallInliner
+    if int(module.header_attrs.get("replica_count", 1)) != 1:
+        raise UnsupportedError("the SPMD partitioner handles one replica (replica_count=1)")
+    CallInliner().run(module)
+    _Partitioner(module, num_partitions).run()
+
+
+@register_pass
+class SpmdPartitioner(Pass):
+    """`spmd-partitioner`: propagates shardings and partitions the entry for the header's
+    num_partitions devices."""
+    name = "spmd-partitioner"
+
+    def run(self, module: HloModule) -> bool:
+        partitions = int(module.header_attrs.get("num_partitions", 1))
+        if partitions == 1:
+            return False
+        _partition_in_place(module, partitions)
+        return True
