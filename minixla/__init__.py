@@ -13,6 +13,8 @@ from .frontend import (Builder, ConcretizationError, EscapedTracerError, Fronten
                        TracerBoolConversionError, XlaOp, config, jit)
 from .frontend import ops
 from . import lax, nn, numpy  # noqa: E402  (NumPy-style API: `import minixla.numpy as mnp`)
+from . import sharding  # noqa: E402  (Mesh, NamedSharding, PartitionSpec)
+from .frontend.shard_map import shard_map  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -24,4 +26,5 @@ __all__ = [
     "Builder", "ConcretizationError", "EscapedTracerError", "FrontendError",
     "FrontendIndexError", "FrontendShapeError", "FrontendTypeError",
     "TracerBoolConversionError", "XlaOp", "config", "jit", "lax", "nn", "numpy", "ops",
+    "sharding", "shard_map",
 ]

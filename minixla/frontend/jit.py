@@ -72,8 +72,10 @@ class Lowered:
 class Jitted:
     """The callable `jit` returns; `compile_count` counts cache misses."""
 
-    def __init__(self, fn, backend, donate_argnums, static_argnums):
+    def __init__(self, fn, backend, donate_argnums, static_argnums, in_shardings=None,
+                 out_shardings=None):
         functools.update_wrapper(self, fn)
+        self.in_shardings, self.out_shardings = in_shardings, out_shardings
         self.fn = fn
         self.backend = backend
         self.static_argnums = frozenset(_argnums(static_argnums))
@@ -145,6 +147,12 @@ class Jitted:
         root = outs[0].op if out_tree == LEAF else [o.op for o in outs]
         module = builder.module(root, name=f"jit_{name}")
         module.input_output_alias = self._aliases(module, args, out_tree == LEAF)
+        if self.in_shardings is not None or self.out_shardings is not None:
+            from .sharding import annotate
+            counts = [len(flatten(a)[0]) for i, a in enumerate(args)
+                      if i not in self.static_argnums]
+            annotate(module, self.in_shardings, self.out_shardings,
+                     counts + [len(flatten(kwargs[k])[0]) for k in sorted(kwargs)])
         return Lowered(module, tree, out_tree, backend)
 
     def _leaf_names(self, args, kwargs) -> list[str]:
@@ -206,11 +214,14 @@ def _argnums(value) -> tuple[int, ...]:
     return (value,) if isinstance(value, int) else tuple(value)
 
 
-def jit(fn=None, *, backend: str | None = None, donate_argnums=(), static_argnums=()):
+def jit(fn=None, *, backend: str | None = None, donate_argnums=(), static_argnums=(),
+        in_shardings=None, out_shardings=None):
     """Compiles `fn` on first call per input signature; usable as `@jit` or
     `@jit(static_argnums=...)`. backend=None means "cpu" when available, else the
-    interpreter."""
+    interpreter. in_shardings/out_shardings (NamedSharding, one or one per positional
+    argument / output) partition the program over their mesh (docs/sharding.md)."""
     if fn is None:
         return functools.partial(jit, backend=backend, donate_argnums=donate_argnums,
-                                 static_argnums=static_argnums)
-    return Jitted(fn, backend, donate_argnums, static_argnums)
+                                 static_argnums=static_argnums, in_shardings=in_shardings,
+                                 out_shardings=out_shardings)
+    return Jitted(fn, backend, donate_argnums, static_argnums, in_shardings, out_shardings)
