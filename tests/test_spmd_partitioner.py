@@ -11,6 +11,7 @@ import minixla
 from conformance_paths import case_dirs, requires_corpus
 from minixla.errors import UnsupportedError
 from minixla.ir.sharding import HloSharding
+from minixla.passes.spmd_partitioner import collective_bytes
 from minixla.testing import compare_values
 from test_passes_conformance import load_args
 
@@ -190,3 +191,12 @@ ENTRY e {
 }"""
     with pytest.raises(UnsupportedError, match="%n: manual shardings"):
         minixla.compile(text, num_partitions=2)
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_megatron_mlp_moves_one_all_reduce_of_the_output(n):
+    exe = minixla.compile(MLP.replace("@", str(n)), num_partitions=n)
+    volume = collective_bytes(exe.partitioned_module)
+    output_bytes = 8 * 16 * 4
+    assert volume == {"all-reduce": 2 * (n - 1) * output_bytes // n,
+                      "total": 2 * (n - 1) * output_bytes // n}

@@ -327,3 +327,43 @@ class SpmdPartitioner(Pass):
             return False
         _partition_in_place(module, partitions)
         return True
+
+
+# -- communication volume ---------------------------------------------------------------------
+# Bytes one device sends for each collective with a group of n, S = the named array's bytes
+# (ring algorithms, the usual cost model): what `collective_bytes` adds up.
+BYTES_SENT = {
+    "all-reduce": lambda n, operand, result: 2 * (n - 1) * operand // n,
+    "all-gather": lambda n, operand, result: (n - 1) * result // n,
+    "reduce-scatter": lambda n, operand, result: (n - 1) * operand // n,
+    "all-to-all": lambda n, operand, result: (n - 1) * operand // n,
+    "collective-permute": lambda n, operand, result: operand,
+    "collective-broadcast": lambda n, operand, result: operand,
+}
+_START_FORMS = {"all-reduce-start": "all-reduce", "all-gather-start": "all-gather",
+                "collective-permute-start": "collective-permute"}
+
+
+def _bytes(shape: Shape) -> int:
+    if shape.is_tuple:
+        return sum(_bytes(s) for s in shape.tuple_shapes)
+    return shape.byte_size() if shape.is_array else 0
+
+
+def collective_bytes(module: HloModule, num_devices: int | None = None) -> dict[str, int]:
+    """{opcode: bytes one device sends} over every collective of `module`, counted once per
+    instruction (loop bodies once, not per trip); `total` sums them."""
+    devices = num_devices or int(module.header_attrs.get("num_partitions", 1))
+    totals: dict[str, int] = {}
+    for instr in module.all_instructions():
+        opcode = _START_FORMS.get(instr.opcode, instr.opcode)
+        if opcode not in BYTES_SENT:
+            continue
+        groups = instr.attrs.get("replica_groups")
+        n = len(groups.groups[0]) if groups is not None and groups.groups else devices
+        operand = sum(_bytes(o.shape) for o in instr.operands)
+        result = _bytes(instr.shape) if instr.opcode == opcode else \
+            _bytes(instr.shape.tuple_shapes[1]) if instr.shape.is_tuple else _bytes(instr.shape)
+        totals[opcode] = totals.get(opcode, 0) + BYTES_SENT[opcode](n, operand, result)
+    totals["total"] = sum(totals.values())
+    return totals
