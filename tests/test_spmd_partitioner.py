@@ -200,3 +200,69 @@ def test_megatron_mlp_moves_one_all_reduce_of_the_output(n):
     output_bytes = 8 * 16 * 4
     assert volume == {"all-reduce": 2 * (n - 1) * output_bytes // n,
                       "total": 2 * (n - 1) * output_bytes // n}
+
+
+# What jax.jit(g, out_shardings=...).lower(...).as_text(dialect="hlo") prints for
+# g(a, b) = tanh(shard_map(lambda a, b: psum(a @ b, "y"))(a, b)) * 2 on a 2x2 mesh (Shardy).
+SHARD_MAP_FROM_JAX = r"""HloModule jit_g, entry_computation_layout={(f32[8,16]{1,0}, f32[16,4]{1,0})->f32[8,4]{1,0}}, frontend_attributes={xla.sdy.meshes={mesh = #sdy.mesh<["x"=2, "y"=2]>}}
+
+region_0.1 {
+  psum_invariant.2 = f32[] parameter(0)
+  psum_invariant.3 = f32[] parameter(1)
+  ROOT add.1 = f32[] add(psum_invariant.2, psum_invariant.3)
+}
+
+xla.sdy.manual_computation_body.2 {
+  shard_map.5 = f32[4,8]{1,0} parameter(0)
+  shard_map.6 = f32[8,4]{1,0} parameter(1)
+  dot_general.1 = f32[4,4]{1,0} dot(shard_map.5, shard_map.6), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT psum_invariant.5 = f32[4,4]{1,0} all-reduce(dot_general.1), channel_id=1, replica_groups={{0,1},{2,3}}, use_global_device_ids=true, to_apply=region_0.1
+}
+
+ENTRY main.3 {
+  a.1 = f32[8,16]{1,0} parameter(0), sharding={devices=[2,2]<=[4]}, frontend_attributes={xla.sdy.sharding="#sdy.sharding<@mesh, [{\"x\"}, {\"y\"}]>"}
+  b.1 = f32[16,4]{1,0} parameter(1), sharding={devices=[2,1,2]<=[2,2]T(1,0) last_tile_dim_replicate}, frontend_attributes={xla.sdy.sharding="#sdy.sharding<@mesh, [{\"y\"}, {}]>"}
+  shard_map.9 = (f32[4,8]{1,0}, f32[8,4]{1,0}) custom-call(a.1, b.1), custom_call_target="xla.sdy.GlobalToLocalShape", custom_call_has_side_effect=true, frontend_attributes={xla.sdy.in_shardings="#sdy.sharding_per_value<[<@mesh, [{\"x\"}, {\"y\"}]>, <@mesh, [{\"y\"}, {}]>]>",xla.sdy.manual_axes="#sdy<manual_axes{\"x\", \"y\"}>"}
+  shard_map.10 = f32[4,8]{1,0} get-tuple-element(shard_map.9), index=0
+  shard_map.11 = f32[8,4]{1,0} get-tuple-element(shard_map.9), index=1
+  shard_map.12 = f32[4,4]{1,0} call(shard_map.10, shard_map.11), to_apply=xla.sdy.manual_computation_body.2, frontend_attributes={inlineable="false"}
+  shard_map.13 = f32[8,4]{1,0} custom-call(shard_map.12), custom_call_target="xla.sdy.LocalToGlobalShape", custom_call_has_side_effect=true, frontend_attributes={xla.sdy.manual_axes="#sdy<manual_axes{\"x\", \"y\"}>",xla.sdy.out_shardings="#sdy.sharding_per_value<[<@mesh, [{\"x\"}, {}]>]>"}
+  tanh.1 = f32[8,4]{1,0} tanh(shard_map.13)
+  constant.1 = f32[] constant(2)
+  mul.3 = f32[8,4]{1,0} broadcast(constant.1), dimensions={}
+  mul.4 = f32[8,4]{1,0} multiply(tanh.1, mul.3)
+  mul.5 = f32[8,4]{1,0} custom-call(mul.4), custom_call_target="xla.sdy.FuncResultSharding", custom_call_has_side_effect=true, frontend_attributes={xla.sdy.sharding="#sdy.sharding_per_value<[<@mesh, [{\"x\"}, {}]>]>"}
+  tuple.1 = (f32[8,4]{1,0}) tuple(mul.5)
+  ROOT get-tuple-element.1 = f32[8,4]{1,0} get-tuple-element(tuple.1), index=0, sharding={devices=[2,1,2]<=[4] last_tile_dim_replicate}
+}
+"""
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_a_shard_map_lowered_by_jax_runs_its_body_per_device(backend):
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((8, 16)).astype(np.float32)
+    b = rng.standard_normal((16, 4)).astype(np.float32)
+    exe = minixla.compile(SHARD_MAP_FROM_JAX, backend=backend, num_partitions=4)
+    np.testing.assert_allclose(exe(a, b), np.tanh(a @ b) * 2, rtol=1e-5, atol=1e-5)
+    entry = exe.partitioned_module.entry
+    body_sum = next(i for i in entry.instructions if i.opcode == "all-reduce")
+    assert body_sum.shape.dims == (4, 4)  # the body's own psum, on its per-device piece
+    assert body_sum.attrs["replica_groups"].groups == ((0, 1), (2, 3))
+    channels = [i.attrs["channel_id"] for i in entry.instructions if "channel_id" in i.attrs]
+    assert len(channels) == len(set(channels))
+
+
+def test_shardy_result_sharding_is_the_identity_on_one_device():
+    text = """HloModule r, frontend_attributes={xla.sdy.meshes={mesh = #sdy.mesh<["x"=2, "y"=2]>}}
+ENTRY e {
+  p = f32[4] parameter(0)
+  ROOT r = f32[4] custom-call(p), custom_call_target="xla.sdy.FuncResultSharding", custom_call_has_side_effect=true, frontend_attributes={xla.sdy.sharding="#sdy.sharding_per_value<[<@mesh, [{\\"x\\"}]>]>"}
+}
+"""
+    x = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(minixla.compile(text)(x), x)
+    exe = minixla.compile(text, num_partitions=4)
+    assert str(exe.partitioned_module.entry.root.attrs["sharding"]) == \
+        "{devices=[2,2]<=[4] last_tile_dim_replicate}"
+    np.testing.assert_array_equal(exe(x), x)

@@ -11,7 +11,7 @@ from math import prod
 
 import numpy as np
 
-from ..ir.sharding import HloSharding
+from ..ir.sharding import HloSharding, mesh_sharding
 from .errors import FrontendTypeError
 
 
@@ -95,17 +95,8 @@ class NamedSharding:
         if len(self.spec) > rank:
             raise FrontendTypeError(f"{self.spec} has {len(self.spec)} entries for a rank "
                                     f"{rank} array")
-        mesh = self.mesh
-        per_dim = [self.spec.axes(d) for d in range(rank)]
-        used = [a for axes in per_dim for a in axes]
-        rest = [a for a in mesh.axis_names if a not in used]
-        order = [mesh.axis_index(a) for a in used + rest]
-        grid = mesh.device_ids.transpose(order)
-        tiles = [prod(mesh.shape[a] for a in axes) for axes in per_dim]
-        replicated = prod(mesh.shape[a] for a in rest)
-        if replicated > 1:
-            return HloSharding.tiled(grid.reshape(tiles + [replicated]), ("replicated",))
-        return HloSharding.tiled(grid.reshape(tiles))
+        return mesh_sharding(self.mesh.shape, [self.spec.axes(d) for d in range(rank)],
+                             self.mesh.device_ids)
 
     def shard_shape(self, shape) -> tuple[int, ...]:
         return self.to_hlo(len(shape)).shard_dims(tuple(shape))

@@ -519,3 +519,25 @@ def leaf_shapes(shape) -> list:
     if shape.is_tuple:
         return [leaf for s in shape.tuple_shapes for leaf in leaf_shapes(s)]
     return [shape]
+
+
+def mesh_sharding(axis_sizes: dict[str, int], dim_axes, device_ids=None) -> HloSharding:
+    """The HLO sharding of an array whose dim i is cut by the mesh axes `dim_axes[i]` (major
+    to minor): the mesh's device grid transposed so the axes of dim 0 come first, then those
+    of dim 1, ..., then the unused axes as one replicated subgroup dim."""
+    names = list(axis_sizes)
+    grid = np.arange(prod(axis_sizes.values())).reshape(tuple(axis_sizes.values())) \
+        if device_ids is None else np.asarray(device_ids).reshape(tuple(axis_sizes.values()))
+    used = [a for axes in dim_axes for a in axes]
+    unknown = [a for a in used if a not in axis_sizes]
+    if unknown:
+        raise ValueError(f"{unknown[0]!r} is not a mesh axis of {names}")
+    if len(set(used)) != len(used):
+        raise ValueError(f"a mesh axis cuts two dims: {list(dim_axes)}")
+    rest = [a for a in names if a not in used]
+    grid = grid.transpose([names.index(a) for a in used + rest])
+    tiles = [prod(axis_sizes[a] for a in axes) for axes in dim_axes]
+    replicated = prod(axis_sizes[a] for a in rest)
+    if replicated > 1:
+        return HloSharding.tiled(grid.reshape(tiles + [replicated]), ("replicated",))
+    return HloSharding.tiled(grid.reshape(tiles))

@@ -29,6 +29,8 @@ from ..ir.module import HloModule, NameUniquer
 from ..ir.sharding import HloSharding, ReplicaGroups
 from ..ir.shapes import Shape
 from .base import Pass, register_pass
+from .shardy import (FUNC_RESULT_SHARDING, GLOBAL_TO_LOCAL, LOCAL_TO_GLOBAL, sdy_shardings,
+                     shardy_target)
 from .spmd_rules import R, plan, split_dim
 
 
@@ -66,17 +68,32 @@ def is_sharding_call(instr) -> bool:
         instr.attrs.get("custom_call_target") == "Sharding"
 
 
-def propagate(comp: HloComputation, n: int) -> dict[int, HloSharding]:
-    """id(instruction) -> its sharding, for every instruction of `comp`."""
+def propagate(comp: HloComputation, n: int, module=None) -> tuple[dict, set]:
+    """(id(instruction) -> its sharding, ids of the manual instructions: shard_map bodies,
+    which compute on per-device pieces as written)."""
     shardings: dict[int, HloSharding] = {}
+    manual: set[int] = set()
     for instr in comp.post_order():
-        given = annotation(instr)
+        target = shardy_target(instr)
+        if target == GLOBAL_TO_LOCAL or (target != LOCAL_TO_GLOBAL and any(
+                id(o) in manual for o in instr.operands)):
+            manual.add(id(instr))
+            shardings[id(instr)] = _replicated(instr.shape)
+            continue
+        given = _shardy_annotation(instr, module) if target else annotation(instr)
         if given is None:
             operands = [shardings[id(o)] for o in instr.operands]
             given = _replicated(instr.shape) if instr.opcode == "parameter" else \
                 plan(instr, operands, n).out
         shardings[id(instr)] = given
-    return shardings
+    return shardings, manual
+
+
+def _shardy_annotation(instr, module) -> HloSharding:
+    key = "xla.sdy.out_shardings" if shardy_target(instr) == LOCAL_TO_GLOBAL \
+        else "xla.sdy.sharding"
+    values = sdy_shardings(instr, key, module)
+    return HloSharding.tuple_of(values) if instr.shape.is_tuple else values[0]
 
 
 def same_sharding(a: HloSharding, b: HloSharding) -> bool:
@@ -109,7 +126,8 @@ class _Partitioner:
         self.n = n
         self.names = NameUniquer(module)
         self.comp = HloComputation(self.names(module.entry.name + "_spmd"))
-        self.channel = 0
+        self.channel = max((i.attrs.get("channel_id") or 0 for i in module.all_instructions()),
+                           default=0)  # after the channels of shard_map bodies
         self._partition_offsets: dict[tuple, HloInstruction] = {}
         self._partition_id: HloInstruction | None = None
         self._adders: dict[str, HloComputation] = {}
@@ -234,10 +252,21 @@ class _Partitioner:
     # -- the entry ------------------------------------------------------------------------
     def run(self) -> HloModule:
         entry = self.module.entry
-        shardings = propagate(entry, self.n)
+        shardings, manual = propagate(entry, self.n, self.module)
         local: dict[int, HloInstruction] = {}
         for instr in entry.post_order():
             want = shardings[id(instr)]
+            target = shardy_target(instr)
+            if target == GLOBAL_TO_LOCAL:
+                local[id(instr)] = self.enter_manual(instr, shardings, local)
+                continue
+            if id(instr) in manual:  # a shard_map body: per-device already
+                local[id(instr)] = self.local_op(instr, [local[id(o)] for o in instr.operands],
+                                                 None)
+                continue
+            if target == LOCAL_TO_GLOBAL:  # the pieces are the shards of `want`
+                local[id(instr)] = local[id(instr.operand(0))]
+                continue
             if instr.opcode == "parameter":
                 param = HloInstruction.parameter(instr.parameter_number,
                                                  local_shape(instr.shape, want), instr.name)
@@ -245,7 +274,7 @@ class _Partitioner:
                 local[id(instr)] = self.comp.add_instruction(param)
                 continue
             have = [shardings[id(o)] for o in instr.operands]
-            if is_sharding_call(instr):
+            if is_sharding_call(instr) or target == FUNC_RESULT_SHARDING:
                 local[id(instr)] = self.reshard(local[id(instr.operand(0))], have[0], want,
                                                 instr.shape)
                 continue
@@ -268,8 +297,20 @@ class _Partitioner:
         root.attrs["sharding"] = shardings[id(entry.root)]
         return self.finish()
 
-    def local_op(self, instr, operands, out: HloSharding) -> HloInstruction:
-        if instr.opcode == "get-tuple-element":
+    def enter_manual(self, instr, shardings, local) -> HloInstruction:
+        """GlobalToLocalShape: each operand resharded to its in-sharding; its piece here."""
+        wants = sdy_shardings(instr, "xla.sdy.in_shardings", self.module)
+        pieces = [self.reshard(local[id(o)], shardings[id(o)], w, o.shape)
+                  for o, w in zip(instr.operands, wants)]
+        if not instr.shape.is_tuple:
+            return pieces[0]
+        return self.add("tuple", Shape.tuple_of([p.shape for p in pieces]), pieces)
+
+    def local_op(self, instr, operands, out: HloSharding | None) -> HloInstruction:
+        """`instr` on local pieces; out=None keeps the declared shape (manual code)."""
+        if out is None:
+            shape = instr.shape
+        elif instr.opcode == "get-tuple-element":
             shape = operands[0].shape.tuple_shapes[instr.attrs["index"]]
         elif instr.opcode == "tuple":
             shape = Shape.tuple_of([o.shape for o in operands])

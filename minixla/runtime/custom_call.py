@@ -48,7 +48,14 @@ def registered_targets(backend: str) -> list[str]:
     return sorted(t for t, b in _REGISTRY if b == backend)
 
 
-# `Sharding` (with_sharding_constraint) only pins a layout of shards: on one device, or when a
-# module is run unpartitioned, it is the identity.
-register_custom_call("Sharding", "interpreter", lambda x, **_: x)
-register_custom_call("Sharding", "cpu", lambda out, x, **_: x)
+# Sharding annotations (with_sharding_constraint's `Sharding`, Shardy's result shardings) only
+# say how values are laid out over devices: on one device, or when a module is run
+# unpartitioned, they are the identity. (shard_map's xla.sdy.GlobalToLocalShape is not: its
+# body is a per-device program, which needs the partitioner.)
+def _identity(*operands, **_):
+    return operands[0] if len(operands) == 1 else tuple(operands)
+
+
+for _target in ("Sharding", "xla.sdy.FuncResultSharding"):
+    register_custom_call(_target, "interpreter", _identity)
+    register_custom_call(_target, "cpu", lambda out, *operands, **_: _identity(*operands))

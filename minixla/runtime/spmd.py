@@ -224,9 +224,12 @@ def is_multi_device(module: HloModule, num_partitions: int | None) -> bool:
 def is_partitioned(module: HloModule) -> bool:
     """Already a per-device program: XLA's SPMD partitioner named its entry `*_spmd`, or the
     program talks to other devices or asks which one it is."""
+    instrs = list(module.all_instructions())
+    if any(i.opcode == "custom-call" and i.attrs.get("custom_call_target") ==
+           "xla.sdy.GlobalToLocalShape" for i in instrs):
+        return False  # a shard_map inside a global program: its collectives are the body's
     return module.entry.name.endswith("_spmd") or any(
-        i.opdef.kind == "collective" or i.opcode in _PARTITIONED_MARKERS
-        for i in module.all_instructions())
+        i.opdef.kind == "collective" or i.opcode in _PARTITIONED_MARKERS for i in instrs)
 
 
 def _as_sharding(value) -> HloSharding:
@@ -322,5 +325,9 @@ def _has_partitionable_shardings(module: HloModule) -> bool:
         if isinstance(sharding, HloSharding) and any(
                 leaf.is_tiled or leaf.kind == "maximal" for leaf in sharding.leaves()):
             return True
-    return any(i.opcode == "custom-call" and i.attrs.get("custom_call_target") == "Sharding"
+    return any(i.opcode == "custom-call" and i.attrs.get("custom_call_target") in _ANNOTATIONS
                for i in module.all_instructions())
+
+
+# Custom calls that carry shardings (with_sharding_constraint's and Shardy's).
+_ANNOTATIONS = ("Sharding", "xla.sdy.FuncResultSharding", "xla.sdy.GlobalToLocalShape")
