@@ -285,7 +285,7 @@ class _Partitioner:
             if step.all_reduce:
                 value = self.add("all-reduce", value.shape, [value], {
                     "channel_id": self.next_channel(),
-                    "replica_groups": ReplicaGroups.of([range(self.n)]),
+                    "replica_groups": ReplicaGroups.of(step.groups or [range(self.n)]),
                     "use_global_device_ids": True,
                     "to_apply": instr.attrs.get("to_apply") if instr.opcode == "reduce"
                     else self.adder(instr.shape.dtype)})

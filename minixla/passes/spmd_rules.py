@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..ir.sharding import HloSharding
 
 R = HloSharding.replicate()
@@ -21,7 +23,8 @@ R = HloSharding.replicate()
 class Plan:
     operands: tuple[HloSharding, ...]
     out: HloSharding
-    all_reduce: bool = False  # the local results are partial: all-reduce them (out is R)
+    all_reduce: bool = False  # the local results are partial sums: all-reduce them
+    groups: tuple[tuple[int, ...], ...] | None = None  # the all-reduce's groups (None: all)
 
 
 def split(rank: int, dim: int, n: int) -> HloSharding:
@@ -43,6 +46,73 @@ def split_dim(sharding: HloSharding | None, shape, n: int) -> int | None:
     if sharding.tile.devices().reshape(-1).tolist() != list(range(n)):
         return None
     return cut[0]
+
+
+def tiled(sharding: HloSharding | None, shape) -> bool:
+    return sharding is not None and sharding.is_tiled and shape.is_array and \
+        sharding.data_rank == shape.rank
+
+
+def even(sharding: HloSharding | None, shape) -> bool:
+    """No padding: every cut dim divides evenly (reductions must not add padding in)."""
+    return not tiled(sharding, shape) or all(d % t == 0 for d, t in zip(shape.dims,
+                                                                        sharding.tile_dims))
+
+
+def _index(sharding: HloSharding | None, shape, device: int) -> tuple[int, ...]:
+    return sharding.tile_index(device) if tiled(sharding, shape) else (0,) * shape.rank
+
+
+def _pieces(sharding: HloSharding | None, shape) -> tuple[int, ...]:
+    return sharding.tile_dims if tiled(sharding, shape) else (1,) * shape.rank
+
+
+def grouped_sharding(n: int, position, tiles) -> tuple[HloSharding, tuple] | None:
+    """The sharding in which device p holds tile `position(p)` of a `tiles` grid, plus the
+    groups of devices that hold the same tile; None if the groups differ in size."""
+    groups: dict[tuple, list[int]] = {}
+    for device in range(n):
+        groups.setdefault(tuple(position(device)), []).append(device)
+    sizes = {len(g) for g in groups.values()}
+    if len(sizes) != 1 or len(groups) != int(np.prod(tiles)):
+        return None
+    size = sizes.pop()
+    grid = np.zeros(tuple(tiles) + (size,), np.int64)
+    for where, members in groups.items():
+        grid[where] = members
+    sharding = HloSharding.tiled(grid if size > 1 else grid.reshape(tiles),
+                                 ("replicated",) if size > 1 else ())
+    return sharding, tuple(tuple(g) for g in groups.values())
+
+
+def _copy_index(sharding: HloSharding | None, shape, device: int) -> tuple[int, ...]:
+    """Which replicated copy (position along the subgroup dims) `device` holds."""
+    if not tiled(sharding, shape) or not sharding.subgroups:
+        return ()
+    where = np.argwhere(sharding.tile.devices() == device)[0]
+    return tuple(int(v) for v in where[sharding.data_rank:])
+
+
+def partial_sum_groups(groups, copy_of, block_of, blocks: int):
+    """All-reduce groups for partial sums: the devices of one result tile that hold the same
+    copy index, which must hold each of the `blocks` contracted blocks once; else None."""
+    out = []
+    for group in groups:
+        by_copy: dict[tuple, list[int]] = {}
+        for device in group:
+            by_copy.setdefault(copy_of(device), []).append(device)
+        for members in by_copy.values():
+            if len(members) != blocks or len({block_of(d) for d in members}) != blocks:
+                return None
+            out.append(tuple(members))
+    return tuple(out)
+
+
+def permuted(sharding: HloSharding, order) -> HloSharding:
+    """The sharding of a transpose by `order` of an array with `sharding`."""
+    grid = sharding.tile.devices()
+    extra = list(range(len(order), grid.ndim))
+    return HloSharding.tiled(grid.transpose(list(order) + extra), sharding.subgroups)
 
 
 def replicated_plan(instr) -> Plan:
@@ -70,28 +140,33 @@ def plan(instr, shardings: list, n: int) -> Plan:
 
 # -- rules ----------------------------------------------------------------------------------
 def _elementwise(instr, shardings, n):
+    """Every operand of the result's rank takes the first tiled operand's sharding."""
     rank = instr.shape.rank
-    dims = [_of(instr, shardings, i, n) for i in range(instr.operand_count)]
-    dim = next((d for d in dims if d is not None), None)
-    if dim is None:
+    want = next((s for s, o in zip(shardings, instr.operands)
+                 if o.shape.rank == rank and tiled(s, o.shape)), None)
+    if want is None:
         return None
-    want = split(rank, dim, n)
     # scalar operands (clamp's bounds, select's predicate) stay whole
     return Plan(tuple(want if o.shape.rank == rank else R for o in instr.operands), want)
 
 
 def _broadcast(instr, shardings, n):
-    dim = _of(instr, shardings, 0, n)
-    if dim is None:
+    """Operand dim i becomes result dim dimensions[i]; new dims are not cut."""
+    operand = instr.operand(0).shape
+    if not tiled(shardings[0], operand) or list(instr.attrs["dimensions"]) != sorted(
+            instr.attrs["dimensions"]):
         return None
-    return Plan((shardings[0],), split(instr.shape.rank, instr.attrs["dimensions"][dim], n))
+    grid = shardings[0].tile.devices()
+    for d in range(instr.shape.rank):
+        if d not in instr.attrs["dimensions"]:
+            grid = np.expand_dims(grid, d)
+    return Plan((shardings[0],), HloSharding.tiled(grid, shardings[0].subgroups))
 
 
 def _transpose(instr, shardings, n):
-    dim = _of(instr, shardings, 0, n)
-    if dim is None:
+    if not tiled(shardings[0], instr.operand(0).shape):
         return None
-    return Plan((shardings[0],), split(instr.shape.rank, instr.attrs["dimensions"].index(dim), n))
+    return Plan((shardings[0],), permuted(shardings[0], instr.attrs["dimensions"]))
 
 
 def _reshape(instr, shardings, n):
@@ -114,6 +189,43 @@ def _reshape(instr, shardings, n):
     return None
 
 
+def _dot_by_device(instr, shardings, n, dims) -> Plan | None:
+    """Both operands tiled: each device multiplies the blocks it holds, if every device holds
+    matching batch and contracting blocks; devices that hold different contracting blocks of
+    the same result tile add their partial sums with an all-reduce."""
+    lhs_batch, rhs_batch, lhs_con, rhs_con, lhs_free, rhs_free = (list(d) for d in dims)
+    lhs_shape, rhs_shape = instr.operand(0).shape, instr.operand(1).shape
+    lhs, rhs = shardings
+    if not (even(lhs, lhs_shape) and even(rhs, rhs_shape)):
+        return None
+    lp, rp = _pieces(lhs, lhs_shape), _pieces(rhs, rhs_shape)
+    if [lp[d] for d in lhs_batch] != [rp[d] for d in rhs_batch] or \
+            [lp[d] for d in lhs_con] != [rp[d] for d in rhs_con]:
+        return None
+    blocks = int(np.prod([lp[d] for d in lhs_con]))
+    for device in range(n):
+        li, ri = _index(lhs, lhs_shape, device), _index(rhs, rhs_shape, device)
+        if [li[d] for d in lhs_batch + lhs_con] != [ri[d] for d in rhs_batch + rhs_con]:
+            return None
+    tiles = [lp[d] for d in lhs_batch] + [lp[d] for d in lhs_free] + [rp[d] for d in rhs_free]
+
+    def position(device):
+        li, ri = _index(lhs, lhs_shape, device), _index(rhs, rhs_shape, device)
+        return [li[d] for d in lhs_batch + lhs_free] + [ri[d] for d in rhs_free]
+    found = grouped_sharding(n, position, tiles)
+    if found is None:
+        return None
+    out, groups = found
+    if blocks == 1:
+        return Plan((lhs, rhs), out)
+    reduce_groups = partial_sum_groups(
+        groups, lambda d: (_copy_index(lhs, lhs_shape, d), _copy_index(rhs, rhs_shape, d)),
+        lambda d: tuple(_index(lhs, lhs_shape, d)[c] for c in lhs_con), blocks)
+    if reduce_groups is None:
+        return None
+    return Plan((lhs, rhs), out, all_reduce=True, groups=reduce_groups)
+
+
 def _dot(instr, shardings, n):
     attrs = instr.attrs
     lhs_batch, rhs_batch = attrs.get("lhs_batch_dims", ()), attrs.get("rhs_batch_dims", ())
@@ -123,6 +235,12 @@ def _dot(instr, shardings, n):
     lhs_free = [d for d in range(lhs_rank) if d not in lhs_batch and d not in lhs_con]
     rhs_free = [d for d in range(rhs_rank) if d not in rhs_batch and d not in rhs_con]
     out_rank = instr.shape.rank
+    if tiled(shardings[0], instr.operand(0).shape) and \
+            tiled(shardings[1], instr.operand(1).shape):
+        found = _dot_by_device(instr, shardings, n, (lhs_batch, rhs_batch, lhs_con, rhs_con,
+                                                     lhs_free, rhs_free))
+        if found is not None:
+            return found
     lhs, rhs = _of(instr, shardings, 0, n), _of(instr, shardings, 1, n)
     if lhs in lhs_batch:  # batch: both sides split alike
         k = lhs_batch.index(lhs)
@@ -146,6 +264,10 @@ def _dot(instr, shardings, n):
 def _reduce(instr, shardings, n):
     if instr.operand_count != 2:  # variadic reduces (argmax...) run replicated
         return None
+    operand = instr.operand(0).shape
+    if tiled(shardings[0], operand) and split_dim(shardings[0], operand, n) is None:
+        return _reduce_by_device(instr, shardings, n) if even(shardings[0], operand) \
+            else None
     dim = _of(instr, shardings, 0, n)
     if dim is None:
         return None
@@ -154,6 +276,28 @@ def _reduce(instr, shardings, n):
         return Plan((shardings[0], R), R, all_reduce=True)
     kept = [d for d in range(instr.operand(0).shape.rank) if d not in reduced]
     return Plan((shardings[0], R), split(instr.shape.rank, kept.index(dim), n))
+
+
+def _reduce_by_device(instr, shardings, n):
+    """Devices holding the same kept-dim tile but different reduced-dim tiles all-reduce."""
+    operand, sharding = instr.operand(0).shape, shardings[0]
+    reduced = instr.attrs["dimensions"]
+    kept = [d for d in range(operand.rank) if d not in reduced]
+    pieces = sharding.tile_dims
+    found = grouped_sharding(n, lambda p: [sharding.tile_index(p)[d] for d in kept],
+                             [pieces[d] for d in kept])
+    if found is None:
+        return None
+    out, groups = found
+    blocks = int(np.prod([pieces[d] for d in reduced]))
+    if blocks == 1:
+        return Plan((sharding, R), out)
+    reduce_groups = partial_sum_groups(
+        groups, lambda p: _copy_index(sharding, operand, p),
+        lambda p: tuple(sharding.tile_index(p)[d] for d in reduced), blocks)
+    if reduce_groups is None:
+        return None
+    return Plan((sharding, R), out, all_reduce=True, groups=reduce_groups)
 
 
 def _untouched_dim(instr, shardings, n, touched) -> Plan | None:
