@@ -169,9 +169,9 @@ class _Partitioner:
     def adder(self, dtype: str) -> HloComputation:
         if dtype not in self._adders:
             scalar = Shape.array(dtype, ())
-            a = HloInstruction.parameter(0, scalar, "a")
-            b = HloInstruction.parameter(1, scalar, "b")
-            total = HloInstruction("add", scalar, [a, b], name="sum")
+            a = HloInstruction.parameter(0, scalar, self.names("x"))
+            b = HloInstruction.parameter(1, scalar, self.names("y"))
+            total = HloInstruction("add", scalar, [a, b], name=self.names("sum"))
             comp = HloComputation(self.names(f"add_{dtype}"), [a, b, total], total)
             self.module.add_computation(comp)
             self._adders[dtype] = comp
