@@ -149,6 +149,8 @@ ENTRY e {
   ROOT out = (s32[4], s32[]) tuple(v, total)
 }"""
     exe = minixla.compile(text, num_partitions=4)
+    body = exe.partitioned_module.entry.root.operand(0).operand(0).attrs["body"]
+    assert body.root.shape.tuple_shapes[1].dims == (1,)  # the loop runs on the pieces
     x = np.arange(4, dtype=np.int32)
     v, total = exe(x)
     np.testing.assert_array_equal(v, 8 * x)
@@ -266,3 +268,26 @@ ENTRY e {
     assert str(exe.partitioned_module.entry.root.attrs["sharding"]) == \
         "{devices=[2,2]<=[4] last_tile_dim_replicate}"
     np.testing.assert_array_equal(exe(x), x)
+
+
+def test_conditional_branches_run_on_the_pieces():
+    text = """HloModule c
+double {
+  x = f32[8] parameter(0)
+  ROOT d = f32[8] add(x, x)
+}
+negate {
+  y = f32[8] parameter(0)
+  ROOT n = f32[8] negate(y)
+}
+ENTRY e {
+  p = pred[] parameter(0)
+  a = f32[8] parameter(1), sharding={devices=[4]<=[4]}
+  ROOT c = f32[8] conditional(p, a, a), true_computation=double, false_computation=negate
+}"""
+    exe = minixla.compile(text, num_partitions=4)
+    cond = exe.partitioned_module.entry.root.operand(0)
+    assert cond.opcode == "conditional" and cond.shape.dims == (2,)
+    a = np.arange(8, dtype=np.float32)
+    np.testing.assert_array_equal(exe(np.bool_(True), a), 2 * a)
+    np.testing.assert_array_equal(exe(np.bool_(False), a), -a)

@@ -5,10 +5,11 @@ SpmdPartitioner, reduced to the rules in spmd_rules.py).
 Propagation walks the entry in post order: an annotated instruction (a `sharding=` attribute,
 or the `Sharding` custom call of with_sharding_constraint) keeps its sharding; any other gets
 the result sharding its rule's plan produces from its operands' shardings. Calls are inlined
-first, so shardings flow through them; while loops, conditionals and other ops without a rule
-run replicated.
+first, so shardings flow through them; a while loop's state keeps its sharding through the
+condition and body, and each branch of a conditional is partitioned for its operand. Ops
+without a rule run replicated.
 
-The partitioner then rebuilds the entry with per-device shapes: operands are resharded to what
+The partitioner then rebuilds each computation with per-device shapes: operands are resharded to what
 the plan asks for, the op runs on the local pieces, partial results are all-reduced, and the
 result is resharded to the instruction's own sharding. Resharding:
   * split -> replicated: one all-gather per cut dim (then a slice drops uneven padding);
@@ -68,7 +69,7 @@ def is_sharding_call(instr) -> bool:
         instr.attrs.get("custom_call_target") == "Sharding"
 
 
-def propagate(comp: HloComputation, n: int, module=None) -> tuple[dict, set]:
+def propagate(comp: HloComputation, n: int, module=None, params=None) -> tuple[dict, set]:
     """(id(instruction) -> its sharding, ids of the manual instructions: shard_map bodies,
     which compute on per-device pieces as written)."""
     shardings: dict[int, HloSharding] = {}
@@ -81,9 +82,12 @@ def propagate(comp: HloComputation, n: int, module=None) -> tuple[dict, set]:
             shardings[id(instr)] = _replicated(instr.shape)
             continue
         given = _shardy_annotation(instr, module) if target else annotation(instr)
+        if instr.opcode == "parameter" and params is not None:
+            given = params[instr.parameter_number]
         if given is None:
             operands = [shardings[id(o)] for o in instr.operands]
             given = _replicated(instr.shape) if instr.opcode == "parameter" else \
+                shardings[id(instr.operand(0))] if instr.opcode == "while" else \
                 plan(instr, operands, n).out
         shardings[id(instr)] = given
     return shardings, manual
@@ -125,7 +129,7 @@ class _Partitioner:
         self.module = module
         self.n = n
         self.names = NameUniquer(module)
-        self.comp = HloComputation(self.names(module.entry.name + "_spmd"))
+        self.comp: HloComputation | None = None  # the computation being built
         self.channel = max((i.attrs.get("channel_id") or 0 for i in module.all_instructions()),
                            default=0)  # after the channels of shard_map bodies
         self._partition_offsets: dict[tuple, HloInstruction] = {}
@@ -249,53 +253,108 @@ class _Partitioner:
         final[want_dim] //= n
         return self.add("reshape", Shape.array(shape.dtype, final), [x])
 
-    # -- the entry ------------------------------------------------------------------------
+    # -- computations ---------------------------------------------------------------------
     def run(self) -> HloModule:
         entry = self.module.entry
-        shardings, manual = propagate(entry, self.n, self.module)
-        local: dict[int, HloInstruction] = {}
-        for instr in entry.post_order():
-            want = shardings[id(instr)]
-            target = shardy_target(instr)
-            if target == GLOBAL_TO_LOCAL:
-                local[id(instr)] = self.enter_manual(instr, shardings, local)
-                continue
-            if id(instr) in manual:  # a shard_map body: per-device already
-                local[id(instr)] = self.local_op(instr, [local[id(o)] for o in instr.operands],
-                                                 None)
-                continue
-            if target == LOCAL_TO_GLOBAL:  # the pieces are the shards of `want`
-                local[id(instr)] = local[id(instr.operand(0))]
-                continue
-            if instr.opcode == "parameter":
-                param = HloInstruction.parameter(instr.parameter_number,
-                                                 local_shape(instr.shape, want), instr.name)
-                param.attrs["sharding"] = want
-                local[id(instr)] = self.comp.add_instruction(param)
-                continue
-            have = [shardings[id(o)] for o in instr.operands]
-            if is_sharding_call(instr) or target == FUNC_RESULT_SHARDING:
-                local[id(instr)] = self.reshard(local[id(instr.operand(0))], have[0], want,
-                                                instr.shape)
-                continue
-            step = plan(instr, have, self.n)
-            operands = [self.reshard(local[id(o)], h, w, o.shape)
-                        for o, h, w in zip(instr.operands, have, step.operands)]
-            value = self.local_op(instr, operands, step.out)
-            if step.all_reduce:
-                value = self.add("all-reduce", value.shape, [value], {
-                    "channel_id": self.next_channel(),
-                    "replica_groups": ReplicaGroups.of(step.groups or [range(self.n)]),
-                    "use_global_device_ids": True,
-                    "to_apply": instr.attrs.get("to_apply") if instr.opcode == "reduce"
-                    else self.adder(instr.shape.dtype)})
-            local[id(instr)] = self.reshard(value, step.out, want, instr.shape)
-        root = local[id(entry.root)]
+        params = [annotation(p) or _replicated(p.shape) for p in entry.parameters]
+        comp, root_sharding = self.partition(entry, params, entry.name + "_spmd", entry=True)
+        root = comp.root
         if root.opcode == "parameter" or root.users:
-            root = self.add("copy", root.shape, [root])
-        self.comp.root = root
-        root.attrs["sharding"] = shardings[id(entry.root)]
+            root = comp.add_instruction(HloInstruction("copy", root.shape, [root],
+                                                       name=self.names("copy")))
+            comp.root = root
+        root.attrs["sharding"] = root_sharding
+        self.comp = comp
         return self.finish()
+
+    def partition(self, comp, param_shardings, name: str, *, entry: bool = False,
+                  out: HloSharding | None = None):
+        """(the per-device copy of `comp` whose parameters have `param_shardings`, its root's
+        sharding); with `out`, the root is resharded to it."""
+        saved = self.comp, self._partition_offsets, self._partition_id
+        self.comp = HloComputation(self.names(name))
+        self._partition_offsets, self._partition_id = {}, None
+        try:
+            shardings, manual = propagate(comp, self.n, self.module, param_shardings)
+            local: dict[int, HloInstruction] = {}
+            for instr in comp.post_order():
+                local[id(instr)] = self.instruction(instr, shardings, manual, local, entry)
+            root, root_sharding = local[id(comp.root)], shardings[id(comp.root)]
+            if out is not None:
+                root = self.reshard(root, root_sharding, out, comp.root.shape)
+                root_sharding = out
+            self.comp.root = root
+            return self.comp, root_sharding
+        finally:
+            self.comp, self._partition_offsets, self._partition_id = saved
+
+    def instruction(self, instr, shardings, manual, local, entry: bool) -> HloInstruction:
+        want = shardings[id(instr)]
+        target = shardy_target(instr)
+        if target == GLOBAL_TO_LOCAL:
+            return self.enter_manual(instr, shardings, local)
+        if id(instr) in manual:  # a shard_map body: per-device already
+            return self.local_op(instr, [local[id(o)] for o in instr.operands], None)
+        if target == LOCAL_TO_GLOBAL:  # the pieces are the shards of `want`
+            return local[id(instr.operand(0))]
+        if instr.opcode == "parameter":
+            param = HloInstruction.parameter(instr.parameter_number,
+                                             local_shape(instr.shape, want), instr.name)
+            if entry:
+                param.attrs["sharding"] = want
+            return self.comp.add_instruction(param)
+        have = [shardings[id(o)] for o in instr.operands]
+        if is_sharding_call(instr) or target == FUNC_RESULT_SHARDING:
+            return self.reshard(local[id(instr.operand(0))], have[0], want, instr.shape)
+        if instr.opcode in ("while", "conditional"):
+            value, got = self.control_flow(instr, have, [local[id(o)] for o in instr.operands])
+            return self.reshard(value, got, want, instr.shape)
+        step = plan(instr, have, self.n)
+        operands = [self.reshard(local[id(o)], h, w, o.shape)
+                    for o, h, w in zip(instr.operands, have, step.operands)]
+        value = self.local_op(instr, operands, step.out)
+        if step.all_reduce:
+            value = self.add("all-reduce", value.shape, [value], {
+                "channel_id": self.next_channel(),
+                "replica_groups": ReplicaGroups.of(step.groups or [range(self.n)]),
+                "use_global_device_ids": True,
+                "to_apply": instr.attrs.get("to_apply") if instr.opcode == "reduce"
+                else self.adder(instr.shape.dtype)})
+        return self.reshard(value, step.out, want, instr.shape)
+
+    def control_flow(self, instr, have, operands):
+        """while: the loop state keeps its sharding through condition and body (the body's
+        result is resharded to it). conditional: the selector is replicated, each branch
+        is partitioned for its operand, and all branches return the first one's sharding."""
+        attrs = dict(instr.attrs)
+        attrs.pop("sharding", None)
+        if instr.opcode == "while":
+            state = have[0]
+            attrs["condition"], _ = self.partition(instr.attrs["condition"], [state],
+                                                   instr.attrs["condition"].name, out=R)
+            attrs["body"], _ = self.partition(instr.attrs["body"], [state],
+                                              instr.attrs["body"].name, out=state)
+            new_operands, out = operands, state
+        else:
+            names = ("true_computation", "false_computation") if "true_computation" in attrs \
+                else None
+            branches = [attrs[n] for n in names] if names else list(attrs["branch_computations"])
+            parts, out = [], None
+            for branch, sharding in zip(branches, have[1:]):
+                part, got = self.partition(branch, [sharding], branch.name, out=out)
+                out = got if out is None else out
+                parts.append(part)
+            if names:
+                attrs.update(dict(zip(names, parts)))
+            else:
+                attrs["branch_computations"] = parts
+            selector = self.reshard(operands[0], have[0], R, instr.operand(0).shape)
+            new_operands = [selector] + list(operands[1:])
+        for comp in ([attrs["condition"], attrs["body"]] if instr.opcode == "while" else
+                     (parts)):
+            self.module.add_computation(comp)
+        return self.add(instr.opcode, local_shape(instr.shape, out), new_operands, attrs,
+                        name=instr.name), out
 
     def enter_manual(self, instr, shardings, local) -> HloInstruction:
         """GlobalToLocalShape: each operand resharded to its in-sharding; its piece here."""
