@@ -286,3 +286,16 @@ def test_cpu_collectives_match_the_interpreter(text):
     got = run(text, xs, backend="cpu")
     for w, g in zip(want, got):
         np.testing.assert_allclose(g, w, rtol=1e-6)
+
+
+def test_num_partitions_must_match_the_shardings():
+    text = "HloModule m\nENTRY e {\n  p = f32[4] parameter(0), sharding={devices=[4]<=[4]}\n" \
+           "  ROOT n = f32[4] negate(p)\n}\n"
+    with pytest.raises(minixla.VerificationError, match=r"%p = .*spans 4 devices.*runs on 2"):
+        minixla.compile(text, num_partitions=2)
+
+
+def test_bad_out_shardings_are_errors():
+    text = module("ROOT p = f32[2] parameter(0)", partitions=2)
+    with pytest.raises(spmd.ShardingError, match="out_shardings: unknown sharding"):
+        minixla.compile(text, out_shardings="{sideways}")

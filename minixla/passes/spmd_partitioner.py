@@ -15,6 +15,7 @@ result is resharded to the instruction's own sharding. Resharding:
   * split -> replicated: one all-gather per cut dim (then a slice drops uneven padding);
   * replicated -> split: a dynamic-slice at this partition's offset (no communication);
   * 1-D split of dim d -> 1-D split of dim e: one all-to-all;
+  * the same grid with the pieces on other devices: one collective-permute;
   * anything else: through replicated.
 The entry keeps its parameters' shardings and its ROOT gets the result's sharding, which is
 how a multi-device executable splits arguments and assembles results.
@@ -27,7 +28,7 @@ from ..errors import UnsupportedError
 from ..ir.computation import HloComputation
 from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule, NameUniquer
-from ..ir.sharding import HloSharding, ReplicaGroups
+from ..ir.sharding import HloSharding, ReplicaGroups, SourceTargetPairs
 from ..ir.shapes import Shape
 from .base import Pass, register_pass
 from .shardy import (FUNC_RESULT_SHARDING, GLOBAL_TO_LOCAL, LOCAL_TO_GLOBAL, sdy_shardings,
@@ -196,9 +197,23 @@ class _Partitioner:
         have_dim, want_dim = split_dim(have, shape, self.n), split_dim(want, shape, self.n)
         if have_dim is not None and want_dim is not None:
             return self.all_to_all(value, have_dim, want_dim, shape)
+        pairs = self.permutation(have, want, shape)
+        if pairs is not None:
+            return self.add("collective-permute", value.shape, [value], {
+                "channel_id": self.next_channel(), "source_target_pairs": SourceTargetPairs(pairs)})
         if not have.normalized().kind == "replicated":
             value = self.to_replicated(value, have, shape)
         return self.from_replicated(value, want, shape)
+
+    def permutation(self, have: HloSharding, want: HloSharding, shape: Shape):
+        """(source, target) pairs when `want` only puts the same pieces on other devices."""
+        if not (have.is_tiled and want.is_tiled) or have.tile_dims != want.tile_dims:
+            return None
+        holders: dict[tuple, int] = {}
+        for device in range(self.n):
+            holders.setdefault(have.tile_index(device), device)
+        pairs = tuple((holders[want.tile_index(d)], d) for d in range(self.n))
+        return tuple(p for p in pairs if p[0] != p[1]) or None
 
     def to_replicated(self, value, have: HloSharding, shape: Shape):
         grid = have.tile.devices()
