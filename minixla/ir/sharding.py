@@ -118,8 +118,9 @@ _SIMPLE = ("replicated", "manual", "unknown", "unreduced")
 @dataclass(frozen=True)
 class HloSharding:
     """One `sharding=` value. kind: replicated | manual | unknown | unreduced | maximal |
-    tiled | tuple | named (the `mesh[...]` form, kept as text and not partitioned). A tiled sharding's grid has one dim per data dim, then one per entry of
-    `subgroups` (devices along those dims hold replicated or manual copies)."""
+    tiled | tuple | named (the `mesh[...]` form, kept as text and not partitioned). A tiled
+    sharding's grid has one dim per data dim, then one per entry of `subgroups` (devices
+    along those dims hold replicated or manual copies)."""
     kind: str
     tile: TileAssignment | None = None
     subgroups: tuple[str, ...] = ()

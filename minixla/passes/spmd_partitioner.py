@@ -9,9 +9,9 @@ first, so shardings flow through them; a while loop's state keeps its sharding t
 condition and body, and each branch of a conditional is partitioned for its operand. Ops
 without a rule run replicated.
 
-The partitioner then rebuilds each computation with per-device shapes: operands are resharded to what
-the plan asks for, the op runs on the local pieces, partial results are all-reduced, and the
-result is resharded to the instruction's own sharding. Resharding:
+The partitioner then rebuilds each computation with per-device shapes: operands are
+resharded to what the plan asks for, the op runs on the local pieces, partial results are
+all-reduced, and the result is resharded to the instruction's own sharding. Resharding:
   * split -> replicated: one all-gather per cut dim (then a slice drops uneven padding);
   * replicated -> split: a dynamic-slice at this partition's offset (no communication);
   * 1-D split of dim d -> 1-D split of dim e: one all-to-all;
@@ -150,8 +150,8 @@ class _Partitioner:
 
     def constant(self, values, dtype: str = "s32") -> HloInstruction:
         array = np.asarray(values, dtype=Shape.array(dtype, ()).numpy_dtype)
-        instr = HloInstruction.constant(array, Shape.array(dtype, array.shape).with_default_layout(),
-                                        name=self.names("constant"))
+        shape = Shape.array(dtype, array.shape).with_default_layout()
+        instr = HloInstruction.constant(array, shape, name=self.names("constant"))
         return self.comp.add_instruction(instr)
 
     def partition_offset(self, table: tuple[int, ...]) -> HloInstruction:
