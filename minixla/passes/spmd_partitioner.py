@@ -13,7 +13,8 @@ The partitioner then rebuilds each computation with per-device shapes: operands 
 resharded to what the plan asks for, the op runs on the local pieces, partial results are
 all-reduced, and the result is resharded to the instruction's own sharding. Resharding:
   * split -> replicated: one all-gather per cut dim (then a slice drops uneven padding);
-  * replicated -> split: a dynamic-slice at this partition's offset (no communication);
+  * replicated -> split, or to a finer cut of what each device holds: a dynamic-slice at
+    this partition's offset (no communication);
   * 1-D split of dim d -> 1-D split of dim e: one all-to-all;
   * the same grid with the pieces on other devices: one collective-permute;
   * anything else: through replicated.
@@ -33,7 +34,7 @@ from ..ir.shapes import Shape
 from .base import Pass, register_pass
 from .shardy import (FUNC_RESULT_SHARDING, GLOBAL_TO_LOCAL, LOCAL_TO_GLOBAL, sdy_shardings,
                      shardy_target)
-from .spmd_rules import R, plan, split_dim
+from .spmd_rules import R, even, plan, split_dim
 
 
 def annotation(instr) -> HloSharding | None:
@@ -197,6 +198,10 @@ class _Partitioner:
         have_dim, want_dim = split_dim(have, shape, self.n), split_dim(want, shape, self.n)
         if have_dim is not None and want_dim is not None:
             return self.all_to_all(value, have_dim, want_dim, shape)
+        if have.is_tiled and want.is_tiled:
+            refined = self.refine(value, have, want, shape)
+            if refined is not None:
+                return refined
         pairs = self.permutation(have, want, shape)
         if pairs is not None:
             return self.add("collective-permute", value.shape, [value], {
@@ -204,6 +209,25 @@ class _Partitioner:
         if not have.normalized().kind == "replicated":
             value = self.to_replicated(value, have, shape)
         return self.from_replicated(value, want, shape)
+
+    def refine(self, value, have: HloSharding, want: HloSharding, shape: Shape):
+        """Every device's `want` piece lies inside its `have` piece: cut it out locally."""
+        if not (even(have, shape) and even(want, shape)):
+            return None
+        offsets = []
+        for axis in range(shape.rank):
+            table = []
+            for device in range(self.n):
+                (h_lo, h_hi) = have.shard_bounds(shape.dims, device)[axis]
+                (w_lo, w_hi) = want.shard_bounds(shape.dims, device)[axis]
+                if not h_lo <= w_lo <= w_hi <= h_hi:
+                    return None
+                table.append(w_lo - h_lo)
+            offsets.append(tuple(table))
+        pieces = want.shard_dims(shape.dims)
+        return self.add("dynamic-slice", Shape.array(shape.dtype, pieces),
+                        [value, *(self.partition_offset(t) for t in offsets)],
+                        {"dynamic_slice_sizes": pieces})
 
     def permutation(self, have: HloSharding, want: HloSharding, shape: Shape):
         """(source, target) pairs when `want` only puts the same pieces on other devices."""

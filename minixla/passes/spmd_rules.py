@@ -171,7 +171,13 @@ def _transpose(instr, shardings, n):
 
 def _reshape(instr, shardings, n):
     """A split dim that survives the reshape whole (same size, same elements before it), or
-    becomes the major part of a split (its size divisible by n), stays split."""
+    becomes the major part of a split (its size divisible by n), stays split. A reshape that
+    only adds or drops dims of size 1 keeps any grid."""
+    operand = instr.operand(0).shape
+    if tiled(shardings[0], operand):
+        kept = _unit_dims_only(shardings[0], operand, instr.shape)
+        if kept is not None:
+            return Plan((shardings[0],), kept)
     dim = _of(instr, shardings, 0, n)
     if dim is None:
         return None
@@ -187,6 +193,22 @@ def _reshape(instr, shardings, n):
         if running > prefix:
             break
     return None
+
+
+def _unit_dims_only(sharding: HloSharding, operand, result) -> HloSharding | None:
+    big_in = [d for d in range(operand.rank) if operand.dims[d] != 1]
+    big_out = [d for d in range(result.rank) if result.dims[d] != 1]
+    if [operand.dims[d] for d in big_in] != [result.dims[d] for d in big_out]:
+        return None
+    if any(sharding.tile_dims[d] != 1 for d in range(operand.rank) if d not in big_in):
+        return None
+    grid = sharding.tile.devices()
+    data = [grid.shape[d] for d in big_in]
+    rest = list(grid.shape[operand.rank:])
+    dims = [1] * result.rank
+    for d, t in zip(big_out, data):
+        dims[d] = t
+    return HloSharding.tiled(grid.reshape(dims + rest), sharding.subgroups)
 
 
 def _dot_by_device(instr, shardings, n, dims) -> Plan | None:
