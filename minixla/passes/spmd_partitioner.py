@@ -136,6 +136,7 @@ class _Partitioner:
                            default=0)  # after the channels of shard_map bodies
         self._partition_offsets: dict[tuple, HloInstruction] = {}
         self._partition_id: HloInstruction | None = None
+        self._reshards: dict[tuple, HloInstruction] = {}
         self._adders: dict[str, HloComputation] = {}
 
     # -- building -------------------------------------------------------------------------
@@ -187,6 +188,12 @@ class _Partitioner:
     def reshard(self, value, have: HloSharding, want: HloSharding, shape: Shape):
         if same_sharding(have, want):
             return value
+        key = (id(value), str(want))  # one reshard per value and target, however many users
+        if key not in self._reshards:
+            self._reshards[key] = self._reshard(value, have, want, shape)
+        return self._reshards[key]
+
+    def _reshard(self, value, have: HloSharding, want: HloSharding, shape: Shape):
         if shape.is_tuple:
             haves = have.elements if have.is_tuple else [have] * len(shape.tuple_shapes)
             wants = want.elements if want.is_tuple else [want] * len(shape.tuple_shapes)
@@ -310,9 +317,9 @@ class _Partitioner:
                   out: HloSharding | None = None):
         """(the per-device copy of `comp` whose parameters have `param_shardings`, its root's
         sharding); with `out`, the root is resharded to it."""
-        saved = self.comp, self._partition_offsets, self._partition_id
+        saved = self.comp, self._partition_offsets, self._partition_id, self._reshards
         self.comp = HloComputation(self.names(name))
-        self._partition_offsets, self._partition_id = {}, None
+        self._partition_offsets, self._partition_id, self._reshards = {}, None, {}
         try:
             shardings, manual = propagate(comp, self.n, self.module, param_shardings)
             local: dict[int, HloInstruction] = {}
@@ -325,7 +332,7 @@ class _Partitioner:
             self.comp.root = root
             return self.comp, root_sharding
         finally:
-            self.comp, self._partition_offsets, self._partition_id = saved
+            self.comp, self._partition_offsets, self._partition_id, self._reshards = saved
 
     def instruction(self, instr, shardings, manual, local, entry: bool) -> HloInstruction:
         want = shardings[id(instr)]
