@@ -299,3 +299,10 @@ def test_bad_out_shardings_are_errors():
     text = module("ROOT p = f32[2] parameter(0)", partitions=2)
     with pytest.raises(spmd.ShardingError, match="out_shardings: unknown sharding"):
         minixla.compile(text, out_shardings="{sideways}")
+
+
+def test_an_explicit_single_partition_overrides_the_header():
+    text = module("p = f32[2] parameter(0), sharding={replicated}\n ROOT n = f32[2] negate(p)")
+    exe = minixla.compile(text, num_partitions=1)
+    assert isinstance(exe, minixla.Executable)
+    np.testing.assert_array_equal(exe(np.ones(2, np.float32)), -np.ones(2, np.float32))

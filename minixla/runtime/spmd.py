@@ -217,7 +217,8 @@ class SpmdExecutable:
 # -- compiling --------------------------------------------------------------------------------
 def is_multi_device(module: HloModule, num_partitions: int | None) -> bool:
     header = module.header_attrs
-    partitions = num_partitions or int(header.get("num_partitions", 1))
+    partitions = num_partitions if num_partitions is not None else \
+        int(header.get("num_partitions", 1))
     return partitions > 1 or int(header.get("replica_count", 1)) > 1
 
 
@@ -253,7 +254,8 @@ def _result_sharding(module: HloModule, out_shardings) -> HloSharding | None:
 def compile_spmd(module: HloModule, backend_name: str, target, options: dict, optimize, *,
                  num_partitions: int | None, out_shardings=None) -> SpmdExecutable:
     header = module.header_attrs
-    partitions = num_partitions or int(header.get("num_partitions", 1))
+    partitions = num_partitions if num_partitions is not None else \
+        int(header.get("num_partitions", 1))
     replicas = int(header.get("replica_count", 1))
     timeout = float(options.pop("collective_timeout", DEFAULT_TIMEOUT_SECONDS))
     available = device_count()
