@@ -5,6 +5,7 @@ from .ir import HloComputation, HloInstruction, HloModule, Layout, Shape
 from .ir.verifier import verify
 from .runtime import Executable, compile, register_custom_call
 from .runtime.metrics import metrics
+from .runtime.devices import devices
 from .text import parse_hlo_module, parse_shape
 from . import testing  # noqa: E402  (helpers for pass tests: run_pass, m, check_hlo, ...)
 from .frontend import (Builder, ConcretizationError, EscapedTracerError, FrontendError,
@@ -17,6 +18,8 @@ from . import random, tree_util  # noqa: E402
 from .transforms import (DifferentiationError, checkpoint, checkpoint_policies, custom_jvp,
                          custom_vjp, grad, hessian, jacfwd, jacrev, jvp, linearize, remat,
                          stop_gradient, value_and_grad, vjp)
+from . import sharding  # noqa: E402  (Mesh, NamedSharding, PartitionSpec)
+from .frontend.shard_map import shard_map  # noqa: E402
 
 from .version import __version__  # noqa: E402
 
@@ -25,7 +28,7 @@ __all__ = [
     "MinixlaError", "ResourceExhaustedError", "Shape", "ShapeError", "UnsupportedError",
     "VerificationError",
     "parse_hlo_module", "parse_shape", "Executable", "compile", "metrics",
-    "register_custom_call", "testing", "verify",
+    "register_custom_call", "testing", "verify", "devices",
     "Builder", "ConcretizationError", "EscapedTracerError", "FrontendError",
     "FrontendIndexError", "FrontendShapeError", "FrontendTypeError",
     "TracerBoolConversionError", "XlaOp", "config", "jit", "lax", "nn", "numpy", "ops",
@@ -33,4 +36,5 @@ __all__ = [
     "DifferentiationError", "checkpoint", "checkpoint_policies", "custom_jvp", "custom_vjp",
     "grad", "hessian", "jacfwd", "jacrev", "jvp", "linearize", "remat", "stop_gradient",
     "value_and_grad", "vjp",
+    "sharding", "shard_map",
 ]

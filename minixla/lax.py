@@ -10,6 +10,9 @@ from .frontend.lax_ops import (abs, add, atan2, cbrt, ceil, conv_general_dilated
                                reciprocal, reduce_window, rem, round, rsqrt, sign, sin, sqrt,
                                square, sub, tan, tanh)
 from .transforms.regions import stop_gradient
+from .frontend.shard_map import (all_gather, all_to_all, axis_index, pmax, pmean, pmin,
+                                 ppermute, psum, psum_scatter)
+from .frontend.sharding import with_sharding_constraint
 
 __all__ = ["cond", "dot_general", "dynamic_slice", "dynamic_update_slice", "erf", "fori_loop",
            "scan", "select", "switch", "while_loop",
@@ -17,4 +20,6 @@ __all__ = ["cond", "dot_general", "dynamic_slice", "dynamic_update_slice", "erf"
            "cos", "div", "exp", "expm1", "floor", "integer_pow", "log", "log1p", "logistic",
            "max", "min", "mul", "neg", "padtype_to_pads", "pow", "reciprocal", "reduce_window",
            "rem", "round", "rsqrt", "sign", "sin", "sqrt", "square", "stop_gradient", "sub",
-           "tan", "tanh"]
+           "tan", "tanh",
+           "all_gather", "all_to_all", "axis_index", "pmax", "pmean", "pmin", "ppermute", "psum",
+           "psum_scatter", "with_sharding_constraint"]

@@ -91,8 +91,10 @@ class Jitted:
     """The callable `jit` returns; `compile_count` counts cache misses."""
 
     def __init__(self, fn, backend, donate_argnums, static_argnums, static_argnames=(),
-                 donate_argnames=(), memory_limit_bytes=None):
+                 donate_argnames=(), memory_limit_bytes=None, in_shardings=None,
+                 out_shardings=None):
         functools.update_wrapper(self, fn)
+        self.in_shardings, self.out_shardings = in_shardings, out_shardings
         self.fn = fn
         self.backend = backend
         self.memory_limit_bytes = memory_limit_bytes
@@ -194,6 +196,12 @@ class Jitted:
         root = outs[0].op if out_tree == LEAF else [o.op for o in outs]
         module = builder.module(root, name=f"jit_{name}")
         module.input_output_alias = self._aliases(module, args, kwargs, out_tree == LEAF)
+        if self.in_shardings is not None or self.out_shardings is not None:
+            from .sharding import annotate
+            counts = [len(flatten(a)[0]) for i, a in enumerate(args)
+                      if i not in self.static_argnums]
+            annotate(module, self.in_shardings, self.out_shardings,
+                     counts + [len(flatten(kwargs[k])[0]) for k in sorted(kwargs)])
         options = {} if self.memory_limit_bytes is None else {
             "memory_limit_bytes": self.memory_limit_bytes}
         return Lowered(module, tree, out_tree, backend, options)
@@ -270,17 +278,21 @@ def _argnames(value, parameters, open_kwargs: bool) -> tuple[str, ...]:
 
 
 def jit(fn=None, *, backend: str | None = None, donate_argnums=(), static_argnums=(),
-        static_argnames=(), donate_argnames=(), memory_limit_bytes: int | None = None):
+        static_argnames=(), donate_argnames=(), memory_limit_bytes: int | None = None,
+        in_shardings=None, out_shardings=None):
     """Compiles `fn` on first call per input signature; usable as `@jit` or
     `@jit(static_argnums=...)`. Static arguments (by position or name) are Python values
     baked into the trace; donated ones may share buffers with outputs. backend=None means
     "cpu" when available, else the interpreter. memory_limit_bytes bounds the peak temporary
-    memory: values are recomputed instead of kept live until it holds (rematerialization)."""
+    memory: values are recomputed instead of kept live until it holds (rematerialization).
+    in_shardings/out_shardings (NamedSharding, one or one per positional argument / output)
+    partition the program over their mesh (docs/sharding.md)."""
     if fn is None:
         return functools.partial(jit, backend=backend, donate_argnums=donate_argnums,
                                  static_argnums=static_argnums,
                                  static_argnames=static_argnames,
                                  donate_argnames=donate_argnames,
-                                 memory_limit_bytes=memory_limit_bytes)
+                                 memory_limit_bytes=memory_limit_bytes,
+                                 in_shardings=in_shardings, out_shardings=out_shardings)
     return Jitted(fn, backend, donate_argnums, static_argnums, static_argnames,
-                  donate_argnames, memory_limit_bytes)
+                  donate_argnames, memory_limit_bytes, in_shardings, out_shardings)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..ir import Raw, Shape
+from ..ir.sharding import SourceTargetPairs
 from .builder import Builder, XlaOp, as_shape
 from .errors import FrontendTypeError
 from .ops_core import Op, _builder, _camel, _reducer
@@ -94,7 +95,7 @@ def CollectiveBroadcast(operand: XlaOp) -> XlaOp:
 
 
 def CollectivePermute(operand: XlaOp, source_target_pairs) -> XlaOp:
-    pairs = Raw("{" + ",".join(f"{{{a},{b}}}" for a, b in source_target_pairs) + "}")
+    pairs = SourceTargetPairs(tuple((int(a), int(b)) for a, b in source_target_pairs))
     return Op("collective-permute", [operand], {"source_target_pairs": pairs}, operand.shape)
 
 

@@ -157,6 +157,29 @@ RAW = AttrKind("raw", lambda p: p.parse_raw(), str)
 SLICE_SIZES = AttrKind("slice_sizes", lambda p: p.parse_slice_sizes(),
                        lambda v: str(v) if isinstance(v, Raw) else _int_list(v))
 
+
+
+def _structured(parse_text: Callable[[str], Any]) -> Callable[[Any], Any]:
+    """Parses a value from its raw text span; a ValueError becomes a parse error there."""
+    def parse(p):
+        start = p.peek().start
+        text = p.lexer.raw_span()
+        try:
+            return parse_text(text)
+        except ValueError as exc:
+            raise p.error(str(exc), start) from None
+    return parse
+
+
+def _sharding_kinds() -> tuple[AttrKind, AttrKind, AttrKind]:
+    from .sharding import parse_replica_groups, parse_sharding, parse_source_target_pairs
+    return (AttrKind("sharding", _structured(parse_sharding), str),
+            AttrKind("replica_groups", _structured(parse_replica_groups), str),
+            AttrKind("source_target_pairs", _structured(parse_source_target_pairs), str))
+
+
+SHARDING, REPLICA_GROUPS, SOURCE_TARGET_PAIRS = _sharding_kinds()
+
 ATTR_KINDS: dict[str, AttrKind] = {
     **dict.fromkeys([
         "dimensions", "lhs_batch_dims", "rhs_batch_dims", "lhs_contracting_dims",
@@ -192,6 +215,9 @@ ATTR_KINDS: dict[str, AttrKind] = {
     "padding": PADDING,
     "window": WINDOW,
     "dim_labels": DIM_LABELS,
+    "sharding": SHARDING,
+    "replica_groups": REPLICA_GROUPS,
+    "source_target_pairs": SOURCE_TARGET_PAIRS,
 }
 
 # Attributes any instruction may carry, in the order the printer emits them (after op-specific

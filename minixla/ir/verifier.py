@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..errors import ShapeError, VerificationError
 from .opcodes import OPCODES
+from .sharding import HloSharding, check_collective, check_sharding
 from .shape_inference import infer_shape
 from .shape_rules_base import SignatureError, fmt, same
 
@@ -44,6 +45,31 @@ def verify(module) -> None:
     for comp in module.computations:
         _check_computation(comp, known)
     _check_entry(module)
+    _check_distribution(module)
+
+
+def _check_distribution(module, partitions: int | None = None) -> None:
+    """Shardings fit their shapes and the header's num_partitions; replica groups fit the
+    header's replica_count and num_partitions (counts the header leaves out are not checked)."""
+    header = module.header_attrs
+    if partitions is None and "num_partitions" in header:
+        partitions = int(header["num_partitions"])
+    replicas = int(header.get("replica_count", 1))
+    for comp in module.computations:
+        for instr in comp.instructions:
+            try:
+                sharding = instr.attrs.get("sharding")
+                if isinstance(sharding, HloSharding):
+                    check_sharding(sharding, instr.shape, partitions)
+                if instr.opdef.kind == "collective" and partitions is not None:
+                    check_collective(instr, replicas, partitions)
+            except ValueError as exc:
+                raise VerificationError(f"{_where(comp, instr)}: {exc}") from None
+
+
+def verify_distribution(module, partitions: int) -> None:
+    """Checks shardings and replica groups against `partitions` devices per replica."""
+    _check_distribution(module, partitions)
 
 
 def _where(comp, instr=None) -> str:

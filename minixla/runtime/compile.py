@@ -18,7 +18,12 @@ DEFAULT_BACKEND = "interpreter"
 
 
 def compile(module_or_text, backend: str | None = None, **options):
-    """Compiles an HloModule (or HLO text, parsed and verified first) for `backend`."""
+    """Compiles an HloModule (or HLO text, parsed and verified first) for `backend`.
+
+    `num_partitions=N` (default: the header's) above 1, or a header `replica_count` above 1,
+    gives a multi-device SpmdExecutable (runtime/spmd.py; options `out_shardings`,
+    `collective_timeout`,
+    `already_partitioned`)."""
     if isinstance(module_or_text, str):
         from ..text.parser import parse_hlo_module
         start = time.perf_counter()
@@ -32,6 +37,12 @@ def compile(module_or_text, backend: str | None = None, **options):
     name = backend or DEFAULT_BACKEND
     target = get_backend(name)
     check_sizes(module, memory_budget(options.pop("memory_budget_bytes", None)))
+    num_partitions = options.pop("num_partitions", None)
+    out_shardings = options.pop("out_shardings", None)
+    from . import spmd
+    if spmd.is_multi_device(module, num_partitions):
+        return spmd.compile_spmd(module, name, target, options, _optimize,
+                                 num_partitions=num_partitions, out_shardings=out_shardings)
     module, report, dumper, remat = _optimize(module, target, options)
     start = time.perf_counter()
     executable = target.compile(module, options)

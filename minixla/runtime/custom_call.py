@@ -46,3 +46,16 @@ def lookup_custom_call(target: str, backend: str) -> Callable:
 
 def registered_targets(backend: str) -> list[str]:
     return sorted(t for t, b in _REGISTRY if b == backend)
+
+
+# Sharding annotations (with_sharding_constraint's `Sharding`, Shardy's result shardings) only
+# say how values are laid out over devices: on one device, or when a module is run
+# unpartitioned, they are the identity. (shard_map's xla.sdy.GlobalToLocalShape is not: its
+# body is a per-device program, which needs the partitioner.)
+def _identity(*operands, **_):
+    return operands[0] if len(operands) == 1 else tuple(operands)
+
+
+for _target in ("Sharding", "xla.sdy.FuncResultSharding"):
+    register_custom_call(_target, "interpreter", _identity)
+    register_custom_call(_target, "cpu", lambda out, *operands, **_: _identity(*operands))

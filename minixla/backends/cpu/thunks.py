@@ -204,15 +204,14 @@ def _unshared(value, operands):
 
 
 def constant_value(instr) -> np.ndarray | None:
-    """The value of ops that depend on nothing (iota, replica-id): computed once, at compile."""
+    """The value of ops that depend on nothing (iota): computed once, at compile. replica-id
+    and partition-id depend on the device and run through the interpreter's handler."""
     if instr.opcode == "iota":
         dim, dims = instr.attrs["iota_dimension"], instr.shape.dims
         line = np.arange(dims[dim]).astype(instr.shape.numpy_dtype)
         shape = [1] * len(dims)
         shape[dim] = dims[dim]
         return np.ascontiguousarray(np.broadcast_to(line.reshape(shape), dims))
-    if instr.opcode in ("replica-id", "partition-id"):
-        return np.zeros((), instr.shape.numpy_dtype)
     return None
 
 

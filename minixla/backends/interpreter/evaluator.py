@@ -26,9 +26,10 @@ _HANDLERS: dict[str, Handler] = {}
 
 def handlers() -> dict[str, Handler]:
     if not _HANDLERS:
-        from . import ops_basic, ops_control, ops_indexing, ops_linalg, ops_reduce
+        from . import (ops_basic, ops_collective, ops_control, ops_indexing, ops_linalg,
+                       ops_reduce)
         for table in (ops_basic.HANDLERS, ops_control.HANDLERS, ops_indexing.HANDLERS,
-                      ops_linalg.HANDLERS, ops_reduce.HANDLERS):
+                      ops_linalg.HANDLERS, ops_reduce.HANDLERS, ops_collective.HANDLERS):
             _HANDLERS.update(table)
     return _HANDLERS
 

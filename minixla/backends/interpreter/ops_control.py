@@ -1,4 +1,4 @@
-"""Interpreter handlers: tuples, control flow, calls, custom calls and single-device collectives."""
+"""Interpreter handlers: tuples, control flow, calls and custom calls."""
 from __future__ import annotations
 
 import numpy as np
@@ -58,15 +58,6 @@ def _after_all(ev, instr, ops):
     return None
 
 
-def _zero_id(ev, instr, ops):
-    return np.zeros((), instr.shape.numpy_dtype)  # one replica, one partition
-
-
-def _single_device(ev, instr, ops):
-    """all-reduce, all-gather, all-to-all, ... over one participant return their input."""
-    return ops[0] if len(ops) == 1 else tuple(ops)
-
-
 def _custom_call(ev, instr, ops):
     target = instr.attrs["custom_call_target"]
     fn = lookup_custom_call(target, "interpreter")
@@ -88,13 +79,6 @@ def check_result(value, shape, what: str):
         raise CustomCallError(f"{what} returned {array.dtype}{list(array.shape)}, but the "
                               f"instruction's shape is {shape}")
     return array
-
-
-def _collective_permute(ev, instr, ops):
-    """One device: it receives its own data only if the pairs include 0 -> 0, else zeros."""
-    pairs = str(instr.attrs.get("source_target_pairs", ""))
-    keeps = "{0,0}" in pairs.replace(" ", "")
-    return ops[0] if keeps else np.zeros_like(ops[0])
 
 
 def _async_start(ev, instr, ops):
@@ -119,12 +103,6 @@ HANDLERS = {
     "tuple": _tuple, "get-tuple-element": _get_tuple_element, "while": _while,
     "conditional": _conditional, "call": _call, "fusion": _fusion,
     "opt-barrier": _identity, "add-dependency": _identity, "domain": _identity,
-    "after-all": _after_all, "replica-id": _zero_id, "partition-id": _zero_id,
-    "custom-call": _custom_call,
-    **dict.fromkeys(["all-reduce", "all-gather", "all-to-all", "collective-broadcast",
-                     "reduce-scatter", "all-reduce-start", "all-gather-start",
-                     "all-reduce-done", "all-gather-done"], _single_device),
-    "collective-permute": _collective_permute, "collective-permute-start": _collective_permute,
-    "collective-permute-done": _identity, "async-start": _async_start, "async-update": _identity,
+    "after-all": _after_all, "custom-call": _custom_call, "async-start": _async_start, "async-update": _identity,
     "async-done": _async_done, "copy-start": _copy_start, "copy-done": _copy_done,
 }

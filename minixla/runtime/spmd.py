@@ -1,0 +1,335 @@
+"""Multi-device executables: one per-device (SPMD) program run on N devices at once.
+
+`compile_spmd` takes a module that is already partitioned (its parameters have per-device
+shapes; collectives and partition-id say how the devices cooperate, as in the text XLA prints
+after SPMD partitioning) or one with `sharding=` annotations that the SPMD partitioner turns
+into such a program. `SpmdExecutable` runs the program on one thread per device, splitting
+global arguments by the parameters' shardings and assembling the global result by the ROOT's
+sharding (or the `out_shardings` option); `execute_sharded` takes and returns per-device
+shards instead. Device d is replica d // num_partitions, partition d % num_partitions.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+
+from ..errors import ExecutionError, MinixlaError
+from ..ir.module import HloModule
+from ..ir.sharding import HloSharding, leaf_shapes, parse_sharding
+from ..ir.shapes import Shape
+from ..ir.verifier import verify_distribution
+from .devices import device_count
+from .executable import check_arguments
+from .metrics import record_execution
+from .rendezvous import (DEFAULT_TIMEOUT_SECONDS, CollectiveAbortedError, DeviceContext,
+                         Rendezvous, running_on)
+
+# Opcodes that only appear in a program that is already partitioned.
+_PARTITIONED_MARKERS = ("partition-id", "replica-id")
+
+
+class ShardingError(MinixlaError):
+    """Arrays that cannot be split or assembled by the shardings at hand."""
+
+
+def run_on_devices(programs, per_device_args, *, replicas: int, partitions: int,
+                   timeout: float = DEFAULT_TIMEOUT_SECONDS) -> list:
+    """Runs `programs[d](args)` for every device d concurrently; the results in device order.
+
+    A device that raises fails the call with its own error (the others stop at their next
+    collective, which raises CollectiveAbortedError and is not reported)."""
+    count = len(programs)
+    meeting = Rendezvous(count, timeout)
+    results: list = [None] * count
+    errors: list = [None] * count
+
+    def work(device: int) -> None:
+        context = DeviceContext(device, replicas, partitions, meeting)
+        try:
+            with running_on(context):
+                results[device] = programs[device](per_device_args[device])
+        except BaseException as exc:  # reported below, after every device stopped
+            errors[device] = exc
+            meeting.fail(device, exc)
+
+    if count == 1:
+        work(0)
+    else:
+        threads = [threading.Thread(target=work, args=(d,), name=f"minixla-device-{d}",
+                                    daemon=True) for d in range(count)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    failures = [(d, e) for d, e in enumerate(errors) if e is not None]
+    if failures:
+        device, error = next(((d, e) for d, e in failures
+                              if not isinstance(e, CollectiveAbortedError)), failures[0])
+        if isinstance(error, Exception) and count > 1:
+            error.add_note(f"(raised on device {device} of {count})")
+        raise error
+    return results
+
+
+# -- splitting and assembling global arrays ---------------------------------------------------
+def global_dims(sharding: HloSharding | None, shard_dims) -> tuple[int, ...]:
+    if sharding is None or not sharding.is_tiled:
+        return tuple(shard_dims)
+    return tuple(d * t for d, t in zip(shard_dims, sharding.tile_dims))
+
+
+def shard_of(array: np.ndarray, sharding: HloSharding | None, partition: int,
+             shard_shape: Shape) -> np.ndarray:
+    """The piece of a global `array` that `partition` holds (zero-padded at uneven ends)."""
+    if sharding is None or sharding.kind in ("replicated", "maximal", "unknown"):
+        return array
+    if not sharding.is_tiled:
+        raise ShardingError(f"a {sharding} argument has no global value to split; use "
+                            f"execute_sharded")
+    bounds = sharding.shard_bounds(array.shape, partition)
+    piece = array[tuple(slice(lo, hi) for lo, hi in bounds)]
+    if piece.shape != shard_shape.dims:
+        padded = np.zeros(shard_shape.dims, array.dtype)
+        padded[tuple(slice(0, n) for n in piece.shape)] = piece
+        piece = padded
+    return piece
+
+
+def assemble(shards: list, sharding: HloSharding, dims, partitions: int) -> np.ndarray:
+    """The global array of `dims` from the per-partition `shards` of replica 0."""
+    if sharding.kind in ("replicated", "unknown"):
+        return shards[0]
+    if sharding.kind == "maximal":
+        return shards[sharding.device]
+    if not sharding.is_tiled:
+        raise ShardingError(f"a {sharding} result has no global value; use execute_sharded")
+    out = np.empty(dims, shards[0].dtype)
+    for partition in range(partitions):  # replicated copies write the same values
+        bounds = sharding.shard_bounds(dims, partition)
+        region = tuple(slice(lo, hi) for lo, hi in bounds)
+        out[region] = shards[partition][tuple(slice(0, hi - lo) for lo, hi in bounds)]
+    return out
+
+
+def _leaf_shardings(sharding: HloSharding | None, shape: Shape) -> list:
+    leaves = leaf_shapes(shape)
+    if sharding is None:
+        return [None] * len(leaves)
+    if sharding.is_tuple:
+        return list(sharding.elements)
+    return [sharding] * len(leaves)
+
+
+def _flatten(value) -> list:
+    if isinstance(value, (tuple, list)):
+        return [leaf for v in value for leaf in _flatten(v)]
+    return [value]
+
+
+def _unflatten(leaves: list, shape: Shape):
+    iterator = iter(leaves)
+
+    def build(s: Shape):
+        if s.is_tuple:
+            return tuple(build(t) for t in s.tuple_shapes)
+        return next(iterator)
+    return build(shape)
+
+
+class SpmdExecutable:
+    """A program compiled for `replicas * partitions` devices (see the module docstring)."""
+
+    def __init__(self, module: HloModule, programs: list, backend: str, *, replicas: int,
+                 partitions: int, global_parameter_shapes: list[Shape],
+                 global_result_shape: Shape, parameter_shardings: list,
+                 result_sharding: HloSharding | None, timeout: float, options: dict):
+        self.partitioned_module = module
+        self.module = module
+        self.backend = backend
+        self.replicas = replicas
+        self.num_partitions = partitions
+        self.num_devices = replicas * partitions
+        self._programs = programs
+        self.global_parameter_shapes = global_parameter_shapes
+        self.global_result_shape = global_result_shape
+        self.parameter_shardings = parameter_shardings
+        self.result_sharding = result_sharding
+        self.timeout = timeout
+        self.options = options
+        self.parameter_shapes = list(module.program_shape().parameters)
+        self.result_shape = module.program_shape().result
+        self.executions = 0
+        self.execution_seconds = 0.0
+
+    def execute_sharded(self, per_device_args) -> list:
+        """Per-device arguments in (one list per device), per-device results out."""
+        per_device_args = list(per_device_args)
+        if len(per_device_args) != self.num_devices:
+            raise ExecutionError(f"{self.module.name} runs on {self.num_devices} devices, got "
+                                 f"arguments for {len(per_device_args)}")
+        checked = [check_arguments(list(args), self.parameter_shapes, self.module)
+                   for args in per_device_args]
+        start = time.perf_counter()
+        results = run_on_devices(self._programs, checked, replicas=self.replicas,
+                                 partitions=self.num_partitions, timeout=self.timeout)
+        seconds = time.perf_counter() - start
+        self.executions += 1
+        self.execution_seconds += seconds
+        record_execution(f"{self.backend}.spmd", seconds)
+        return results
+
+    def __call__(self, *args):
+        if self.result_sharding is None:
+            raise ShardingError(
+                f"{self.module.name}: the result's sharding is unknown (the ROOT of "
+                f"%{self.module.entry.name} has no sharding=): pass out_shardings=... (HLO "
+                f"sharding text per output, e.g. '{{replicated}}') to minixla.compile, or "
+                f"call execute_sharded(per_device_args) for per-device results")
+        arrays = check_arguments(args, self.global_parameter_shapes, self.module)
+        per_device = []
+        for device in range(self.num_devices):
+            partition = device % self.num_partitions
+            device_args = []
+            for value, sharding, shape in zip(arrays, self.parameter_shardings,
+                                              self.parameter_shapes):
+                leaves = [shard_of(leaf, s, partition, ls) for leaf, s, ls in
+                          zip(_flatten(value), _leaf_shardings(sharding, shape),
+                              leaf_shapes(shape))]
+                device_args.append(_unflatten(leaves, shape))
+            per_device.append(device_args)
+        results = self.execute_sharded(per_device)
+        replica0 = [_flatten(r) for r in results[:self.num_partitions]]
+        leaves = []
+        for i, (sharding, shape) in enumerate(zip(
+                _leaf_shardings(self.result_sharding, self.global_result_shape),
+                leaf_shapes(self.global_result_shape))):
+            leaves.append(assemble([r[i] for r in replica0], sharding, shape.dims,
+                                   self.num_partitions))
+        return _unflatten(leaves, self.global_result_shape)
+
+    def __repr__(self) -> str:
+        return (f"<SpmdExecutable {self.module.name} on {self.num_devices} x {self.backend} "
+                f"devices>")
+
+
+# -- compiling --------------------------------------------------------------------------------
+def is_multi_device(module: HloModule, num_partitions: int | None) -> bool:
+    header = module.header_attrs
+    partitions = num_partitions if num_partitions is not None else \
+        int(header.get("num_partitions", 1))
+    return partitions > 1 or int(header.get("replica_count", 1)) > 1
+
+
+def is_partitioned(module: HloModule) -> bool:
+    """Already a per-device program: XLA's SPMD partitioner named its entry `*_spmd`, or the
+    program talks to other devices or asks which one it is."""
+    instrs = list(module.all_instructions())
+    if any(i.opcode == "custom-call" and i.attrs.get("custom_call_target") ==
+           "xla.sdy.GlobalToLocalShape" for i in instrs):
+        return False  # a shard_map inside a global program: its collectives are the body's
+    return module.entry.name.endswith("_spmd") or any(
+        i.opdef.kind == "collective" or i.opcode in _PARTITIONED_MARKERS for i in instrs)
+
+
+def _as_sharding(value) -> HloSharding:
+    if isinstance(value, HloSharding):
+        return value
+    try:
+        return parse_sharding(str(value))
+    except ValueError as exc:
+        raise ShardingError(f"out_shardings: {exc}") from None
+
+
+def _result_sharding(module: HloModule, out_shardings) -> HloSharding | None:
+    if out_shardings is not None:
+        if isinstance(out_shardings, (list, tuple)):
+            return HloSharding.tuple_of(_as_sharding(s) for s in out_shardings)
+        return _as_sharding(out_shardings)
+    sharding = module.entry.root.attrs.get("sharding")
+    return sharding if isinstance(sharding, HloSharding) else None
+
+
+def compile_spmd(module: HloModule, backend_name: str, target, options: dict, optimize, *,
+                 num_partitions: int | None, out_shardings=None) -> SpmdExecutable:
+    header = module.header_attrs
+    partitions = num_partitions if num_partitions is not None else \
+        int(header.get("num_partitions", 1))
+    replicas = int(header.get("replica_count", 1))
+    timeout = float(options.pop("collective_timeout", DEFAULT_TIMEOUT_SECONDS))
+    available = device_count()
+    if replicas * partitions > available:
+        raise ExecutionError(
+            f"{module.name} needs {replicas * partitions} devices ({replicas} replica(s) x "
+            f"{partitions} partition(s)), but minixla.devices() has {available}; set "
+            f"MINIXLA_NUM_CPU_DEVICES={replicas * partitions}")
+    verify_distribution(module, partitions)
+    partitioned = options.pop("already_partitioned", None)
+    if partitioned is None:
+        partitioned = is_partitioned(module)
+    if not partitioned and _has_partitionable_shardings(module):
+        from ..passes.spmd_partitioner import partition_module
+        original, module = module, partition_module(module, partitions)
+        global_params = [p.shape for p in original.entry.parameters]
+        global_result = original.entry.root.shape
+        result_sharding = _result_sharding(module, out_shardings)
+    else:
+        result_sharding = _result_sharding(module, out_shardings)
+        if result_sharding is None and not partitioned:  # every device runs the whole program
+            result_sharding = HloSharding.replicate()
+        global_params = [_global_shape(p.shape, _sharding_of(p)) for p in
+                         module.entry.parameters]
+        global_result = _global_shape(module.entry.root.shape, result_sharding)
+    param_shardings = [_sharding_of(p) for p in module.entry.parameters]
+    if backend_name == "cpu":  # devices already run in parallel: one thread each
+        options.setdefault("parallel_threshold", 1 << 62)
+    optimized, report, _, _ = optimize(module, target, options)
+    count = 1 if backend_name == "interpreter" else replicas * partitions
+    compiled = [target.compile(optimized, dict(options)) for _ in range(count)]
+    programs = [compiled[d % count]._run for d in range(replicas * partitions)]
+    executable = SpmdExecutable(module, programs, backend_name, replicas=replicas,
+                                partitions=partitions, global_parameter_shapes=global_params,
+                                global_result_shape=global_result,
+                                parameter_shardings=param_shardings,
+                                result_sharding=result_sharding, timeout=timeout,
+                                options=options)
+    executable.pass_report = report
+    executable.optimized_module = optimized
+    return executable
+
+
+def _sharding_of(instr) -> HloSharding | None:
+    sharding = instr.attrs.get("sharding")
+    return sharding if isinstance(sharding, HloSharding) else None
+
+
+def _global_shape(shape: Shape, sharding: HloSharding | None) -> Shape:
+    if sharding is None:
+        return shape
+    if shape.is_tuple:
+        leaves = _leaf_shardings(sharding, shape)
+        it = iter(leaves)
+
+        def build(s: Shape) -> Shape:
+            if s.is_tuple:
+                return Shape.tuple_of([build(t) for t in s.tuple_shapes])
+            return _global_shape(s, next(it))
+        return build(shape)
+    if not sharding.is_tiled or not shape.is_array:
+        return shape
+    return Shape.array(shape.dtype, global_dims(sharding, shape.dims))
+
+
+def _has_partitionable_shardings(module: HloModule) -> bool:
+    for instr in module.all_instructions():
+        sharding = instr.attrs.get("sharding")
+        if isinstance(sharding, HloSharding) and any(
+                leaf.is_tiled or leaf.kind == "maximal" for leaf in sharding.leaves()):
+            return True
+    return any(i.opcode == "custom-call" and i.attrs.get("custom_call_target") in _ANNOTATIONS
+               for i in module.all_instructions())
+
+
+# Custom calls that carry shardings (with_sharding_constraint's and Shardy's).
+_ANNOTATIONS = ("Sharding", "xla.sdy.FuncResultSharding", "xla.sdy.GlobalToLocalShape")
