@@ -1,0 +1,172 @@
+"""minixla.pallas: kernels over blocks against NumPy on the interpreter and cpu, inside and
+outside jit, and the errors for bad kernels and specs."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from pallas_kernels import KERNELS, F32
+
+import minixla
+import minixla.lax as lax
+import minixla.numpy as mnp
+import minixla.pallas as pl
+
+MODES = [{"interpret": True}, {"backend": "cpu"}]
+MODE_IDS = ["interpret", "cpu"]
+
+
+@pytest.mark.parametrize("options", MODES, ids=MODE_IDS)
+@pytest.mark.parametrize("name", list(KERNELS))
+def test_kernel_matches_numpy(name, options):
+    call, args, want = KERNELS[name](np.random.default_rng(0), **options)
+    got = call(*args)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", list(KERNELS))
+def test_kernel_inside_jit_matches_eager_call(name):
+    call, args, want = KERNELS[name](np.random.default_rng(1), backend="cpu")
+    twice = minixla.jit(lambda *xs: call(*xs) * 2.0)
+    np.testing.assert_allclose(twice(*args), want * 2, rtol=1e-5, atol=1e-5)
+    text = twice.lower(*args).as_text()
+    assert "ROOT" in text and "multiply" in text
+
+
+def test_grid_is_one_while_loop_in_the_hlo():
+    call, args, _ = KERNELS["vector_add"](np.random.default_rng(2))
+    text = call.lower(*args).as_text()
+    assert text.count(" while(") == 1
+    assert "dynamic-update-slice" in text
+
+
+def test_ragged_blocks_with_masks_two_dims():
+    rows, cols, bm, bn = 10, 13, 4, 8
+
+    def copy_kernel(x_ref, o_ref):
+        i, j = pl.program_id(0), pl.program_id(1)
+        r = i * bm + mnp.arange(bm)[:, None]
+        c = j * bn + mnp.arange(bn)[None, :]
+        mask = (r < rows) & (c < cols)
+        x = pl.load(x_ref, (slice(None), slice(None)), mask=mask, other=-1.0)
+        pl.store(o_ref, ..., x + 1.0, mask=mask)
+    spec = pl.BlockSpec((bm, bn), lambda i, j: (i, j))
+    x = np.random.default_rng(3).standard_normal((rows, cols)).astype(F32)
+    for options in MODES:
+        call = pl.pallas_call(copy_kernel, out_shape=minixla.ShapeDtypeStruct(x.shape, F32),
+                              grid=(pl.cdiv(rows, bm), pl.cdiv(cols, bn)), in_specs=[spec],
+                              out_specs=spec, **options)
+        np.testing.assert_allclose(call(x), x + 1, rtol=1e-6)
+
+
+def test_multiple_outputs_and_int_program_ids():
+    n, block = 24, 8
+
+    def kernel(x_ref, s_ref, ids_ref):
+        s_ref[...] = x_ref[...] * x_ref[...]
+        ids_ref[...] = mnp.full((block,), pl.program_id(0), np.int32)
+    spec = pl.BlockSpec((block,), lambda i: (i,))
+    call = pl.pallas_call(kernel, out_shape=(minixla.ShapeDtypeStruct((n,), F32),
+                                             minixla.ShapeDtypeStruct((n,), np.int32)),
+                          grid=(n // block,), in_specs=[spec], out_specs=[spec, spec])
+    x = np.arange(n, dtype=F32)
+    squares, ids = call(x)
+    np.testing.assert_array_equal(squares, x * x)
+    np.testing.assert_array_equal(ids, np.arange(n) // block)
+
+
+def test_squeezed_block_dims_and_reduction_over_a_grid_axis():
+    rows, cols = 6, 10
+
+    def row_max_kernel(x_ref, o_ref):
+        o_ref[0] = mnp.max(x_ref[...])  # block (None, cols): one row, squeezed
+    call = pl.pallas_call(row_max_kernel, out_shape=minixla.ShapeDtypeStruct((rows, 1), F32),
+                          grid=(rows,), in_specs=[pl.BlockSpec((None, cols), lambda i: (i, 0))],
+                          out_specs=pl.BlockSpec((None, 1), lambda i: (i, 0)))
+    x = np.random.default_rng(4).standard_normal((rows, cols)).astype(F32)
+    np.testing.assert_array_equal(call(x)[:, 0], x.max(axis=1))
+
+
+# -- errors -------------------------------------------------------------------------------------
+def _double(x_ref, o_ref):
+    o_ref[...] = x_ref[...] * 2.0
+
+
+def test_block_that_does_not_divide_without_a_mask_is_an_error():
+    spec = pl.BlockSpec((8,), lambda i: (i,))
+    call = pl.pallas_call(_double, out_shape=minixla.ShapeDtypeStruct((20,), F32), grid=(3,),
+                          in_specs=[spec], out_specs=spec)
+    with pytest.raises(pl.PallasError, match=r"kernel _double \(test_pallas.py:\d+\).*does "
+                                             r"not divide.*mask"):
+        call(np.zeros(20, F32))
+
+
+def test_index_map_with_the_wrong_arity_is_an_error():
+    call = pl.pallas_call(_double, out_shape=minixla.ShapeDtypeStruct((4, 8), F32), grid=(2,),
+                          in_specs=[pl.BlockSpec((2, 8), lambda i: (i,))],
+                          out_specs=pl.BlockSpec((2, 8), lambda i: (i, 0)))
+    with pytest.raises(pl.PallasError, match=r"kernel _double.*index map of input 0 returned 1 "
+                                             r"block indices.*rank 2"):
+        call(np.zeros((4, 8), F32))
+
+
+def test_out_shape_and_out_specs_mismatch_is_an_error():
+    spec = pl.BlockSpec((4,), lambda i: (i,))
+    with pytest.raises(pl.PallasError, match=r"kernel _double.*2 out_specs for 1 outputs"):
+        pl.pallas_call(_double, out_shape=minixla.ShapeDtypeStruct((8,), F32), grid=(2,),
+                       in_specs=[spec], out_specs=[spec, spec])
+
+
+def test_block_rank_mismatch_and_argument_count_are_errors():
+    call = pl.pallas_call(_double, out_shape=minixla.ShapeDtypeStruct((8,), F32), grid=(2,),
+                          in_specs=[pl.BlockSpec((4, 1), lambda i: (i, 0))],
+                          out_specs=pl.BlockSpec((4,), lambda i: (i,)))
+    with pytest.raises(pl.PallasError, match=r"block shape \(4, 1\) of input 0 has rank 2"):
+        call(np.zeros(8, F32))
+    with pytest.raises(pl.PallasError, match=r"called with 2 arguments but given 1 in_specs"):
+        call(np.zeros(8, F32), np.zeros(8, F32))
+
+
+def test_store_of_the_wrong_shape_names_the_kernel_line():
+    def bad_store(x_ref, o_ref):
+        o_ref[...] = mnp.zeros((3,), F32)  # the block is (4,)
+    call = pl.pallas_call(bad_store, out_shape=minixla.ShapeDtypeStruct((8,), F32), grid=(2,),
+                          in_specs=[pl.BlockSpec((4,), lambda i: (i,))],
+                          out_specs=pl.BlockSpec((4,), lambda i: (i,)))
+    with pytest.raises(pl.PallasError, match=r"test_pallas.py:\d+: store to output 0: a value "
+                                             r"of shape \(3,\)"):
+        call(np.zeros(8, F32))
+
+
+def test_static_out_of_bounds_load_is_an_error():
+    def overread(x_ref, o_ref):
+        o_ref[...] = x_ref[pl.ds(6, 4)]
+    call = pl.pallas_call(overread, out_shape=minixla.ShapeDtypeStruct((4,), F32))
+    with pytest.raises(pl.PallasError, match=r"load of input 0: elements \[6, 10\) of dim 0 are "
+                                             r"out of bounds for size 8"):
+        call(np.zeros(8, F32))
+
+
+def test_store_inside_a_loop_body_is_an_error():
+    def loop_store(x_ref, o_ref):
+        def body(i, c):
+            o_ref[...] = x_ref[...]
+            return c
+        lax.fori_loop(0, 2, body, 0)
+    call = pl.pallas_call(loop_store, out_shape=minixla.ShapeDtypeStruct((4,), F32))
+    with pytest.raises(pl.PallasError, match=r"inside a lax loop or cond body"):
+        call(np.zeros(4, F32))
+
+
+def test_program_id_outside_a_kernel_and_unknown_options_are_errors():
+    with pytest.raises(pl.PallasError, match=r"only available inside a kernel"):
+        pl.program_id(0)
+    with pytest.raises(pl.PallasError, match=r"unknown pallas_call options \['grid_spec'\]"):
+        pl.pallas_call(_double, out_shape=minixla.ShapeDtypeStruct((4,), F32), grid_spec=1)
+
+
+def test_shape_dtype_struct():
+    s = minixla.ShapeDtypeStruct((2, 3), np.float32)
+    assert s.shape == (2, 3) and s.dtype == np.float32 and s.size == 6 and s.ndim == 2
+    assert s == minixla.ShapeDtypeStruct([2, 3], "float32")
+    assert pl.cdiv(10, 4) == 3 and pl.cdiv(8, 4) == 2
