@@ -371,11 +371,121 @@ class _Operand:
         return tuple(b for b, sq in zip(self.block, self.squeezed) if not sq)
 
 
+def _trace_step(kernel, ins, outs, grid, ids, in_blocks, out_blocks, scratch_vals):
+    """Runs the kernel body on traced blocks: (new output blocks in full block shape, new
+    scratch values, whether it masked a load or store)."""
+    from .. import numpy as mnp
+    refs = [Ref(mnp.reshape(b, op.block_value_shape()), f"input {k}", kernel)
+            for k, (op, b) in enumerate(zip(ins, in_blocks))]
+    refs += [Ref(mnp.reshape(b, op.block_value_shape()), f"output {k}", kernel)
+             for k, (op, b) in enumerate(zip(outs, out_blocks))]
+    refs += [Ref(s, f"scratch {k}", kernel) for k, s in enumerate(scratch_vals)]
+    ctx = _Context(kernel, ids, grid, refs)
+    with _kernel_context(ctx):
+        result = kernel(*refs)
+    if result is not None:
+        raise PallasError(f"{_kernel_label(kernel)} returned a value; kernels write their "
+                          f"results through output refs", _kernel_location(kernel))
+    out_refs = refs[len(ins):len(ins) + len(outs)]
+    new_outs = [mnp.reshape(ref.value, op.block).astype(op.dtype)
+                for op, ref in zip(outs, out_refs)]
+    new_scratch = [r.value for r in refs[len(ins) + len(outs):]]
+    return new_outs, new_scratch, ctx.masked
+
+
+def _check_masked(kernel, operands, masked: bool) -> None:
+    ragged = [op for op in operands if not op.divides]
+    if ragged and not masked:
+        op = ragged[0]
+        raise PallasError(f"{_kernel_label(kernel)}: the block shape {op.block} does not "
+                          f"divide the shape {op.shape} of {op.label}, and the kernel masks "
+                          f"no load or store; mask the tail with pl.load(..., mask=) / "
+                          f"pl.store(..., mask=)", _kernel_location(kernel))
+
+
+def _host_window(op: _Operand, ids, kernel):
+    """The NumPy slices of `op`'s block at grid step `ids` (concrete ints)."""
+    starts = op.starts(ids, kernel)
+    try:
+        starts = [int(s) for s in starts]
+    except TypeError:
+        raise PallasError(f"{_kernel_label(kernel)}: the index map of {op.label} must return "
+                          f"Python ints (got {starts!r})", _kernel_location(kernel)) from None
+    for d, (s, b, p) in enumerate(zip(starts, op.block, op.padded)):
+        if s < 0 or s + b > p:
+            raise PallasError(f"{_kernel_label(kernel)}: at grid step {tuple(ids)} the index "
+                              f"map of {op.label} selects elements [{s}, {s + b}) of dim {d}, "
+                              f"outside its {p} (whole-block) elements",
+                              _kernel_location(kernel))
+    return tuple(slice(s, s + b) for s, b in zip(starts, op.block))
+
+
+class _GridRunner:
+    """One compiled grid step (the kernel body over blocks, traced once) and the host loop
+    that runs it over the grid: slices blocks out of the (padded) arrays, calls the step,
+    writes the output blocks back in place."""
+
+    def __init__(self, call: "PallasCall", specs, backend: str):
+        from ..frontend import dtypes as dt
+        from ..frontend.builder import Builder
+        from ..frontend.numpy_api import asarray
+        from ..frontend.tracer import tracing
+        from ..ir import Shape
+        from ..runtime import compile
+        kernel = call.kernel
+        self.call = call
+        self.ins, self.outs = call._operands(specs)
+        builder = Builder(f"pallas_{_identifier(call.name)}")
+        with tracing(builder):
+            ids = [Tracer(builder.parameter(Shape.array("s32", ()), f"program_id_{a}"))
+                   for a in range(len(call.grid))]
+            in_blocks = [Tracer(builder.parameter(Shape.array(dt.hlo_name(op.dtype), op.block),
+                                                  f"in{k}")) for k, op in enumerate(self.ins)]
+            out_blocks = [Tracer(builder.parameter(Shape.array(dt.hlo_name(op.dtype),
+                                                               op.block), f"out{k}"))
+                          for k, op in enumerate(self.outs)]
+            self.scratch = [(tuple(s.shape), np.dtype(s.dtype)) for s in call._scratch()]
+            scratch = [Tracer(builder.parameter(Shape.array(dt.hlo_name(d), shp), f"scratch{k}"))
+                       for k, (shp, d) in enumerate(self.scratch)]
+            new_outs, new_scratch, masked = _trace_step(kernel, self.ins, self.outs, call.grid,
+                                                        ids, in_blocks, out_blocks, scratch)
+            root = [asarray(v).op for v in new_outs + new_scratch]
+        _check_masked(kernel, self.ins + self.outs, masked)
+        self.module = builder.module(root, name=f"pallas_{_identifier(call.name)}")
+        self.executable = compile(self.module, backend=backend)
+
+    def __call__(self, *arrays):
+        import itertools
+        kernel = self.call.kernel
+        padded = [np.pad(a, [(0, p - n) for p, n in zip(op.padded, op.shape)])
+                  if not op.divides else a for a, op in zip(arrays, self.ins)]
+        outs = [np.zeros(op.padded, op.dtype) for op in self.outs]
+        scratch = [np.zeros(shape, dtype) for shape, dtype in self.scratch]
+        n_out = len(outs)
+        for ids in itertools.product(*(range(g) for g in self.call.grid)):
+            in_blocks = [x[_host_window(op, ids, kernel)] for x, op in zip(padded, self.ins)]
+            windows = [_host_window(op, ids, kernel) for op in self.outs]
+            out_blocks = [o[w] for o, w in zip(outs, windows)]
+            pids = [np.asarray(i, np.int32) for i in ids]
+            result = self.executable(*pids, *in_blocks, *out_blocks, *scratch)
+            for o, w, value in zip(outs, windows, result[:n_out]):
+                o[w] = value
+            scratch = list(result[n_out:])
+        return [o[tuple(slice(0, n) for n in op.shape)] if not op.divides else o
+                for o, op in zip(outs, self.outs)]
+
+
+_TARGETS = [0]
+
+
 class PallasCall:
-    """The callable pallas_call returns: arrays in, kernel outputs out."""
+    """The callable pallas_call returns: arrays in, kernel outputs out. Outside a trace it
+    runs the compiled grid step over the grid; inside jit it is one custom call whose
+    implementation is the same runner on the module's backend (lowering="loop" inlines the
+    grid as an HLO while loop instead)."""
 
     def __init__(self, kernel, out_shape, grid, in_specs, out_specs, scratch_shapes,
-                 interpret, backend, name):
+                 interpret, backend, name, lowering):
         self.kernel = kernel
         self.name = name or getattr(kernel, "__name__", "kernel")
         outs, self._multiple = _as_list(out_shape, "out_shape")
@@ -397,19 +507,50 @@ class PallasCall:
                                   f"for {len(outs)} outputs in out_shape",
                                   _kernel_location(kernel))
         self.scratch_shapes = list(scratch_shapes or ())
+        if lowering not in ("custom_call", "loop"):
+            raise PallasError(f"{_kernel_label(kernel)}: lowering must be 'custom_call' or "
+                              f"'loop', got {lowering!r}", _kernel_location(kernel))
+        self.lowering = lowering
         self.interpret = bool(interpret)
-        self.backend = "interpreter" if interpret and backend is None else backend
-        self._jitted = jit(self._lowered, backend=self.backend)
-        self._jitted.__name__ = self.name
+        self.backend = "interpreter" if interpret else backend
+        self._runners: dict = {}
+        self._target = None
+        self._jitted = jit(self._loop, backend=self.backend)
 
+    # -- entry points ------------------------------------------------------------------------
     def __call__(self, *args):
         if current_builder() is not None:
-            return self._lowered(*args)
-        return self._jitted(*(np.asarray(a) for a in args))
+            return self._loop(*args) if self.lowering == "loop" else self._custom_call(*args)
+        if self.lowering == "loop":
+            return self._jitted(*(np.asarray(a) for a in args))
+        from ..frontend.eager import default_backend
+        arrays = [np.asarray(a) for a in args]
+        results = self.runner(arrays, self.backend or default_backend())(*arrays)
+        return tuple(results) if self._multiple else results[0]
+
+    def runner(self, arrays, backend: str) -> _GridRunner:
+        """The compiled grid step for arguments like `arrays` on `backend`."""
+        key = (backend, tuple((tuple(a.shape), np.dtype(a.dtype)) for a in arrays))
+        if key not in self._runners:
+            specs = [ShapeDtypeStruct(a.shape, a.dtype) for a in arrays]
+            self._runners[key] = _GridRunner(self, specs, backend)
+        return self._runners[key]
 
     def lower(self, *args):
-        """The jit Lowered (HLO module) of this call on these arguments."""
-        return self._jitted.lower(*(np.asarray(a) for a in args))
+        """The HLO of the grid step for these arguments (lowering="loop": the whole loop)."""
+        arrays = [np.asarray(a) for a in args]
+        if self.lowering == "loop":
+            return self._jitted.lower(*arrays)
+        return self.runner(arrays, "interpreter").module
+
+    # -- internals ---------------------------------------------------------------------------
+    def _scratch(self):
+        for k, s in enumerate(self.scratch_shapes):
+            if not hasattr(s, "shape") or not hasattr(s, "dtype"):
+                raise PallasError(f"{_kernel_label(self.kernel)}: scratch_shapes[{k}] must be "
+                                  f"pl.VMEM(shape, dtype) or a ShapeDtypeStruct",
+                                  _kernel_location(self.kernel))
+        return self.scratch_shapes
 
     def _operands(self, args):
         kernel = self.kernel
@@ -426,7 +567,57 @@ class PallasCall:
                 for k, (o, s) in enumerate(zip(self.out_shapes, self.out_specs))]
         return ins, outs
 
-    def _lowered(self, *args):
+    def _register(self) -> str:
+        """The custom-call target running this kernel, registered for every backend."""
+        if self._target is not None:
+            return self._target
+        from ..runtime.custom_call import register_custom_call
+        _TARGETS[0] += 1
+        target = f"pallas.{_identifier(self.name)}.{_TARGETS[0]}"
+        fixed = "interpreter" if self.interpret else None
+
+        def run_on(backend, operands):
+            arrays = [np.asarray(a) for a in operands]
+            results = self.runner(arrays, fixed or backend)(*arrays)
+            return tuple(results) if self._multiple else results[0]
+
+        def on_interpreter(*operands, result_shape=None, backend_config=""):
+            return run_on("interpreter", operands)
+
+        def on_cpu(out, *operands, backend_config=""):
+            return run_on(self.backend or "cpu", operands)
+
+        def on_cuda(out, *operands, backend_config=""):
+            hosts = [o.copy_to_host() if hasattr(o, "copy_to_host") else o for o in operands]
+            return run_on("cuda", hosts)
+
+        register_custom_call(target, "interpreter", on_interpreter)
+        register_custom_call(target, "cpu", on_cpu)
+        register_custom_call(target, "cuda", on_cuda)
+        self._target = target
+        return target
+
+    def _custom_call(self, *args):
+        from .. import numpy as mnp
+        from ..frontend import dtypes as dt
+        from ..frontend.ops_control import CustomCall
+        from ..frontend.ops_core import GetTupleElement
+        from ..ir import Shape
+        values = [mnp.asarray(a) for a in args]
+        self._operands(values)  # spec errors at the call, not at run time
+        shapes = [Shape.array(dt.hlo_name(o.dtype), o.shape) for o in self.out_shapes]
+        shape = Shape.tuple_of(shapes) if self._multiple else shapes[0]
+        builder = current_builder()
+        op = CustomCall(builder, self._register(), [builder.lift(v.op) for v in values], shape,
+                        backend_config=f"pallas kernel {_kernel_label(self.kernel)} "
+                                       f"grid={list(self.grid)}")
+        if not self._multiple:
+            return Tracer(op)
+        return tuple(Tracer(GetTupleElement(op, k)) for k in range(len(shapes)))
+
+    def _loop(self, *args):
+        """The whole call as HLO: a while loop over the flattened grid whose state is the
+        (padded) outputs and the scratch buffers."""
         from .. import lax
         from .. import numpy as mnp
         args = [mnp.asarray(a) for a in args]
@@ -435,14 +626,7 @@ class PallasCall:
         padded_ins = [mnp.pad(a, [(0, p - n) for p, n in zip(op.padded, op.shape)])
                       if not op.divides else a for a, op in zip(args, ins)]
         out_init = [mnp.zeros(op.padded, op.dtype) for op in outs]
-        scratch_init = []
-        for k, s in enumerate(self.scratch_shapes):
-            if not hasattr(s, "shape") or not hasattr(s, "dtype"):
-                raise PallasError(f"{_kernel_label(kernel)}: scratch_shapes[{k}] must be "
-                                  f"pl.VMEM(shape, dtype) or a ShapeDtypeStruct",
-                                  _kernel_location(kernel))
-            scratch_init.append(mnp.zeros(tuple(s.shape), np.dtype(s.dtype)))
-        steps = math.prod(self.grid)
+        scratch_init = [mnp.zeros(tuple(s.shape), np.dtype(s.dtype)) for s in self._scratch()]
         grid = self.grid
         masked = []
 
@@ -454,54 +638,36 @@ class PallasCall:
                 ids.append((i // inner) % size if size > 1 else mnp.zeros((), np.int32))
             in_starts = [op.starts(ids, kernel) for op in ins]
             out_starts = [op.starts(ids, kernel) for op in outs]
-            refs = []
-            for k, (op, x, st) in enumerate(zip(ins, padded_ins, in_starts)):
-                block = lax.dynamic_slice(x, st, op.block) if op.block != op.padded else x
-                refs.append(Ref(mnp.reshape(block, op.block_value_shape()),
-                                f"input {k}", kernel))
-            for k, (op, o, st) in enumerate(zip(outs, out_vals, out_starts)):
-                block = lax.dynamic_slice(o, st, op.block) if op.block != op.padded else o
-                refs.append(Ref(mnp.reshape(block, op.block_value_shape()),
-                                f"output {k}", kernel))
-            for k, s in enumerate(scratch_vals):
-                refs.append(Ref(s, f"scratch {k}", kernel))
-            ctx = _Context(kernel, ids, grid, refs)
-            with _kernel_context(ctx):
-                result = kernel(*refs)
-            if result is not None:
-                raise PallasError(f"{_kernel_label(kernel)} returned a value; kernels write "
-                                  f"their results through output refs", _kernel_location(kernel))
-            masked.append(ctx.masked)
-            out_refs = refs[len(ins):len(ins) + len(outs)]
-            new_outs = []
-            for op, o, st, ref in zip(outs, out_vals, out_starts, out_refs):
-                block = mnp.reshape(ref.value, op.block)
-                new_outs.append(lax.dynamic_update_slice(o, block, st)
-                                if op.block != op.padded else block.astype(op.dtype))
-            new_scratch = [r.value for r in refs[len(ins) + len(outs):]]
-            return new_outs, new_scratch
+            in_blocks = [lax.dynamic_slice(x, st, op.block) if op.block != op.padded else x
+                         for op, x, st in zip(ins, padded_ins, in_starts)]
+            out_blocks = [lax.dynamic_slice(o, st, op.block) if op.block != op.padded else o
+                          for op, o, st in zip(outs, out_vals, out_starts)]
+            blocks, scratch, was_masked = _trace_step(kernel, ins, outs, grid, ids, in_blocks,
+                                                      out_blocks, scratch_vals)
+            masked.append(was_masked)
+            new_outs = [lax.dynamic_update_slice(o, b, st) if op.block != op.padded else b
+                        for op, o, b, st in zip(outs, out_vals, blocks, out_starts)]
+            return new_outs, scratch
 
-        if steps == 1:
+        if math.prod(grid) == 1:
             out_vals, _ = step(mnp.zeros((), np.int32), (out_init, scratch_init))
         else:
-            out_vals, _ = lax.fori_loop(0, steps, step, (out_init, scratch_init))
-        ragged = [op.label for op in ins + outs if not op.divides]
-        if ragged and not any(masked):
-            op = next(o for o in ins + outs if not o.divides)
-            raise PallasError(f"{_kernel_label(kernel)}: the block shape {op.block} does not "
-                              f"divide the shape {op.shape} of {op.label}, and the kernel "
-                              f"masks no load or store; mask the tail with "
-                              f"pl.load(..., mask=) / pl.store(..., mask=)",
-                              _kernel_location(kernel))
-        results = []
-        for op, o in zip(outs, out_vals):
-            results.append(o[tuple(slice(0, n) for n in op.shape)] if not op.divides else o)
+            out_vals, _ = lax.fori_loop(0, math.prod(grid), step, (out_init, scratch_init))
+        _check_masked(kernel, ins + outs, any(masked))
+        results = [o[tuple(slice(0, n) for n in op.shape)] if not op.divides else o
+                   for op, o in zip(outs, out_vals)]
         return tuple(results) if self._multiple else results[0]
+
+
+def _identifier(name: str) -> str:
+    import re
+    return re.sub(r"[^A-Za-z0-9_]", "_", name) or "kernel"
 
 
 def pallas_call(kernel, out_shape, *, grid=(), in_specs=None, out_specs=None,
                 scratch_shapes=(), interpret: bool = False, backend: str | None = None,
-                name: str | None = None, **unknown) -> PallasCall:
+                name: str | None = None, lowering: str = "custom_call",
+                **unknown) -> PallasCall:
     """`kernel(*input_refs, *output_refs, *scratch_refs)` run once per step of `grid`; returns
     a callable over the inputs. interpret=True runs on the reference interpreter (NumPy);
     otherwise on `backend` (default: cpu when available)."""
@@ -512,4 +678,4 @@ def pallas_call(kernel, out_shape, *, grid=(), in_specs=None, out_specs=None,
         raise PallasError(f"pallas_call: the kernel must be callable, got "
                           f"{type(kernel).__name__}", user_location())
     return PallasCall(kernel, out_shape, grid, in_specs, out_specs, scratch_shapes, interpret,
-                      backend, name)
+                      backend, name, lowering)
