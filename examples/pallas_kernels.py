@@ -38,15 +38,20 @@ def gelu(x, block_rows=8, **options):
                           out_specs=spec, **options)(x)
 
 
-def softmax(x, block_rows=8, **options):
+def make_softmax(rows, cols, block_rows=8, **options):
+    """The call object; build it once and call it many times (it compiles on first call)."""
     def softmax_kernel(x_ref, o_ref):
         v = x_ref[...]
         e = mnp.exp(v - mnp.max(v, axis=1, keepdims=True))
         o_ref[...] = e / mnp.sum(e, axis=1, keepdims=True)
-    spec = pl.BlockSpec((block_rows, x.shape[1]), lambda i: (i, 0))
-    return pl.pallas_call(softmax_kernel, out_shape=minixla.ShapeDtypeStruct(x.shape, x.dtype),
-                          grid=(x.shape[0] // block_rows,), in_specs=[spec], out_specs=spec,
-                          **options)(x)
+    spec = pl.BlockSpec((block_rows, cols), lambda i: (i, 0))
+    return pl.pallas_call(softmax_kernel, out_shape=minixla.ShapeDtypeStruct((rows, cols), F32),
+                          grid=(rows // block_rows,), in_specs=[spec], out_specs=spec,
+                          **options)
+
+
+def softmax(x, block_rows=8, **options):
+    return make_softmax(*x.shape, block_rows=block_rows, **options)(x)
 
 
 def layernorm(x, gamma, beta, eps=1e-5, block_rows=8, **options):
@@ -64,10 +69,8 @@ def layernorm(x, gamma, beta, eps=1e-5, block_rows=8, **options):
                           out_specs=row_spec, **options)(x, gamma, beta)
 
 
-def matmul(x, y, bm=32, bn=32, bk=32, **options):
+def make_matmul(m, n, k, bm=32, bn=32, bk=32, **options):
     """Output tiles (bm, bn) on a 2-d grid; each sums its K tiles in a fori_loop."""
-    (m, k), n = x.shape, y.shape[1]
-
     def matmul_kernel(x_ref, y_ref, o_ref):
         def k_step(kk, acc):
             return acc + mnp.dot(x_ref[:, pl.ds(kk * bk, bk)], y_ref[pl.ds(kk * bk, bk), :])
@@ -76,7 +79,11 @@ def matmul(x, y, bm=32, bn=32, bk=32, **options):
         matmul_kernel, out_shape=minixla.ShapeDtypeStruct((m, n), F32), grid=(m // bm, n // bn),
         in_specs=[pl.BlockSpec((bm, k), lambda i, j: (i, 0)),
                   pl.BlockSpec((k, bn), lambda i, j: (0, j))],
-        out_specs=pl.BlockSpec((bm, bn), lambda i, j: (i, j)), **options)(x, y)
+        out_specs=pl.BlockSpec((bm, bn), lambda i, j: (i, j)), **options)
+
+
+def matmul(x, y, bm=32, bn=32, bk=32, **options):
+    return make_matmul(x.shape[0], y.shape[1], x.shape[1], bm, bn, bk, **options)(x, y)
 
 
 def masked_scale(x, scale=3.0, block=64, **options):
