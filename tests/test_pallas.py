@@ -106,6 +106,25 @@ def test_squeezed_block_dims_and_reduction_over_a_grid_axis():
     np.testing.assert_array_equal(call(x)[:, 0], x.max(axis=1))
 
 
+@pytest.mark.parametrize("lowering", ["custom_call", "loop"])
+def test_output_block_revisited_over_the_last_grid_axis_accumulates(lowering):
+    """The K axis of the grid walks column blocks; the output block stays the same, so the
+    kernel adds into it (zeroed at k == 0), as a Pallas matmul over a K grid axis does."""
+    rows, cols, bm, bk = 8, 24, 4, 8
+
+    def accumulate_kernel(x_ref, o_ref):
+        @pl.when(pl.program_id(1) == 0)
+        def _():
+            o_ref[...] = mnp.zeros((bm,), F32)
+        o_ref[...] += mnp.sum(x_ref[...], axis=1)
+    call = pl.pallas_call(accumulate_kernel, out_shape=minixla.ShapeDtypeStruct((rows,), F32),
+                          grid=(rows // bm, cols // bk),
+                          in_specs=[pl.BlockSpec((bm, bk), lambda i, k: (i, k))],
+                          out_specs=pl.BlockSpec((bm,), lambda i, k: (i,)), lowering=lowering)
+    x = np.random.default_rng(6).standard_normal((rows, cols)).astype(F32)
+    np.testing.assert_allclose(call(x), x.sum(axis=1), rtol=1e-5, atol=1e-5)
+
+
 # -- errors -------------------------------------------------------------------------------------
 def _double(x_ref, o_ref):
     o_ref[...] = x_ref[...] * 2.0
@@ -127,6 +146,23 @@ def test_index_map_with_the_wrong_arity_is_an_error():
     with pytest.raises(pl.PallasError, match=r"kernel _double.*index map of input 0 returned 1 "
                                              r"block indices.*rank 2"):
         call(np.zeros((4, 8), F32))
+
+
+def test_index_map_selecting_a_block_outside_the_array_is_an_error():
+    spec = pl.BlockSpec((4,), lambda i: (i + 1,))
+    call = pl.pallas_call(_double, out_shape=minixla.ShapeDtypeStruct((8,), F32), grid=(2,),
+                          in_specs=[spec], out_specs=pl.BlockSpec((4,), lambda i: (i,)))
+    with pytest.raises(pl.PallasError, match=r"at grid step \(1,\) the index map of input 0 "
+                                             r"selects elements \[8, 12\) of dim 0"):
+        call(np.zeros(8, F32))
+
+
+def test_a_ref_used_as_an_array_is_an_error():
+    def numpy_on_ref(x_ref, o_ref):
+        o_ref[...] = np.exp(np.asarray(x_ref))
+    call = pl.pallas_call(numpy_on_ref, out_shape=minixla.ShapeDtypeStruct((4,), F32))
+    with pytest.raises(pl.PallasError, match=r"input 0 is a kernel ref, not an array"):
+        call(np.zeros(4, F32))
 
 
 def test_out_shape_and_out_specs_mismatch_is_an_error():

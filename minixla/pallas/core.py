@@ -188,6 +188,10 @@ class Ref:
     def __setitem__(self, idx, value):
         store(self, idx, value)
 
+    def __array__(self, *args, **kwargs):
+        raise PallasError(f"{self.name} is a kernel ref, not an array: load it with "
+                          f"{self.name.split()[0]}_ref[...] and compute with minixla.numpy")
+
     def __repr__(self) -> str:
         return f"Ref<{self.name}: {self.dtype}{list(self.shape)}>"
 
