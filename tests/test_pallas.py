@@ -52,6 +52,17 @@ def test_the_grid_step_is_traced_once_into_one_module():
     assert str(step.entry.parameter(2).shape.without_layout()) == "f32[16,40]"
 
 
+def test_dump_to_writes_the_kernel_source_next_to_the_step_module(tmp_path, monkeypatch):
+    monkeypatch.setenv("MINIXLA_FLAGS", f"--dump_to={tmp_path}")
+    call, args, want = KERNELS["vector_add"](np.random.default_rng(7), backend="cpu")
+    np.testing.assert_array_equal(call(*args), want)
+    source = (tmp_path / "pallas_add_kernel.kernel.py").read_text()
+    assert "def add_kernel(x_ref, y_ref, o_ref):" in source
+    assert "input 0: shape (64,), block (16,), float32" in source
+    assert any(p.name.endswith("pallas_add_kernel.before_optimizations.txt")
+               for p in tmp_path.iterdir())
+
+
 def test_loop_lowering_is_one_while_loop_in_the_hlo():
     call, args, _ = KERNELS["vector_add"](np.random.default_rng(2), lowering="loop")
     text = call.lower(*args).as_text()

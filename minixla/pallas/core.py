@@ -456,7 +456,28 @@ class _GridRunner:
             root = [asarray(v).op for v in new_outs + new_scratch]
         _check_masked(kernel, self.ins + self.outs, masked)
         self.module = builder.module(root, name=f"pallas_{_identifier(call.name)}")
+        self._dump_kernel_source(backend)
         self.executable = compile(self.module, backend=backend)
+
+    def _dump_kernel_source(self, backend: str) -> None:
+        """With --dump_to, the kernel's Python source and its blocks go next to the dumps of
+        its step module, as `<step module>.kernel.py`."""
+        import inspect
+        from pathlib import Path
+        from ..passes.base import DumpOptions
+        dump_to = DumpOptions.from_flags().dump_to
+        if not dump_to:
+            return
+        try:
+            source = inspect.getsource(self.call.kernel)
+        except (OSError, TypeError):
+            source = "# (the kernel's source is not available)\n"
+        blocks = "\n".join(f"#   {op.label}: shape {op.shape}, block {op.block}, "
+                           f"{op.dtype}" for op in self.ins + self.outs)
+        header = (f"# {_kernel_label(self.call.kernel)}, grid {list(self.call.grid)}, "
+                  f"compiled for {backend} as module {self.module.name}\n{blocks}\n\n")
+        Path(dump_to).mkdir(parents=True, exist_ok=True)
+        (Path(dump_to) / f"{self.module.name}.kernel.py").write_text(header + source)
 
     def __call__(self, *arrays):
         import itertools
