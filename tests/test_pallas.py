@@ -65,7 +65,7 @@ def test_dump_to_writes_the_kernel_source_next_to_the_step_module(tmp_path, monk
 
 def test_loop_lowering_is_one_while_loop_in_the_hlo():
     call, args, _ = KERNELS["vector_add"](np.random.default_rng(2), lowering="loop")
-    text = call.lower(*args).as_text()
+    text = call.lower(*args).to_text()
     assert text.count(" while(") == 1
     assert "dynamic-update-slice" in text
 

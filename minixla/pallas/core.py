@@ -325,7 +325,7 @@ def store(ref: Ref, idx, value, *, mask=None) -> None:
 
 
 # -- pallas_call ----------------------------------------------------------------------------------
-def _as_list(value, what: str):
+def _as_list(value):
     if isinstance(value, (list, tuple)):
         return list(value), True
     return [value], False
@@ -334,7 +334,7 @@ def _as_list(value, what: str):
 class _Operand:
     """One input or output: its full shape, block shape (None dims kept as 1) and map."""
 
-    def __init__(self, label: str, shape, dtype, spec, grid, kernel):
+    def __init__(self, label: str, shape, dtype, spec, kernel):
         self.label = label
         self.shape = tuple(shape)
         self.dtype = np.dtype(dtype)
@@ -513,7 +513,7 @@ class PallasCall:
                  interpret, backend, name, lowering):
         self.kernel = kernel
         self.name = name or getattr(kernel, "__name__", "kernel")
-        outs, self._multiple = _as_list(out_shape, "out_shape")
+        outs, self._multiple = _as_list(out_shape)
         for o in outs:
             if not hasattr(o, "shape") or not hasattr(o, "dtype"):
                 raise PallasError(f"{_kernel_label(kernel)}: out_shape entries must be "
@@ -526,7 +526,7 @@ class PallasCall:
         if out_specs is None:
             self.out_specs = [None] * len(outs)
         else:
-            self.out_specs, _ = _as_list(out_specs, "out_specs")
+            self.out_specs, _ = _as_list(out_specs)
             if len(self.out_specs) != len(outs):
                 raise PallasError(f"{_kernel_label(kernel)}: {len(self.out_specs)} out_specs "
                                   f"for {len(outs)} outputs in out_shape",
@@ -562,10 +562,11 @@ class PallasCall:
         return self._runners[key]
 
     def lower(self, *args):
-        """The HLO of the grid step for these arguments (lowering="loop": the whole loop)."""
+        """The HloModule of the grid step for these arguments (lowering="loop": of the
+        whole call, the grid loop included)."""
         arrays = [np.asarray(a) for a in args]
         if self.lowering == "loop":
-            return self._jitted.lower(*arrays)
+            return self._jitted.lower(*arrays).module
         return self.runner(arrays, "interpreter").module
 
     # -- internals ---------------------------------------------------------------------------
@@ -586,9 +587,9 @@ class PallasCall:
         if len(specs) != len(args):
             raise PallasError(f"{_kernel_label(kernel)}: called with {len(args)} arguments "
                               f"but given {len(specs)} in_specs", _kernel_location(kernel))
-        ins = [_Operand(f"input {k}", a.shape, a.dtype, s, self.grid, kernel)
+        ins = [_Operand(f"input {k}", a.shape, a.dtype, s, kernel)
                for k, (a, s) in enumerate(zip(args, specs))]
-        outs = [_Operand(f"output {k}", o.shape, o.dtype, s, self.grid, kernel)
+        outs = [_Operand(f"output {k}", o.shape, o.dtype, s, kernel)
                 for k, (o, s) in enumerate(zip(self.out_shapes, self.out_specs))]
         return ins, outs
 
