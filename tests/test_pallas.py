@@ -213,6 +213,25 @@ def test_static_out_of_bounds_load_is_an_error():
         call(np.zeros(8, F32))
 
 
+@pytest.mark.parametrize("options", MODES[:2], ids=MODE_IDS[:2])
+def test_unmasked_window_at_a_computed_start_past_the_end_is_an_error(options):
+    n, block = 20, 8
+
+    def unmasked_tail(x_ref, o_ref):
+        start = pl.program_id(0) * block
+        o_ref[pl.ds(start, block)] = x_ref[pl.ds(start, block)] * 2.0
+    call = pl.pallas_call(unmasked_tail, out_shape=minixla.ShapeDtypeStruct((n,), F32),
+                          grid=(pl.cdiv(n, block),), **options)
+    with pytest.raises(pl.PallasError, match=r"test_pallas.py:\d+: load of input 0 \(shape "
+                                             r"\(20,\)\) with window \(8 from a computed start\)"
+                                             r" reaches outside the ref.*grid step \(2,\)"):
+        call(np.zeros(n, F32))
+    in_range = pl.pallas_call(unmasked_tail, out_shape=minixla.ShapeDtypeStruct((16,), F32),
+                              grid=(2,), **options)
+    x = np.arange(16, dtype=F32)
+    np.testing.assert_array_equal(in_range(x), 2 * x)
+
+
 def test_store_inside_a_loop_body_is_an_error():
     def loop_store(x_ref, o_ref):
         def body(i, c):

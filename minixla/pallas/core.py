@@ -104,6 +104,8 @@ class _Context:
         self.grid = grid
         self.refs = refs
         self.masked = False
+        self.builder = current_builder()
+        self.bounds_checks: list = []  # (pred[] that a window overhangs its ref, message)
 
 
 @contextlib.contextmanager
@@ -248,6 +250,30 @@ def _check_static_bounds(ref: Ref, dims, masked: bool, what: str) -> None:
                               f"pl.load(..., mask=) / pl.store(..., mask=))")
 
 
+def _check_dynamic_bounds(ref: Ref, dims, what: str) -> None:
+    """An unmasked window at a computed start would be clamped into the ref (a silent wrong
+    answer); the grid runner checks this flag after every step and raises. Windows inside
+    lax loop bodies are not checked (their values cannot leave the loop)."""
+    from .. import numpy as mnp
+    ctx = getattr(_local, "ctx", None)
+    if ctx is None or current_builder() is not ctx.builder:
+        return
+    flag = None
+    for (start, size, _), extent in zip(dims, ref.shape):
+        if _static(start):
+            continue
+        out = (start < 0) | (start + size > extent)
+        flag = out if flag is None else flag | out
+    if flag is not None:
+        where = user_location()
+        at = f"{os.path.basename(where[0])}:{where[1]}: " if where else ""
+        window = ", ".join(f"{size} from {'a computed start' if not _static(s) else s}"
+                           for s, size, _ in dims)
+        ctx.bounds_checks.append((mnp.asarray(flag), f"{at}{what} of {ref.name} (shape "
+                                  f"{ref.shape}) with window ({window}) reaches outside the "
+                                  f"ref; mask it with pl.{what}(..., mask=)"))
+
+
 def _padded(value, dims):
     """`value` padded at the high end of every dim a window may overhang, so dynamic starts
     up to the dim's size are not clamped back into range."""
@@ -281,6 +307,7 @@ def load(ref: Ref, idx=None, *, mask=None, other=None):
     dims = _normalize(ref, idx)
     _check_static_bounds(ref, dims, mask is not None, "load")
     if mask is None:
+        _check_dynamic_bounds(ref, dims, "load")
         return _window(ref.value, dims)
     _context("pl.load(mask=)").masked = True
     source, _ = _padded(ref.value, dims)
@@ -301,6 +328,8 @@ def store(ref: Ref, idx, value, *, mask=None) -> None:
                           f"value through the loop and store it after the loop")
     dims = _normalize(ref, idx)
     _check_static_bounds(ref, dims, mask is not None, "store")
+    if mask is None:
+        _check_dynamic_bounds(ref, dims, "store")
     window_shape = tuple(size for _, size, sq in dims if not sq)
     value = mnp.asarray(value)
     try:
@@ -394,7 +423,7 @@ def _trace_step(kernel, ins, outs, grid, ids, in_blocks, out_blocks, scratch_val
     new_outs = [mnp.reshape(ref.value, op.block).astype(op.dtype)
                 for op, ref in zip(outs, out_refs)]
     new_scratch = [r.value for r in refs[len(ins) + len(outs):]]
-    return new_outs, new_scratch, ctx.masked
+    return new_outs, new_scratch, ctx.masked, ctx.bounds_checks
 
 
 def _check_masked(kernel, operands, masked: bool) -> None:
@@ -451,9 +480,10 @@ class _GridRunner:
             self.scratch = [(tuple(s.shape), np.dtype(s.dtype)) for s in call._scratch()]
             scratch = [Tracer(builder.parameter(Shape.array(dt.hlo_name(d), shp), f"scratch{k}"))
                        for k, (shp, d) in enumerate(self.scratch)]
-            new_outs, new_scratch, masked = _trace_step(kernel, self.ins, self.outs, call.grid,
-                                                        ids, in_blocks, out_blocks, scratch)
-            root = [asarray(v).op for v in new_outs + new_scratch]
+            new_outs, new_scratch, masked, checks = _trace_step(
+                kernel, self.ins, self.outs, call.grid, ids, in_blocks, out_blocks, scratch)
+            self.check_messages = [message for _, message in checks]
+            root = [asarray(v).op for v in new_outs + new_scratch + [f for f, _ in checks]]
         _check_masked(kernel, self.ins + self.outs, masked)
         self.module = builder.module(root, name=f"pallas_{_identifier(call.name)}")
         self._dump_kernel_source(backend)
@@ -486,16 +516,20 @@ class _GridRunner:
                   if not op.divides else a for a, op in zip(arrays, self.ins)]
         outs = [np.zeros(op.padded, op.dtype) for op in self.outs]
         scratch = [np.zeros(shape, dtype) for shape, dtype in self.scratch]
-        n_out = len(outs)
+        n_out, n_state = len(outs), len(outs) + len(scratch)
         for ids in itertools.product(*(range(g) for g in self.call.grid)):
             in_blocks = [x[_host_window(op, ids, kernel)] for x, op in zip(padded, self.ins)]
             windows = [_host_window(op, ids, kernel) for op in self.outs]
             out_blocks = [o[w] for o, w in zip(outs, windows)]
             pids = [np.asarray(i, np.int32) for i in ids]
             result = self.executable(*pids, *in_blocks, *out_blocks, *scratch)
+            for flag, message in zip(result[n_state:], self.check_messages):
+                if flag:
+                    raise PallasError(f"{message} (at grid step {ids}; {_kernel_label(kernel)})",
+                                      _kernel_location(kernel))
             for o, w, value in zip(outs, windows, result[:n_out]):
                 o[w] = value
-            scratch = list(result[n_out:])
+            scratch = list(result[n_out:n_state])
         return [o[tuple(slice(0, n) for n in op.shape)] if not op.divides else o
                 for o, op in zip(outs, self.outs)]
 
@@ -668,8 +702,8 @@ class PallasCall:
                          for op, x, st in zip(ins, padded_ins, in_starts)]
             out_blocks = [lax.dynamic_slice(o, st, op.block) if op.block != op.padded else o
                           for op, o, st in zip(outs, out_vals, out_starts)]
-            blocks, scratch, was_masked = _trace_step(kernel, ins, outs, grid, ids, in_blocks,
-                                                      out_blocks, scratch_vals)
+            blocks, scratch, was_masked, _ = _trace_step(kernel, ins, outs, grid, ids,
+                                                         in_blocks, out_blocks, scratch_vals)
             masked.append(was_masked)
             new_outs = [lax.dynamic_update_slice(o, b, st) if op.block != op.padded else b
                         for op, o, b, st in zip(outs, out_vals, blocks, out_starts)]
