@@ -232,6 +232,15 @@ def test_unmasked_window_at_a_computed_start_past_the_end_is_an_error(options):
     np.testing.assert_array_equal(in_range(x), 2 * x)
 
 
+def test_a_float_start_is_an_error():
+    def float_start(x_ref, o_ref):
+        o_ref[...] = x_ref[pl.ds(pl.program_id(0) * 0.5, 4)]
+    call = pl.pallas_call(float_start, out_shape=minixla.ShapeDtypeStruct((4,), F32), grid=(2,))
+    with pytest.raises(pl.PallasError, match=r"input 0: the start of dim 0 must be an integer "
+                                             r"scalar, got float32\[\]"):
+        call(np.zeros(8, F32))
+
+
 def test_store_inside_a_loop_body_is_an_error():
     def loop_store(x_ref, o_ref):
         def body(i, c):

@@ -204,10 +204,11 @@ def _normalize(ref: Ref, idx):
         idx = ()
     if not isinstance(idx, tuple):
         idx = (idx,)
-    if sum(1 for i in idx if i is Ellipsis) > 1:
+    ellipses = [k for k, i in enumerate(idx) if i is Ellipsis]
+    if len(ellipses) > 1:
         raise PallasError(f"{ref.name}: an index may hold at most one `...`")
-    if Ellipsis in [i for i in idx if i is Ellipsis]:
-        at = next(k for k, i in enumerate(idx) if i is Ellipsis)
+    if ellipses:
+        at = ellipses[0]
         fill = ref.ndim - (len(idx) - 1)
         idx = idx[:at] + (slice(None),) * fill + idx[at + 1:]
     if len(idx) > ref.ndim:
@@ -217,6 +218,7 @@ def _normalize(ref: Ref, idx):
     dims = []
     for d, (i, extent) in enumerate(zip(idx, ref.shape)):
         if isinstance(i, Slice):
+            _integer_start(ref, i.start, d)
             dims.append((i.start, i.size, False))
         elif isinstance(i, slice):
             if i.step not in (None, 1):
@@ -229,11 +231,21 @@ def _normalize(ref: Ref, idx):
                                   f"size {extent}")
             dims.append((int(i) % extent, 1, True))
         elif isinstance(i, Tracer) and i.ndim == 0:
+            _integer_start(ref, i, d)
             dims.append((i, 1, True))
         else:
             raise PallasError(f"{ref.name}: unsupported index {i!r} for dim {d} (use ints, "
                               f"slices, pl.ds or scalar values)")
     return dims
+
+
+def _integer_start(ref: Ref, start, dim: int) -> None:
+    if isinstance(start, Tracer) and (start.ndim != 0 or start.dtype.kind not in "iu"):
+        raise PallasError(f"{ref.name}: the start of dim {dim} must be an integer scalar, got "
+                          f"{start.dtype}{list(start.shape)}")
+    if not isinstance(start, (Tracer, int, np.integer)):
+        raise PallasError(f"{ref.name}: the start of dim {dim} must be an int or an integer "
+                          f"scalar value, got {type(start).__name__}")
 
 
 def _static(start) -> bool:
