@@ -12,6 +12,7 @@ from .frontend import (Builder, ConcretizationError, EscapedTracerError, Fronten
                        FrontendIndexError, FrontendShapeError, FrontendTypeError,
                        TracerBoolConversionError, XlaOp, config, jit)
 from .frontend import ops
+from .frontend.shape_struct import ShapeDtypeStruct
 from . import lax, nn, numpy  # noqa: E402  (NumPy-style API: `import minixla.numpy as mnp`)
 from .transforms.batching import vmap  # noqa: E402
 from . import random, tree_util  # noqa: E402
@@ -28,7 +29,7 @@ __all__ = [
     "MinixlaError", "ResourceExhaustedError", "Shape", "ShapeError", "UnsupportedError",
     "VerificationError",
     "parse_hlo_module", "parse_shape", "Executable", "compile", "metrics",
-    "register_custom_call", "testing", "verify", "devices",
+    "register_custom_call", "ShapeDtypeStruct", "testing", "verify", "devices",
     "Builder", "ConcretizationError", "EscapedTracerError", "FrontendError",
     "FrontendIndexError", "FrontendShapeError", "FrontendTypeError",
     "TracerBoolConversionError", "XlaOp", "config", "jit", "lax", "nn", "numpy", "ops",

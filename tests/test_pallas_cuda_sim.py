@@ -1,0 +1,56 @@
+"""minixla.pallas kernels on the CUDA backend, run on numba's CUDA simulator, against NumPy:
+the grid step compiled by the cuda backend (host grid loop), inside jit (a custom call on
+cuda), and lowering="loop" (the whole grid one device-resident while loop).
+
+numba-cuda picks the simulator when numba.cuda is first imported, from NUMBA_ENABLE_CUDASIM;
+it is set for that import only (see test_cuda_sim.py)."""
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+from pallas_kernels import KERNELS
+
+import minixla
+from minixla.backends.cuda.target import load_numba_cuda, simulating
+
+pytest.importorskip("numba_cuda", reason="numba-cuda is not installed")
+if "numba.cuda" not in sys.modules:
+    _saved = os.environ.get("NUMBA_ENABLE_CUDASIM")
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+    try:
+        load_numba_cuda()
+    finally:
+        if _saved is None:
+            del os.environ["NUMBA_ENABLE_CUDASIM"]
+        else:
+            os.environ["NUMBA_ENABLE_CUDASIM"] = _saved
+
+if not simulating():
+    pytest.skip("numba.cuda was imported for a GPU before this module could enable the "
+                "simulator", allow_module_level=True)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def fast_thread_switches():
+    old = sys.getswitchinterval()  # the simulator's threads meet at every syncthreads
+    sys.setswitchinterval(5e-5)
+    yield
+    sys.setswitchinterval(old)
+
+
+@pytest.mark.parametrize("lowering", ["custom_call", "loop"])
+@pytest.mark.parametrize("name", list(KERNELS))
+def test_kernel_on_cuda_matches_numpy(name, lowering):
+    call, args, want = KERNELS[name](np.random.default_rng(0), backend="cuda", lowering=lowering)
+    got = call(*args)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_kernel_inside_jit_on_cuda():
+    call, args, want = KERNELS["masked_tail"](np.random.default_rng(1), backend="cuda")
+    fn = minixla.jit(lambda x: call(x) * 3.0, backend="cuda")
+    np.testing.assert_allclose(fn(*args), want * 3, rtol=1e-6)
