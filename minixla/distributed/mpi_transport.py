@@ -1,0 +1,151 @@
+"""The transport between the processes of an `mpiexec` job, over mpi4py.
+
+Messages travel on two private duplicates of MPI_COMM_WORLD: one for collective data, one
+for failure notices. Each message carries the collective's description and a per-pair
+sequence number, so ranks that meet in different collectives get a clear error instead of
+each other's data. All calls are non-blocking and polled against a deadline: a rank waiting
+in a collective notices both a timeout (naming the ranks that did not arrive) and a failure
+notice from a rank that raised.
+
+When an exception leaves the script, the failing rank prints it, notifies every other rank,
+gives them a moment to report, and ends the job with MPI_Abort, so no rank hangs.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+import traceback
+from typing import Any, Sequence
+
+from .transport import (CollectiveMismatchError, CollectiveTimeoutError, DistributedError,
+                        PointToPointTransport, RankFailedError)
+
+_DATA_TAG = 1
+_NOTICE_TAG = 2
+# How long a failing rank waits for the others to report their own error before aborting.
+ABORT_GRACE_SECONDS = 2.0
+_POLL_SLEEP_MAX = 0.002
+
+
+class MPITransport(PointToPointTransport):
+    def __init__(self, timeout: float):
+        from mpi4py import MPI
+        self._mpi = MPI
+        world = MPI.COMM_WORLD
+        self.rank, self.size = world.Get_rank(), world.Get_size()
+        self.timeout = timeout
+        self._data = world.Dup()
+        self._notices = world.Dup()
+        self._sent_count = [0] * self.size
+        self._received_count = [0] * self.size
+        self._failed: dict[int, str] = {}  # rank -> its error, from notices
+        self._broken: str | None = None
+        self._lock = threading.Lock()
+        self._notice_requests: list = []
+
+    # -- the primitive -------------------------------------------------------------------
+    def route(self, what: str, sends: dict[int, Any], sources: Sequence[int]) -> dict[int, Any]:
+        with self._lock:
+            if self._broken is not None:
+                raise DistributedError(f"{what} on rank {self.rank}: the transport is unusable "
+                                       f"after an earlier failure ({self._broken})")
+            try:
+                return self._route(what, sends, sources)
+            except DistributedError as exc:
+                self._broken = str(exc)
+                raise
+
+    def _route(self, what, sends, sources):
+        self._check_notices(what)
+        received, requests = {}, []
+        for dest, value in sends.items():
+            if dest == self.rank:
+                received[dest] = value
+                continue
+            header = (what, self._sent_count[dest])
+            self._sent_count[dest] += 1
+            requests.append((dest, self._data.isend((header, value), dest=dest, tag=_DATA_TAG)))
+        pending = [s for s in sources if s != self.rank]
+        deadline = time.monotonic() + self.timeout
+        sleep = 0.0
+        while True:
+            for source in list(pending):
+                if self._data.iprobe(source=source, tag=_DATA_TAG):
+                    received[source] = self._receive(source, what)
+                    pending.remove(source)
+            requests = [(dest, r) for dest, r in requests if not r.Test()]
+            if not pending and not requests:
+                return received
+            self._check_notices(what)
+            if time.monotonic() > deadline:
+                self._timed_out(what, pending, [dest for dest, _ in requests])
+            time.sleep(sleep)
+            sleep = min(_POLL_SLEEP_MAX, sleep + 0.0001)
+
+    def _receive(self, source: int, what: str):
+        (their_what, number), value = self._data.recv(source=source, tag=_DATA_TAG)
+        expected = self._received_count[source]
+        self._received_count[source] += 1
+        if their_what != what or number != expected:
+            raise CollectiveMismatchError(
+                f"{what} on rank {self.rank}: rank {source} sent its message {number} for "
+                f"{their_what} where message {expected} for {what} was due; the ranks run "
+                f"different collectives (a rank took another path through the program)")
+        return value
+
+    def _timed_out(self, what, missing, unfinished_sends):
+        stuck = sorted(set(missing) | set(unfinished_sends))
+        raise CollectiveTimeoutError(
+            f"{what} timed out after {self.timeout:g} s on rank {self.rank}: ranks {stuck} "
+            f"did not arrive (set the timeout with MINIXLA_COLLECTIVE_TIMEOUT or "
+            f"initialize(collective_timeout=...))")
+
+    # -- failure notices -----------------------------------------------------------------
+    def _poll_notices(self) -> None:
+        while self._notices.iprobe(source=self._mpi.ANY_SOURCE, tag=_NOTICE_TAG):
+            rank, text = self._notices.recv(source=self._mpi.ANY_SOURCE, tag=_NOTICE_TAG)
+            self._failed.setdefault(rank, text)
+
+    def _check_notices(self, what: str) -> None:
+        self._poll_notices()
+        if self._failed:
+            rank = min(self._failed)
+            raise RankFailedError(f"{what} on rank {self.rank}: rank {rank} failed, so the "
+                                  f"collective cannot complete: {self._failed[rank]}")
+
+    def notify_failure(self, error: BaseException) -> None:
+        """Tells every other rank that this one stopped with `error`."""
+        text = f"{type(error).__name__}: {error}"
+        for dest in range(self.size):
+            if dest != self.rank:
+                self._notice_requests.append(
+                    self._notices.isend((self.rank, text), dest=dest, tag=_NOTICE_TAG))
+
+    def abort(self, error: BaseException) -> None:
+        """Ends the job after `error` escaped on this rank: notify, let the others report
+        for a moment, then MPI_Abort."""
+        self.notify_failure(error)
+        deadline = time.monotonic() + ABORT_GRACE_SECONDS
+        while time.monotonic() < deadline:
+            self._poll_notices()
+            if len(self._failed) >= self.size - 1:
+                break
+            time.sleep(0.01)
+        sys.stderr.write(f"[minixla rank {self.rank}] aborting the job after "
+                         f"{type(error).__name__}\n")
+        sys.stderr.flush()
+        self._mpi.COMM_WORLD.Abort(1)
+
+    def close(self) -> None:
+        for comm in (self._data, self._notices):
+            comm.Free()
+
+
+def report_and_abort(transport: MPITransport, kind, error, tb) -> None:
+    """sys.excepthook of a multi-process job: the traceback with the rank, then abort."""
+    lines = traceback.format_exception(kind, error, tb)
+    sys.stderr.write("".join(f"[rank {transport.rank}] {line}" for line in
+                             "".join(lines).splitlines(keepends=True)))
+    sys.stderr.flush()
+    transport.abort(error)
