@@ -1,9 +1,10 @@
 """The transport between the processes of an `mpiexec` job, over mpi4py.
 
 Messages travel on two private duplicates of MPI_COMM_WORLD: one for collective data, one
-for failure notices. Each message carries the collective's description and a per-pair
-sequence number, so ranks that meet in different collectives get a clear error instead of
-each other's data. All calls are non-blocking and polled against a deadline: a rank waiting
+for failure notices. Each data message carries a key (the collective's description and
+which occurrence of it this is, or the caller's own key) and waits in a mailbox until the
+collective with that key asks for it, so ranks never take each other's data for another
+collective, and threads of one process can route with their own keys. All calls are non-blocking and polled against a deadline: a rank waiting
 in a collective notices both a timeout (naming the ranks that did not arrive) and a failure
 notice from a rank that raised.
 
@@ -37,68 +38,75 @@ class MPITransport(PointToPointTransport):
         self.timeout = timeout
         self._data = world.Dup()
         self._notices = world.Dup()
-        self._sent_count = [0] * self.size
-        self._received_count = [0] * self.size
+        self._occurrences: dict[str, int] = {}
+        self._mailbox: dict[tuple, tuple] = {}  # (source, key) -> (what, value)
         self._failed: dict[int, str] = {}  # rank -> its error, from notices
         self._broken: str | None = None
         self._lock = threading.Lock()
         self._notice_requests: list = []
 
     # -- the primitive -------------------------------------------------------------------
-    def route(self, what: str, sends: dict[int, Any], sources: Sequence[int]) -> dict[int, Any]:
+    def route(self, what: str, sends: dict[int, Any], sources: Sequence[int],
+              key=None) -> dict[int, Any]:
+        """Messages are matched by `key` (by default: which occurrence of `what` this is on
+        this rank), so threads of one process may route concurrently with explicit keys."""
         with self._lock:
-            if self._broken is not None:
-                raise DistributedError(f"{what} on rank {self.rank}: the transport is unusable "
-                                       f"after an earlier failure ({self._broken})")
-            try:
-                return self._route(what, sends, sources)
-            except DistributedError as exc:
-                self._broken = str(exc)
-                raise
-
-    def _route(self, what, sends, sources):
-        self._check_notices(what)
-        received, requests = {}, []
-        for dest, value in sends.items():
-            if dest == self.rank:
-                received[dest] = value
-                continue
-            header = (what, self._sent_count[dest])
-            self._sent_count[dest] += 1
-            requests.append((dest, self._data.isend((header, value), dest=dest, tag=_DATA_TAG)))
+            self._raise_if_broken(what)
+            if key is None:
+                self._occurrences[what] = self._occurrences.get(what, 0) + 1
+                key = (what, self._occurrences[what])
+            requests = []
+            received = {dest: value for dest, value in sends.items() if dest == self.rank}
+            for dest, value in sends.items():
+                if dest != self.rank:
+                    requests.append((dest, self._data.isend((key, what, value), dest=dest,
+                                                            tag=_DATA_TAG)))
         pending = [s for s in sources if s != self.rank]
         deadline = time.monotonic() + self.timeout
         sleep = 0.0
         while True:
-            for source in list(pending):
-                if self._data.iprobe(source=source, tag=_DATA_TAG):
-                    received[source] = self._receive(source, what)
-                    pending.remove(source)
-            requests = [(dest, r) for dest, r in requests if not r.Test()]
-            if not pending and not requests:
-                return received
-            self._check_notices(what)
-            if time.monotonic() > deadline:
-                self._timed_out(what, pending, [dest for dest, _ in requests])
+            with self._lock:
+                try:
+                    self._raise_if_broken(what)
+                    self._drain()
+                    for source in list(pending):
+                        if (source, key) in self._mailbox:
+                            received[source] = self._mailbox.pop((source, key))[1]
+                            pending.remove(source)
+                    requests = [(dest, r) for dest, r in requests if not r.Test()]
+                    if not pending and not requests:
+                        return received
+                    self._check_notices(what)
+                    if time.monotonic() > deadline:
+                        self._timed_out(what, pending, [dest for dest, _ in requests])
+                except DistributedError as exc:
+                    self._broken = self._broken or str(exc)
+                    raise
             time.sleep(sleep)
             sleep = min(_POLL_SLEEP_MAX, sleep + 0.0001)
 
-    def _receive(self, source: int, what: str):
-        (their_what, number), value = self._data.recv(source=source, tag=_DATA_TAG)
-        expected = self._received_count[source]
-        self._received_count[source] += 1
-        if their_what != what or number != expected:
-            raise CollectiveMismatchError(
-                f"{what} on rank {self.rank}: rank {source} sent its message {number} for "
-                f"{their_what} where message {expected} for {what} was due; the ranks run "
-                f"different collectives (a rank took another path through the program)")
-        return value
+    def _raise_if_broken(self, what: str) -> None:
+        if self._broken is not None:
+            raise DistributedError(f"{what} on rank {self.rank}: the transport is unusable "
+                                   f"after an earlier failure ({self._broken})")
+
+    def _drain(self) -> None:
+        """Moves every message that has arrived into the mailbox, whoever it is for."""
+        status = self._mpi.Status()
+        while self._data.iprobe(source=self._mpi.ANY_SOURCE, tag=_DATA_TAG, status=status):
+            source = status.Get_source()
+            key, what, value = self._data.recv(source=source, tag=_DATA_TAG)
+            self._mailbox[(source, key)] = (what, value)
 
     def _timed_out(self, what, missing, unfinished_sends):
         stuck = sorted(set(missing) | set(unfinished_sends))
-        raise CollectiveTimeoutError(
+        elsewhere = sorted({(source, their_what) for (source, _), (their_what, _)
+                            in self._mailbox.items() if source in stuck})
+        hint = "".join(f"; rank {source} is in {their_what}" for source, their_what in elsewhere)
+        error = CollectiveMismatchError if elsewhere else CollectiveTimeoutError
+        raise error(
             f"{what} timed out after {self.timeout:g} s on rank {self.rank}: ranks {stuck} "
-            f"did not arrive (set the timeout with MINIXLA_COLLECTIVE_TIMEOUT or "
+            f"did not arrive{hint} (set the timeout with MINIXLA_COLLECTIVE_TIMEOUT or "
             f"initialize(collective_timeout=...))")
 
     # -- failure notices -----------------------------------------------------------------

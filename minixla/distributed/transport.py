@@ -55,8 +55,9 @@ class RankFailedError(DistributedError):
     """Another rank raised, so the collective this rank waits in can never complete."""
 
 
-class CollectiveMismatchError(DistributedError):
-    """Ranks met in different collectives: the processes took different paths."""
+class CollectiveMismatchError(CollectiveTimeoutError):
+    """A collective timed out while the missing ranks waited in a different collective: the
+    processes took different paths through the program."""
 
 
 def describe(collective: str, name: str | None) -> str:
@@ -93,7 +94,8 @@ class Transport(Protocol):
     rank: int
     size: int
 
-    def route(self, what: str, sends: dict[int, Any], sources: Sequence[int]) -> dict[int, Any]:
+    def route(self, what: str, sends: dict[int, Any], sources: Sequence[int],
+              key=None) -> dict[int, Any]:
         ...
 
 
@@ -103,7 +105,10 @@ class PointToPointTransport:
     rank: int
     size: int
 
-    def route(self, what: str, sends: dict[int, Any], sources: Sequence[int]) -> dict[int, Any]:
+    def route(self, what: str, sends: dict[int, Any], sources: Sequence[int],
+              key=None) -> dict[int, Any]:
+        """Sends sends[r] to each rank r, returns {s: what s sent} for each s of sources.
+        `what` names the collective in errors; messages of one call share `key`."""
         raise NotImplementedError
 
     def _members(self, group, collective: str) -> list[int]:
@@ -218,5 +223,6 @@ class LocalTransport(PointToPointTransport):
     def __init__(self):
         self.rank, self.size = 0, 1
 
-    def route(self, what: str, sends: dict[int, Any], sources: Sequence[int]) -> dict[int, Any]:
+    def route(self, what: str, sends: dict[int, Any], sources: Sequence[int],
+              key=None) -> dict[int, Any]:
         return {source: sends[source] for source in sources}
