@@ -18,6 +18,8 @@ from minixla.distributed import process as dist_process
 from minixla.errors import MinixlaError
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from distributed_devices import run_devices  # noqa: E402
 
 
 # -- placement ---------------------------------------------------------------------------------
@@ -91,6 +93,18 @@ def test_single_process_errors(single_process):
         transport.barrier(group=[])
 
 
+def test_device_threads_meet_in_one_process(single_process):
+    assert run_devices(dist.initialize(), num_devices=4) == {}
+
+
+def test_a_failing_device_fails_the_others_in_one_process(single_process):
+    errors = run_devices(dist.initialize(), num_devices=4, fail_device=2)
+    assert isinstance(errors.pop(2), ValueError)
+    assert set(errors) == {0, 1, 3}
+    assert all(isinstance(e, dist.DeviceFailedError) and "device 2 failed" in str(e)
+               for e in errors.values())
+
+
 def test_timeout_option_and_env(single_process, monkeypatch):
     monkeypatch.setenv(dist_process.TIMEOUT_ENV, "soon")
     with pytest.raises(MinixlaError, match="MINIXLA_COLLECTIVE_TIMEOUT='soon'"):
@@ -112,10 +126,12 @@ def _mpi_available() -> bool:
 needs_mpi = pytest.mark.skipif(not _mpi_available(),
                                reason="needs mpi4py and mpiexec: pip install '.[distributed]'")
 
-PRELUDE = """\
+PRELUDE = f"""\
 import sys, time
+sys.path.insert(0, {str(ROOT / "tests")!r})
 import numpy as np
 import minixla.distributed as dist
+from distributed_devices import run_devices
 """
 
 
@@ -183,6 +199,8 @@ evens = [r for r in range(size) if r % 2 == 0]
 if rank in evens:
     assert transport.allreduce(np.array([rank]), group=evens).tolist() == [sum(evens)]
 transport.barrier()
+# two device threads per process meeting in a ProcessRendezvous
+assert run_devices(transport, num_devices=2 * size) == {}
 print(f"rank {rank} of {size} ok", flush=True)
 dist.shutdown()
 """
@@ -190,11 +208,26 @@ dist.shutdown()
 
 @needs_mpi
 @pytest.mark.parametrize("processes", [2, 4])
-def test_collectives_match_numpy(tmp_path, processes):
+def test_collectives_and_device_threads_match_numpy(tmp_path, processes):
     done, _ = mpiexec(tmp_path, processes, COLLECTIVES)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = sorted(done.stdout.split("\n"))
     assert [f"rank {r} of {processes} ok" for r in range(processes)] == lines[1:]
+
+
+@needs_mpi
+def test_a_failing_device_fails_the_devices_of_other_processes(tmp_path):
+    done, _ = mpiexec(tmp_path, 2, """
+        errors = run_devices(dist.initialize(collective_timeout=20), num_devices=4,
+                             fail_device=3)
+        for device, error in sorted(errors.items()):
+            print(f"device {device}: {type(error).__name__}: {error}", flush=True)
+    """)
+    output = done.stdout + done.stderr
+    assert "device 3: ValueError: device 3 failed on purpose" in output
+    assert "device 2: DeviceFailedError" in output
+    assert "rank 1 failed, so the collective cannot complete: ValueError: device 3 failed on " \
+           "purpose" in output
 
 
 @needs_mpi

@@ -9,6 +9,7 @@ Started without a launcher, the job is this single process. See docs/distributed
 """
 from .placement import (DevicePlacement, devices_per_process, local_devices, place,
                         placements, processes_of)
+from .rendezvous import DeviceFailedError, ProcessRendezvous
 from .process import (initialize, is_initialized, launched_by_mpi, process_count,
                       process_index, shutdown, transport)
 from .transport import (REDUCTIONS, CollectiveMismatchError, CollectiveTimeoutError,
@@ -20,5 +21,5 @@ __all__ = [
     "process_count", "transport", "Transport", "PointToPointTransport", "LocalTransport",
     "REDUCTIONS", "DistributedError", "CollectiveTimeoutError", "RankFailedError",
     "CollectiveMismatchError", "DevicePlacement", "devices_per_process", "place",
-    "placements", "local_devices", "processes_of",
+    "placements", "local_devices", "processes_of", "ProcessRendezvous", "DeviceFailedError",
 ]

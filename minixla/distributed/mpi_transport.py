@@ -107,7 +107,7 @@ class MPITransport(PointToPointTransport):
         raise error(
             f"{what} timed out after {self.timeout:g} s on rank {self.rank}: ranks {stuck} "
             f"did not arrive{hint} (set the timeout with MINIXLA_COLLECTIVE_TIMEOUT or "
-            f"initialize(collective_timeout=...))")
+            f"initialize(collective_timeout=...))", missing=stuck)
 
     # -- failure notices -----------------------------------------------------------------
     def _poll_notices(self) -> None:

@@ -48,7 +48,11 @@ class DistributedError(MinixlaError):
 
 
 class CollectiveTimeoutError(DistributedError):
-    """Some ranks did not reach a collective within the timeout."""
+    """Some ranks (`missing`) did not reach a collective within the timeout."""
+
+    def __init__(self, message: str, missing: Sequence[int] = ()):
+        super().__init__(message)
+        self.missing = list(missing)
 
 
 class RankFailedError(DistributedError):
