@@ -85,7 +85,8 @@ def test_single_process_errors(single_process):
     transport = dist.initialize()
     with pytest.raises(dist.DistributedError, match="unknown reduction 'mean'"):
         transport.allreduce(np.ones(2), "mean", name="ar.1")
-    with pytest.raises(dist.DistributedError, match="all-reduce %ar.1: reduction .and. does not apply to float64"):
+    with pytest.raises(dist.DistributedError,
+                       match="all-reduce %ar.1: reduction 'and' does not apply to float64"):
         transport.allreduce(np.ones(2), "and", name="ar.1")
     with pytest.raises(dist.DistributedError, match="ranks outside 0..0"):
         transport.permute(np.ones(2), [(0, 1)])
@@ -198,6 +199,11 @@ assert got.tolist() == [want]
 evens = [r for r in range(size) if r % 2 == 0]
 if rank in evens:
     assert transport.allreduce(np.array([rank]), group=evens).tolist() == [sum(evens)]
+try:
+    transport.allreduce(np.ones(rank + 1), name="uneven")
+    raise AssertionError("shapes that differ across ranks were accepted")
+except dist.DistributedError as exc:
+    assert "all-reduce %uneven: rank 1 has a float64[2] array, rank 0 a float64[1]" in str(exc)
 transport.barrier()
 # two device threads per process meeting in a ProcessRendezvous
 assert run_devices(transport, num_devices=2 * size) == {}

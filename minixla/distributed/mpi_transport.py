@@ -4,9 +4,9 @@ Messages travel on two private duplicates of MPI_COMM_WORLD: one for collective 
 for failure notices. Each data message carries a key (the collective's description and
 which occurrence of it this is, or the caller's own key) and waits in a mailbox until the
 collective with that key asks for it, so ranks never take each other's data for another
-collective, and threads of one process can route with their own keys. All calls are non-blocking and polled against a deadline: a rank waiting
-in a collective notices both a timeout (naming the ranks that did not arrive) and a failure
-notice from a rank that raised.
+collective, and threads of one process can route with their own keys. All calls are
+non-blocking and polled against a deadline: a rank waiting in a collective notices both a
+timeout (naming the ranks that did not arrive) and a failure notice from a rank that raised.
 
 When an exception leaves the script, the failing rank prints it, notifies every other rank,
 gives them a moment to report, and ends the job with MPI_Abort, so no rank hangs.

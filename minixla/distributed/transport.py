@@ -137,8 +137,9 @@ class PointToPointTransport:
         what = describe("all-reduce", name)
         array = np.asarray(array)
         reducer = reducer_for(op, array.dtype, what)
-        values = self._gather(array, self._members(group, what), what)
-        _check_same_shapes(values, what)
+        members = self._members(group, what)
+        values = self._gather(array, members, what)
+        _check_same_shapes(values, members, what)
         return fold(values, reducer, what)
 
     def allgather(self, array, axis: int = 0, group=None, *, name=None):
@@ -158,7 +159,7 @@ class PointToPointTransport:
         pieces = _split(array, len(members), axis, what)
         received = self.route(what, dict(zip(members, pieces)), members)
         values = [received[r] for r in members]
-        _check_same_shapes(values, what)
+        _check_same_shapes(values, members, what)
         return fold(values, reducer, what)
 
     def alltoall(self, array, split_axis: int = 0, concat_axis: int = 0, group=None, *,
@@ -214,11 +215,13 @@ def _split(array: np.ndarray, pieces: int, axis: int, what: str) -> list[np.ndar
     return np.split(array, pieces, axis=axis)
 
 
-def _check_same_shapes(values: list[np.ndarray], what: str) -> None:
-    for rank, value in enumerate(values):
-        if value.shape != values[0].shape or value.dtype != values[0].dtype:
-            raise DistributedError(f"{what}: member {rank} has a {value.dtype}{list(value.shape)}"
-                                   f" array, member 0 a {values[0].dtype}{list(values[0].shape)}")
+def _check_same_shapes(values: list[np.ndarray], members: list[int], what: str) -> None:
+    first = values[0]
+    for rank, value in zip(members, values):
+        if value.shape != first.shape or value.dtype != first.dtype:
+            raise DistributedError(f"{what}: rank {rank} has a {value.dtype}{list(value.shape)}"
+                                   f" array, rank {members[0]} a {first.dtype}"
+                                   f"{list(first.shape)}")
 
 
 class LocalTransport(PointToPointTransport):
