@@ -139,7 +139,9 @@ from distributed_devices import run_devices
 def mpiexec(tmp_path, processes: int, body: str, timeout: float = 60, env=None):
     script = tmp_path / "job.py"
     script.write_text(PRELUDE + textwrap.dedent(body))
-    environment = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
+    # a collective that hangs fails well before the subprocess times out
+    environment = dict(os.environ, PYTHONPATH=str(ROOT), MINIXLA_COLLECTIVE_TIMEOUT="20")
+    environment.update(env or {})
     # Open MPI refuses root and more ranks than cores unless told; MPICH ignores these.
     environment.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                        OMPI_MCA_rmaps_base_oversubscribe="1")
@@ -199,6 +201,15 @@ assert got.tolist() == [want]
 evens = [r for r in range(size) if r % 2 == 0]
 if rank in evens:
     assert transport.allreduce(np.array([rank]), group=evens).tolist() == [sum(evens)]
+# raw bytes of any dtype, scalars and empty arrays travel unchanged
+import ml_dtypes
+halves = [(np.arange(4) + r).astype(ml_dtypes.bfloat16) for r in range(size)]
+got = transport.allgather(halves[rank])
+assert got.dtype == ml_dtypes.bfloat16 and np.array_equal(got, np.concatenate(halves))
+got = transport.allreduce(np.array(float(rank)))
+assert got.shape == () and float(got) == sum(range(size))
+assert transport.allgather(np.zeros((0, 3), np.int8)).shape == (0, 3)
+assert transport.broadcast(np.arange(6).reshape(2, 3)[:, 1]).tolist() == [1, 4]
 try:
     transport.allreduce(np.ones(rank + 1), name="uneven")
     raise AssertionError("shapes that differ across ranks were accepted")
