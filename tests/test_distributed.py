@@ -106,6 +106,40 @@ def test_a_failing_device_fails_the_others_in_one_process(single_process):
                for e in errors.values())
 
 
+class _SilentPeerTransport(dist.PointToPointTransport):
+    """Rank 0 of two whose peer never answers: every route times out."""
+
+    def __init__(self):
+        self.rank, self.size = 0, 2
+        self.keys = []
+
+    def route(self, what, sends, sources, key=None):
+        self.keys.append(key)
+        raise dist.CollectiveTimeoutError(f"{what} timed out: ranks [1] did not arrive", [1])
+
+
+def test_a_group_across_processes_names_the_devices_that_did_not_arrive():
+    transport = _SilentPeerTransport()
+    rendezvous = dist.ProcessRendezvous(4, transport)
+    with pytest.raises(dist.CollectiveTimeoutError,
+                       match=r"all-reduce %s timed out: ranks \[1\] did not arrive; those ranks "
+                             r"run devices \{1: \[2, 3\]\}"):
+        rendezvous.exchange(("s", 1), (0, 2), 0, np.ones(2), lambda v: v, "all-reduce %s")
+    assert transport.keys == [("rendezvous", "s", 1)]
+    # a group inside this process never touches the transport
+    assert rendezvous.exchange(("t",), (0,), 0, 5, lambda v: [v[0] + 1], "x") == 6
+    with pytest.raises(dist.DistributedError, match="device 2 runs on process 1, not on 0"):
+        rendezvous.exchange(("u",), (0, 2), 2, 1, lambda v: v, "all-gather %u")
+    with pytest.raises(dist.DistributedError, match="6 devices do not spread evenly"):
+        dist.ProcessRendezvous(6, _FourRanks())
+
+
+class _FourRanks(_SilentPeerTransport):
+    def __init__(self):
+        super().__init__()
+        self.size = 4
+
+
 def test_timeout_option_and_env(single_process, monkeypatch):
     monkeypatch.setenv(dist_process.TIMEOUT_ENV, "soon")
     with pytest.raises(MinixlaError, match="MINIXLA_COLLECTIVE_TIMEOUT='soon'"):
