@@ -15,11 +15,10 @@ import pytest
 
 import minixla.distributed as dist
 from minixla.distributed import process as dist_process
+from distributed_devices import run_devices
 from minixla.errors import MinixlaError
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-from distributed_devices import run_devices  # noqa: E402
 
 
 # -- placement ---------------------------------------------------------------------------------
