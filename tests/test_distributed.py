@@ -1,0 +1,346 @@
+"""minixla.distributed: process placement, the single-process job, and `mpiexec` runs of small
+scripts (skipped when mpi4py or mpiexec is missing) for every collective and for failures."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import minixla.distributed as dist
+from minixla.distributed import process as dist_process
+from distributed_devices import run_devices
+from minixla.errors import MinixlaError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# -- placement ---------------------------------------------------------------------------------
+
+def test_devices_are_grouped_per_process_in_order():
+    got = [(p.device, p.process, p.local_device) for p in dist.placements(8, 4)]
+    assert got == [(d, d // 2, d % 2) for d in range(8)]
+    assert dist.local_devices(1, 8, 2) == [4, 5, 6, 7]
+    assert dist.place(5, 6, 3) == dist.DevicePlacement(device=5, process=2, local_device=1)
+    assert dist.processes_of([1, 6, 7], 8, 4) == [0, 3]
+    assert dist.processes_of([0, 1], 8, 4) == [0]
+
+
+def test_every_device_has_exactly_one_place():
+    for devices, processes in [(1, 1), (4, 1), (4, 4), (12, 3)]:
+        owned = [d for p in range(processes) for d in dist.local_devices(p, devices, processes)]
+        assert owned == list(range(devices))
+        for d in owned:
+            where = dist.place(d, devices, processes)
+            assert dist.local_devices(where.process, devices, processes)[where.local_device] == d
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: dist.placements(6, 4), "multiple of the process count"),
+    (lambda: dist.place(8, 8, 2), "device 8 is not one of the 8"),
+    (lambda: dist.local_devices(2, 4, 2), "process 2 is not one of the 2"),
+    (lambda: dist.devices_per_process(0, 1), "must be positive"),
+])
+def test_placement_errors(call, message):
+    with pytest.raises(dist.DistributedError, match=message):
+        call()
+
+
+# -- one process, no launcher ------------------------------------------------------------------
+
+@pytest.fixture
+def single_process(monkeypatch):
+    for name in dist_process._LAUNCHER_ENV:
+        monkeypatch.delenv(name, raising=False)
+    dist.shutdown()
+    yield
+    dist.shutdown()
+
+
+def test_single_process_job(single_process):
+    transport = dist.initialize()
+    assert dist.initialize() is transport and dist.is_initialized()
+    assert (dist.process_index(), dist.process_count()) == (0, 1)
+    x = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(transport.allreduce(x, "max"), x)
+    np.testing.assert_array_equal(transport.allgather(x, axis=1), x)
+    np.testing.assert_array_equal(transport.reduce_scatter(x), x)
+    np.testing.assert_array_equal(transport.alltoall(x, 0, 1), x)
+    np.testing.assert_array_equal(transport.permute(x, [(0, 0)]), x)
+    np.testing.assert_array_equal(transport.permute(x, []), np.zeros_like(x))
+    np.testing.assert_array_equal(transport.broadcast(x), x)
+    assert transport.allgather_objects({"a": 1}) == [{"a": 1}]
+    dist.shutdown()
+    assert not dist.is_initialized()
+
+
+def test_single_process_errors(single_process):
+    transport = dist.initialize()
+    with pytest.raises(dist.DistributedError, match="unknown reduction 'mean'"):
+        transport.allreduce(np.ones(2), "mean", name="ar.1")
+    with pytest.raises(dist.DistributedError,
+                       match="all-reduce %ar.1: reduction 'and' does not apply to float64"):
+        transport.allreduce(np.ones(2), "and", name="ar.1")
+    with pytest.raises(dist.DistributedError, match="ranks outside 0..0"):
+        transport.permute(np.ones(2), [(0, 1)])
+    with pytest.raises(dist.DistributedError, match="rank 0 is not in group"):
+        transport.barrier(group=[])
+
+
+def test_device_threads_meet_in_one_process(single_process):
+    assert run_devices(dist.initialize(), num_devices=4) == {}
+
+
+def test_a_failing_device_fails_the_others_in_one_process(single_process):
+    errors = run_devices(dist.initialize(), num_devices=4, fail_device=2)
+    assert isinstance(errors.pop(2), ValueError)
+    assert set(errors) == {0, 1, 3}
+    assert all(isinstance(e, dist.DeviceFailedError) and "device 2 failed" in str(e)
+               for e in errors.values())
+
+
+class _SilentPeerTransport(dist.PointToPointTransport):
+    """Rank 0 of two whose peer never answers: every route times out."""
+
+    def __init__(self):
+        self.rank, self.size = 0, 2
+        self.keys = []
+
+    def route(self, what, sends, sources, key=None):
+        self.keys.append(key)
+        raise dist.CollectiveTimeoutError(f"{what} timed out: ranks [1] did not arrive", [1])
+
+
+def test_a_group_across_processes_names_the_devices_that_did_not_arrive():
+    transport = _SilentPeerTransport()
+    rendezvous = dist.ProcessRendezvous(4, transport)
+    with pytest.raises(dist.CollectiveTimeoutError,
+                       match=r"all-reduce %s timed out: ranks \[1\] did not arrive; those ranks "
+                             r"run devices \{1: \[2, 3\]\}"):
+        rendezvous.exchange(("s", 1), (0, 2), 0, np.ones(2), lambda v: v, "all-reduce %s")
+    assert transport.keys == [("rendezvous", "s", 1)]
+    # a group inside this process never touches the transport
+    assert rendezvous.exchange(("t",), (0,), 0, 5, lambda v: [v[0] + 1], "x") == 6
+    with pytest.raises(dist.DistributedError, match="device 2 runs on process 1, not on 0"):
+        rendezvous.exchange(("u",), (0, 2), 2, 1, lambda v: v, "all-gather %u")
+    with pytest.raises(dist.DistributedError, match="6 devices do not spread evenly"):
+        dist.ProcessRendezvous(6, _FourRanks())
+
+
+class _FourRanks(_SilentPeerTransport):
+    def __init__(self):
+        super().__init__()
+        self.size = 4
+
+
+def test_timeout_option_and_env(single_process, monkeypatch):
+    monkeypatch.setenv(dist_process.TIMEOUT_ENV, "soon")
+    with pytest.raises(MinixlaError, match="MINIXLA_COLLECTIVE_TIMEOUT='soon'"):
+        dist.initialize()
+    with pytest.raises(MinixlaError, match="collective_timeout=-1"):
+        dist.initialize(collective_timeout=-1)
+
+
+# -- mpiexec runs ------------------------------------------------------------------------------
+
+def _mpi_available() -> bool:
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        return False
+    return shutil.which("mpiexec") is not None
+
+
+needs_mpi = pytest.mark.skipif(not _mpi_available(),
+                               reason="needs mpi4py and mpiexec: pip install '.[distributed]'")
+
+PRELUDE = f"""\
+import sys, time
+sys.path.insert(0, {str(ROOT / "tests")!r})
+import numpy as np
+import minixla.distributed as dist
+from distributed_devices import run_devices
+"""
+
+
+def mpiexec(tmp_path, processes: int, body: str, timeout: float = 60, env=None):
+    script = tmp_path / "job.py"
+    script.write_text(PRELUDE + textwrap.dedent(body))
+    # a collective that hangs fails well before the subprocess times out
+    environment = dict(os.environ, PYTHONPATH=str(ROOT), MINIXLA_COLLECTIVE_TIMEOUT="20")
+    environment.update(env or {})
+    # Open MPI refuses root and more ranks than cores unless told; MPICH ignores these.
+    environment.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                       OMPI_MCA_rmaps_base_oversubscribe="1")
+    start = time.monotonic()
+    done = subprocess.run(["mpiexec", "-n", str(processes), sys.executable, str(script)],
+                          capture_output=True, text=True, timeout=timeout, env=environment,
+                          cwd=tmp_path)
+    return done, time.monotonic() - start
+
+
+COLLECTIVES = """
+transport = dist.initialize()
+rank, size = dist.process_index(), dist.process_count()
+assert dist.initialize() is transport and transport.size == size
+assert dist.launched_by_mpi()
+
+def data(r, dtype):
+    values = np.random.default_rng(100 + r).normal(size=(size * 2, 3)) * 100
+    return values.astype(dtype)
+
+for dtype in [np.float32, np.float64, np.int32]:
+    mine, every = data(rank, dtype), [data(r, dtype) for r in range(size)]
+    for op, fn in [("sum", np.add), ("prod", np.multiply), ("max", np.maximum),
+                   ("min", np.minimum)]:
+        want = every[0]
+        for x in every[1:]:
+            want = fn(want, x)
+        got = transport.allreduce(mine, op, name=f"ar.{op}")
+        assert got.dtype == want.dtype and np.array_equal(got, want), (op, dtype)
+        # every rank holds the same bits
+        bits = transport.allgather_objects(got.tobytes())
+        assert all(b == bits[0] for b in bits), (op, dtype)
+        piece = transport.reduce_scatter(mine, op, axis=0)
+        assert np.array_equal(piece, np.split(want, size, axis=0)[rank]), (op, dtype)
+    assert np.array_equal(transport.allgather(mine, axis=1), np.concatenate(every, axis=1))
+    got = transport.alltoall(mine, split_axis=0, concat_axis=1)
+    want = np.concatenate([np.split(x, size, axis=0)[rank] for x in every], axis=1)
+    assert np.array_equal(got, want)
+    ring = [(r, (r + 1) % size) for r in range(size)]
+    assert np.array_equal(transport.permute(mine, ring), every[(rank - 1) % size])
+    half = [(0, size - 1)]  # only the last rank receives
+    want = every[0] if rank == size - 1 else np.zeros_like(mine)
+    assert np.array_equal(transport.permute(mine, half), want)
+    got = transport.sendrecv(mine, dest=(rank + 1) % size, source=(rank - 1) % size)
+    assert np.array_equal(got, every[(rank - 1) % size])
+    assert np.array_equal(transport.broadcast(mine, root=size - 1), every[size - 1])
+
+flags = np.array([rank % 2 == 0, True, False])
+assert transport.allreduce(flags, "and").tolist() == [size == 1, True, False]
+assert transport.allreduce(flags, "or").tolist() == [True, True, False]
+# a generic reducer is folded in rank order: the same bits on every rank, not commutative
+got = transport.allreduce(np.array([float(rank)]), lambda a, b: a * 10 + b)
+want = 0.0
+for r in range(1, size):
+    want = want * 10 + r
+assert got.tolist() == [want]
+evens = [r for r in range(size) if r % 2 == 0]
+if rank in evens:
+    assert transport.allreduce(np.array([rank]), group=evens).tolist() == [sum(evens)]
+# raw bytes of any dtype, scalars and empty arrays travel unchanged
+import ml_dtypes
+halves = [(np.arange(4) + r).astype(ml_dtypes.bfloat16) for r in range(size)]
+got = transport.allgather(halves[rank])
+assert got.dtype == ml_dtypes.bfloat16 and np.array_equal(got, np.concatenate(halves))
+got = transport.allreduce(np.array(float(rank)))
+assert got.shape == () and float(got) == sum(range(size))
+assert transport.allgather(np.zeros((0, 3), np.int8)).shape == (0, 3)
+assert transport.broadcast(np.arange(6).reshape(2, 3)[:, 1]).tolist() == [1, 4]
+try:
+    transport.allreduce(np.ones(rank + 1), name="uneven")
+    raise AssertionError("shapes that differ across ranks were accepted")
+except dist.DistributedError as exc:
+    assert "all-reduce %uneven: rank 1 has a float64[2] array, rank 0 a float64[1]" in str(exc)
+transport.barrier()
+# two device threads per process meeting in a ProcessRendezvous
+assert run_devices(transport, num_devices=2 * size) == {}
+print(f"rank {rank} of {size} ok", flush=True)
+dist.shutdown()
+"""
+
+
+@needs_mpi
+@pytest.mark.parametrize("processes", [2, 4])
+def test_collectives_and_device_threads_match_numpy(tmp_path, processes):
+    done, _ = mpiexec(tmp_path, processes, COLLECTIVES)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = sorted(done.stdout.split("\n"))
+    assert [f"rank {r} of {processes} ok" for r in range(processes)] == lines[1:]
+
+
+@needs_mpi
+def test_a_failing_device_fails_the_devices_of_other_processes(tmp_path):
+    done, _ = mpiexec(tmp_path, 2, """
+        errors = run_devices(dist.initialize(collective_timeout=20), num_devices=4,
+                             fail_device=3)
+        for device, error in sorted(errors.items()):
+            print(f"device {device}: {type(error).__name__}: {error}", flush=True)
+    """)
+    output = done.stdout + done.stderr
+    assert "device 3: ValueError: device 3 failed on purpose" in output
+    assert "device 2: DeviceFailedError" in output
+    assert "rank 1 failed, so the collective cannot complete: ValueError: device 3 failed on " \
+           "purpose" in output
+
+
+@needs_mpi
+def test_a_failing_rank_fails_every_rank(tmp_path):
+    done, seconds = mpiexec(tmp_path, 2, """
+        transport = dist.initialize(collective_timeout=30)
+        if dist.process_index() == 1:
+            raise ValueError("bad batch on rank one")
+        try:
+            transport.allreduce(np.ones(3), name="grad_sum")
+        except dist.RankFailedError as exc:
+            print("caught:", exc, flush=True)
+            raise
+    """)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0, output
+    assert seconds < 25, output  # ended by the notice, not by the 30 s timeout
+    assert "caught: all-reduce %grad_sum on rank 0: rank 1 failed" in output
+    assert "ValueError: bad batch on rank one" in output
+    assert "[rank 1] Traceback" in output and "aborting the job" in output
+
+
+@needs_mpi
+def test_a_collective_that_times_out_names_the_missing_ranks(tmp_path):
+    done, seconds = mpiexec(tmp_path, 2, """
+        transport = dist.initialize()
+        if dist.process_index() == 1:
+            time.sleep(40)  # never reaches the collective
+        transport.allgather(np.ones(2), name="fusion.7")
+    """, env={"MINIXLA_COLLECTIVE_TIMEOUT": "1.5"})
+    output = done.stdout + done.stderr
+    assert done.returncode != 0, output
+    assert seconds < 30, output
+    assert "CollectiveTimeoutError: all-gather %fusion.7 timed out after 1.5 s on rank 0: " \
+           "ranks [1] did not arrive" in output
+
+
+@needs_mpi
+def test_ranks_in_different_collectives_get_a_clear_error(tmp_path):
+    done, _ = mpiexec(tmp_path, 2, """
+        transport = dist.initialize(collective_timeout=2)
+        x = np.ones(4)
+        if dist.process_index() == 0:
+            transport.allreduce(x, name="a")
+        else:
+            transport.allgather(x, name="b")
+    """)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0, output
+    assert "CollectiveMismatchError: all-reduce %a timed out after 2 s on rank 0: ranks [1] " \
+           "did not arrive; rank 1 is in all-gather %b" in output or \
+           "CollectiveMismatchError: all-gather %b timed out after 2 s on rank 1: ranks [0] " \
+           "did not arrive; rank 0 is in all-reduce %a" in output, output
+
+
+@needs_mpi
+def test_a_killed_rank_ends_the_job(tmp_path):
+    done, seconds = mpiexec(tmp_path, 2, """
+        import os, signal
+        transport = dist.initialize(collective_timeout=30)
+        if dist.process_index() == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        transport.allreduce(np.ones(3))
+    """)
+    assert done.returncode != 0
+    assert seconds < 25, done.stdout + done.stderr
