@@ -17,11 +17,11 @@ BACKEND_NAME = "minixla"
 
 def register() -> None:
     """Registers `minixla_backend` with TorchDynamo as "minixla" (once)."""
-    from torch._dynamo.backends.registry import lookup_backend, register_backend
-    try:
-        register_backend(minixla_backend, name=BACKEND_NAME)
-    except AssertionError:  # already registered (by an earlier import or the entry point)
-        lookup_backend(BACKEND_NAME)
+    from torch._dynamo.backends import registry
+    if registry._BACKENDS.get(BACKEND_NAME) is not None:
+        return  # found through the entry point: dynamo registers it when first looked up
+    if BACKEND_NAME not in registry._COMPILER_FNS:
+        registry.register_backend(minixla_backend, name=BACKEND_NAME)
 
 
 register()

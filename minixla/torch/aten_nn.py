@@ -434,3 +434,18 @@ def cumsum(ctx, x, dim, dtype=None):
     return xo.ReduceWindow(ctx.builder, x, const(ctx, 0, out_dtype),
                            ctx.builder.reducer("add", out_dtype), window, None, pads)
 
+
+
+def native_group_norm(ctx, x, weight, bias, batch, channels, spatial, groups, eps):
+    """(out, mean, 1/std) with the statistics per (sample, group), shaped (N, groups)."""
+    dtype = ctx.out_dtype(0)
+    x = convert(x, dtype)
+    grouped = xo.Reshape(x, (batch, groups, (channels // groups) * spatial))
+    count = (channels // groups) * spatial
+    mean = xo.Div(reduce(ctx, grouped, "add", 0, (2,), dtype), const(ctx, count, dtype), ())
+    centred = xo.Sub(grouped, xo.Broadcast(mean, (0, 1), grouped.dims))
+    variance = xo.Div(reduce(ctx, xo.Mul(centred, centred), "add", 0, (2,), dtype),
+                      const(ctx, count, dtype), ())
+    rstd = xo.Rsqrt(xo.Add(variance, const(ctx, eps, dtype), ()))
+    out = xo.Reshape(xo.Mul(centred, xo.Broadcast(rstd, (0, 1), grouped.dims)), x.dims)
+    return _scale_shift(ctx, out, weight, bias), mean, rstd

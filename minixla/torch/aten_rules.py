@@ -507,3 +507,50 @@ def log_softmax_backward(ctx, grad, out, dim, input_dtype):
     grad, out = convert(grad, dtype), convert(out, dtype)
     total = keep_dims(reduce(ctx, grad, "add", 0, (dim,), dtype), (dim,), True, out.dims)
     return xo.Sub(grad, xo.Mul(xo.Exp(out), broadcast_to(total, out.dims)))
+
+
+def max_all(ctx, x):
+    return amax(ctx, x, None)
+
+
+def min_all(ctx, x):
+    return amin(ctx, x, None)
+
+
+def max_dim(ctx, x, dim, keepdim=False):
+    return amax(ctx, x, [dim], keepdim), argmax(ctx, x, dim, keepdim)
+
+
+def min_dim(ctx, x, dim, keepdim=False):
+    return amin(ctx, x, [dim], keepdim), argmin(ctx, x, dim, keepdim)
+
+
+def repeat(ctx, x, repeats):
+    # tile: each dim d of size n becomes (r, n) broadcast, then merged to r * n
+    dims = (1,) * (len(repeats) - x.rank) + x.dims
+    x = xo.Reshape(x, dims)
+    tiled = [size for r, n in zip(repeats, dims) for size in (r, n)]
+    wide = xo.Broadcast(x, [2 * i + 1 for i in range(len(dims))], tiled)
+    return xo.Reshape(wide, ctx.out_dims())
+
+
+def leaky_relu(ctx, x, slope=0.01):
+    def fn(a):
+        zero = const(ctx, 0, a.dtype)
+        return xo.Select(xo.Gt(a, zero, ()), a, xo.Mul(a, const(ctx, slope, a.dtype), ()))
+    return elementwise(ctx, fn, x)
+
+
+def hardtanh(ctx, x, low=-1.0, high=1.0):
+    return clamp(ctx, x, low, high)
+
+
+def elu(ctx, x, alpha=1.0, scale=1.0, input_scale=1.0):
+    # x > 0: scale * x; else scale * alpha * (exp(input_scale * x) - 1)
+    def fn(a):
+        dtype = a.dtype
+        negative = xo.Mul(xo.Expm1(xo.Mul(a, const(ctx, input_scale, dtype), ())),
+                          const(ctx, alpha * scale, dtype), ())
+        positive = xo.Mul(a, const(ctx, scale, dtype), ())
+        return xo.Select(xo.Gt(a, const(ctx, 0, dtype), ()), positive, negative)
+    return elementwise(ctx, fn, x)
