@@ -188,3 +188,16 @@ def test_entry_point_registration_resolves_the_backend(monkeypatch):
     minixla.torch.register()  # an import after discovery leaves registration to dynamo
     assert "minixla" not in registry._COMPILER_FNS
     assert registry.lookup_backend("minixla") is minixla.torch.minixla_backend
+
+
+def test_example_trains_both_models_with_eager_losses():
+    import importlib.util
+    path = os.path.join(os.path.dirname(__file__), "..", "examples", "torch_train.py")
+    spec = importlib.util.spec_from_file_location("example_torch_train", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    torch._dynamo.reset()
+    for name, (ours, theirs) in example.main(steps=3, verbose=False).items():
+        torch.testing.assert_close(torch.tensor(ours), torch.tensor(theirs), rtol=1e-4,
+                                   atol=1e-6)
+        assert ours[-1] < ours[0], name
