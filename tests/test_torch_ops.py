@@ -25,7 +25,7 @@ def lowered(fn, *inputs):
 
 
 def as_tuple(value):
-    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+    return tuple(torch.utils._pytree.tree_leaves(value))
 
 
 def compiled(fn, *inputs):
@@ -42,7 +42,7 @@ def check(fn, *inputs, rtol=1e-5, atol=1e-6):
     assert len(got) == len(want)
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.shape == w.shape
-        torch.testing.assert_close(g, w, rtol=rtol, atol=atol)
+        torch.testing.assert_close(g, w, rtol=rtol, atol=atol, equal_nan=True)
 
 
 def rand(*dims, dtype=torch.float32, seed=0):
@@ -133,6 +133,13 @@ CASES = {
     "embedding": (lambda w, i: F.embedding(i, w), rand(10, 4), ints(10, 2, 3)),
     "sdpa_causal": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
                     rand(1, 2, 4, 8), rand(1, 2, 4, 8, seed=1), rand(1, 2, 4, 8, seed=2)),
+    "sort_topk": (lambda x: (torch.sort(x, 0, descending=True), torch.topk(x, 2),
+                             x.argsort(-1)),
+                  torch.tensor([[1., 2., 5.], [1., float("nan"), -1.], [3., 0., 2.]])),
+    "split_unbind": (lambda x: [p * (i + 1) for i, p in enumerate(x.split([1, 3], 1))]
+                     + list(x.unbind(0)), rand(2, 4)),
+    "interpolate": (lambda x: (F.interpolate(x, scale_factor=2, mode="nearest"),
+                               F.interpolate(x, size=(5, 7), mode="bilinear")), rand(1, 2, 3, 4)),
     "losses": (lambda x, t, y: F.cross_entropy(x, t) + F.mse_loss(x, y) + F.l1_loss(x, y)
                + F.binary_cross_entropy_with_logits(x, y.sigmoid()), rand(4, 5), ints(5, 4),
                rand(4, 5)),
@@ -180,6 +187,18 @@ GRAD_CASES = {
     "sdpa_mask": (lambda q, k, v: F.scaled_dot_product_attention(
         q, k, v, attn_mask=torch.tril(torch.ones(4, 4, dtype=torch.bool))),
         rand(1, 2, 4, 8), rand(1, 2, 4, 8, seed=1), rand(1, 2, 4, 8, seed=2)),
+    "conv_transpose_groups": (lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1,
+                                                              output_padding=1, groups=3),
+                              rand(2, 3, 4, 4), rand(3, 2, 3, 3)),
+    "conv1d_stride_overhang": (lambda x, w: F.conv1d(x, w, stride=3, padding=2),
+                               rand(2, 3, 10), rand(4, 3, 4)),
+    "avg_pool2d_ceil": (lambda x: F.avg_pool2d(x, 3, 2, padding=1, ceil_mode=True,
+                                               count_include_pad=False), rand(1, 2, 7, 7)),
+    "adaptive_avg_pool": (lambda x: F.adaptive_avg_pool2d(x, (3, 2)), rand(1, 2, 7, 5)),
+    "instance_group_norm": (lambda x: F.instance_norm(x) + F.group_norm(x, 2), rand(2, 4, 5)),
+    "lstm_cell": (lambda x, h, w1, w2: torch.lstm_cell(x, (h, h), w1, w2)[0], rand(2, 4),
+                  rand(2, 3), rand(12, 4), rand(12, 3)),
+    "bilinear": (lambda x: F.interpolate(x, size=(5, 7), mode="bilinear"), rand(1, 2, 3, 4)),
     "gather_index": (lambda x: x.gather(1, torch.tensor([[0, 0], [2, 1]])).sum()
                      + x[torch.tensor([1, 1])].sum(), rand(2, 3)),
 }

@@ -95,19 +95,22 @@ def _transposed(ctx, x, weight, stride, padding, dilation, output_padding, group
 
 def convolution_backward(ctx, grad, x, weight, bias_sizes, stride, padding, dilation,
                          transposed, output_padding, groups, output_mask):
-    if transposed:
-        raise ctx.fail("the backward of a transposed convolution is not supported")
     spatial = x.rank - 2
     stride, padding, dilation = (_per_dim(v, spatial) for v in (stride, padding, dilation))
     kernel = weight.dims[2:]
     grad_input = grad_weight = grad_bias = None
-    if output_mask[0]:
+    if output_mask[0] and transposed:  # the transpose of a transposed conv is the conv
+        grad_input = xo.Convolution(grad, weight, stride, [(p, p) for p in padding], None,
+                                    dilation, _labels(spatial, "oi"), groups)
+        grad_input = _crop(grad_input, x.dims)
+    elif output_mask[0]:
         natural = [(g - 1) * s - 2 * p + d * (k - 1) + 1 for g, s, p, d, k in
                    zip(grad.dims[2:], stride, padding, dilation, kernel)]
         extra = [n - m for n, m in zip(x.dims[2:], natural)]
         grad_input = _transposed(ctx, grad, weight, stride, padding, dilation, extra, groups)
-    if output_mask[1]:
-        grad_weight = _weight_grad(x, grad, kernel, stride, padding, dilation, groups)
+    if output_mask[1]:  # a transposed conv's weight sees the roles of input and output swapped
+        source, sink = (grad, x) if transposed else (x, grad)
+        grad_weight = _weight_grad(source, sink, kernel, stride, padding, dilation, groups)
     if output_mask[2]:
         grad_bias = reduce(ctx, grad, "add", 0, [0, *range(2, grad.rank)], grad.dtype)
     return grad_input, grad_weight, grad_bias
@@ -204,26 +207,99 @@ def max_pool_backward(ctx, grad, x, kernel, stride, padding, dilation, ceil_mode
 
 def avg_pool(ctx, x, kernel, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
              divisor_override=None):
-    spatial = len(_per_dim(kernel, 2))
-    kernel, stride, padding, dilation = _pool_args(x, _per_dim(kernel, spatial), stride, padding)
     dtype = ctx.out_dtype()
     x = convert(x, dtype)
-    window, strides, pads, dilations = _pool_window(x, ctx.out_dims(), kernel, stride, padding,
-                                                    dilation)
-    add = ctx.builder.reducer("add", dtype)
-    total = _crop(xo.ReduceWindow(ctx.builder, x, const(ctx, 0, dtype), add, window, strides,
-                                  pads), ctx.out_dims())
+    window, strides, pads, divisor = _avg_pool_setup(ctx, x, ctx.out_dims(), kernel, stride,
+                                                     padding, count_include_pad,
+                                                     divisor_override)
+    total = _crop(xo.ReduceWindow(ctx.builder, x, const(ctx, 0, dtype),
+                                  ctx.builder.reducer("add", dtype), window, strides, pads),
+                  ctx.out_dims())
+    return xo.Div(total, broadcast_to(divisor, total.dims))
+
+
+def _avg_pool_setup(ctx, x, out_dims, kernel, stride, padding, count_include_pad,
+                    divisor_override):
+    """Window, strides, paddings and the divisor of each output (a scalar with
+    divisor_override; else a count of the elements, padding included or not, that each window
+    covers; the ceil_mode overhang never counts)."""
+    spatial = len(_per_dim(kernel, 2))
+    kernel, stride, padding, dilation = _pool_args(x, _per_dim(kernel, spatial), stride, padding)
+    dtype = x.dtype
+    window, strides, pads, _ = _pool_window(x, out_dims, kernel, stride, padding, dilation)
     if divisor_override:
-        return xo.Div(total, const(ctx, divisor_override, dtype), ())
+        return window, strides, pads, const(ctx, divisor_override, dtype)
     ones = tensor(ctx, 1, dtype, x.dims)
-    if count_include_pad:  # padding counts, the ceil_mode overhang does not
+    count_pads = pads
+    if count_include_pad:
         lead = x.rank - spatial
         ones = xo.Pad(ones, const(ctx, 1, dtype),
                       [(0, 0, 0)] * lead + [(p, p, 0) for p in padding])
-        pads = [(0, max(hi - lo, 0)) for lo, hi in pads]
-    count = _crop(xo.ReduceWindow(ctx.builder, ones, const(ctx, 0, dtype), add, window, strides,
-                                  pads), ctx.out_dims())
-    return xo.Div(total, count)
+        count_pads = [(0, max(hi - lo, 0)) for lo, hi in pads]
+    count = _crop(xo.ReduceWindow(ctx.builder, ones, const(ctx, 0, dtype),
+                                  ctx.builder.reducer("add", dtype), window, strides,
+                                  count_pads), out_dims)
+    return window, strides, pads, count
+
+
+def avg_pool_backward(ctx, grad, x, kernel, stride, padding, ceil_mode, count_include_pad,
+                      divisor_override):
+    """Each window's gradient, divided by its divisor, spread evenly over the window: a
+    transposed convolution of every (sample, channel) plane with a kernel of ones."""
+    dtype = ctx.out_dtype()
+    grad = convert(grad, dtype)
+    spatial = len(_per_dim(kernel, 2))
+    kernel_dims, strides, paddings, _ = _pool_args(x, _per_dim(kernel, spatial), stride,
+                                                   padding)
+    _, _, _, divisor = _avg_pool_setup(ctx, x, grad.dims, kernel, stride, padding,
+                                       count_include_pad, divisor_override)
+    scaled = xo.Div(grad, broadcast_to(divisor, grad.dims))
+    planes = math.prod(x.dims[:x.rank - spatial])
+    flat = xo.Reshape(scaled, (planes, 1, *grad.dims[x.rank - spatial:]))
+    ones = tensor(ctx, 1, dtype, (1, 1, *kernel_dims))
+    natural = [(g - 1) * s - 2 * p + k for g, s, p, k in
+               zip(grad.dims[x.rank - spatial:], strides, paddings, kernel_dims)]
+    extra = [max(n - m, 0) for n, m in zip(x.dims[x.rank - spatial:], natural)]
+    spread = _transposed(ctx, flat, ones, strides, paddings, [1] * spatial, extra, 1)
+    spread = _crop(spread, (planes, 1, *x.dims[x.rank - spatial:]))
+    return xo.Reshape(spread, x.dims)
+
+
+def _adaptive_matrix(ctx, size: int, out: int, dtype: str) -> XlaOp:
+    """(out, size) averaging matrix of adaptive pooling: row i averages
+    [floor(i*size/out), ceil((i+1)*size/out))."""
+    matrix = np.zeros((out, size))
+    for i in range(out):
+        start, end = (i * size) // out, -((-(i + 1) * size) // out)
+        matrix[i, start:end] = 1 / (end - start)
+    return const(ctx, matrix, dtype)
+
+
+def _apply_plane_matrices(ctx, x, matrices):
+    """Contracts each of the trailing dims of x with its matrix (rows = new size)."""
+    spatial = len(matrices)
+    for i, matrix in enumerate(matrices):
+        axis = x.rank - spatial + i
+        moved = xo.Dot(x, matrix, lhs_contracting=(axis,), rhs_contracting=(1,))
+        order = list(range(axis)) + [moved.rank - 1] + list(range(axis, moved.rank - 1))
+        x = xo.Transpose(moved, order)
+    return x
+
+
+def adaptive_avg_pool(ctx, x, output_size):
+    dtype = ctx.out_dtype()
+    spatial = len(output_size)
+    sizes = x.dims[x.rank - spatial:]
+    return _apply_plane_matrices(ctx, convert(x, dtype), [
+        _adaptive_matrix(ctx, n, o, dtype) for n, o in zip(sizes, output_size)])
+
+
+def adaptive_avg_pool_backward(ctx, grad, x):
+    dtype = ctx.out_dtype()
+    spatial = 2
+    sizes, outs = x.dims[x.rank - spatial:], grad.dims[grad.rank - spatial:]
+    return _apply_plane_matrices(ctx, convert(grad, dtype), [
+        xo.Transpose(_adaptive_matrix(ctx, n, o, dtype), (1, 0)) for n, o in zip(sizes, outs)])
 
 
 # -- normalization ----------------------------------------------------------------------------
@@ -265,6 +341,8 @@ def batch_norm_functional(ctx, x, weight, bias, running_mean, running_var, train
                       const(ctx, count, dtype), ())
     rstd = xo.Rsqrt(xo.Add(variance, const(ctx, eps, dtype), ()))
     out = _scale_shift(ctx, xo.Mul(centred, xo.Broadcast(rstd, (1,), x.dims)), weight, bias)
+    if running_mean is None:
+        return out, mean, rstd, None, None
     stats_dtype = running_mean.dtype
     keep = const(ctx, 1 - momentum, stats_dtype)
     new_mean = xo.Add(xo.Mul(running_mean, keep, ()),
@@ -274,6 +352,14 @@ def batch_norm_functional(ctx, x, weight, bias, running_mean, running_var, train
                      xo.Mul(convert(unbiased, stats_dtype), const(ctx, momentum, stats_dtype),
                             ()))
     return out, mean, rstd, new_mean, new_var
+
+
+def batch_norm_no_stats(ctx, x, weight, bias, training, momentum, eps):
+    """Batch statistics without running stats (instance norm, or BatchNorm built with
+    track_running_stats=False): (out, mean, 1/std)."""
+    out, mean, rstd, _, _ = batch_norm_functional(ctx, x, weight, bias, None, None, True,
+                                                  momentum, eps)
+    return out, mean, rstd
 
 
 def batch_norm_eval(ctx, x, weight, bias, running_mean, running_var, momentum, eps):
@@ -449,3 +535,50 @@ def native_group_norm(ctx, x, weight, bias, batch, channels, spatial, groups, ep
     rstd = xo.Rsqrt(xo.Add(variance, const(ctx, eps, dtype), ()))
     out = xo.Reshape(xo.Mul(centred, xo.Broadcast(rstd, (0, 1), grouped.dims)), x.dims)
     return _scale_shift(ctx, out, weight, bias), mean, rstd
+
+
+def sort(ctx, x, dim=-1, descending=False, *, stable=True):
+    """(values, s64 indices) by a stable sort of (x, iota); NaN sorts as the largest."""
+    dim %= x.rank
+    index = xo.Iota(ctx.builder, Shape.array("s64", x.dims), dim)
+    floating = x.dtype in FLOATS
+
+    def less(a, b, ia, ib):
+        first, second = (b, a) if descending else (a, b)
+        before = xo.Lt(first, second)
+        if floating:  # NaN is larger than every number
+            before = xo.Or(before, xo.And(xo.Ne(second, second), xo.Eq(first, first)))
+        return before
+    out = xo.Sort([x, index], less, dim, is_stable=True)
+    return xo.GetTupleElement(out, 0), xo.GetTupleElement(out, 1)
+
+
+def sort_stable(ctx, x, *, stable=None, dim=-1, descending=False):
+    return sort(ctx, x, dim, descending)
+
+
+def topk(ctx, x, k, dim=-1, largest=True, sorted=True):
+    values, indices = sort(ctx, x, dim, descending=largest)
+    dim %= x.rank
+    limits = list(x.dims)
+    limits[dim] = k
+    return (xo.Slice(values, [0] * x.rank, limits), xo.Slice(indices, [0] * x.rank, limits))
+
+
+def split_with_sizes(ctx, x, sizes, dim=0):
+    from .aten_rules import slice_
+    dim %= x.rank
+    starts = np.cumsum([0, *sizes])
+    return [slice_(ctx, x, dim, int(a), int(b)) for a, b in zip(starts[:-1], starts[1:])]
+
+
+def split(ctx, x, size, dim=0):
+    dim %= x.rank
+    total = x.dims[dim]
+    return split_with_sizes(ctx, x, [min(size, total - s) for s in range(0, total, size)], dim)
+
+
+def unbind(ctx, x, dim=0):
+    dim %= x.rank
+    pieces = split_with_sizes(ctx, x, [1] * x.dims[dim], dim)
+    return [xo.Reshape(p, x.dims[:dim] + x.dims[dim + 1:]) for p in pieces]
