@@ -103,6 +103,22 @@ def test_training_steps_give_eager_losses(name, optimizer):
         assert_close(p, q)
 
 
+@pytest.mark.parametrize("rnn", [nn.LSTM, nn.GRU], ids=["lstm", "gru"])
+def test_recurrent_layers_with_allow_rnn(rnn):
+    torch.manual_seed(0)
+    model = rnn(4, 6, batch_first=True)
+    eager = copy.deepcopy(model)
+    x = torch.randn(2, 3, 4)
+    with torch._dynamo.config.patch(allow_rnn=True):
+        out = compile_model(model)(x)[0]
+    want = eager(x)[0]
+    assert_close(out, want)
+    out.sum().backward()
+    want.sum().backward()
+    for p, q in zip(model.parameters(), eager.parameters()):
+        assert_close(p.grad, q.grad)
+
+
 def test_eval_mode_batch_norm_uses_running_stats():
     model, x = make("cnn")
     model.train()(x)  # move the running stats off their initial values

@@ -9,7 +9,8 @@ hand gradients to autograd, so `loss.backward()` runs the compiled backward grap
 
 Scaled-dot-product attention is traced with its math kernel so that the forward and the
 backward both come from the same decomposition (the fused CPU kernel's backward would not
-match a decomposed forward).
+match a decomposed forward), and with oneDNN off so that LSTMs trace as their cell ops
+rather than as the fused `mkldnn_rnn_layer`.
 """
 from __future__ import annotations
 
@@ -90,12 +91,14 @@ class DynamoGraph:
 
     def _trace(self, args):
         name = f"torch_graph_{self.id}_{len(self.compiled)}"
-        with sdpa_kernel([SDPBackend.MATH]):
-            return aot_module_simplified(
-                self.gm, list(args), fw_compiler=self._compiler(f"{name}_forward"),
-                bw_compiler=self._compiler(f"{name}_backward"),
-                inference_compiler=self._compiler(f"{name}_inference"),
-                decompositions=DECOMPOSITIONS)
+        with warnings.catch_warnings(), sdpa_kernel([SDPBackend.MATH]):
+            warnings.filterwarnings("ignore", "TF32 acceleration on top of oneDNN")
+            with torch.backends.mkldnn.flags(enabled=False):
+                return aot_module_simplified(
+                    self.gm, list(args), fw_compiler=self._compiler(f"{name}_forward"),
+                    bw_compiler=self._compiler(f"{name}_backward"),
+                    inference_compiler=self._compiler(f"{name}_inference"),
+                    decompositions=DECOMPOSITIONS)
 
     def _compiler(self, name: str):
         def compile_fx(gm: torch.fx.GraphModule, example_inputs):
