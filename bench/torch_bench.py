@@ -63,6 +63,16 @@ class AttentionLM(nn.Module):
         return self.out(self.norm(x + y))
 
 
+class LSTMRegressor(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(16, 32, batch_first=True)
+        self.head = nn.Linear(32, 1)
+
+    def forward(self, x):
+        return self.head(self.lstm(x)[0][:, -1])
+
+
 MODELS = {
     "mlp": (lambda: nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 10)),
             lambda: torch.randn(32, 64)),
@@ -72,6 +82,7 @@ MODELS = {
                                                              batch_first=True),
                           lambda: torch.randn(4, 16, 32)),
     "attention_lm": (AttentionLM, lambda: torch.randint(0, 64, (4, 16))),
+    "lstm": (LSTMRegressor, lambda: torch.randn(4, 8, 16)),
 }
 
 
@@ -126,6 +137,7 @@ def main() -> None:
     parser.add_argument("--only", choices=sorted(MODELS))
     args = parser.parse_args()
     torch.set_num_threads(1)
+    torch._dynamo.config.allow_rnn = True  # dynamo traces into nn.LSTM instead of breaking
     print(f"torch {torch.__version__}, minixla backend {args.backend}, "
           f"median of {args.repeat}, one torch thread")
     print("| model | pass | eager | inductor | minixla | minixla first call |")
