@@ -8,6 +8,7 @@ forward+backward pass, for eager torch, `torch.compile` with Inductor (its defau
 `torch.compile(backend="minixla")`, and the ratio of each to eager. The three systems are
 timed interleaved (one call of each per round, after warm-up calls that compile), so machine
 noise hits them alike. Compile time is excluded; the first-call time is printed separately.
+A system that fails on a model is reported as such and left out of that model's rounds.
 """
 from __future__ import annotations
 
@@ -110,12 +111,16 @@ def bench(name: str, backend: str, repeat: int) -> list[str]:
     for mode, step in (("forward", forward), ("fwd+bwd", forward_backward)):
         torch._dynamo.reset()
         fns = systems(factory(), backend)
-        first = {}
-        for sys_name, fn in fns.items():  # compile and warm up
+        first, failed = {}, {}
+        for sys_name, fn in list(fns.items()):  # compile and warm up
             start = time.perf_counter()
-            step(fn, x)
+            try:
+                step(fn, x)
+                step(fn, x)
+            except Exception as exc:  # a system that cannot run this model is reported
+                failed[sys_name] = type(exc).__name__
+                del fns[sys_name]
             first[sys_name] = time.perf_counter() - start
-            step(fn, x)
         times = {sys_name: [] for sys_name in fns}
         for _ in range(repeat):
             for sys_name, fn in fns.items():
@@ -124,8 +129,9 @@ def bench(name: str, backend: str, repeat: int) -> list[str]:
                 times[sys_name].append(time.perf_counter() - start)
         medians = {k: statistics.median(v) for k, v in times.items()}
         eager = medians["eager"]
-        cells = " | ".join(f"{medians[k] * 1e3:.3f} ms ({medians[k] / eager:.2f}x)"
-                           for k in fns)
+        cells = " | ".join(f"fails ({failed[k]})" if k in failed else
+                           f"{medians[k] * 1e3:.3f} ms ({medians[k] / eager:.2f}x)"
+                           for k in ("eager", "inductor", "minixla"))
         lines.append(f"| {name} | {mode} | {cells} | {first['minixla']:.1f} s |")
     return lines
 

@@ -16,7 +16,7 @@ import torch
 from ..frontend import ops as xo
 from ..frontend.builder import XlaOp
 from ..ir import Shape
-from .convert import hlo_dtype
+from .convert import TORCH_DTYPES, hlo_dtype
 
 FLOATS = ("f16", "bf16", "f32", "f64")
 COMPLEX = ("c64", "c128")
@@ -94,7 +94,6 @@ def _python_dtype(value) -> str:
 
 
 def _torch(dtype: str):
-    from .convert import TORCH_DTYPES
     return TORCH_DTYPES[dtype]
 
 
@@ -442,12 +441,10 @@ def prod(ctx, x, dims=None, keepdim=False, dtype=None):
 
 def argmax(ctx, x, dim=None, keepdim=False, *, largest=True):
     """Index of the first max (or min) along `dim`, as a variadic reduce over (value, index)."""
-    if dim is None:
+    flat = dim is None
+    if flat:
         x, dim = xo.Reshape(x, [math.prod(x.dims)]), 0
-        keep_shape = [1] * len(ctx.out_dims())
-    else:
-        dim %= x.rank
-        keep_shape = None
+    dim %= x.rank
     index = xo.Iota(ctx.builder, Shape.array("s64", x.dims), dim)
     dtype = x.dtype
 
@@ -462,8 +459,8 @@ def argmax(ctx, x, dim=None, keepdim=False, *, largest=True):
     out = xo.Reduce(ctx.builder, [x, index], [const(ctx, init, dtype), const(ctx, 0, "s64")],
                     better, [dim])
     result = xo.GetTupleElement(out, 1)
-    if keep_shape is not None:
-        return xo.Reshape(result, ctx.out_dims()) if keep_shape else result
+    if flat:  # a scalar, or all-ones dims with keepdim
+        return xo.Reshape(result, ctx.out_dims())
     return keep_dims(result, (dim,), keepdim, x.dims)
 
 
