@@ -217,3 +217,20 @@ def test_gradients_match_eager(name):
     torch.testing.assert_close(out, want, rtol=1e-4, atol=1e-5)
     for a, b in zip(ours, theirs):
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_dropout_uses_a_fresh_seeded_mask_and_its_gradient_matches_it():
+    x = rand(200, 50)
+    run = compiled(lambda t: F.dropout(t, 0.25, training=True) * 2, x)
+    leaf = x.clone().requires_grad_()
+    torch.manual_seed(3)
+    out = run(leaf)[0]
+    out.sum().backward()
+    kept = out != 0
+    assert abs(kept.float().mean().item() - 0.75) < 0.02  # 10,000 draws: 0.75 +- 0.004
+    torch.testing.assert_close(out[kept], x[kept] * 2 / 0.75)
+    torch.testing.assert_close(leaf.grad, kept.float() * 2 / 0.75)
+    with torch.no_grad():
+        assert not torch.equal(run(x)[0], out.detach())  # a new mask per call
+        torch.manual_seed(3)
+        assert torch.equal(run(x)[0], out.detach())  # torch's seed decides the mask

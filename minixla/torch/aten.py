@@ -70,6 +70,10 @@ LOWERINGS = {
     aten.scalar_tensor.default: r.scalar_tensor, aten.arange.start_step: r.arange,
     aten.arange.default: r.arange, aten.arange.start: r.arange,
     aten.empty.memory_format: r.empty, aten.zeros.default: r.empty,
+    # random
+    aten.native_dropout.default: r.native_dropout,
+    aten.native_dropout_backward.default: r.native_dropout_backward,
+    aten.rand_like.default: r.rand_like, aten.rand.default: r.rand,
     # reductions
     aten.sum.dim_IntList: r.sum_, aten.sum.default: r.sum_,
     aten.mean.dim: r.mean, aten.mean.default: r.mean, aten.var.correction: r.var,

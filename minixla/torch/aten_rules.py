@@ -551,3 +551,35 @@ def elu(ctx, x, alpha=1.0, scale=1.0, input_scale=1.0):
         positive = xo.Mul(a, const(ctx, scale, dtype), ())
         return xo.Select(xo.Gt(a, const(ctx, 0, dtype), ()), positive, negative)
     return elementwise(ctx, fn, x)
+
+
+def uniform(ctx, dims, dtype: str) -> XlaOp:
+    """Uniform [0, 1) floats: 23 random mantissa bits under the exponent of 1.0, minus 1."""
+    bits = ctx.random_bits(dims)
+    mantissa = xo.ShiftRightLogical(bits, const(ctx, 9, "u32"), ())
+    one_to_two = xo.BitcastConvert(xo.Or(mantissa, const(ctx, 0x3F800000, "u32"), ()), "f32")
+    return convert(xo.Sub(one_to_two, const(ctx, 1, "f32"), ()), dtype)
+
+
+def native_dropout(ctx, x, p, train):
+    """(x * mask / (1 - p), mask) with mask ~ Bernoulli(1 - p) from minixla's RNG."""
+    if not train:
+        return x, tensor(ctx, True, "pred", x.dims)
+    if p >= 1:
+        return const_like(ctx, 0, x), tensor(ctx, False, "pred", x.dims)
+    keep = xo.Ge(uniform(ctx, x.dims, "f32"), const(ctx, p, "f32"), ())
+    scaled = xo.Mul(x, const(ctx, 1 / (1 - p), x.dtype), ())
+    return xo.Select(keep, scaled, const_like(ctx, 0, x)), keep
+
+
+def native_dropout_backward(ctx, grad, mask, scale):
+    return elementwise(ctx, lambda g, m: xo.Mul(xo.Mul(g, m), const(ctx, scale, g.dtype), ()),
+                       grad, mask)
+
+
+def rand_like(ctx, x, **_):
+    return uniform(ctx, ctx.out_dims(), ctx.out_dtype())
+
+
+def rand(ctx, size, **_):
+    return uniform(ctx, ctx.out_dims(), ctx.out_dtype())

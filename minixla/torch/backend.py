@@ -19,6 +19,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch._decomp import core_aten_decompositions
 from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
@@ -139,6 +140,9 @@ class GraphRunner:
 
     def __call__(self, *args):
         arrays = [to_numpy(args[i]) for i in self.signature.tensor_inputs]
+        if self.signature.needs_rng:  # drawn from torch's generator: torch.manual_seed holds
+            seed = torch.randint(0, 2 ** 62, (2,), dtype=torch.int64)
+            arrays.append(seed.numpy().astype(np.uint64))
         results = self.executable(*arrays)
         return [from_numpy(results[slot], arrays) if isinstance(slot, int) else slot[1]
                 for slot in self.signature.outputs]

@@ -27,17 +27,32 @@ class TorchLoweringError(UnsupportedError):
 class GraphSignature:
     """How the compiled module's flat tensor results map back to the FX graph's outputs:
     `outputs[i]` is the index into the HLO result tuple, or ("const", value) for None and
-    Python numbers. `tensor_inputs` lists which graph inputs are module parameters."""
+    Python numbers. `tensor_inputs` lists which graph inputs are module parameters;
+    `needs_rng` adds a last parameter, a fresh u64[2] random state for every call."""
     tensor_inputs: list[int] = field(default_factory=list)
     outputs: list = field(default_factory=list)
+    needs_rng: bool = False
 
 
 class LoweringContext:
     """What a rule sees: the builder and the node being lowered (with its traced value)."""
 
-    def __init__(self, builder: Builder):
+    def __init__(self, builder: Builder, signature: GraphSignature):
         self.builder = builder
+        self.signature = signature
         self.node: torch.fx.Node | None = None
+        self._rng_state: XlaOp | None = None
+
+    def random_bits(self, dims) -> XlaOp:
+        """u32 random bits of shape `dims` from the per-call random state parameter (created
+        on first use, after the tensor inputs); each use advances the state."""
+        from ..frontend import ops as xo
+        if self._rng_state is None:
+            self._rng_state = self.builder.parameter(("u64", (2,)), "rng_state")
+            self.signature.needs_rng = True
+        out = xo.RngBitGenerator("rng_default", self._rng_state, ("u32", tuple(dims)))
+        self._rng_state = xo.GetTupleElement(out, 0)
+        return xo.GetTupleElement(out, 1)
 
     @property
     def val(self):
@@ -73,9 +88,9 @@ def lower_graph(gm: torch.fx.GraphModule, example_inputs, name: str = "torch_gra
     node that has no rule or that its rule rejects."""
     from .aten import LOWERINGS
     builder = Builder("main")
-    ctx = LoweringContext(builder)
-    env: dict[torch.fx.Node, object] = {}
     signature = GraphSignature()
+    ctx = LoweringContext(builder, signature)
+    env: dict[torch.fx.Node, object] = {}
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for number, (node, example) in enumerate(zip(placeholders, example_inputs)):
         if isinstance(example, torch.Tensor):
