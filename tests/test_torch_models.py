@@ -36,8 +36,33 @@ def transformer():
     return nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
 
 
+class MaskedEncoder(nn.Module):
+    """A transformer layer with a key padding mask (the second sequence has 2 pad tokens)."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer = transformer()
+        self.register_buffer("mask", torch.tensor([[False] * 5, [False] * 3 + [True] * 2]))
+
+    def forward(self, x):
+        return self.layer(x, src_key_padding_mask=self.mask)
+
+
+class PaddedConvs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.reflect = nn.Conv2d(2, 3, 3, padding=1, padding_mode="reflect")
+        self.circular = nn.Conv2d(3, 2, 3, padding=1, padding_mode="circular")
+        self.norm = nn.BatchNorm2d(2)
+
+    def forward(self, x):
+        return self.norm(self.circular(torch.tanh(self.reflect(x))))
+
+
 MODELS = {
     "mlp": (mlp, (8, 16)),
+    "masked_encoder": (MaskedEncoder, (2, 5, 16)),
+    "padded_convs": (PaddedConvs, (2, 2, 5, 5)),
     "cnn": (SmallCNN, (4, 3, 8, 8)),
     "transformer": (transformer, (2, 5, 16)),
 }
@@ -117,6 +142,32 @@ def test_recurrent_layers_with_allow_rnn(rnn):
     want.sum().backward()
     for p, q in zip(model.parameters(), eager.parameters()):
         assert_close(p.grad, q.grad)
+
+
+def test_a_vae_with_sampled_noise_trains():
+    class VAE(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder, self.decoder = nn.Linear(8, 8), nn.Linear(4, 8)
+
+        def forward(self, x):
+            mu, log_var = self.encoder(x).chunk(2, -1)
+            z = mu + torch.randn_like(mu) * torch.exp(0.5 * log_var)
+            recon = torch.sigmoid(self.decoder(z))
+            kl = -0.5 * torch.mean(1 + log_var - mu ** 2 - log_var.exp())
+            return nn.functional.binary_cross_entropy(recon, torch.sigmoid(x)) + kl
+    torch.manual_seed(0)
+    model, x = VAE(), torch.randn(64, 8)
+    compiled = compile_model(model)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(8):
+        opt.zero_grad()
+        loss = compiled(x)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert all(torch.isfinite(torch.tensor(losses))) and losses[-1] < losses[0]
 
 
 def test_eval_mode_batch_norm_uses_running_stats():

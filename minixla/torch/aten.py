@@ -70,10 +70,15 @@ LOWERINGS = {
     aten.scalar_tensor.default: r.scalar_tensor, aten.arange.start_step: r.arange,
     aten.arange.default: r.arange, aten.arange.start: r.arange,
     aten.empty.memory_format: r.empty, aten.zeros.default: r.empty,
+    aten.empty_strided.default: r.empty, aten.new_empty.default: r.empty,
+    aten.new_empty_strided.default: r.empty, aten.new_zeros.default: r.empty,
+    aten.new_ones.default: lambda ctx, x, size, **_: r.full(ctx, size, 1),
+    aten.new_full.default: lambda ctx, x, size, value, **_: r.full(ctx, size, value),
     # random
     aten.native_dropout.default: r.native_dropout,
     aten.native_dropout_backward.default: r.native_dropout_backward,
     aten.rand_like.default: r.rand_like, aten.rand.default: r.rand,
+    aten.randn_like.default: r.randn, aten.randn.default: r.randn,
     # reductions
     aten.sum.dim_IntList: r.sum_, aten.sum.default: r.sum_,
     aten.mean.dim: r.mean, aten.mean.default: r.mean, aten.var.correction: r.var,
@@ -106,6 +111,7 @@ LOWERINGS = {
     aten.native_group_norm.default: nn.native_group_norm,
     # indexing
     aten.index.Tensor: nn.index, aten.index_put.default: nn.index_put,
+    aten.slice_scatter.default: nn.slice_scatter,
     aten.index_select.default: nn.index_select, aten.gather.default: nn.gather,
     aten.scatter.src: nn.scatter, aten.scatter.value: nn.scatter,
     aten.scatter_add.default: nn.scatter_add,

@@ -582,3 +582,13 @@ def unbind(ctx, x, dim=0):
     dim %= x.rank
     pieces = split_with_sizes(ctx, x, [1] * x.dims[dim], dim)
     return [xo.Reshape(p, x.dims[:dim] + x.dims[dim + 1:]) for p in pieces]
+
+
+def slice_scatter(ctx, x, src, dim=0, start=None, end=None, step=1):
+    """x with x[..., start:end:step, ...] (along `dim`) replaced by src."""
+    dim %= x.rank
+    positions = np.arange(*slice(start, end, step).indices(x.dims[dim]))
+    if step == 1 and len(positions):
+        starts = [const(ctx, int(positions[0]) if d == dim else 0, "s64") for d in range(x.rank)]
+        return xo.DynamicUpdateSlice(x, convert(src, x.dtype), starts)
+    return index_put(ctx, x, [None] * dim + [const(ctx, positions, "s64")], src)

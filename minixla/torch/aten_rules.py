@@ -583,3 +583,12 @@ def rand_like(ctx, x, **_):
 
 def rand(ctx, size, **_):
     return uniform(ctx, ctx.out_dims(), ctx.out_dtype())
+
+
+def randn(ctx, *_, **__):
+    """Standard normal draws by Box-Muller over two uniform draws."""
+    dtype, dims = ctx.out_dtype(), ctx.out_dims()
+    radius_draw = xo.Sub(const(ctx, 1, "f32"), uniform(ctx, dims, "f32"), ())  # in (0, 1]
+    angle = xo.Mul(uniform(ctx, dims, "f32"), const(ctx, 2 * math.pi, "f32"), ())
+    radius = xo.Sqrt(xo.Mul(xo.Log(radius_draw), const(ctx, -2, "f32"), ()))
+    return convert(xo.Mul(radius, xo.Cos(angle)), dtype)

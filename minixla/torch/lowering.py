@@ -9,6 +9,7 @@ a tuple of the tensor outputs, and `GraphSignature` says where the non-tensor ou
 from __future__ import annotations
 
 import operator
+import os
 import re
 from dataclasses import dataclass, field
 
@@ -77,10 +78,16 @@ def lowering_error(node: torch.fx.Node, reason: str) -> TorchLoweringError:
 
 
 def user_line(node: torch.fx.Node) -> str:
-    """`file:line` of the user's code that produced `node` (from dynamo's stack trace)."""
+    """`file:line` of the user's code that produced `node`: the innermost frame of dynamo's
+    stack trace outside torch itself (else the innermost frame)."""
     trace = node.meta.get("stack_trace") or ""
     found = re.findall(r'File "([^"]+)", line (\d+)', trace)
-    return f"{found[-1][0]}:{found[-1][1]}" if found else ""
+    outside = [f for f in found if not f[0].startswith(_TORCH_DIR)]
+    frame = (outside or found or [None])[-1]
+    return f"{frame[0]}:{frame[1]}" if frame else ""
+
+
+_TORCH_DIR = os.path.dirname(torch.__file__)
 
 
 def lower_graph(gm: torch.fx.GraphModule, example_inputs, name: str = "torch_graph"):
