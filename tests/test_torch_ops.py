@@ -234,3 +234,14 @@ def test_dropout_uses_a_fresh_seeded_mask_and_its_gradient_matches_it():
         assert not torch.equal(run(x)[0], out.detach())  # a new mask per call
         torch.manual_seed(3)
         assert torch.equal(run(x)[0], out.detach())  # torch's seed decides the mask
+
+
+def test_outputs_never_share_memory_with_each_other():
+    def fn(t):
+        doubled = t * 2
+        return doubled, doubled  # one HLO value in two result slots
+    x = rand(3)
+    gm = make_fx(fn, decomposition_table=DECOMPOSITIONS)(x)
+    first, second = compile_graph(gm, [x], OPTIONS)([x])
+    first.add_(1)  # autograd and optimizers update outputs in place
+    torch.testing.assert_close(second, x * 2)

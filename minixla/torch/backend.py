@@ -144,8 +144,16 @@ class GraphRunner:
             seed = torch.randint(0, 2 ** 62, (2,), dtype=torch.int64)
             arrays.append(seed.numpy().astype(np.uint64))
         results = self.executable(*arrays)
-        return [from_numpy(results[slot], arrays) if isinstance(slot, int) else slot[1]
-                for slot in self.signature.outputs]
+        outputs, taken = [], list(arrays)
+        for slot in self.signature.outputs:
+            if not isinstance(slot, int):
+                outputs.append(slot[1])
+                continue
+            tensor = from_numpy(results[slot], taken)  # never aliases an input or an output
+            taken.append(tensor.numpy() if tensor.dtype != torch.bfloat16 else
+                         tensor.view(torch.int16).numpy())
+            outputs.append(tensor)
+        return outputs
 
 
 def _dump(gm: torch.fx.GraphModule, module, name: str) -> None:
