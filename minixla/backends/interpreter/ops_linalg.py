@@ -18,7 +18,7 @@ from ...ir.dtypes import COMPLEX, PRED, SIGNED, UNSIGNED
 from .convert import F32, F64, element_type, round_to_dtype, wrap_int
 from .evaluator import as_dtype
 
-_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+_LETTERS = "hijklmopqrstuvwxyz"  # spatial einsum labels: never n, g, c or d (batch, group, feature)
 
 
 def _work_dtype(result: np.dtype, *inputs: np.dtype) -> np.dtype:

@@ -1,0 +1,52 @@
+"""Tensors across the torch/minixla boundary: dtype names both ways, and torch tensors to
+NumPy arrays and back without a copy where the memory allows (a contiguous CPU tensor shares
+its buffer with the array `Tensor.numpy()` gives; `torch.from_numpy` shares it back)."""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import torch
+
+from ..errors import UnsupportedError
+
+# torch dtype -> HLO element type; the one place either side's spelling is decided.
+HLO_DTYPES = {
+    torch.bool: "pred", torch.uint8: "u8", torch.int8: "s8", torch.int16: "s16",
+    torch.int32: "s32", torch.int64: "s64", torch.float16: "f16", torch.bfloat16: "bf16",
+    torch.float32: "f32", torch.float64: "f64", torch.complex64: "c64",
+    torch.complex128: "c128",
+}
+TORCH_DTYPES = {name: dtype for dtype, name in HLO_DTYPES.items()}
+
+
+def hlo_dtype(dtype: torch.dtype) -> str:
+    name = HLO_DTYPES.get(dtype)
+    if name is None:
+        raise UnsupportedError(f"torch dtype {dtype} has no minixla element type")
+    return name
+
+
+def to_numpy(tensor: torch.Tensor) -> np.ndarray:
+    """The tensor's data as an array sharing its memory (a copy only when not contiguous or
+    not on the CPU). NumPy has no bfloat16, so bf16 travels as int16 bits viewed as
+    ml_dtypes.bfloat16."""
+    tensor = tensor.detach()
+    if tensor.device.type != "cpu":
+        tensor = tensor.cpu()
+    tensor = tensor.contiguous()
+    if tensor.dtype == torch.bfloat16:
+        return tensor.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return tensor.numpy()
+
+
+def from_numpy(array: np.ndarray, inputs: list[np.ndarray] = ()) -> torch.Tensor:
+    """A tensor sharing `array`'s memory, or a copy when the array is read-only, not
+    contiguous, or overlaps an input (an output must never alias an argument: optimizers and
+    the autograd engine update outputs in place)."""
+    array = np.asarray(array)
+    shared = any(np.may_share_memory(array, x) for x in inputs)
+    if shared or not array.flags.writeable or not array.flags.c_contiguous:
+        array = np.array(array, order="C")
+    if array.dtype == ml_dtypes.bfloat16:
+        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(array)
