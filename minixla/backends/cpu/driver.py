@@ -26,7 +26,7 @@ import numpy as np
 from ..common_driver import (DriverBuilder, DriverFunction, lower_alias, lower_call,
                              lower_conditional, lower_get_tuple_element, lower_while, lower_token, lower_tuple, lower_view,
                              nest as _nest, source as _source)
-from . import thunks
+from . import libcalls, opkernels, thunks
 from .kernels import PARALLEL_THRESHOLD, KernelSpec, build_kernel, kernel_arg, single_op_computation
 from .plan import ALIGNMENT, is_view_op, needs_copy, plan_computation
 from .scalar import NotEmittable
@@ -45,6 +45,7 @@ class Program:
     arena_bytes: int
     fallbacks: Counter = field(default_factory=Counter)
     assignment: object = None  # the BufferAssignment the arena follows, if any
+    fallback_reasons: list = field(default_factory=list)  # (instruction, why no kernel)
 
     def dump_files(self) -> dict[str, str]:
         """What `--dump_to` writes for this program: driver, kernels, buffer assignment."""
@@ -67,6 +68,7 @@ class _Builder(DriverBuilder):
         self.chunks: list[str] = []
         self.views: list[tuple[str, int, object]] = []  # (name, arena offset, shape)
         self.fallbacks: Counter = Counter()
+        self.fallback_reasons: list[tuple] = []  # (instruction, why no kernel)
         self.counter = 0
         self._evaluator = None
         self.assignment = _buffer_assignment(module, options)
@@ -110,11 +112,23 @@ class _Builder(DriverBuilder):
             return "thunk", thunks.MOVEMENT[op](instr)
         if op == "dynamic-update-slice":
             return "dus", None
+        reason = "no native implementation"
         if instr.opdef.kind == "elementwise" or op in ("reduce", "transpose", "bitcast"):
             try:
                 return "kernel", self._spec(single_op_computation(instr))
-            except NotEmittable:
-                pass
+            except NotEmittable as exc:
+                reason = str(exc)
+        if op in libcalls.LIBCALLS and not instr.shape.is_tuple:
+            try:
+                return "thunk", libcalls.LIBCALLS[op](instr)
+            except NotEmittable as exc:
+                reason = str(exc)
+        if op in opkernels.BUILDERS:
+            try:
+                return "kernel", opkernels.BUILDERS[op](instr)
+            except NotEmittable as exc:
+                reason = str(exc)
+        self.fallback_reasons.append((instr, reason))
         return "fallback", thunks.fallback(instr, self.evaluator)
 
     def _spec(self, comp) -> KernelSpec:
@@ -331,4 +345,4 @@ def build_program(module, options: dict) -> Program:
     builder.ns["_arena"] = arena
     source = "\n\n".join(reversed(builder.chunks))
     return Program(source, builder.ns, builder.kernels, entry, builder.arena_bytes,
-                   builder.fallbacks, builder.assignment)
+                   builder.fallbacks, builder.assignment, builder.fallback_reasons)

@@ -233,3 +233,21 @@ def round_bf16(x):
     odd = (bits >> np.uint32(16)) & np.uint32(1)
     rounded = np.uint32(bits + np.uint32(0x7FFF) + odd)
     return bitcast(np.uint32(rounded & np.uint32(0xFFFF0000)), np.float32)
+
+
+@njit(**_JIT)
+def reduce_precision_bits(bits, last_kept, keep_mask, exponent_mask, over, under, sign_mask,
+                          round_mantissa, clamp_exponent):
+    """XLA's reduce-precision on a float's bits (widened to uint64): round the mantissa to
+    nearest even, then overflow to inf and underflow to a signed zero."""
+    if round_mantissa:
+        shift_bit = np.uint64(1) if (bits & last_kept) != np.uint64(0) else np.uint64(0)
+        bits = (bits + shift_bit + (last_kept >> np.uint64(1)) - np.uint64(1)) & keep_mask
+    if clamp_exponent:
+        exponent = bits & exponent_mask
+        sign = bits & sign_mask
+        if exponent > over:
+            bits = sign | exponent_mask
+        elif exponent <= under:
+            bits = sign
+    return bits

@@ -399,3 +399,40 @@ def literal(value, dtype: str) -> str:
             return f"{ty}(float('{value}'))"
         return f"{ty}(float.fromhex('{value.hex()}'))"
     return f"{ty}({int(np.asarray(value).item())})"
+
+
+@rule("reduce-precision")
+def _reduce_precision(ctx, instr, args):
+    """Bits of f32/f64 (bf16 values are f32 here, exact) edited by helpers.reduce_precision_bits;
+    NaN stays NaN (+inf with no mantissa bits left), as the interpreter does."""
+    dtype = instr.shape.dtype
+    if dtype not in ("f32", "f64", "bf16"):
+        raise _no(instr, dtype)
+    exponent_bits, mantissa_bits = instr.attrs["exponent_bits"], instr.attrs["mantissa_bits"]
+    if exponent_bits < 1 or mantissa_bits < 0:
+        raise _no(instr, dtype)
+    src_e, src_m, width = (11, 52, 64) if dtype == "f64" else (8, 23, 32)
+    if dtype == "bf16":
+        src_m = 7  # the f32 value's low 16 bits are zero; bf16 rounds as its own layout
+        shift_extra = 16
+    else:
+        shift_extra = 0
+    ones = (1 << width) - 1
+    shift = src_m - mantissa_bits
+    last_kept = 1 << (max(shift, 0) + shift_extra)
+    keep_mask = ones ^ (last_kept - 1)
+    exponent_mask = ((1 << src_e) - 1) << (23 if dtype == "bf16" else src_m)
+    src_bias, reduced_bias = (1 << (src_e - 1)) - 1, (1 << (exponent_bits - 1)) - 1
+    mshift = 23 if dtype == "bf16" else src_m
+    over = ((src_bias + reduced_bias) << mshift) if exponent_bits < src_e else 0
+    under = ((src_bias - reduced_bias) << mshift) if exponent_bits < src_e else 0
+    int_type = f"np.uint{width}"
+    u64 = lambda v: f"np.uint64({v})"  # noqa: E731
+    bits = f"np.uint64(h.bitcast({args[0]}, {int_type}))"
+    edited = (f"h.reduce_precision_bits({bits}, {u64(last_kept)}, {u64(keep_mask)}, "
+              f"{u64(exponent_mask)}, {u64(over)}, {u64(under)}, {u64(1 << (width - 1))}, "
+              f"{shift > 0}, {exponent_bits < src_e})")
+    float_type = kernel_type("f64" if dtype == "f64" else "f32")
+    result = f"h.bitcast({int_type}({edited}), {float_type})"
+    nan = args[0] if mantissa_bits > 0 else f"{float_type}(np.inf)"
+    return f"({nan} if {args[0]} != {args[0]} else {result})"
