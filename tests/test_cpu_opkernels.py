@@ -414,3 +414,24 @@ def test_a_remaining_fallback_warns_once_naming_the_instruction():
 def test_strict_makes_a_fallback_a_compile_error():
     with pytest.raises(minixla.MinixlaError, match=r"no native code for: add %y"):
         minixla.compile(FALLBACK, backend="cpu", passes=[], strict=True)
+
+
+# ---- batched dots and BLAS threads -----------------------------------------------------------
+
+def test_batched_dot_with_interleaved_batch_dims_matches_the_interpreter():
+    check(module("""
+  q = f32[2,5,3,4] parameter(0)
+  k = f32[2,6,3,4] parameter(1)
+  ROOT d = f32[2,3,5,6] dot(q, k), lhs_batch_dims={0,2}, rhs_batch_dims={0,2}, lhs_contracting_dims={3}, rhs_contracting_dims={3}
+"""), passes=[], rtol=1e-5, atol=1e-5)
+
+
+def test_blas_threads_follow_the_gemm_size_and_the_idle_cores():
+    from minixla.backends.cpu import blas_threads
+    assert blas_threads.threads_for(1000) == 1
+    big = blas_threads.threads_for(1e15)
+    assert 1 <= big <= blas_threads.cores()
+    assert big == blas_threads.idle_cores()
+    blas_threads.use_threads(1)
+    a = np.ones((64, 64), np.float32)
+    np.testing.assert_array_equal(a @ a, np.full((64, 64), 64, np.float32))

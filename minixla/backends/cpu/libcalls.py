@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from ...ir.dtypes import numpy_dtype
+from .blas_threads import threads_for, use_threads
 from .scalar import NotEmittable
 
 _NARROW_FLOATS = ("f16", "bf16")
@@ -52,8 +53,10 @@ def dot(instr):
     size = lambda dims, picked: math.prod(dims[d] for d in picked)  # noqa: E731
     batch, m = size(lhs_shape.dims, lb), size(lhs_shape.dims, lf)
     k, n = size(lhs_shape.dims, lc), size(rhs_shape.dims, rf)
+    flops = 2.0 * batch * m * k * n
 
     def run(out, lhs, rhs):
+        use_threads(threads_for(flops))
         a = lhs.transpose(lb + lf + lc).astype(work).reshape(batch, m, k)
         b = rhs.transpose(rb + rc + rf).astype(work).reshape(batch, k, n)
         _finish(out, np.matmul(a, b).reshape(out.shape))
@@ -86,8 +89,10 @@ def convolution(instr):
         out_perm[axis] = 2 + i
     extents = [(k - 1) * wd.rhs_dilation + 1 for k, wd in zip(kernel_sizes, window)]
     taps = math.prod(kernel_sizes)
+    flops = 2.0 * instr.shape.numel() * taps * lhs.dims[dims.input_feature] / max(groups, 1)
 
     def run(out, x, kernel):
+        use_threads(threads_for(flops))
         x = _dilate_and_pad(x.transpose(x_perm).astype(work, copy=False), window)
         kernel = kernel.transpose(k_perm).astype(work, copy=False)
         if flips:
