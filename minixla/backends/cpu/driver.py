@@ -28,7 +28,7 @@ from ..common_driver import (DriverBuilder, DriverFunction, lower_alias, lower_c
                              nest as _nest, source as _source)
 from . import libcalls, opkernels, thunks
 from .kernels import PARALLEL_THRESHOLD, KernelSpec, build_kernel, kernel_arg, single_op_computation
-from .plan import ALIGNMENT, is_view_op, needs_copy, plan_computation
+from .plan import ALIGNMENT, is_view_op, loop_carried_updates, needs_copy, plan_computation
 from .scalar import NotEmittable
 
 CONTROL = {"while", "conditional", "call"}
@@ -71,6 +71,7 @@ class _Builder(DriverBuilder):
         self.fallback_reasons: list[tuple] = []  # (instruction, why no kernel)
         self.counter = 0
         self._evaluator = None
+        self.carried: dict[int, dict] = {}  # id(while body) -> {state leaf: in-place DUS}
         self.assignment = _buffer_assignment(module, options)
         self.arena_bytes = self.assignment.arena_size if self.assignment is not None else 0
 
@@ -171,6 +172,22 @@ class _Builder(DriverBuilder):
         return allocation.offset
 
     # -- functions -------------------------------------------------------------------------
+    def body_updates(self, body) -> dict:
+        """The state leaves `body` updates in place (decided before its function is
+        emitted; only for a body no other instruction calls)."""
+        if id(body) not in self.carried:
+            callers = [i for i in self.module.all_instructions()
+                       if any(v is body for v in i.attrs.values())]
+            updates = {}
+            if all(c.opcode == "while" and c.attrs["body"] is body and
+                   c.attrs["condition"] is not body for c in callers):
+                decisions = {id(i): self.decide(i) for i in body.instructions}
+                order = list(body.instructions) if self.module.is_scheduled else \
+                    body.post_order()
+                updates = loop_carried_updates(body, lambda i: decisions[id(i)][0], order)
+            self.carried[id(body)] = updates
+        return self.carried[id(body)]
+
     def function(self, comp, *, is_entry: bool = False) -> str:
         if id(comp) in self.functions:
             return self.functions[id(comp)]
@@ -181,8 +198,10 @@ class _Builder(DriverBuilder):
         shared = None
         if self.assignment is not None:
             shared = lambda i, leaf: self.shared_slot(i, leaf, decisions[id(i)])
-        plan = plan_computation(comp, order=order, is_entry=is_entry,
-                                how=lambda i: decisions[id(i)][0], shared=shared)
+        how = lambda i: decisions[id(i)][0]  # noqa: E731
+        carried = self.carried.get(id(comp), {})
+        plan = plan_computation(comp, order=order, is_entry=is_entry, how=how, shared=shared,
+                                carried={id(d) for d in carried.values()})
         base = self.arena_bytes
         self.arena_bytes += -(-plan.arena_bytes // ALIGNMENT) * ALIGNMENT
         fn = _Function(self, comp, plan, decisions, base, is_entry)
@@ -291,6 +310,41 @@ def _dus(fn: _Function, instr, _):
     fn.lines.append(f"{name}({', '.join([out] + [_source(o) for o in fn.operands(instr)])})")
 
 
+def _while(fn: _Function, instr, _):
+    """A Python loop around the condition and body functions. State leaves the body updates
+    in place are copied once before the loop unless this computation made them for the loop
+    alone (copy-insertion's copy), so the loop owns every buffer it writes."""
+    body = instr.attrs["body"]
+    updates = fn.b.body_updates(body)
+    init = instr.operand(0)
+    state = fn.value(init)
+    if updates:
+        leaves = list(state) if isinstance(state, tuple) else \
+            [f"{state}[{k}]" for k in range(len(instr.shape.tuple_shapes))]
+        for i in updates:
+            if not _owned_by_loop(fn, instr, i):
+                leaves[i] = f"np.array({_source(leaves[i])})"
+        state = tuple(leaves)
+    cond = fn.b.function(instr.attrs["condition"])
+    name = fn.b.function(body)
+    var = fn.b.fresh_name("s")
+    fn.lines += [f"{var} = {_source(state)}",
+                 f"while {cond}({var}):",
+                 f"    {var} = {name}({var})"]
+    fn.names[id(instr)] = var
+
+
+def _owned_by_loop(fn: _Function, loop, i: int) -> bool:
+    """Is state leaf i a buffer this computation wrote only to hand it to this loop?"""
+    init = loop.operand(0)
+    if init.opcode != "tuple" or init.users != [loop]:
+        return False
+    leaf = init.operand(i)
+    how = fn.decisions[id(leaf)][0]
+    return how in ("kernel", "thunk") and leaf.users == [init] and \
+        init.operands.count(leaf) == 1 and leaf.shape.is_array
+
+
 def _fallback(fn: _Function, instr, run):
     fn.b.fallbacks[instr.opcode] += 1
     name = fn.b.bind("t", run)
@@ -302,7 +356,7 @@ LOWERING = {
     "parameter": _parameter, "constant": _constant, "tuple": lower_tuple,
     "get-tuple-element": lower_get_tuple_element, "view": lower_view, "alias": lower_alias,
     "after-all": lower_token, "kernel": _kernel, "thunk": _thunk, "dus": _dus,
-    "fallback": _fallback, "while": lower_while, "conditional": lower_conditional,
+    "fallback": _fallback, "while": _while, "conditional": lower_conditional,
     "call": lower_call,
 }
 _Function.lowering = LOWERING
