@@ -435,3 +435,37 @@ def test_blas_threads_follow_the_gemm_size_and_the_idle_cores():
     blas_threads.use_threads(1)
     a = np.ones((64, 64), np.float32)
     np.testing.assert_array_equal(a @ a, np.full((64, 64), 64, np.float32))
+
+
+# ---- complex numbers ------------------------------------------------------------------------
+
+def test_complex_arithmetic_in_kernels():
+    check(module("""
+  x = f32[4,6] parameter(0)
+  y = f32[4,6] parameter(1)
+  z = c64[4,6] complex(x, y)
+  w = c64[4,6] convert(y)
+  p = c64[4,6] multiply(z, w)
+  q = c64[4,6] divide(add(p, z), subtract(w, c64[4,6] broadcast(c64[] constant((1, -2))), dimensions={}))
+  e = c64[4,6] exponential(negate(q))
+  eq = pred[4,6] compare(z, w), direction=NE
+  ROOT t = (f32[4,6], f32[4,6], f32[4,6], c64[4,6], pred[4,6]) tuple(f32[4,6] real(e), f32[4,6] imag(q), f32[4,6] abs(p), select(eq, e, z), eq)
+"""), passes=[], rtol=1e-4, atol=1e-5)
+    check(module("""
+  x = c128[5] parameter(0)
+  ROOT y = c128[5] multiply(x, x)
+"""), [np.array([1 + 2j, -3j, 0.5, np.inf, 2 - 1j])], passes=[])
+
+
+def test_integer_dots_on_float_blas_are_exact_and_wrap():
+    # |a| * |b| * k = 128 * 128 * 4096 = 2^26: f64 BLAS, exact; the s16 -> s32 sums wrap
+    check(module("""
+  a = s8[3,4096] parameter(0)
+  b = s8[4096,2] parameter(1)
+  ROOT d = s32[3,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+"""), [np.full((3, 4096), -128, np.int8), np.full((4096, 2), -128, np.int8)], passes=[])
+    check(module("""
+  a = s16[2,64] parameter(0)
+  b = s16[64,2] parameter(1)
+  ROOT d = s32[2,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+"""), [np.full((2, 64), 32767, np.int16), np.full((64, 2), 32767, np.int16)], passes=[])

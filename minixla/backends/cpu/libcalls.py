@@ -31,9 +31,29 @@ def _work_dtype(instr) -> np.dtype:
     return np.dtype(np.float64 if "f64" in dtypes else np.float32)
 
 
+_MAGNITUDE = {"pred": 1, "s8": 128, "u8": 255, "s16": 1 << 15, "u16": (1 << 16) - 1}
+
+
+def _gemm_dtype(instr, work: np.dtype, terms: int) -> np.dtype:
+    """Integer contractions run on float BLAS when every partial sum is an integer the float
+    type holds exactly (|a| * |b| * terms below 2^24 for f32, 2^53 for f64), which gives
+    the 64-bit integer result bit for bit; otherwise in 64-bit integers (no BLAS)."""
+    if work.kind == "f":
+        return work
+    bounds = [_MAGNITUDE.get(instr.operand(i).shape.dtype) for i in (0, 1)]
+    if None in bounds:
+        return work
+    largest = bounds[0] * bounds[1] * max(terms, 1)
+    if largest < 1 << 24:
+        return np.dtype(np.float32)
+    return np.dtype(np.float64) if largest < 1 << 53 else work
+
+
 def _finish(out, values) -> None:
     if out.dtype == np.bool_:
         out[...] = values != 0
+    elif values.dtype.kind == "f" and out.dtype.kind in "iu":
+        out[...] = values.astype(np.int64).astype(out.dtype)  # exact integers, then wrap
     else:
         out[...] = values.astype(out.dtype, copy=False)  # ints wrap, floats round once
 
@@ -54,6 +74,7 @@ def dot(instr):
     batch, m = size(lhs_shape.dims, lb), size(lhs_shape.dims, lf)
     k, n = size(lhs_shape.dims, lc), size(rhs_shape.dims, rf)
     flops = 2.0 * batch * m * k * n
+    work = _gemm_dtype(instr, work, k)
 
     def run(out, lhs, rhs):
         use_threads(threads_for(flops))
@@ -90,6 +111,7 @@ def convolution(instr):
     extents = [(k - 1) * wd.rhs_dilation + 1 for k, wd in zip(kernel_sizes, window)]
     taps = math.prod(kernel_sizes)
     flops = 2.0 * instr.shape.numel() * taps * lhs.dims[dims.input_feature] / max(groups, 1)
+    work = _gemm_dtype(instr, work, taps * lhs.dims[dims.input_feature])
 
     def run(out, x, kernel):
         use_threads(threads_for(flops))
