@@ -469,3 +469,17 @@ def test_integer_dots_on_float_blas_are_exact_and_wrap():
   b = s16[64,2] parameter(1)
   ROOT d = s32[2,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
 """), [np.full((2, 64), 32767, np.int16), np.full((64, 2), 32767, np.int16)], passes=[])
+
+
+# ---- rng-bit-generator ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("state,data", [("u64[2]", "u32[5,3]"), ("u64[3]", "u64[7]"),
+                                        ("u64[3]", "f32[9]"), ("u64[3]", "u8[6]")])
+def test_philox_rng_bit_generator_matches_the_interpreter(state, data):
+    text = module(f"""
+  s = {state} parameter(0)
+  ROOT r = ({state}, {data}) rng-bit-generator(s), algorithm=rng_philox
+""")
+    n = int(state[4])
+    seed = np.array([0x0123456789ABCDEF, 0xFFFFFFFFFFFFFFFE, 7][:n], np.uint64)
+    check(text, [seed], passes=[], rtol=0, atol=0)

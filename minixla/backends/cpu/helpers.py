@@ -251,3 +251,18 @@ def reduce_precision_bits(bits, last_kept, keep_mask, exponent_mask, over, under
         elif exponent <= under:
             bits = sign
     return bits
+
+
+@njit(**_JIT)
+def philox4x32(c0, c1, c2, c3, k0, k1):
+    """Philox4x32-10 (Random123) on 32-bit words held in uint64 (products fit exactly)."""
+    low = np.uint64(0xFFFFFFFF)
+    shift = np.uint64(32)
+    for _ in range(10):
+        p0 = c0 * np.uint64(0xD2511F53)
+        p1 = c2 * np.uint64(0xCD9E8D57)
+        c0, c1, c2, c3 = ((p1 >> shift) ^ c1 ^ k0) & low, p1 & low, \
+            ((p0 >> shift) ^ c3 ^ k1) & low, p0 & low
+        k0 = (k0 + np.uint64(0x9E3779B9)) & low
+        k1 = (k1 + np.uint64(0xBB67AE85)) & low
+    return c0, c1, c2, c3
