@@ -111,6 +111,13 @@ def convolution(instr):
     extents = [(k - 1) * wd.rhs_dilation + 1 for k, wd in zip(kernel_sizes, window)]
     taps = math.prod(kernel_sizes)
     flops = 2.0 * instr.shape.numel() * taps * lhs.dims[dims.input_feature] / max(groups, 1)
+    # One spatial dim and no groups: a sum over taps of [batch, positions, c] x [c, o] GEMMs on
+    # views of the input (no im2col copy; 2x faster on a dilated 1-D stack). With more spatial
+    # dims the views do not flatten into one GEMM per tap.
+    by_taps = nsp == 1 and groups == 1 and batch_groups == 1
+
+    def out_n_positions(x):
+        return (x.shape[2] - extents[0]) // window[0].stride + 1
     work = _gemm_dtype(instr, work, taps * lhs.dims[dims.input_feature])
 
     def run(out, x, kernel):
@@ -124,6 +131,10 @@ def convolution(instr):
         if any(x.shape[2 + i] < e for i, e in enumerate(extents)) or taps == 0 or n == 0 \
                 or c == 0 or out.size == 0:
             out[...] = 0
+            return
+        if by_taps:
+            _finish(out, _conv1d_by_taps(x, kernel, window[0], out_n_positions(x)).transpose(
+                out_perm))
             return
         view = np.lib.stride_tricks.sliding_window_view(x, extents, axis=tuple(range(2, 2 + nsp)))
         view = view[(slice(None), slice(None)) + tuple(slice(None, None, wd.stride)
@@ -153,6 +164,18 @@ def convolution(instr):
         canonical = np.moveaxis(canonical, -1, 1)
         _finish(out, canonical.transpose(out_perm))
     return run
+
+
+def _conv1d_by_taps(x, kernel, wd, positions: int) -> np.ndarray:
+    """[n, o, positions]: sum over taps t of x[:, :, t * dilation + stride * p] . kernel[:, :, t]."""
+    x_last = np.ascontiguousarray(x.transpose(0, 2, 1))  # [n, w, c]
+    total = None
+    for t in range(kernel.shape[2]):
+        start = t * wd.rhs_dilation
+        view = x_last[:, start:start + (positions - 1) * wd.stride + 1:wd.stride, :]
+        term = np.matmul(view, kernel[:, :, t].T)  # [n, positions, o]
+        total = term if total is None else np.add(total, term, out=total)
+    return total.transpose(0, 2, 1)
 
 
 def _dilate_and_pad(x: np.ndarray, window) -> np.ndarray:
