@@ -483,3 +483,36 @@ def test_philox_rng_bit_generator_matches_the_interpreter(state, data):
     n = int(state[4])
     seed = np.array([0x0123456789ABCDEF, 0xFFFFFFFFFFFFFFFE, 7][:n], np.uint64)
     check(text, [seed], passes=[], rtol=0, atol=0)
+
+
+# ---- variadic scatter, non-default layouts ------------------------------------------------------
+
+def test_variadic_scatter_keeps_the_larger_value_and_its_index():
+    text = module("""
+  v = f32[5] parameter(0)
+  k = s32[5] parameter(1)
+  i = s32[6,1] parameter(2)
+  uv = f32[6] parameter(3)
+  uk = s32[6] parameter(4)
+  ROOT s = (f32[5], s32[5]) scatter(v, k, i, uv, uk), update_window_dims={}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=argmax
+""", VARIADIC)
+    rng = np.random.default_rng(2)
+    args = [np.full(5, -np.inf, np.float32), np.zeros(5, np.int32),
+            np.array([[0], [3], [3], [1], [0], [4]], np.int32),
+            rng.integers(0, 3, 6).astype(np.float32), np.arange(6, dtype=np.int32)]
+    check(text, args, passes=[])
+
+
+@pytest.mark.parametrize("layout", ["{0,1}", "{1,0}"])
+def test_sort_and_gather_read_operands_with_any_layout(layout):
+    check(module(f"""
+  x = f32[7,3]{layout} parameter(0)
+  s = f32[7,3]{layout} sort(x), dimensions={{0}}, to_apply=lt
+  i = s32[2,1] parameter(1)
+  g = f32[2,3] gather(s, i), offset_dims={{1}}, collapsed_slice_dims={{0}}, start_index_map={{0}}, index_vector_dim=1, slice_sizes={{1,3}}
+  ROOT t = (f32[7,3]{layout}, f32[2,3]) tuple(s, g)
+""", SORTS), passes=[])
+    check(module(f"""
+  x = f32[7,3]{layout} parameter(0)
+  ROOT s = f32[7,3]{layout} sort(x), dimensions={{0}}, to_apply=lt
+""", SORTS))  # with the cpu pipeline (layout assignment, copies)
