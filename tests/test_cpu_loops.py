@@ -86,3 +86,32 @@ def test_an_update_whose_old_value_escapes_is_not_in_place():
     body = [chunk for chunk in exe.program.source.split("\n\n\n") if "dynamic-update-slice" in
             chunk][0]
     assert not re.search(r"t\d+\((v\d+), \1, ", body)
+
+
+SCATTER_ROW = loop("""
+  idx = s32[1,1] broadcast(i), dimensions={}
+  row = f32[1,3] broadcast(f32[] convert(i)), dimensions={}
+  upd = f32[8,3] scatter(buf, idx, row), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
+""").replace("HloModule w\n", """HloModule w
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+""")
+
+
+@pytest.mark.parametrize("passes", [[], None], ids=["unoptimized", "cpu-pipeline"])
+def test_loop_carried_scatter_updates_the_state_in_place(passes):
+    x = np.arange(24, dtype=np.float32).reshape(8, 3)
+    before = x.copy()
+    exe = minixla.compile(SCATTER_ROW, backend="cpu",
+                          **({} if passes is None else {"passes": passes}))
+    want = minixla.compile(SCATTER_ROW, backend="interpreter")(x)
+    for _ in range(2):
+        np.testing.assert_allclose(exe(x), want, rtol=1e-6)
+    np.testing.assert_array_equal(x, before)
+    body = [chunk for chunk in exe.program.source.split("\n\n\n") if "= scatter" in chunk][0]
+    assert "np.empty((8, 3)" not in body, body
+    in_place = [s for s in exe.program.kernels.values() if "Kernel for scatter" in s.source]
+    assert in_place and all("z0" not in s.source for s in in_place)  # no copy loop

@@ -124,6 +124,11 @@ class _Builder(DriverBuilder):
                 return "thunk", libcalls.LIBCALLS[op](instr)
             except NotEmittable as exc:
                 reason = str(exc)
+        if op == "scatter" and not instr.shape.is_tuple:
+            try:  # a copying kernel and one that updates operand 0 where the plan allows
+                return "scatter", (opkernels.scatter(instr), opkernels.scatter(instr, True))
+            except NotEmittable as exc:
+                reason = str(exc)
         if op in opkernels.BUILDERS:
             try:
                 return "kernel", opkernels.BUILDERS[op](instr)
@@ -164,7 +169,7 @@ class _Builder(DriverBuilder):
                 continue
             # Writing over an input is only safe where every element is read before it is
             # written: an in-place update, or a one-nest kernel reading the input elementwise.
-            if how == "dus" and number == 0:
+            if how in ("dus", "scatter") and number == 0:
                 continue
             if how == "kernel" and spec.loop_nests == 1 and _can_share(instr, number):
                 continue
@@ -272,8 +277,8 @@ def _constant(fn: _Function, instr, _):
     fn.names[id(instr)] = fn.b.bind("c", value)
 
 
-def _kernel(fn: _Function, instr, spec: KernelSpec):
-    outs = fn.outputs(instr)
+def _kernel(fn: _Function, instr, spec: KernelSpec, outs=None):
+    outs = fn.outputs(instr) if outs is None else outs
     leaf_shapes = [s for _, s in instr.shape.leaves()]
     if any(s.numel() == 0 for s in leaf_shapes):
         return  # nothing to compute; an empty output needs no writes
@@ -296,6 +301,16 @@ def _thunk(fn: _Function, instr, run):
     out = outs[0] if not instr.shape.is_tuple else _source(fn.value(instr))
     name = fn.b.bind("t", run)
     fn.lines.append(f"{name}({', '.join([out] + [_source(o) for o in fn.operands(instr)])})")
+
+
+def _scatter(fn: _Function, instr, specs):
+    """In place (the plan lets it write operand 0): the kernel without its copy loop."""
+    copying, in_place = specs
+    if id(instr) in fn.plan.in_place:
+        fn.names[id(instr)] = fn.value(instr.operand(0))
+        _kernel(fn, instr, in_place, outs=[fn.names[id(instr)]])
+    else:
+        _kernel(fn, instr, copying)
 
 
 def _dus(fn: _Function, instr, _):
@@ -356,6 +371,7 @@ LOWERING = {
     "parameter": _parameter, "constant": _constant, "tuple": lower_tuple,
     "get-tuple-element": lower_get_tuple_element, "view": lower_view, "alias": lower_alias,
     "after-all": lower_token, "kernel": _kernel, "thunk": _thunk, "dus": _dus,
+    "scatter": _scatter,
     "fallback": _fallback, "while": _while, "conditional": lower_conditional,
     "call": lower_call,
 }

@@ -323,9 +323,10 @@ def gather(instr) -> KernelSpec:
     return src.spec()
 
 
-def scatter(instr) -> KernelSpec:
+def scatter(instr, in_place: bool = False) -> KernelSpec:
     """Outputs = inputs, then each in-bounds update element (row-major over the updates) is
-    combined into its target; a window that does not fit entirely is skipped, as in XLA."""
+    combined into its target; a window that does not fit entirely is skipped, as in XLA.
+    `in_place`: the output is operand 0's buffer, so the copy is left out."""
     src = _Source(instr)
     count = _indices_number(src)
     inputs, indices = instr.operands[:count], instr.operand(count)
@@ -335,12 +336,12 @@ def scatter(instr) -> KernelSpec:
     rank = len(operand_dims)
     dtypes = [s.dtype for s in src.out_shapes]
     copy_index = [f"z{d}" for d in range(rank)]
-    for d, n in enumerate(operand_dims):
+    for d, n in enumerate(operand_dims if not in_place else ()):
         src.open(copy_index[d], n)
-    for k in range(count):
+    for k in range(count if not in_place else 0):
         value = src.load(src.params[k], inputs[k].shape.dtype, copy_index)
         src.store(src.outs[k], dtypes[k], copy_index, value)
-    src.close(rank)
+    src.close(rank if not in_place else 0)
     update_dims = updates[0].shape.dims
     window_dims = list(attrs.get("update_window_dims", ()))
     input_batching = list(attrs.get("input_batching_dims", ()))

@@ -69,7 +69,8 @@ class _UnionFind:
 
 
 VIEW_KINDS = ("view", "alias", "tuple", "get-tuple-element")
-BUFFER_KINDS = ("kernel", "thunk", "dus")
+BUFFER_KINDS = ("kernel", "thunk", "dus", "scatter")
+IN_PLACE_KINDS = ("dus", "scatter")  # may update operand 0 in place
 MAY_ALIAS_KINDS = ("fallback", "call", "while", "conditional")
 
 
@@ -85,7 +86,7 @@ def plan_computation(comp, *, order, is_entry: bool, how, shared=None,
     plan = ComputationPlan(order)
     defines = {id(i) for i in order if how(i) in BUFFER_KINDS}
     for instr in order:
-        if instr.opcode == "dynamic-update-slice" and (
+        if how(instr) in IN_PLACE_KINDS and (
                 _can_update_in_place(instr, defines) or id(instr) in carried):
             plan.in_place.add(id(instr))
     views = {id(i) for i in order if how(i) in VIEW_KINDS} | plan.in_place
@@ -140,14 +141,14 @@ def _escaping(comp, views: set) -> set:
             continue
         out.add(id(instr))
         if id(instr) in views:
-            stack.extend(instr.operands[:1] if instr.opcode == "dynamic-update-slice"
-                         else instr.operands)
+            stack.extend(instr.operands[:1] if instr.opcode in ("dynamic-update-slice",
+                                                                "scatter") else instr.operands)
     return out
 
 
 def _can_update_in_place(instr, defines: set) -> bool:
-    """DUS may write into operand 0 when nothing else ever reads it: a buffer this computation
-    allocated, used only here (views count as uses)."""
+    """DUS or scatter may write into operand 0 when nothing else ever reads it: a buffer this
+    computation allocated, used only here (views count as uses)."""
     operand = instr.operand(0)
     if len(operand.users) != 1 or id(operand) not in defines or operand.is_root():
         return False
@@ -155,10 +156,10 @@ def _can_update_in_place(instr, defines: set) -> bool:
 
 
 def loop_carried_updates(body, how, order) -> dict[int, object]:
-    """State leaves a while body may update in place: {leaf index: the dynamic-update-slice}.
+    """State leaves a while body may update in place: {leaf index: the updating instruction}.
 
-    Leaf i qualifies when the body's root tuple returns, at i, a dynamic-update-slice of
-    get-tuple-element(state, i), that DUS is used only there, and every other reader of the
+    Leaf i qualifies when the body's root tuple returns, at i, a dynamic-update-slice (or a
+    one-operand scatter) of get-tuple-element(state, i), that update is used only there, and every other reader of the
     old value is a kernel or thunk (it copies what it reads) that runs before the DUS
     because the DUS depends on it. The next iteration then receives the same buffer, so with
     an initial state the loop owns (the driver copies it once if need be) no iteration copies
@@ -173,7 +174,7 @@ def loop_carried_updates(body, how, order) -> dict[int, object]:
     position = {id(instr): k for k, instr in enumerate(order)}
     found = {}
     for i, dus in enumerate(root.operands):
-        if dus.opcode != "dynamic-update-slice" or dus.users != [root] or \
+        if how(dus) not in IN_PLACE_KINDS or dus.users != [root] or \
                 root.operands.count(dus) != 1:
             continue
         old = dus.operand(0)
