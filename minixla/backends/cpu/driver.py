@@ -67,6 +67,8 @@ class _Builder(DriverBuilder):
         self.functions: dict[int, str] = {}
         self.chunks: list[str] = []
         self.views: list[tuple[str, int, object]] = []  # (name, arena offset, shape)
+        self.view_names: set[str] = set()
+        self.kernel_args: dict[str, tuple[str, str]] = {}  # argument expr -> (global, expr)
         self.fallbacks: Counter = Counter()
         self.fallback_reasons: list[tuple] = []  # (instruction, why no kernel)
         self.counter = 0
@@ -79,6 +81,16 @@ class _Builder(DriverBuilder):
         name = self.fresh_name(prefix)
         self.ns[name] = value
         return name
+
+    def fixed_arg(self, name: str, expr: str) -> str:
+        """A kernel argument reshaped (or viewed) from an arena view or a constant is the same
+        array on every call: it is made once, after the arena exists, and bound as a global
+        (a reshape per call costs about a microsecond, which small loops pay per iteration)."""
+        if expr == name or not (name in self.view_names or name in self.ns):
+            return expr
+        if expr not in self.kernel_args:
+            self.kernel_args[expr] = (self.fresh_name("r"), expr)
+        return self.kernel_args[expr][0]
 
     def dtype(self, shape) -> str:
         name = f"dt_{shape.dtype}"
@@ -232,6 +244,7 @@ class _Function(DriverFunction):
                 view = self.b.fresh_name("a")
                 offset = slot.offset if slot.shared else self.base + slot.offset
                 self.b.views.append((view, offset, shape))
+                self.b.view_names.add(view)
                 names.append(view)
                 continue
             var = self.b.fresh_name("v")
@@ -292,7 +305,7 @@ def _kernel(fn: _Function, instr, spec: KernelSpec, outs=None):
             rank = what.shape.rank
         else:
             name, rank = outs[what], leaf_shapes[what].rank
-        args.append(kernel_arg(name, rank, spec.flat, dtype))
+        args.append(fn.b.fixed_arg(name, kernel_arg(name, rank, spec.flat, dtype)))
     fn.lines.append(f"{fn.b.kernel(spec)}({', '.join(args)})")
 
 
@@ -413,6 +426,8 @@ def build_program(module, options: dict) -> Program:
         raw = arena[start + offset:start + offset + nbytes]
         builder.ns[name] = raw.view(shape.numpy_dtype).reshape(shape.dims)
     builder.ns["_arena"] = arena
+    for alias, expr in builder.kernel_args.values():
+        builder.ns[alias] = eval(expr, builder.ns)  # noqa: S307 - our own generated expression
     source = "\n\n".join(reversed(builder.chunks))
     return Program(source, builder.ns, builder.kernels, entry, builder.arena_bytes,
                    builder.fallbacks, builder.assignment, builder.fallback_reasons)
