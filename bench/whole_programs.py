@@ -2,7 +2,7 @@
 bench/programs.py (CNN forward and gradient, GRU/LSTM scans, a GPT-2 block, KV-cache decoding,
 an Adam step, sort/top-k, GNN message passing, an FFT filter, Cholesky solves in a loop, ...).
 
-    python bench/whole_programs.py [--repeat 9] [--only NAME ...] [--cold] [--export]
+    python bench/whole_programs.py [--repeat 9] [--only NAME ...] [--cold] [--export] [--no-jax]
 
 With JAX installed each program's HLO comes from jax.jit(...).lower(...) and both run in the
 same process, interleaved call by call, on the same inputs; minixla's outputs are checked
@@ -151,8 +151,10 @@ def main(argv=None) -> None:
     parser.add_argument("--only", action="append", default=[])
     parser.add_argument("--cold", action="store_true", help="compile without the disk cache")
     parser.add_argument("--export", action="store_true", help="rewrite bench/programs/*.hlo")
+    parser.add_argument("--no-jax", action="store_true",
+                        help="run the stored HLO on random inputs, minixla only")
     opts = parser.parse_args(argv)
-    jax = _jax()
+    jax = None if opts.no_jax else _jax()
     if opts.export:
         programs.export(STORED)
         return
