@@ -485,6 +485,17 @@ def test_philox_rng_bit_generator_matches_the_interpreter(state, data):
     check(text, [seed], passes=[], rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("data", ["u32[5,4]", "u32[3,5]", "u32[]", "u64[3,2]", "s32[7]",
+                                  "u16[3]"])
+def test_threefry_rng_bit_generator_matches_the_interpreter(data):
+    text = module(f"""
+  s = u64[2] parameter(0)
+  ROOT r = (u64[2], {data}) rng-bit-generator(s), algorithm=rng_three_fry
+""")
+    check(text, [np.array([0x0123456789ABCDEF, 0xFFFFFFFFFFFFFFF0], np.uint64)], passes=[],
+          rtol=0, atol=0)
+
+
 # ---- variadic scatter, non-default layouts ------------------------------------------------------
 
 def test_variadic_scatter_keeps_the_larger_value_and_its_index():

@@ -266,3 +266,25 @@ def philox4x32(c0, c1, c2, c3, k0, k1):
         k0 = (k0 + np.uint64(0x9E3779B9)) & low
         k1 = (k1 + np.uint64(0xBB67AE85)) & low
     return c0, c1, c2, c3
+
+
+@njit(**_JIT)
+def threefry2x32(c0, c1, k0, k1):
+    """Threefry2x32-20 (Random123) on 32-bit words held in uint64."""
+    low = np.uint64(0xFFFFFFFF)
+    k2 = np.uint64(0x1BD11BDA) ^ k0 ^ k1
+    x0 = (c0 + k0) & low
+    x1 = (c1 + k1) & low
+    for block in range(1, 6):
+        for r in range(4):
+            if block % 2 == 1:
+                rot = (13, 15, 26, 6)[r]
+            else:
+                rot = (17, 29, 16, 24)[r]
+            x0 = (x0 + x1) & low
+            x1 = (((x1 << np.uint64(rot)) | (x1 >> np.uint64(32 - rot))) & low) ^ x0
+        which = block % 3
+        x0 = (x0 + (k0 if which == 0 else k1 if which == 1 else k2)) & low
+        after = (block + 1) % 3
+        x1 = (x1 + (k0 if after == 0 else k1 if after == 1 else k2) + np.uint64(block)) & low
+    return x0, x1
