@@ -199,7 +199,7 @@ def vae_elbo_grad():
         _normal(rng, 32, 256, scale=0.1), _normal(rng, 256, 784, scale=0.05)]
 
 
-# ---- data processing ------------------------------------------------------------------------------
+# ---- data processing -------------------------------------------------------------------------
 
 def sort_topk():
     import jax
@@ -213,7 +213,6 @@ def sort_topk():
 
 def gnn_message_passing():
     import jax
-    import jax.numpy as jnp
 
     def layer(h, src, dst, w):
         messages = h[src] @ w
@@ -345,7 +344,6 @@ def small_while_loop():
 
 def dus_loop():
     import jax
-    import jax.numpy as jnp
 
     def run(buf, row):
         return jax.lax.fori_loop(

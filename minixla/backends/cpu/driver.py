@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..common_driver import (DriverBuilder, DriverFunction, lower_alias, lower_call,
-                             lower_conditional, lower_get_tuple_element, lower_while, lower_token, lower_tuple, lower_view,
+                             lower_conditional, lower_get_tuple_element, lower_token, lower_tuple, lower_view,
                              nest as _nest, source as _source)
 from . import libcalls, opkernels, thunks
 from .kernels import PARALLEL_THRESHOLD, KernelSpec, build_kernel, kernel_arg, single_op_computation

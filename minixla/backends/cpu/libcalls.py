@@ -13,7 +13,6 @@ import math
 
 import numpy as np
 
-from ...ir.dtypes import numpy_dtype
 from .blas_threads import threads_for, use_threads
 from .scalar import NotEmittable
 
@@ -67,7 +66,8 @@ def dot(instr):
     attrs = instr.attrs
     lhs_shape, rhs_shape = instr.operand(0).shape, instr.operand(1).shape
     lb, rb = list(attrs.get("lhs_batch_dims", ())), list(attrs.get("rhs_batch_dims", ()))
-    lc, rc = list(attrs.get("lhs_contracting_dims", ())), list(attrs.get("rhs_contracting_dims", ()))
+    lc = list(attrs.get("lhs_contracting_dims", ()))
+    rc = list(attrs.get("rhs_contracting_dims", ()))
     lf = [d for d in range(lhs_shape.rank) if d not in lb + lc]
     rf = [d for d in range(rhs_shape.rank) if d not in rb + rc]
     size = lambda dims, picked: math.prod(dims[d] for d in picked)  # noqa: E731
@@ -167,7 +167,8 @@ def convolution(instr):
 
 
 def _conv1d_by_taps(x, kernel, wd, positions: int) -> np.ndarray:
-    """[n, o, positions]: sum over taps t of x[:, :, t * dilation + stride * p] . kernel[:, :, t]."""
+    """[n, o, positions]: the sum over taps t of x[:, :, t * dilation + stride * p] times
+    kernel[:, :, t]."""
     x_last = np.ascontiguousarray(x.transpose(0, 2, 1))  # [n, w, c]
     total = None
     for t in range(kernel.shape[2]):

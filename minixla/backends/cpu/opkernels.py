@@ -1,5 +1,6 @@
 """Kernels for ops that are not computed per element: reduce-window, select-and-scatter,
-gather, scatter, sort and topk, each one generated Numba function.
+gather and scatter, each one generated Numba function (sort and topk: sort_kernels.py;
+rng-bit-generator: rng_kernels.py).
 
 A kernel takes the op's operands (scalars as one-element arrays) and one preallocated output
 array per result leaf, in the same calling convention as fusion kernels (`KernelSpec`), so
@@ -7,93 +8,24 @@ the driver calls them the same way. Reducers, comparators and combiners are inli
 elemental emitter, so any computation works, not only the common add/max/min.
 
 Orders follow the interpreter exactly where floating-point results depend on them: windows
-are combined in row-major tap order, scatter updates in row-major update order, and sort is a
-stable bottom-up merge sort. Two shapes get a better algorithm:
+are combined in row-major tap order, scatter updates in row-major update order. One shape gets
+a better algorithm:
 
 * a reduce-window whose window is a whole axis padded on one side (JAX's cumsum/cummax) is a
   running scan, O(n) instead of O(n * window); the reversed scan reassociates, so it is only
   used with commutative, associative reducers (add, multiply, max, min, and, or, xor);
-* topk with a small k keeps a sorted buffer of the k best per row (one pass over the row);
-  larger k sorts the row's keys with a stable merge sort.
 """
 from __future__ import annotations
 
-import hashlib
-import math
-
-from .elemental import Elemental, Writer
-from .kernels import KernelSpec, _HEADER
-from .scalar import NotEmittable, kernel_type, literal
+from .kernel_source import OpSource
+from .kernels import KernelSpec
+from .rng_kernels import rng_bit_generator
+from .sort_kernels import sort, topk
 
 _COMMUTATIVE = {"add", "multiply", "maximum", "minimum", "and", "or", "xor"}
-_SMALL_TOPK = 32  # up to this k, a sorted buffer of k; above, a sort of the whole row
 
 
-class _Source:
-    """One op kernel under construction: arguments, body lines and the elemental emitter for
-    inlined scalar computations."""
-
-    def __init__(self, instr):
-        self.instr = instr
-        self.w = Writer()
-        self.w.depth = 1
-        self.params = [f"p{i}" for i in range(len(instr.operands))]
-        leaves = [s for _, s in instr.shape.leaves()]
-        self.out_shapes = leaves
-        self.outs = [f"o{k}" for k in range(len(leaves))]
-        for shape in [op.shape for op in instr.operands] + leaves:
-            kernel_type(shape.dtype)
-
-    def line(self, text: str) -> None:
-        self.w.line(text)
-
-    def open(self, var: str, bound) -> None:
-        self.line(f"for {var} in range({bound}):")
-        self.w.depth += 1
-
-    def close(self, levels: int = 1) -> None:
-        self.w.depth -= levels
-
-    def load(self, array: str, dtype: str, index) -> str:
-        load = f"{array}[{', '.join(index) if index else '0'}]"
-        return self.bind(f"h.bf16_load({load})" if dtype == "bf16" else load)
-
-    def store(self, array: str, dtype: str, index, value: str) -> None:
-        value = f"h.bf16_store({value})" if dtype == "bf16" else value
-        self.line(f"{array}[{', '.join(index) if index else '0'}] = {value}")
-
-    def bind(self, expr: str, prefix: str = "v") -> str:
-        name = self.w.var(prefix)
-        self.line(f"{name} = {expr}")
-        return name
-
-    def inline(self, comp, args: list[str]) -> list[str]:
-        return Elemental(self.w, {}).inline(comp, args)
-
-    def const(self, value, dtype: str) -> str:
-        return self.w.const(value, dtype)
-
-    def spec(self, name: str = "kernel", reduce_flags: bool = False) -> KernelSpec:
-        instr = self.instr
-        fastmath = "{'contract'}"
-        lines = [_HEADER.format(doc=f"Kernel for {instr.opcode} %{instr.name}.")]
-        lines += [f"{n} = {text}" for text, n in self.w.constants.items()]
-        lines += [f"{n} = {key}" for key, n in self.w.math_names.items()]
-        lines += ["", "", f"@njit(parallel=False, fastmath={fastmath}, error_model='numpy', "
-                  "boundscheck=False, nogil=True, cache=CACHE)",
-                  f"def {name}({', '.join(self.params + self.outs)}):"]
-        lines += self.w.lines or ["    pass"]
-        source = "\n".join(lines) + "\n"
-        shapes = [op.shape for op in instr.operands] + self.out_shapes
-        args = [("param", i) for i in range(len(instr.operands))] + \
-            [("out", k) for k in range(len(self.outs))]
-        spec = KernelSpec(name, source, args, [max(s.rank, 1) for s in shapes],
-                          [s.dtype for s in shapes], False, False, 1)
-        spec.kid = hashlib.sha256((source + spec.signature_text()).encode()).hexdigest()[:32]
-        return spec
-
-
-# ---- reduce-window -----------------------------------------------------------------------------
+# ---- reduce-window ---------------------------------------------------------------------------
 
 def _scan_axis(instr):
     """(axis, reverse) when the window is one whole axis padded on one side and every other
@@ -126,7 +58,7 @@ def _is_commutative(comp, count: int) -> bool:
 
 
 def reduce_window(instr) -> KernelSpec:
-    src = _Source(instr)
+    src = OpSource(instr)
     count = len(instr.operands) // 2
     comp = instr.attrs["to_apply"]
     in_shapes = [op.shape for op in instr.operands[:count]]
@@ -206,13 +138,13 @@ def _windows(src, comp, count, in_shapes, inits, window):
     src.close(len(out_dims))
 
 
-# ---- select-and-scatter ---------------------------------------------------------------------------
+# ---- select-and-scatter ----------------------------------------------------------------------
 
 def select_and_scatter(instr) -> KernelSpec:
     """Output = init; for each source element in row-major order, the window tap `select`
     prefers (the first valid tap, replaced by a later one `select(best, new)` rejects best for)
     gets `scatter(out, source)`."""
-    src = _Source(instr)
+    src = OpSource(instr)
     operand, source, init = instr.operands
     dtype = operand.shape.dtype
     rank = operand.shape.rank
@@ -259,7 +191,7 @@ def select_and_scatter(instr) -> KernelSpec:
     return src.spec()
 
 
-# ---- gather and scatter ---------------------------------------------------------------------------
+# ---- gather and scatter ----------------------------------------------------------------------
 
 def _start_values(src, array: str, indices, index_vector_dim: int, batch_vars: list[str],
                   index_map, operand_dims, sizes, batching, clamp: bool) -> list[str]:
@@ -290,7 +222,7 @@ def _indices_number(src) -> int:
 
 
 def gather(instr) -> KernelSpec:
-    src = _Source(instr)
+    src = OpSource(instr)
     operand, indices = instr.operands
     attrs = instr.attrs
     offset_dims = set(attrs.get("offset_dims", ()))
@@ -327,7 +259,7 @@ def scatter(instr, in_place: bool = False) -> KernelSpec:
     """Outputs = inputs, then each in-bounds update element (row-major over the updates) is
     combined into its target; a window that does not fit entirely is skipped, as in XLA.
     `in_place`: the output is operand 0's buffer, so the copy is left out."""
-    src = _Source(instr)
+    src = OpSource(instr)
     count = _indices_number(src)
     inputs, indices = instr.operands[:count], instr.operand(count)
     updates = instr.operands[count + 1:]
@@ -384,268 +316,6 @@ def scatter(instr, in_place: bool = False) -> KernelSpec:
     for k in range(count):
         src.store(src.outs[k], dtypes[k], target, combined[k])
     src.close(opened)
-    return src.spec()
-
-
-# ---- sort and topk ----------------------------------------------------------------------------
-
-def _outer_loops(src, dims, axis: int) -> list[str]:
-    """Opens loops over every dim but `axis`; returns the index with `t` at `axis`."""
-    index = []
-    for d, n in enumerate(dims):
-        if d == axis:
-            index.append("t")
-            continue
-        src.open(f"i{d}", n)
-        index.append(f"i{d}")
-    return index
-
-
-def sort(instr) -> KernelSpec:
-    """Stable bottom-up merge sort of an index permutation per row; the comparator decides
-    whether the right run's head goes strictly before the left run's."""
-    src = _Source(instr)
-    axis = instr.attrs["dimensions"][0]
-    dims = instr.operand(0).shape.dims
-    n = dims[axis]
-    count = len(instr.operands)
-    dtypes = [op.shape.dtype for op in instr.operands]
-    src.line(f"perm = np.empty({max(n, 1)}, np.int64)")
-    src.line(f"spare = np.empty({max(n, 1)}, np.int64)")
-    index = _outer_loops(src, dims, axis)
-    src.open("t", n)
-    src.line("perm[t] = t")
-    src.close()
-    src.line("order, other = perm, spare")
-    src.line("width = 1")
-    src.line(f"while width < {n}:")
-    src.w.depth += 1
-    src.line("lo = 0")
-    src.line(f"while lo < {n}:")
-    src.w.depth += 1
-    src.line(f"mid = min(lo + width, {n})")
-    src.line(f"hi = min(lo + 2 * width, {n})")
-    src.line("a = lo")
-    src.line("b = mid")
-    src.open("t", "lo, hi")
-    src.line("take_b = a >= mid")
-    src.line("if not take_b and b < hi:")
-    src.w.depth += 1
-    args = []
-    for k in range(count):
-        right = [("order[b]" if v == "t" else v) for v in index]
-        left = [("order[a]" if v == "t" else v) for v in index]
-        args += [src.load(src.params[k], dtypes[k], right),
-                 src.load(src.params[k], dtypes[k], left)]
-    (less,) = src.inline(instr.attrs["to_apply"], args)
-    src.line(f"take_b = {less}")
-    src.w.depth -= 1
-    src.line("if take_b:")
-    src.line("    other[t] = order[b]")
-    src.line("    b += 1")
-    src.line("else:")
-    src.line("    other[t] = order[a]")
-    src.line("    a += 1")
-    src.close()
-    src.line("lo += 2 * width")
-    src.w.depth -= 1
-    src.line("order, other = other, order")
-    src.line("width *= 2")
-    src.w.depth -= 1
-    src.open("t", n)
-    source = [("order[t]" if v == "t" else v) for v in index]
-    for k in range(count):
-        value = src.load(src.params[k], dtypes[k], source)
-        src.store(src.outs[k], src.out_shapes[k].dtype, index, value)
-    src.close()
-    src.close(len(dims) - 1)
-    return src.spec()
-
-
-def _order_key(src, value: str, dtype: str, largest: bool) -> str:
-    """An int64 whose ascending order is the wanted order: floats by the total order
-    (-NaN < -inf < ... < -0 < +0 < ... < NaN), descending for largest (bitwise not)."""
-    if dtype in ("f32", "bf16", "f64"):
-        width = "np.int64" if dtype == "f64" else "np.int32"
-        bits = src.bind(f"h.bitcast({value}, {width})")
-        top = (1 << 63) - 1 if dtype == "f64" else (1 << 31) - 1
-        key = src.bind(f"np.int64({bits} ^ {width}({top}) if {bits} < 0 else {bits})", "key")
-    elif dtype == "u64":
-        key = src.bind(f"np.int64({value} ^ np.uint64({1 << 63}))", "key")
-    else:
-        key = src.bind(f"np.int64({value})", "key")
-    return src.bind(f"~{key}", "key") if largest else key
-
-
-def topk(instr) -> KernelSpec:
-    """Per row: the k first elements of the stable sort by key (ties keep index order)."""
-    src = _Source(instr)
-    operand = instr.operand(0)
-    dims = operand.shape.dims
-    axis = len(dims) - 1
-    n, k = dims[axis], instr.attrs["k"]
-    largest = instr.attrs.get("largest", True)
-    dtype = operand.shape.dtype
-    values_dtype, indices_dtype = (s.dtype for s in src.out_shapes)
-    src.line(f"keys = np.empty({max(n, 1)}, np.int64)")
-    src.line(f"best = np.empty({max(k, 1)}, np.int64)")
-    index = _outer_loops(src, dims, axis)
-    src.open("t", n)
-    key = _order_key(src, src.load("p0", dtype, index), dtype, largest)
-    src.line(f"keys[t] = {key}")
-    src.close()
-    if k <= _SMALL_TOPK:
-        src.line("filled = 0")
-        src.open("t", n)
-        src.line("key = keys[t]")
-        src.line(f"if filled == {k} and key >= keys[best[{k - 1}]]:")
-        src.line("    continue")
-        src.line(f"at = filled if filled < {k} else {k - 1}")
-        src.line("while at > 0 and keys[best[at - 1]] > key:")
-        src.line(f"    if at < {k}:")
-        src.line("        best[at] = best[at - 1]")
-        src.line("    at -= 1")
-        src.line("best[at] = t")
-        src.line(f"if filled < {k}:")
-        src.line("    filled += 1")
-        src.close()
-    else:
-        src.line("order = np.argsort(keys, kind='mergesort')")
-        src.open("t", k)
-        src.line("best[t] = order[t]")
-        src.close()
-    src.open("t", k)
-    src.line("j = best[t]")
-    source = ["j" if v == "t" else v for v in index]
-    value = src.load("p0", dtype, source)
-    src.store("o0", values_dtype, index, value)
-    src.store("o1", indices_dtype, index, f"{kernel_type(indices_dtype)}(j)")
-    src.close()
-    src.close(len(dims) - 1)
-    return src.spec()
-
-
-# ---- rng-bit-generator ------------------------------------------------------------------------
-
-def rng_bit_generator(instr) -> KernelSpec:
-    """XLA's Philox generator (rng_default, rng_philox) on a u64 state: block b encrypts the
-    128-bit counter (state[1], state[2]) + b with key state[0]; 32-bit outputs take the four
-    words of each block in order, 64-bit outputs two words each. The new state advances the
-    counter by the blocks used. Other algorithms and states are not emittable."""
-    from .scalar import BITS
-    algorithm = str(instr.attrs.get("algorithm", "rng_default"))
-    state, data = instr.shape.tuple_shapes
-    if algorithm == "rng_three_fry":
-        return _threefry(instr)
-    if algorithm not in ("rng_default", "rng_philox") or state.dtype != "u64" or \
-            instr.operand(0).shape.dtype != "u64" or state.numel() < 2 or \
-            data.dtype not in BITS or data.dtype in ("pred", "bf16"):
-        raise NotEmittable(f"rng-bit-generator {algorithm} on {state.dtype} -> {data.dtype}")
-    src = _Source(instr)
-    words, count, width = state.numel(), data.numel(), BITS[data.dtype]
-    bits = 64 if width == 64 else 32
-    blocks = -(-count * (2 if bits == 64 else 1) // 4)
-    u64 = "np.uint64"
-    src.line(f"mask = {u64}(0xFFFFFFFF)")
-    src.line(f"shift = {u64}(32)")
-    src.line("key = p0[0]")
-    src.line("low = p0[1]")
-    src.line(f"high = p0[{2 if words >= 3 else 0}]")
-    src.line("k0 = key & mask")
-    src.line("k1 = key >> shift")
-    src.open("b", blocks)
-    src.line(f"cl = low + {u64}(b)")
-    src.line(f"ch = high + {u64}(1) if cl < low else high")
-    src.line("r0, r1, r2, r3 = h.philox4x32(cl & mask, cl >> shift, ch & mask, ch >> shift, "
-             "k0, k1)")
-    if bits == 32:
-        pieces = [(f"4 * b + {j}", f"r{j}") for j in range(4)]
-    else:
-        pieces = [("2 * b", "r0 | (r1 << shift)"), ("2 * b + 1", "r2 | (r3 << shift)")]
-    unsigned = f"np.uint{width}"
-    for at, word in pieces:
-        src.line(f"if {at} < {count}:")
-        value = f"{unsigned}({word} & {u64}({(1 << width) - 1}))" if width < 64 else word
-        if data.dtype != f"u{width}":
-            value = f"h.bitcast({value}, {kernel_type(data.dtype)})"
-        src.line(f"    o1[{at}] = {value}")
-    src.close()
-    src.open("w", words)
-    src.line("o0[w] = p0[w]")
-    src.close()
-    src.line(f"new_low = low + {u64}({blocks})")
-    src.line("o0[1] = new_low")
-    if words >= 3:
-        src.line(f"o0[2] = high + {u64}(1) if new_low < low else high")
-    spec = src.spec()
-    spec.flat, spec.ndims = True, [1] * len(spec.ndims)
-    spec.kid = hashlib.sha256((spec.source + spec.signature_text() + "flat").encode()
-                              ).hexdigest()[:32]
-    return spec
-
-
-def _threefry(instr) -> KernelSpec:
-    """XLA's ThreeFry generator: counter state[1] + n encrypted with key state[0]. 64-bit
-    outputs take both words of counter n (row-major position n); 32-bit outputs split one dim
-    (the first even one, else the largest) in halves: counter n gives the two neighbours
-    2h and 2h + 1 along it."""
-    from .scalar import BITS
-    state, data = instr.shape.tuple_shapes
-    if state.dtype != "u64" or instr.operand(0).shape.dtype != "u64" or state.numel() < 2 or \
-            data.dtype not in BITS or data.dtype in ("pred", "bf16"):
-        raise NotEmittable(f"rng-bit-generator rng_three_fry on {state.dtype} -> {data.dtype}")
-    src = _Source(instr)
-    dims, width = list(data.dims), BITS[data.dtype]
-    u64 = "np.uint64"
-    src.line(f"mask = {u64}(0xFFFFFFFF)")
-    src.line("key = p0[0]")
-    src.line("counter = p0[1]")
-    src.line("k0 = key & mask")
-    src.line(f"k1 = key >> {u64}(32)")
-    split = None
-    if width == 64:
-        loop_dims = dims
-    elif not dims:
-        loop_dims = []
-    else:
-        even = [i for i, d in enumerate(dims) if d % 2 == 0]
-        split = even[0] if even else dims.index(max(dims))
-        loop_dims = dims[:split] + [-(-dims[split] // 2)] + dims[split + 1:]
-    index = [f"i{d}" for d in range(len(loop_dims))]
-    for d, n in enumerate(loop_dims):
-        src.open(index[d], n)
-    terms, stride = [], 1
-    for d in reversed(range(len(loop_dims))):
-        terms.append(f"{index[d]} * {stride}")
-        stride *= loop_dims[d]
-    flat = " + ".join(terms) or "0"
-    src.line(f"c = counter + {u64}({flat})")
-    src.line(f"x0, x1 = h.threefry2x32(c & mask, c >> {u64}(32), k0, k1)")
-
-    def store(at, word):
-        value = f"np.uint{width}({word} & {u64}({(1 << width) - 1}))" if width < 64 else word
-        if data.dtype != f"u{width}":
-            value = f"h.bitcast({value}, {kernel_type(data.dtype)})"
-        src.line(f"o1[{', '.join(at) or '0'}] = {value}")
-    if width == 64:
-        store(index, f"x0 | (x1 << {u64}(32))")
-    elif split is None:
-        store([], "x0")
-    else:
-        for word in (0, 1):
-            at = list(index)
-            at[split] = f"2 * {index[split]} + {word}"
-            if dims[split] % 2 and word == 1:
-                src.line(f"if 2 * {index[split]} + 1 < {dims[split]}:")
-                src.w.depth += 1
-            store(at, f"x{word}")
-            if dims[split] % 2 and word == 1:
-                src.w.depth -= 1
-    src.close(len(loop_dims))
-    src.open("w", state.numel())
-    src.line("o0[w] = p0[w]")
-    src.close()
-    src.line(f"o0[1] = counter + {u64}({math.prod(loop_dims)})")
     return src.spec()
 
 

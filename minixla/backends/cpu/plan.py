@@ -159,11 +159,11 @@ def loop_carried_updates(body, how, order) -> dict[int, object]:
     """State leaves a while body may update in place: {leaf index: the updating instruction}.
 
     Leaf i qualifies when the body's root tuple returns, at i, a dynamic-update-slice (or a
-    one-operand scatter) of get-tuple-element(state, i), that update is used only there, and every other reader of the
-    old value is a kernel or thunk (it copies what it reads) that runs before the DUS
-    because the DUS depends on it. The next iteration then receives the same buffer, so with
-    an initial state the loop owns (the driver copies it once if need be) no iteration copies
-    the carried buffer."""
+    one-operand scatter) of get-tuple-element(state, i), that update is used only there, and
+    every other reader of the old value is a kernel or thunk (it copies what it reads) that
+    runs before the update because the update depends on it. The next iteration then
+    receives the same buffer, so with an initial state the loop owns (the driver copies it
+    once if need be) no iteration copies the carried buffer."""
     root = body.root
     params = body.parameters
     if root.opcode != "tuple" or len(params) != 1 or not params[0].shape.is_tuple:
