@@ -322,19 +322,15 @@ def test_custom_call_registered_only_for_interpreter_is_a_compile_error():
 def test_fallbacks_are_reported_in_metrics():
     text = """
     HloModule s
-    lt {
-      a = f32[] parameter(0)
-      b = f32[] parameter(1)
-      ROOT c = pred[] compare(a, b), direction=LT
-    }
     ENTRY main {
-      x = f32[5] parameter(0)
-      ROOT s = f32[5] sort(x), dimensions={0}, to_apply=lt
+      x = f16[4] parameter(0)
+      ROOT s = f16[4] multiply(x, x)
     }"""
-    before = minixla.metrics().get("fallback.sort", {"count": 0})["count"]
-    exe = cpu(text, passes=[])
-    np.testing.assert_array_equal(exe(np.array([3, 1, 2, 5, 4], np.float32)), [1, 2, 3, 4, 5])
-    assert minixla.metrics()["fallback.sort"]["count"] == before + 1
+    before = minixla.metrics().get("fallback.multiply", {"count": 0})["count"]
+    with pytest.warns(UserWarning, match="multiply %s"):
+        exe = cpu(text, passes=[])
+    np.testing.assert_array_equal(exe(np.array([3, 1, 2, 5], np.float16)), [9, 1, 4, 25])
+    assert minixla.metrics()["fallback.multiply"]["count"] == before + 1
 
 
 # ---- layouts and the module's buffer assignment -----------------------------------------------

@@ -8,7 +8,8 @@ compile_module(module, options) -> Executable:
   run     the entry driver function, under a lock (the arena is per executable).
 
 Options: `cache` (bool, default $MINIXLA_CACHE or on), `cache_dir`, `parallel_threshold`
-(elements touched before a kernel uses threads). docs/cpu-backend.md has the design.
+(elements touched before a kernel uses threads), `strict` (an instruction without native code
+is a compile error instead of a FallbackWarning). docs/cpu-backend.md has the design.
 """
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ import contextlib
 import logging
 import threading
 import time
+import warnings
 
+from ...errors import UnsupportedError
 from ...ir.module import HloModule
 from ...runtime.custom_call import lookup_custom_call
 from ...runtime.executable import Executable
@@ -70,11 +73,29 @@ def _open_cache(options: dict) -> "cache.DiskCache | None":
     return disk
 
 
+class FallbackWarning(UserWarning):
+    """Some instructions run through the reference interpreter's NumPy code (slow)."""
+
+
+def _report_fallbacks(program, strict: bool) -> None:
+    """One warning per compile naming every instruction without native code; with `strict`,
+    a compile error instead."""
+    if not program.fallback_reasons:
+        return
+    listed = "; ".join(f"{instr.opcode} %{instr.name} ({reason})"
+                       for instr, reason in program.fallback_reasons)
+    if strict:
+        raise UnsupportedError(f"the cpu backend has no native code for: {listed}")
+    warnings.warn(f"minixla cpu: {len(program.fallback_reasons)} instruction(s) run through the "
+                  f"reference interpreter: {listed}", FallbackWarning, stacklevel=4)
+
+
 def compile_module(module: HloModule, options: dict) -> Executable:
     _check_custom_calls(module)
     start = time.perf_counter()
     program = driver.build_program(module, options)
     record_phase("codegen.cpu.emit", time.perf_counter() - start)
+    _report_fallbacks(program, bool(options.get("strict", False)))
     disk = _open_cache(options)
     start = time.perf_counter()
     key = None

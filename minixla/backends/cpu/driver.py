@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..common_driver import (DriverBuilder, DriverFunction, lower_alias, lower_call,
-                             lower_conditional, lower_get_tuple_element, lower_while, lower_token, lower_tuple, lower_view,
+                             lower_conditional, lower_get_tuple_element, lower_token, lower_tuple, lower_view,
                              nest as _nest, source as _source)
-from . import thunks
+from . import libcalls, opkernels, thunks
 from .kernels import PARALLEL_THRESHOLD, KernelSpec, build_kernel, kernel_arg, single_op_computation
-from .plan import ALIGNMENT, is_view_op, needs_copy, plan_computation
+from .plan import ALIGNMENT, is_view_op, loop_carried_updates, needs_copy, plan_computation
 from .scalar import NotEmittable
 
 CONTROL = {"while", "conditional", "call"}
@@ -45,6 +45,7 @@ class Program:
     arena_bytes: int
     fallbacks: Counter = field(default_factory=Counter)
     assignment: object = None  # the BufferAssignment the arena follows, if any
+    fallback_reasons: list = field(default_factory=list)  # (instruction, why no kernel)
 
     def dump_files(self) -> dict[str, str]:
         """What `--dump_to` writes for this program: driver, kernels, buffer assignment."""
@@ -67,9 +68,13 @@ class _Builder(DriverBuilder):
         self.functions: dict[int, str] = {}
         self.chunks: list[str] = []
         self.views: list[tuple[str, int, object]] = []  # (name, arena offset, shape)
+        self.view_names: set[str] = set()
+        self.kernel_args: dict[str, tuple[str, str]] = {}  # argument expr -> (global, expr)
         self.fallbacks: Counter = Counter()
+        self.fallback_reasons: list[tuple] = []  # (instruction, why no kernel)
         self.counter = 0
         self._evaluator = None
+        self.carried: dict[int, dict] = {}  # id(while body) -> {state leaf: in-place DUS}
         self.assignment = _buffer_assignment(module, options)
         self.arena_bytes = self.assignment.arena_size if self.assignment is not None else 0
 
@@ -79,6 +84,16 @@ class _Builder(DriverBuilder):
         return name
 
     bind_host = bind
+
+    def fixed_arg(self, name: str, expr: str) -> str:
+        """A kernel argument reshaped (or viewed) from an arena view or a constant is the same
+        array on every call: it is made once, after the arena exists, and bound as a global
+        (a reshape per call costs about a microsecond, which small loops pay per iteration)."""
+        if expr == name or not (name in self.view_names or name in self.ns):
+            return expr
+        if expr not in self.kernel_args:
+            self.kernel_args[expr] = (self.fresh_name("r"), expr)
+        return self.kernel_args[expr][0]
 
     def dtype(self, shape) -> str:
         name = f"dt_{shape.dtype}"
@@ -113,11 +128,28 @@ class _Builder(DriverBuilder):
             return "thunk", thunks.MOVEMENT[op](instr)
         if op == "dynamic-update-slice":
             return "dus", None
+        reason = "no native implementation"
         if instr.opdef.kind == "elementwise" or op in ("reduce", "transpose", "bitcast"):
             try:
                 return "kernel", self._spec(single_op_computation(instr))
-            except NotEmittable:
-                pass
+            except NotEmittable as exc:
+                reason = str(exc)
+        if op in libcalls.LIBCALLS and not instr.shape.is_tuple:
+            try:
+                return "thunk", libcalls.LIBCALLS[op](instr)
+            except NotEmittable as exc:
+                reason = str(exc)
+        if op == "scatter" and not instr.shape.is_tuple:
+            try:  # a copying kernel and one that updates operand 0 where the plan allows
+                return "scatter", (opkernels.scatter(instr), opkernels.scatter(instr, True))
+            except NotEmittable as exc:
+                reason = str(exc)
+        if op in opkernels.BUILDERS:
+            try:
+                return "kernel", opkernels.BUILDERS[op](instr)
+            except NotEmittable as exc:
+                reason = str(exc)
+        self.fallback_reasons.append((instr, reason))
         return "fallback", thunks.fallback(instr, self.evaluator)
 
     def _spec(self, comp) -> KernelSpec:
@@ -152,7 +184,7 @@ class _Builder(DriverBuilder):
                 continue
             # Writing over an input is only safe where every element is read before it is
             # written: an in-place update, or a one-nest kernel reading the input elementwise.
-            if how == "dus" and number == 0:
+            if how in ("dus", "scatter") and number == 0:
                 continue
             if how == "kernel" and spec.loop_nests == 1 and _can_share(instr, number):
                 continue
@@ -160,6 +192,22 @@ class _Builder(DriverBuilder):
         return allocation.offset
 
     # -- functions -------------------------------------------------------------------------
+    def body_updates(self, body) -> dict:
+        """The state leaves `body` updates in place (decided before its function is
+        emitted; only for a body no other instruction calls)."""
+        if id(body) not in self.carried:
+            callers = [i for i in self.module.all_instructions()
+                       if any(v is body for v in i.attrs.values())]
+            updates = {}
+            if all(c.opcode == "while" and c.attrs["body"] is body and
+                   c.attrs["condition"] is not body for c in callers):
+                decisions = {id(i): self.decide(i) for i in body.instructions}
+                order = list(body.instructions) if self.module.is_scheduled else \
+                    body.post_order()
+                updates = loop_carried_updates(body, lambda i: decisions[id(i)][0], order)
+            self.carried[id(body)] = updates
+        return self.carried[id(body)]
+
     def function(self, comp, *, is_entry: bool = False) -> str:
         if id(comp) in self.functions:
             return self.functions[id(comp)]
@@ -170,8 +218,10 @@ class _Builder(DriverBuilder):
         shared = None
         if self.assignment is not None:
             shared = lambda i, leaf: self.shared_slot(i, leaf, decisions[id(i)])
-        plan = plan_computation(comp, order=order, is_entry=is_entry,
-                                how=lambda i: decisions[id(i)][0], shared=shared)
+        how = lambda i: decisions[id(i)][0]  # noqa: E731
+        carried = self.carried.get(id(comp), {})
+        plan = plan_computation(comp, order=order, is_entry=is_entry, how=how, shared=shared,
+                                carried={id(d) for d in carried.values()})
         base = self.arena_bytes
         self.arena_bytes += -(-plan.arena_bytes // ALIGNMENT) * ALIGNMENT
         fn = _Function(self, comp, plan, decisions, base, is_entry)
@@ -197,6 +247,7 @@ class _Function(DriverFunction):
                 view = self.b.fresh_name("a")
                 offset = slot.offset if slot.shared else self.base + slot.offset
                 self.b.views.append((view, offset, shape))
+                self.b.view_names.add(view)
                 names.append(view)
                 continue
             var = self.b.fresh_name("v")
@@ -242,8 +293,8 @@ def _constant(fn: _Function, instr, _):
     fn.names[id(instr)] = fn.b.bind("c", value)
 
 
-def _kernel(fn: _Function, instr, spec: KernelSpec):
-    outs = fn.outputs(instr)
+def _kernel(fn: _Function, instr, spec: KernelSpec, outs=None):
+    outs = fn.outputs(instr) if outs is None else outs
     leaf_shapes = [s for _, s in instr.shape.leaves()]
     if any(s.numel() == 0 for s in leaf_shapes):
         return  # nothing to compute; an empty output needs no writes
@@ -257,7 +308,7 @@ def _kernel(fn: _Function, instr, spec: KernelSpec):
             rank = what.shape.rank
         else:
             name, rank = outs[what], leaf_shapes[what].rank
-        args.append(kernel_arg(name, rank, spec.flat, dtype))
+        args.append(fn.b.fixed_arg(name, kernel_arg(name, rank, spec.flat, dtype)))
     fn.lines.append(f"{fn.b.kernel(spec)}({', '.join(args)})")
 
 
@@ -266,6 +317,16 @@ def _thunk(fn: _Function, instr, run):
     out = outs[0] if not instr.shape.is_tuple else _source(fn.value(instr))
     name = fn.b.bind("t", run)
     fn.lines.append(f"{name}({', '.join([out] + [_source(o) for o in fn.operands(instr)])})")
+
+
+def _scatter(fn: _Function, instr, specs):
+    """In place (the plan lets it write operand 0): the kernel without its copy loop."""
+    copying, in_place = specs
+    if id(instr) in fn.plan.in_place:
+        fn.names[id(instr)] = fn.value(instr.operand(0))
+        _kernel(fn, instr, in_place, outs=[fn.names[id(instr)]])
+    else:
+        _kernel(fn, instr, copying)
 
 
 def _dus(fn: _Function, instr, _):
@@ -280,6 +341,41 @@ def _dus(fn: _Function, instr, _):
     fn.lines.append(f"{name}({', '.join([out] + [_source(o) for o in fn.operands(instr)])})")
 
 
+def _while(fn: _Function, instr, _):
+    """A Python loop around the condition and body functions. State leaves the body updates
+    in place are copied once before the loop unless this computation made them for the loop
+    alone (copy-insertion's copy), so the loop owns every buffer it writes."""
+    body = instr.attrs["body"]
+    updates = fn.b.body_updates(body)
+    init = instr.operand(0)
+    state = fn.value(init)
+    if updates:
+        leaves = list(state) if isinstance(state, tuple) else \
+            [f"{state}[{k}]" for k in range(len(instr.shape.tuple_shapes))]
+        for i in updates:
+            if not _owned_by_loop(fn, instr, i):
+                leaves[i] = f"np.array({_source(leaves[i])})"
+        state = tuple(leaves)
+    cond = fn.b.function(instr.attrs["condition"])
+    name = fn.b.function(body)
+    var = fn.b.fresh_name("s")
+    fn.lines += [f"{var} = {_source(state)}",
+                 f"while {cond}({var}):",
+                 f"    {var} = {name}({var})"]
+    fn.names[id(instr)] = var
+
+
+def _owned_by_loop(fn: _Function, loop, i: int) -> bool:
+    """Is state leaf i a buffer this computation wrote only to hand it to this loop?"""
+    init = loop.operand(0)
+    if init.opcode != "tuple" or init.users != [loop]:
+        return False
+    leaf = init.operand(i)
+    how = fn.decisions[id(leaf)][0]
+    return how in ("kernel", "thunk") and leaf.users == [init] and \
+        init.operands.count(leaf) == 1 and leaf.shape.is_array
+
+
 def _fallback(fn: _Function, instr, run):
     fn.b.fallbacks[instr.opcode] += 1
     name = fn.b.bind("t", run)
@@ -291,7 +387,8 @@ LOWERING = {
     "parameter": _parameter, "constant": _constant, "tuple": lower_tuple,
     "get-tuple-element": lower_get_tuple_element, "view": lower_view, "alias": lower_alias,
     "after-all": lower_token, "kernel": _kernel, "thunk": _thunk, "dus": _dus,
-    "fallback": _fallback, "while": lower_while, "conditional": lower_conditional,
+    "scatter": _scatter,
+    "fallback": _fallback, "while": _while, "conditional": lower_conditional,
     "call": lower_call,
 }
 _Function.lowering = LOWERING
@@ -332,6 +429,8 @@ def build_program(module, options: dict) -> Program:
         raw = arena[start + offset:start + offset + nbytes]
         builder.ns[name] = raw.view(shape.numpy_dtype).reshape(shape.dims)
     builder.ns["_arena"] = arena
+    for alias, expr in builder.kernel_args.values():
+        builder.ns[alias] = eval(expr, builder.ns)  # noqa: S307 - our own generated expression
     source = "\n\n".join(reversed(builder.chunks))
     return Program(source, builder.ns, builder.kernels, entry, builder.arena_bytes,
-                   builder.fallbacks, builder.assignment)
+                   builder.fallbacks, builder.assignment, builder.fallback_reasons)

@@ -423,6 +423,12 @@ def _map(em, instr, index):
     return em.bind(result)
 
 
+@handles("tuple")
+def _tuple(em, instr, index):
+    # the root of a variadic reducer or comparator: one value per element
+    return tuple(em.value(op, () if op.shape.rank == 0 else index) for op in instr.operands)
+
+
 @handles("get-tuple-element")
 def _get_tuple_element(em, instr, index):
     values = em.value(instr.operand(0), index)

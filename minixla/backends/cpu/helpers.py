@@ -237,3 +237,58 @@ def round_bf16(x):
     odd = (bits >> np.uint32(16)) & np.uint32(1)
     rounded = np.uint32(bits + np.uint32(0x7FFF) + odd)
     return bitcast(np.uint32(rounded & np.uint32(0xFFFF0000)), np.float32)
+
+
+@njit(**_JIT)
+def reduce_precision_bits(bits, last_kept, keep_mask, exponent_mask, over, under, sign_mask,
+                          round_mantissa, clamp_exponent):
+    """XLA's reduce-precision on a float's bits (widened to uint64): round the mantissa to
+    nearest even, then overflow to inf and underflow to a signed zero."""
+    if round_mantissa:
+        shift_bit = np.uint64(1) if (bits & last_kept) != np.uint64(0) else np.uint64(0)
+        bits = (bits + shift_bit + (last_kept >> np.uint64(1)) - np.uint64(1)) & keep_mask
+    if clamp_exponent:
+        exponent = bits & exponent_mask
+        sign = bits & sign_mask
+        if exponent > over:
+            bits = sign | exponent_mask
+        elif exponent <= under:
+            bits = sign
+    return bits
+
+
+@njit(**_JIT)
+def philox4x32(c0, c1, c2, c3, k0, k1):
+    """Philox4x32-10 (Random123) on 32-bit words held in uint64 (products fit exactly)."""
+    low = np.uint64(0xFFFFFFFF)
+    shift = np.uint64(32)
+    for _ in range(10):
+        p0 = c0 * np.uint64(0xD2511F53)
+        p1 = c2 * np.uint64(0xCD9E8D57)
+        c0, c1, c2, c3 = ((p1 >> shift) ^ c1 ^ k0) & low, p1 & low, \
+            ((p0 >> shift) ^ c3 ^ k1) & low, p0 & low
+        k0 = (k0 + np.uint64(0x9E3779B9)) & low
+        k1 = (k1 + np.uint64(0xBB67AE85)) & low
+    return c0, c1, c2, c3
+
+
+@njit(**_JIT)
+def threefry2x32(c0, c1, k0, k1):
+    """Threefry2x32-20 (Random123) on 32-bit words held in uint64."""
+    low = np.uint64(0xFFFFFFFF)
+    k2 = np.uint64(0x1BD11BDA) ^ k0 ^ k1
+    x0 = (c0 + k0) & low
+    x1 = (c1 + k1) & low
+    for block in range(1, 6):
+        for r in range(4):
+            if block % 2 == 1:
+                rot = (13, 15, 26, 6)[r]
+            else:
+                rot = (17, 29, 16, 24)[r]
+            x0 = (x0 + x1) & low
+            x1 = (((x1 << np.uint64(rot)) | (x1 >> np.uint64(32 - rot))) & low) ^ x0
+        which = block % 3
+        x0 = (x0 + (k0 if which == 0 else k1 if which == 1 else k2)) & low
+        after = (block + 1) % 3
+        x1 = (x1 + (k0 if after == 0 else k1 if after == 1 else k2) + np.uint64(block)) & low
+    return x0, x1

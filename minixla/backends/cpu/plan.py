@@ -69,20 +69,25 @@ class _UnionFind:
 
 
 VIEW_KINDS = ("view", "alias", "tuple", "get-tuple-element")
-BUFFER_KINDS = ("kernel", "thunk", "dus")
+BUFFER_KINDS = ("kernel", "thunk", "dus", "scatter")
+IN_PLACE_KINDS = ("dus", "scatter")  # may update operand 0 in place
 MAY_ALIAS_KINDS = ("fallback", "call", "while", "conditional")
 
 
-def plan_computation(comp, *, order, is_entry: bool, how, shared=None) -> ComputationPlan:
+def plan_computation(comp, *, order, is_entry: bool, how, shared=None,
+                     carried=frozenset()) -> ComputationPlan:
     """`how(instr)` is the driver's lowering kind: views forward operand 0, buffer kinds write
     into storage the plan provides, may-alias kinds return arrays that may be operands.
     `shared(instr, leaf)` may place a temporary at an absolute offset of the module's buffer
-    assignment; the rest are packed into this computation's own region."""
+    assignment; the rest are packed into this computation's own region. `carried` holds the
+    ids of a while body's dynamic-update-slices that may write into the loop state they
+    read (see loop_carried_updates: the loop owns those buffers)."""
     position = {id(instr): k for k, instr in enumerate(order)}
     plan = ComputationPlan(order)
     defines = {id(i) for i in order if how(i) in BUFFER_KINDS}
     for instr in order:
-        if instr.opcode == "dynamic-update-slice" and _can_update_in_place(instr, defines):
+        if how(instr) in IN_PLACE_KINDS and (
+                _can_update_in_place(instr, defines) or id(instr) in carried):
             plan.in_place.add(id(instr))
     views = {id(i) for i in order if how(i) in VIEW_KINDS} | plan.in_place
     escaping = _escaping(comp, views)
@@ -136,18 +141,63 @@ def _escaping(comp, views: set) -> set:
             continue
         out.add(id(instr))
         if id(instr) in views:
-            stack.extend(instr.operands[:1] if instr.opcode == "dynamic-update-slice"
-                         else instr.operands)
+            stack.extend(instr.operands[:1] if instr.opcode in ("dynamic-update-slice",
+                                                                "scatter") else instr.operands)
     return out
 
 
 def _can_update_in_place(instr, defines: set) -> bool:
-    """DUS may write into operand 0 when nothing else ever reads it: a buffer this computation
-    allocated, used only here (views count as uses)."""
+    """DUS or scatter may write into operand 0 when nothing else ever reads it: a buffer this
+    computation allocated, used only here (views count as uses)."""
     operand = instr.operand(0)
     if len(operand.users) != 1 or id(operand) not in defines or operand.is_root():
         return False
     return all(op is not operand for op in instr.operands[1:])
+
+
+def loop_carried_updates(body, how, order) -> dict[int, object]:
+    """State leaves a while body may update in place: {leaf index: the updating instruction}.
+
+    Leaf i qualifies when the body's root tuple returns, at i, a dynamic-update-slice (or a
+    one-operand scatter) of get-tuple-element(state, i), that update is used only there, and
+    every other reader of the old value is a kernel or thunk (it copies what it reads) that
+    runs before the update because the update depends on it. The next iteration then
+    receives the same buffer, so with an initial state the loop owns (the driver copies it
+    once if need be) no iteration copies the carried buffer."""
+    root = body.root
+    params = body.parameters
+    if root.opcode != "tuple" or len(params) != 1 or not params[0].shape.is_tuple:
+        return {}
+    state = params[0]
+    if any(user.opcode != "get-tuple-element" for user in state.users):
+        return {}
+    position = {id(instr): k for k, instr in enumerate(order)}
+    found = {}
+    for i, dus in enumerate(root.operands):
+        if how(dus) not in IN_PLACE_KINDS or dus.users != [root] or \
+                root.operands.count(dus) != 1:
+            continue
+        old = dus.operand(0)
+        if old.opcode != "get-tuple-element" or old.operand(0) is not state or \
+                old.attrs["index"] != i:
+            continue
+        readers = [u for g in state.users if g.attrs["index"] == i for u in g.users]
+        ancestors = _ancestors(dus)
+        if all(r is dus or (how(r) in ("kernel", "thunk") and id(r) in ancestors
+                            and position[id(r)] < position[id(dus)]) for r in readers) and \
+                all(op is not old for op in dus.operands[1:]):
+            found[i] = dus
+    return found
+
+
+def _ancestors(instr) -> set:
+    seen, stack = set(), list(instr.operands)
+    while stack:
+        node = stack.pop()
+        if id(node) not in seen:
+            seen.add(id(node))
+            stack.extend(node.operands)
+    return seen
 
 
 def _kinds(instr, plan, escaping, views, defines, how):

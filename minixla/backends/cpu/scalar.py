@@ -24,12 +24,14 @@ class NotEmittable(UnsupportedError):
 
 # HLO element type -> NumPy scalar type the kernel computes in. bf16 values are computed in
 # f32 and rounded back after every op that can leave the bf16 grid (as the interpreter does);
-# arrays hold their 16-bit patterns. f16, f8, sub-byte ints and complex numbers are absent:
-# Numba cannot represent them, so they fall back.
+# arrays hold their 16-bit patterns. Complex numbers are Numba's complex64/complex128, for the
+# ops in COMPLEX_RULES only. f16, f8 and sub-byte ints are absent: Numba cannot represent
+# them, so they fall back.
 KERNEL_TYPES = {
     "pred": "bool_", "s8": "int8", "s16": "int16", "s32": "int32", "s64": "int64",
     "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
     "f32": "float32", "f64": "float64", "bf16": "float32",
+    "c64": "complex64", "c128": "complex128",
 }
 BITS = {"pred": 8, "s8": 8, "s16": 16, "s32": 32, "s64": 64, "u8": 8, "u16": 16, "u32": 32,
         "u64": 64, "f32": 32, "f64": 64, "bf16": 16}
@@ -53,7 +55,8 @@ def unsigned_of(dtype: str) -> str:
 
 
 def kind(dtype: str) -> str:
-    return {"p": "pred", "s": "signed", "u": "unsigned", "f": "float", "b": "float"}[dtype[0]]
+    return {"p": "pred", "s": "signed", "u": "unsigned", "f": "float", "b": "float",
+            "c": "complex"}[dtype[0]]
 
 
 Emit = Callable[..., str]
@@ -373,6 +376,9 @@ def _bitcast_convert(ctx, instr, args):
 
 def emit_scalar(ctx, instr, args: list[str]) -> str:
     """Source for `instr` applied to operand values `args` (raises NotEmittable)."""
+    if any(kind(d) == "complex" for d in [instr.shape.dtype] +
+           [op.shape.dtype for op in instr.operands]):
+        return _complex(ctx, instr, args)
     fn = SCALAR.get(instr.opcode)
     if fn is None:
         raise NotEmittable(f"{instr.opcode} has no kernel code")
@@ -386,11 +392,22 @@ def emit_scalar(ctx, instr, args: list[str]) -> str:
     return expr
 
 
+def _float_source(value: float) -> str:
+    if value != value:
+        return "float('nan')"
+    if value in (float("inf"), float("-inf")):
+        return f"float('{value}')"
+    return f"float.fromhex('{value.hex()}')"
+
+
 def literal(value, dtype: str) -> str:
     """Exact Python source for a scalar of HLO type `dtype` (module level, not in kernels)."""
     ty = kernel_type(dtype)
     if dtype == "pred":
         return f"{ty}({bool(value)})"
+    if kind(dtype) == "complex":
+        value = complex(np.asarray(value).item())
+        return f"{ty}(complex({_float_source(value.real)}, {_float_source(value.imag)}))"
     if kind(dtype) == "float":
         value = float(value)
         if value != value:
@@ -399,3 +416,72 @@ def literal(value, dtype: str) -> str:
             return f"{ty}(float('{value}'))"
         return f"{ty}(float.fromhex('{value.hex()}'))"
     return f"{ty}({int(np.asarray(value).item())})"
+
+
+@rule("reduce-precision")
+def _reduce_precision(ctx, instr, args):
+    """Bits of f32/f64 (bf16 values are f32 here, exact) edited by helpers.reduce_precision_bits;
+    NaN stays NaN (+inf with no mantissa bits left), as the interpreter does."""
+    dtype = instr.shape.dtype
+    if dtype not in ("f32", "f64", "bf16"):
+        raise _no(instr, dtype)
+    exponent_bits, mantissa_bits = instr.attrs["exponent_bits"], instr.attrs["mantissa_bits"]
+    if exponent_bits < 1 or mantissa_bits < 0:
+        raise _no(instr, dtype)
+    src_e, src_m, width = (11, 52, 64) if dtype == "f64" else (8, 23, 32)
+    if dtype == "bf16":
+        src_m = 7  # the f32 value's low 16 bits are zero; bf16 rounds as its own layout
+        shift_extra = 16
+    else:
+        shift_extra = 0
+    ones = (1 << width) - 1
+    shift = src_m - mantissa_bits
+    last_kept = 1 << (max(shift, 0) + shift_extra)
+    keep_mask = ones ^ (last_kept - 1)
+    exponent_mask = ((1 << src_e) - 1) << (23 if dtype == "bf16" else src_m)
+    src_bias, reduced_bias = (1 << (src_e - 1)) - 1, (1 << (exponent_bits - 1)) - 1
+    mshift = 23 if dtype == "bf16" else src_m
+    over = ((src_bias + reduced_bias) << mshift) if exponent_bits < src_e else 0
+    under = ((src_bias - reduced_bias) << mshift) if exponent_bits < src_e else 0
+    int_type = f"np.uint{width}"
+    u64 = lambda v: f"np.uint64({v})"  # noqa: E731
+    bits = f"np.uint64(h.bitcast({args[0]}, {int_type}))"
+    edited = (f"h.reduce_precision_bits({bits}, {u64(last_kept)}, {u64(keep_mask)}, "
+              f"{u64(exponent_mask)}, {u64(over)}, {u64(under)}, {u64(1 << (width - 1))}, "
+              f"{shift > 0}, {exponent_bits < src_e})")
+    float_type = kernel_type("f64" if dtype == "f64" else "f32")
+    result = f"h.bitcast({int_type}({edited}), {float_type})"
+    nan = args[0] if mantissa_bits > 0 else f"{float_type}(np.inf)"
+    return f"({nan} if {args[0]} != {args[0]} else {result})"
+
+
+# ---- complex numbers -------------------------------------------------------------------------
+
+_COMPLEX_BINARY = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/"}
+_COMPLEX_UNARY = {"exponential": "np.exp", "log": "np.log", "sqrt": "np.sqrt",
+                  "negate": "-", "copy": ""}
+
+
+def _complex(ctx, instr, args) -> str:
+    """The ops complex values support in kernels; any other op on them falls back."""
+    op, dtype = instr.opcode, instr.shape.dtype
+    if op in _COMPLEX_BINARY and kind(dtype) == "complex":
+        return ctx.cast(f"{args[0]} {_COMPLEX_BINARY[op]} {args[1]}", dtype)
+    if op in _COMPLEX_UNARY and kind(dtype) == "complex":
+        return ctx.cast(f"{_COMPLEX_UNARY[op]}({args[0]})", dtype)
+    if op in ("real", "imag") and kind(dtype) == "float":
+        return ctx.cast(f"{args[0]}.{op}", dtype)
+    if op == "abs" and kind(dtype) == "float":
+        return ctx.cast(f"abs({args[0]})", dtype)
+    if op == "complex":
+        return ctx.cast(f"complex({args[0]}, {args[1]})", dtype)
+    if op == "convert" and kind(dtype) == "complex" and instr.operand(0).shape.dtype != "bf16":
+        src = instr.operand(0).shape.dtype
+        value = f"(1.0 if {args[0]} else 0.0)" if src == "pred" else args[0]
+        return ctx.cast(value, dtype)
+    if op == "select" and kind(dtype) == "complex":
+        return f"({args[1]} if {args[0]} else {args[2]})"
+    if op == "compare" and str(instr.attrs["direction"]).upper() in ("EQ", "NE"):
+        equal = str(instr.attrs["direction"]).upper() == "EQ"
+        return f"({args[0]} {'==' if equal else '!='} {args[1]})"
+    raise NotEmittable(f"{op} on complex numbers has no kernel code")

@@ -2,7 +2,8 @@
 
 * dot: BLAS through np.matmul writing into the preallocated output (`out=`); operands are
   transposed/reshaped to [batch, m, k] x [batch, k, n] views first, which NumPy hands to BLAS
-  with transpose flags instead of copying where it can.
+  with transpose flags instead of copying where it can. BLAS gets as many threads as the
+  GEMM's size pays for (blas_threads.py).
 * data movement (broadcast, slice, concatenate, pad, reverse, dynamic-slice,
   dynamic-update-slice, copy): NumPy copies into the output buffer; these are memcpy-speed C
   loops and need no compile time. dynamic-update-slice writes only the window when the plan
@@ -21,6 +22,7 @@ import math
 import numpy as np
 
 from ...runtime.custom_call import lookup_custom_call
+from .blas_threads import threads_for, use_threads
 
 
 def dot(instr):
@@ -38,8 +40,10 @@ def dot(instr):
     lhs_perm, rhs_perm = lb + lf + lc, rb + rc + rf
     identity_l = lhs_perm == list(range(len(dims_l)))
     identity_r = rhs_perm == list(range(len(dims_r)))
+    flops = 2.0 * batch * m * k * n
 
     def run(out, lhs, rhs):
+        use_threads(threads_for(flops))
         a = (lhs if identity_l else lhs.transpose(lhs_perm)).reshape(batch, m, k)
         b = (rhs if identity_r else rhs.transpose(rhs_perm)).reshape(batch, k, n)
         if batch == 1:

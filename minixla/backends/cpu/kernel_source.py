@@ -1,0 +1,74 @@
+"""The source of one op kernel (opkernels.py, sort_kernels.py, rng_kernels.py): arguments in
+the fusion kernels' calling convention (operands, then one output per result leaf; scalars as
+one-element arrays), body lines, and the elemental emitter for inlined scalar computations."""
+from __future__ import annotations
+
+import hashlib
+
+from .elemental import Elemental, Writer
+from .kernels import _HEADER, KernelSpec
+from .scalar import kernel_type
+
+
+class OpSource:
+    """One op kernel under construction: arguments, body lines and the elemental emitter for
+    inlined scalar computations."""
+
+    def __init__(self, instr):
+        self.instr = instr
+        self.w = Writer()
+        self.w.depth = 1
+        self.params = [f"p{i}" for i in range(len(instr.operands))]
+        leaves = [s for _, s in instr.shape.leaves()]
+        self.out_shapes = leaves
+        self.outs = [f"o{k}" for k in range(len(leaves))]
+        for shape in [op.shape for op in instr.operands] + leaves:
+            kernel_type(shape.dtype)
+
+    def line(self, text: str) -> None:
+        self.w.line(text)
+
+    def open(self, var: str, bound) -> None:
+        self.line(f"for {var} in range({bound}):")
+        self.w.depth += 1
+
+    def close(self, levels: int = 1) -> None:
+        self.w.depth -= levels
+
+    def load(self, array: str, dtype: str, index) -> str:
+        load = f"{array}[{', '.join(index) if index else '0'}]"
+        return self.bind(f"h.bf16_load({load})" if dtype == "bf16" else load)
+
+    def store(self, array: str, dtype: str, index, value: str) -> None:
+        value = f"h.bf16_store({value})" if dtype == "bf16" else value
+        self.line(f"{array}[{', '.join(index) if index else '0'}] = {value}")
+
+    def bind(self, expr: str, prefix: str = "v") -> str:
+        name = self.w.var(prefix)
+        self.line(f"{name} = {expr}")
+        return name
+
+    def inline(self, comp, args: list[str]) -> list[str]:
+        return Elemental(self.w, {}).inline(comp, args)
+
+    def const(self, value, dtype: str) -> str:
+        return self.w.const(value, dtype)
+
+    def spec(self, name: str = "kernel", reduce_flags: bool = False) -> KernelSpec:
+        instr = self.instr
+        fastmath = "{'contract'}"
+        lines = [_HEADER.format(doc=f"Kernel for {instr.opcode} %{instr.name}.")]
+        lines += [f"{n} = {text}" for text, n in self.w.constants.items()]
+        lines += [f"{n} = {key}" for key, n in self.w.math_names.items()]
+        lines += ["", "", f"@njit(parallel=False, fastmath={fastmath}, error_model='numpy', "
+                  "boundscheck=False, nogil=True, cache=CACHE)",
+                  f"def {name}({', '.join(self.params + self.outs)}):"]
+        lines += self.w.lines or ["    pass"]
+        source = "\n".join(lines) + "\n"
+        shapes = [op.shape for op in instr.operands] + self.out_shapes
+        args = [("param", i) for i in range(len(instr.operands))] + \
+            [("out", k) for k in range(len(self.outs))]
+        spec = KernelSpec(name, source, args, [max(s.rank, 1) for s in shapes],
+                          [s.dtype for s in shapes], False, False, 1)
+        spec.kid = hashlib.sha256((source + spec.signature_text()).encode()).hexdigest()[:32]
+        return spec

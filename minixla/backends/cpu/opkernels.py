@@ -1,0 +1,324 @@
+"""Kernels for ops that are not computed per element: reduce-window, select-and-scatter,
+gather and scatter, each one generated Numba function (sort and topk: sort_kernels.py;
+rng-bit-generator: rng_kernels.py).
+
+A kernel takes the op's operands (scalars as one-element arrays) and one preallocated output
+array per result leaf, in the same calling convention as fusion kernels (`KernelSpec`), so
+the driver calls them the same way. Reducers, comparators and combiners are inlined by the
+elemental emitter, so any computation works, not only the common add/max/min.
+
+Orders follow the interpreter exactly where floating-point results depend on them: windows
+are combined in row-major tap order, scatter updates in row-major update order. One shape gets
+a better algorithm:
+
+* a reduce-window whose window is a whole axis padded on one side (JAX's cumsum/cummax) is a
+  running scan, O(n) instead of O(n * window); the reversed scan reassociates, so it is only
+  used with commutative, associative reducers (add, multiply, max, min, and, or, xor);
+"""
+from __future__ import annotations
+
+from .kernel_source import OpSource
+from .kernels import KernelSpec
+from .rng_kernels import rng_bit_generator
+from .sort_kernels import sort, topk
+
+_COMMUTATIVE = {"add", "multiply", "maximum", "minimum", "and", "or", "xor"}
+
+
+# ---- reduce-window ---------------------------------------------------------------------------
+
+def _scan_axis(instr):
+    """(axis, reverse) when the window is one whole axis padded on one side and every other
+    dim is the identity window; else None."""
+    dims = instr.operand(0).shape.dims
+    found = None
+    for d, (n, wd) in enumerate(zip(dims, instr.attrs["window"].dims)):
+        plain = wd.stride == 1 and wd.lhs_dilation == 1 and wd.rhs_dilation == 1
+        if not plain or wd.reversal:
+            return None
+        if wd.size == 1 and wd.padding_low == 0 and wd.padding_high == 0:
+            continue
+        if found is not None or n < 2 or wd.size != n:
+            return None
+        if (wd.padding_low, wd.padding_high) == (n - 1, 0):
+            found = (d, False)
+        elif (wd.padding_low, wd.padding_high) == (0, n - 1):
+            found = (d, True)
+        else:
+            return None
+    return found
+
+
+def _is_commutative(comp, count: int) -> bool:
+    root = comp.root
+    if count != 1 or root.opcode not in _COMMUTATIVE or len(root.operands) != 2:
+        return False
+    return {op.opcode for op in root.operands} == {"parameter"} and \
+        {op.parameter_number for op in root.operands} == {0, 1}
+
+
+def reduce_window(instr) -> KernelSpec:
+    src = OpSource(instr)
+    count = len(instr.operands) // 2
+    comp = instr.attrs["to_apply"]
+    in_shapes = [op.shape for op in instr.operands[:count]]
+    inits = [src.load(src.params[count + k], instr.operand(count + k).shape.dtype, ())
+             for k in range(count)]
+    scan = _scan_axis(instr)
+    if scan is not None and (not scan[1] or _is_commutative(comp, count)):
+        _scan(src, comp, count, in_shapes, inits, *scan)
+    else:
+        _windows(src, comp, count, in_shapes, inits, instr.attrs["window"].dims)
+    return src.spec()
+
+
+def _scan(src, comp, count, in_shapes, inits, axis, reverse):
+    """out[i] = f(out[i - 1], x[i]) along `axis` (from the end when reversed): the taps the
+    window holds at i are exactly one more than at i - 1."""
+    dims = in_shapes[0].dims
+    index = [f"i{d}" for d in range(len(dims))]
+    for d, n in enumerate(dims):
+        if d == axis:
+            bound = f"{n - 1}, -1, -1" if reverse else str(n)
+            src.open(index[d], bound)
+        else:
+            src.open(index[d], n)
+    previous = list(index)
+    previous[axis] = f"{index[axis]} + 1" if reverse else f"{index[axis]} - 1"
+    first = f"{index[axis]} == {dims[axis] - 1 if reverse else 0}"
+    dtypes = [s.dtype for s in src.out_shapes]
+    accs = []
+    for k in range(count):
+        before = src.bind(f"{src.outs[k]}[{', '.join(previous)}] if not ({first}) else {inits[k]}"
+                          if dtypes[k] != "bf16" else
+                          f"h.bf16_load({src.outs[k]}[{', '.join(previous)}]) "
+                          f"if not ({first}) else {inits[k]}")
+        accs.append(before)
+    values = [src.load(src.params[k], in_shapes[k].dtype, index) for k in range(count)]
+    combined = src.inline(comp, accs + values)
+    for k in range(count):
+        src.store(src.outs[k], dtypes[k], index, combined[k])
+    src.close(len(dims))
+
+
+def _window_positions(src, d: int, n: int, wd, out_var: str):
+    """Opens the loop over window taps of dim d; returns the operand index variable."""
+    base = src.bind(f"{out_var} * {wd.stride} - {wd.padding_low}", "b")
+    tap = f"w{d}"
+    if wd.lhs_dilation == 1:
+        rd = wd.rhs_dilation
+        low = src.bind(f"max(0, (-{base} + {rd - 1}) // {rd})", "lo")
+        high = src.bind(f"min({wd.size}, ({n - 1} - {base}) // {rd} + 1)", "hi")
+        src.open(tap, f"{low}, {high}")
+        return src.bind(f"{base} + {tap} * {rd}" if rd != 1 else f"{base} + {tap}", "q")
+    src.open(tap, wd.size)
+    position = src.bind(f"{base} + {tap} * {wd.rhs_dilation}", "x")
+    ld = wd.lhs_dilation
+    src.line(f"if {position} < 0 or {position} % {ld} != 0 or {position} > {(n - 1) * ld}:")
+    src.line("    continue")
+    return src.bind(f"{position} // {ld}", "q")
+
+
+def _windows(src, comp, count, in_shapes, inits, window):
+    out_dims = src.out_shapes[0].dims
+    in_dims = in_shapes[0].dims
+    index = [f"i{d}" for d in range(len(out_dims))]
+    for d, n in enumerate(out_dims):
+        src.open(index[d], n)
+    accs = [src.bind(init, "acc") for init in inits]
+    taps = []
+    for d, wd in enumerate(window):
+        taps.append(_window_positions(src, d, in_dims[d], wd, index[d]))
+    values = [src.load(src.params[k], in_shapes[k].dtype, taps) for k in range(count)]
+    combined = src.inline(comp, accs + values)
+    src.line(f"{', '.join(accs)} = {', '.join(combined)}")
+    src.close(len(window))
+    for k in range(count):
+        src.store(src.outs[k], src.out_shapes[k].dtype, index, accs[k])
+    src.close(len(out_dims))
+
+
+# ---- select-and-scatter ----------------------------------------------------------------------
+
+def select_and_scatter(instr) -> KernelSpec:
+    """Output = init; for each source element in row-major order, the window tap `select`
+    prefers (the first valid tap, replaced by a later one `select(best, new)` rejects best for)
+    gets `scatter(out, source)`."""
+    src = OpSource(instr)
+    operand, source, init = instr.operands
+    dtype = operand.shape.dtype
+    rank = operand.shape.rank
+    init_value = src.load("p2", init.shape.dtype, ())
+    all_index = [f"z{d}" for d in range(rank)]
+    for d, n in enumerate(operand.shape.dims):
+        src.open(all_index[d], n)
+    src.store("o0", dtype, all_index, init_value)
+    src.close(rank)
+    index = [f"i{d}" for d in range(rank)]
+    for d, n in enumerate(source.shape.dims):
+        src.open(index[d], n)
+    have = src.bind("False", "have")
+    best = src.bind(init_value, "best")
+    best_at = [src.bind("0", "at") for _ in range(rank)]
+    taps = [_window_positions(src, d, operand.shape.dims[d], wd, index[d])
+            for d, wd in enumerate(instr.attrs["window"].dims)]
+    value = src.load("p0", dtype, taps)
+    src.line(f"if not {have}:")
+    src.w.depth += 1
+    src.line(f"{have} = True")
+    src.line(f"{best} = {value}")
+    for at, tap in zip(best_at, taps):
+        src.line(f"{at} = {tap}")
+    src.w.depth -= 1
+    src.line("else:")
+    src.w.depth += 1
+    (keep,) = src.inline(instr.attrs["select"], [best, value])
+    src.line(f"if not {keep}:")
+    src.w.depth += 1
+    src.line(f"{best} = {value}")
+    for at, tap in zip(best_at, taps):
+        src.line(f"{at} = {tap}")
+    src.w.depth -= 2
+    src.close(rank)
+    src.line(f"if {have}:")
+    src.w.depth += 1
+    update = src.load("p1", source.shape.dtype, index)
+    current = src.load("o0", dtype, best_at)
+    (new,) = src.inline(instr.attrs["scatter"], [current, update])
+    src.store("o0", dtype, best_at, new)
+    src.w.depth -= 1
+    src.close(rank)
+    return src.spec()
+
+
+# ---- gather and scatter ----------------------------------------------------------------------
+
+def _start_values(src, array: str, indices, index_vector_dim: int, batch_vars: list[str],
+                  index_map, operand_dims, sizes, batching, clamp: bool) -> list[str]:
+    """Start index per operand dim for the batch position `batch_vars` (the indices array's
+    dims other than index_vector_dim), clamped so the slice fits when `clamp`."""
+    rank = len(operand_dims)
+    starts = ["0"] * rank
+    dtype = indices.shape.dtype
+    for k, dim in enumerate(index_map):
+        at = list(batch_vars)
+        if index_vector_dim < indices.shape.rank:
+            at.insert(index_vector_dim, str(k))
+        raw = src.load(array, dtype, at)
+        if dtype == "u64":
+            raw = src.bind(f"min({raw}, np.uint64({2 ** 63 - 1}))")
+        starts[dim] = src.bind(f"np.int64({raw})", "s")
+    for operand_dim, indices_dim in batching:
+        axis = indices_dim if indices_dim < index_vector_dim else indices_dim - 1
+        starts[operand_dim] = batch_vars[axis]
+    if clamp:
+        starts = [src.bind(f"min(max({s}, 0), {max(n - size, 0)})", "s") if s != "0" or
+                  n - size < 0 else s for s, n, size in zip(starts, operand_dims, sizes)]
+    return starts
+
+
+def _indices_number(src) -> int:
+    return (len(src.instr.operands) - 1) // 2
+
+
+def gather(instr) -> KernelSpec:
+    src = OpSource(instr)
+    operand, indices = instr.operands
+    attrs = instr.attrs
+    offset_dims = set(attrs.get("offset_dims", ()))
+    sizes = list(attrs["slice_sizes"])
+    operand_batching = list(attrs.get("operand_batching_dims", ()))
+    dropped = set(attrs.get("collapsed_slice_dims", ())) | set(operand_batching)
+    kept = [d for d in range(operand.shape.rank) if d not in dropped]
+    out_dims = instr.shape.dims
+    index = [f"i{d}" for d in range(len(out_dims))]
+    batch_out = [d for d in range(len(out_dims)) if d not in offset_dims]
+    offset_out = [d for d in range(len(out_dims)) if d in offset_dims]
+    batching = list(zip(operand_batching, attrs.get("start_indices_batching_dims", ())))
+
+    def starts():
+        return _start_values(src, "p1", indices, attrs["index_vector_dim"],
+                             [index[d] for d in batch_out], attrs["start_index_map"],
+                             operand.shape.dims, sizes, batching, clamp=True)
+    begin = starts() if not batch_out else None
+    for d, n in enumerate(out_dims):
+        src.open(index[d], n)
+        if batch_out and d == batch_out[-1]:
+            begin = starts()
+    operand_index = list(begin)
+    for d, out_d in zip(kept, offset_out):
+        operand_index[d] = src.bind(f"{begin[d]} + {index[out_d]}" if begin[d] != "0"
+                                    else index[out_d], "q")
+    value = src.load("p0", operand.shape.dtype, operand_index)
+    src.store("o0", instr.shape.dtype, index, value)
+    src.close(len(out_dims))
+    return src.spec()
+
+
+def scatter(instr, in_place: bool = False) -> KernelSpec:
+    """Outputs = inputs, then each in-bounds update element (row-major over the updates) is
+    combined into its target; a window that does not fit entirely is skipped, as in XLA.
+    `in_place`: the output is operand 0's buffer, so the copy is left out."""
+    src = OpSource(instr)
+    count = _indices_number(src)
+    inputs, indices = instr.operands[:count], instr.operand(count)
+    updates = instr.operands[count + 1:]
+    attrs = instr.attrs
+    operand_dims = inputs[0].shape.dims
+    rank = len(operand_dims)
+    dtypes = [s.dtype for s in src.out_shapes]
+    copy_index = [f"z{d}" for d in range(rank)]
+    for d, n in enumerate(operand_dims if not in_place else ()):
+        src.open(copy_index[d], n)
+    for k in range(count if not in_place else 0):
+        value = src.load(src.params[k], inputs[k].shape.dtype, copy_index)
+        src.store(src.outs[k], dtypes[k], copy_index, value)
+    src.close(rank if not in_place else 0)
+    update_dims = updates[0].shape.dims
+    window_dims = list(attrs.get("update_window_dims", ()))
+    input_batching = list(attrs.get("input_batching_dims", ()))
+    skipped = set(attrs.get("inserted_window_dims", ())) | set(input_batching)
+    window_operand_dims = [d for d in range(rank) if d not in skipped]
+    window_size = [1] * rank
+    for update_dim, dim in zip(window_dims, window_operand_dims):
+        window_size[dim] = update_dims[update_dim]
+    index = [f"i{d}" for d in range(len(update_dims))]
+    scatter_dims = [d for d in range(len(update_dims)) if d not in window_dims]
+    batching = list(zip(input_batching, attrs.get("scatter_indices_batching_dims", ())))
+
+    def starts():
+        values = _start_values(src, src.params[count], indices, attrs["index_vector_dim"],
+                               [index[d] for d in scatter_dims],
+                               attrs["scatter_dims_to_operand_dims"], operand_dims,
+                               window_size, batching, clamp=False)
+        checks = [f"0 <= {s} <= {n - size}" for s, n, size in
+                  zip(values, operand_dims, window_size) if s != "0" or n - size < 0]
+        src.line(f"if {' and '.join(checks) or 'True'}:")
+        src.w.depth += 1
+        return values
+    opened = 0
+    begin = starts() if not scatter_dims else None
+    opened += 0 if scatter_dims else 1
+    for d, n in enumerate(update_dims):
+        src.open(index[d], n)
+        opened += 1
+        if scatter_dims and d == scatter_dims[-1]:
+            begin = starts()
+            opened += 1
+    target = list(begin)
+    for dim, update_dim in zip(window_operand_dims, window_dims):
+        target[dim] = src.bind(f"{begin[dim]} + {index[update_dim]}" if begin[dim] != "0"
+                               else index[update_dim], "q")
+    current = [src.load(src.outs[k], dtypes[k], target) for k in range(count)]
+    new = [src.load(src.params[count + 1 + k], updates[k].shape.dtype, index)
+           for k in range(count)]
+    combined = src.inline(attrs["to_apply"], current + new)
+    for k in range(count):
+        src.store(src.outs[k], dtypes[k], target, combined[k])
+    src.close(opened)
+    return src.spec()
+
+
+BUILDERS = {"reduce-window": reduce_window, "select-and-scatter": select_and_scatter,
+            "gather": gather, "scatter": scatter, "sort": sort, "topk": topk,
+            "rng-bit-generator": rng_bit_generator}
