@@ -5,7 +5,7 @@ from .ir import HloComputation, HloInstruction, HloModule, Layout, Shape
 from .ir.verifier import verify
 from .runtime import Executable, compile, register_custom_call
 from .runtime.metrics import metrics
-from .text import parse_hlo_module, parse_shape
+from .text import parse_hlo_module, parse_module, parse_shape
 from . import testing  # noqa: E402  (helpers for pass tests: run_pass, m, check_hlo, ...)
 from .frontend import (Builder, ConcretizationError, EscapedTracerError, FrontendError,
                        FrontendIndexError, FrontendShapeError, FrontendTypeError,
@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ExecutionError", "HloComputation", "HloInstruction", "HloModule", "HloParseError", "Layout",
     "MinixlaError", "Shape", "ShapeError", "UnsupportedError", "VerificationError",
-    "parse_hlo_module", "parse_shape", "Executable", "compile", "metrics",
+    "parse_hlo_module", "parse_module", "parse_shape", "Executable", "compile", "metrics",
     "register_custom_call", "testing", "verify",
     "Builder", "ConcretizationError", "EscapedTracerError", "FrontendError",
     "FrontendIndexError", "FrontendShapeError", "FrontendTypeError",

@@ -16,17 +16,19 @@ DEFAULT_BACKEND = "interpreter"
 
 
 def compile(module_or_text, backend: str | None = None, **options):
-    """Compiles an HloModule (or HLO text, parsed and verified first) for `backend`."""
-    if isinstance(module_or_text, str):
-        from ..text.parser import parse_hlo_module
+    """Compiles an HloModule, HLO or StableHLO text, or a JAX `Lowered`/`Compiled`/
+    `XlaComputation` (anything with `as_text()`/`as_hlo_text()`) for `backend`."""
+    text = program_text(module_or_text)
+    if text is not None:
+        from ..text import parse_module
         start = time.perf_counter()
-        module = parse_hlo_module(module_or_text)
+        module = parse_module(text)
         record_phase("parse", time.perf_counter() - start)
     elif isinstance(module_or_text, HloModule):
         module = module_or_text
     else:
-        raise TypeError(f"compile expects an HloModule or HLO text, got "
-                        f"{type(module_or_text).__name__}")
+        raise TypeError(f"compile expects an HloModule, HLO or StableHLO text, or a JAX "
+                        f"Lowered/Compiled object, got {type(module_or_text).__name__}")
     name = backend or DEFAULT_BACKEND
     target = get_backend(name)
     module, report, dumper = _optimize(module, target, options)
@@ -38,6 +40,23 @@ def compile(module_or_text, backend: str | None = None, **options):
         for suffix, text in executable.dump_files().items():  # kernels, buffer assignment
             dumper.write(suffix, text)
     return executable
+
+
+def program_text(program) -> str | None:
+    """The text of a program given as a string or as a JAX object (duck-typed, no import)."""
+    if isinstance(program, str):
+        return program
+    for method in ("as_hlo_text", "as_text"):  # XlaComputation; Lowered and Compiled
+        fn = getattr(program, method, None)
+        if callable(fn):
+            text = fn()
+            if isinstance(text, str):
+                return text
+    if type(program).__name__ in ("Module", "HloModule") and hasattr(program, "to_string"):
+        return program.to_string()  # lowered.compiler_ir("hlo")
+    if hasattr(program, "operation") and hasattr(program, "body"):  # an MLIR ir.Module
+        return str(program)
+    return None
 
 
 def _optimize(module: HloModule, target, options: dict):

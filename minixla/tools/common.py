@@ -12,7 +12,11 @@ class ToolError(MinixlaError):
 
 
 def load_module(path: str, *, verify: bool = True) -> HloModule:
-    from ..text.parser import parse_hlo_module
+    """HLO or StableHLO/MHLO text from a file, or from stdin when `path` is `-`."""
+    from ..text import parse_module
+    if path == "-":
+        import sys
+        return parse_module(sys.stdin.read(), verify=verify)
     file = Path(path)
     if not file.exists():
         raise ToolError(f"no such file: {path}")
@@ -22,7 +26,7 @@ def load_module(path: str, *, verify: bool = True) -> HloModule:
         text = file.read_text()
     except UnicodeDecodeError:
         raise ToolError(f"{path} is not a text file") from None
-    return parse_hlo_module(text, verify=verify)
+    return parse_module(text, verify=verify)
 
 
 def default_backend() -> str:

@@ -462,11 +462,8 @@ def main(args) -> int:
         if fmt not in FORMATS:
             raise ToolError(f"cannot tell the format of {args.output}: use a .dot, .svg or "
                             f".html name")
-    if args.file == "-":  # `minixla opt x.hlo -p dce | minixla graph - -o g.svg`
-        from ..text.parser import parse_hlo_module
-        module = parse_hlo_module(sys.stdin.read(), verify=not args.no_verify)
-    else:
-        module = load_module(args.file, verify=not args.no_verify)
+    # `-` reads stdin: `minixla opt x.hlo -p dce | minixla graph - -o g.svg`
+    module = load_module(args.file, verify=not args.no_verify)
     if args.pass_name:
         run_until(module, args.pass_name, args.backend or default_backend())
     if fmt == "html":

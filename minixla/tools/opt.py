@@ -63,10 +63,7 @@ def _has_pipeline(name: str) -> bool:
 
 
 def _load(path: str, verify: bool):
-    if path != "-":
-        return load_module(path, verify=verify)
-    from ..text.parser import parse_hlo_module
-    return parse_hlo_module(sys.stdin.read(), verify=verify)
+    return load_module(path, verify=verify)
 
 
 def main(args) -> int:

@@ -11,7 +11,7 @@ from .common import ToolError, default_backend, load_module
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", help="HLO text file")
+    parser.add_argument("file", help="HLO or StableHLO text file ('-' reads stdin)")
     parser.add_argument("--backend", default=None,
                         help="backend to run on (default: cpu when available, else interpreter)")
     parser.add_argument("--inputs", metavar="FILE.npz",
@@ -111,7 +111,7 @@ def main(args) -> int:
     else:
         print(summarize(result))
     if args.compare:
-        reference = minixla.compile(load_module(args.file), backend=args.compare)(*inputs)
+        reference = minixla.compile(module, backend=args.compare)(*inputs)
         problem = compare_results(result, reference, args.rtol, args.atol)
         if problem:
             raise ToolError(f"mismatch against {args.compare}: {problem}")
