@@ -2,7 +2,8 @@
 
 The backend's own pipeline (if it declares one) runs on a copy of the module first, or the passes
 given with `passes=[...]` instead. Dump flags come from the options (`dump_to`, `dump_pass_re`,
-`dump_as_dot`) or from $MINIXLA_FLAGS.
+`dump_module_re`, `dump_as_text`, `dump_as_dot`, `dump_as_html`) or from $MINIXLA_FLAGS and
+$XLA_FLAGS.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ DEFAULT_BACKEND = "interpreter"
 def compile(module_or_text, backend: str | None = None, **options):
     """Compiles an HloModule, HLO or StableHLO text, or a JAX `Lowered`/`Compiled`/
     `XlaComputation` (anything with `as_text()`/`as_hlo_text()`) for `backend`."""
-    text = program_text(module_or_text)
+    text = None if isinstance(module_or_text, HloModule) else program_text(module_or_text)
     if text is not None:
         from ..text import parse_module
         start = time.perf_counter()
@@ -31,6 +32,7 @@ def compile(module_or_text, backend: str | None = None, **options):
                         f"Lowered/Compiled object, got {type(module_or_text).__name__}")
     name = backend or DEFAULT_BACKEND
     target = get_backend(name)
+    check_options(options, target)
     module, report, dumper = _optimize(module, target, options)
     start = time.perf_counter()
     executable = target.compile(module, options)
@@ -40,6 +42,24 @@ def compile(module_or_text, backend: str | None = None, **options):
         for suffix, text in executable.dump_files().items():  # kernels, buffer assignment
             dumper.write(suffix, text)
     return executable
+
+
+# Options minixla.compile itself reads; each backend declares its own (Backend.options).
+DUMP_OPTIONS = {"dump_to": "dump_to", "dump_pass_re": "pass_re", "dump_module_re": "module_re",
+                "dump_as_text": "as_text", "dump_as_dot": "as_dot", "dump_as_html": "as_html"}
+COMPILE_OPTIONS = ("passes", "verify", *DUMP_OPTIONS)
+
+
+def check_options(options: dict, target) -> None:
+    if target.options is None:  # a third-party backend that does not declare its options
+        return
+    known = COMPILE_OPTIONS + tuple(target.options)
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        from ..errors import UnsupportedError
+        raise UnsupportedError(f"unknown compile option{'s' if len(unknown) > 1 else ''} "
+                               f"{', '.join(unknown)} for backend {target.name!r}; known "
+                               f"options: {', '.join(sorted(known))}")
 
 
 def program_text(program) -> str | None:
@@ -69,8 +89,7 @@ def _optimize(module: HloModule, target, options: dict):
     else:
         return module, None, None
     dump = DumpOptions.from_flags()
-    for key, attr in (("dump_to", "dump_to"), ("dump_pass_re", "pass_re"),
-                      ("dump_as_dot", "as_dot")):
+    for key, attr in DUMP_OPTIONS.items():
         if key in options:
             setattr(dump, attr, options.pop(key))
     module = module.clone()

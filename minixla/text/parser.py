@@ -10,8 +10,9 @@ Grammar (see xla-reference.md section 1 for the full story):
     shape        := type '[' [dim (',' dim)*] ']' [layout] | '(' [shape (',' shape)*] ')'
     dim          := INT | '<=' INT | '?'
 
-Attribute values are read by the attribute's kind (minixla.ir.attrs); unknown attributes are kept
-verbatim. Every malformed input raises HloParseError with line, column and a caret.
+Attribute values are read by the attribute's kind (minixla.ir.attrs). An attribute the opcode
+does not take is an error; with `strict=False` it is kept verbatim and listed in the module's
+`unknown_attributes`. Every malformed input raises HloParseError with line, column and a caret.
 """
 from __future__ import annotations
 
@@ -29,11 +30,15 @@ from .values import ValueParser, _describe
 _STACK_TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 
 
-def parse_hlo_module(text: str, *, verify: bool = True) -> HloModule:
-    """Parses HLO text (a module, or headerless computations) into an HloModule."""
+def parse_hlo_module(text: str, *, verify: bool = True, strict: bool = True) -> HloModule:
+    """Parses HLO text (a module, or headerless computations) into an HloModule.
+
+    `strict=False` keeps attributes the opcode does not take (as raw text) instead of failing,
+    and lists them in `module.unknown_attributes` as `LINE:COL: opcode name: attribute`.
+    """
     if not isinstance(text, str):
         raise TypeError(f"parse_hlo_module expects str, got {type(text).__name__}")
-    parser = Parser(text)
+    parser = Parser(text, strict=strict)
     try:
         module = parser.parse_module()
     except HloParseError:
@@ -56,8 +61,10 @@ def parse_shape(text: str) -> Shape:
 
 
 class Parser(ValueParser):
-    def __init__(self, text: str):
+    def __init__(self, text: str, strict: bool = True):
         super().__init__(text)
+        self.strict = strict
+        self.unknown_attributes: list[str] = []
         self.computations: dict[str, HloComputation] = {}
         self.scope: dict[str, HloInstruction] | None = None  # names in the current computation
         self.instruction_names = NameUniquer()
@@ -88,6 +95,7 @@ class Parser(ValueParser):
         if not module.computations:
             raise self.error("expected at least one computation")
         module.set_entry(entry or module.computations[-1])
+        module.unknown_attributes = self.unknown_attributes
         _fill_missing_layouts(module)
         if not module.name:
             module.name = "module_" + module.entry.name
@@ -337,6 +345,13 @@ class Parser(ValueParser):
         if name in instr.attrs or (name == "control-predecessors"
                                    and instr.control_predecessors):
             raise self.error(f"attribute {name} given twice", token.start)
+        if name not in instr.opdef.known_attrs:
+            line, column, _ = self.lexer.location(token.start)
+            if self.strict:
+                raise self.error(f"unknown attribute {name} for {instr.opcode} (it takes "
+                                 f"{', '.join(sorted(instr.opdef.known_attrs))}; "
+                                 f"strict=False or --lenient keeps it)", token.start)
+            self.unknown_attributes.append(f"{line}:{column}: {instr.opcode} {instr.name}: {name}")
         value = attr_kind(name).parse(self)
         if name == "control-predecessors":
             for pred in value:

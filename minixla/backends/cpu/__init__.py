@@ -100,4 +100,5 @@ def compile_module(module: HloModule, options: dict) -> Executable:
     return executable
 
 
-BACKEND = Backend("cpu", compile_module, available, pipeline)
+BACKEND = Backend("cpu", compile_module, available, pipeline,
+                  options=("cache", "cache_dir", "parallel_threshold", "buffer_assignment"))

@@ -90,4 +90,5 @@ def compile_module(module: HloModule, options: dict) -> Executable:
     return executable
 
 
-BACKEND = Backend("cuda", compile_module, available, pipeline)
+BACKEND = Backend("cuda", compile_module, available, pipeline,
+                  options=("device_results", "threads_per_block", "max_blocks", "geometry"))

@@ -26,4 +26,4 @@ def compile_module(module: HloModule, options: dict) -> Executable:
                       lambda args: evaluator.evaluate(module.entry, args), options=options)
 
 
-BACKEND = Backend("interpreter", compile_module)
+BACKEND = Backend("interpreter", compile_module, options=("max_while_iterations",))
