@@ -258,6 +258,7 @@ class Parser(ValueParser):
                              name_token.start)
         self.expect("=")
         instr = self.parse_instruction_rhs(comp, name_token.text)
+        instr.location = self.lexer.location(name_token.start)[:2]
         self.scope[name_token.text] = instr
         return instr, is_root
 

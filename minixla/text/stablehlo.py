@@ -351,6 +351,7 @@ class Converter:
         self.names = NameUniquer()
         self.computation_names = NameUniquer()
         self.funcs: dict[str, HloComputation] = {}
+        self.current: MlirOp | None = None  # the op being converted: its location goes on
 
     def run(self) -> HloModule:
         entry_name = "main" if "main" in self.mlir.funcs else next(
@@ -459,6 +460,8 @@ class Converter:
         shape = shape.with_default_layout()
         instr = HloInstruction(opcode, shape, operands, attrs, name=self.names(name or opcode),
                                **fields)
+        if self.current is not None:
+            instr.location = (self.current.line, self.current.column)
         scope.comp.add_instruction(instr)
         return instr
 
@@ -497,6 +500,7 @@ class Converter:
         rule = RULES.get(op.name)
         if rule is None:
             raise self.error(op, f"unsupported MLIR op '{op.name}'")
+        outer, self.current = self.current, op
         try:
             if rule.build:
                 result = getattr(self, "build_" + rule.build)(op, scope, rule)
@@ -512,6 +516,8 @@ class Converter:
         except (ValueError, KeyError, IndexError, TypeError, AttributeError,
                 StopIteration) as exc:
             raise self.error(op, f"cannot convert {op.name}: {exc}") from None
+        finally:
+            self.current = outer
         self.bind(op, scope, result)
 
     def build_constant(self, op, scope, rule):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 import time
 
+from ...errors import MinixlaError, at_instruction
 from ...ir.module import HloModule
 from ...runtime.custom_call import lookup_custom_call
 from ...runtime.executable import Executable
@@ -53,7 +54,10 @@ def pipeline():
 def _check_custom_calls(module: HloModule) -> None:
     for instr in module.all_instructions():
         if instr.opcode == "custom-call":
-            lookup_custom_call(instr.attrs["custom_call_target"], "cpu")
+            try:
+                lookup_custom_call(instr.attrs["custom_call_target"], "cpu")
+            except MinixlaError as exc:
+                raise at_instruction(exc, instr)
 
 
 def compile_module(module: HloModule, options: dict) -> Executable:
