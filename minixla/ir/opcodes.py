@@ -157,7 +157,7 @@ _ROWS = [
     # reductions and windows
     OpDef("reduce", VARIADIC, REDUCTION, ("dimensions!",), ("to_apply",), infer="reduce",
           shape_optional=True),
-    OpDef("reduce-window", VARIADIC, REDUCTION, ("window!",), ("to_apply",),
+    OpDef("reduce-window", VARIADIC, REDUCTION, ("window",), ("to_apply",),
           infer="reduce_window", shape_optional=True),
     OpDef("select-and-scatter", 3, REDUCTION, ("window!",), ("select", "scatter"),
           infer="select_and_scatter", shape_optional=True),
