@@ -10,6 +10,7 @@ from ..errors import ShapeError, VerificationError, at_instruction
 from .opcodes import OPCODES
 from .shape_inference import infer_shape
 from .shape_rules_base import SignatureError, fmt, same
+from .verifier_rules import INSTRUCTION_RULES, RuleFailure, check_pairs
 
 DIRECTIONS = ("EQ", "NE", "LT", "LE", "GT", "GE")
 COMPARE_TYPES = ("FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED")
@@ -118,6 +119,10 @@ def _check_computation(comp, known: set[int]) -> None:
         except _Failure as failure:
             raise at_instruction(VerificationError(f"{_where(comp, instr)}: {failure}"),
                                  instr) from None
+    unpaired = check_pairs(comp)
+    if unpaired is not None:
+        instr, failure = unpaired
+        raise at_instruction(VerificationError(f"{_where(comp, instr)}: {failure}"), instr)
 
 
 def _check_instruction(instr, known: set[int]) -> None:
@@ -133,6 +138,11 @@ def _check_instruction(instr, known: set[int]) -> None:
             raise _Failure("called computation", f"%{comp.name} is not in the module")
     if instr.opcode in _ATTR_CHECKS and instr.shape is not None:
         _ATTR_CHECKS[instr.opcode](instr)
+    if instr.opcode in INSTRUCTION_RULES and instr.shape is not None:
+        try:
+            INSTRUCTION_RULES[instr.opcode](instr)
+        except RuleFailure as failure:
+            raise _Failure(failure.rule, failure.detail) from None
     if instr.opcode == "constant":
         _check_literal(instr)
     try:

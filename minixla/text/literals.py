@@ -216,10 +216,15 @@ def format_literal(value, shape: Shape) -> str:
     dtype = array.dtype
     if array.ndim == 0:
         return format_scalar(array[()], dtype)
+    if array.size >= _ELIDE_ZEROS and not np.ascontiguousarray(array).view(np.uint8).any():
+        return "{...}"  # all bits zero: XLA's elided form, which reads back as zeros
     texts = _element_texts(array)
     if array.ndim == 1:
         return "{" + ", ".join(texts) + "}"
     return _format_nested(texts, array.shape)
+
+
+_ELIDE_ZEROS = 1 << 16  # elements from which an all-zero constant prints as `{...}`
 
 
 def _element_texts(array: np.ndarray) -> list[str]:
