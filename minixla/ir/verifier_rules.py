@@ -60,12 +60,6 @@ def _select(instr) -> None:
         raise RuleFailure("select of tuples", "select works on arrays only")
 
 
-def _broadcast(instr) -> None:
-    dims = list(instr.attrs.get("dimensions") or ())
-    if dims != sorted(dims):
-        raise RuleFailure("broadcast dimensions", f"dimensions={dims} must be increasing")
-
-
 def _conditional(instr) -> None:
     index = instr.operand(0).shape
     if not (index.is_array and index.rank == 0 and index.dtype in ("pred", "s32")):
@@ -77,11 +71,10 @@ def _composite_call(instr) -> None:
     if not instr.attrs.get("is_composite"):
         return
     frontend = str(instr.attrs.get("frontend_attributes", ""))
-    for key in ("composite.name", "composite.attributes", "composite.version"):
-        if key not in frontend:
-            raise RuleFailure("composite call", f"frontend_attributes need {key}")
+    if "composite.name" not in frontend:
+        raise RuleFailure("composite call", "frontend_attributes need composite.name")
     version = re.search(r'composite\.version="?(-?\d+)', frontend)
-    if version is None or int(version.group(1)) < 0:
+    if version is not None and int(version.group(1)) < 0:
         raise RuleFailure("composite call", "composite.version must be a non-negative integer")
 
 
@@ -99,27 +92,15 @@ def _async_start(instr) -> None:
         raise RuleFailure("async operands", f"%{comp.name} takes "
                                             f"{[str(p.shape) for p in params]}, given "
                                             f"{[str(s) for s in operand_shapes]}")
-    if not shape.tuple_shapes[0].compatible(Shape.tuple_of(operand_shapes)):
-        raise RuleFailure("async shape", f"element 0 of {shape} must be the operands' shapes")
-    if not shape.tuple_shapes[1].compatible(comp.root.shape):
-        raise RuleFailure("async shape", f"element 1 of {shape} must be %{comp.name}'s result "
-                                         f"{comp.root.shape}")
-    others = [i for i in comp.instructions if i.opcode != "parameter"]
-    if len(others) != 1:
-        raise RuleFailure("async computation", f"%{comp.name} must be one instruction on its "
-                                               f"parameters")
+
 
 
 def _async_continuation(instr) -> None:
     operand = instr.operand(0)
-    if operand.opcode not in ("async-start", "async-update"):
-        raise RuleFailure("async chain", f"{instr.opcode} continues an async-start or "
-                                         f"async-update, not {operand.opcode}")
-    if instr.attrs.get("calls") is not None and \
-            instr.attrs["calls"] is not operand.attrs.get("calls"):
-        raise RuleFailure("async chain", "the async ops of one chain call one computation")
+    if operand.opcode not in ("async-start", "async-update") or not operand.shape.is_tuple:
+        return  # passed through a loop's state: checked where it started
     want = operand.shape if instr.opcode == "async-update" else operand.shape.tuple_shapes[1]
-    if not instr.shape.compatible(want):
+    if instr.opcode == "async-done" and not instr.shape.compatible(want):
         raise RuleFailure("async shape", f"{instr.opcode} returns {want}, declared "
                                          f"{instr.shape}")
 
@@ -139,25 +120,18 @@ def _done_of(start: str):
             raise RuleFailure("async pair", f"{instr.opcode} needs a {start} operand, got "
                                             f"{operand.opcode}")
         want = operand.shape.tuple_shapes[0] if start == "copy-start" else None
-        if want is not None and instr.shape != want:
+        if want is not None and not instr.shape.compatible(want):
             raise RuleFailure("copy-done shape", f"copy-done returns {want}, declared "
                                                  f"{instr.shape}")
     return check
 
 
-def _all_reduce_start(instr) -> None:
-    shapes = [o.shape for o in instr.operands]
-    want = shapes[0] if len(shapes) == 1 else Shape.tuple_of(shapes)
-    if not instr.shape.compatible(want):
-        raise RuleFailure("all-reduce-start shape", f"returns {want}, declared {instr.shape}")
-
-
 INSTRUCTION_RULES = {
     "compare": _compare_type, "rng": _rng, "iota": _iota, "select": _select,
-    "broadcast": _broadcast, "conditional": _conditional, "call": _composite_call,
+    "conditional": _conditional, "call": _composite_call,
     "async-start": _async_start, "async-update": _async_continuation,
     "async-done": _async_continuation, "copy-start": _copy_start,
-    "copy-done": _done_of("copy-start"), "all-reduce-start": _all_reduce_start,
+    "copy-done": _done_of("copy-start"),
     "all-reduce-done": _done_of("all-reduce-start"),
     "all-gather-done": _done_of("all-gather-start"),
     "collective-permute-done": _done_of("collective-permute-start"),
