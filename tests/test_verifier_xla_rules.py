@@ -25,8 +25,10 @@ def accepts(body: str, head: str = "") -> None:
 def test_compare_type_must_fit_the_operands():
     rejects("  p = f32[] parameter(0)\n  ROOT c = pred[] compare(p, p), direction=LT, "
             "type=UNSIGNED", "comparison type")
-    rejects("  p = u32[] parameter(0)\n  ROOT c = pred[] compare(p, p), direction=LT, "
+    rejects("  p = pred[] parameter(0)\n  ROOT c = pred[] compare(p, p), direction=LT, "
             "type=SIGNED", "comparison type")
+    accepts("  p = s32[] parameter(0)\n  ROOT c = pred[] compare(p, p), direction=LT, "
+            "type=UNSIGNED")  # deliberately: see ACCEPTED
     accepts("  p = f32[] parameter(0)\n  ROOT c = pred[] compare(p, p), direction=LT, "
             "type=TOTALORDER")
 
@@ -86,8 +88,7 @@ def test_copy_start_and_done():
 
 # XLA verifier tests (hlo_verifier_test.cc) whose modules these rules reject.
 REJECTED = {
-    "ComparisonTypeFloat", "ComparisonTypeSigned", "ComparisonTypeUnsigned",
-    "ComparisonTypePred", "RngOpnd0NotScalar", "RngOperandElementTypesDoNotMatch",
+    "ComparisonTypeFloat", "ComparisonTypePred", "RngOpnd0NotScalar", "RngOperandElementTypesDoNotMatch",
     "RngMixedPrecisionNotAllowed", "RngElementTypeNotSupported", "IotaPredResultNotAllowed",
     "SelectTupleNotAllowed",
     "CompositeCallMissingFrontendAttributes",
@@ -114,6 +115,8 @@ ACCEPTED = {
     "AsyncOpComputationNotTrivial": "valid modules wrap several instructions",
     "AllReduceStartAndDoneWrongType": "valid modules give all-reduce-start a tuple shape",
     "VerifyBroadcastDimensionsOrder": "valid modules broadcast with unsorted dimensions",
+    "ComparisonTypeSigned": "integers may be compared with the other signedness in minixla",
+    "ComparisonTypeUnsigned": "integers may be compared with the other signedness in minixla",
 }
 
 

@@ -23,15 +23,18 @@ def _kind(shape: Shape) -> str:
 
 
 def _compare_type(instr) -> None:
-    """`type=` must suit the operands: FLOAT/TOTALORDER floats, SIGNED/UNSIGNED integers."""
+    """`type=` must suit the operands: FLOAT/TOTALORDER floats, SIGNED/UNSIGNED integers.
+
+    Unlike XLA, an integer may be compared with the other signedness (an unsigned view of
+    signed bits, which minixla's integer corner-case tests use)."""
     kind = instr.attrs.get("type")
     if kind is None or not instr.operand_count or not instr.operand(0).shape.is_array:
         return
     etype = instr.operand(0).shape.element_type
     allowed = {"FLOAT": etype.is_float or etype.is_complex,
                "TOTALORDER": etype.is_float or etype.is_complex,
-               "SIGNED": _kind(instr.operand(0).shape) == "signed",
-               "UNSIGNED": _kind(instr.operand(0).shape) in ("unsigned", "pred")}
+               "SIGNED": etype.is_integer,
+               "UNSIGNED": etype.is_integer or _kind(instr.operand(0).shape) == "pred"}
     if not allowed.get(str(kind), True):
         raise RuleFailure("comparison type", f"type={kind} does not fit {etype.name} operands")
 
