@@ -6,7 +6,7 @@ from .ir.verifier import verify
 from .runtime import Executable, compile, register_custom_call
 from .runtime.metrics import metrics
 from .runtime.devices import devices
-from .text import parse_hlo_module, parse_shape
+from .text import parse_hlo_module, parse_module, parse_shape
 from . import testing  # noqa: E402  (helpers for pass tests: run_pass, m, check_hlo, ...)
 from .frontend import (Builder, ConcretizationError, EscapedTracerError, FrontendError,
                        FrontendIndexError, FrontendShapeError, FrontendTypeError,
@@ -28,7 +28,7 @@ __all__ = [
     "ExecutionError", "HloComputation", "HloInstruction", "HloModule", "HloParseError", "Layout",
     "MinixlaError", "ResourceExhaustedError", "Shape", "ShapeError", "UnsupportedError",
     "VerificationError",
-    "parse_hlo_module", "parse_shape", "Executable", "compile", "metrics",
+    "parse_hlo_module", "parse_module", "parse_shape", "Executable", "compile", "metrics",
     "register_custom_call", "ShapeDtypeStruct", "testing", "verify", "devices",
     "Builder", "ConcretizationError", "EscapedTracerError", "FrontendError",
     "FrontendIndexError", "FrontendShapeError", "FrontendTypeError",

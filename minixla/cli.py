@@ -40,6 +40,8 @@ def _available_commands() -> dict[str, object]:
 def build_parser(tools) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="minixla", description="minixla: a small HLO compiler")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    from . import __version__
+    parser.add_argument("--version", action="version", version=f"minixla {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name, module in tools.items():
@@ -52,6 +54,9 @@ def build_parser(tools) -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     tools = _available_commands()
     args = build_parser(tools).parse_args(argv)
+    if args.command is None:
+        build_parser(tools).print_usage(sys.stderr)
+        return 2
     try:
         return int(tools[args.command].main(args) or 0)
     except (MinixlaError, OSError, ValueError) as exc:
@@ -65,12 +70,17 @@ def main(argv=None) -> int:
 
 
 def one_line(exc: BaseException, path: str | None) -> str:
-    """`FILE:LINE:COL: reason` for parse errors, else the first line of the message."""
+    """`FILE:LINE:COL: reason` for errors that know where in the file they are (parse errors,
+    and verifier and backend errors about an instruction), else the first line of the message."""
     from .errors import HloParseError
+    where = "<stdin>" if path in (None, "-") else path
     if isinstance(exc, HloParseError) and exc.line:
-        return f"{path or '<input>'}:{exc.line}:{exc.column}: {exc.reason}"
+        return f"{where}:{exc.line}:{exc.column}: {exc.reason}"
     lines = str(exc).splitlines()
-    return lines[0] if lines else type(exc).__name__
+    text = lines[0] if lines else type(exc).__name__
+    if getattr(exc, "line", 0):
+        return f"{where}:{exc.line}:{exc.column}: {text}"
+    return text
 
 
 if __name__ == "__main__":

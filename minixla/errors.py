@@ -2,7 +2,21 @@
 
 
 class MinixlaError(Exception):
-    """Base class of all errors minixla raises for bad input or unsupported programs."""
+    """Base class of all errors minixla raises for bad input or unsupported programs.
+
+    `line`/`column` locate the error in the source text when known (for errors about an
+    instruction: where the instruction was written); 0 when not.
+    """
+    line = 0
+    column = 0
+
+
+def at_instruction(exc: MinixlaError, instr) -> MinixlaError:
+    """Gives `exc` the source location of `instr` (if the parser recorded one) unless it has one."""
+    location = getattr(instr, "location", None)
+    if location and not exc.line:
+        exc.line, exc.column = location
+    return exc
 
 
 class HloParseError(MinixlaError, ValueError):

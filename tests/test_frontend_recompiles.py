@@ -81,9 +81,10 @@ def test_the_flag_is_read_from_minixla_flags(text, on):
 
 
 def test_the_dump_flags_parser_accepts_the_flag():
-    from minixla.passes.base import DumpOptions, PassError
+    from minixla.passes.base import DumpOptions
+    from minixla.passes.flags import FlagError
     assert DumpOptions.from_flags("--explain_recompiles --dump_to=out").dump_to == "out"
-    with pytest.raises(PassError, match="--explain_recompiles"):
+    with pytest.raises(FlagError, match="--explain_recompiles"):
         DumpOptions.from_flags("--bogus")
 
 

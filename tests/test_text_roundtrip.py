@@ -93,10 +93,12 @@ def test_nested_anonymous_operands_are_expanded():
     assert opcodes == ["parameter", "parameter", "negate", "add"]
 
 
-def test_unknown_attributes_are_kept_verbatim():
+def test_unknown_attributes_are_kept_verbatim_when_lenient():
     text = "HloModule m\nENTRY e {\n  ROOT p = f32[2]{0} parameter(0), " \
            "my_flag={a=1, b=[2,3]}, backend_config={\"k\":\"v, w\"}\n}\n"
-    printed = minixla.parse_hlo_module(text, verify=False).to_text()
+    module = minixla.parse_hlo_module(text, verify=False, strict=False)
+    assert module.unknown_attributes == ["3:36: parameter p: my_flag"]
+    printed = module.to_text()
     assert 'my_flag={a=1, b=[2,3]}' in printed
     assert 'backend_config={"k":"v, w"}' in printed
 

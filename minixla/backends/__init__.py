@@ -31,6 +31,7 @@ class Backend:
     compile: Callable[..., Any]  # (module, options) -> Executable
     available: Callable[[], tuple[bool, str]] = lambda: (True, "")
     pipeline: Callable[[], Any] | None = None  # the backend's own pass pipeline
+    options: tuple[str, ...] | None = None  # compile options it reads; None: not checked
 
 
 _registry: dict[str, Backend | str] = dict(_BUILTIN)

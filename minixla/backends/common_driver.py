@@ -111,17 +111,23 @@ def lower_while(fn: DriverFunction, instr, _):
     cond = fn.b.function(instr.attrs["condition"])
     body = fn.b.function(instr.attrs["body"])
     state = fn.b.fresh_name("s")
-    fn.lines += [f"{state} = {source(fn.value(instr.operand(0)))}",
-                 f"while {fn.truth.format(f'{cond}({state})')}:"]
-    limit = fn.b.max_while_iterations
-    if limit is not None:  # max_while_iterations: a runaway loop is an error naming it
-        count, fail = fn.b.fresh_name("n"), fn.b.bind_host("loop_limit", loop_limit)
-        fn.lines.insert(-1, f"{count} = 0")
-        fn.lines += [f"    {count} += 1",
-                     f"    if {count} > {int(limit)}:",
-                     f"        {fail}({instr.name!r}, {int(limit)})"]
-    fn.lines.append(f"    {state} = {body}({state})")
+    fn.lines += while_lines(fn, instr, state, source(fn.value(instr.operand(0))), cond, body)
     fn.names[id(instr)] = state
+
+
+def while_lines(fn: DriverFunction, instr, state: str, init: str, cond: str,
+                body: str) -> list[str]:
+    """The driver's loop: `state = init`, then `state = body(state)` while `cond(state)`.
+    With max_while_iterations, a runaway loop is an error naming it."""
+    lines = [f"{state} = {init}", f"while {fn.truth.format(f'{cond}({state})')}:",
+             f"    {state} = {body}({state})"]
+    limit = fn.b.max_while_iterations
+    if limit is None:
+        return lines
+    count, fail = fn.b.fresh_name("n"), fn.b.bind_host("loop_limit", loop_limit)
+    return [f"{count} = 0", *lines[:2], f"    {count} += 1",
+            f"    if {count} > {int(limit)}:", f"        {fail}({instr.name!r}, {int(limit)})",
+            lines[2]]
 
 
 def loop_limit(name: str, limit: int):

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 class HloInstruction:
     __slots__ = ("name", "opcode", "shape", "_operands", "users", "attrs", "parent",
                  "literal", "parameter_number", "control_predecessors", "control_successors",
-                 "__weakref__")
+                 "location", "__weakref__")
 
     def __init__(self, opcode: str, shape: Shape, operands=(), attrs: dict | None = None, *,
                  name: str = "", literal: Any = None, parameter_number: int | None = None):
@@ -38,6 +38,7 @@ class HloInstruction:
         self.parameter_number = parameter_number
         self.control_predecessors: list[HloInstruction] = []
         self.control_successors: list[HloInstruction] = []
+        self.location: tuple[int, int] | None = None  # (line, column) in the parsed text
         for operand in operands:
             self.append_operand(operand)
 
@@ -176,6 +177,7 @@ class HloInstruction:
                               else operands, self.attrs, name=self.name if name is None else name,
                               literal=self.literal, parameter_number=self.parameter_number)
         copy.attrs.pop("control-predecessors", None)
+        copy.location = self.location
         return copy
 
     def to_text(self) -> str:

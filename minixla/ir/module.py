@@ -63,6 +63,8 @@ class HloModule:
     header_attrs: dict[str, str] = field(default_factory=dict)
     # FileNames / FunctionNames / FileLocations / StackFrames tables, kept verbatim.
     stack_frame_text: str = ""
+    # `LINE:COL: opcode name: attribute` for attributes a lenient parse kept without knowing
+    unknown_attributes: list[str] = field(default_factory=list)
 
     # -- structure ------------------------------------------------------------------------
     def add_computation(self, comp: HloComputation, *, entry: bool = False) -> HloComputation:

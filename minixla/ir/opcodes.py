@@ -9,6 +9,7 @@ tables all read these rows.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 VARIADIC = None
 # Kinds decide how passes and backends treat an op.
@@ -33,6 +34,12 @@ class OpDef:
     @property
     def attr_names(self) -> tuple[str, ...]:
         return tuple(a.rstrip("!") for a in self.attrs)
+
+    @cached_property
+    def known_attrs(self) -> frozenset[str]:
+        """Attributes the text may give this opcode: its own, its calls and the generic ones."""
+        from .attrs import GENERIC_ATTRS
+        return frozenset(self.attr_names) | frozenset(self.calls) | frozenset(GENERIC_ATTRS)
 
     @property
     def required_attrs(self) -> tuple[str, ...]:
@@ -150,13 +157,14 @@ _ROWS = [
     # reductions and windows
     OpDef("reduce", VARIADIC, REDUCTION, ("dimensions!",), ("to_apply",), infer="reduce",
           shape_optional=True),
-    OpDef("reduce-window", VARIADIC, REDUCTION, ("window!",), ("to_apply",),
+    OpDef("reduce-window", VARIADIC, REDUCTION, ("window",), ("to_apply",),
           infer="reduce_window", shape_optional=True),
     OpDef("select-and-scatter", 3, REDUCTION, ("window!",), ("select", "scatter"),
           infer="select_and_scatter", shape_optional=True),
     OpDef("sort", VARIADIC, REDUCTION, ("dimensions!", "is_stable"), ("to_apply",),
           infer="sort", shape_optional=True),
-    OpDef("topk", 1, REDUCTION, ("k!", "largest"), infer="topk", shape_optional=True),
+    OpDef("topk", 1, REDUCTION, ("k!", "largest", "is_stable"), infer="topk",
+          shape_optional=True),
     OpDef("scan", VARIADIC, REDUCTION, ("dimensions!", "num_carries", "is_reverse",
                                         "is_associative"), ("to_apply",)),
     # linear algebra
@@ -164,7 +172,8 @@ _ROWS = [
                                   "rhs_contracting_dims", "operand_precision", "algorithm"),
           infer="dot", shape_optional=True, traits=_t(EXPENSIVE)),
     OpDef("convolution", 2, CONTRACTION, ("window", "dim_labels!", "feature_group_count",
-                                          "batch_group_count", "operand_precision"),
+                                          "batch_group_count", "operand_precision",
+                                          "sparsity_config"),
           infer="convolution", shape_optional=True, traits=_t(EXPENSIVE)),
     OpDef("ragged-dot", 3, CONTRACTION, ("lhs_batch_dims", "lhs_contracting_dims",
                                          "rhs_batch_dims", "rhs_contracting_dims",
@@ -200,9 +209,11 @@ _ROWS = [
     OpDef("opt-barrier", 1, CONTROL, infer="same_as_operand", shape_optional=True),
     OpDef("add-dependency", 2, CONTROL, infer="same_as_operand", shape_optional=True),
     OpDef("domain", 1, CONTROL, ("domain",), infer="same_as_operand", shape_optional=True),
-    OpDef("async-start", VARIADIC, CONTROL, ("async_execution_thread",), ("calls",)),
-    OpDef("async-update", 1, CONTROL, (), ("calls",)),
-    OpDef("async-done", 1, CONTROL, (), ("calls",)),
+    OpDef("async-start", VARIADIC, CONTROL, ("async_execution_thread",
+                                              "output_to_operand_aliasing"), ("calls",)),
+    OpDef("async-update", 1, CONTROL, ("async_execution_thread", "output_to_operand_aliasing"),
+          ("calls",)),
+    OpDef("async-done", 1, CONTROL, ("async_execution_thread",), ("calls",)),
     OpDef("copy-start", 1, OTHER, ("cross_program_prefetch_index",)),
     OpDef("copy-done", 1, OTHER),
     # collectives (single-device semantics in the interpreter) and I/O
@@ -221,7 +232,7 @@ _ROWS = [
     OpDef("collective-permute-start", (1, 4), COLLECTIVE, ("channel_id", "source_target_pairs!",
                                                            "slice_sizes")),
     OpDef("collective-permute-done", 1, COLLECTIVE),
-    OpDef("collective-broadcast", VARIADIC, COLLECTIVE, _COLLECTIVE),
+    OpDef("collective-broadcast", VARIADIC, COLLECTIVE, _COLLECTIVE + ("has_dynamic_root",)),
     OpDef("send", 2, COLLECTIVE, ("channel_id", "is_host_transfer"), traits=_t(SIDE_EFFECT)),
     OpDef("send-done", 1, COLLECTIVE, ("channel_id", "is_host_transfer"),
           traits=_t(SIDE_EFFECT)),

@@ -73,6 +73,7 @@ class Shape:
     dynamic: tuple[bool, ...] = ()  # per dim: `<=N` (bounded) or `?` (size UNBOUNDED)
     layout: Layout | None = None
     tuple_shapes: tuple["Shape", ...] = field(default=())
+    is_buffer: bool = False  # XLA's `b(f32[4])`: a buffer holding the array (custom calls)
 
     # -- construction ---------------------------------------------------------------------
     @staticmethod
@@ -173,7 +174,8 @@ class Shape:
     def with_dims(self, dims, dynamic=None) -> "Shape":
         dims = tuple(int(d) for d in dims)
         return Shape(self.element_type, dims,
-                     tuple(dynamic) if dynamic else (False,) * len(dims), None)
+                     tuple(dynamic) if dynamic else (False,) * len(dims), None,
+                     is_buffer=self.is_buffer)
 
     def compatible(self, other: "Shape") -> bool:
         """Same element types and dims (recursively); layouts are ignored."""
@@ -181,6 +183,8 @@ class Shape:
 
     # -- printing -------------------------------------------------------------------------
     def __str__(self) -> str:
+        if self.is_buffer:
+            return f"b({replace(self, is_buffer=False)})"
         if self.is_tuple:
             parts = []
             for i, sub in enumerate(self.tuple_shapes):

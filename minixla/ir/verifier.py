@@ -6,11 +6,12 @@ dims; layouts and dynamic flags ignored), so layout-changing ops such as copy an
 """
 from __future__ import annotations
 
-from ..errors import ShapeError, VerificationError
+from ..errors import ShapeError, VerificationError, at_instruction
 from .opcodes import OPCODES
 from .sharding import HloSharding, check_collective, check_sharding
 from .shape_inference import infer_shape
 from .shape_rules_base import SignatureError, fmt, same
+from .verifier_rules import INSTRUCTION_RULES, RuleFailure, check_pairs
 
 DIRECTIONS = ("EQ", "NE", "LT", "LE", "GT", "GE")
 COMPARE_TYPES = ("FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED")
@@ -38,8 +39,8 @@ def verify(module) -> None:
     for comp in module.computations:  # the call-graph walk below needs known opcodes
         for instr in comp.instructions:
             if instr.opcode not in OPCODES:
-                raise VerificationError(f"{_where(comp, instr)}: unknown opcode: "
-                                        f"{instr.opcode}")
+                raise at_instruction(VerificationError(
+                    f"{_where(comp, instr)}: unknown opcode: {instr.opcode}"), instr)
     _check_no_recursion(module)
     known = {id(c) for c in module.computations}
     for comp in module.computations:
@@ -142,7 +143,12 @@ def _check_computation(comp, known: set[int]) -> None:
                                    f"%{operand.name} is not in %{comp.name}")
             _check_instruction(instr, known)
         except _Failure as failure:
-            raise VerificationError(f"{_where(comp, instr)}: {failure}") from None
+            raise at_instruction(VerificationError(f"{_where(comp, instr)}: {failure}"),
+                                 instr) from None
+    unpaired = check_pairs(comp)
+    if unpaired is not None:
+        instr, failure = unpaired
+        raise at_instruction(VerificationError(f"{_where(comp, instr)}: {failure}"), instr)
 
 
 def _check_instruction(instr, known: set[int]) -> None:
@@ -158,6 +164,11 @@ def _check_instruction(instr, known: set[int]) -> None:
             raise _Failure("called computation", f"%{comp.name} is not in the module")
     if instr.opcode in _ATTR_CHECKS and instr.shape is not None:
         _ATTR_CHECKS[instr.opcode](instr)
+    if instr.opcode in INSTRUCTION_RULES and instr.shape is not None:
+        try:
+            INSTRUCTION_RULES[instr.opcode](instr)
+        except RuleFailure as failure:
+            raise _Failure(failure.rule, failure.detail) from None
     if instr.opcode == "constant":
         _check_literal(instr)
     try:
@@ -250,15 +261,15 @@ def _check_entry(module) -> None:
                 f"the entry computation {len(params)}")
         for param, shape in zip(params, layout.parameters):
             if not same(param.shape, shape):
-                raise VerificationError(
+                raise at_instruction(VerificationError(
                     f"{where}, instruction {param.to_text()}: entry_computation_layout "
                     f"mismatch: the layout says {fmt(shape)}, the parameter is "
-                    f"{fmt(param.shape)}")
+                    f"{fmt(param.shape)}"), param)
         if not same(entry.root.shape, layout.result):
-            raise VerificationError(
+            raise at_instruction(VerificationError(
                 f"{where}, instruction {entry.root.to_text()}: entry_computation_layout "
                 f"mismatch: the layout's result is {fmt(layout.result)}, the root returns "
-                f"{fmt(entry.root.shape)}")
+                f"{fmt(entry.root.shape)}"), entry.root)
     _check_aliasing(module, where)
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,36 +57,29 @@ class PassReport:
         return "\n".join(lines)
 
 
-# MINIXLA_FLAGS flags that other layers read: --explain_recompiles (minixla.jit),
-# --explain_cache_misses (the CPU compilation cache).
-FLAGS_READ_ELSEWHERE = ("explain_recompiles", "explain_cache_misses")
+# Settings of the flag table (flags.py) that other layers read: the device count (runtime),
+# --explain_recompiles (minixla.jit), --explain_cache_misses (the CPU compilation cache).
+FLAGS_READ_ELSEWHERE = ("device_count", "explain_recompiles", "explain_cache_misses")
 
 
 @dataclass
 class DumpOptions:
-    """Where and what to dump, as XLA's --xla_dump_to / --xla_dump_hlo_pass_re."""
+    """Where and what to dump, as XLA's --xla_dump_to / --xla_dump_hlo_pass_re / ..."""
     dump_to: str | None = None
     pass_re: str | None = None  # dump after each matching pass that changed the module
+    module_re: str | None = None  # dump only modules whose name matches
+    as_text: bool = True
     as_dot: bool = False
+    as_html: bool = False
 
     @staticmethod
-    def from_flags(text: str | None = None) -> "DumpOptions":
-        """Reads `--dump_to=DIR --dump_pass_re=RE --dump_as_dot` (default: $MINIXLA_FLAGS)."""
-        text = os.environ.get("MINIXLA_FLAGS", "") if text is None else text
-        options = DumpOptions()
-        for flag in shlex.split(text):
-            key, _, value = flag.lstrip("-").partition("=")
-            if key == "dump_to":
-                options.dump_to = value
-            elif key == "dump_pass_re":
-                options.pass_re = value
-            elif key == "dump_as_dot":
-                options.as_dot = value.lower() not in ("false", "0")
-            elif key not in FLAGS_READ_ELSEWHERE:
-                raise PassError(f"unknown MINIXLA_FLAGS flag --{key} (known: --dump_to, "
-                                f"--dump_pass_re, --dump_as_dot, "
-                                f"{', '.join('--' + f for f in FLAGS_READ_ELSEWHERE)})")
-        return options
+    def from_flags(text: str | None = None, xla_flags: str | None = None) -> "DumpOptions":
+        """The dump settings of $MINIXLA_FLAGS and $XLA_FLAGS (table: minixla/passes/flags.py)."""
+        from .flags import read_flags
+        settings = read_flags(text, xla_flags)
+        for elsewhere in FLAGS_READ_ELSEWHERE:  # settings other layers read
+            settings.pop(elsewhere, None)
+        return DumpOptions(**settings)
 
 
 class Dumper:
@@ -100,12 +92,14 @@ class Dumper:
         Dumper._next_module_id += 1
         self.step = 0
         self.prefix = f"module_{self.module_id:04d}.{_safe(module.name)}"
-        if options.dump_to:
+        self._enabled = bool(options.dump_to) and (
+            options.module_re is None or re.search(options.module_re, module.name) is not None)
+        if self._enabled:
             Path(options.dump_to).mkdir(parents=True, exist_ok=True)
 
     @property
     def enabled(self) -> bool:
-        return bool(self.options.dump_to)
+        return self._enabled
 
     def write(self, suffix: str, text: str) -> Path | None:
         if not self.enabled:
@@ -117,10 +111,14 @@ class Dumper:
     def module(self, module: HloModule, suffix: str) -> None:
         if not self.enabled:
             return
-        self.write(f"{suffix}.txt", module.to_text())
+        if self.options.as_text:
+            self.write(f"{suffix}.txt", module.to_text())
         if self.options.as_dot:
             from ..tools.graph import module_to_dot
             self.write(f"{suffix}.dot", module_to_dot(module))
+        if self.options.as_html:
+            from ..tools.graph import module_to_html
+            self.write(f"{suffix}.html", module_to_html(module))
 
     def after_pass(self, module: HloModule, pipeline: str, pass_name: str) -> None:
         if not self.enabled or self.options.pass_re is None:

@@ -2,7 +2,8 @@
 
 The backend's own pipeline (if it declares one) runs on a copy of the module first, or the passes
 given with `passes=[...]` instead. Dump flags come from the options (`dump_to`, `dump_pass_re`,
-`dump_as_dot`) or from $MINIXLA_FLAGS.
+`dump_module_re`, `dump_as_text`, `dump_as_dot`, `dump_as_html`) or from $MINIXLA_FLAGS and
+$XLA_FLAGS.
 """
 from __future__ import annotations
 
@@ -18,24 +19,26 @@ DEFAULT_BACKEND = "interpreter"
 
 
 def compile(module_or_text, backend: str | None = None, **options):
-    """Compiles an HloModule (or HLO text, parsed and verified first) for `backend`.
+    """Compiles an HloModule, HLO or StableHLO text, or a JAX `Lowered`/`Compiled`/
+    `XlaComputation` (anything with `as_text()`/`as_hlo_text()`) for `backend`.
 
     `num_partitions=N` (default: the header's) above 1, or a header `replica_count` above 1,
     gives a multi-device SpmdExecutable (runtime/spmd.py; options `out_shardings`,
-    `collective_timeout`,
-    `already_partitioned`)."""
-    if isinstance(module_or_text, str):
-        from ..text.parser import parse_hlo_module
+    `collective_timeout`, `already_partitioned`)."""
+    text = None if isinstance(module_or_text, HloModule) else program_text(module_or_text)
+    if text is not None:
+        from ..text import parse_module
         start = time.perf_counter()
-        module = parse_hlo_module(module_or_text)
+        module = parse_module(text)
         record_phase("parse", time.perf_counter() - start)
     elif isinstance(module_or_text, HloModule):
         module = module_or_text
     else:
-        raise TypeError(f"compile expects an HloModule or HLO text, got "
-                        f"{type(module_or_text).__name__}")
+        raise TypeError(f"compile expects an HloModule, HLO or StableHLO text, or a JAX "
+                        f"Lowered/Compiled object, got {type(module_or_text).__name__}")
     name = backend or DEFAULT_BACKEND
     target = get_backend(name)
+    check_options(options, target)
     check_sizes(module, memory_budget(options.pop("memory_budget_bytes", None)))
     num_partitions = options.pop("num_partitions", None)
     out_shardings = options.pop("out_shardings", None)
@@ -53,6 +56,43 @@ def compile(module_or_text, backend: str | None = None, **options):
         for suffix, text in executable.dump_files().items():  # kernels, buffer assignment
             dumper.write(suffix, text)
     return executable
+
+
+# Options minixla.compile itself reads; each backend declares its own (Backend.options).
+DUMP_OPTIONS = {"dump_to": "dump_to", "dump_pass_re": "pass_re", "dump_module_re": "module_re",
+                "dump_as_text": "as_text", "dump_as_dot": "as_dot", "dump_as_html": "as_html"}
+COMPILE_OPTIONS = ("passes", "verify", *DUMP_OPTIONS, "memory_budget_bytes", "memory_limit_bytes",
+                   "num_partitions", "out_shardings", "collective_timeout",
+                   "already_partitioned")
+
+
+def check_options(options: dict, target) -> None:
+    if target.options is None:  # a third-party backend that does not declare its options
+        return
+    known = COMPILE_OPTIONS + tuple(target.options)
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        from ..errors import UnsupportedError
+        raise UnsupportedError(f"unknown compile option{'s' if len(unknown) > 1 else ''} "
+                               f"{', '.join(unknown)} for backend {target.name!r}; known "
+                               f"options: {', '.join(sorted(known))}")
+
+
+def program_text(program) -> str | None:
+    """The text of a program given as a string or as a JAX object (duck-typed, no import)."""
+    if isinstance(program, str):
+        return program
+    for method in ("as_hlo_text", "as_text"):  # XlaComputation; Lowered and Compiled
+        fn = getattr(program, method, None)
+        if callable(fn):
+            text = fn()
+            if isinstance(text, str):
+                return text
+    if type(program).__name__ in ("Module", "HloModule") and hasattr(program, "to_string"):
+        return program.to_string()  # lowered.compiler_ir("hlo")
+    if hasattr(program, "operation") and hasattr(program, "body"):  # an MLIR ir.Module
+        return str(program)
+    return None
 
 
 def _optimize(module: HloModule, target, options: dict):
@@ -73,8 +113,7 @@ def _optimize(module: HloModule, target, options: dict):
         remat = Rematerialization(limit)
         pipeline = Pipeline(pipeline.name, [pipeline, remat])
     dump = DumpOptions.from_flags()
-    for key, attr in (("dump_to", "dump_to"), ("dump_pass_re", "pass_re"),
-                      ("dump_as_dot", "as_dot")):
+    for key, attr in DUMP_OPTIONS.items():
         if key in options:
             setattr(dump, attr, options.pop(key))
     module = module.clone()

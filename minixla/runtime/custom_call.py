@@ -6,7 +6,8 @@ target must be registered for the backend that runs it.
 Calling convention (interpreter): `fn(*operands, result_shape=Shape, backend_config=str)`, where
 operands are NumPy arrays in logical order (tuples for tuple-shaped operands) and the return
 value is an array (or a tuple of arrays) matching `result_shape`. Other backends document their
-own convention beside their registrations.
+own convention beside their registrations. XLA:CPU's own targets (TopK, `lapack_*_ffi`) need no
+registration: minixla.runtime.xla_custom_calls implements them.
 """
 from __future__ import annotations
 
@@ -34,8 +35,13 @@ def unregister_custom_call(target: str, backend: str) -> None:
 
 
 def lookup_custom_call(target: str, backend: str) -> Callable:
+    """The registered implementation, else XLA:CPU's own target (TopK, LAPACK) if it is one."""
     fn = _REGISTRY.get((target, backend))
     if fn is None:
+        from .xla_custom_calls import adapt, builtin_target
+        builtin = builtin_target(target)
+        if builtin is not None:
+            return adapt(builtin, backend)
         others = sorted(b for t, b in _REGISTRY if t == target)
         hint = f" (registered only for: {', '.join(others)})" if others else ""
         raise CustomCallError(f"custom-call target {target!r} is not registered for backend "

@@ -44,6 +44,8 @@ def parse_literal(parser, shape: Shape):
             and parser.lookahead(2).is_punct("}"):
         parser.next(), parser.next(), parser.next()
         return np.zeros(shape.dims, dtype)  # elided data: XLA fills unspecified values too
+    if not token.is_punct("{"):  # `f32[3,3] constant(1)`: one value for every element
+        return np.full(shape.dims, _to_array([_scalar(parser, shape)], dtype, parser)[0])
     values: list = []
     _nested(parser, shape, 0, values)
     return _to_array(values, dtype, parser).reshape(shape.dims)
@@ -188,10 +190,14 @@ def _format_nan(value, dtype: np.dtype) -> str:
     return f"{sign}nan(0x{payload:x})"
 
 
+def _is_integer(dtype: np.dtype) -> bool:
+    return dtype.kind in "iu" or dtype.name in ("int2", "int4", "uint2", "uint4")
+
+
 def format_scalar(value, dtype: np.dtype) -> str:
     if dtype == np.bool_:
         return "true" if value else "false"
-    if dtype.kind in "iu":
+    if _is_integer(dtype):
         return str(int(value))
     if dtype.kind == "c":
         part = np.float32 if dtype == np.complex64 else np.float64
@@ -210,18 +216,47 @@ def format_literal(value, shape: Shape) -> str:
     dtype = array.dtype
     if array.ndim == 0:
         return format_scalar(array[()], dtype)
-    elem = ((lambda v: "1" if v else "0") if dtype == np.bool_
-            else (lambda v: format_scalar(v, dtype)))
+    if array.size >= _ELIDE_ZEROS and not np.ascontiguousarray(array).view(np.uint8).any():
+        return "{...}"  # all bits zero: XLA's elided form, which reads back as zeros
+    texts = _element_texts(array)
     if array.ndim == 1:
-        return "{" + ", ".join(elem(v) for v in array) + "}"
-    return _format_nested(array, elem)
+        return "{" + ", ".join(texts) + "}"
+    return _format_nested(texts, array.shape)
 
 
-def _format_nested(array: np.ndarray, elem) -> str:
-    if array.ndim == 1:
-        items = [elem(v) for v in array]
-        return "{ " + ", ".join(items) + " }" if len(items) > 1 else "{" + "".join(items) + "}"
-    return "{ " + ", ".join(_format_nested(sub, elem) for sub in array) + " }"
+_ELIDE_ZEROS = 1 << 16  # elements from which an all-zero constant prints as `{...}`
+
+
+def _element_texts(array: np.ndarray) -> list[str]:
+    """The text of every element in row-major order, vectorized where it matters (large
+    constants): floats are written short first, and long only where short does not round-trip."""
+    flat = array.reshape(-1)
+    dtype = array.dtype
+    if dtype == np.bool_:
+        return ["1" if v else "0" for v in flat.tolist()]
+    if _is_integer(dtype):
+        wide = np.uint64 if dtype.kind == "u" and dtype.itemsize == 8 else np.int64
+        return [str(v) for v in flat.astype(wide).tolist()]
+    if dtype.kind == "c" or flat.size < 64:
+        return [format_scalar(v, dtype) for v in flat]
+    values = flat.astype(np.float64)
+    short, longest = _digits(dtype)
+    texts = [f"{v:.{short}g}" for v in values.tolist()]
+    back = np.array([float(t) for t in texts]).astype(dtype)
+    finite = np.isfinite(values)
+    for i in np.flatnonzero(finite & (back.astype(np.float64) != values)).tolist():
+        texts[i] = f"{values[i]:.{longest}g}"
+    for i in np.flatnonzero(~finite).tolist():
+        texts[i] = format_float(flat[i], dtype)
+    return texts
+
+
+def _format_nested(texts: list[str], dims: tuple[int, ...]) -> str:
+    if len(dims) == 1:
+        return "{ " + ", ".join(texts) + " }" if len(texts) > 1 else "{" + "".join(texts) + "}"
+    step = len(texts) // dims[0] if dims[0] else 0
+    return "{ " + ", ".join(_format_nested(texts[i * step:(i + 1) * step], dims[1:])
+                            for i in range(dims[0])) + " }"
 
 
 __all__ = ["parse_literal", "format_literal", "format_float", "PUNCT"]

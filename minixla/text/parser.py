@@ -10,17 +10,18 @@ Grammar (see xla-reference.md section 1 for the full story):
     shape        := type '[' [dim (',' dim)*] ']' [layout] | '(' [shape (',' shape)*] ')'
     dim          := INT | '<=' INT | '?'
 
-Attribute values are read by the attribute's kind (minixla.ir.attrs); unknown attributes are kept
-verbatim. Every malformed input raises HloParseError with line, column and a caret.
+Attribute values are read by the attribute's kind (minixla.ir.attrs). An attribute the opcode
+does not take is an error; with `strict=False` it is kept verbatim and listed in the module's
+`unknown_attributes`. Every malformed input raises HloParseError with line, column and a caret.
 """
 from __future__ import annotations
 
 from ..errors import HloParseError
-from ..ir.attrs import attr_kind, parse_dim_labels
+from ..ir.attrs import Window, attr_kind, parse_dim_labels
 from ..ir.computation import HloComputation
 from ..ir.instruction import HloInstruction
 from ..ir.module import AliasEntry, HloModule, NameUniquer, ProgramShape
-from ..ir.opcodes import OPCODES
+from ..ir.opcodes import ASYNC_SUFFIXES, OPCODES
 from ..ir.shapes import Shape
 from .lexer import ATTR, EOF, IDENT, INT, NAME, STRING
 from .literals import parse_literal
@@ -29,11 +30,15 @@ from .values import ValueParser, _describe
 _STACK_TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 
 
-def parse_hlo_module(text: str, *, verify: bool = True) -> HloModule:
-    """Parses HLO text (a module, or headerless computations) into an HloModule."""
+def parse_hlo_module(text: str, *, verify: bool = True, strict: bool = True) -> HloModule:
+    """Parses HLO text (a module, or headerless computations) into an HloModule.
+
+    `strict=False` keeps attributes the opcode does not take (as raw text) instead of failing,
+    and lists them in `module.unknown_attributes` as `LINE:COL: opcode name: attribute`.
+    """
     if not isinstance(text, str):
         raise TypeError(f"parse_hlo_module expects str, got {type(text).__name__}")
-    parser = Parser(text)
+    parser = Parser(text, strict=strict)
     try:
         module = parser.parse_module()
     except HloParseError:
@@ -56,8 +61,10 @@ def parse_shape(text: str) -> Shape:
 
 
 class Parser(ValueParser):
-    def __init__(self, text: str):
+    def __init__(self, text: str, strict: bool = True):
         super().__init__(text)
+        self.strict = strict
+        self.unknown_attributes: list[str] = []
         self.computations: dict[str, HloComputation] = {}
         self.scope: dict[str, HloInstruction] | None = None  # names in the current computation
         self.instruction_names = NameUniquer()
@@ -70,7 +77,10 @@ class Parser(ValueParser):
         token = self.peek()
         if token.kind == IDENT and token.text == "HloModule":
             self.next()
-            module.name = self.expect_kind(IDENT, "a module name").text
+            if self.peek().kind == NAME:  # `HloModule name:` as some of XLA's tests write it
+                module.name = self.next().text
+            else:
+                module.name = self.expect_kind(IDENT, "a module name").text
             while self.accept(","):
                 self.parse_module_attr(module)
         module.stack_frame_text = self.parse_stack_frame_tables()
@@ -88,6 +98,7 @@ class Parser(ValueParser):
         if not module.computations:
             raise self.error("expected at least one computation")
         module.set_entry(entry or module.computations[-1])
+        module.unknown_attributes = self.unknown_attributes
         _fill_missing_layouts(module)
         if not module.name:
             module.name = "module_" + module.entry.name
@@ -244,12 +255,16 @@ class Parser(ValueParser):
         if token.kind == IDENT and token.text == "ROOT":
             self.next()
             is_root = True
-        name_token = self.expect_kind(IDENT, "an instruction name")
+        if self.peek().kind == ATTR:  # `%name=opcode(...)`: the lexer took the `=` already
+            name_token = self.next()
+        else:
+            name_token = self.expect_kind(IDENT, "an instruction name")
+            self.expect("=")
         if name_token.text in self.scope:
             raise self.error(f"instruction name {name_token.text} is defined twice",
                              name_token.start)
-        self.expect("=")
         instr = self.parse_instruction_rhs(comp, name_token.text)
+        instr.location = self.lexer.location(name_token.start)[:2]
         self.scope[name_token.text] = instr
         return instr, is_root
 
@@ -262,7 +277,10 @@ class Parser(ValueParser):
         op_token = self.expect_kind(IDENT, "an opcode")
         opcode = op_token.text
         if opcode not in OPCODES:
-            raise self.error(f"unknown opcode '{opcode}'", op_token.start)
+            stem, suffix = _async_sugar(opcode)
+            if stem is None:
+                raise self.error(f"unknown opcode '{opcode}'", op_token.start)
+            return self.parse_async_sugar(comp, name, shape, stem, suffix, op_token)
         opdef = OPCODES[opcode]
         instr = HloInstruction(opcode, shape, name=name)  # shape None until inferred below
         self.expect("(")
@@ -288,6 +306,8 @@ class Parser(ValueParser):
         while self.peek().is_punct(",") and self.lookahead(1).kind == ATTR:
             self.next()
             self.parse_attribute(instr)
+        if opcode == "reduce-window" and "window" not in instr.attrs:
+            instr.attrs["window"] = Window(())  # XLA's text omits the window of scalars
         for required in opdef.required_attrs:
             if required not in instr.attrs:
                 raise self.error(f"{opcode} {name} is missing required attribute {required}",
@@ -296,6 +316,59 @@ class Parser(ValueParser):
             if not opdef.shape_optional:
                 raise self.error(f"{opcode} needs an explicit result shape", op_token.start)
             instr.shape = self.infer_shape(instr, op_token.start)
+        comp.add_instruction(instr)
+        return instr
+
+    def parse_async_sugar(self, comp: HloComputation, name: str, shape: Shape | None,
+                          stem: str, suffix: str, op_token) -> HloInstruction:
+        """`%s = ((T), R, s32[]) op-start(args), attrs`: an async-start whose called
+        computation wraps `op` (with the attributes); `op-update`/`op-done` continue it."""
+        self.expect("(")
+        operands = []
+        if not self.peek().is_punct(")"):
+            operands.append(self.parse_operand(comp))
+            while self.accept(","):
+                operands.append(self.parse_operand(comp))
+        self.expect(")")
+        if suffix != "-start":
+            calls = operands[0].attrs.get("calls") if len(operands) == 1 else None
+            if calls is None:
+                raise self.error(f"{stem}{suffix} needs the async op it continues as its one "
+                                 f"operand", op_token.start)
+            instr = HloInstruction("async" + suffix, shape or operands[0].shape, operands,
+                                   {"calls": calls}, name=name)
+            if shape is None and suffix == "-done":
+                instr.shape = operands[0].shape.tuple_shapes[1]
+            while self.peek().is_punct(",") and self.lookahead(1).kind == ATTR:
+                self.next()
+                self.parse_attribute(instr)
+            comp.add_instruction(instr)
+            return instr
+        if shape is None or not shape.is_tuple or len(shape.tuple_shapes) < 2:
+            raise self.error(f"{stem}-start needs its ((operands), result, ...) shape",
+                             op_token.start)
+        wrapped = HloComputation(self.unique_computation_name(f"{stem}.wrapped"))
+        params = [HloInstruction.parameter(i, operand.shape, name=f"{stem}.param.{i}")
+                  for i, operand in enumerate(operands)]
+        wrapped.add_instructions(params)
+        inner = HloInstruction(stem, shape.tuple_shapes[1], params, name=f"{stem}.wrapped")
+        instr = HloInstruction("async-start", shape, operands, name=name)
+        while self.peek().is_punct(",") and self.lookahead(1).kind == ATTR:
+            self.next()
+            attr = self.lookahead(0).text
+            wrapped_takes = attr in inner.opdef.attr_names + inner.opdef.calls
+            self.parse_attribute(inner if wrapped_takes else instr)
+        for required in inner.opdef.required_attrs:
+            if required not in inner.attrs:
+                raise self.error(f"{stem} {name} is missing required attribute {required}",
+                                 op_token.start)
+        wrapped.add_instruction(inner)
+        wrapped.root = inner
+        for i in wrapped.instructions:
+            i.name = self.instruction_names(i.name)
+        self.computations[wrapped.name] = wrapped
+        self.inline_computations.append(wrapped)
+        instr.attrs["calls"] = wrapped
         comp.add_instruction(instr)
         return instr
 
@@ -326,10 +399,27 @@ class Parser(ValueParser):
         if operand is None:
             raise self.error(f"unknown operand '{token.text}' (operands must be defined "
                              f"before use)", token.start)
+        while self.peek().is_punct("#"):  # `%p#1#0`: get-tuple-element shorthand
+            self.next()
+            operand = self.tuple_element(comp, operand, self.parse_int(), token.start)
         if declared is not None and not declared.compatible(operand.shape):
             raise self.error(f"operand {token.text} is declared {declared} but has shape "
                              f"{operand.shape}", token.start)
         return operand
+
+    def tuple_element(self, comp: HloComputation, tuple_: HloInstruction, index: int,
+                      offset: int) -> HloInstruction:
+        if not tuple_.shape.is_tuple or not 0 <= index < len(tuple_.shape.tuple_shapes):
+            raise self.error(f"%{tuple_.name}#{index}: {tuple_.shape} has no element {index}",
+                             offset)
+        key = f"{tuple_.name}#{index}"
+        if key not in self.scope:
+            element = HloInstruction("get-tuple-element", tuple_.shape.tuple_shapes[index],
+                                     [tuple_], {"index": index},
+                                     name=f"{tuple_.name}.{index}")
+            comp.add_instruction(element)
+            self.scope[key] = element
+        return self.scope[key]
 
     def parse_attribute(self, instr: HloInstruction) -> None:
         token = self.expect_kind(ATTR, "an attribute")
@@ -337,6 +427,13 @@ class Parser(ValueParser):
         if name in instr.attrs or (name == "control-predecessors"
                                    and instr.control_predecessors):
             raise self.error(f"attribute {name} given twice", token.start)
+        if name not in instr.opdef.known_attrs:
+            line, column, _ = self.lexer.location(token.start)
+            if self.strict:
+                raise self.error(f"unknown attribute {name} for {instr.opcode} (it takes "
+                                 f"{', '.join(sorted(instr.opdef.known_attrs))}; "
+                                 f"strict=False or --lenient keeps it)", token.start)
+            self.unknown_attributes.append(f"{line}:{column}: {instr.opcode} {instr.name}: {name}")
         value = attr_kind(name).parse(self)
         if name == "control-predecessors":
             for pred in value:
@@ -404,6 +501,15 @@ def _fill_missing_layouts(module: HloModule) -> None:
         module.entry_computation_layout = ProgramShape(
             tuple(s.with_default_layout() for s in layout.parameters),
             layout.result.with_default_layout())
+
+
+def _async_sugar(opcode: str) -> tuple[str | None, str]:
+    """`custom-call-start` -> ("custom-call", "-start"); (None, "") for other words."""
+    for suffix in ASYNC_SUFFIXES:
+        stem = opcode[:-len(suffix)]
+        if opcode.endswith(suffix) and stem in OPCODES and not stem.startswith("async"):
+            return stem, suffix
+    return None, ""
 
 
 def _arity(arity) -> str:

@@ -86,7 +86,7 @@ def format_attrs(instr: HloInstruction, print_metadata: bool = True) -> list[str
             continue
         if name == "metadata" and not print_metadata:
             continue
-        if name in attrs:
+        if name in attrs and name not in opdef.attr_names:  # not printed above already
             out.append(f"{name}={attrs[name]}")
     return out
 

@@ -4,6 +4,8 @@ and instructions on top.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..errors import HloParseError
 from ..ir.attrs import Raw, Window, WindowDim
 from ..ir.dtypes import ELEMENT_TYPES
@@ -181,10 +183,20 @@ class ValueParser:
         if token.is_punct("("):
             return True
         # `name[` can only start a shape; parse_shape reports an unknown element type.
+        if token.kind == IDENT and token.text == "b" and self.lookahead(1).is_punct("("):
+            return True  # a buffer shape, b(f32[4])
         return token.kind == IDENT and self.lookahead(1).is_punct("[")
 
     def parse_shape(self) -> Shape:
         token = self.peek()
+        if token.kind == IDENT and token.text == "b" and self.lookahead(1).is_punct("("):
+            self.next()
+            self.expect("(")
+            inner = self.parse_shape()
+            self.expect(")")
+            if not inner.is_array:
+                raise self.error("a buffer shape b(...) holds an array shape", token.start)
+            return replace(inner, is_buffer=True)
         if token.is_punct("("):
             self.next()
             shapes = []

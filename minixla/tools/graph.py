@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .common import ToolError, default_backend, load_module
+from .common import ToolError, add_lenient_flag, default_backend, load_module
 
 # kind -> (fill colour, legend text); "fusion" is split out of the table's "control" kind.
 KIND_STYLE = {
@@ -443,7 +443,8 @@ FORMATS = ("dot", "svg", "html")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", help="HLO text file, or - for stdin")
+    parser.add_argument("file", help="HLO or StableHLO text file, or - for stdin")
+    add_lenient_flag(parser)
     parser.add_argument("-o", "--output", metavar="OUT",
                         help="OUT.dot, OUT.svg or OUT.html (default: DOT on stdout)")
     parser.add_argument("--expand", action="store_true",
@@ -462,11 +463,8 @@ def main(args) -> int:
         if fmt not in FORMATS:
             raise ToolError(f"cannot tell the format of {args.output}: use a .dot, .svg or "
                             f".html name")
-    if args.file == "-":  # `minixla opt x.hlo -p dce | minixla graph - -o g.svg`
-        from ..text.parser import parse_hlo_module
-        module = parse_hlo_module(sys.stdin.read(), verify=not args.no_verify)
-    else:
-        module = load_module(args.file, verify=not args.no_verify)
+    # `-` reads stdin: `minixla opt x.hlo -p dce | minixla graph - -o g.svg`
+    module = load_module(args.file, verify=not args.no_verify, strict=not args.lenient)
     if args.pass_name:
         run_until(module, args.pass_name, args.backend or default_backend())
     if fmt == "html":

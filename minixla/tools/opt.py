@@ -12,11 +12,12 @@ import argparse
 import difflib
 import sys
 
-from .common import ToolError, load_module
+from .common import ToolError, add_lenient_flag, load_module
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", help="HLO text file, or - for stdin")
+    parser.add_argument("file", help="HLO or StableHLO text file, or - for stdin")
+    add_lenient_flag(parser)
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--passes", "-p", default="",
                        help="comma-separated pass names, run in order (e.g. dce,cse,algsimp)")
@@ -66,22 +67,20 @@ def _has_pipeline(name: str) -> bool:
         return False
 
 
-def _load(path: str, verify: bool):
-    if path != "-":
-        return load_module(path, verify=verify)
-    from ..text.parser import parse_hlo_module
-    return parse_hlo_module(sys.stdin.read(), verify=verify)
+def _load(path: str, verify: bool, strict: bool = True):
+    return load_module(path, verify=verify, strict=strict)
 
 
 def main(args) -> int:
-    from ..passes.base import run_pipeline
-    module = _load(args.file, not args.no_verify)
+    from ..passes.base import DumpOptions, run_pipeline
+    module = _load(args.file, not args.no_verify, not args.lenient)
     pipeline = build_pipeline(args)
     remats = []
     if args.memory_limit is not None:
         pipeline, remats = _with_memory_limit(pipeline, args.memory_limit)
     before = module.to_text()
-    report = run_pipeline(pipeline, module, verify=not args.no_verify)
+    report = run_pipeline(pipeline, module, verify=not args.no_verify,
+                          dump=DumpOptions.from_flags())  # MINIXLA_FLAGS / XLA_FLAGS dumps
     after = module.to_text()
     if args.diff:
         name = "<stdin>" if args.file == "-" else args.file

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from .common import ToolError, default_backend, load_module
+from .common import ToolError, add_lenient_flag, bounded, default_backend, load_module
 
 
 def _positive(text: str) -> int:
@@ -23,17 +23,18 @@ def _limits(args) -> dict:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", help="HLO text file")
+    parser.add_argument("file", help="HLO or StableHLO text file ('-' reads stdin)")
     parser.add_argument("--backend", default=None,
                         help="backend to run on (default: cpu when available, else interpreter)")
     parser.add_argument("--inputs", metavar="FILE.npz",
                         help="arguments arg0, arg1, ... (default: seeded random inputs)")
-    parser.add_argument("--seed", type=int, default=0, help="seed for random inputs")
+    parser.add_argument("--seed", type=bounded(int, 0), default=0, help="seed for random inputs")
     parser.add_argument("--compare", nargs="?", const="interpreter", metavar="BACKEND",
                         help="check the results against BACKEND (default: interpreter)")
-    parser.add_argument("--rtol", type=float, default=1e-5)
-    parser.add_argument("--atol", type=float, default=1e-5)
-    parser.add_argument("--iterations", type=int, default=1, help="runs to time")
+    parser.add_argument("--rtol", type=bounded(float, 0.0), default=1e-5)
+    parser.add_argument("--atol", type=bounded(float, 0.0), default=1e-5)
+    parser.add_argument("--iterations", type=bounded(int, 1), default=1, help="runs to time")
+    add_lenient_flag(parser)
     parser.add_argument("--print", action="store_true", dest="print_results",
                         help="print the full results (default: a summary)")
     parser.add_argument("--metrics", action="store_true", help="print the metrics report")
@@ -100,7 +101,7 @@ def main(args) -> int:
     from .progress import Progress
     progress = Progress.for_command(("parse", "passes", "codegen", "run"), quiet=args.quiet)
     with progress.phase("parse"):
-        module = load_module(args.file)
+        module = load_module(args.file, strict=not args.lenient)
     backend = args.backend or default_backend()
     start = time.perf_counter()
     with progress.compile():
@@ -112,7 +113,7 @@ def main(args) -> int:
     times = []
     result = None
     with progress.phase("run"):
-        for _ in range(max(args.iterations, 1)):
+        for _ in range(args.iterations):
             start = time.perf_counter()
             result = executable(*inputs)
             times.append(time.perf_counter() - start)
@@ -125,8 +126,7 @@ def main(args) -> int:
     else:
         print(summarize(result))
     if args.compare:
-        reference = minixla.compile(load_module(args.file), backend=args.compare,
-                                    **_limits(args))(*inputs)
+        reference = minixla.compile(module, backend=args.compare, **_limits(args))(*inputs)
         problem = compare_results(result, reference, args.rtol, args.atol)
         if problem:
             raise ToolError(f"mismatch against {args.compare}: {problem}")

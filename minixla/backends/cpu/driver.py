@@ -25,7 +25,7 @@ import numpy as np
 
 from ..common_driver import (DriverBuilder, DriverFunction, lower_alias, lower_call,
                              lower_conditional, lower_get_tuple_element, lower_token, lower_tuple, lower_view,
-                             nest as _nest, source as _source)
+                             nest as _nest, source as _source, while_lines)
 from . import libcalls, opkernels, thunks
 from .kernels import PARALLEL_THRESHOLD, KernelSpec, build_kernel, kernel_arg, single_op_computation
 from .plan import ALIGNMENT, is_view_op, loop_carried_updates, needs_copy, plan_computation
@@ -359,9 +359,7 @@ def _while(fn: _Function, instr, _):
     cond = fn.b.function(instr.attrs["condition"])
     name = fn.b.function(body)
     var = fn.b.fresh_name("s")
-    fn.lines += [f"{var} = {_source(state)}",
-                 f"while {cond}({var}):",
-                 f"    {var} = {name}({var})"]
+    fn.lines += while_lines(fn, instr, var, _source(state), cond, name)
     fn.names[id(instr)] = var
 
 

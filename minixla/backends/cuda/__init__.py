@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 import time
 
-from ...errors import ExecutionError
+from ...errors import ExecutionError, MinixlaError, at_instruction
 from ...ir.module import HloModule
 from ...runtime.custom_call import lookup_custom_call
 from ...runtime.executable import Executable, _check_one
@@ -63,7 +63,10 @@ def compile_module(module: HloModule, options: dict) -> Executable:
     from . import driver
     for instr in module.all_instructions():
         if instr.opcode == "custom-call":
-            lookup_custom_call(instr.attrs["custom_call_target"], "cuda")
+            try:
+                lookup_custom_call(instr.attrs["custom_call_target"], "cuda")
+            except MinixlaError as exc:
+                raise at_instruction(exc, instr)
     start = time.perf_counter()
     program = driver.build_program(module, options)
     record_phase("codegen.cuda.emit", time.perf_counter() - start)
@@ -93,4 +96,6 @@ def compile_module(module: HloModule, options: dict) -> Executable:
     return executable
 
 
-BACKEND = Backend("cuda", compile_module, available, pipeline)
+BACKEND = Backend("cuda", compile_module, available, pipeline,
+                  options=("device_results", "threads_per_block", "max_blocks", "geometry",
+                           "max_while_iterations"))

@@ -6,7 +6,7 @@ custom-call target not registered for it.
 """
 from __future__ import annotations
 
-from ...errors import UnsupportedError
+from ...errors import MinixlaError, UnsupportedError, at_instruction
 from ...ir.module import HloModule
 from ...runtime.custom_call import lookup_custom_call
 from ...runtime.executable import Executable
@@ -20,10 +20,13 @@ def compile_module(module: HloModule, options: dict) -> Executable:
         raise UnsupportedError(f"the interpreter does not implement: {', '.join(missing)}")
     for instr in module.all_instructions():
         if instr.opcode == "custom-call":
-            lookup_custom_call(instr.attrs["custom_call_target"], "interpreter")
+            try:
+                lookup_custom_call(instr.attrs["custom_call_target"], "interpreter")
+            except MinixlaError as exc:
+                raise at_instruction(exc, instr)
     evaluator = Evaluator(module, max_while_iterations=options.get("max_while_iterations"))
     return Executable(module, "interpreter",
                       evaluator.run, options=options)
 
 
-BACKEND = Backend("interpreter", compile_module)
+BACKEND = Backend("interpreter", compile_module, options=("max_while_iterations",))

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ...errors import ExecutionError, UnsupportedError
+from ...errors import ExecutionError, MinixlaError, UnsupportedError, at_instruction
 from ...ir.computation import HloComputation
 from ...ir.instruction import HloInstruction
 from ...ir.module import HloModule
@@ -99,7 +99,10 @@ class Evaluator:
                 raise UnsupportedError(f"the interpreter does not implement {instr.opcode} "
                                        f"(instruction %{instr.name})")
             operands = [values[id(o)] for o in instr.operands]
-            values[id(instr)] = handler(self, instr, operands)
+            try:
+                values[id(instr)] = handler(self, instr, operands)
+            except MinixlaError as exc:
+                raise at_instruction(exc, instr)
         return values[id(comp.root)]
 
     def apply_scalar(self, comp: HloComputation, args) -> Value:

@@ -60,12 +60,21 @@ def _transpose(ev, instr, ops):
 
 
 def _bitcast(ev, instr, ops):
-    """Reinterprets the operand's physical buffer with the result's dims and layout."""
+    """Reinterprets the operand's physical buffer with the result's dims and layout.
+
+    As in XLA after layout assignment, the element type may change to one of the same width
+    (XLA:CPU's sort comparators bitcast f32 to s32).
+    """
     source, src_shape, dst_shape = ops[0], instr.operand(0).shape, instr.shape
-    if source.dtype != dst_shape.numpy_dtype:
-        raise ExecutionError(f"bitcast %{instr.name} changes the element type; "
-                             f"that is bitcast-convert's job")
+    if src_shape.element_type.bits != dst_shape.element_type.bits:
+        raise ExecutionError(f"bitcast %{instr.name} changes the element width "
+                             f"({src_shape.dtype} to {dst_shape.dtype}); that is "
+                             f"bitcast-convert's job")
+    if not src_shape.dims and not dst_shape.dims:  # also when sort evaluates a comparator
+        return np.ascontiguousarray(source).view(dst_shape.numpy_dtype)  # over whole arrays
     buffer = layout_math.logical_to_physical(source, src_shape.minor_to_major(), _tiles(src_shape))
+    if source.dtype != dst_shape.numpy_dtype:
+        buffer = np.ascontiguousarray(buffer).view(dst_shape.numpy_dtype)
     return layout_math.physical_to_logical(buffer, dst_shape.dims, dst_shape.minor_to_major(),
                                            _tiles(dst_shape))
 

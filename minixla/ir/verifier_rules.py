@@ -1,0 +1,175 @@
+"""More of XLA's HloVerifier: per-opcode rules on types and async pairs, and the pairing of
+`*-start` with `*-done` across a computation.
+
+`INSTRUCTION_RULES` maps an opcode to a check `(instr) -> None` that raises `RuleFailure(rule,
+detail)`; `check_pairs(comp)` checks that every start has exactly one done. minixla.ir.verifier
+runs both and reports failures like its own.
+"""
+from __future__ import annotations
+
+import re
+
+from .shapes import Shape
+
+
+class RuleFailure(Exception):
+    def __init__(self, rule: str, detail: str):
+        super().__init__(f"{rule}: {detail}")
+        self.rule, self.detail = rule, detail
+
+
+def _kind(shape: Shape) -> str:
+    return shape.element_type.kind
+
+
+def _compare_type(instr) -> None:
+    """`type=` must suit the operands: FLOAT/TOTALORDER floats, SIGNED/UNSIGNED integers.
+
+    Unlike XLA, an integer may be compared with the other signedness (an unsigned view of
+    signed bits, which minixla's integer corner-case tests use)."""
+    kind = instr.attrs.get("type")
+    if kind is None or not instr.operand_count or not instr.operand(0).shape.is_array:
+        return
+    etype = instr.operand(0).shape.element_type
+    allowed = {"FLOAT": etype.is_float or etype.is_complex,
+               "TOTALORDER": etype.is_float or etype.is_complex,
+               "SIGNED": etype.is_integer,
+               "UNSIGNED": etype.is_integer or _kind(instr.operand(0).shape) == "pred"}
+    if not allowed.get(str(kind), True):
+        raise RuleFailure("comparison type", f"type={kind} does not fit {etype.name} operands")
+
+
+def _rng(instr) -> None:
+    shapes = [o.shape for o in instr.operands]
+    if any(not s.is_array or s.rank for s in shapes):
+        raise RuleFailure("rng operands", "the bounds of rng must be scalars")
+    if len({s.dtype for s in shapes} | {instr.shape.dtype}) != 1:
+        raise RuleFailure("rng element type", "the bounds and the result must have one "
+                                              "element type")
+    if not (instr.shape.element_type.is_float or instr.shape.element_type.is_integer):
+        raise RuleFailure("rng element type", f"rng cannot produce {instr.shape.dtype}")
+    if instr.attrs.get("distribution") == "rng_normal" and \
+            not instr.shape.element_type.is_float:
+        raise RuleFailure("rng element type", "rng_normal produces floats only")
+
+
+def _iota(instr) -> None:
+    if instr.shape.is_array and _kind(instr.shape) == "pred":
+        raise RuleFailure("iota element type", "iota cannot produce pred")
+
+
+def _select(instr) -> None:
+    if instr.shape.is_tuple:
+        raise RuleFailure("select of tuples", "select works on arrays only")
+
+
+def _conditional(instr) -> None:
+    index = instr.operand(0).shape
+    if not (index.is_array and index.rank == 0 and index.dtype in ("pred", "s32")):
+        raise RuleFailure("conditional index", f"the branch index must be pred[] or s32[], "
+                                               f"got {index}")
+
+
+def _composite_call(instr) -> None:
+    if not instr.attrs.get("is_composite"):
+        return
+    frontend = str(instr.attrs.get("frontend_attributes", ""))
+    if "composite.name" not in frontend:
+        raise RuleFailure("composite call", "frontend_attributes need composite.name")
+    version = re.search(r'composite\.version="?(-?\d+)', frontend)
+    if version is not None and int(version.group(1)) < 0:
+        raise RuleFailure("composite call", "composite.version must be a non-negative integer")
+
+
+def _async_start(instr) -> None:
+    comp = instr.attrs.get("calls")
+    shape = instr.shape
+    if comp is None:
+        return
+    if not shape.is_tuple or len(shape.tuple_shapes) < 2:
+        raise RuleFailure("async shape", "async-start returns ((operands), result, context...)")
+    params = comp.parameters
+    operand_shapes = [o.shape for o in instr.operands]
+    if len(params) != len(operand_shapes) or any(
+            not p.shape.compatible(s) for p, s in zip(params, operand_shapes)):
+        raise RuleFailure("async operands", f"%{comp.name} takes "
+                                            f"{[str(p.shape) for p in params]}, given "
+                                            f"{[str(s) for s in operand_shapes]}")
+
+
+
+def _async_continuation(instr) -> None:
+    operand = instr.operand(0)
+    if operand.opcode not in ("async-start", "async-update") or not operand.shape.is_tuple:
+        return  # passed through a loop's state: checked where it started
+    want = operand.shape if instr.opcode == "async-update" else operand.shape.tuple_shapes[1]
+    if instr.opcode == "async-done" and not instr.shape.compatible(want):
+        raise RuleFailure("async shape", f"{instr.opcode} returns {want}, declared "
+                                         f"{instr.shape}")
+
+
+def _copy_start(instr) -> None:
+    shape, operand = instr.shape, instr.operand(0).shape
+    if not shape.is_tuple or len(shape.tuple_shapes) != 3 or \
+            not shape.tuple_shapes[0].compatible(operand) or shape.tuple_shapes[1] != operand:
+        raise RuleFailure("copy-start shape", f"copy-start of {operand} returns (destination, "
+                                              f"{operand}, u32[]), declared {shape}")
+
+
+def _done_of(start: str):
+    def check(instr) -> None:
+        operand = instr.operand(0)
+        if operand.opcode != start:
+            raise RuleFailure("async pair", f"{instr.opcode} needs a {start} operand, got "
+                                            f"{operand.opcode}")
+        want = operand.shape.tuple_shapes[0] if start == "copy-start" else None
+        if want is not None and not instr.shape.compatible(want):
+            raise RuleFailure("copy-done shape", f"copy-done returns {want}, declared "
+                                                 f"{instr.shape}")
+    return check
+
+
+INSTRUCTION_RULES = {
+    "compare": _compare_type, "rng": _rng, "iota": _iota, "select": _select,
+    "conditional": _conditional, "call": _composite_call,
+    "async-start": _async_start, "async-update": _async_continuation,
+    "async-done": _async_continuation, "copy-start": _copy_start,
+    "copy-done": _done_of("copy-start"),
+    "all-reduce-done": _done_of("all-reduce-start"),
+    "all-gather-done": _done_of("all-gather-start"),
+    "collective-permute-done": _done_of("collective-permute-start"),
+}
+
+# start opcode -> the opcodes that continue it, ending with the done
+_PAIRS = {"async-start": ("async-update", "async-done"), "copy-start": ("copy-done",),
+          "all-reduce-start": ("all-reduce-done",), "all-gather-start": ("all-gather-done",),
+          "collective-permute-start": ("collective-permute-done",)}
+
+
+def check_pairs(comp) -> tuple[object, RuleFailure] | None:
+    """(instruction, failure) for a start without exactly one done, else None."""
+    for instr in comp.instructions:
+        follow = _PAIRS.get(instr.opcode)
+        if follow is None:
+            continue
+        current, dones = instr, 0
+        while True:
+            users = [u for u in current.users if u.opcode in follow]
+            if len(users) > 1:
+                return instr, RuleFailure("async pair", f"%{current.name} has "
+                                                        f"{len(users)} continuations")
+            if not users:
+                if current.users or (current.is_root() and not comp.is_entry):
+                    dones = 1  # passed on (a loop's state, a tuple): the done is elsewhere
+                break
+            current = users[0]
+            if current.opcode == follow[-1]:
+                dones += 1
+                break
+        if dones != 1:
+            return instr, RuleFailure("async pair", f"%{instr.name} ({instr.opcode}) has no "
+                                                    f"{follow[-1]}")
+    return None
+
+
+__all__ = ["INSTRUCTION_RULES", "RuleFailure", "check_pairs"]

@@ -1,0 +1,131 @@
+"""Modules XLA:CPU printed after optimization load and run: element-type-changing bitcasts in
+sort comparators, XLA:CPU's TopK and LAPACK custom calls (tests/stablehlo/*.optimized.hlo, with
+JAX's results), and each LAPACK routine against NumPy on its own."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import minixla
+from minixla.errors import ExecutionError
+from minixla.runtime.xla_custom_calls import TARGETS, ffi_attributes
+
+CORPUS = Path(__file__).parent / "stablehlo"
+DUMPS = sorted(p.name[:-len(".optimized.hlo")] for p in CORPUS.glob("*.optimized.hlo"))
+
+
+def _case(name):
+    data = np.load(CORPUS / f"{name}.npz")
+    count = lambda prefix: sum(k.startswith(prefix) for k in data)  # noqa: E731
+    return ([data[f"arg{i}"] for i in range(count("arg"))],
+            [data[f"out{i}"] for i in range(count("out"))])
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+@pytest.mark.parametrize("name", DUMPS)
+def test_xla_cpu_optimized_dumps_run_and_match_jax(name, backend):
+    args, want = _case(name)
+    module = minixla.parse_module((CORPUS / f"{name}.optimized.hlo").read_text())
+    got = minixla.compile(module, backend=backend)(*args)
+    got = list(got) if isinstance(got, tuple) else [got]
+    assert len(got) == len(want)
+    for i, (a, w) in enumerate(zip(got, want)):
+        np.testing.assert_allclose(a, w, rtol=2e-3, atol=1e-4, err_msg=f"{name} out{i}")
+
+
+def test_the_dumps_contain_what_they_are_here_for():
+    text = "".join((CORPUS / f"{n}.optimized.hlo").read_text() for n in DUMPS)
+    for needle in ('custom_call_target="TopK"', "lapack_spotrf_ffi", "lapack_sgetrf_ffi",
+                   "lapack_strsm_ffi", "lapack_sgeqrf_ffi", "lapack_sorgqr_ffi",
+                   "lapack_ssyevd_ffi", "lapack_sgesdd_ffi", "s32[] bitcast(", "is_scheduled"):
+        assert needle in text, needle
+
+
+def test_bitcast_may_change_the_element_type_at_equal_width_only():
+    same = """HloModule m
+ENTRY e {
+  p = f32[2,3]{1,0} parameter(0)
+  ROOT b = s32[3,2]{1,0} bitcast(p)
+}"""
+    x = np.array([[1.0, -2.0, 0.5], [np.inf, 0.0, -0.0]], np.float32)
+    np.testing.assert_array_equal(minixla.compile(same)(x), x.view(np.int32).reshape(3, 2))
+    wider = same.replace("s32[3,2]", "s16[3,4]")
+    with pytest.raises(ExecutionError, match="element width"):
+        minixla.compile(wider)(x)
+
+
+def _call(target, operands, outs, **attrs):
+    config = "{" + ", ".join(f"{k} = {ord(v)} : ui8" for k, v in attrs.items()) + "}"
+    return TARGETS[target](operands, outs, ffi_attributes(config))
+
+
+RNG = np.random.default_rng(3)
+
+
+def test_getrf_gives_pivots_and_factors_that_rebuild_the_matrix():
+    a = RNG.standard_normal((2, 4, 4))
+    lu, pivots, info = _call("lapack_dgetrf_ffi", (a,), [])
+    assert info.tolist() == [0, 0] and pivots.min() >= 1
+    for b in range(2):
+        lower = np.tril(lu[b], -1) + np.eye(4)
+        rebuilt = lower @ np.triu(lu[b])
+        permuted = a[b].copy()
+        for j, p in enumerate(pivots[b] - 1):
+            permuted[[j, p]] = permuted[[p, j]]
+        np.testing.assert_allclose(rebuilt, permuted, atol=1e-12)
+
+
+@pytest.mark.parametrize("side, uplo, trans, diag", [
+    ("L", "L", "N", "N"), ("L", "U", "T", "N"), ("R", "L", "N", "U"), ("R", "U", "C", "N")])
+def test_trsm_solves_each_side_triangle_and_transpose(side, uplo, trans, diag):
+    a = RNG.standard_normal((3, 3)) + 3 * np.eye(3)
+    b = RNG.standard_normal((3, 2) if side == "L" else (2, 3))
+    x = _call("lapack_dtrsm_ffi", (a, b), [], side=side, uplo=uplo, trans_x=trans, diag=diag)
+    tri = np.tril(a) if uplo == "L" else np.triu(a)
+    if diag == "U":
+        np.fill_diagonal(tri, 1)
+    op = tri.T if trans in "TC" else tri
+    np.testing.assert_allclose(op @ x if side == "L" else x @ op, b, atol=1e-12)
+
+
+def test_potrf_upper_and_failure_info():
+    m = RNG.standard_normal((3, 3))
+    spd = m @ m.T + 3 * np.eye(3)
+    factor, info = _call("lapack_dpotrf_ffi", (spd,), [], uplo="U")
+    upper = np.triu(factor)
+    np.testing.assert_allclose(upper.T @ upper, spd, atol=1e-12)
+    np.testing.assert_array_equal(np.tril(factor, -1), np.tril(spd, -1))  # left as it was
+    _, info = _call("lapack_dpotrf_ffi", (-spd,), [], uplo="L")
+    assert info > 0
+
+
+def test_geqrf_then_orgqr_is_a_qr_factorization():
+    a = RNG.standard_normal((5, 3))
+    h, tau = _call("lapack_dgeqrf_ffi", (a,), [])
+    q = _call("lapack_dorgqr_ffi", (h, tau), [])
+    np.testing.assert_allclose(q @ np.triu(h[:3]), a, atol=1e-12)
+    np.testing.assert_allclose(q.T @ q, np.eye(3), atol=1e-12)
+
+
+def test_top_k_orders_largest_first_with_nan_on_top():
+    x = np.array([[1.0, np.nan, 3.0, -1.0, 3.0]], np.float32)
+    values, indices = TARGETS["TopK"]((x,), [((1, 3), np.float32), ((1, 3), np.int32)], {})
+    assert np.isnan(values[0, 0]) and values[0, 1:].tolist() == [3.0, 3.0]
+    assert indices.tolist() == [[1, 2, 4]]
+
+
+def test_a_user_registration_wins_over_the_builtin():
+    from minixla.runtime.custom_call import register_custom_call, unregister_custom_call
+    text = """HloModule m
+ENTRY e {
+  p = f32[2,4]{1,0} parameter(0)
+  ROOT t = (f32[2,1]{1,0}, s32[2,1]{1,0}) custom-call(p), custom_call_target="TopK"
+}"""
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    assert minixla.compile(text)(x)[0].tolist() == [[3.0], [7.0]]
+    register_custom_call("TopK", "interpreter", lambda p, result_shape, backend_config: (
+        np.zeros((2, 1), np.float32), np.zeros((2, 1), np.int32)))
+    try:
+        assert minixla.compile(text)(x)[0].tolist() == [[0.0], [0.0]]
+    finally:
+        unregister_custom_call("TopK", "interpreter")

@@ -1,0 +1,142 @@
+"""HloVerifier rules from XLA: compare types, rng, iota, select, broadcast order, conditional
+index, composite calls, async and copy start/done pairs; and XLA's own invalid modules that
+these rules reject (../shared/xla-suite, skipped when absent)."""
+import csv
+from pathlib import Path
+
+import pytest
+
+import minixla
+from minixla.errors import MinixlaError, VerificationError
+
+SUITE = Path(__file__).resolve().parents[1].parent / "shared" / "xla-suite"
+
+
+def rejects(body: str, rule: str, head: str = "") -> None:
+    text = f"HloModule m\n{head}ENTRY e {{\n{body}\n}}\n"
+    with pytest.raises(VerificationError, match=rule):
+        minixla.parse_hlo_module(text)
+
+
+def accepts(body: str, head: str = "") -> None:
+    minixla.parse_hlo_module(f"HloModule m\n{head}ENTRY e {{\n{body}\n}}\n")
+
+
+def test_compare_type_must_fit_the_operands():
+    rejects("  p = f32[] parameter(0)\n  ROOT c = pred[] compare(p, p), direction=LT, "
+            "type=UNSIGNED", "comparison type")
+    rejects("  p = pred[] parameter(0)\n  ROOT c = pred[] compare(p, p), direction=LT, "
+            "type=SIGNED", "comparison type")
+    accepts("  p = s32[] parameter(0)\n  ROOT c = pred[] compare(p, p), direction=LT, "
+            "type=UNSIGNED")  # deliberately: see ACCEPTED
+    accepts("  p = f32[] parameter(0)\n  ROOT c = pred[] compare(p, p), direction=LT, "
+            "type=TOTALORDER")
+
+
+def test_rng_bounds_are_scalars_of_the_result_type():
+    rejects("  a = f32[2] parameter(0)\n  ROOT r = f32[4] rng(a, a), distribution=rng_uniform",
+            "rng operands")
+    rejects("  a = f32[] parameter(0)\n  b = f16[] parameter(1)\n  ROOT r = f32[4] rng(a, b), "
+            "distribution=rng_uniform", "rng element type")
+    accepts("  a = f32[] parameter(0)\n  ROOT r = f32[4] rng(a, a), distribution=rng_uniform")
+
+
+def test_iota_select_broadcast_and_conditional_rules():
+    rejects("  ROOT i = pred[4] iota(), iota_dimension=0", "iota element type")
+    rejects("  p = pred[] parameter(0)\n  t = (f32[]) parameter(1)\n"
+            "  ROOT s = (f32[]) select(p, t, t)", "select")
+    branch = "b {\n  x = () parameter(0)\n  ROOT c = f32[] constant(1)\n}\n"
+    rejects("  i = s64[] parameter(0)\n  t = () tuple()\n"
+            "  ROOT c = f32[] conditional(i, t), branch_computations={b}",
+            "conditional index", head=branch)
+
+
+def test_composite_calls_need_their_frontend_attributes():
+    head = "f {\n  x = f32[] parameter(0)\n  ROOT n = f32[] negate(x)\n}\n"
+    call = ("  p = f32[] parameter(0)\n  ROOT c = f32[] call(p), to_apply=f, is_composite=true")
+    rejects(call, "composite call", head)
+    rejects(call + ', frontend_attributes={composite.name="n",composite.version="-1"}',
+            "non-negative", head)
+    accepts(call + ', frontend_attributes={composite.name="n",composite.attributes={},'
+                   'composite.version="1"}', head)
+
+
+ASYNC = "a {\n  x = f32[2] parameter(0)\n  ROOT n = f32[2] negate(x)\n}\n"
+
+
+def test_async_start_must_match_its_computation_and_have_one_done():
+    rejects("  p = f32[3] parameter(0)\n  s = ((f32[3]), f32[2], u32[]) async-start(p), calls=a\n"
+            "  ROOT d = f32[2] async-done(s), calls=a", "async operands", ASYNC)
+    rejects("  p = f32[2] parameter(0)\n"
+            "  ROOT s = ((f32[2]), f32[2], u32[]) async-start(p), calls=a", "async pair", ASYNC)
+    rejects("  p = f32[2] parameter(0)\n  s = ((f32[2]), f32[2], u32[]) async-start(p), calls=a\n"
+            "  d = f32[2] async-done(s), calls=a\n  e = f32[2] async-done(s), calls=a\n"
+            "  ROOT t = (f32[2], f32[2]) tuple(d, e)", "continuations", ASYNC)
+    accepts("  p = f32[2] parameter(0)\n  s = ((f32[2]), f32[2], u32[]) async-start(p), calls=a\n"
+            "  ROOT d = f32[2] async-done(s), calls=a", ASYNC)
+
+
+def test_copy_start_and_done():
+    rejects("  p = f32[2,3]{1,0} parameter(0)\n"
+            "  s = (f32[2,3]{0,1}, f32[2,3]{1,0}, u32[]) copy-start(p)\n"
+            "  ROOT d = f32[3,2]{1,0} copy-done(s)", "copy-done shape")
+    rejects("  p = f32[2,3] parameter(0)\n  ROOT d = f32[2,3] copy-done(p)", "async pair")
+    accepts("  p = f32[2,3]{1,0} parameter(0)\n"
+            "  s = (f32[2,3]{0,1}, f32[2,3]{1,0}, u32[]) copy-start(p)\n"
+            "  ROOT d = f32[2,3]{0,1} copy-done(s)")
+
+
+# XLA verifier tests (hlo_verifier_test.cc) whose modules these rules reject.
+REJECTED = {
+    "ComparisonTypeFloat", "ComparisonTypePred", "RngOpnd0NotScalar", "RngOperandElementTypesDoNotMatch",
+    "RngMixedPrecisionNotAllowed", "RngElementTypeNotSupported", "IotaPredResultNotAllowed",
+    "SelectTupleNotAllowed",
+    "CompositeCallMissingFrontendAttributes",
+    "CompositeCallMissingName", "CompositeCallNonNegativeVersion",
+    "CopyStartAndCopyDoneWrongType",
+    "CopyStartMultipleCopyDone", "CopyDoneNoCopyStart", "AsyncStartAndAsyncDoneWrongType",
+    "AsyncStartMultipleAsyncDone", "AsyncStartNoAsyncDone", "AsyncStartAndAsyncUpdateNoAsyncDone",
+    "AsyncOpComputationRootWrongType",
+    "AsyncStartOperandWrongType", "AsyncDoneOutputWrongType",
+    
+    "AllReduceStartAndMultipleDone", "AllReduceDoneWithoutStart", "AllGatherStartAndMultipleDone",
+    "CollectivePermuteStartAndMultipleDone", "CollectivePermuteDoneNoCollectivePermuteStart",
+}
+
+
+# Accepted on purpose: the module text is valid; the C++ test breaks it after parsing.
+ACCEPTED = {
+    "CheckConditionalBranchIndexOperandShape": "the test replaces the s32 index with an f32",
+    "AsyncOpTupleWrongType": "the test changes the async-start's shape after parsing",
+    # Rules whose plain form rejects modules XLA's other tests expect to be valid (layouts,
+    # memory spaces, unsorted broadcasts in modules/): left to a layout-sensitive verifier.
+    "CopyStartAndCopyDoneWrongLayout": "layouts differ only in memory space and order",
+    "AsyncOpComputationParamWrongType": "the parameter differs in layout only",
+    "AsyncOpComputationNotTrivial": "valid modules wrap several instructions",
+    "AllReduceStartAndDoneWrongType": "valid modules give all-reduce-start a tuple shape",
+    "VerifyBroadcastDimensionsOrder": "valid modules broadcast with unsorted dimensions",
+    "ComparisonTypeSigned": "integers may be compared with the other signedness in minixla",
+    "ComparisonTypeUnsigned": "integers may be compared with the other signedness in minixla",
+}
+
+
+def _manifest():
+    with open(SUITE / "MANIFEST.tsv") as f:
+        return [r for r in csv.DictReader(f, delimiter="\t")
+                if r["file"].startswith("invalid/service__hlo_verifier_test")]
+
+
+@pytest.mark.skipif(not (SUITE / "MANIFEST.tsv").exists(), reason="../shared/xla-suite absent")
+def test_xla_invalid_modules_for_these_rules_are_rejected():
+    rows = [r for r in _manifest() if r["test"] in REJECTED]
+    assert len(rows) >= len(REJECTED)
+    for row in (r for r in _manifest() if r["test"] in ACCEPTED):
+        minixla.parse_hlo_module((SUITE / row["file"]).read_text())
+    accepted = []
+    for row in rows:
+        try:
+            minixla.parse_hlo_module((SUITE / row["file"]).read_text())
+        except MinixlaError:
+            continue
+        accepted.append(row["test"])
+    assert accepted == []
