@@ -78,7 +78,8 @@ def run_on_devices(programs, per_device_args, *, replicas: int, partitions: int,
 
     A device that raises fails the call with its own error (the others stop at their next
     collective with an error that only says another device failed, which is not reported
-    unless nothing else is: on a process whose own devices did not fail)."""
+    when this process has the failing device; otherwise the error naming the other process's
+    failure is)."""
     count = len(programs)
     job = process_job()
     devices = devices_here(count, job)
@@ -111,10 +112,13 @@ def run_on_devices(programs, per_device_args, *, replicas: int, partitions: int,
             thread.join()
     failures = [(devices[i], e) for i, e in enumerate(errors) if e is not None]
     if failures:
+        # the root cause: this process's own failure, else the other rank's that it names
         device, error = next(((d, e) for d, e in failures
-                              if not isinstance(e, _SECONDARY_ERRORS)), failures[0])
+                              if not isinstance(e, _SECONDARY_ERRORS)),
+                             next(((d, e) for d, e in failures
+                                   if isinstance(e, RankFailedError)), failures[0]))
         if isinstance(error, Exception) and count > 1:
-            where = "" if job is None else f" (process {job.rank} of {job.size})"
+            where = "" if job is None else f", on process {job.rank} of {job.size}"
             error.add_note(f"(raised on device {device} of {count}{where})")
         raise error
     return results
