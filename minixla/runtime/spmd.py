@@ -164,6 +164,15 @@ def assemble(shards: list, sharding: HloSharding, dims, partitions: int) -> np.n
     return out
 
 
+def _assembled_from(sharding: HloSharding, partition: int) -> bool:
+    """Whether `assemble` reads the shard of `partition` for a result of `sharding`."""
+    if sharding.kind in ("replicated", "unknown"):
+        return partition == 0
+    if sharding.kind == "maximal":
+        return partition == sharding.device
+    return True
+
+
 def _leaf_shardings(sharding: HloSharding | None, shape: Shape) -> list:
     leaves = leaf_shapes(shape)
     if sharding is None:
@@ -263,18 +272,21 @@ class SpmdExecutable:
                 device_args.append(_unflatten(leaves, shape))
             per_device.append(device_args)
         results = self.execute_sharded(per_device)
+        shardings = _leaf_shardings(self.result_sharding, self.global_result_shape)
         # replica 0's shards assemble the result: devices 0..num_partitions-1
         replica0 = {d: _flatten(r) for d, r in zip(here, results) if d < self.num_partitions}
-        if job is not None:  # every process gets every shard, so all assemble the same
-            replica0 = {d: r for shards in job.allgather_objects(
-                replica0, name=f"{self.module.name} outputs") for d, r in shards.items()}
-        replica0 = [replica0[d] for d in range(self.num_partitions)]
+        if job is not None:  # every process gets the shards `assemble` reads, so all agree
+            needed = {d: {i: leaf for i, leaf in enumerate(r) if _assembled_from(shardings[i], d)}
+                      for d, r in replica0.items()}
+            replica0 = {}
+            for shards in job.allgather_objects(needed, name=f"{self.module.name} outputs"):
+                for d, r in shards.items():
+                    replica0[d] = [r.get(i) for i in range(len(shardings))]
         leaves = []
-        for i, (sharding, shape) in enumerate(zip(
-                _leaf_shardings(self.result_sharding, self.global_result_shape),
-                leaf_shapes(self.global_result_shape))):
-            leaves.append(assemble([r[i] for r in replica0], sharding, shape.dims,
-                                   self.num_partitions))
+        for i, (sharding, shape) in enumerate(zip(shardings,
+                                                  leaf_shapes(self.global_result_shape))):
+            leaves.append(assemble([replica0[d][i] for d in range(self.num_partitions)],
+                                   sharding, shape.dims, self.num_partitions))
         return _unflatten(leaves, self.global_result_shape)
 
     def __repr__(self) -> str:
