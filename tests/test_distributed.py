@@ -140,6 +140,35 @@ class _FourRanks(_SilentPeerTransport):
         self.size = 4
 
 
+def test_an_executable_in_a_job_runs_only_this_process_devices(monkeypatch):
+    import minixla
+    from minixla.runtime import spmd
+    transport = _SilentPeerTransport()  # rank 0 of 2
+    monkeypatch.setattr(spmd, "process_job", lambda: transport)
+    monkeypatch.setenv("MINIXLA_NUM_CPU_DEVICES", "2")  # this process's share is enough
+    head = "HloModule m, num_partitions=4\nadd {\n a = f32[] parameter(0)\n b = f32[] " \
+           "parameter(1)\n ROOT s = f32[] add(a, b)\n}\nENTRY e {\n p = f32[2] parameter(0)\n"
+    inside = minixla.compile(head + " ROOT r = f32[2] all-reduce(p), channel_id=1, replica_groups="
+                             "{{0,1},{2,3}}, use_global_device_ids=true, to_apply=add\n}\n")
+    assert inside.local_devices() == [0, 1]
+    x0, x1 = np.array([1, 2], np.float32), np.array([10, 20], np.float32)
+    got = inside.execute_sharded([[x0], [x1]])  # groups inside this process need no peer
+    assert [r.tolist() for r in got] == [[11, 22], [11, 22]] and transport.keys == []
+    with pytest.raises(minixla.ExecutionError, match=r"runs on 4 devices \(2 of them, devices "
+                                                     r"\[0, 1\], on process 0\), got arguments "
+                                                     r"for 4"):
+        inside.execute_sharded([[x0]] * 4)
+    across = minixla.compile(head + " ROOT r = f32[2] all-reduce(p), channel_id=1, replica_groups="
+                             "{{0,2},{1,3}}, use_global_device_ids=true, to_apply=add\n}\n")
+    with pytest.raises(dist.CollectiveTimeoutError, match=r"ranks \[1\] did not arrive; those "
+                                                          r"ranks run devices \{1: \[2, 3\]\}"):
+        across.execute_sharded([[x0], [x1]])
+    with pytest.raises(minixla.ExecutionError, match="a program on 3 devices cannot run in a job "
+                                                     "of 2 processes: 3 devices do not spread"):
+        minixla.compile("HloModule three, num_partitions=3\nENTRY e {\n ROOT p = f32[2] "
+                        "parameter(0), sharding={replicated}\n}\n")
+
+
 def test_timeout_option_and_env(single_process, monkeypatch):
     monkeypatch.setenv(dist_process.TIMEOUT_ENV, "soon")
     with pytest.raises(MinixlaError, match="MINIXLA_COLLECTIVE_TIMEOUT='soon'"):
