@@ -3,6 +3,7 @@ scripts (skipped when mpi4py or mpiexec is missing) for every collective and for
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -137,6 +138,35 @@ class _FourRanks(_SilentPeerTransport):
     def __init__(self):
         super().__init__()
         self.size = 4
+
+
+def test_an_executable_in_a_job_runs_only_this_process_devices(monkeypatch):
+    import minixla
+    from minixla.runtime import spmd
+    transport = _SilentPeerTransport()  # rank 0 of 2
+    monkeypatch.setattr(spmd, "process_job", lambda: transport)
+    monkeypatch.setenv("MINIXLA_NUM_CPU_DEVICES", "2")  # this process's share is enough
+    head = "HloModule m, num_partitions=4\nadd {\n a = f32[] parameter(0)\n b = f32[] " \
+           "parameter(1)\n ROOT s = f32[] add(a, b)\n}\nENTRY e {\n p = f32[2] parameter(0)\n"
+    inside = minixla.compile(head + " ROOT r = f32[2] all-reduce(p), channel_id=1, replica_groups="
+                             "{{0,1},{2,3}}, use_global_device_ids=true, to_apply=add\n}\n")
+    assert inside.local_devices() == [0, 1]
+    x0, x1 = np.array([1, 2], np.float32), np.array([10, 20], np.float32)
+    got = inside.execute_sharded([[x0], [x1]])  # groups inside this process need no peer
+    assert [r.tolist() for r in got] == [[11, 22], [11, 22]] and transport.keys == []
+    with pytest.raises(minixla.ExecutionError, match=r"runs on 4 devices \(2 of them, devices "
+                                                     r"\[0, 1\], on process 0\), got arguments "
+                                                     r"for 4"):
+        inside.execute_sharded([[x0]] * 4)
+    across = minixla.compile(head + " ROOT r = f32[2] all-reduce(p), channel_id=1, replica_groups="
+                             "{{0,2},{1,3}}, use_global_device_ids=true, to_apply=add\n}\n")
+    with pytest.raises(dist.CollectiveTimeoutError, match=r"ranks \[1\] did not arrive; those "
+                                                          r"ranks run devices \{1: \[2, 3\]\}"):
+        across.execute_sharded([[x0], [x1]])
+    with pytest.raises(minixla.ExecutionError, match="a program on 3 devices cannot run in a job "
+                                                     "of 2 processes: 3 devices do not spread"):
+        minixla.compile("HloModule three, num_partitions=3\nENTRY e {\n ROOT p = f32[2] "
+                        "parameter(0), sharding={replicated}\n}\n")
 
 
 def test_timeout_option_and_env(single_process, monkeypatch):
@@ -344,3 +374,132 @@ def test_a_killed_rank_ends_the_job(tmp_path):
     """)
     assert done.returncode != 0
     assert seconds < 25, done.stdout + done.stderr
+
+
+# -- multi-device executables over processes ----------------------------------------------------
+
+SPMD_PRELUDE = """
+import minixla
+from minixla.runtime import spmd
+MLP = '''HloModule mlp, num_partitions=4
+ENTRY e {
+  x = f32[8,16] parameter(0), sharding={replicated}
+  w1 = f32[16,32] parameter(1), sharding={devices=[1,4]<=[4]}
+  w2 = f32[32,16] parameter(2), sharding={devices=[4,1]<=[4]}
+  h = f32[8,32] dot(x, w1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  t = f32[8,32] tanh(h)
+  ROOT y = f32[8,16] dot(t, w2), lhs_contracting_dims={1}, rhs_contracting_dims={0}, sharding={replicated}
+}
+'''
+# already partitioned: groups that cross the two processes ({0,2}) and stay inside one ({0,1})
+COLLECTIVES = '''HloModule coll, num_partitions=4
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  p = f32[2,3] parameter(0), sharding={devices=[4,1]<=[4]}
+  across = f32[2,3] all-reduce(p), channel_id=1, replica_groups={{0,2},{1,3}}, use_global_device_ids=true, to_apply=add
+  inside = f32[2,3] all-reduce(across), channel_id=2, replica_groups={{0,1},{2,3}}, use_global_device_ids=true, to_apply=add
+  every = f32[8,3] all-gather(p), channel_id=3, replica_groups={{0,1,2,3}}, dimensions={0}, use_global_device_ids=true
+  ring = f32[2,3] collective-permute(p), channel_id=4, source_target_pairs={{0,1},{1,2},{2,3},{3,0}}
+  ROOT t = (f32[2,3], f32[8,3], f32[2,3]) tuple(inside, every, ring)
+}
+'''
+OUT = ["{devices=[4,1]<=[4]}", "{replicated}", "{devices=[4,1]<=[4]}"]
+# a custom call that raises on partition 3 before the first collective
+FAILING = COLLECTIVES.replace("  across =", '''  id = u32[] partition-id()
+  z = f32[] custom-call(id), custom_call_target="fail_on_three"
+  zb = f32[2,3] broadcast(z), dimensions={}
+  q = f32[2,3] add(p, zb)
+  across =''').replace("all-reduce(p)", "all-reduce(q)")
+rng = np.random.default_rng(0)
+x, w1, w2 = (rng.standard_normal(s).astype(np.float32) for s in [(8, 16), (16, 32), (32, 16)])
+p = rng.standard_normal((8, 3)).astype(np.float32)
+"""
+
+
+@needs_mpi
+@pytest.mark.parametrize("processes", [2, 4])
+def test_a_partitioned_program_over_processes_equals_one_process(tmp_path, processes):
+    done, _ = mpiexec(tmp_path, processes, SPMD_PRELUDE + textwrap.dedent("""
+        # the same executables in this process alone, before the job starts
+        mlp_alone = minixla.compile(MLP, backend="cpu")(x, w1, w2)
+        coll_alone = minixla.compile(COLLECTIVES, out_shardings=OUT)
+        coll_outputs_alone = coll_alone(p)
+        shards_alone = coll_alone.execute_sharded([[piece] for piece in np.split(p, 4)])
+
+        dist.initialize()
+        rank, per = dist.process_index(), 4 // dist.process_count()
+        import os
+        os.environ["MINIXLA_NUM_CPU_DEVICES"] = str(per)  # each process needs only its share
+        mlp = minixla.compile(MLP, backend="cpu")
+        assert mlp.local_devices() == list(range(per * rank, per * (rank + 1)))
+        got = mlp(x, w1, w2)
+        assert np.array_equal(got, mlp_alone), np.abs(got - mlp_alone).max()
+        np.testing.assert_allclose(got, np.tanh(x @ w1) @ w2, rtol=1e-4, atol=1e-4)
+
+        coll = minixla.compile(COLLECTIVES, out_shardings=OUT)
+        for got, want in zip(coll(p), coll_outputs_alone):
+            assert np.array_equal(got, want)
+        pieces = np.split(p, 4)
+        total = (pieces[0] + pieces[2]) + (pieces[1] + pieces[3])
+        outputs = coll(p)
+        np.testing.assert_allclose(outputs[0], np.concatenate([total] * 4), rtol=1e-6)
+        assert np.array_equal(outputs[1], p)
+        assert np.array_equal(outputs[2], np.concatenate([pieces[3]] + pieces[:3]))
+        # execute_sharded takes and returns only this process's devices
+        mine = coll.execute_sharded([[pieces[d]] for d in coll.local_devices()])
+        assert len(mine) == per
+        for got, want in zip(mine, shards_alone[per * rank:per * (rank + 1)]):
+            for g, w in zip(got, want):
+                assert np.array_equal(g, w)
+        try:
+            coll.execute_sharded([[piece] for piece in pieces])
+            raise AssertionError("every device's arguments were accepted on one process")
+        except minixla.ExecutionError as exc:
+            assert f"coll runs on 4 devices ({per} of them, devices" in str(exc), exc
+        try:
+            minixla.compile("HloModule three, num_partitions=3\\nENTRY e {\\n"
+                            "  ROOT p = f32[2] parameter(0), sharding={replicated}\\n}\\n")
+            raise AssertionError("3 devices were spread over 2 processes")
+        except minixla.ExecutionError as exc:
+            assert f"3 devices cannot run in a job of {dist.process_count()} processes" \
+                in str(exc), exc
+        print(f"rank {rank} ok", flush=True)
+    """), env={"MINIXLA_NUM_CPU_DEVICES": "4"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    # the ranks' lines may interleave in the launcher's output
+    assert sorted(re.findall(r"rank (\d+) ok", done.stdout)) == [str(r) for r in
+                                                                 range(processes)], done.stdout
+
+
+@needs_mpi
+def test_a_device_that_raises_on_one_process_makes_every_rank_raise(tmp_path):
+    done, seconds = mpiexec(tmp_path, 2, SPMD_PRELUDE + textwrap.dedent("""
+        class DeviceBroke(minixla.MinixlaError):
+            pass
+
+        def fail_on_partition_three(partition, **_):
+            if int(partition) == 3:
+                raise DeviceBroke("partition 3 broke")
+            return np.float32(0)
+        minixla.register_custom_call("fail_on_three", "interpreter", fail_on_partition_three)
+        dist.initialize(collective_timeout=20)
+        exe = minixla.compile(FAILING, out_shardings=OUT)
+        try:
+            exe(p)
+            print(f"rank {dist.process_index()} returned", flush=True)
+        except Exception as exc:
+            notes = " ".join(getattr(exc, "__notes__", []))
+            print(f"rank {dist.process_index()} raised {type(exc).__name__}: {exc} {notes}",
+                  flush=True)
+    """), env={"MINIXLA_NUM_CPU_DEVICES": "4"})
+    output = done.stdout + done.stderr
+    assert "returned" not in output, output
+    assert "rank 1 raised DeviceBroke: partition 3 broke (raised on device 3 of 4, on process 1 " \
+           "of 2)" in output, output
+    assert "rank 0 raised RankFailedError:" in output and "rank 1 failed, so the collective " \
+           "cannot complete: DeviceBroke: partition 3 broke" in output, output
+    assert seconds < 18, output  # ended by the failure notice, not by the 20 s timeout

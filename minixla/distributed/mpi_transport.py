@@ -70,7 +70,7 @@ class MPITransport(PointToPointTransport):
         self._occurrences: dict[tuple, int] = {}
         self._mailbox: dict[tuple, _Letter] = {}  # (source, key) -> what it sent
         self._failed: dict[int, str] = {}  # rank -> its error, from notices
-        self._broken: str | None = None
+        self._broken: DistributedError | None = None  # the error that ended this transport
         self._lock = threading.Lock()
         self._notice_requests: list = []
 
@@ -112,7 +112,7 @@ class MPITransport(PointToPointTransport):
                     if time.monotonic() > deadline:
                         self._timed_out(what, pending, [dest for dest, _ in requests])
                 except DistributedError as exc:
-                    self._broken = self._broken or str(exc)
+                    self._broken = self._broken or exc
                     raise
             # MPI progresses only inside MPI calls: spin at first, then poll politely
             if time.monotonic() - start > _SPIN_SECONDS:
@@ -125,8 +125,11 @@ class MPITransport(PointToPointTransport):
 
     def _raise_if_broken(self, what: str) -> None:
         if self._broken is not None:
-            raise DistributedError(f"{what} on rank {self.rank}: the transport is unusable "
-                                   f"after an earlier failure ({self._broken})")
+            # after another rank's failure, still a RankFailedError: the cause is elsewhere
+            kind = RankFailedError if isinstance(self._broken, RankFailedError) else \
+                DistributedError
+            raise kind(f"{what} on rank {self.rank}: the transport is unusable after an "
+                       f"earlier failure ({self._broken})")
 
     def _send(self, key, what: str, value, dest: int) -> list:
         """A NumPy array goes as a small header and its raw bytes (no pickling of the

@@ -2,7 +2,8 @@
 
 Their number comes from $MINIXLA_NUM_CPU_DEVICES, else XLA's
 `--xla_force_host_platform_device_count=N` in $XLA_FLAGS, else 1. All of them live in one
-process; a multi-device executable runs one thread per device (runtime/spmd.py).
+process; a multi-device executable runs one thread per device (runtime/spmd.py), and in a
+job of several processes each process runs only its share of the program's devices.
 """
 from __future__ import annotations
 

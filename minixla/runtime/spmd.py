@@ -7,6 +7,12 @@ into such a program. `SpmdExecutable` runs the program on one thread per device,
 global arguments by the parameters' shardings and assembling the global result by the ROOT's
 sharding (or the `out_shardings` option); `execute_sharded` takes and returns per-device
 shards instead. Device d is replica d // num_partitions, partition d % num_partitions.
+
+In a job of P > 1 processes (`minixla.distributed.initialize()` under `mpiexec`), each
+process runs only its own N/P device threads (distributed/placement.py), which meet the
+other processes' devices in a ProcessRendezvous; `execute_sharded` takes and returns the
+local devices' shards, and a call with global arrays gathers every process's output shards,
+so all processes get the same global outputs.
 """
 from __future__ import annotations
 
@@ -15,6 +21,10 @@ import time
 
 import numpy as np
 
+from ..distributed import process as distributed_process
+from ..distributed.placement import local_devices
+from ..distributed.rendezvous import DeviceFailedError, ProcessRendezvous
+from ..distributed.transport import RankFailedError
 from ..errors import ExecutionError, MinixlaError
 from ..ir.module import HloModule
 from ..ir.sharding import HloSharding, leaf_shapes, parse_sharding
@@ -34,41 +44,82 @@ class ShardingError(MinixlaError):
     """Arrays that cannot be split or assembled by the shardings at hand."""
 
 
+# Errors a device raises because another device (of this process or another) failed first;
+# the root cause is reported instead.
+_SECONDARY_ERRORS = (CollectiveAbortedError, DeviceFailedError, RankFailedError)
+
+
+def process_job():
+    """The transport of this process's multi-process job, or None when it runs alone."""
+    if not distributed_process.is_initialized():
+        return None
+    transport = distributed_process.transport()
+    return transport if transport.size > 1 else None
+
+
+def devices_here(num_devices: int, job=None) -> list[int]:
+    """The global ids of the devices this process runs: all of them, or in a multi-process
+    job its N/P share (N must be a multiple of P)."""
+    if job is None:
+        return list(range(num_devices))
+    try:
+        return local_devices(job.rank, num_devices, job.size)
+    except MinixlaError as exc:
+        raise ExecutionError(f"a program on {num_devices} devices cannot run in a job of "
+                             f"{job.size} processes: {exc}") from None
+
+
 def run_on_devices(programs, per_device_args, *, replicas: int, partitions: int,
                    timeout: float = DEFAULT_TIMEOUT_SECONDS) -> list:
-    """Runs `programs[d](args)` for every device d concurrently; the results in device order.
+    """Runs `programs[d](args)` for every device d this process runs, concurrently; their
+    results in device order. `programs` has one entry per device of the whole run;
+    `per_device_args` one per device of this process (every device, unless a multi-process
+    job is running: then this process's `devices_here`).
 
     A device that raises fails the call with its own error (the others stop at their next
-    collective, which raises CollectiveAbortedError and is not reported)."""
+    collective with an error that only says another device failed, which is not reported
+    when this process has the failing device; otherwise the error naming the other process's
+    failure is)."""
     count = len(programs)
-    meeting = Rendezvous(count, timeout)
-    results: list = [None] * count
-    errors: list = [None] * count
+    job = process_job()
+    devices = devices_here(count, job)
+    if len(per_device_args) != len(devices):
+        raise ExecutionError(f"{len(devices)} devices run in this process, got arguments for "
+                             f"{len(per_device_args)}")
+    meeting = Rendezvous(count, timeout) if job is None else \
+        ProcessRendezvous(count, job, timeout)
+    results: list = [None] * len(devices)
+    errors: list = [None] * len(devices)
 
-    def work(device: int) -> None:
+    def work(index: int) -> None:
+        device = devices[index]
         context = DeviceContext(device, replicas, partitions, meeting)
         try:
             with running_on(context):
-                results[device] = programs[device](per_device_args[device])
+                results[index] = programs[device](per_device_args[index])
         except BaseException as exc:  # reported below, after every device stopped
-            errors[device] = exc
+            errors[index] = exc
             meeting.fail(device, exc)
 
     if count == 1:
         work(0)
     else:
-        threads = [threading.Thread(target=work, args=(d,), name=f"minixla-device-{d}",
-                                    daemon=True) for d in range(count)]
+        threads = [threading.Thread(target=work, args=(i,), name=f"minixla-device-{d}",
+                                    daemon=True) for i, d in enumerate(devices)]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
-    failures = [(d, e) for d, e in enumerate(errors) if e is not None]
+    failures = [(devices[i], e) for i, e in enumerate(errors) if e is not None]
     if failures:
+        # the root cause: this process's own failure, else the other rank's that it names
         device, error = next(((d, e) for d, e in failures
-                              if not isinstance(e, CollectiveAbortedError)), failures[0])
+                              if not isinstance(e, _SECONDARY_ERRORS)),
+                             next(((d, e) for d, e in failures
+                                   if isinstance(e, RankFailedError)), failures[0]))
         if isinstance(error, Exception) and count > 1:
-            error.add_note(f"(raised on device {device} of {count})")
+            where = "" if job is None else f", on process {job.rank} of {job.size}"
+            error.add_note(f"(raised on device {device} of {count}{where})")
         raise error
     return results
 
@@ -111,6 +162,15 @@ def assemble(shards: list, sharding: HloSharding, dims, partitions: int) -> np.n
         region = tuple(slice(lo, hi) for lo, hi in bounds)
         out[region] = shards[partition][tuple(slice(0, hi - lo) for lo, hi in bounds)]
     return out
+
+
+def _assembled_from(sharding: HloSharding, partition: int) -> bool:
+    """Whether `assemble` reads the shard of `partition` for a result of `sharding`."""
+    if sharding.kind in ("replicated", "unknown"):
+        return partition == 0
+    if sharding.kind == "maximal":
+        return partition == sharding.device
+    return True
 
 
 def _leaf_shardings(sharding: HloSharding | None, shape: Shape) -> list:
@@ -163,12 +223,22 @@ class SpmdExecutable:
         self.executions = 0
         self.execution_seconds = 0.0
 
+    def local_devices(self) -> list[int]:
+        """The global ids of the devices this process runs: every device, or in a
+        multi-process job this process's share."""
+        return devices_here(self.num_devices, process_job())
+
     def execute_sharded(self, per_device_args) -> list:
-        """Per-device arguments in (one list per device), per-device results out."""
+        """Per-device arguments in (one list per device), per-device results out. In a
+        multi-process job: only this process's devices (`local_devices()`), in order."""
         per_device_args = list(per_device_args)
-        if len(per_device_args) != self.num_devices:
-            raise ExecutionError(f"{self.module.name} runs on {self.num_devices} devices, got "
-                                 f"arguments for {len(per_device_args)}")
+        job = process_job()
+        here = devices_here(self.num_devices, job)
+        if len(per_device_args) != len(here):
+            where = "" if job is None else \
+                f" ({len(here)} of them, devices {here}, on process {job.rank})"
+            raise ExecutionError(f"{self.module.name} runs on {self.num_devices} devices"
+                                 f"{where}, got arguments for {len(per_device_args)}")
         checked = [check_arguments(list(args), self.parameter_shapes, self.module)
                    for args in per_device_args]
         start = time.perf_counter()
@@ -188,8 +258,10 @@ class SpmdExecutable:
                 f"sharding text per output, e.g. '{{replicated}}') to minixla.compile, or "
                 f"call execute_sharded(per_device_args) for per-device results")
         arrays = check_arguments(args, self.global_parameter_shapes, self.module)
+        job = process_job()
+        here = devices_here(self.num_devices, job)
         per_device = []
-        for device in range(self.num_devices):
+        for device in here:
             partition = device % self.num_partitions
             device_args = []
             for value, sharding, shape in zip(arrays, self.parameter_shardings,
@@ -200,13 +272,21 @@ class SpmdExecutable:
                 device_args.append(_unflatten(leaves, shape))
             per_device.append(device_args)
         results = self.execute_sharded(per_device)
-        replica0 = [_flatten(r) for r in results[:self.num_partitions]]
+        shardings = _leaf_shardings(self.result_sharding, self.global_result_shape)
+        # replica 0's shards assemble the result: devices 0..num_partitions-1
+        replica0 = {d: _flatten(r) for d, r in zip(here, results) if d < self.num_partitions}
+        if job is not None:  # every process gets the shards `assemble` reads, so all agree
+            needed = {d: {i: leaf for i, leaf in enumerate(r) if _assembled_from(shardings[i], d)}
+                      for d, r in replica0.items()}
+            replica0 = {}
+            for shards in job.allgather_objects(needed, name=f"{self.module.name} outputs"):
+                for d, r in shards.items():
+                    replica0[d] = [r.get(i) for i in range(len(shardings))]
         leaves = []
-        for i, (sharding, shape) in enumerate(zip(
-                _leaf_shardings(self.result_sharding, self.global_result_shape),
-                leaf_shapes(self.global_result_shape))):
-            leaves.append(assemble([r[i] for r in replica0], sharding, shape.dims,
-                                   self.num_partitions))
+        for i, (sharding, shape) in enumerate(zip(shardings,
+                                                  leaf_shapes(self.global_result_shape))):
+            leaves.append(assemble([replica0[d][i] for d in range(self.num_partitions)],
+                                   sharding, shape.dims, self.num_partitions))
         return _unflatten(leaves, self.global_result_shape)
 
     def __repr__(self) -> str:
@@ -259,11 +339,14 @@ def compile_spmd(module: HloModule, backend_name: str, target, options: dict, op
     replicas = int(header.get("replica_count", 1))
     timeout = float(options.pop("collective_timeout", DEFAULT_TIMEOUT_SECONDS))
     available = device_count()
-    if replicas * partitions > available:
+    job = process_job()
+    needed = len(devices_here(replicas * partitions, job))  # this process's share
+    if needed > available:
+        share = "" if job is None else f", {needed} on each of {job.size} processes"
         raise ExecutionError(
             f"{module.name} needs {replicas * partitions} devices ({replicas} replica(s) x "
-            f"{partitions} partition(s)), but minixla.devices() has {available}; set "
-            f"MINIXLA_NUM_CPU_DEVICES={replicas * partitions}")
+            f"{partitions} partition(s){share}), but minixla.devices() has {available}; set "
+            f"MINIXLA_NUM_CPU_DEVICES={needed}")
     verify_distribution(module, partitions)
     partitioned = options.pop("already_partitioned", None)
     if partitioned is None:
