@@ -262,3 +262,31 @@ def test_fft_bad_input_errors():
         mnp.fft.fft(np.ones(4, np.float32), norm="sideways")
     with pytest.raises(minixla.MinixlaError, match="out of bounds"):
         mnp.fft.fft(np.ones(4, np.float32), axis=3)
+
+
+# -- transformations ----------------------------------------------------------------------------
+def test_vmap_batches_linalg_custom_calls_and_fft(backend):
+    a = _square((5, 3, 3), np.float32)
+    b = _square((3,), np.float32)
+    solved = minixla.jit(minixla.vmap(lambda m: mnp.linalg.solve(m, b)), backend=backend)(a)
+    np.testing.assert_allclose(solved, np.stack([np.linalg.solve(m, b) for m in a]),
+                               rtol=1e-4, atol=1e-4)
+    u, s, vh = minixla.jit(minixla.vmap(mnp.linalg.svd), backend=backend)(a)
+    np.testing.assert_allclose(s, np.stack([np.linalg.svd(m, compute_uv=False) for m in a]),
+                               rtol=1e-4)
+    spectra = minixla.jit(minixla.vmap(mnp.fft.rfft, in_axes=1), backend=backend)(a)
+    np.testing.assert_allclose(spectra, np.stack([np.fft.rfft(a[:, i]) for i in range(3)]),
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_grad_of_linalg_custom_call_names_the_target():
+    with pytest.raises(minixla.MinixlaError, match="minixla_linalg_det"):
+        minixla.grad(mnp.linalg.det)(_square((3, 3), np.float32))
+
+
+def test_vmap_refuses_an_unknown_custom_call():
+    from minixla.frontend.linalg_api import _call
+    with pytest.raises(minixla.MinixlaError, match="batching behaviour is unknown"):
+        minixla.jit(minixla.vmap(lambda x: _call("not_a_routine", [mnp.asarray(x)],
+                                                 [(np.float32, (3,))])[0]))(np.ones((2, 3),
+                                                                                    np.float32))

@@ -76,6 +76,14 @@ def target_name(op: str) -> str:
     return f"minixla_linalg_{op}"
 
 
+def batches_over_leading_dims(target: str) -> bool:
+    """Whether a custom-call target maps over its operands' leading dims (so vmap can put the
+    batch there): true for every routine in the table."""
+    prefix = target_name("")
+    return isinstance(target, str) and target.startswith(prefix) and \
+        target[len(prefix):] in LINALG_CALLS
+
+
 def _leaf_dtypes(shape) -> list[np.dtype]:
     leaves = shape.tuple_shapes if shape.is_tuple else (shape,)
     return [np.dtype(leaf.numpy_dtype) for leaf in leaves]
