@@ -1,5 +1,5 @@
 """The `minixla_linalg_*` custom-call targets behind `minixla.numpy.linalg`: one table, each
-target a NumPy (LAPACK) routine, registered for the interpreter and cpu.
+target a NumPy (LAPACK) routine, registered for the interpreter, cpu and cuda (cuda through a host copy).
 
 Every routine is batched over leading dims, as numpy.linalg is. `backend_config` carries the
 routine's options as `key=value` pairs separated by commas (`full_matrices=1`); an unknown key
@@ -125,8 +125,17 @@ def _register(op: str, routine: Callable, allowed: dict) -> None:
         return _run(target, routine, allowed, operands, backend_config,
                     [o.dtype for o in outs])
 
+    def cuda(out, *operands, backend_config):
+        # a host round trip: the routines are LAPACK's; the backend copies the result back
+        host = [x.copy_to_host() if hasattr(x, "copy_to_host") else np.asarray(x)
+                for x in operands]
+        outs = out if isinstance(out, tuple) else (out,)
+        return _run(target, routine, allowed, host, backend_config,
+                    [np.dtype(o.dtype) for o in outs])
+
     register_custom_call(target, "interpreter", interpreter)
     register_custom_call(target, "cpu", cpu)
+    register_custom_call(target, "cuda", cuda)
 
 
 for _op, (_routine, _allowed) in LINALG_CALLS.items():
