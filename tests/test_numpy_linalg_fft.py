@@ -222,8 +222,8 @@ FFT = [
     ("irfft2", lambda ns: ns.fft.irfft2, _csignal, (2, 4, 4)),
     ("fftn_4d", lambda ns: ns.fft.fftn, _csignal, (2, 3, 2, 4)),
     ("rfftn_4d", lambda ns: ns.fft.rfftn, _signal, (2, 3, 2, 4)),
-    ("irfftn_4d_s", lambda ns: lambda x: ns.fft.irfftn(x, s=(2, 3, 2, 6), axes=(0, 1, 2, 3)), _csignal,
-     (2, 3, 2, 4)),
+    ("irfftn_4d_s", lambda ns: lambda x: ns.fft.irfftn(x, s=(2, 3, 2, 6), axes=(0, 1, 2, 3)),
+     _csignal, (2, 3, 2, 4)),
     ("fftshift", lambda ns: ns.fft.fftshift, _signal, (3, 5)),
     ("ifftshift", lambda ns: lambda x: ns.fft.ifftshift(x, axes=1), _signal, (3, 4)),
 ]

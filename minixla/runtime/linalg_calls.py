@@ -1,5 +1,6 @@
 """The `minixla_linalg_*` custom-call targets behind `minixla.numpy.linalg`: one table, each
-target a NumPy (LAPACK) routine, registered for the interpreter, cpu and cuda (cuda through a host copy).
+target a NumPy (LAPACK) routine, registered for the interpreter, cpu and cuda (cuda through a
+host copy).
 
 Every routine is batched over leading dims, as numpy.linalg is. `backend_config` carries the
 routine's options as `key=value` pairs separated by commas (`full_matrices=1`); an unknown key

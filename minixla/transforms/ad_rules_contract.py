@@ -1,6 +1,6 @@
 """Differentiation rules for contractions, windows, indexing and sorting: dot, convolution,
-reduce-window, select-and-scatter, gather, scatter, sort, cholesky, triangular-solve (see ad_rules.py for the conventions;
-autodiff.py joins this table with the others)."""
+reduce-window, select-and-scatter, gather, scatter, sort, cholesky, triangular-solve (see
+ad_rules.py for the conventions; autodiff.py joins this table with the others)."""
 from __future__ import annotations
 
 import numpy as np
