@@ -31,3 +31,5 @@ from .frontend.numpy_shape import (atleast_1d, concatenate, expand_dims, flip, f
 from .frontend.numpy_more import (isclose, logaddexp, nanmax, nanmean, nanmin, nanprod, nanstd,
                                   nansum, nanvar, take_along_axis, tril, triu)
 from .frontend.tracer import Tracer as ndarray  # the array type inside a trace
+from .frontend import fft_api as fft  # mnp.fft.fft, ...  # noqa: E402
+from .frontend import linalg_api as linalg  # mnp.linalg.solve, ...  # noqa: E402

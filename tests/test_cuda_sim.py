@@ -355,6 +355,22 @@ def test_custom_call_registered_for_cuda_fills_the_result():
         unregister_custom_call("twice", "cpu")
 
 
+def test_linalg_custom_calls_and_fft_match_interpreter():
+    import minixla.numpy as mnp
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((2, 3, 3)).astype(np.float32)
+    b = rng.standard_normal((2, 3, 1)).astype(np.float32)
+    spd = a @ a.transpose(0, 2, 1) + 3 * np.eye(3, dtype=np.float32)
+
+    def f(a, b, spd):  # tuple-shaped custom calls with backend_config options, HLO cholesky/fft
+        return (mnp.linalg.solve(a, b), *mnp.linalg.svd(a, full_matrices=False),
+                *mnp.linalg.slogdet(a), mnp.linalg.cholesky(spd), mnp.fft.rfft(a))
+    want = minixla.jit(f, backend="interpreter")(a, b, spd)
+    got = minixla.jit(f, backend="cuda")(a, b, spd)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), w, rtol=1e-5, atol=1e-5)
+
+
 def test_host_fallbacks_are_reported_in_metrics():
     text = """
     HloModule s

@@ -1,6 +1,6 @@
 """Differentiation rules for contractions, windows, indexing and sorting: dot, convolution,
-reduce-window, select-and-scatter, gather, scatter, sort (see ad_rules.py for the conventions;
-autodiff.py joins this table with the others)."""
+reduce-window, select-and-scatter, gather, scatter, sort, cholesky, triangular-solve (see
+ad_rules.py for the conventions; autodiff.py joins this table with the others)."""
 from __future__ import annotations
 
 import numpy as np
@@ -366,6 +366,96 @@ def _select_and_scatter_jvp(instr, args, out, tangents):
     return linear(instr, args, tangents, [1])
 
 
+# -- cholesky and triangular-solve (real operands; JAX's rules) -----------------------------
+def _mT(x):
+    from .. import numpy as mnp
+    return mnp.swapaxes(x, -1, -2)
+
+
+def _toggled(mode) -> str:
+    return "NO_TRANSPOSE" if str(mode) in ("TRANSPOSE", "ADJOINT") else "TRANSPOSE"
+
+
+def _triangle(instr, a):
+    """The part of `a` a triangular solve reads (strictly triangular with a unit diagonal)."""
+    from .. import numpy as mnp
+    lower, unit = bool(instr.attrs.get("lower", False)), bool(instr.attrs.get("unit_diagonal",
+                                                                              False))
+    if lower:
+        return mnp.tril(a, -1 if unit else 0)
+    return mnp.triu(a, 1 if unit else 0)
+
+
+def _op_a(instr, a):
+    return _mT(a) if str(instr.attrs.get("transpose_a", "NO_TRANSPOSE")) != "NO_TRANSPOSE" \
+        else a
+
+
+def _triangular_solve_jvp(instr, args, out, tangents):
+    """op(A) X = B (left) or X op(A) = B: dX solves the same system with dB - op(dA) X (or
+    dB - X op(dA))."""
+    da, db = tangents
+    if da is None and db is None:
+        return None
+    x = E.T(out)
+    rhs = E.T(db) if db is not None else None
+    if da is not None:
+        op_da = _op_a(instr, _triangle(instr, E.T(da)))
+        product = op_da @ x if instr.attrs.get("left_side", False) else x @ op_da
+        rhs = -product if rhs is None else rhs - product
+    return emit("triangular-solve", [args[0], E.op_of(rhs)], dict(instr.attrs))
+
+
+def _triangular_solve_vjp(instr, args, out, ct, _):
+    if ct is None:
+        return [None, None]
+    attrs = dict(instr.attrs, transpose_a=_toggled(instr.attrs.get("transpose_a")))
+    ct_b = E.T(emit("triangular-solve", [args[0], ct], attrs))
+    x = E.T(out)
+    left = bool(instr.attrs.get("left_side", False))
+    ct_op_a = -(ct_b @ _mT(x)) if left else -(_mT(x) @ ct_b)
+    ct_a = _triangle(instr, _op_a(instr, ct_op_a))
+    return [E.op_of(ct_a), ct_b.op]
+
+
+def _phi(x):
+    """The lower triangle with its diagonal halved."""
+    from .. import numpy as mnp
+    n = x.shape[-1]
+    return mnp.tril(x) * (1 - 0.5 * mnp.eye(n, dtype=x.dtype))
+
+
+def _lower_factor(instr, out):
+    from .. import numpy as mnp
+    factor = E.T(out)
+    return mnp.tril(factor) if instr.attrs.get("lower", False) else _mT(mnp.triu(factor))
+
+
+def _cholesky_jvp(instr, args, out, tangents):
+    """dL = L phi(L^-1 dA L^-T) (JAX's forward rule, which takes dA as symmetric)."""
+    from ..frontend.lax_linalg import triangular_solve
+    (da,) = tangents
+    if da is None:
+        return None
+    factor = _lower_factor(instr, out)
+    tmp = triangular_solve(factor, E.T(da), left_side=False, lower=True, transpose_a=True)
+    inner = triangular_solve(factor, tmp, left_side=True, lower=True)
+    dl = factor @ _phi(inner)
+    return E.op_of(dl if instr.attrs.get("lower", False) else _mT(dl))
+
+
+def _cholesky_vjp(instr, args, out, ct, _):
+    """The transpose of the JVP: dA_bar = L^-T phi(L^T L_bar) L^-1."""
+    from ..frontend.lax_linalg import triangular_solve
+    if ct is None:
+        return [None]
+    factor = _lower_factor(instr, out)
+    ct_l = E.T(ct) if instr.attrs.get("lower", False) else _mT(E.T(ct))
+    p = _phi(_mT(factor) @ ct_l)
+    tmp = triangular_solve(factor, p, left_side=True, lower=True, transpose_a=True)
+    return [E.op_of(triangular_solve(factor, tmp, left_side=False, lower=True))]
+
+
 RULES: dict[str, Rule] = {
     "dot": Rule(_bilinear_jvp, _dot_vjp),
     "convolution": Rule(_bilinear_jvp, _conv_vjp),
@@ -374,4 +464,6 @@ RULES: dict[str, Rule] = {
     "gather": linear_rule([0], _gather_vjp),
     "scatter": Rule(_scatter_jvp, _scatter_vjp),
     "sort": Rule(None, _sort_vjp, forward=_sort_forward, jvp_full=_sort_jvp_full),
+    "cholesky": Rule(_cholesky_jvp, _cholesky_vjp),
+    "triangular-solve": Rule(_triangular_solve_jvp, _triangular_solve_vjp),
 }

@@ -44,8 +44,8 @@ DECLINED: dict[str, str] = {
     **{op: "dynamic shapes are not supported" for op in [
         "dynamic-reshape", "set-dimension-size"]},
     **{op: "no rule yet; write one with minixla.custom_vjp" for op in [
-        "batch-norm-grad", "batch-norm-inference", "batch-norm-training", "cholesky", "fft",
-        "map", "ragged-dot", "scan", "topk", "triangular-solve"]},
+        "batch-norm-grad", "batch-norm-inference", "batch-norm-training", "fft", "map",
+        "ragged-dot", "scan", "topk"]},
     "rng-get-and-update-state": "stateful RNG is expanded before differentiation",
 }
 

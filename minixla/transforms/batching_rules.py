@@ -229,6 +229,21 @@ def _convolution(b: Batching, instr, args):
     return _split(b, out, labels.output_feature)
 
 
+def _custom_call(b: Batching, instr, args):
+    """Targets declared to batch over leading dims (the minixla_linalg_* table) get the batch
+    there; any other custom call's batching behaviour is unknown."""
+    from ..runtime.linalg_calls import batches_over_leading_dims
+    target = instr.attrs.get("custom_call_target")
+    if not batches_over_leading_dims(target):
+        raise BatchingError(f"vmap cannot batch custom-call {target!r} %{instr.name}: a "
+                            f"custom call's batching behaviour is unknown")
+    shape = instr.shape
+    shape = Shape.tuple_of([b.shape(s) for s in shape.tuple_shapes]) if shape.is_tuple \
+        else b.shape(shape)
+    return b.result(emit("custom-call", [b.batched(a) for a in args], dict(instr.attrs),
+                         shape=shape))
+
+
 def _triangular_solve(b: Batching, instr, args):
     ops = [b.batched(a) for a in args]
     return emit("triangular-solve", ops, dict(instr.attrs)), 0
@@ -388,6 +403,6 @@ BATCHING_RULES = {
     "while": control.batch_while,
     "conditional": control.batch_conditional,
     "opt-barrier": control.batch_opt_barrier,
-    "custom-call": _refuse("a custom call's batching behaviour is unknown"),
+    "custom-call": _custom_call,
     "rng": _refuse("rng with batched bounds; use minixla.random"),
 }

@@ -292,8 +292,9 @@ def _custom_call(instr):
     """Targets registered for "cuda": `fn(out, *operands, backend_config=str)` on device arrays;
     a returned value (host or device) is copied into `out`."""
     target = instr.attrs["custom_call_target"]
+    from ...ir.attrs import backend_config_string
     fn = lookup_custom_call(target, "cuda")
-    config = str(instr.attrs.get("backend_config") or "")
+    config = backend_config_string(instr.attrs.get("backend_config"))
     shape = instr.shape
 
     def run(out, *operands):
