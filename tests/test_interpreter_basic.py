@@ -150,6 +150,29 @@ def test_single_device_collectives_and_async_pairs():
     np.testing.assert_array_equal(moved, [0, 0])
 
 
+def test_copy_of_a_tuple_is_a_tuple_on_every_backend():
+    text = ("HloModule t\nENTRY e {\na = f32[2] parameter(0)\nb = s32[3] parameter(1)\n"
+            "t = (f32[2], s32[3]) tuple(a, b)\nROOT c = (f32[2], s32[3]) copy(t)\n}\n")
+    x, y = np.array([1, 2], F), np.array([3, 4, 5], np.int32)
+    for backend in ("interpreter", "cpu"):
+        a, b = minixla.compile(text, backend=backend)(x, y)
+        np.testing.assert_array_equal(a, x)
+        np.testing.assert_array_equal(b, y)
+        assert b.dtype == np.int32
+
+
+def test_variadic_collective_permute_returns_one_array_per_operand():
+    x, y = np.array([1, 2], F), np.array([3, 4, 5], np.int32)
+    head = "a = f32[2] parameter(0)\nb = s32[3] parameter(1)\n"
+    kept = run(head + "ROOT c = (f32[2], s32[3]) collective-permute(a, b), "
+               "source_target_pairs={{0,0}}", x, y)
+    np.testing.assert_array_equal(kept[0], x)
+    np.testing.assert_array_equal(kept[1], y)
+    moved = run(head + "ROOT c = (f32[2], s32[3]) collective-permute(a, b), "
+                "source_target_pairs={{0,1}}", x, y)
+    np.testing.assert_array_equal(moved[1], [0, 0, 0])
+
+
 def test_opt_barrier_and_zero_d_values():
     out = run("p = f32[] parameter(0)\nt = (f32[]) tuple(p)\n"
               "b = (f32[]) opt-barrier(t)\nROOT g = f32[] get-tuple-element(b), index=0", F(-0.0))

@@ -94,7 +94,8 @@ def _collective_permute(ev, instr, ops):
     """One device: it receives its own data only if the pairs include 0 -> 0, else zeros."""
     pairs = str(instr.attrs.get("source_target_pairs", ""))
     keeps = "{0,0}" in pairs.replace(" ", "")
-    return ops[0] if keeps else np.zeros_like(ops[0])
+    received = tuple(op if keeps else np.zeros_like(op) for op in ops)
+    return received[0] if len(received) == 1 else received
 
 
 def _async_start(ev, instr, ops):
