@@ -173,6 +173,30 @@ def test_variadic_collective_permute_returns_one_array_per_operand():
     np.testing.assert_array_equal(moved[1], [0, 0, 0])
 
 
+_SUM = "sum {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b)\n}"
+
+
+@pytest.mark.parametrize("header, root", [
+    ("", "f32[2] all-reduce(p), replica_groups={{0,1}}, to_apply=sum"),
+    ("", "f32[2] all-reduce(p), replica_groups=[1,2]<=[2], to_apply=sum"),
+    (", replica_count=4", "f32[2] all-reduce(p), replica_groups={}, to_apply=sum"),
+    ("", "f32[4] all-gather(p), dimensions={0}"),
+    ("", "f32[1] reduce-scatter(p), dimensions={0}, to_apply=sum"),
+])
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_collectives_over_more_devices_than_one_are_a_compile_error(header, root, backend):
+    text = f"HloModule t{header}\n{_SUM}\nENTRY e {{\np = f32[2] parameter(0)\nROOT r = {root}\n}}\n"
+    with pytest.raises(minixla.UnsupportedError, match=r"%r combines data from \d devices"):
+        minixla.compile(text, backend=backend)
+
+
+def test_collectives_over_one_device_still_run():
+    x = np.array([1, 2], F)
+    out = run("p = f32[2] parameter(0)\n"
+              "ROOT r = f32[2] all-reduce(p), replica_groups={{0}}, to_apply=sum", x, comps=_SUM)
+    np.testing.assert_array_equal(out, x)
+
+
 def test_opt_barrier_and_zero_d_values():
     out = run("p = f32[] parameter(0)\nt = (f32[]) tuple(p)\n"
               "b = (f32[]) opt-barrier(t)\nROOT g = f32[] get-tuple-element(b), index=0", F(-0.0))

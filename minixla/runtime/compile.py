@@ -13,6 +13,7 @@ from ..errors import MinixlaError
 from ..ir.module import HloModule
 from .limits import check_sizes, memory_budget
 from .metrics import record_phase
+from .participants import check_participants
 
 DEFAULT_BACKEND = "interpreter"
 
@@ -32,6 +33,7 @@ def compile(module_or_text, backend: str | None = None, **options):
     name = backend or DEFAULT_BACKEND
     target = get_backend(name)
     check_sizes(module, memory_budget(options.pop("memory_budget_bytes", None)))
+    check_participants(module)
     module, report, dumper, remat = _optimize(module, target, options)
     start = time.perf_counter()
     executable = target.compile(module, options)
