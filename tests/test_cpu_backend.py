@@ -453,3 +453,21 @@ def test_shifts_of_every_integer_kind_match_the_interpreter(op, dtype):
     b = np.array([1, bits - 1, bits, bits + 3, 3, 0], np_dtype)
     want = minixla.compile(text, backend="interpreter")(a, b)
     np.testing.assert_array_equal(minixla.compile(text, backend="cpu")(a, b), want)
+
+
+# The window starts at row 1, column 3 (the start 4 is clamped so that it fits).
+@pytest.mark.parametrize("root, at, value", [
+    ("ROOT d = f32[4,5] dynamic-update-slice(a, u, i)", (1, 3), -1),
+    ("d = f32[2,2] dynamic-slice(a, i), dynamic_slice_sizes={2,2}\n"
+     "ROOT n = f32[2,2] negate(d)", (0, 0), -8),
+    ("d = f32[4,5] dynamic-update-slice(a, u, i)\nROOT n = f32[4,5] negate(d)", (2, 4), 1),
+])
+def test_legacy_vector_of_dynamic_starts_matches_interpreter(root, at, value):
+    text = ("HloModule m\nENTRY e {\na = f32[4,5] parameter(0)\nu = f32[2,2] parameter(1)\n"
+            f"i = s32[2] parameter(2)\n{root}\n}}\n")
+    a = np.arange(20, dtype=np.float32).reshape(4, 5)
+    u = -np.ones((2, 2), np.float32)
+    starts = np.array([1, 4], np.int32)
+    want = interpret(text, a, u, starts)
+    assert want[at] == value
+    assert_close(cpu(text)(a, u, starts), want)

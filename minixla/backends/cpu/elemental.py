@@ -383,6 +383,8 @@ def _concatenate(em, instr, index):
 
 def _dynamic_starts(em, starts, operand_dims, window_dims) -> list[str]:
     """Start indices clamped so the window fits, as XLA does; computed in front of the loops."""
+    if len(starts) == 1 and starts[0].shape.rank == 1:
+        raise NotEmittable("the legacy form: one vector holds every start")
     names = []
     for start, size, window in zip(starts, operand_dims, window_dims):
         value = em.value(start, ())
