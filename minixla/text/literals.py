@@ -10,6 +10,7 @@ import math
 import ml_dtypes
 import numpy as np
 
+from ..ir.dtypes import from_numpy
 from ..ir.shapes import Shape
 from .lexer import FLOAT, IDENT, INT, PUNCT
 
@@ -191,7 +192,7 @@ def _format_nan(value, dtype: np.dtype) -> str:
 def format_scalar(value, dtype: np.dtype) -> str:
     if dtype == np.bool_:
         return "true" if value else "false"
-    if dtype.kind in "iu":
+    if dtype.kind in "iu" or from_numpy(dtype).is_integer:  # int4/uint4 have kind "V"
         return str(int(value))
     if dtype.kind == "c":
         part = np.float32 if dtype == np.complex64 else np.float64
