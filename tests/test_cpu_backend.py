@@ -471,3 +471,22 @@ def test_legacy_vector_of_dynamic_starts_matches_interpreter(root, at, value):
     want = interpret(text, a, u, starts)
     assert want[at] == value
     assert_close(cpu(text)(a, u, starts), want)
+
+
+_BF16_ADD = "add {\n a = bf16[] parameter(0)\n b = bf16[] parameter(1)\n ROOT s = bf16[] add(a, b)\n}\n"
+
+
+@pytest.mark.parametrize("root", [
+    "ROOT r = bf16[] reduce(p, z), dimensions={0,1}, to_apply=add",
+    "ROOT r = bf16[4] reduce(p, z), dimensions={1}, to_apply=add",
+    "n = bf16[4,300] negate(p)\nROOT r = bf16[4] reduce(n, z), dimensions={1}, to_apply=add",
+    "r = bf16[4] reduce(p, z), dimensions={1}, to_apply=add\nROOT n = bf16[4] negate(r)",
+])
+def test_bf16_sums_accumulate_in_f32_and_round_once(root):
+    import ml_dtypes
+    text = (f"HloModule m\n{_BF16_ADD}ENTRY e {{\n p = bf16[4,300] parameter(0)\n"
+            f" z = bf16[] constant(0)\n {root}\n}}\n")
+    x = np.ones((4, 300), ml_dtypes.bfloat16)  # a bf16 running sum would stop at 256
+    want = interpret(text, x)
+    assert abs(float(np.asarray(want).astype(np.float32).ravel()[0])) in (300, 1200)
+    assert_close(cpu(text)(x), want)
