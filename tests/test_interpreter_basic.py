@@ -181,6 +181,7 @@ _SUM = "sum {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[]
     ("", "f32[2] all-reduce(p), replica_groups=[1,2]<=[2], to_apply=sum"),
     (", replica_count=4", "f32[2] all-reduce(p), replica_groups={}, to_apply=sum"),
     ("", "f32[4] all-gather(p), dimensions={0}"),
+    ("", "(f32[2], f32[4]) all-gather-start(p), dimensions={0}"),
     ("", "f32[1] reduce-scatter(p), dimensions={0}, to_apply=sum"),
 ])
 @pytest.mark.parametrize("backend", ["interpreter", "cpu"])

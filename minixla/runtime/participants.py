@@ -56,13 +56,17 @@ def _group_size(module: HloModule, instr) -> int:
 
 def _size_from_shapes(instr) -> int:
     """all-gather grows its dimension, reduce-scatter shrinks it, by the participant count."""
-    if instr.opcode not in ("all-gather", "reduce-scatter") or "dimensions" not in instr.attrs:
+    if instr.opcode not in ("all-gather", "all-gather-start", "reduce-scatter") or \
+            "dimensions" not in instr.attrs:
         return 1
     axis = instr.attrs["dimensions"][0]
-    results = instr.shape.tuple_shapes if instr.shape.is_tuple else (instr.shape,)
+    shape = instr.shape
+    if instr.opcode == "all-gather-start" and shape.is_tuple:  # (operands, results)
+        shape = shape.tuple_shapes[-1]
+    results = shape.tuple_shapes if shape.is_tuple else (shape,)
     sizes = [1]
     for operand, result in zip(instr.operands, results):
-        small, large = ((operand.shape, result) if instr.opcode == "all-gather"
+        small, large = ((operand.shape, result) if instr.opcode != "reduce-scatter"
                         else (result, operand.shape))
         if axis < small.rank and small.dims[axis] > 0:
             sizes.append(large.dims[axis] // small.dims[axis])
