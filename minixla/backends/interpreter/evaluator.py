@@ -68,6 +68,7 @@ class Evaluator:
         self.max_while_iterations = max_while_iterations
         self.table = handlers()
         self._vectorizable: dict[int, bool] = {}
+        self.rng_calls = 0  # seeds `rng`, so each executable draws the same sequence
 
     def run(self, args) -> Value:
         """Evaluates the entry computation. Called computations nest as Python calls, so the
