@@ -219,3 +219,13 @@ def test_declined_opcode_is_named_at_compile_time():
            "  ROOT i = ((f32[2]), token[]) infeed(t)\n}\n"
     with pytest.raises(minixla.UnsupportedError, match=r"infeed \(no host transfer queue\)"):
         minixla.compile(text, backend="interpreter")
+
+
+def test_running_out_of_memory_in_a_handler_names_the_instruction(monkeypatch):
+    from minixla.backends.interpreter import evaluator
+
+    def exhausted(ev, instr, ops):
+        raise MemoryError("Unable to allocate 50.4 GiB")
+    monkeypatch.setitem(evaluator.handlers(), "negate", exhausted)
+    with pytest.raises(minixla.ResourceExhaustedError, match=r"negate %n: Unable to allocate"):
+        run("p = f32[2] parameter(0)\nROOT n = f32[2] negate(p)", np.zeros(2, F))

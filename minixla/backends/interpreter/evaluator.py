@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ...errors import ExecutionError, UnsupportedError
+from ...errors import ExecutionError, ResourceExhaustedError, UnsupportedError
 from ...ir.computation import HloComputation
 from ...ir.instruction import HloInstruction
 from ...ir.module import HloModule
@@ -99,7 +99,11 @@ class Evaluator:
                 raise UnsupportedError(f"the interpreter does not implement {instr.opcode} "
                                        f"(instruction %{instr.name})")
             operands = [values[id(o)] for o in instr.operands]
-            values[id(instr)] = handler(self, instr, operands)
+            try:
+                values[id(instr)] = handler(self, instr, operands)
+            except MemoryError as exc:  # a temporary larger than the machine (a huge window)
+                raise ResourceExhaustedError(f"the interpreter ran out of memory evaluating "
+                                             f"{instr.opcode} %{instr.name}: {exc}") from None
         return values[id(comp.root)]
 
     def apply_scalar(self, comp: HloComputation, args) -> Value:
