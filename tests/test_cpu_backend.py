@@ -473,7 +473,8 @@ def test_legacy_vector_of_dynamic_starts_matches_interpreter(root, at, value):
     assert_close(cpu(text)(a, u, starts), want)
 
 
-_BF16_ADD = "add {\n a = bf16[] parameter(0)\n b = bf16[] parameter(1)\n ROOT s = bf16[] add(a, b)\n}\n"
+_BF16_ADD = ("add {\n a = bf16[] parameter(0)\n b = bf16[] parameter(1)\n"
+             " ROOT s = bf16[] add(a, b)\n}\n")
 
 
 @pytest.mark.parametrize("root", [

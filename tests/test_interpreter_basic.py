@@ -186,7 +186,8 @@ _SUM = "sum {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[]
 ])
 @pytest.mark.parametrize("backend", ["interpreter", "cpu"])
 def test_collectives_over_more_devices_than_one_are_a_compile_error(header, root, backend):
-    text = f"HloModule t{header}\n{_SUM}\nENTRY e {{\np = f32[2] parameter(0)\nROOT r = {root}\n}}\n"
+    text = (f"HloModule t{header}\n{_SUM}\nENTRY e {{\np = f32[2] parameter(0)\n"
+            f"ROOT r = {root}\n}}\n")
     with pytest.raises(minixla.UnsupportedError, match=r"%r combines data from \d devices"):
         minixla.compile(text, backend=backend)
 

@@ -380,8 +380,6 @@ def _rng_bit_generator(ev, instr, ops):
             np.array(data).view(data_shape.numpy_dtype))
 
 
-
-
 def _rng(ev, instr, ops):
     low, high = (np.asarray(o) for o in ops)
     generator = np.random.default_rng(ev.rng_calls)
