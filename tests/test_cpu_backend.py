@@ -449,3 +449,41 @@ def test_shifts_of_every_integer_kind_match_the_interpreter(op, dtype):
     b = np.array([1, bits - 1, bits, bits + 3, 3, 0], np_dtype)
     want = minixla.compile(text, backend="interpreter")(a, b)
     np.testing.assert_array_equal(minixla.compile(text, backend="cpu")(a, b), want)
+
+
+# The window starts at row 1, column 3 (the start 4 is clamped so that it fits).
+@pytest.mark.parametrize("root, at, value", [
+    ("ROOT d = f32[4,5] dynamic-update-slice(a, u, i)", (1, 3), -1),
+    ("d = f32[2,2] dynamic-slice(a, i), dynamic_slice_sizes={2,2}\n"
+     "ROOT n = f32[2,2] negate(d)", (0, 0), -8),
+    ("d = f32[4,5] dynamic-update-slice(a, u, i)\nROOT n = f32[4,5] negate(d)", (2, 4), 1),
+])
+def test_legacy_vector_of_dynamic_starts_matches_interpreter(root, at, value):
+    text = ("HloModule m\nENTRY e {\na = f32[4,5] parameter(0)\nu = f32[2,2] parameter(1)\n"
+            f"i = s32[2] parameter(2)\n{root}\n}}\n")
+    a = np.arange(20, dtype=np.float32).reshape(4, 5)
+    u = -np.ones((2, 2), np.float32)
+    starts = np.array([1, 4], np.int32)
+    want = interpret(text, a, u, starts)
+    assert want[at] == value
+    assert_close(cpu(text)(a, u, starts), want)
+
+
+_BF16_ADD = ("add {\n a = bf16[] parameter(0)\n b = bf16[] parameter(1)\n"
+             " ROOT s = bf16[] add(a, b)\n}\n")
+
+
+@pytest.mark.parametrize("root", [
+    "ROOT r = bf16[] reduce(p, z), dimensions={0,1}, to_apply=add",
+    "ROOT r = bf16[4] reduce(p, z), dimensions={1}, to_apply=add",
+    "n = bf16[4,300] negate(p)\nROOT r = bf16[4] reduce(n, z), dimensions={1}, to_apply=add",
+    "r = bf16[4] reduce(p, z), dimensions={1}, to_apply=add\nROOT n = bf16[4] negate(r)",
+])
+def test_bf16_sums_accumulate_in_f32_and_round_once(root):
+    import ml_dtypes
+    text = (f"HloModule m\n{_BF16_ADD}ENTRY e {{\n p = bf16[4,300] parameter(0)\n"
+            f" z = bf16[] constant(0)\n {root}\n}}\n")
+    x = np.ones((4, 300), ml_dtypes.bfloat16)  # a bf16 running sum would stop at 256
+    want = interpret(text, x)
+    assert abs(float(np.asarray(want).astype(np.float32).ravel()[0])) in (300, 1200)
+    assert_close(cpu(text)(x), want)

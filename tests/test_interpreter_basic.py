@@ -150,6 +150,57 @@ def test_single_device_collectives_and_async_pairs():
     np.testing.assert_array_equal(moved, [0, 0])
 
 
+def test_copy_of_a_tuple_is_a_tuple_on_every_backend():
+    text = ("HloModule t\nENTRY e {\na = f32[2] parameter(0)\nb = s32[3] parameter(1)\n"
+            "t = (f32[2], s32[3]) tuple(a, b)\nROOT c = (f32[2], s32[3]) copy(t)\n}\n")
+    x, y = np.array([1, 2], F), np.array([3, 4, 5], np.int32)
+    for backend in ("interpreter", "cpu"):
+        a, b = minixla.compile(text, backend=backend)(x, y)
+        np.testing.assert_array_equal(a, x)
+        np.testing.assert_array_equal(b, y)
+        assert b.dtype == np.int32
+
+
+def test_variadic_collective_permute_returns_one_array_per_operand():
+    x, y = np.array([1, 2], F), np.array([3, 4, 5], np.int32)
+    head = "a = f32[2] parameter(0)\nb = s32[3] parameter(1)\n"
+    kept = run(head + "ROOT c = (f32[2], s32[3]) collective-permute(a, b), "
+               "source_target_pairs={{0,0}}", x, y)
+    np.testing.assert_array_equal(kept[0], x)
+    np.testing.assert_array_equal(kept[1], y)
+    moved = run(head + "ROOT c = (f32[2], s32[3]) collective-permute(a, b), "
+                "source_target_pairs={{0,1}}", x, y)
+    np.testing.assert_array_equal(moved[1], [0, 0, 0])
+
+
+_SUM = "sum {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b)\n}"
+
+
+@pytest.mark.parametrize("header, root", [
+    ("", "f32[2] all-reduce(p), replica_groups={{0,1}}, to_apply=sum"),
+    ("", "f32[2] all-reduce(p), replica_groups=[1,2]<=[2], to_apply=sum"),
+    (", replica_count=4", "f32[2] all-reduce(p), replica_groups={}, to_apply=sum"),
+    ("", "f32[4] all-gather(p), dimensions={0}"),
+    ("", "f32[1] reduce-scatter(p), dimensions={0}, to_apply=sum"),
+])
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_collectives_over_more_devices_than_one_are_a_compile_error(header, root, backend):
+    text = (f"HloModule t{header}\n{_SUM}\nENTRY e {{\np = f32[2] parameter(0)\n"
+            f"ROOT r = {root}\n}}\n")
+    # a header that asks for more devices is a multi-device program; it needs the devices
+    expected = (minixla.ExecutionError, r"needs 4 devices") if header else \
+        (minixla.UnsupportedError, r"%r combines data from \d devices")
+    with pytest.raises(expected[0], match=expected[1]):
+        minixla.compile(text, backend=backend)
+
+
+def test_collectives_over_one_device_still_run():
+    x = np.array([1, 2], F)
+    out = run("p = f32[2] parameter(0)\n"
+              "ROOT r = f32[2] all-reduce(p), replica_groups={{0}}, to_apply=sum", x, comps=_SUM)
+    np.testing.assert_array_equal(out, x)
+
+
 def test_opt_barrier_and_zero_d_values():
     out = run("p = f32[] parameter(0)\nt = (f32[]) tuple(p)\n"
               "b = (f32[]) opt-barrier(t)\nROOT g = f32[] get-tuple-element(b), index=0", F(-0.0))
@@ -171,3 +222,13 @@ def test_declined_opcode_is_named_at_compile_time():
            "  ROOT i = ((f32[2]), token[]) infeed(t)\n}\n"
     with pytest.raises(minixla.UnsupportedError, match=r"infeed \(no host transfer queue\)"):
         minixla.compile(text, backend="interpreter")
+
+
+def test_running_out_of_memory_in_a_handler_names_the_instruction(monkeypatch):
+    from minixla.backends.interpreter import evaluator
+
+    def exhausted(ev, instr, ops):
+        raise MemoryError("Unable to allocate 50.4 GiB")
+    monkeypatch.setitem(evaluator.handlers(), "negate", exhausted)
+    with pytest.raises(minixla.ResourceExhaustedError, match=r"negate %n: Unable to allocate"):
+        run("p = f32[2] parameter(0)\nROOT n = f32[2] negate(p)", np.zeros(2, F))

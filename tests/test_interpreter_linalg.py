@@ -180,6 +180,21 @@ def test_convolution_2d(case, labels):
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("nsp", [3, 4])
+def test_convolution_with_three_and_four_spatial_dims(nsp):
+    rng = np.random.default_rng(nsp)
+    x = rng.standard_normal((1, 2) + (3,) * nsp).astype(np.float32)
+    w = rng.standard_normal((2, 2) + (2,) * nsp).astype(np.float32)
+    strides, pads, ones = [1] * nsp, [(1, 0)] * nsp, [1] * nsp
+    want = ref_conv(x, w, strides, pads, ones, ones)
+    spatial = "".join(map(str, range(nsp)))
+    hlo = module([_shape("f32", x.shape), _shape("f32", w.shape)],
+                 f"{_shape('f32', want.shape)} convolution(p0, p1), "
+                 f"window={window_text(w.shape[2:], strides, pads, ones, ones)}, "
+                 f"dim_labels=bf{spatial}_oi{spatial}->bf{spatial}")
+    np.testing.assert_allclose(run(hlo, x, w), want, rtol=1e-4, atol=1e-5)
+
+
 def test_convolution_1d_with_reversal():
     rng = np.random.default_rng(7)
     x = rng.standard_normal((2, 9, 3)).astype(np.float32)  # b0f

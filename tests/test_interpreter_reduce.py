@@ -528,3 +528,16 @@ ENTRY e {
         exe = minixla.compile(text, backend=backend)
         assert np.signbit(exe(np.full(4, -0.0, np.float32)))
         assert not np.signbit(exe(np.array([-0.0, 0.0, -0.0, -0.0], np.float32)))
+
+
+def test_rng_draws_the_same_sequence_on_every_backend():
+    text = ("HloModule m\nENTRY e {\n lo = f32[] constant(0)\n hi = f32[] constant(1)\n"
+            " ROOT r = f32[64] rng(lo, hi), distribution=rng_uniform\n}\n")
+    interpreter = minixla.compile(text, backend="interpreter")
+    cpu = minixla.compile(text, backend="cpu")
+    first = interpreter()
+    assert ((0 <= first) & (first < 1)).all() and len(set(first.tolist())) > 1
+    np.testing.assert_array_equal(cpu(), first)
+    second = interpreter()
+    assert not np.array_equal(second, first)  # rng is stateful: each run draws anew
+    np.testing.assert_array_equal(cpu(), second)

@@ -183,3 +183,15 @@ def test_dumps_hold_passes_kernels_and_the_buffer_assignment(tmp_path):
     assert "allocation 0:" in report
     fused = (tmp_path / (prefix + "after_optimizations.txt")).read_text()
     assert "fusion(" in fused and minixla.parse_hlo_module(fused)
+
+
+def test_random_arguments_for_four_bit_integers_stay_in_range():
+    from minixla.runtime.inputs import random_arguments
+    text = ("HloModule m\nENTRY e {\n p = s4[64] parameter(0)\n q = u4[64] parameter(1)\n"
+            " ROOT t = (s4[64], u4[64]) tuple(p, q)\n}\n")
+    signed, unsigned = random_arguments(minixla.parse_hlo_module(text), seed=0)
+    assert signed.dtype.name == "int4" and unsigned.dtype.name == "uint4"
+    assert -8 <= int(signed.astype(np.int8).min()) and int(signed.astype(np.int8).max()) <= 7
+    assert 0 <= int(unsigned.astype(np.int8).min()) and int(unsigned.astype(np.int8).max()) <= 15
+    out = minixla.compile(text, backend="interpreter")(signed, unsigned)
+    np.testing.assert_array_equal(out[0].astype(np.int8), signed.astype(np.int8))

@@ -234,3 +234,12 @@ def test_constants_keep_negative_zero_and_complex_scalars_round_trip():
     again = minixla.parse_hlo_module(module.to_text())
     assert again.to_text() == module.to_text()
     assert "constant((1, -2.5))" in module.to_text()
+
+
+@pytest.mark.parametrize("dtype", ["s4", "u4"])
+def test_four_bit_integer_constants_print_and_run_on_cpu(dtype):
+    text = f"HloModule m\nENTRY e {{\n  ROOT c = {dtype}[2] constant({{5, 7}})\n}}\n"
+    module = minixla.parse_hlo_module(text)
+    assert "constant({5, 7})" in module.to_text()
+    out = minixla.compile(text, backend="cpu")()
+    assert out.astype("int8").tolist() == [5, 7]

@@ -14,6 +14,7 @@ from ..errors import MinixlaError
 from ..ir.module import HloModule
 from .limits import check_sizes, memory_budget
 from .metrics import record_phase
+from .participants import check_participants
 
 DEFAULT_BACKEND = "interpreter"
 
@@ -46,6 +47,7 @@ def compile(module_or_text, backend: str | None = None, **options):
     if spmd.is_multi_device(module, num_partitions):
         return spmd.compile_spmd(module, name, target, options, _optimize,
                                  num_partitions=num_partitions, out_shardings=out_shardings)
+    check_participants(module)
     module, report, dumper, remat = _optimize(module, target, options)
     start = time.perf_counter()
     executable = target.compile(module, options)

@@ -7,6 +7,7 @@ preds are fair coins. `minixla run` and `minixla.testing` both draw their inputs
 """
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 # Ops an index may pass through on its way to the op that uses it as an index.
@@ -31,9 +32,9 @@ def _random_value(rng, shape, bound: int | None):
     if etype.kind == "pred":
         return rng.integers(0, 2, dims).astype(bool)
     if etype.is_integer:
-        info = np.iinfo(dtype)
+        info = ml_dtypes.iinfo(dtype)  # np.iinfo does not know int4/uint4
         low, high = (0, bound) if bound is not None else (max(info.min, -8), min(info.max, 8))
-        return rng.integers(low, high + 1, dims).astype(dtype)
+        return rng.integers(max(low, info.min), min(high, info.max) + 1, dims).astype(dtype)
     if etype.is_complex:
         return (rng.standard_normal(dims) + 1j * rng.standard_normal(dims)).astype(dtype)
     return rng.standard_normal(dims).astype(np.float32).astype(dtype)

@@ -10,6 +10,7 @@ import math
 import ml_dtypes
 import numpy as np
 
+from ..ir.dtypes import from_numpy
 from ..ir.shapes import Shape
 from .lexer import FLOAT, IDENT, INT, PUNCT
 

@@ -159,6 +159,25 @@ class Elemental:
         root = inner.value(comp.root, ())
         return list(root) if isinstance(root, tuple) else [root]
 
+    def accumulate(self, reduce, accumulators: list[str], elements: list[str]) -> list[str]:
+        """One step of `reduce`'s to_apply. A bf16 sum or product stays in f32 here and is
+        rounded once at the end (see accumulates_in_f32), as XLA and the interpreter do."""
+        comp = reduce.attrs["to_apply"]
+        if not accumulates_in_f32(reduce):
+            return self.inline(comp, accumulators + elements)
+        args = accumulators + elements
+        operands = [args[o.parameter_number] for o in comp.root.operands]
+        return [self.bind(emit_scalar(self.w, comp.root, operands, round_bf16=False))]
+
+
+def accumulates_in_f32(reduce) -> bool:
+    """A one-input bf16 reduce whose to_apply is add or multiply of its two parameters."""
+    comp = reduce.attrs["to_apply"]
+    root, params = comp.root, comp.parameters
+    return (reduce.operand_count == 2 and reduce.operand(0).shape.dtype == "bf16"
+            and len(params) == 2 and root.opcode in ("add", "multiply")
+            and {id(o) for o in root.operands} == {id(p) for p in params})
+
 
 def _subscript(index: Index) -> str:
     # Scalars travel as one-element 1-d arrays: Numba's a[()] on a 0-d array is a view.
@@ -383,6 +402,8 @@ def _concatenate(em, instr, index):
 
 def _dynamic_starts(em, starts, operand_dims, window_dims) -> list[str]:
     """Start indices clamped so the window fits, as XLA does; computed in front of the loops."""
+    if len(starts) == 1 and starts[0].shape.rank == 1:
+        raise NotEmittable("the legacy form: one vector holds every start")
     names = []
     for start, size, window in zip(starts, operand_dims, window_dims):
         value = em.value(start, ())
@@ -458,11 +479,13 @@ def _reduce(em, instr, index):
     full = tuple(loop_vars[d] if d in loop_vars else next(kept) for d in range(len(input_dims)))
     em.push()
     elements = [em.value(operand, full) for operand in inputs]
-    combined = em.inline(instr.attrs["to_apply"], accumulators + elements)
+    combined = em.accumulate(instr, accumulators, elements)
     if len(combined) == 1:
         em.w.line(f"{accumulators[0]} = {combined[0]}")
     else:
         em.w.line(f"{', '.join(accumulators)} = {', '.join(combined)}")
     em.pop()
     em.w.depth -= len(dims)
+    if accumulates_in_f32(instr):
+        em.w.line(f"{accumulators[0]} = h.round_bf16({accumulators[0]})")
     return accumulators[0] if count == 1 and not instr.shape.is_tuple else tuple(accumulators)

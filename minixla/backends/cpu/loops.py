@@ -10,7 +10,7 @@
 """
 from __future__ import annotations
 
-from .elemental import Elemental, Writer
+from .elemental import Elemental, Writer, accumulates_in_f32
 
 
 def leaf_shape(instr, k):
@@ -98,7 +98,7 @@ def _emit_row_family(em: Elemental, w: Writer, reduces, sides, parallel: bool) -
         count = instr.operand_count // 2
         elements = [em.value(op, full) for op in instr.operands[:count]]
         accs = accumulators[id(instr)]
-        combined = em.inline(instr.attrs["to_apply"], accs + elements)
+        combined = em.accumulate(instr, accs, elements)
         w.line(f"{', '.join(accs)} = {', '.join(combined)}")
     for k, instr, leaf in sides:
         value = em.value(instr, full)
@@ -111,6 +111,8 @@ def _emit_row_family(em: Elemental, w: Writer, reduces, sides, parallel: bool) -
     kept_index = ", ".join(var for var, _ in kept) or "0"
     for k, instr, leaf in reduces:
         value = accumulators[id(instr)][leaf or 0]
+        if accumulates_in_f32(instr):
+            value = f"h.round_bf16({value})"
         if leaf_shape(instr, leaf).dtype == "bf16":
             value = f"h.bf16_store({value})"
         w.line(f"o{k}[{kept_index}] = {value}")

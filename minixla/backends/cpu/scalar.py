@@ -374,8 +374,9 @@ def _bitcast_convert(ctx, instr, args):
     return f"h.bitcast({args[0]}, {kernel_type(dst)})"
 
 
-def emit_scalar(ctx, instr, args: list[str]) -> str:
-    """Source for `instr` applied to operand values `args` (raises NotEmittable)."""
+def emit_scalar(ctx, instr, args: list[str], *, round_bf16: bool = True) -> str:
+    """Source for `instr` applied to operand values `args` (raises NotEmittable); a bf16
+    result is rounded to the bf16 grid unless `round_bf16` is false (an f32 accumulator)."""
     if any(kind(d) == "complex" for d in [instr.shape.dtype] +
            [op.shape.dtype for op in instr.operands]):
         return _complex(ctx, instr, args)
@@ -386,7 +387,7 @@ def emit_scalar(ctx, instr, args: list[str]) -> str:
     for operand in instr.operands:
         kernel_type(operand.shape.dtype)
     expr = fn(ctx, instr, args)
-    if instr.shape.dtype == "bf16" and instr.opcode not in EXACT and \
+    if round_bf16 and instr.shape.dtype == "bf16" and instr.opcode not in EXACT and \
             not (instr.opcode == "convert" and instr.operand(0).shape.dtype in ("bf16", "pred")):
         return f"h.round_bf16({expr})"
     return expr

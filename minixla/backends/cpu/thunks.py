@@ -136,6 +136,8 @@ def copy(instr):
 
 
 def _starts(dims, window, starts) -> list[int]:
+    if len(starts) == 1 and np.ndim(starts[0]) == 1:
+        starts = list(starts[0])  # the legacy form: one vector holds every start
     return [min(max(int(s), 0), d - w) for s, d, w in zip(starts, dims, window)]
 
 

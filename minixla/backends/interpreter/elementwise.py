@@ -207,7 +207,9 @@ def _complex_op(real, imag):
 
 
 def _copy(operand):
-    return np.array(operand, copy=True)
+    if isinstance(operand, tuple):  # a tuple copy copies each element; it is not one array
+        return tuple(_copy(element) for element in operand)
+    return None if operand is None else np.array(operand, copy=True)
 
 
 # ---- integer semantics --------------------------------------------------------------------------

@@ -11,7 +11,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ...errors import ExecutionError, MinixlaError, UnsupportedError, at_instruction
+from ...errors import (ExecutionError, MinixlaError, ResourceExhaustedError, UnsupportedError,
+                       at_instruction)
 from ...ir.computation import HloComputation
 from ...ir.instruction import HloInstruction
 from ...ir.module import HloModule
@@ -69,6 +70,7 @@ class Evaluator:
         self.max_while_iterations = max_while_iterations
         self.table = handlers()
         self._vectorizable: dict[int, bool] = {}
+        self.rng_calls = 0  # seeds `rng`, so each executable draws the same sequence
 
     def run(self, args) -> Value:
         """Evaluates the entry computation. Called computations nest as Python calls, so the
@@ -103,6 +105,9 @@ class Evaluator:
                 values[id(instr)] = handler(self, instr, operands)
             except MinixlaError as exc:
                 raise at_instruction(exc, instr)
+            except MemoryError as exc:  # a temporary larger than the machine (a huge window)
+                raise ResourceExhaustedError(f"the interpreter ran out of memory evaluating "
+                                             f"{instr.opcode} %{instr.name}: {exc}") from None
         return values[id(comp.root)]
 
     def apply_scalar(self, comp: HloComputation, args) -> Value:

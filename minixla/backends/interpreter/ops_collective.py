@@ -132,8 +132,9 @@ def _collective_broadcast(ev, instr, ops):
 
 
 def _collective_permute(ev, instr, ops):
-    if len(ops) != 1:
-        raise UnsupportedError(f"collective-permute %{instr.name}: the combined form with "
+    """One operand, or the combined form: several operands moved along the same pairs."""
+    if len(ops) != 1 and not (instr.shape.is_tuple and len(instr.shape.tuple_shapes) == len(ops)):
+        raise UnsupportedError(f"collective-permute %{instr.name}: the in-place form with "
                                f"{len(ops)} operands is not supported")
     device, replicas, partitions = _context_counts()
     if device is None:  # one device: it keeps its data only under a pair 0 -> 0
@@ -151,8 +152,8 @@ def _collective_permute(ev, instr, ops):
                 source, _ = permute_peers(instr, member, replicas, partitions)
             except ValueError as exc:
                 raise ExecutionError(f"collective-permute %{instr.name}: {exc}") from None
-            out.append([values[group.index(source)][0] if source in group
-                        else np.zeros_like(values[0][0])])
+            out.append([values[group.index(source)][k] if source in group
+                        else np.zeros_like(values[0][k]) for k in range(len(ops))])
         return out
     return _run_in_group(instr, ops, combine, group)
 
@@ -161,9 +162,11 @@ def _run_in_group(instr, ops, combine, group):
     def checked(values):
         _check_same_shapes(instr, values)
         return combine(values)
-    result = rendezvous.exchange(instr, group, list(ops), checked)[0]
-    leaf = _result_leaves(instr)[0]
-    return as_dtype(np.asarray(result), leaf)
+    results = rendezvous.exchange(instr, group, list(ops), checked)
+    leaves = _result_leaves(instr)
+    if len(ops) == 1:
+        return as_dtype(np.asarray(results[0]), leaves[0])
+    return tuple(as_dtype(np.asarray(r), leaf) for r, leaf in zip(results, leaves))
 
 
 def _start(handler):

@@ -18,7 +18,7 @@ from ...ir.dtypes import COMPLEX, PRED, SIGNED, UNSIGNED
 from .convert import F32, F64, element_type, round_to_dtype, wrap_int
 from .evaluator import as_dtype
 
-_LETTERS = "hijklmopqrstuvwxyz"  # spatial einsum labels: never n, g, c or d (batch, group, feature)
+_SPATIAL_LETTERS = "hijklmopqrstuvwxyz"  # einsum labels: never n, g, c or d (batch, group, feature)
 
 
 def _work_dtype(result: np.dtype, *inputs: np.dtype) -> np.dtype:
@@ -135,7 +135,9 @@ def _convolution(ev, instr, operands):
     # batch groups cut N (and O) into `batch_groups` contiguous blocks.
     n, c, nsp = patches.shape[0], patches.shape[1], len(window)
     out_feats = kernel.shape[0]
-    sp, ks = _LETTERS[:nsp], _LETTERS[nsp:2 * nsp].upper()
+    # Spatial subscripts avoid g, n, c and d, which name groups, batch and features.
+    sp = _SPATIAL_LETTERS[:nsp]
+    ks = sp.upper()
     if batch_groups > 1:
         patches = patches.reshape((batch_groups, n // batch_groups) + patches.shape[1:])
         spec = f"gnc{sp}{ks},gdc{ks}->ngd{sp}"

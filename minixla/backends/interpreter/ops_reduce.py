@@ -22,8 +22,9 @@ XLA:CPU maps to Philox) is Philox4x32-10 and rng_three_fry is Threefry2x32-20, w
 layout (state[0] is the key; a u64[2] Philox state is read reversed as the 128-bit counter).
 This follows the expander step by step, so outputs are meant to be bit-identical to XLA:CPU;
 the cores are checked against Random123's known-answer vectors, not against XLA itself.
-`rng` is implementation-defined in XLA: here it draws from a NumPy generator seeded by a
-module-level call counter, so its values are not reproducible against XLA.
+`rng` is implementation-defined in XLA: here it draws from a NumPy generator seeded by how many
+rng ops the executable has evaluated so far, so every backend (cpu runs rng through this
+handler) gives the same values for the same sequence of calls; they do not match XLA's.
 """
 from __future__ import annotations
 
@@ -379,12 +380,10 @@ def _rng_bit_generator(ev, instr, ops):
             np.array(data).view(data_shape.numpy_dtype))
 
 
-_RNG_CALLS = itertools.count()
-
-
 def _rng(ev, instr, ops):
     low, high = (np.asarray(o) for o in ops)
-    generator = np.random.default_rng(next(_RNG_CALLS))
+    generator = np.random.default_rng(ev.rng_calls)
+    ev.rng_calls += 1
     dims, dtype = instr.shape.dims, instr.shape.numpy_dtype
     distribution = instr.attrs.get("distribution", "rng_uniform")
     if distribution == "rng_normal":
