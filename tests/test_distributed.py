@@ -199,11 +199,12 @@ from distributed_devices import run_devices
 """
 
 
-def mpiexec(tmp_path, processes: int, body: str, timeout: float = 60, env=None):
+def mpiexec(tmp_path, processes: int, body: str, timeout: float = 300, env=None):
     script = tmp_path / "job.py"
     script.write_text(PRELUDE + textwrap.dedent(body))
-    # a collective that hangs fails well before the subprocess times out
-    environment = dict(os.environ, PYTHONPATH=str(ROOT), MINIXLA_COLLECTIVE_TIMEOUT="20")
+    # A collective that hangs fails well before the subprocess times out; ranks of a loaded
+    # 2-core machine can start tens of seconds apart (each imports minixla and NumPy).
+    environment = dict(os.environ, PYTHONPATH=str(ROOT), MINIXLA_COLLECTIVE_TIMEOUT="120")
     environment.update(env or {})
     # Open MPI refuses root and more ranks than cores unless told; MPICH ignores these.
     environment.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
@@ -298,7 +299,7 @@ def test_collectives_and_device_threads_match_numpy(tmp_path, processes):
 @needs_mpi
 def test_a_failing_device_fails_the_devices_of_other_processes(tmp_path):
     done, _ = mpiexec(tmp_path, 2, """
-        errors = run_devices(dist.initialize(collective_timeout=20), num_devices=4,
+        errors = run_devices(dist.initialize(collective_timeout=60), num_devices=4,
                              fail_device=3)
         for device, error in sorted(errors.items()):
             print(f"device {device}: {type(error).__name__}: {error}", flush=True)
@@ -313,7 +314,7 @@ def test_a_failing_device_fails_the_devices_of_other_processes(tmp_path):
 @needs_mpi
 def test_a_failing_rank_fails_every_rank(tmp_path):
     done, seconds = mpiexec(tmp_path, 2, """
-        transport = dist.initialize(collective_timeout=30)
+        transport = dist.initialize(collective_timeout=90)
         if dist.process_index() == 1:
             raise ValueError("bad batch on rank one")
         try:
@@ -324,7 +325,7 @@ def test_a_failing_rank_fails_every_rank(tmp_path):
     """)
     output = done.stdout + done.stderr
     assert done.returncode != 0, output
-    assert seconds < 25, output  # ended by the notice, not by the 30 s timeout
+    assert seconds < 75, output  # ended by the notice, not by the 90 s timeout
     assert "caught: all-reduce %grad_sum on rank 0: rank 1 failed" in output
     assert "ValueError: bad batch on rank one" in output
     assert "[rank 1] Traceback" in output and "aborting the job" in output
@@ -367,13 +368,13 @@ def test_ranks_in_different_collectives_get_a_clear_error(tmp_path):
 def test_a_killed_rank_ends_the_job(tmp_path):
     done, seconds = mpiexec(tmp_path, 2, """
         import os, signal
-        transport = dist.initialize(collective_timeout=30)
+        transport = dist.initialize(collective_timeout=90)
         if dist.process_index() == 1:
             os.kill(os.getpid(), signal.SIGKILL)
         transport.allreduce(np.ones(3))
     """)
     assert done.returncode != 0
-    assert seconds < 25, done.stdout + done.stderr
+    assert seconds < 75, done.stdout + done.stderr
 
 
 # -- multi-device executables over processes ----------------------------------------------------
@@ -486,7 +487,7 @@ def test_a_device_that_raises_on_one_process_makes_every_rank_raise(tmp_path):
                 raise DeviceBroke("partition 3 broke")
             return np.float32(0)
         minixla.register_custom_call("fail_on_three", "interpreter", fail_on_partition_three)
-        dist.initialize(collective_timeout=20)
+        dist.initialize(collective_timeout=60)
         exe = minixla.compile(FAILING, out_shardings=OUT)
         try:
             exe(p)
@@ -502,4 +503,4 @@ def test_a_device_that_raises_on_one_process_makes_every_rank_raise(tmp_path):
            "of 2)" in output, output
     assert "rank 0 raised RankFailedError:" in output and "rank 1 failed, so the collective " \
            "cannot complete: DeviceBroke: partition 3 broke" in output, output
-    assert seconds < 18, output  # ended by the failure notice, not by the 20 s timeout
+    assert seconds < 50, output  # ended by the failure notice, not by the 60 s timeout
