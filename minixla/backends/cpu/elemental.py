@@ -232,6 +232,16 @@ def _forward(em, instr, index):
 @handles("reshape", "bitcast")
 def _reshape(em, instr, index):
     operand = instr.operand(0)
+    value = _moved(em, instr, operand, index)
+    src, dst = operand.shape.dtype, instr.shape.dtype
+    if instr.opcode == "bitcast" and src != dst:  # XLA allows a same-width type change
+        if "pred" in (src, dst) or "bf16" in (src, dst):
+            raise NotEmittable(f"a bitcast from {src} to {dst}")
+        return f"h.bitcast({value}, {kernel_type(dst)})"
+    return value
+
+
+def _moved(em, instr, operand, index):
     if instr.opcode == "bitcast" and not _default_layouts(instr, operand):
         if em.flat:
             raise NotEmittable("a bitcast between layouts needs the full index")
