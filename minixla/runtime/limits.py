@@ -12,7 +12,6 @@ import os
 
 from ..errors import ResourceExhaustedError
 from ..ir.module import HloModule
-from ..ir.shapes import Shape
 
 INT64_MAX = (1 << 63) - 1
 
@@ -31,22 +30,10 @@ def memory_budget(option: int | None = None) -> int | None:
     return int(configured) if configured else physical_memory()
 
 
-def byte_size(shape: Shape) -> int:
-    """Bytes of every array in `shape` (exact: Python integers do not overflow)."""
-    if shape.is_tuple:
-        return sum(byte_size(s) for s in shape.tuple_shapes)
-    if shape.is_token:
-        return 0
-    elements = 1
-    for dim in shape.dims:
-        elements *= max(int(dim), 0)
-    return (elements * shape.element_type.bits + 7) // 8
-
-
 def check_sizes(module: HloModule, budget: int | None) -> None:
     """Raises ResourceExhaustedError for the first instruction whose value cannot fit."""
     for instr in module.all_instructions():
-        size = byte_size(instr.shape)
+        size = instr.shape.byte_size()  # Python integers: exact, never overflowing
         if size > INT64_MAX:
             raise ResourceExhaustedError(
                 f"%{instr.name}: {instr.shape.without_layout()} is {size} bytes, more than a "

@@ -10,13 +10,6 @@ import numpy as np
 from .common import ToolError, add_lenient_flag, bounded, default_backend, load_module
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def _limits(args) -> dict:
     limit = args.max_while_iterations
     return {} if limit is None else {"max_while_iterations": limit}
@@ -39,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="print the full results (default: a summary)")
     parser.add_argument("--metrics", action="store_true", help="print the metrics report")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
-    parser.add_argument("--max-while-iterations", type=_positive, default=None, metavar="N",
+    parser.add_argument("--max-while-iterations", type=bounded(int, 1), default=None, metavar="N",
                         help="fail a while loop that runs more than N iterations")
 
 
