@@ -10,8 +10,6 @@ with `MINIXLA_FLAGS=--explain_recompiles` each recompile is also logged (logger
 from __future__ import annotations
 
 import logging
-import os
-import shlex
 from dataclasses import dataclass, field
 
 LOGGER = logging.getLogger("minixla.jit")
@@ -19,12 +17,8 @@ LOGGER = logging.getLogger("minixla.jit")
 
 def explain_flag(text: str | None = None) -> bool:
     """Is `--explain_recompiles` (or `--explain_recompiles=true`) in $MINIXLA_FLAGS?"""
-    text = os.environ.get("MINIXLA_FLAGS", "") if text is None else text
-    for flag in shlex.split(text):
-        key, _, value = flag.lstrip("-").partition("=")
-        if key == "explain_recompiles":
-            return value.lower() not in ("false", "0")
-    return False
+    from ..passes.flags import read_flags
+    return bool(read_flags(text, "").get("explain_recompiles", False))
 
 
 @dataclass

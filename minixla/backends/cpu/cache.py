@@ -384,9 +384,8 @@ def _differences(where: str, old, new) -> list[str]:
 
 def explain_requested() -> bool:
     """`--explain_cache_misses` in $MINIXLA_FLAGS (as JAX's jax_explain_cache_misses)."""
-    return any(flag.lstrip("-").split("=")[0] == "explain_cache_misses" and
-               flag.partition("=")[2].lower() not in ("false", "0")
-               for flag in os.environ.get("MINIXLA_FLAGS", "").split())
+    from ...passes.flags import read_flags
+    return bool(read_flags(None, "").get("explain_cache_misses", False))
 
 
 def _mtime(path: Path) -> float:
