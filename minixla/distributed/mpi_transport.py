@@ -28,6 +28,7 @@ _DATA_TAG = 1
 _BYTES_TAG = 3
 _NOTICE_TAG = 2
 # How long a failing rank waits for the others to report their own error before aborting.
+OUTPUT_DRAIN_SECONDS = 0.5
 ABORT_GRACE_SECONDS = 2.0
 _POLL_SLEEP_MAX = 0.002
 _SPIN_SECONDS = 0.02
@@ -204,6 +205,8 @@ class MPITransport(PointToPointTransport):
         sys.stderr.write(f"[minixla rank {self.rank}] aborting the job after "
                          f"{type(error).__name__}\n")
         sys.stderr.flush()
+        # mpiexec drops output still in flight when the job is killed: let it drain first.
+        time.sleep(OUTPUT_DRAIN_SECONDS)
         self._mpi.COMM_WORLD.Abort(1)
 
     def close(self) -> None:
