@@ -139,16 +139,16 @@ class GridSource:
             scalars[axis] = f"pid{axis}"
         return scalars
 
-    def block_view(self, w, name: str, op, column: int) -> str:
-        if op.block == op.padded:
-            return name
-        parts = []
+    def block_offsets(self, w, name: str, op, column: int) -> tuple[str, ...]:
+        """Names of the element offsets of `op`'s block at this step ("0" where fixed)."""
+        offsets = []
         for d, b in enumerate(op.block):
+            if b == op.padded[d]:
+                offsets.append("0")
+                continue
             w.line(f"o_{name}_{d} = offsets[step, {column + d}]")
-            parts.append(f"o_{name}_{d}:o_{name}_{d} + {b}")
-        view = f"b_{name}"
-        w.line(f"{view} = {name}[{', '.join(parts)}]")
-        return view
+            offsets.append(f"o_{name}_{d}")
+        return tuple(offsets)
 
     def body(self) -> list[str]:
         """The loops over the grid and the step inside them."""
@@ -179,11 +179,12 @@ class GridSource:
         operands = self.ins + self.outs
         names = [f"in{k}" for k in range(len(self.ins))] + \
             [f"out{k}" for k in range(len(self.outs))]
-        views = [self.block_view(w, name, op, column)
-                 for name, op, column in zip(names, operands, self.plan.columns)]
-        dests = views[len(self.ins):] + scratch
-        for param, source in zip(params[grid_rank:], views + scratch):
-            em.arrays[id(param)] = source
+        windows = [(name, self.block_offsets(w, name, op, column))
+                   for name, op, column in zip(names, operands, self.plan.columns)]
+        windows += [(name, ("0",) * len(shape)) for name, (shape, _) in zip(scratch, self.scratch)]
+        for param, window in zip(params[grid_rank:], windows):
+            em.windows[id(param)] = window
+        dests = windows[len(self.ins):]
         em.computation(entry, scalars)
         roots = list(entry.root.operands)
         n_state = len(self.outs) + len(self.scratch)
@@ -208,11 +209,12 @@ class GridSource:
         for root, dest in staged:
             self.store(root, dest, scalars)
 
-    def store(self, root, dest: str, scalars) -> None:
+    def store(self, root, dest, scalars) -> None:
         rank = root.shape.rank
-        self.em.fill(dest, array_dims(root.shape),
+        name, offsets = dest
+        self.em.fill(name, array_dims(root.shape),
                      lambda el, index: el.value(root, index if rank else ()),
-                     root.shape.dtype, scalars)
+                     root.shape.dtype, scalars, offsets)
 
     def source(self, name: str, doc: str) -> str:
         body = self.body()

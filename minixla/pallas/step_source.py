@@ -51,10 +51,34 @@ def store_expr(value: str, dtype: str) -> str:
     return f"h.bf16_store({value})" if dtype == "bf16" else value
 
 
+class WindowReads:
+    """Elemental emitter mixin: blocks of the kernel's operands are read from the whole array
+    at the block's offsets (`in0[o0 + i, o1 + j]`), so the compiler knows the array is
+    contiguous, which it cannot for a view of it."""
+
+    windows: dict[int, tuple[str, tuple[str, ...]]] = {}
+
+    def _emit_here(self, instr, index):
+        window = self.windows.get(id(instr))
+        if window is None:
+            return super()._emit_here(instr, index)
+        name, offsets = window
+        load = f"{name}[{subscript(offset_index(offsets, index))}]"
+        return self.bind(f"h.bf16_load({load})" if instr.shape.dtype == "bf16" else load)
+
+
+def offset_index(offsets, index) -> tuple[str, ...]:
+    return tuple(f"{o} + {i}" if o != "0" else i for o, i in zip(offsets, index))
+
+
+class BlockElemental(WindowReads, Elemental):
+    pass
+
+
 class Target:
     """Where block arrays live and how a loop nest over one is run (the cpu grid's way)."""
 
-    elemental = Elemental
+    elemental = BlockElemental
 
     def alloc(self, emitter: "StepEmitter", dims, dtype: str) -> str:
         name = emitter.w.var("a")
@@ -111,21 +135,25 @@ class StepEmitter:
         self.w = writer
         self.target = target
         self.arrays: dict[int, str] = {}
+        self.windows: dict[int, tuple[str, tuple[str, ...]]] = {}  # block parameters
         self.fresh: set[str] = set()  # arrays allocated here: contiguous, in row-major order
 
     # -- loop nests --------------------------------------------------------------------------
-    def fill(self, dest: str, dims, value_at, dest_dtype: str, scalars=None) -> None:
-        """`dest[index] = value_at(elemental, index)` over `dims`; loop-invariant values are
-        computed in front of the loops."""
+    def fill(self, dest: str, dims, value_at, dest_dtype: str, scalars=None,
+             offsets=None) -> None:
+        """`dest[offsets + index] = value_at(elemental, index)` over `dims`; loop-invariant
+        values are computed in front of the loops."""
         w = self.w
         outer_lines, depth = w.lines, w.depth
         hoisted: list[str] = []
         w.lines = []
         em = self.target.elemental(w, self.arrays, hoist=hoisted, flat=False)
         em.scalars = dict(scalars or {})
+        em.windows = self.windows
         index = self.target.open_nest(self, dims)
         value = value_at(em, tuple(index))
-        w.line(f"{dest}[{subscript(index)}] = {store_expr(value, dest_dtype)}")
+        at = offset_index(offsets, index) if offsets else index
+        w.line(f"{dest}[{subscript(at)}] = {store_expr(value, dest_dtype)}")
         self.target.close_nest(self, dims)
         body, w.lines = w.lines, outer_lines
         w.lines.extend("    " * depth + line for line in hoisted)
@@ -136,6 +164,7 @@ class StepEmitter:
         """An expression for a scalar value, emitted in place."""
         em = self.target.elemental(self.w, self.arrays, hoist=None, flat=False)
         em.scalars = dict(scalars or {})
+        em.windows = self.windows
         return em.value(instr, ())
 
     def materialize(self, instr, scalars=None) -> str:
@@ -170,7 +199,7 @@ class StepEmitter:
         param = body.parameters[0]
         passthrough = [op.opcode == "get-tuple-element" and op.operand(0) is param
                        and op.attrs["index"] == k for k, op in enumerate(body.root.operands)]
-        state = [self.arrays[id(e)] if keep and id(e) in self.arrays else self.copy(e, scalars)
+        state = [self._kept(e, scalars) if keep else self.copy(e, scalars)
                  for e, keep in zip(init.operands, passthrough)]
         for comp in (cond, body):
             self._bind_state(comp.parameters[0], state)
@@ -185,10 +214,13 @@ class StepEmitter:
         if changed:
             self.target.rebind(self, [state[k] for k in changed], new)
         self.w.depth -= 1
-        for user in instr.users:
-            if user.opcode != "get-tuple-element":
-                raise NotEmittable("a while loop's state used other than element by element")
-            self.arrays[id(user)] = state[user.attrs["index"]]
+        self._bind_state(instr, state)
+
+    def _kept(self, instr, scalars):
+        """A loop state element the body never changes: the block window or array it is."""
+        if id(instr) in self.windows:
+            return self.windows[id(instr)]
+        return self.arrays.get(id(instr)) or self.materialize(instr, scalars)
 
     def copy(self, instr, scalars=None) -> str:
         """A fresh array holding `instr` (also: a loop's state must not start as a view)."""
@@ -202,11 +234,17 @@ class StepEmitter:
         self.fresh.add(name)
         return name
 
-    def _bind_state(self, param, state) -> None:
-        for user in param.users:
+    def _bind_state(self, tuple_value, state) -> None:
+        """Elements of a loop's state (its parameter in cond and body, or its result) read
+        from the state's arrays or windows."""
+        for user in tuple_value.users:
             if user.opcode != "get-tuple-element":
                 raise NotEmittable("a while loop's state used other than element by element")
-            self.arrays[id(user)] = state[user.attrs["index"]]
+            element = state[user.attrs["index"]]
+            if isinstance(element, tuple):
+                self.windows[id(user)] = element
+            else:
+                self.arrays[id(user)] = element
 
     def dot(self, instr, scalars) -> None:
         """A 2-d matrix product of operands copied into (m, k) and (k, n) arrays (the copy
