@@ -482,7 +482,8 @@ def _grid_plan(call: "PallasCall", ins, outs, scratch):
 
 
 # backend -> "module:class" of its whole-grid compiler, loaded when first used
-NATIVE_GRIDS = {"cpu": "minixla.pallas.native:NativeGrid"}
+NATIVE_GRIDS = {"cpu": "minixla.pallas.native:NativeGrid",
+                "cuda": "minixla.pallas.native_cuda:CudaGrid"}
 
 
 class _GridRunner:

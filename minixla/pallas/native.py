@@ -111,21 +111,25 @@ class GridSpec:
 class GridSource:
     """Builds the grid kernel's source for a traced step module."""
 
+    scratch_args = True  # scratch buffers are arguments (the cuda grid keeps them per block)
+
     def __init__(self, module, ins, outs, scratch, plan: GridPlan, checks: int,
-                 threads: bool, target: Target | None = None):
+                 threads: bool, target: Target | None = None, writer: Writer | None = None):
         self.module, self.ins, self.outs, self.scratch = module, ins, outs, scratch
         self.plan, self.checks, self.threads = plan, checks, threads
-        self.w = Writer()
+        self.w = writer or Writer()
         self.em = StepEmitter(self.w, target or Target())
 
     def arg_names(self) -> list[str]:
+        scratch = len(self.scratch) if self.scratch_args else 0
         return ([f"in{k}" for k in range(len(self.ins))] + [f"out{k}" for k in range(len(self.outs))]
-                + [f"scratch{k}" for k in range(len(self.scratch))] + ["offsets", "failed"])
+                + [f"scratch{k}" for k in range(scratch)] + ["offsets", "failed"])
 
     def args(self) -> list[tuple[str, int]]:
         from ..frontend import dtypes as dt
         arrays = [(dt.hlo_name(op.dtype), max(len(op.shape), 1)) for op in self.ins + self.outs]
-        arrays += [(dt.hlo_name(d), max(len(s), 1)) for s, d in self.scratch]
+        if self.scratch_args:
+            arrays += [(dt.hlo_name(d), max(len(s), 1)) for s, d in self.scratch]
         return arrays + [("s64", 2), ("s64", 1)]
 
     def program_ids(self, w) -> dict[int, str]:

@@ -137,6 +137,7 @@ class StepEmitter:
         self.arrays: dict[int, str] = {}
         self.windows: dict[int, tuple[str, tuple[str, ...]]] = {}  # block parameters
         self.fresh: set[str] = set()  # arrays allocated here: contiguous, in row-major order
+        self.shapes: dict[str, tuple[int, ...]] = {}  # their dims
 
     # -- loop nests --------------------------------------------------------------------------
     def fill(self, dest: str, dims, value_at, dest_dtype: str, scalars=None,
@@ -232,6 +233,7 @@ class StepEmitter:
         self.fill(name, dims, lambda em, index: em.value(instr, index if rank else ()),
                   instr.shape.dtype, scalars)
         self.fresh.add(name)
+        self.shapes[name] = dims
         return name
 
     def _bind_state(self, tuple_value, state) -> None:
@@ -267,6 +269,7 @@ class StepEmitter:
         if tuple(instr.shape.dims) != (m, n):
             out = self.target.reshaped(self, out, array_dims(instr.shape))
         self.fresh.add(out)
+        self.shapes[out] = array_dims(instr.shape)
         self.arrays[id(instr)] = out
 
     def _operand_matrix(self, operand, contracting: int, dtype: str, dims, *,
@@ -290,6 +293,7 @@ class StepEmitter:
             return value if operand.shape.dtype == dtype else f"{cast}({value})"
         self.fill(out, dims, value_at, dtype, scalars)
         self.fresh.add(out)
+        self.shapes[out] = tuple(dims)
         return out
 
 
