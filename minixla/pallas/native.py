@@ -31,6 +31,7 @@ import numpy as np
 
 from ..backends.cpu.elemental import Writer
 from ..backends.cpu.kernels import PARALLEL_THRESHOLD, storage_dtype
+from ..frontend import dtypes as dt
 from .step_source import StepEmitter, Target, array_dims, storage_type
 
 HEADER = '''"""{doc}"""
@@ -122,11 +123,11 @@ class GridSource:
 
     def arg_names(self) -> list[str]:
         scratch = len(self.scratch) if self.scratch_args else 0
-        return ([f"in{k}" for k in range(len(self.ins))] + [f"out{k}" for k in range(len(self.outs))]
+        return ([f"in{k}" for k in range(len(self.ins))]
+                + [f"out{k}" for k in range(len(self.outs))]
                 + [f"scratch{k}" for k in range(scratch)] + ["offsets", "failed"])
 
     def args(self) -> list[tuple[str, int]]:
-        from ..frontend import dtypes as dt
         arrays = [(dt.hlo_name(op.dtype), max(len(op.shape), 1)) for op in self.ins + self.outs]
         if self.scratch_args:
             arrays += [(dt.hlo_name(d), max(len(s), 1)) for s, d in self.scratch]
@@ -164,7 +165,6 @@ class GridSource:
         scratch = [f"scratch{k}" for k in range(len(self.scratch))]
         if self.threads:  # each parallel iteration has its own scratch
             for k, (shape, dtype) in enumerate(self.scratch):
-                from ..frontend import dtypes as dt
                 w.line(f"local{k} = np.zeros({array_dims_of(shape)}, "
                        f"{storage_type(dt.hlo_name(dtype))})")
                 scratch[k] = f"local{k}"
@@ -292,25 +292,25 @@ class NativeGrid:
 
     def __call__(self, arrays):
         """(the outputs, the first failing step of each bounds check or -1)."""
-        ins = [_storage(_pad(a, op)) for a, op in zip(arrays, self.ins)]
+        ins = [kernel_array(padded_input(a, op)) for a, op in zip(arrays, self.ins)]
         outs = [np.zeros(op.padded, op.dtype) for op in self.outs]
         scratch = [np.zeros(shape, dtype) for shape, dtype in self.scratch]
         failed = np.full(max(self.checks, 1), -1, np.int64)
-        self.fn(*ins, *(_storage(o) for o in outs), *(_storage(s) for s in scratch),
+        self.fn(*ins, *(kernel_array(o) for o in outs), *(kernel_array(s) for s in scratch),
                 self.plan.offsets, failed)
         results = [o[tuple(slice(0, n) for n in op.shape)] if not op.divides else o
                    for o, op in zip(outs, self.outs)]
         return results, [int(f) for f in failed[:self.checks]]
 
 
-def _pad(array, op):
+def padded_input(array, op):
     array = np.asarray(array, op.dtype)
     if not op.divides:
         array = np.pad(array, [(0, p - n) for p, n in zip(op.padded, op.shape)])
     return np.ascontiguousarray(array)
 
 
-def _storage(array):
+def kernel_array(array):
     """The array as the kernel takes it: scalars as one element, bf16 as its bit patterns."""
     if array.ndim == 0:
         array = array.reshape(1)

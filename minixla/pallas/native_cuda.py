@@ -25,7 +25,8 @@ import numpy as np
 
 from ..backends.cpu.scalar import NotEmittable
 from ..backends.cuda.kernels import HEADER, CudaElemental, CudaWriter
-from .native import GridSource, GridSpec, array_dims_of
+from ..frontend import dtypes as dt
+from .native import GridSource, GridSpec, array_dims_of, kernel_array, padded_input
 from .step_source import Target, WindowReads, storage_type
 
 SHARED_BYTES = 48 * 1024
@@ -121,9 +122,7 @@ class CudaGridSource(GridSource):
         w.line("t = cuda.blockIdx.x")
         scratch = []
         for shape, dtype in self.scratch:
-            from ..frontend import dtypes as dt
-            hlo = dt.hlo_name(dtype)
-            name = self.em.target.alloc(self.em, array_dims_of(shape), hlo)
+            name = self.em.target.alloc(self.em, array_dims_of(shape), dt.hlo_name(dtype))
             index = self.em.target.open_nest(self.em, array_dims_of(shape))
             w.line(f"{name}[{', '.join(index)}] = 0")
             self.em.target.close_nest(self.em, array_dims_of(shape))
@@ -174,12 +173,12 @@ class CudaGrid:
 
     def __call__(self, arrays):
         from ..backends.cuda.runtime import cuda
-        from .native import _pad, _storage
         if self._offsets is None:
             self._offsets = cuda.to_device(self.plan.offsets)
-        ins = [cuda.to_device(_storage(_pad(a, op))) for a, op in zip(arrays, self.ins)]
+        ins = [cuda.to_device(kernel_array(padded_input(a, op)))
+               for a, op in zip(arrays, self.ins)]
         outs = [np.zeros(op.padded, op.dtype) for op in self.outs]
-        device_outs = [cuda.to_device(_storage(o)) for o in outs]
+        device_outs = [cuda.to_device(kernel_array(o)) for o in outs]
         failed = cuda.to_device(np.full(max(self.checks, 1), -1, np.int64))
         self.kernel[self.blocks, self.threads](*ins, *device_outs, self._offsets, failed)
         results = []
