@@ -3,6 +3,7 @@ its parallel grid axes, its fallback to the step-by-step runner, and its errors.
 from __future__ import annotations
 
 import logging
+import re
 
 import numpy as np
 import pytest
@@ -130,3 +131,15 @@ def test_int_and_scalar_blocks_and_a_kernel_reading_its_output():
     np.testing.assert_array_equal(out, want)
     assert int(total) == x.sum()
     assert _runner(call, [x, np.array([3], np.int32)]).lowering == "native-cpu"
+
+
+def test_a_masked_store_through_ds_writes_only_its_window():
+    """Whole-array refs (no BlockSpec): each step stores one window, so the grid kernel
+    writes that window, not the whole array, and the tail past the end is skipped."""
+    call, args, want = KERNELS["masked_tail"](np.random.default_rng(6), n=45, block=8,
+                                              backend="cpu")
+    np.testing.assert_allclose(call(*args), want, rtol=1e-6)
+    lines = [line.strip() for line in _runner(call, args).native.source.splitlines()]
+    guard = next(k for k, line in enumerate(lines) if re.fullmatch(r"if s\d+ \+ i\d+ < 45:", line))
+    assert re.fullmatch(r"out0\[s\d+ \+ i\d+\] = a\d+\[i\d+\]", lines[guard + 1])
+    assert lines[guard - 1] == f"for {lines[guard + 1].split('+ ')[1].split(']')[0]} in range(8):"

@@ -32,7 +32,7 @@ import numpy as np
 from ..backends.cpu.elemental import Writer
 from ..backends.cpu.kernels import PARALLEL_THRESHOLD, storage_dtype
 from ..frontend import dtypes as dt
-from .step_source import StepEmitter, Target, array_dims, storage_type
+from .step_source import StepEmitter, Target, array_dims, offset_index, storage_type
 
 HEADER = '''"""{doc}"""
 import math
@@ -199,19 +199,26 @@ class GridSource:
 
     def store_state(self, roots, dest_params, dests, scalars) -> None:
         """New output blocks and scratch values into their arrays. A value computed from its
-        own destination's old contents goes through a temporary array, and every store waits
-        until all values are computed (one may read another's destination)."""
+        own destination's old contents goes through a temporary array (only the window, for
+        a store through `pl.ds`), and every store waits until all values are computed (one
+        may read another's destination)."""
         em = self.em
         stores = [(root, param, dest) for root, param, dest in zip(roots, dest_params, dests)
                   if root is not param]
-        staged = [(root, dest) for root, param, dest in stores if param.users]
-        for root, _ in staged:
-            em.array_of(root, scalars)
+        staged = []
+        for root, param, dest in stores:
+            if param.users:
+                update = window_update(root, param)
+                staged.append((root, dest, self.stage_window(update, scalars) if update
+                               else em.array_of(root, scalars)))
         for root, param, dest in stores:
             if not param.users:
                 self.store(root, dest, scalars)
-        for root, dest in staged:
-            self.store(root, dest, scalars)
+        for root, dest, temp in staged:
+            if isinstance(temp, tuple):
+                self.store_window(root, dest, *temp)
+            else:
+                self.store(root, dest, scalars)
 
     def store(self, root, dest, scalars) -> None:
         rank = root.shape.rank
@@ -219,6 +226,35 @@ class GridSource:
         self.em.fill(name, array_dims(root.shape),
                      lambda el, index: el.value(root, index if rank else ()),
                      root.shape.dtype, scalars, offsets)
+
+    def stage_window(self, update, scalars):
+        """(the new window's array, its clamped starts) of a window update."""
+        em, w = self.em, self.w
+        values = em.array_of(update.operand(1), scalars)
+        size, full = update.operand(1).shape.dims, update.shape.dims
+        starts = []
+        for start, n, whole in zip(update.operands[2:], size, full):
+            var = w.var("s")
+            w.line(f"{var} = min(max(np.int64({em.scalar(start, scalars)}), 0), {whole - n})")
+            starts.append(var)
+        return values, tuple(starts), tuple(size)
+
+    def store_window(self, root, dest, values: str, starts, size) -> None:
+        """dest[start + j] = values[j] where that lies inside `root` (the rest overhangs)."""
+        em, w = self.em, self.w
+        name, offsets = dest
+        index = em.target.open_nest(em, size)
+        at = tuple(f"{s} + {i}" for s, i in zip(starts, index))
+        inside = [f"{a} < {n}" for a, n, m, padded in
+                  zip(at, root.shape.dims, size, update_dims(root)) if padded > n]
+        target = f"{name}[{', '.join(offset_index(offsets, at))}]"
+        statement = f"{target} = {values}[{', '.join(index)}]"
+        if inside:
+            w.line(f"if {' and '.join(inside)}:")
+            statement = "    " + statement
+        w.line(statement)
+        em.target.close_nest(em, size)
+        em.target.sync(em)
 
     def source(self, name: str, doc: str) -> str:
         body = self.body()
@@ -231,6 +267,33 @@ class GridSource:
                   f"error_model='numpy', boundscheck=False, nogil=True, cache=CACHE)",
                   f"def {name}({', '.join(self.arg_names())}):"]
         return "\n".join(lines + body) + "\n"
+
+
+def window_update(root, param):
+    """The dynamic-update-slice when `root` is `param` with one window replaced (a store
+    through `pl.ds`; padded, then cut back, when the window may overhang), else None."""
+    node, cut = root, False
+    if node.opcode == "slice":
+        if any(start or stride != 1 for start, _, stride in node.attrs["slice"]):
+            return None
+        node, cut = node.operand(0), True
+    if node.opcode != "dynamic-update-slice" or not node.shape.rank:
+        return None
+    base = node.operand(0)
+    if base.opcode == "pad":
+        if not cut or any(low or interior for low, _, interior in base.attrs["padding"]):
+            return None
+        base = base.operand(0)
+    if base is not param or tuple(root.shape.dims) != tuple(param.shape.dims) or \
+            len(node.operands) != 2 + node.shape.rank:
+        return None
+    return node
+
+
+def update_dims(root) -> tuple[int, ...]:
+    """The dims of the (possibly padded) array a window update writes into."""
+    node = root.operand(0) if root.opcode == "slice" else root
+    return tuple(node.shape.dims)
 
 
 def array_dims_of(shape) -> tuple[int, ...]:

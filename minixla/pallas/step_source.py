@@ -202,6 +202,10 @@ class StepEmitter:
                        and op.attrs["index"] == k for k, op in enumerate(body.root.operands)]
         state = [self._kept(e, scalars) if keep else self.copy(e, scalars)
                  for e, keep in zip(init.operands, passthrough)]
+        for comp in (cond, body):  # a computation shared by two loops is emitted for each
+            for member in comp.instructions:
+                self.arrays.pop(id(member), None)
+                self.windows.pop(id(member), None)
         for comp in (cond, body):
             self._bind_state(comp.parameters[0], state)
         self.w.line("while True:")
