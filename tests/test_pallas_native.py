@@ -60,13 +60,14 @@ def _accumulate_call(rows=8, cols=24, bm=4, bk=8, **options):
                           out_specs=pl.BlockSpec((bm,), lambda i, k: (i,)), **options)
 
 
-def test_threaded_grid_runs_parallel_axes_under_prange():
-    call = _accumulate_call(rows=16, cols=32, compiler_params={"parallel_threshold": 0})
+def test_a_reduction_over_the_last_grid_axis_leaves_the_first_axis_parallel():
+    call = _accumulate_call(rows=16, cols=32)
     x = np.random.default_rng(2).standard_normal((16, 32)).astype(F32)
     np.testing.assert_allclose(call(x), x.sum(axis=1), rtol=1e-5, atol=1e-5)
     native = _runner(call, [x]).native
-    assert native.threads and native.plan.parallel_axes == 1
-    assert "for t in prange(4):" in native.source and "for u in range(4):" in native.source
+    assert native.plan.parallel_axes == 1
+    assert not native.threads  # too few elements for threads (and too few cores here)
+    assert "for t in range(1):" in native.source and "for u in range(16):" in native.source
 
 
 def test_declared_parallel_axes_that_write_one_block_are_an_error():
@@ -143,3 +144,31 @@ def test_a_masked_store_through_ds_writes_only_its_window():
     guard = next(k for k, line in enumerate(lines) if re.fullmatch(r"if s\d+ \+ i\d+ < 45:", line))
     assert re.fullmatch(r"out0\[s\d+ \+ i\d+\] = a\d+\[i\d+\]", lines[guard + 1])
     assert lines[guard - 1] == f"for {lines[guard + 1].split('+ ')[1].split(']')[0]} in range(8):"
+
+
+def test_threaded_grid_runs_parallel_rows_under_prange_with_a_scratch_buffer_each():
+    rows, cols, bm, bk = 8, 32, 2, 8
+
+    def rowsum_kernel(x_ref, o_ref, acc_ref):
+        k = pl.program_id(1)
+
+        @pl.when(k == 0)
+        def _():
+            acc_ref[...] = mnp.zeros((bm,), F32)
+        acc_ref[...] += mnp.sum(x_ref[...], axis=1)
+
+        @pl.when(k == pl.num_programs(1) - 1)
+        def _():
+            o_ref[...] = acc_ref[...]
+    call = pl.pallas_call(
+        rowsum_kernel, out_shape=minixla.ShapeDtypeStruct((rows,), F32),
+        grid=(rows // bm, cols // bk), in_specs=[pl.BlockSpec((bm, bk), lambda i, k: (i, k))],
+        out_specs=pl.BlockSpec((bm,), lambda i, k: (i,)), scratch_shapes=[pl.VMEM((bm,), F32)],
+        compiler_params={"dimension_semantics": ("parallel", "arbitrary"),
+                         "parallel_threshold": 0})
+    x = np.random.default_rng(7).standard_normal((rows, cols)).astype(F32)
+    np.testing.assert_allclose(call(x), x.sum(axis=1), rtol=1e-5, atol=1e-5)
+    native = _runner(call, [x]).native
+    assert native.threads and native.plan.parallel_axes == 1
+    assert "for t in prange(4):" in native.source and "for u in range(4):" in native.source
+    assert "local0 = np.zeros((2,), np.float32)" in native.source
