@@ -63,7 +63,10 @@ class GridPlan:
         self.parallel_axes = 0
 
     def inner(self, axes: int) -> int:
-        return math.prod(self.grid[axes:])
+        return math.prod(self.grid[axes:]) or 1  # an empty grid: no outer iterations
+
+    def outer(self, axes: int) -> int:
+        return self.steps // self.inner(axes)
 
     def disjoint(self, axes: int, out_columns) -> bool:
         """Whether steps that differ in the leading `axes` program ids never write the same
@@ -159,7 +162,7 @@ class GridSource:
         """The loops over the grid and the step inside them."""
         w, em, plan = self.w, self.em, self.plan
         axes = plan.parallel_axes if self.threads else 0
-        outer, inner = plan.steps // plan.inner(axes), plan.inner(axes)
+        outer, inner = plan.outer(axes), plan.inner(axes)
         w.line(f"for t in {'prange' if self.threads else 'range'}({outer}):")
         w.depth += 1
         scratch = [f"scratch{k}" for k in range(len(self.scratch))]
@@ -308,7 +311,7 @@ def touched_elements(ins, outs, scratch) -> int:
 def use_threads(plan: GridPlan, ins, outs, scratch, threshold: int | None) -> bool:
     threshold = PARALLEL_THRESHOLD if threshold is None else threshold
     axes = plan.parallel_axes
-    return axes > 0 and plan.steps // plan.inner(axes) > 1 and \
+    return axes > 0 and plan.outer(axes) > 1 and \
         touched_elements(ins, outs, scratch) >= threshold
 
 

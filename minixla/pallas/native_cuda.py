@@ -158,7 +158,7 @@ class CudaGrid:
         self.plan = plan
         self.checks = len(runner.check_messages)
         self.threads = geometry({}).threads
-        self.blocks = plan.steps // plan.inner(plan.parallel_axes)
+        self.blocks = plan.outer(plan.parallel_axes)
         target = SharedMemoryTarget(self.threads)
         builder = CudaGridSource(runner.module, self.ins, self.outs, self.scratch, plan,
                                  self.checks, False, target, CudaWriter())
@@ -180,7 +180,8 @@ class CudaGrid:
         outs = [np.zeros(op.padded, op.dtype) for op in self.outs]
         device_outs = [cuda.to_device(kernel_array(o)) for o in outs]
         failed = cuda.to_device(np.full(max(self.checks, 1), -1, np.int64))
-        self.kernel[self.blocks, self.threads](*ins, *device_outs, self._offsets, failed)
+        if self.blocks:
+            self.kernel[self.blocks, self.threads](*ins, *device_outs, self._offsets, failed)
         results = []
         for host, device, op in zip(outs, device_outs, self.outs):
             bits = device.copy_to_host()
