@@ -52,6 +52,8 @@ def test_kernel_on_cuda_matches_numpy(name, lowering):
     if lowering == "custom_call":
         runner = call.runner([np.asarray(a) for a in args], "cuda")
         assert runner.lowering == "native-cuda", runner.fallback_reason
+        assert "t = cuda.blockIdx.x" in runner.native.source
+        assert runner.native.blocks == runner.native.plan.outer(runner.native.plan.parallel_axes)
 
 
 def test_example_kernels_as_cuda_grids_match_numpy():
@@ -75,6 +77,18 @@ def test_a_block_beyond_shared_memory_runs_step_by_step():
     np.testing.assert_allclose(call(*args), want, rtol=1e-5, atol=1e-6)
     runner = call.runner([np.asarray(a) for a in args], "cuda")
     assert runner.lowering == "step" and "shared memory" in runner.fallback_reason
+
+
+def test_cuda_grid_keeps_block_arrays_in_shared_memory_and_syncs_between_nests():
+    call, args, want = KERNELS["row_softmax"](np.random.default_rng(3), backend="cuda")
+    np.testing.assert_allclose(call(*args), want, rtol=1e-5, atol=1e-6)
+    native = call.runner([np.asarray(a) for a in args], "cuda").native
+    lines = [line.strip() for line in native.source.splitlines()]
+    shared = [line for line in lines if "cuda.shared.array(" in line]
+    assert len(shared) == 3  # the row max, the exponentials and the row sum
+    assert any(line.endswith("cuda.shared.array((4, 20), np.float32)") for line in shared)
+    assert lines.count("cuda.syncthreads()") >= 4  # after each of them and after the store
+    assert native.blocks == 3  # one per program: the rows' output blocks are disjoint
 
 
 def test_kernel_inside_jit_on_cuda():
