@@ -172,3 +172,19 @@ def test_threaded_grid_runs_parallel_rows_under_prange_with_a_scratch_buffer_eac
     assert native.threads and native.plan.parallel_axes == 1
     assert "for t in prange(4):" in native.source and "for u in range(4):" in native.source
     assert "local0 = np.zeros((2,), np.float32)" in native.source
+
+
+def test_native_grid_reports_an_unmasked_window_past_the_end_at_its_step():
+    n, block = 20, 8
+
+    def unmasked_store(x_ref, o_ref):
+        start = pl.program_id(0) * block
+        o_ref[pl.ds(start, block)] = mnp.ones((block,), F32)
+    call = pl.pallas_call(unmasked_store, out_shape=minixla.ShapeDtypeStruct((n,), F32),
+                          grid=(pl.cdiv(n, block),), backend="cpu")
+    x = np.zeros(n, F32)
+    with pytest.raises(pl.PallasError, match=r"test_pallas_native.py:\d+: store of output 0 "
+                                             r"\(shape \(20,\)\).*reaches outside the ref.*"
+                                             r"grid step \(2,\); kernel unmasked_store"):
+        call(x)
+    assert _runner(call, [x]).lowering == "native-cpu"
