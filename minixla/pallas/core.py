@@ -2,11 +2,16 @@
 
 The kernel body is traced once per (block shapes, dtypes) with the frontend's tracer: every ref
 holds a block-shaped traced value, a load is a (dynamic) slice of it, a store a
-dynamic-update-slice that replaces it. The grid becomes one while loop over the flattened grid
-index whose state is the outputs and the scratch buffers; each step slices the input and output
-blocks its index maps choose, runs the kernel body on them and writes the output blocks back.
-The result is an ordinary HLO computation, so every backend compiles it (the cpu backend to
-Numba kernels called by its driver) and `jit` inlines it.
+dynamic-update-slice that replaces it. The result is the step: an HLO computation from program
+ids and blocks to new blocks. How the grid around it runs:
+
+* on cpu and cuda, the whole grid is compiled into one native kernel that runs the step inline
+  (native.py, native_cuda.py; NATIVE_GRIDS), the index maps evaluated once per step up front;
+* otherwise (the interpreter, or a step those cannot emit) the step module is compiled by the
+  backend and a host loop (_GridRunner) calls it per grid step;
+* with lowering="loop", the grid becomes one while loop over the flattened grid index whose
+  state is the outputs and the scratch buffers, an ordinary HLO computation that every backend
+  compiles and `jit` inlines.
 
 Inputs and outputs are padded up to whole blocks, so a grid that overhangs the array reads
 padding and its writes past the end are dropped; a kernel must then mask what it computes
@@ -487,9 +492,10 @@ NATIVE_GRIDS = {"cpu": "minixla.pallas.native:NativeGrid",
 
 
 class _GridRunner:
-    """One compiled grid step (the kernel body over blocks, traced once) and the host loop
-    that runs it over the grid: slices blocks out of the (padded) arrays, calls the step,
-    writes the output blocks back in place."""
+    """The kernel body over blocks, traced once, and what runs it over the grid: the native
+    grid kernel for the backend when there is one (`native`, `lowering` "native-<backend>"),
+    else the compiled step and a host loop (`lowering` "step") that slices blocks out of the
+    (padded) arrays, calls the step and writes the output blocks back in place."""
 
     def __init__(self, call: "PallasCall", specs, backend: str):
         from ..frontend import dtypes as dt
@@ -620,7 +626,7 @@ _TARGETS = [0]
 
 class PallasCall:
     """The callable pallas_call returns: arrays in, kernel outputs out. Outside a trace it
-    runs the compiled grid step over the grid; inside jit it is one custom call whose
+    runs the grid (_GridRunner); inside jit it is one custom call whose
     implementation is the same runner on the module's backend (lowering="loop" inlines the
     grid as an HLO while loop instead)."""
 

@@ -31,6 +31,7 @@ import numpy as np
 
 from ..backends.cpu.elemental import Writer
 from ..backends.cpu.kernels import PARALLEL_THRESHOLD, storage_dtype
+from ..backends.cpu.scalar import NotEmittable
 from ..frontend import dtypes as dt
 from .step_source import StepEmitter, Target, array_dims, offset_index, storage_type
 
@@ -330,9 +331,15 @@ def open_disk_cache():
 
 
 def compile_grid(spec: GridSpec):
-    """The compiled grid kernel (through the cpu backend's memo and disk cache)."""
+    """The compiled grid kernel (through the cpu backend's memo and disk cache); raises
+    NotEmittable when Numba cannot compile it, so the call runs step by step instead."""
+    from numba.core.errors import NumbaError
     from ..backends.cpu import jit
-    dispatcher, how = jit.obtain(spec, open_disk_cache())
+    try:
+        dispatcher, how = jit.obtain(spec, open_disk_cache())
+    except NumbaError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise NotEmittable(f"Numba could not compile the grid kernel: {first}") from exc
     return jit.entry_point(dispatcher, spec), how
 
 
