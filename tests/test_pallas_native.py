@@ -188,3 +188,25 @@ def test_native_grid_reports_an_unmasked_window_past_the_end_at_its_step():
                                              r"grid step \(2,\); kernel unmasked_store"):
         call(x)
     assert _runner(call, [x]).lowering == "native-cpu"
+
+
+def test_bf16_blocks_travel_as_bits_and_compute_like_the_interpreter():
+    import ml_dtypes
+    from types import SimpleNamespace
+    bf16 = ml_dtypes.bfloat16
+
+    def scale_kernel(x_ref, o_ref):
+        v = x_ref[...]
+        o_ref[...] = (v * 3 + mnp.max(v, axis=1, keepdims=True)).astype(bf16)
+    spec = pl.BlockSpec((2, 8), lambda i: (i, 0))
+    options = dict(out_shape=minixla.ShapeDtypeStruct((4, 8), bf16), grid=(2,), in_specs=[spec],
+                   out_specs=spec)
+    native = pl.pallas_call(scale_kernel, backend="cpu", **options,
+                            compiler_params=SimpleNamespace(dimension_semantics=("parallel",)))
+    x = np.random.default_rng(8).standard_normal((4, 8)).astype(bf16)
+    got = native(x)
+    want = pl.pallas_call(scale_kernel, interpret=True, **options)(x)
+    assert got.dtype == bf16
+    np.testing.assert_array_equal(got.astype(F32), want.astype(F32))
+    runner = _runner(native, [x])
+    assert runner.lowering == "native-cpu" and runner.native.plan.parallel_axes == 1
