@@ -2,11 +2,16 @@
 
 The kernel body is traced once per (block shapes, dtypes) with the frontend's tracer: every ref
 holds a block-shaped traced value, a load is a (dynamic) slice of it, a store a
-dynamic-update-slice that replaces it. The grid becomes one while loop over the flattened grid
-index whose state is the outputs and the scratch buffers; each step slices the input and output
-blocks its index maps choose, runs the kernel body on them and writes the output blocks back.
-The result is an ordinary HLO computation, so every backend compiles it (the cpu backend to
-Numba kernels called by its driver) and `jit` inlines it.
+dynamic-update-slice that replaces it. The result is the step: an HLO computation from program
+ids and blocks to new blocks. How the grid around it runs:
+
+* on cpu and cuda, the whole grid is compiled into one native kernel that runs the step inline
+  (native.py, native_cuda.py; NATIVE_GRIDS), the index maps evaluated once per step up front;
+* otherwise (the interpreter, or a step those cannot emit) the step module is compiled by the
+  backend and a host loop (_GridRunner) calls it per grid step;
+* with lowering="loop", the grid becomes one while loop over the flattened grid index whose
+  state is the outputs and the scratch buffers, an ordinary HLO computation that every backend
+  compiles and `jit` inlines.
 
 Inputs and outputs are padded up to whole blocks, so a grid that overhangs the array reads
 padding and its writes past the end are dropped; a kernel must then mask what it computes
@@ -465,10 +470,32 @@ def _host_window(op: _Operand, ids, kernel):
     return tuple(slice(s, s + b) for s, b in zip(starts, op.block))
 
 
+def _grid_plan(call: "PallasCall", ins, outs, scratch):
+    """Every block's offsets at every grid step, and the grid axes that may run in
+    parallel (native.plan_parallel)."""
+    from .native import GridPlan, plan_parallel
+    kernel = call.kernel
+    plan = GridPlan(call.grid, ins + outs,
+                    lambda op, ids: [w.start for w in _host_window(op, ids, kernel)])
+    columns = [(plan.columns[len(ins) + k], len(op.shape)) for k, op in enumerate(outs)]
+    try:
+        plan.parallel_axes = plan_parallel(plan, columns, call.dimension_semantics,
+                                           bool(scratch))
+    except ValueError as exc:
+        raise PallasError(f"{_kernel_label(kernel)}: {exc}", _kernel_location(kernel)) from None
+    return plan
+
+
+# backend -> "module:class" of its whole-grid compiler, loaded when first used
+NATIVE_GRIDS = {"cpu": "minixla.pallas.native:NativeGrid",
+                "cuda": "minixla.pallas.native_cuda:CudaGrid"}
+
+
 class _GridRunner:
-    """One compiled grid step (the kernel body over blocks, traced once) and the host loop
-    that runs it over the grid: slices blocks out of the (padded) arrays, calls the step,
-    writes the output blocks back in place."""
+    """The kernel body over blocks, traced once, and what runs it over the grid: the native
+    grid kernel for the backend when there is one (`native`, `lowering` "native-<backend>"),
+    else the compiled step and a host loop (`lowering` "step") that slices blocks out of the
+    (padded) arrays, calls the step and writes the output blocks back in place."""
 
     def __init__(self, call: "PallasCall", specs, backend: str):
         from ..frontend import dtypes as dt
@@ -499,7 +526,47 @@ class _GridRunner:
         _check_masked(kernel, self.ins + self.outs, masked)
         self.module = builder.module(root, name=f"pallas_{_identifier(call.name)}")
         self._dump_kernel_source(backend)
-        self.executable = compile(self.module, backend=backend)
+        self.lowering, self.fallback_reason = "step", ""
+        self.native = self._native(backend) if backend in NATIVE_GRIDS else None
+        self.executable = compile(self.module, backend=backend) if self.native is None else None
+
+    def _native(self, backend: str):
+        """The whole grid compiled for `backend` (NATIVE_GRIDS), or None with the reason in
+        `fallback_reason` (logged, and dumped beside the kernel source)."""
+        import importlib
+        import logging
+        from ..backends.cpu.scalar import NotEmittable
+        from ..runtime.metrics import count
+        call = self.call
+        module_name, _, class_name = NATIVE_GRIDS[backend].partition(":")
+        grid_class = getattr(importlib.import_module(module_name), class_name)
+        try:
+            native = grid_class(self, _grid_plan(call, self.ins, self.outs, self.scratch))
+        except NotEmittable as exc:
+            self.fallback_reason = str(exc)
+            count(f"pallas.fallback.{backend}")
+            logging.getLogger("minixla.pallas").warning(
+                "%s: the grid runs step by step on %s, not as one native kernel: %s",
+                _kernel_label(call.kernel), backend, exc)
+            self._dump_grid_source(f"# not compiled natively: {exc}\n", False)
+            return None
+        self.lowering = f"native-{backend}"
+        count(f"pallas.native.{backend}")
+        self._dump_grid_source(native.source, True)
+        return native
+
+    def _dump_grid_source(self, text: str, native: bool) -> None:
+        """With --dump_to: `<step module>.grid.py` (the grid kernel, or why there is none);
+        a native grid also dumps the step module, which no backend compiles then."""
+        from pathlib import Path
+        from ..passes.base import DumpOptions, Dumper
+        options = DumpOptions.from_flags()
+        if not options.dump_to:
+            return
+        Path(options.dump_to).mkdir(parents=True, exist_ok=True)
+        (Path(options.dump_to) / f"{self.module.name}.grid.py").write_text(text)
+        if native:
+            Dumper(options, self.module).module(self.module, "before_optimizations")
 
     def _dump_kernel_source(self, backend: str) -> None:
         """With --dump_to, the kernel's Python source and its blocks go next to the dumps of
@@ -524,6 +591,14 @@ class _GridRunner:
     def __call__(self, *arrays):
         import itertools
         kernel = self.call.kernel
+        if self.native is not None:
+            outs, failed = self.native(arrays)
+            for step, message in zip(failed, self.check_messages):
+                if step >= 0:
+                    ids = tuple(int(i) for i in np.unravel_index(step, self.call.grid))
+                    raise PallasError(f"{message} (at grid step {ids}; {_kernel_label(kernel)})",
+                                      _kernel_location(kernel))
+            return outs
         padded = [np.pad(a, [(0, p - n) for p, n in zip(op.padded, op.shape)])
                   if not op.divides else a for a, op in zip(arrays, self.ins)]
         outs = [np.zeros(op.padded, op.dtype) for op in self.outs]
@@ -551,12 +626,12 @@ _TARGETS = [0]
 
 class PallasCall:
     """The callable pallas_call returns: arrays in, kernel outputs out. Outside a trace it
-    runs the compiled grid step over the grid; inside jit it is one custom call whose
+    runs the grid (_GridRunner); inside jit it is one custom call whose
     implementation is the same runner on the module's backend (lowering="loop" inlines the
     grid as an HLO while loop instead)."""
 
     def __init__(self, kernel, out_shape, grid, in_specs, out_specs, scratch_shapes,
-                 interpret, backend, name, lowering):
+                 interpret, backend, name, lowering, compiler_params=None):
         self.kernel = kernel
         self.name = name or getattr(kernel, "__name__", "kernel")
         outs, self._multiple = _as_list(out_shape)
@@ -582,6 +657,8 @@ class PallasCall:
             raise PallasError(f"{_kernel_label(kernel)}: lowering must be 'custom_call' or "
                               f"'loop', got {lowering!r}", _kernel_location(kernel))
         self.lowering = lowering
+        self.dimension_semantics, self.parallel_threshold = _compiler_params(
+            kernel, compiler_params, len(self.grid))
         self.interpret = bool(interpret)
         self.backend = "interpreter" if interpret else backend
         self._runners: dict = {}
@@ -736,10 +813,35 @@ def _identifier(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", name) or "kernel"
 
 
+def _compiler_params(kernel, params, grid_rank: int):
+    """(dimension_semantics or None, parallel_threshold or None) from `compiler_params`: a
+    mapping or an object with those attributes (as Pallas' CompilerParams)."""
+    if params is None:
+        return None, None
+    get = params.get if isinstance(params, dict) else lambda key: getattr(params, key, None)
+    if isinstance(params, dict):
+        unknown = sorted(set(params) - {"dimension_semantics", "parallel_threshold"})
+        if unknown:
+            raise PallasError(f"{_kernel_label(kernel)}: unknown compiler_params {unknown}",
+                              _kernel_location(kernel))
+    semantics, threshold = get("dimension_semantics"), get("parallel_threshold")
+    if semantics is not None:
+        semantics = tuple(semantics)
+        if len(semantics) != grid_rank or any(s not in ("parallel", "arbitrary")
+                                              for s in semantics):
+            raise PallasError(f"{_kernel_label(kernel)}: dimension_semantics must give "
+                              f"'parallel' or 'arbitrary' for each of the {grid_rank} grid "
+                              f"axes, got {semantics}", _kernel_location(kernel))
+    if threshold is not None and (not isinstance(threshold, int) or threshold < 0):
+        raise PallasError(f"{_kernel_label(kernel)}: parallel_threshold must be a "
+                          f"non-negative int, got {threshold!r}", _kernel_location(kernel))
+    return semantics, threshold
+
+
 def pallas_call(kernel, out_shape, *, grid=(), in_specs=None, out_specs=None,
                 scratch_shapes=(), interpret: bool = False, backend: str | None = None,
                 name: str | None = None, lowering: str = "custom_call",
-                **unknown) -> PallasCall:
+                compiler_params=None, **unknown) -> PallasCall:
     """`kernel(*input_refs, *output_refs, *scratch_refs)` run once per step of `grid`; returns
     a callable over the inputs. interpret=True runs on the reference interpreter (NumPy);
     otherwise on `backend` (default: cpu when available)."""
@@ -750,4 +852,4 @@ def pallas_call(kernel, out_shape, *, grid=(), in_specs=None, out_specs=None,
         raise PallasError(f"pallas_call: the kernel must be callable, got "
                           f"{type(kernel).__name__}", user_location())
     return PallasCall(kernel, out_shape, grid, in_specs, out_specs, scratch_shapes, interpret,
-                      backend, name, lowering)
+                      backend, name, lowering, compiler_params)
