@@ -3,7 +3,9 @@ from .errors import (ExecutionError, HloParseError, MinixlaError, ResourceExhaus
                      ShapeError, UnsupportedError, VerificationError)
 from .ir import HloComputation, HloInstruction, HloModule, Layout, Shape
 from .ir.verifier import verify
-from .runtime import Executable, compile, register_custom_call
+from .backends.compile import compile
+from .reference.custom_call import register_custom_call
+from .runtime import Executable
 from .runtime.metrics import metrics
 from .runtime.devices import devices
 from .text import parse_hlo_module, parse_module, parse_shape

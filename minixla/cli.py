@@ -11,6 +11,7 @@ import importlib
 import sys
 
 from .errors import MinixlaError
+from .version import __version__
 
 # subcommand -> (tool module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -40,7 +41,6 @@ def _available_commands() -> dict[str, object]:
 def build_parser(tools) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="minixla", description="minixla: a small HLO compiler")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
-    from . import __version__
     parser.add_argument("--version", action="version", version=f"minixla {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from minixla.backends.interpreter.evaluator import Evaluator
+from minixla.reference.evaluator import Evaluator
 from minixla.ir import layout_math
 from minixla.passes.dataflow import FORWARDING
 

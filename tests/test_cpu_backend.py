@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import minixla
-from minixla.runtime.custom_call import register_custom_call, unregister_custom_call
+from minixla.reference.custom_call import register_custom_call, unregister_custom_call
 
 CASES = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "cases"
 CASE_DIRS = sorted(p for p in CASES.iterdir() if (p / "module.hlo").exists()) \

@@ -33,7 +33,7 @@ from conformance_paths import case_dirs, requires_corpus
 import minixla
 from minixla.backends.cuda.target import load_numba_cuda, simulating
 from minixla.ir.opcodes import OPCODES
-from minixla.runtime.custom_call import register_custom_call, unregister_custom_call
+from minixla.reference.custom_call import register_custom_call, unregister_custom_call
 
 pytest.importorskip("numba_cuda", reason="numba-cuda is not installed")
 if "numba.cuda" not in sys.modules:

@@ -6,7 +6,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from minixla.backends.interpreter.elementwise import (BINARY, UNARY, bitcast_convert, clamp,
+from minixla.reference.elementwise import (BINARY, UNARY, bitcast_convert, clamp,
                                                       compare, convert, reduce_precision,
                                                       select)
 from minixla.errors import ShapeError, UnsupportedError

@@ -6,7 +6,7 @@ import pytest
 import minixla
 import minixla.backends
 from minixla import Builder, ops
-from minixla.backends.interpreter.evaluator import handlers
+from minixla.reference.evaluator import handlers
 
 BACKENDS = ["interpreter"] + (["cpu"] if minixla.backends.available().get("cpu") is True else [])
 

@@ -208,7 +208,7 @@ def test_opt_barrier_and_zero_d_values():
 
 
 def test_every_opcode_is_implemented_or_declined_with_a_reason():
-    from minixla.backends.interpreter.evaluator import DECLINED, handlers
+    from minixla.reference.evaluator import DECLINED, handlers
     from minixla.ir import OPCODES
     table = handlers()
     for name in OPCODES:
@@ -225,7 +225,7 @@ def test_declined_opcode_is_named_at_compile_time():
 
 
 def test_running_out_of_memory_in_a_handler_names_the_instruction(monkeypatch):
-    from minixla.backends.interpreter import evaluator
+    from minixla.reference import evaluator
 
     def exhausted(ev, instr, ops):
         raise MemoryError("Unable to allocate 50.4 GiB")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import minixla
-from minixla.backends.interpreter.evaluator import Evaluator
+from minixla.reference.evaluator import Evaluator
 
 
 def run(text, *args):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import minixla
-from minixla.backends.interpreter.evaluator import Evaluator
+from minixla.reference.evaluator import Evaluator
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 

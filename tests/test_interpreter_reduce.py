@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import minixla
-from minixla.backends.interpreter import ops_reduce
-from minixla.backends.interpreter.evaluator import Evaluator
+from minixla.reference import ops_reduce
+from minixla.reference.evaluator import Evaluator
 
 
 def run(text, *args):

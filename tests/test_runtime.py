@@ -4,7 +4,7 @@ import pytest
 
 import minixla
 from minixla import backends
-from minixla.runtime.custom_call import CustomCallError, unregister_custom_call
+from minixla.reference.custom_call import CustomCallError, unregister_custom_call
 
 NEG = """HloModule neg
 ENTRY e {
@@ -74,7 +74,7 @@ def test_register_a_third_party_backend():
 
 
 def test_unsupported_opcode_is_a_compile_error_naming_it(monkeypatch):
-    from minixla.backends.interpreter import evaluator
+    from minixla.reference import evaluator
     table = dict(evaluator.handlers())
     del table["negate"]
     monkeypatch.setattr(evaluator, "handlers", lambda: table)

@@ -8,7 +8,7 @@ import pytest
 
 import minixla
 from minixla.errors import ExecutionError
-from minixla.runtime.xla_custom_calls import TARGETS, ffi_attributes
+from minixla.reference.xla_custom_calls import TARGETS, ffi_attributes
 
 CORPUS = Path(__file__).parent / "stablehlo"
 DUMPS = sorted(p.name[:-len(".optimized.hlo")] for p in CORPUS.glob("*.optimized.hlo"))
@@ -115,7 +115,7 @@ def test_top_k_orders_largest_first_with_nan_on_top():
 
 
 def test_a_user_registration_wins_over_the_builtin():
-    from minixla.runtime.custom_call import register_custom_call, unregister_custom_call
+    from minixla.reference.custom_call import register_custom_call, unregister_custom_call
     text = """HloModule m
 ENTRY e {
   p = f32[2,4]{1,0} parameter(0)

@@ -7,8 +7,8 @@ import minixla
 from minixla import ExecutionError, register_custom_call
 from minixla.runtime import spmd
 from minixla.runtime.devices import devices
-from minixla.runtime.rendezvous import CollectiveTimeoutError
-from minixla.runtime.custom_call import unregister_custom_call
+from minixla.reference.rendezvous import CollectiveTimeoutError
+from minixla.reference.custom_call import unregister_custom_call
 
 
 @pytest.fixture(autouse=True)

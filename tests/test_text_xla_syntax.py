@@ -7,7 +7,7 @@ import pytest
 
 import minixla
 from minixla.ir.shapes import Shape
-from minixla.text.literals import format_float, format_literal
+from minixla.ir.literal_text import format_float, format_literal
 
 
 def round_trip(text: str):

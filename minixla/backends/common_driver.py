@@ -27,7 +27,7 @@ class DriverBuilder:
     @property
     def evaluator(self):
         if self._evaluator is None:
-            from .interpreter.evaluator import Evaluator
+            from ..reference.evaluator import Evaluator
             self._evaluator = Evaluator(self.module)
         return self._evaluator
 

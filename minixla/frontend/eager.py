@@ -29,7 +29,7 @@ def api(fn):
 
 
 def run_eagerly(fn, args, kwargs, backend: str | None = None):
-    from ..runtime import compile
+    from ..backends.compile import compile
     builder = Builder(f"eager_{fn.__name__}")
     with tracing(builder):
         out = fn(*args, **kwargs)

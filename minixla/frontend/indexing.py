@@ -241,9 +241,9 @@ def _positions(tracer: Tracer, index) -> Tracer:
     return getitem(reshape(iota(index_dtype, (tracer.size,)), tracer.shape), index)
 
 
-def _combiner(builder, opcode: str, dtype: str):
-    if opcode != "set":
-        return builder.reducer(opcode, dtype)
+def _combiner(builder, update: str, dtype: str):
+    if update != "set":
+        return builder.reducer(update, dtype)
     key = ("set", dtype)
     if key not in builder._reducers:
         from ..ir import Shape
@@ -253,15 +253,15 @@ def _combiner(builder, opcode: str, dtype: str):
     return builder._reducers[key]
 
 
-def _scatter(x, index, values, opcode: str) -> Tracer:
+def _scatter(x, index, values, update: str) -> Tracer:
     tracer = asarray(x)
-    if opcode != "set" and tracer.dtype == np.bool_ and opcode in ("add", "multiply"):
-        raise FrontendTypeError(f"at[].{opcode} does not accept bool arrays")
+    if update != "set" and tracer.dtype == np.bool_ and update in ("add", "multiply"):
+        raise FrontendTypeError(f"at[].{update} does not accept bool arrays")
     positions = _positions(tracer, index)
     updates = broadcast_to(cast(values, tracer.dtype), positions.shape)
     flat = reshape(tracer, (-1,))
     builder = _builder()
-    combiner = _combiner(builder, opcode, dt.hlo_name(tracer.dtype))
+    combiner = _combiner(builder, update, dt.hlo_name(tracer.dtype))
     op = Scatter(flat.op, reshape(positions, (-1, 1)).op, reshape(updates, (-1,)).op, combiner,
                  update_window_dims=(), inserted_window_dims=(0,),
                  scatter_dims_to_operand_dims=(0,), index_vector_dim=1)

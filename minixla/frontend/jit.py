@@ -80,7 +80,7 @@ class Lowered:
         return self.module.to_text()
 
     def compile(self):
-        from ..runtime import compile
+        from ..backends.compile import compile
         return compile(self.module, backend=self.backend, **self.options)
 
     def __repr__(self) -> str:

@@ -51,7 +51,7 @@ def _matrix(name: str, a: Tracer, square: bool = True) -> None:
 def _call(op: str, operands: list[Tracer], results: list[tuple[np.dtype, tuple]],
           **options) -> list[Tracer]:
     """One `minixla_linalg_<op>` custom call; results are (dtype, dims) pairs."""
-    from ..runtime.linalg_calls import target_name
+    from ..reference.linalg_calls import target_name
     shapes = [Shape.array(dt.hlo_name(d), dims) for d, dims in results]
     shape = shapes[0] if len(shapes) == 1 else Shape.tuple_of(shapes)
     attrs = {"custom_call_target": target_name(op)}

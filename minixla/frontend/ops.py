@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from .ops_control import *  # noqa: F401,F403 - this module is the public facade
 from .ops_core import *  # noqa: F401,F403
+from ..ir.opcodes import OPCODES
+from ..reference.evaluator import DECLINED
 from .ops_core import _camel
 
 # XLA client spellings.
@@ -24,29 +26,8 @@ ConvertElementType, BitcastConvertType, Rev, ConcatInDim = Convert, BitcastConve
     Concatenate
 DotGeneral, ConvGeneralDilated, OptimizationBarrier, TopK = Dot, Convolution, OptBarrier, Topk
 
-OPCODE_FUNCTIONS = {
-    "parameter": Parameter, "constant": Constant, "iota": Iota,
-    "rng-bit-generator": RngBitGenerator, "replica-id": ReplicaId,
-    "partition-id": PartitionId, "after-all": AfterAll,
-    **{op: globals()[_camel(op)] for op in [
-        "abs", "negate", "sign", "floor", "ceil", "round-nearest-afz", "round-nearest-even",
-        "exponential", "exponential-minus-one", "log", "log-plus-one", "logistic", "sqrt",
-        "rsqrt", "cbrt", "sine", "cosine", "tan", "tanh", "sinh", "cosh", "asin", "acos",
-        "atan", "asinh", "acosh", "atanh", "erf", "erf-inv", "lgamma", "digamma", "not",
-        "popcnt", "count-leading-zeros", "is-finite", "real", "imag", "copy", "convert",
-        "bitcast-convert", "reduce-precision", "add", "subtract", "multiply", "divide",
-        "remainder", "maximum", "minimum", "power", "atan2", "complex", "and", "or", "xor",
-        "shift-left", "shift-right-arithmetic", "shift-right-logical", "mulhi", "compare",
-        "select", "clamp", "map", "broadcast", "reshape", "transpose", "bitcast", "slice",
-        "dynamic-slice", "dynamic-update-slice", "concatenate", "pad", "reverse", "gather",
-        "scatter", "tuple", "get-tuple-element", "get-dimension-size", "set-dimension-size",
-        "reduce", "reduce-window", "select-and-scatter", "sort", "topk", "dot", "convolution",
-        "fft", "triangular-solve", "cholesky", "batch-norm-training", "batch-norm-inference",
-        "batch-norm-grad", "while", "conditional", "call", "custom-call", "add-dependency",
-        "domain", "all-reduce", "all-gather", "reduce-scatter", "all-to-all",
-        "collective-broadcast", "collective-permute", "all-reduce-start", "all-gather-start",
-        "collective-permute-start", "all-reduce-done", "all-gather-done",
-        "collective-permute-done", "copy-start", "copy-done", "async-start", "async-update",
-        "async-done", "rng", "fusion"]},
-    "opt-barrier": OptBarrier,
-}
+# Opcodes the builder has no function for, and why: the ones no backend runs.
+NO_FUNCTION = {op: f"no backend runs it: {why}" for op, why in DECLINED.items()
+               if _camel(op) not in globals()}
+
+OPCODE_FUNCTIONS = {op: globals()[_camel(op)] for op in OPCODES if op not in NO_FUNCTION}

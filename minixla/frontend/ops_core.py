@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..ir import HloComputation, Shape, Window, WindowDim
+from ..ir.opcodes import ELEMENTWISE, OPCODES
 from .builder import Builder, XlaOp, as_op, as_shape
 from .errors import FrontendTypeError
 
@@ -91,27 +92,17 @@ def _implicit_broadcast(lhs: XlaOp, rhs: XlaOp, broadcast_dimensions):
     return (wide, rhs) if small is lhs else (lhs, wide)
 
 
-Abs, Negate, Sign, Floor, Ceil = map(_unary, ["abs", "negate", "sign", "floor", "ceil"])
-RoundNearestAfz, RoundNearestEven = map(_unary, ["round-nearest-afz", "round-nearest-even"])
-Exponential, ExponentialMinusOne, Log, LogPlusOne, Logistic = map(_unary, [
-    "exponential", "exponential-minus-one", "log", "log-plus-one", "logistic"])
-Sqrt, Rsqrt, Cbrt = map(_unary, ["sqrt", "rsqrt", "cbrt"])
-Sine, Cosine, Tan, Tanh, Sinh, Cosh = map(_unary, ["sine", "cosine", "tan", "tanh", "sinh",
-                                                   "cosh"])
-Asin, Acos, Atan, Asinh, Acosh, Atanh = map(_unary, ["asin", "acos", "atan", "asinh", "acosh",
-                                                     "atanh"])
-Erf, ErfInv, Lgamma, Digamma = map(_unary, ["erf", "erf-inv", "lgamma", "digamma"])
-Not, Popcnt, CountLeadingZeros, IsFinite = map(_unary, ["not", "popcnt",
-                                                        "count-leading-zeros", "is-finite"])
-Real, Imag, Copy = map(_unary, ["real", "imag", "copy"])
+def _elementwise_builders() -> dict:
+    """A builder function for every elementwise row of the opcode table that needs no
+    attribute and no result shape: `Abs`, `Add`, `Cbrt`, `ShiftRightLogical`, ... A new row
+    gets its builder here without an edit."""
+    return {_camel(row.name): (_unary if row.arity == 1 else _binary)(row.name)
+            for row in OPCODES.values()
+            if row.kind == ELEMENTWISE and row.shape_optional and not row.required_attrs
+            and row.arity in (1, 2)}
 
-Add, Subtract, Multiply, Divide, Remainder = map(_binary, [
-    "add", "subtract", "multiply", "divide", "remainder"])
-Maximum, Minimum, Power, Atan2, Complex = map(_binary, [
-    "maximum", "minimum", "power", "atan2", "complex"])
-And, Or, Xor, Mulhi = map(_binary, ["and", "or", "xor", "mulhi"])
-ShiftLeft, ShiftRightArithmetic, ShiftRightLogical = map(_binary, [
-    "shift-left", "shift-right-arithmetic", "shift-right-logical"])
+
+globals().update(_elementwise_builders())
 
 
 def Compare(lhs: XlaOp, rhs: XlaOp, direction: str, compare_type: str | None = None,

@@ -201,7 +201,7 @@ class ShardMapped:
         return exe(*arrays)
 
     def _compile(self, arrays, shardings):
-        from ..runtime import compile
+        from ..backends.compile import compile
         from .jit import Jitted
         local = [np.zeros(s.shard_shape(a.shape), a.dtype) for a, s in zip(arrays, shardings)]
         stack = getattr(_local, "meshes", None)

@@ -25,7 +25,7 @@ def backend_config_string(value) -> str:
         return ""
     text = str(value)
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
-        from ..text.lexer import unescape
+        from .strings import unescape
         return unescape(text[1:-1])
     return text
 

@@ -207,7 +207,7 @@ class HloComputation:
         return index[id(self.root)] == their_index[id(other.root)]
 
     def to_text(self) -> str:
-        from ..text.printer import computation_to_text
+        from .printer import computation_to_text
         return computation_to_text(self)
 
     def __repr__(self) -> str:

@@ -181,7 +181,7 @@ class HloInstruction:
         return copy
 
     def to_text(self) -> str:
-        from ..text.printer import instruction_to_text
+        from .printer import instruction_to_text
         return instruction_to_text(self)
 
     def __repr__(self) -> str:

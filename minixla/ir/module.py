@@ -173,11 +173,11 @@ class HloModule:
 
     def fingerprint(self) -> str:
         """A stable hash of the program: names, metadata and computation order do not count."""
-        from ..text.printer import canonical_text
+        from .printer import canonical_text
         return hashlib.sha256(canonical_text(self).encode()).hexdigest()
 
     def to_text(self, **options) -> str:
-        from ..text.printer import module_to_text
+        from .printer import module_to_text
         return module_to_text(self, **options)
 
     def __str__(self) -> str:

@@ -503,7 +503,7 @@ class _GridRunner:
         from ..frontend.numpy_api import asarray
         from ..frontend.tracer import tracing
         from ..ir import Shape
-        from ..runtime import compile
+        from ..backends.compile import compile
         kernel = call.kernel
         self.call = call
         self.ins, self.outs = call._operands(specs)
@@ -720,7 +720,7 @@ class PallasCall:
         """The custom-call target running this kernel, registered for every backend."""
         if self._target is not None:
             return self._target
-        from ..runtime.custom_call import register_custom_call
+        from ..reference.custom_call import register_custom_call
         _TARGETS[0] += 1
         target = f"pallas.{_identifier(self.name)}.{_TARGETS[0]}"
         fixed = "interpreter" if self.interpret else None

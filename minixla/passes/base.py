@@ -7,6 +7,7 @@ changed the module, and each pass's wall time and change count go into a `PassRe
 """
 from __future__ import annotations
 
+import logging
 import os
 import re
 import time
@@ -16,6 +17,8 @@ from typing import Callable, ClassVar
 
 from ..errors import MinixlaError, VerificationError
 from ..ir.module import HloModule
+
+_log = logging.getLogger("minixla.passes")
 
 
 class PassError(MinixlaError):
@@ -43,6 +46,8 @@ class PassRecord:
 @dataclass
 class PassReport:
     records: dict[str, PassRecord] = field(default_factory=dict)
+    # Fixed points that hit their round cap while still changing: (name, passes still changing).
+    capped: list[tuple[str, list[str]]] = field(default_factory=list)
 
     def add(self, name: str, seconds: float, changed: bool) -> None:
         record = self.records.setdefault(name, PassRecord(name))
@@ -54,6 +59,9 @@ class PassReport:
         lines = [f"{'pass':32s} {'runs':>5s} {'changed':>8s} {'ms':>9s}"]
         for r in self.records.values():
             lines.append(f"{r.name:32s} {r.runs:5d} {r.changes:8d} {r.seconds * 1e3:9.2f}")
+        for name, changing in self.capped:
+            lines.append(f"fixed point {name} stopped at its cap; still changing: "
+                         f"{', '.join(changing)}")
         return "\n".join(lines)
 
 
@@ -175,12 +183,16 @@ class FixedPoint(Pass):
         context = context or RunContext(verify=VERIFY_BETWEEN_PASSES)
         changed_any = False
         for self.iterations in range(1, self.max_iterations + 1):
-            changed = False
-            for item in self.passes:
-                changed |= run_pass(item, module, context, self.name)
-            changed_any |= changed
-            if not changed:
+            changing = [item.name for item in self.passes
+                        if run_pass(item, module, context, self.name)]
+            changed_any |= bool(changing)
+            if not changing:
                 break
+        else:
+            # A cap that stops a changing pipeline hides a rewrite loop or a too-small cap.
+            context.report.capped.append((self.name, changing))
+            _log.warning("fixed point %s stopped after %d rounds with passes still changing the "
+                         "module: %s", self.name, self.max_iterations, ", ".join(changing))
         return changed_any
 
 

@@ -46,7 +46,7 @@ def foldable(instr: HloInstruction) -> bool:
 @FOLDING_RULES.rule(m.Any().where(foldable, "an instruction with constant operands"))
 def fold(root: HloInstruction) -> HloInstruction | None:
     # op(constants...) -> constant(op evaluated by the interpreter)
-    from ..backends.interpreter.evaluator import Evaluator
+    from ..reference.evaluator import Evaluator
     evaluator = Evaluator(root.parent.parent)
     handler = evaluator.table.get(root.opcode)
     if handler is None:

@@ -48,7 +48,7 @@ class Mismatch:
 
     def __str__(self) -> str:
         where = "root" if not self.path else "root" + "".join(f".operand({i})" for i in self.path)
-        from ..text.printer import instruction_to_text
+        from ..ir.printer import instruction_to_text
         text = instruction_to_text(self.instr, print_metadata=False)
         return f"at {where} ({text}): {self.reason}"
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backends.interpreter.evaluator import Evaluator
+from ..reference.evaluator import Evaluator
 from ..ir.computation import HloComputation
 from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule

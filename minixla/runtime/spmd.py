@@ -33,7 +33,7 @@ from ..ir.verifier import verify_distribution
 from .devices import device_count
 from .executable import check_arguments
 from .metrics import record_execution
-from .rendezvous import (DEFAULT_TIMEOUT_SECONDS, CollectiveAbortedError, DeviceContext,
+from ..reference.rendezvous import (DEFAULT_TIMEOUT_SECONDS, CollectiveAbortedError, DeviceContext,
                          Rendezvous, running_on)
 
 # Opcodes that only appear in a program that is already partitioned.

@@ -70,17 +70,17 @@ def _as_float(array: np.ndarray) -> np.ndarray:
 
 
 def run_interpreter(module, args):
-    import minixla
-    return minixla.compile(module, backend="interpreter")(*args)
+    from ..backends.compile import compile
+    return compile(module, backend="interpreter")(*args)
 
 
 def assert_same_results(before, after, *, seed: int = 0, args=None, rtol: float = 1e-6,
                         atol: float = 1e-6, signed_zeros: bool = False) -> None:
     """Asserts that two modules (or HLO texts) compute the same outputs on the interpreter
     (on `args`, or seeded random inputs); `signed_zeros` also tells -0.0 from +0.0."""
-    import minixla
-    before = minixla.parse_hlo_module(before) if isinstance(before, str) else before
-    after = minixla.parse_hlo_module(after) if isinstance(after, str) else after
+    from ..text import parse_hlo_module
+    before = parse_hlo_module(before) if isinstance(before, str) else before
+    after = parse_hlo_module(after) if isinstance(after, str) else after
     args = random_inputs(before, seed=seed) if args is None else args
     want = run_interpreter(before, args)
     got = run_interpreter(after, args)

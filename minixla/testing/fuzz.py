@@ -423,19 +423,19 @@ def check_module(module, args, *, backends=("cpu",)) -> list[str]:
     pipeline and each backend in `backends`; [] when all agree."""
     import warnings
 
-    import minixla
+    from ..backends.compile import compile
     from ..passes.base import run_pipeline
     from ..passes.pipelines import cpu_pipeline
     from .compare import compare_values
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        want = minixla.compile(module, backend="interpreter")(*args)
+        want = compile(module, backend="interpreter")(*args)
         optimized = module.clone()
         run_pipeline(cpu_pipeline(), optimized, verify=True)
         runs = {"interpreter after the cpu pipeline":
-                minixla.compile(optimized, backend="interpreter")(*args)}
+                compile(optimized, backend="interpreter")(*args)}
         for backend in backends:
-            runs[backend] = minixla.compile(module, backend=backend)(*args)
+            runs[backend] = compile(module, backend=backend)(*args)
     problems = []
     root = module.entry.root
     leaves = list(root.shape.tuple_shapes) if root.shape.is_tuple else [root.shape]

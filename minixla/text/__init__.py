@@ -1,6 +1,6 @@
 """HLO text: lexer, parser and printer for XLA's syntax; StableHLO/MHLO (MLIR) text is read too."""
 from .parser import parse_hlo_module, parse_shape
-from .printer import computation_to_text, instruction_to_text, module_to_text
+from ..ir.printer import computation_to_text, instruction_to_text, module_to_text
 
 
 def parse_module(text: str, *, verify: bool = True, strict: bool = True):

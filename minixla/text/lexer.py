@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import HloParseError
+from ..ir.strings import unescape
 
 IDENT, NAME, ATTR, INT, FLOAT, STRING, DXD, PAD, DIM_LABELS, PUNCT, EOF = (
     "identifier", "name", "attribute", "integer", "float", "string", "window size", "padding",
@@ -32,10 +33,6 @@ _PATTERNS = [
     (IDENT, re.compile(r"%?" + _IDENT_BODY)),
     (PUNCT, re.compile(r"[=,:*#+~\[\]{}()?<>!]")),
 ]
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "'": "'", "\\": "\\", "?": "?",
-            "a": "\a", "b": "\b", "f": "\f", "v": "\v"}
-
-
 @dataclass(frozen=True)
 class Token:
     kind: str
@@ -150,33 +147,3 @@ class Lexer:
             raise self.error("expected an attribute value", start)
         self.seek(start + len(value))
         return value
-
-
-def unescape(body: str, lexer: Lexer | None = None, offset: int = 0) -> str:
-    if "\\" not in body:
-        return body
-    out, i = [], 0
-    while i < len(body):
-        char = body[i]
-        if char != "\\":
-            out.append(char)
-            i += 1
-            continue
-        nxt = body[i + 1:i + 2]
-        if nxt in _ESCAPES:
-            out.append(_ESCAPES[nxt])
-            i += 2
-        elif nxt.isdigit():
-            digits = re.match(r"[0-7]{1,3}", body[i + 1:]).group()
-            out.append(chr(int(digits, 8)))
-            i += 1 + len(digits)
-        elif nxt == "x":
-            digits = re.match(r"[0-9a-fA-F]{1,2}", body[i + 2:])
-            if not digits:
-                raise (lexer.error("bad \\x escape", offset) if lexer else ValueError("bad escape"))
-            out.append(chr(int(digits.group(), 16)))
-            i += 2 + len(digits.group())
-        else:
-            raise (lexer.error(f"unknown escape \\{nxt}", offset) if lexer
-                   else ValueError("bad escape"))
-    return "".join(out)

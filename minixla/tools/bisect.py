@@ -111,8 +111,8 @@ class Oracle:
                             f"no reference: {type(exc).__name__}: {_first_line(exc)}") from None
 
     def run(self, module, backend: str):
-        import minixla
-        return minixla.compile(module.clone(), backend=backend, passes=[])(*self.inputs)
+        from ..backends.compile import compile
+        return compile(module.clone(), backend=backend, passes=[])(*self.inputs)
 
     def problem(self, module, backend: str | None = None) -> str | None:
         """None when `module` on `backend` (default: the oracle's) gives the reference results;

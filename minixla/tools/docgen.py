@@ -16,7 +16,7 @@ def _arity(arity) -> str:
 
 
 def ops_markdown() -> str:
-    from ..backends.interpreter.evaluator import handlers
+    from ..reference.evaluator import handlers
     interpreted = handlers()
     lines = [
         "# HLO opcodes",

@@ -154,7 +154,7 @@ def _calls(value, comp) -> bool:
 
 
 def _label(instr, expand: bool) -> list[str]:
-    from ..text.printer import format_attrs
+    from ..ir.printer import format_attrs
     head = instr.opcode
     if instr.opcode == "parameter":
         head = f"parameter({instr.parameter_number})"
@@ -177,7 +177,7 @@ def _folded_text(instr) -> str:
 
 
 def _short_literal(instr) -> str:
-    from ..text.printer import instruction_to_text
+    from ..ir.printer import instruction_to_text
     text = instruction_to_text(instr, print_metadata=False)
     inside = text[text.index("constant(") + len("constant("):].rsplit(")", 1)[0]
     return inside if len(inside) <= 24 else "{...}"

@@ -40,13 +40,13 @@ def differs_predicate(backend: str, passes, seed: int = 0, rtol: float = 1e-5,
                       atol: float = 1e-5):
     """Interesting: `backend` (after its pipeline or `passes`) disagrees with the interpreter."""
     def interesting(module) -> bool:
-        import minixla
+        from ..backends.compile import compile
         from ..runtime.inputs import random_arguments
         from .run import compare_results
         inputs = random_arguments(module, seed)
         try:
-            want = minixla.compile(module.clone(), backend="interpreter", passes=[])(*inputs)
-            got = minixla.compile(module.clone(), backend=backend, **_passes(passes))(*inputs)
+            want = compile(module.clone(), backend="interpreter", passes=[])(*inputs)
+            got = compile(module.clone(), backend=backend, **_passes(passes))(*inputs)
         except Exception:  # noqa: BLE001 - a module that cannot run shows a different bug
             return False
         return compare_results(got, want, rtol, atol) is not None
@@ -56,11 +56,11 @@ def differs_predicate(backend: str, passes, seed: int = 0, rtol: float = 1e-5,
 def raises_predicate(text: str, backend: str, passes, seed: int = 0):
     """Interesting: compiling and running raises an error whose `Type: message` has `text`."""
     def interesting(module) -> bool:
-        import minixla
+        from ..backends.compile import compile
         from ..runtime.inputs import random_arguments
         try:
             inputs = random_arguments(module, seed)
-            minixla.compile(module.clone(), backend=backend, **_passes(passes))(*inputs)
+            compile(module.clone(), backend=backend, **_passes(passes))(*inputs)
         except Exception as exc:  # noqa: BLE001 - looking for one error among all
             return text in f"{type(exc).__name__}: {exc}"
         return False

@@ -89,7 +89,7 @@ def summarize(result) -> str:
 
 
 def main(args) -> int:
-    import minixla
+    from ..backends.compile import compile
     from ..runtime.inputs import random_arguments
     from .progress import Progress
     progress = Progress.for_command(("parse", "passes", "codegen", "run"), quiet=args.quiet)
@@ -98,7 +98,7 @@ def main(args) -> int:
     backend = args.backend or default_backend()
     start = time.perf_counter()
     with progress.compile():
-        executable = minixla.compile(module, backend=backend, **_limits(args))
+        executable = compile(module, backend=backend, **_limits(args))
     compile_seconds = time.perf_counter() - start
     count = len(module.entry.parameters)
     inputs = load_inputs(args.inputs, count) if args.inputs else \
@@ -119,7 +119,7 @@ def main(args) -> int:
     else:
         print(summarize(result))
     if args.compare:
-        reference = minixla.compile(module, backend=args.compare, **_limits(args))(*inputs)
+        reference = compile(module, backend=args.compare, **_limits(args))(*inputs)
         problem = compare_results(result, reference, args.rtol, args.atol)
         if problem:
             raise ToolError(f"mismatch against {args.compare}: {problem}")

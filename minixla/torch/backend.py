@@ -125,7 +125,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, options: TorchOption
         warnings.warn(f"minixla runs graph {name} eagerly: {exc}", stacklevel=2)
         return make_boxed_func(gm.forward)
     _dump(gm, module, name)
-    from ..runtime import compile
+    from ..backends.compile import compile
     executable = compile(module, backend=options.backend)
     return make_boxed_func(GraphRunner(executable, signature))
 

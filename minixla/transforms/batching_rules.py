@@ -232,7 +232,7 @@ def _convolution(b: Batching, instr, args):
 def _custom_call(b: Batching, instr, args):
     """Targets declared to batch over leading dims (the minixla_linalg_* table) get the batch
     there; any other custom call's batching behaviour is unknown."""
-    from ..runtime.linalg_calls import batches_over_leading_dims
+    from ..reference.linalg_calls import batches_over_leading_dims
     target = instr.attrs.get("custom_call_target")
     if not batches_over_leading_dims(target):
         raise BatchingError(f"vmap cannot batch custom-call {target!r} %{instr.name}: a "

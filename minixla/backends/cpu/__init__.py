@@ -22,7 +22,7 @@ import warnings
 from ...errors import MinixlaError, UnsupportedError, at_instruction
 from ...ir.module import HloModule
 from ...ir.opcodes import COLLECTIVE
-from ...runtime.custom_call import lookup_custom_call
+from ...reference.custom_call import lookup_custom_call
 from ...runtime.executable import Executable
 from ...runtime.metrics import count, record_phase
 from .. import Backend

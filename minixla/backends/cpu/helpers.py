@@ -1,6 +1,6 @@
 """Scalar helpers that generated CPU kernels call: XLA's exact integer and float corner cases.
 
-The NumPy spec of each rule is in backends/interpreter/elementwise.py and convert.py; these are
+The NumPy spec of each rule is in reference/elementwise.py and convert.py; these are
 the same rules written for Numba, one scalar at a time. Helpers are generic over the element
 type; constants whose type matters (-1, INT_MIN, all-ones) are passed in already typed, because
 a bare literal in a Numba function is int64/float64 and would widen the result. Callers cast

@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from ...runtime.custom_call import lookup_custom_call
+from ...reference.custom_call import lookup_custom_call
 from .blas_threads import threads_for, use_threads
 
 
@@ -163,7 +163,7 @@ def dynamic_update_slice(instr, in_place: bool):
 
 def custom_call(instr):
     from ...ir.attrs import backend_config_string
-    from ..interpreter.ops_control import check_result
+    from ...reference.ops_control import check_result
     target = instr.attrs["custom_call_target"]
     fn = lookup_custom_call(target, "cpu")
     config = backend_config_string(instr.attrs.get("backend_config"))
@@ -188,7 +188,7 @@ def fallback(instr, evaluator):
     """Runs `instr` with the interpreter's handler (its reference implementation). A result
     that shares memory with an operand is copied: the operand's storage may be reused."""
     from ...errors import UnsupportedError
-    from ..interpreter.evaluator import handlers
+    from ...reference.evaluator import handlers
     handler = handlers().get(instr.opcode)
     if handler is None:
         raise UnsupportedError(f"the cpu backend does not implement {instr.opcode} "

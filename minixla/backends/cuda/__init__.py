@@ -20,7 +20,7 @@ import time
 
 from ...errors import ExecutionError, MinixlaError, at_instruction
 from ...ir.module import HloModule
-from ...runtime.custom_call import lookup_custom_call
+from ...reference.custom_call import lookup_custom_call
 from ...runtime.executable import Executable, _check_one
 from ...runtime.metrics import count, record_execution, record_phase
 from .. import Backend

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ...runtime.custom_call import lookup_custom_call
+from ...reference.custom_call import lookup_custom_call
 from ..common_driver import (DriverBuilder, DriverFunction, lower_alias, lower_call,
                              lower_conditional, lower_get_tuple_element, lower_while, lower_token, lower_tuple, lower_view,
                              nest as _nest, source as _src)
@@ -269,7 +269,7 @@ _Function.lowering = LOWERING
 def host_fallback(instr, evaluator):
     """Runs `instr` with the interpreter's handler on host copies of its operands; the result
     is uploaded as fresh device arrays."""
-    from ..interpreter.evaluator import handlers
+    from ...reference.evaluator import handlers
     handler = handlers()[instr.opcode]
     shapes = [op.shape for op in instr.operands]
 

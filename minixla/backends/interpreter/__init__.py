@@ -1,4 +1,4 @@
-"""The NumPy reference interpreter: minixla's semantic source of truth.
+"""The interpreter backend: the reference evaluator (minixla/reference/) run as written.
 
 It evaluates the module as written (no optimization passes), with XLA's semantics for every
 opcode it implements; `compile` rejects modules that use an opcode it does not implement or a
@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from ...errors import MinixlaError, UnsupportedError, at_instruction
 from ...ir.module import HloModule
-from ...runtime.custom_call import lookup_custom_call
+from ...reference.custom_call import lookup_custom_call
 from ...runtime.executable import Executable
 from .. import Backend
-from .evaluator import Evaluator, unsupported_opcodes
+from ...reference.evaluator import Evaluator, unsupported_opcodes
 
 
 def compile_module(module: HloModule, options: dict) -> Executable:

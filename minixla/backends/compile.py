@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import time
 
-from ..backends import get as get_backend
+from . import get as get_backend
 from ..errors import MinixlaError
 from ..ir.module import HloModule
-from .limits import check_sizes, memory_budget
-from .metrics import record_phase
-from .participants import check_participants
+from ..runtime.limits import check_sizes, memory_budget
+from ..runtime.metrics import record_phase
+from ..runtime.participants import check_participants
 
 DEFAULT_BACKEND = "interpreter"
 
@@ -43,7 +43,7 @@ def compile(module_or_text, backend: str | None = None, **options):
     check_sizes(module, memory_budget(options.pop("memory_budget_bytes", None)))
     num_partitions = options.pop("num_partitions", None)
     out_shardings = options.pop("out_shardings", None)
-    from . import spmd
+    from ..runtime import spmd
     if spmd.is_multi_device(module, num_partitions):
         return spmd.compile_spmd(module, name, target, options, _optimize,
                                  num_partitions=num_partitions, out_shardings=out_shardings)

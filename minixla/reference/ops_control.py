@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import ExecutionError
-from ...ir.attrs import backend_config_string
-from ...runtime.custom_call import CustomCallError, lookup_custom_call
+from ..errors import ExecutionError
+from ..ir.attrs import backend_config_string
+from .custom_call import CustomCallError, lookup_custom_call
 
 
 def _tuple(ev, instr, ops):

@@ -5,7 +5,7 @@ meaning XLA:CPU gives it: `TopK` and the LAPACK FFI family `lapack_{s,d,c,z}<rou
 Each implementation takes the operands, the (dims, dtype) of each result and the FFI attributes
 parsed from the backend_config (`{uplo = 76 : ui8}`: characters as their ASCII codes), and
 returns the results as LAPACK leaves them. Leading dimensions are batch dimensions.
-minixla.runtime.custom_call falls back on this table for every backend, with each backend's
+minixla.reference.custom_call falls back on this table for every backend, with each backend's
 calling convention; a registration by the user wins.
 """
 from __future__ import annotations
@@ -152,7 +152,7 @@ def _gesdd(operands, outs, attrs):
 
 
 def _top_k(operands, outs, attrs):
-    from ..backends.interpreter.ops_sort import total_order_key
+    from .ops_sort import total_order_key
     (x,) = operands
     k = outs[0][0][-1]
     key = total_order_key(x).astype(np.int64)
@@ -179,7 +179,7 @@ def _specs(shape) -> list[tuple[tuple[int, ...], np.dtype]]:
 
 
 def adapt(fn: Callable, backend: str) -> Callable:
-    """`fn` with the calling convention of `backend` (see minixla.runtime.custom_call)."""
+    """`fn` with the calling convention of `backend` (see minixla.reference.custom_call)."""
     if backend == "interpreter":
         def interpreter(*operands, result_shape, backend_config=""):
             return fn(operands, _specs(result_shape), ffi_attributes(backend_config))

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import ExecutionError, UnsupportedError
-from ...ir.sharding import participants, permute_peers
-from ...runtime import rendezvous
+from ..errors import ExecutionError, UnsupportedError
+from ..ir.sharding import participants, permute_peers
+from . import rendezvous
 from .evaluator import as_dtype
 
 

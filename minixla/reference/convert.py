@@ -10,8 +10,8 @@ import sys
 
 import numpy as np
 
-from ...errors import ShapeError, UnsupportedError
-from ...ir.dtypes import COMPLEX, FLOAT, PRED, ElementType, from_numpy
+from ..errors import ShapeError, UnsupportedError
+from ..ir.dtypes import COMPLEX, FLOAT, PRED, ElementType, from_numpy
 
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)

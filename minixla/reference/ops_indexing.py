@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ir.opcodes import ELEMENTWISE
+from ..ir.opcodes import ELEMENTWISE
 from .evaluator import as_dtype
 
 # Ops a scatter combiner may use and still run on whole vectors of elements at once.

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import ExecutionError
-from ...ir import layout_math
+from ..errors import ExecutionError
+from ..ir import layout_math
 from .convert import bitcast_convert, convert, reduce_precision
 from .elementwise import BINARY, UNARY, clamp, compare, select
 from .evaluator import as_dtype

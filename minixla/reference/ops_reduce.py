@@ -33,8 +33,8 @@ import itertools
 
 import numpy as np
 
-from ...errors import ShapeError, UnsupportedError
-from ...ir.dtypes import FLOAT
+from ..errors import ShapeError, UnsupportedError
+from ..ir.dtypes import FLOAT
 from .convert import compute_dtype, element_type, is_narrow_float, round_to_dtype
 from .elementwise import BINARY
 from .evaluator import as_dtype

@@ -11,12 +11,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ...errors import (ExecutionError, MinixlaError, ResourceExhaustedError, UnsupportedError,
+from ..errors import (ExecutionError, MinixlaError, ResourceExhaustedError, UnsupportedError,
                        at_instruction)
-from ...ir.computation import HloComputation
-from ...ir.instruction import HloInstruction
-from ...ir.module import HloModule
-from ...ir.opcodes import ELEMENTWISE
+from ..ir.computation import HloComputation
+from ..ir.instruction import HloInstruction
+from ..ir.module import HloModule
+from ..ir.opcodes import ELEMENTWISE
 
 Value = Any  # np.ndarray | tuple[Value, ...] | None
 Handler = Callable[["Evaluator", HloInstruction, list], Value]

@@ -12,9 +12,9 @@ import math
 
 import numpy as np
 
-from ...errors import UnsupportedError
-from ...ir import WindowDim, parse_dim_labels
-from ...ir.dtypes import COMPLEX, PRED, SIGNED, UNSIGNED
+from ..errors import UnsupportedError
+from ..ir import WindowDim, parse_dim_labels
+from ..ir.dtypes import COMPLEX, PRED, SIGNED, UNSIGNED
 from .convert import F32, F64, element_type, round_to_dtype, wrap_int
 from .evaluator import as_dtype
 

@@ -6,11 +6,11 @@ control-predecessors, metadata, backend_config). Parse -> print is a fixed point
 """
 from __future__ import annotations
 
-from ..ir.attrs import GENERIC_ATTRS, attr_kind
-from ..ir.computation import HloComputation
-from ..ir.instruction import HloInstruction
-from ..ir.module import HloModule
-from .literals import format_literal
+from .attrs import GENERIC_ATTRS, attr_kind
+from .computation import HloComputation
+from .instruction import HloInstruction
+from .literal_text import format_literal
+from .module import HloModule
 
 
 def module_to_text(module: HloModule, *, print_metadata: bool = True,

@@ -7,7 +7,7 @@ Calling convention (interpreter): `fn(*operands, result_shape=Shape, backend_con
 operands are NumPy arrays in logical order (tuples for tuple-shaped operands) and the return
 value is an array (or a tuple of arrays) matching `result_shape`. Other backends document their
 own convention beside their registrations. XLA:CPU's own targets (TopK, `lapack_*_ffi`) need no
-registration: minixla.runtime.xla_custom_calls implements them.
+registration: minixla.reference.xla_custom_calls implements them.
 """
 from __future__ import annotations
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import ShapeError
-from ...ir.attrs import GENERIC_ATTRS
-from ...ir.dtypes import FLOAT
+from ..errors import ShapeError
+from ..ir.attrs import GENERIC_ATTRS
+from ..ir.dtypes import FLOAT
 from .convert import element_type
 from .evaluator import as_dtype
 
