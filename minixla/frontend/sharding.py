@@ -156,6 +156,16 @@ def annotate(module, in_shardings, out_shardings, params_per_arg: list[int]) -> 
         module.header_attrs["num_partitions"] = str(size)
 
 
+def auto_sharding_options(mesh) -> dict:
+    """jit's compile options for auto_sharding=mesh (or (mesh, AutoShardingOptions)): the
+    mesh's devices taken as one axis of its size."""
+    mesh, chosen = mesh if isinstance(mesh, tuple) else (mesh, True)
+    if not isinstance(mesh, Mesh):
+        raise FrontendTypeError(f"auto_sharding takes a Mesh (or a (Mesh, "
+                                f"AutoShardingOptions) pair), got {type(mesh).__name__}")
+    return {"num_partitions": mesh.size, "auto_sharding": chosen}
+
+
 def with_sharding_constraint(x, sharding):
     """Inside a trace: `x`, with its sharding pinned (the `Sharding` custom call); outside one,
     `x` itself."""

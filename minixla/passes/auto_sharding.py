@@ -1,0 +1,513 @@
+"""Automatic sharding: shardings chosen for an unannotated program on N devices (XLA's
+auto-sharding pass, after Alpa's intra-operator pass).
+
+Every array instruction of the entry gets a list of strategies (`Strategy`): the sharding of
+its result, the shardings it needs of its operands, and what it costs on one device: flops,
+bytes sent by the collective it runs itself (the all-reduce of a dot whose contracting dim is
+split), and bytes its result holds. `CANDIDATES` says, per op family, which operand shardings
+to try (dot: split the batch, row (M), column (N) or contracting (K) dim; elementwise: every
+operand split alike; parameters: replicated or split on any dim); spmd_rules.plan() then says
+what the partitioner would really do with them, so the costs are those of the program that
+runs. An edge from a producer to a consumer costs the bytes resharding sends (all-gather,
+all-to-all; slicing a replicated value is free). Ops without a row run replicated and say why.
+
+The choice is an integer linear program (scipy.optimize.milp, HiGHS): one binary per
+(instruction, strategy), one [0, 1] variable per (edge, producer strategy, consumer
+strategy) that the marginal constraints tie to the product, and the peak per-device memory
+over the schedule (a live-range sum per program point, bounded by the memory limit). It
+minimizes
+    communication bytes + compute_weight * flops + memory_weight * peak bytes.
+
+The result is the module annotated: every chosen sharding as `sharding=`, and a `Sharding`
+custom call (as with_sharding_constraint writes) wherever a consumer wants an operand
+resharded. Sharding propagation and the SPMD partitioner then do the rest.
+Shardings are 1-D: one dim cut into N pieces in device order (a mesh of any shape is used as
+one axis of its size); instructions that already carry a sharding keep it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import MinixlaError
+from ..ir.module import HloModule
+from ..ir.instruction import HloInstruction
+from ..ir.sharding import HloSharding
+from ..ir.shapes import Shape
+from .base import Pass, register_pass
+from .cost_analysis import instruction_flops
+from .spmd_partitioner import local_shape, same_sharding
+from .spmd_rules import R, plan, split, split_dim
+
+
+class AutoShardingError(MinixlaError):
+    """No sharding fits the memory limit, the solver is missing, or it failed."""
+
+
+@dataclass(frozen=True)
+class AutoShardingOptions:
+    """memory_limit_bytes: the most one device may hold at once (None: no limit).
+    memory_weight / compute_weight: what a byte of peak memory and a flop cost, in bytes
+    sent (a device that does ~10 flops in the time it sends a byte: 0.1)."""
+    memory_limit_bytes: int | None = None
+    memory_weight: float = 0.5
+    compute_weight: float = 0.1
+
+
+@dataclass(frozen=True)
+class Strategy:
+    out: HloSharding
+    operands: tuple[HloSharding, ...]
+    flops: float  # on one device
+    communication: float  # bytes one device sends in the op's own collective
+    memory: int  # bytes of the result on one device
+    all_reduce: bool = False
+
+    @property
+    def label(self) -> str:
+        ins = ", ".join(str(s) for s in self.operands)
+        return f"{self.out} <- ({ins})" + (" + all-reduce" if self.all_reduce else "")
+
+
+@dataclass
+class Choice:
+    instr: HloInstruction
+    strategies: list[Strategy]
+    chosen: int = 0
+    reason: str | None = None  # why the instruction runs replicated without choice
+
+    @property
+    def strategy(self) -> Strategy:
+        return self.strategies[self.chosen]
+
+
+@dataclass
+class AutoShardingResult:
+    """What the solver chose; `module` is the annotated program."""
+    module: HloModule
+    num_devices: int
+    choices: list[Choice]
+    communication_bytes: float = 0.0  # estimated, per device: op collectives + resharding
+    peak_memory_bytes: float = 0.0
+    replicated_peak_memory_bytes: float = 0.0
+    parameter_bytes: int = 0  # per device
+    replicated_parameter_bytes: int = 0
+    objective: float = 0.0
+    fallbacks: dict[str, str] = field(default_factory=dict)  # name -> reason
+
+    def sharding_of(self, name: str) -> HloSharding:
+        return next(c.strategy.out for c in self.choices if c.instr.name == name)
+
+    def __str__(self) -> str:
+        lines = [f"auto-sharding on {self.num_devices} devices: estimated "
+                 f"{self.communication_bytes:.0f} bytes sent per device, peak memory "
+                 f"{self.peak_memory_bytes:.0f} bytes per device (replicated: "
+                 f"{self.replicated_peak_memory_bytes:.0f}), parameters "
+                 f"{self.parameter_bytes} bytes per device (replicated: "
+                 f"{self.replicated_parameter_bytes})"]
+        for choice in self.choices:
+            why = f"  ({choice.reason})" if choice.reason else \
+                f"  [{len(choice.strategies)} strategies]"
+            lines.append(f"  %{choice.instr.name}: {choice.strategy.label}{why}")
+        return "\n".join(lines)
+
+
+# -- strategies ---------------------------------------------------------------------------
+def _splits(shape: Shape, n: int) -> list[int]:
+    """The dims an even 1-D split of n pieces can cut (no padding)."""
+    if not shape.is_array:
+        return []
+    return [d for d, size in enumerate(shape.dims) if size >= n and size % n == 0]
+
+
+def _like(shape: Shape) -> HloSharding:
+    if shape.is_tuple:
+        return HloSharding.tuple_of(_like(s) for s in shape.tuple_shapes)
+    return R
+
+
+def _first_operand_split(instr, n):
+    """Operand 0 split on each dim it allows, the other operands whole (transpose, reshape,
+    broadcast, reduce, slice, pad, copy, convolution)."""
+    operand = instr.operand(0).shape
+    rest = tuple(_like(o.shape) for o in instr.operands[1:])
+    return [(split(operand.rank, d, n),) + rest for d in _splits(operand, n)]
+
+
+def _all_operands_split(instr, n):
+    """Every operand of the result's rank split on the same dim (elementwise, concatenate)."""
+    rank = instr.shape.rank
+    out = []
+    for d in _splits(instr.shape, n):
+        if all(o.shape.rank != rank or d in _splits(o.shape, n) for o in instr.operands):
+            out.append(tuple(split(rank, d, n) if o.shape.rank == rank else R
+                             for o in instr.operands))
+    return out
+
+
+def _dot_candidates(instr, n):
+    """lhs split on a batch, row or contracting dim (plan() splits rhs to match), or rhs
+    split on a column dim."""
+    lhs, rhs = instr.operand(0).shape, instr.operand(1).shape
+    batch_or_con = set(instr.attrs.get("rhs_batch_dims", ())) | \
+        set(instr.attrs.get("rhs_contracting_dims", ()))
+    out = [(split(lhs.rank, d, n), R) for d in _splits(lhs, n)]
+    out += [(R, split(rhs.rank, d, n)) for d in _splits(rhs, n) if d not in batch_or_con]
+    return out
+
+
+def _elementwise_rows():
+    from ..ir.opcodes import ELEMENTWISE, OPCODES
+    return {name: _all_operands_split for name, row in OPCODES.items()
+            if row.kind == ELEMENTWISE and name not in ("map", "bitcast-convert")}
+
+
+# opcode -> the operand shardings to try besides all-replicated; spmd_rules.plan() gives the
+# result's sharding and collective for each. Opcodes not here run replicated.
+CANDIDATES = {
+    **_elementwise_rows(),
+    "concatenate": _all_operands_split, "dot": _dot_candidates,
+    **{op: _first_operand_split for op in ("broadcast", "transpose", "reshape", "reduce",
+                                           "slice", "pad", "copy", "convolution")},
+}
+# Values made on every device whole: they start replicated (slicing them later is free).
+LEAVES = ("constant", "iota", "partition-id", "replica-id", "rng", "rng-bit-generator")
+
+
+def _bytes(shape: Shape, sharding: HloSharding) -> int:
+    if shape.is_tuple:
+        return sum(_bytes(s, e) for s, e in zip(shape.tuple_shapes, sharding.elements))
+    return local_shape(shape, sharding).byte_size() if shape.is_array else 0
+
+
+def _work_fraction(instr, out: HloSharding, operands) -> float:
+    """The share of the op's work one device does: the smallest share of any array it
+    touches (a dot with K split holds all of its result but 1/N of each operand)."""
+    shapes = [(instr.shape, out)] + list(zip((o.shape for o in instr.operands), operands))
+    return min((_bytes(s, h) / max(s.byte_size(), 1) for s, h in shapes if s.is_array),
+               default=1.0)
+
+
+def _all_reduce_bytes(n: int, size: int) -> float:
+    return 2 * (n - 1) * size / n
+
+
+def reshard_bytes(shape: Shape, have: HloSharding, want: HloSharding, n: int) -> float:
+    """Bytes one device sends to turn `have` into `want` (the partitioner's resharding):
+    slicing a replicated value is free, a split to another split dim is an all-to-all,
+    anything else goes through an all-gather."""
+    if same_sharding(have, want) or have.is_replicated or not shape.is_array:
+        return 0.0
+    size = shape.byte_size()
+    if split_dim(have, shape, n) is not None and split_dim(want, shape, n) is not None:
+        return (n - 1) * size / (n * n)
+    return (n - 1) * size / n
+
+
+def _strategy(instr, operands, n) -> Strategy | None:
+    """The strategy plan() makes of these operand shardings, if plan() keeps them (so that
+    the partitioner, which plans from the annotated operands, does the same)."""
+    step = plan(instr, list(operands), n)
+    if step.out.is_tuple or not all(same_sharding(a, b) for a, b in zip(step.operands,
+                                                                        operands)):
+        again = plan(instr, list(step.operands), n)
+        if again.out.is_tuple or not same_sharding(again.out, step.out) or \
+                again.all_reduce != step.all_reduce:
+            return None
+    out = step.out
+    local = _bytes(instr.shape, out)
+    return Strategy(out, tuple(step.operands),
+                    instruction_flops(instr) * _work_fraction(instr, out, step.operands),
+                    _all_reduce_bytes(n, local) if step.all_reduce else 0.0, local,
+                    step.all_reduce)
+
+
+def _replicated(instr) -> Strategy:
+    out = _like(instr.shape)
+    return Strategy(out, tuple(_like(o.shape) for o in instr.operands),
+                    float(instruction_flops(instr)), 0.0, _bytes(instr.shape, out))
+
+
+def _fixed(instr, sharding: HloSharding) -> Strategy:
+    """An instruction whose sharding is given: the partitioner reshards its operand to it."""
+    return Strategy(sharding, (sharding,) * instr.operand_count, 0.0, 0.0,
+                    _bytes(instr.shape, sharding))
+
+
+def _given(instr) -> HloSharding | None:
+    sharding = instr.attrs.get("sharding")
+    if not isinstance(sharding, HloSharding) or sharding.kind == "named":
+        return None
+    if sharding.kind in ("maximal", "unknown", "unreduced"):
+        return R
+    return sharding.normalized()
+
+
+def strategies(instr, n: int) -> tuple[list[Strategy], str | None]:
+    """(the strategies of `instr`, None or why it has only the replicated one)."""
+    given = _given(instr)
+    if instr.opcode == "custom-call" and instr.attrs.get("custom_call_target") == "Sharding":
+        return [_fixed(instr, given or R)], None
+    if instr.opcode == "parameter":
+        if given is not None:
+            return [_fixed(instr, given)], "sharding given"
+        outs = [R] + [split(instr.shape.rank, d, n) for d in _splits(instr.shape, n)]
+        return [_fixed(instr, s) for s in outs], None
+    if instr.shape.is_tuple:
+        return [_replicated(instr)], "tuple-shaped: runs replicated"
+    if instr.opcode in LEAVES:
+        return [_replicated(instr)], None
+    rule = CANDIDATES.get(instr.opcode)
+    if rule is None:
+        return [_replicated(instr)], f"no auto-sharding strategies for {instr.opcode}: " \
+                                     f"runs replicated"
+    found: list[Strategy] = [_replicated(instr)]
+    for operands in rule(instr, n):
+        strategy = _strategy(instr, operands, n)
+        if strategy is not None and not any(_same(strategy, s) for s in found):
+            found.append(strategy)
+    if given is not None:
+        kept = [s for s in found if same_sharding(s.out, given)]
+        return (kept, "sharding given") if kept else ([_fixed(instr, given)], "sharding given")
+    return found, None
+
+
+def _same(a: Strategy, b: Strategy) -> bool:
+    return same_sharding(a.out, b.out) and all(
+        same_sharding(x, y) for x, y in zip(a.operands, b.operands))
+
+
+# -- the integer program ----------------------------------------------------------------------
+class _Program:
+    """Variables and constraints of the ILP, built up row by row."""
+
+    def __init__(self):
+        self.costs: list[float] = []
+        self.integral: list[int] = []
+        self.upper: list[float] = []
+        self.rows: list[tuple[dict[int, float], float, float]] = []
+
+    def variables(self, costs, integral: bool, upper: float = 1.0) -> list[int]:
+        start = len(self.costs)
+        self.costs += list(costs)
+        self.integral += [int(integral)] * len(costs)
+        self.upper += [upper] * len(costs)
+        return list(range(start, len(self.costs)))
+
+    def row(self, coefficients: dict[int, float], lower: float, upper: float) -> None:
+        self.rows.append((coefficients, lower, upper))
+
+    def solve(self):
+        try:
+            from scipy.optimize import Bounds, LinearConstraint, milp
+            from scipy.sparse import lil_matrix
+        except ImportError:
+            raise AutoShardingError(
+                "auto-sharding solves an integer program with scipy.optimize.milp; install "
+                "scipy (pip install 'minixla[autoshard]')") from None
+        matrix = lil_matrix((len(self.rows), len(self.costs)))
+        for r, (coefficients, _, _) in enumerate(self.rows):
+            for column, value in coefficients.items():
+                matrix[r, column] = value
+        constraint = LinearConstraint(matrix.tocsr(), [lo for _, lo, _ in self.rows],
+                                      [hi for _, _, hi in self.rows])
+        return milp(np.array(self.costs), constraints=constraint,
+                    integrality=np.array(self.integral),
+                    bounds=Bounds(np.zeros(len(self.costs)), np.array(self.upper)))
+
+
+def _live_ranges(comp, order) -> dict[int, tuple[int, int]]:
+    """id(instr) -> (first, last) program point it is live at; parameters and the outputs
+    live throughout."""
+    position = {id(i): t for t, i in enumerate(order)}
+    end = len(order) - 1
+    ranges = {}
+    outputs = {id(comp.root)} | ({id(o) for o in comp.root.operands}
+                                 if comp.root.opcode == "tuple" else set())
+    for instr in order:
+        last = max((position[id(u)] for u in instr.users if id(u) in position),
+                   default=position[id(instr)])
+        first = 0 if instr.opcode == "parameter" else position[id(instr)]
+        ranges[id(instr)] = (first, end if id(instr) in outputs or
+                             instr.opcode == "parameter" else last)
+    return ranges
+
+
+def solve(comp, n: int, options: AutoShardingOptions) -> list[Choice]:
+    order = comp.post_order()
+    root_tuple = comp.root if comp.root.opcode == "tuple" else None
+    choices: dict[int, Choice] = {}
+    for instr in order:
+        if instr is root_tuple:  # the outputs keep their own shardings
+            continue
+        found, reason = strategies(instr, n)
+        choices[id(instr)] = Choice(instr, found, reason=reason)
+    program = _Program()
+    select: dict[int, list[int]] = {}
+    for key, choice in choices.items():
+        costs = [s.communication + options.compute_weight * s.flops for s in choice.strategies]
+        select[key] = program.variables(costs, integral=True)
+        program.row({v: 1.0 for v in select[key]}, 1.0, 1.0)
+    position = {id(instr): t for t, instr in enumerate(order)}
+    copies: list[dict[int, float]] = [{} for _ in order]  # resharded operands, per point
+    for key, choice in choices.items():
+        for k, operand in enumerate(choice.instr.operands):
+            extra = _edge(program, choices[id(operand)], select[id(operand)], choice,
+                          select[key], k, n)
+            for v, m in extra.items():
+                here = copies[position[key]]
+                here[v] = here.get(v, 0.0) + m
+    peak = program.variables([options.memory_weight], integral=False, upper=np.inf)[0]
+    ranges = _live_ranges(comp, order)
+    for t in range(len(order)):
+        live = dict(copies[t])
+        for key, c in choices.items():
+            if ranges[key][0] <= t <= ranges[key][1]:
+                for v, s in zip(select[key], c.strategies):
+                    live[v] = live.get(v, 0.0) + s.memory
+        if live:
+            program.row({**live, peak: -1.0}, -np.inf, 0.0)
+    limit = options.memory_limit_bytes
+    if limit is not None:
+        program.upper[peak] = float(limit)
+    result = program.solve()
+    if result.x is None:
+        smallest = _smallest_peak(choices, ranges, len(order))
+        if limit is not None and (result.status == 2 or smallest > limit):
+            raise AutoShardingError(
+                f"%{comp.name}: no sharding on {n} devices keeps the memory per device under "
+                f"{limit} bytes (each value at its smallest needs {smallest:.0f} bytes at "
+                f"the peak); raise memory_limit_bytes or use more devices")
+        raise AutoShardingError(f"%{comp.name}: the auto-sharding solver failed: "
+                                f"{result.message}")
+    for key, choice in choices.items():
+        choice.chosen = int(np.argmax([result.x[v] for v in select[key]]))
+    return list(choices.values())
+
+
+def _edge(program, producer: Choice, produced, consumer: Choice, consumed, k: int,
+          n: int) -> dict[int, float]:
+    """Adds the resharding cost of operand k of `consumer`, linear where either side has one
+    strategy, else through product variables; returns the bytes the resharded copy holds
+    while the consumer runs, per variable."""
+    shape = consumer.instr.operand(k).shape
+    cost = np.array([[reshard_bytes(shape, p.out, c.operands[k], n)
+                      for c in consumer.strategies] for p in producer.strategies])
+    if not cost.any():
+        return {}
+    copy = np.array([[_bytes(shape, c.operands[k]) if cost[i, j] else 0.0
+                      for j, c in enumerate(consumer.strategies)]
+                     for i in range(len(producer.strategies))])
+    memory: dict[int, float] = {}
+    if len(produced) == 1 or len(consumed) == 1:
+        for i, v in enumerate(produced):
+            for j, w in enumerate(consumed):
+                target = w if len(produced) == 1 else v
+                program.costs[target] += cost[i, j]
+                memory[target] = memory.get(target, 0.0) + copy[i, j]
+        return memory
+    pairs = program.variables(cost.reshape(-1), integral=False)
+    grid = np.array(pairs).reshape(cost.shape)
+    for i, v in enumerate(produced):
+        program.row({**{int(p): 1.0 for p in grid[i]}, v: -1.0}, 0.0, 0.0)
+    for j, w in enumerate(consumed):
+        program.row({**{int(p): 1.0 for p in grid[:, j]}, w: -1.0}, 0.0, 0.0)
+    return {int(p): float(m) for p, m in zip(grid.reshape(-1), copy.reshape(-1)) if m}
+
+
+def _smallest_peak(choices, ranges, points: int) -> float:
+    return max((sum(min(s.memory for s in c.strategies) for key, c in choices.items()
+                    if ranges[key][0] <= t <= ranges[key][1]) for t in range(points)),
+               default=0.0)
+
+
+# -- annotating -------------------------------------------------------------------------------
+def annotate(comp, choices: list[Choice]) -> None:
+    """Writes the chosen shardings; a `Sharding` custom call reshards each operand whose
+    producer's sharding is not the one its consumer's strategy needs."""
+    by_id = {id(c.instr): c for c in choices}
+    constraints: dict[tuple, HloInstruction] = {}
+    for choice in choices:
+        instr, strategy = choice.instr, choice.strategy
+        if not instr.shape.is_tuple:
+            instr.attrs["sharding"] = strategy.out
+        for k, operand in enumerate(list(instr.operands)):
+            have = by_id[id(operand)].strategy.out if id(operand) in by_id else None
+            want = strategy.operands[k]
+            if have is None or operand.shape.is_tuple or same_sharding(have, want):
+                continue
+            key = (id(operand), str(want))
+            if key not in constraints:
+                call = HloInstruction("custom-call", operand.shape, [operand],
+                                      {"custom_call_target": "Sharding", "sharding": want},
+                                      name=f"{operand.name}.reshard")
+                constraints[key] = comp.add_instruction(call)
+            instr.replace_operand(k, constraints[key])
+
+
+def _totals(result: AutoShardingResult, comp, n: int) -> None:
+    choices = result.choices
+    by_id = {id(c.instr): c for c in choices}
+    moved = sum(c.strategy.communication for c in choices)
+    for choice in choices:
+        for k, operand in enumerate(choice.instr.operands):
+            if id(operand) in by_id:
+                moved += reshard_bytes(operand.shape, by_id[id(operand)].strategy.out,
+                                       choice.strategy.operands[k], n)
+    ranges = _live_ranges(comp, comp.post_order())
+    points = range(len(comp.post_order()))
+
+    def peak(memory) -> float:
+        return max((sum(memory(c) for c in choices if ranges[id(c.instr)][0] <= t <=
+                        ranges[id(c.instr)][1]) for t in points), default=0.0)
+    result.communication_bytes = moved
+    result.peak_memory_bytes = peak(lambda c: c.strategy.memory)
+    result.replicated_peak_memory_bytes = peak(lambda c: _bytes(c.instr.shape,
+                                                                _like(c.instr.shape)))
+    params = [c for c in choices if c.instr.opcode == "parameter"]
+    result.parameter_bytes = sum(c.strategy.memory for c in params)
+    result.replicated_parameter_bytes = sum(_bytes(c.instr.shape, _like(c.instr.shape))
+                                            for c in params)
+    result.fallbacks = {c.instr.name: c.reason for c in choices
+                        if c.reason and c.reason != "sharding given"}
+
+
+def auto_shard(module: HloModule, num_devices: int,
+               options: AutoShardingOptions | None = None) -> AutoShardingResult:
+    """A copy of `module` with shardings chosen for `num_devices` devices, and the report."""
+    return auto_shard_in_place(module.clone(), num_devices, options)
+
+
+def auto_shard_in_place(module: HloModule, num_devices: int,
+                        options: AutoShardingOptions | None = None) -> AutoShardingResult:
+    from .call_inliner import CallInliner
+    if num_devices < 1:
+        raise AutoShardingError(f"auto-sharding needs at least one device, got {num_devices}")
+    CallInliner().run(module)  # shardings flow through calls, as in the partitioner
+    comp = module.entry
+    choices = solve(comp, num_devices, options or AutoShardingOptions())
+    # costs are measured on the program as written, before resharding calls go in
+    result = AutoShardingResult(module, num_devices, choices)
+    _totals(result, comp, num_devices)
+    annotate(comp, choices)
+    module.header_attrs["num_partitions"] = str(num_devices)
+    return result
+
+
+@register_pass
+class AutoSharding(Pass):
+    """`auto-sharding`: chooses and writes shardings for the header's num_partitions devices
+    (run spmd-partitioner after it); `result` keeps the last report."""
+    name = "auto-sharding"
+
+    def __init__(self, options: AutoShardingOptions | None = None):
+        self.options = options
+        self.result: AutoShardingResult | None = None
+
+    def run(self, module: HloModule) -> bool:
+        partitions = int(module.header_attrs.get("num_partitions", 1))
+        if partitions == 1:
+            return False
+        self.result = auto_shard_in_place(module, partitions, self.options)
+        return True

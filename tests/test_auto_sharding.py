@@ -1,0 +1,182 @@
+"""Auto-sharding: the integer program picks the optimum on cases small enough to check by
+hand, honours the memory limit, falls back to replicated with a reason, and the programs it
+shards give the unsharded program's results on N in-process devices."""
+import sys
+
+import numpy as np
+import pytest
+
+import minixla
+import minixla.numpy as mnp
+from minixla.passes.auto_sharding import AutoShardingError, AutoShardingOptions, auto_shard
+from minixla.passes.spmd_partitioner import collective_bytes
+from minixla.sharding import Mesh
+
+pytest.importorskip("scipy.optimize")
+
+SPLIT_COLUMNS = "{devices=[1,4]<=[4]}"
+SPLIT_ROWS = "{devices=[4,1]<=[4]}"
+
+
+@pytest.fixture(autouse=True)
+def eight_devices(monkeypatch):
+    monkeypatch.setenv("MINIXLA_NUM_CPU_DEVICES", "8")
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+
+
+def args_for(module, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(p.shape.dims).astype(np.float32) / 4
+            for p in module.entry.parameters]
+
+
+def check_against_one_device(module, n: int, **options):
+    args = args_for(module)
+    want = minixla.compile(module)(*args)
+    exe = minixla.compile(module, num_partitions=n, auto_sharding=options.pop(
+        "auto_sharding", True), **options)
+    np.testing.assert_allclose(exe(*args), want, rtol=1e-5, atol=1e-5)
+    return exe
+
+
+ONE_DOT = """HloModule one_dot
+ENTRY e {
+  x = f32[8,16] parameter(0), sharding={replicated}
+  w = f32[16,32] parameter(1)
+  ROOT y = f32[8,32] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}"""
+
+
+def test_a_weight_split_on_its_output_dim_needs_no_communication():
+    # w split by columns: each device computes its columns of y from the whole x; splitting
+    # the contracting dim instead would need an all-reduce of y
+    result = auto_shard(minixla.parse_hlo_module(ONE_DOT), 4)
+    assert str(result.sharding_of("w")) == SPLIT_COLUMNS
+    assert str(result.sharding_of("y")) == SPLIT_COLUMNS
+    assert result.communication_bytes == 0
+    assert result.parameter_bytes == 8 * 16 * 4 + 16 * 32 * 4 // 4
+    assert 'sharding={devices=[1,4]<=[4]}' in result.module.entry.instruction("w").to_text()
+
+
+MLP_CHAIN = """HloModule chain
+ENTRY e {
+  x = f32[8,16] parameter(0), sharding={replicated}
+  w1 = f32[16,32] parameter(1)
+  w2 = f32[32,16] parameter(2)
+  h = f32[8,32] dot(x, w1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  t = f32[8,32] tanh(h)
+  ROOT y = f32[8,16] dot(t, w2), lhs_contracting_dims={1}, rhs_contracting_dims={0},
+    sharding={replicated}
+}"""
+
+
+def test_a_replicated_result_of_two_dots_is_column_then_row_parallel():
+    # the cheapest way to a replicated y with both weights split: w1 by columns, w2 by rows
+    # and one all-reduce of y: 2 * 3/4 * (8 * 16 * 4) = 768 bytes (gathering t and y costs
+    # 3/4 * (8 * 32 + 8 * 16) * 4 = 1152)
+    module = minixla.parse_hlo_module(MLP_CHAIN)
+    result = auto_shard(module, 4)
+    assert [str(result.sharding_of(n)) for n in ("w1", "h", "t", "w2")] == \
+        [SPLIT_COLUMNS, SPLIT_COLUMNS, SPLIT_COLUMNS, SPLIT_ROWS]
+    assert result.communication_bytes == 768
+    exe = check_against_one_device(module, 4)
+    assert collective_bytes(exe.partitioned_module, 4) == {"all-reduce": 768, "total": 768}
+
+
+def test_without_a_memory_term_nothing_is_split_and_a_limit_forces_it():
+    module = minixla.parse_hlo_module(MLP_CHAIN)
+    free = auto_shard(module, 4, AutoShardingOptions(memory_weight=0.0, compute_weight=0.0))
+    assert free.communication_bytes == 0
+    limit = free.replicated_peak_memory_bytes // 2
+    bounded = auto_shard(module, 4, AutoShardingOptions(memory_limit_bytes=limit,
+                                                        memory_weight=0.0,
+                                                        compute_weight=0.0))
+    assert bounded.peak_memory_bytes <= limit < free.peak_memory_bytes
+    assert bounded.communication_bytes > 0
+
+
+def test_an_infeasible_memory_limit_is_a_clear_error():
+    module = minixla.parse_hlo_module(MLP_CHAIN)
+    with pytest.raises(AutoShardingError, match="no sharding on 4 devices keeps the memory "
+                                                "per device under 1000 bytes"):
+        auto_shard(module, 4, AutoShardingOptions(memory_limit_bytes=1000))
+
+
+def test_an_op_without_strategies_runs_replicated_and_says_why():
+    text = """HloModule rev
+ENTRY e {
+  x = f32[8,16] parameter(0)
+  n = f32[8,16] negate(x)
+  r = f32[8,16] reverse(n), dimensions={0}
+  ROOT e = f32[8,16] exponential(r)
+}"""
+    module = minixla.parse_hlo_module(text)
+    result = auto_shard(module, 4)
+    assert result.fallbacks == {"r": "no auto-sharding strategies for reverse: runs "
+                                     "replicated"}
+    assert str(result.sharding_of("r")) == "{replicated}"
+    assert "reverse: runs replicated" in str(result)
+    check_against_one_device(module, 4)
+
+
+def reduce_broadcast_program(x, w):
+    y = mnp.tanh(x @ w)
+    centred = y - y.mean(axis=0, keepdims=True)
+    return (centred.T @ centred).sum(axis=1)
+
+
+def test_reductions_broadcasts_and_transposes_give_the_unsharded_results():
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal((16, 32)).astype(np.float32), \
+        rng.standard_normal((32, 64)).astype(np.float32) / 8
+    module = minixla.jit(reduce_broadcast_program).lower(x, w).module
+    exe = check_against_one_device(module, 4)
+    assert exe.auto_sharding.fallbacks == {}
+
+
+def mlp4(x, w1, w2, w3, w4):
+    for w in (w1, w2, w3):
+        x = mnp.tanh(x @ w)
+    return x @ w4
+
+
+def test_a_four_layer_mlp_on_eight_devices_holds_at_most_half_the_weights():
+    rng = np.random.default_rng(2)
+    args = [rng.standard_normal((8, 128)).astype(np.float32)] + \
+        [rng.standard_normal((128, 128)).astype(np.float32) / 12 for _ in range(4)]
+    mesh = Mesh(np.array(minixla.devices()), ("d",))
+    fn = minixla.jit(mlp4, backend="interpreter", auto_sharding=mesh)
+    np.testing.assert_allclose(fn(*args), minixla.jit(mlp4, backend="interpreter")(*args),
+                               rtol=1e-5, atol=1e-5)
+    exe = fn.lower(*args).compile()
+    params = exe.partitioned_module.entry.parameters
+    per_device = sum(p.shape.byte_size() for p in params[1:])
+    assert per_device * 2 <= sum(a.nbytes for a in args[1:])
+    assert exe.auto_sharding.parameter_bytes == sum(p.shape.byte_size() for p in params)
+
+
+def test_the_chosen_shardings_are_dumped(tmp_path):
+    minixla.compile(ONE_DOT, num_partitions=4, auto_sharding=True, dump_to=str(tmp_path))
+    dumped = next(tmp_path.glob("*.auto_sharding.txt")).read_text()
+    assert "parameter(1), sharding={devices=[1,4]<=[4]}" in dumped
+    report = next(tmp_path.glob("*.auto_sharding_report.txt")).read_text()
+    assert "%w: {devices=[1,4]<=[4]}" in report
+
+
+def test_auto_sharding_needs_devices_and_a_global_program():
+    with pytest.raises(minixla.MinixlaError, match="pass num_partitions=N"):
+        minixla.compile(ONE_DOT, auto_sharding=True)
+    partitioned = """HloModule p, num_partitions=2
+ENTRY e {
+  x = f32[4] parameter(0)
+  ROOT id = u32[] partition-id()
+}"""
+    with pytest.raises(minixla.MinixlaError, match="already partitioned"):
+        minixla.compile(partitioned, auto_sharding=True)
+
+
+def test_a_missing_solver_is_a_clear_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "scipy.optimize", None)
+    with pytest.raises(AutoShardingError, match=r"install scipy \(pip install "
+                                                r"'minixla\[autoshard\]'\)"):
+        auto_shard(minixla.parse_hlo_module(ONE_DOT), 4)
