@@ -31,13 +31,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import MinixlaError
-from ..ir.module import HloModule
+from ..ir.module import HloModule, NameUniquer
 from ..ir.instruction import HloInstruction
 from ..ir.sharding import HloSharding
 from ..ir.shapes import Shape
 from .base import Pass, register_pass
 from .cost_analysis import instruction_flops
-from .spmd_partitioner import local_shape, same_sharding
+from .spmd_partitioner import same_sharding
 from .spmd_rules import R, plan, split, split_dim
 
 
@@ -178,7 +178,9 @@ LEAVES = ("constant", "iota", "partition-id", "replica-id", "rng", "rng-bit-gene
 def _bytes(shape: Shape, sharding: HloSharding) -> int:
     if shape.is_tuple:
         return sum(_bytes(s, e) for s, e in zip(shape.tuple_shapes, sharding.elements))
-    return local_shape(shape, sharding).byte_size() if shape.is_array else 0
+    if not shape.is_array:
+        return 0
+    return int(np.prod(sharding.shard_dims(shape.dims))) * shape.element_type.byte_size
 
 
 def _work_fraction(instr, out: HloSharding, operands) -> float:
@@ -423,9 +425,10 @@ def _smallest_peak(choices, ranges, points: int) -> float:
 
 
 # -- annotating -------------------------------------------------------------------------------
-def annotate(comp, choices: list[Choice]) -> None:
+def annotate(module: HloModule, choices: list[Choice]) -> None:
     """Writes the chosen shardings; a `Sharding` custom call reshards each operand whose
     producer's sharding is not the one its consumer's strategy needs."""
+    comp, names = module.entry, NameUniquer(module)
     by_id = {id(c.instr): c for c in choices}
     constraints: dict[tuple, HloInstruction] = {}
     for choice in choices:
@@ -441,7 +444,7 @@ def annotate(comp, choices: list[Choice]) -> None:
             if key not in constraints:
                 call = HloInstruction("custom-call", operand.shape, [operand],
                                       {"custom_call_target": "Sharding", "sharding": want},
-                                      name=f"{operand.name}.reshard")
+                                      name=names(f"{operand.name}.reshard"))
                 constraints[key] = comp.add_instruction(call)
             instr.replace_operand(k, constraints[key])
 
@@ -490,7 +493,7 @@ def auto_shard_in_place(module: HloModule, num_devices: int,
     # costs are measured on the program as written, before resharding calls go in
     result = AutoShardingResult(module, num_devices, choices)
     _totals(result, comp, num_devices)
-    annotate(comp, choices)
+    annotate(module, choices)
     module.header_attrs["num_partitions"] = str(num_devices)
     return result
 
