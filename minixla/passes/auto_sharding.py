@@ -1,15 +1,16 @@
 """Automatic sharding: shardings chosen for an unannotated program on N devices (XLA's
 auto-sharding pass, after Alpa's intra-operator pass).
 
-Every array instruction of the entry gets a list of strategies (`Strategy`): the sharding of
-its result, the shardings it needs of its operands, and what it costs on one device: flops,
-bytes sent by the collective it runs itself (the all-reduce of a dot whose contracting dim is
-split), and bytes its result holds. `CANDIDATES` says, per op family, which operand shardings
-to try (dot: split the batch, row (M), column (N) or contracting (K) dim; elementwise: every
-operand split alike; parameters: replicated or split on any dim); spmd_rules.plan() then says
-what the partitioner would really do with them, so the costs are those of the program that
-runs. An edge from a producer to a consumer costs the bytes resharding sends (all-gather,
-all-to-all; slicing a replicated value is free). Ops without a row run replicated and say why.
+Every array instruction of the entry gets a list of strategies (auto_sharding_strategies.py):
+the sharding of its result, the shardings it needs of its operands, and what it costs on one
+device: flops, bytes sent by the collective it runs itself (the all-reduce of a dot whose
+contracting dim is split), and bytes its result holds. Which operand shardings to try comes
+from a table per op family (dot: split the batch, row (M), column (N) or contracting (K)
+dim; elementwise: every operand split alike; parameters: replicated or split on any dim);
+spmd_rules.plan() then says what the partitioner would really do with them, so the costs
+are those of the program that runs. An edge from a producer to a consumer costs the bytes
+resharding sends (all-gather, all-to-all; slicing a replicated value is free). Ops without
+a row run replicated and say why.
 
 The choice is an integer linear program (scipy.optimize.milp, HiGHS): one binary per
 (instruction, strategy), one [0, 1] variable per (edge, producer strategy, consumer
@@ -31,14 +32,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import MinixlaError
-from ..ir.module import HloModule, NameUniquer
 from ..ir.instruction import HloInstruction
+from ..ir.module import HloModule, NameUniquer
 from ..ir.sharding import HloSharding
-from ..ir.shapes import Shape
+from .auto_sharding_strategies import (Strategy, replicated_like, reshard_bytes, shard_bytes,
+                                       strategies)
 from .base import Pass, register_pass
-from .cost_analysis import instruction_flops
 from .spmd_partitioner import same_sharding
-from .spmd_rules import R, plan, split, split_dim
 
 
 class AutoShardingError(MinixlaError):
@@ -53,21 +53,6 @@ class AutoShardingOptions:
     memory_limit_bytes: int | None = None
     memory_weight: float = 0.5
     compute_weight: float = 0.1
-
-
-@dataclass(frozen=True)
-class Strategy:
-    out: HloSharding
-    operands: tuple[HloSharding, ...]
-    flops: float  # on one device
-    communication: float  # bytes one device sends in the op's own collective
-    memory: int  # bytes of the result on one device
-    all_reduce: bool = False
-
-    @property
-    def label(self) -> str:
-        ins = ", ".join(str(s) for s in self.operands)
-        return f"{self.out} <- ({ins})" + (" + all-reduce" if self.all_reduce else "")
 
 
 @dataclass
@@ -97,7 +82,10 @@ class AutoShardingResult:
     fallbacks: dict[str, str] = field(default_factory=dict)  # name -> reason
 
     def sharding_of(self, name: str) -> HloSharding:
-        return next(c.strategy.out for c in self.choices if c.instr.name == name)
+        for choice in self.choices:
+            if choice.instr.name == name:
+                return choice.strategy.out
+        raise KeyError(f"no instruction %{name} among the auto-sharded ones")
 
     @property
     def parameter_shardings(self) -> list[HloSharding]:
@@ -118,173 +106,6 @@ class AutoShardingResult:
                 f"  [{len(choice.strategies)} strategies]"
             lines.append(f"  %{choice.instr.name}: {choice.strategy.label}{why}")
         return "\n".join(lines)
-
-
-# -- strategies ---------------------------------------------------------------------------
-def _splits(shape: Shape, n: int) -> list[int]:
-    """The dims an even 1-D split of n pieces can cut (no padding)."""
-    if not shape.is_array:
-        return []
-    return [d for d, size in enumerate(shape.dims) if size >= n and size % n == 0]
-
-
-def _like(shape: Shape) -> HloSharding:
-    if shape.is_tuple:
-        return HloSharding.tuple_of(_like(s) for s in shape.tuple_shapes)
-    return R
-
-
-def _first_operand_split(instr, n):
-    """Operand 0 split on each dim it allows, the other operands whole (transpose, reshape,
-    broadcast, reduce, slice, pad, copy, convolution)."""
-    operand = instr.operand(0).shape
-    rest = tuple(_like(o.shape) for o in instr.operands[1:])
-    return [(split(operand.rank, d, n),) + rest for d in _splits(operand, n)]
-
-
-def _all_operands_split(instr, n):
-    """Every operand of the result's rank split on the same dim (elementwise, concatenate)."""
-    rank = instr.shape.rank
-    out = []
-    for d in _splits(instr.shape, n):
-        if all(o.shape.rank != rank or d in _splits(o.shape, n) for o in instr.operands):
-            out.append(tuple(split(rank, d, n) if o.shape.rank == rank else R
-                             for o in instr.operands))
-    return out
-
-
-def _dot_candidates(instr, n):
-    """lhs split on a batch, row or contracting dim (plan() splits rhs to match), or rhs
-    split on a column dim."""
-    lhs, rhs = instr.operand(0).shape, instr.operand(1).shape
-    batch_or_con = set(instr.attrs.get("rhs_batch_dims", ())) | \
-        set(instr.attrs.get("rhs_contracting_dims", ()))
-    out = [(split(lhs.rank, d, n), R) for d in _splits(lhs, n)]
-    out += [(R, split(rhs.rank, d, n)) for d in _splits(rhs, n) if d not in batch_or_con]
-    return out
-
-
-def _elementwise_rows():
-    from ..ir.opcodes import ELEMENTWISE, OPCODES
-    return {name: _all_operands_split for name, row in OPCODES.items()
-            if row.kind == ELEMENTWISE and name not in ("map", "bitcast-convert")}
-
-
-# opcode -> the operand shardings to try besides all-replicated; spmd_rules.plan() gives the
-# result's sharding and collective for each. Opcodes not here run replicated.
-CANDIDATES = {
-    **_elementwise_rows(),
-    "concatenate": _all_operands_split, "dot": _dot_candidates,
-    **{op: _first_operand_split for op in ("broadcast", "transpose", "reshape", "reduce",
-                                           "slice", "pad", "copy", "convolution")},
-}
-# Values made on every device whole: they start replicated (slicing them later is free).
-LEAVES = ("constant", "iota", "partition-id", "replica-id", "rng", "rng-bit-generator")
-
-
-def _bytes(shape: Shape, sharding: HloSharding) -> int:
-    if shape.is_tuple:
-        return sum(_bytes(s, e) for s, e in zip(shape.tuple_shapes, sharding.elements))
-    if not shape.is_array:
-        return 0
-    return int(np.prod(sharding.shard_dims(shape.dims))) * shape.element_type.byte_size
-
-
-def _work_fraction(instr, out: HloSharding, operands) -> float:
-    """The share of the op's work one device does: the smallest share of any array it
-    touches (a dot with K split holds all of its result but 1/N of each operand)."""
-    shapes = [(instr.shape, out)] + list(zip((o.shape for o in instr.operands), operands))
-    return min((_bytes(s, h) / max(s.byte_size(), 1) for s, h in shapes if s.is_array),
-               default=1.0)
-
-
-def _all_reduce_bytes(n: int, size: int) -> float:
-    return 2 * (n - 1) * size / n
-
-
-def reshard_bytes(shape: Shape, have: HloSharding, want: HloSharding, n: int) -> float:
-    """Bytes one device sends to turn `have` into `want` (the partitioner's resharding):
-    slicing a replicated value is free, a split to another split dim is an all-to-all,
-    anything else goes through an all-gather."""
-    if same_sharding(have, want) or have.is_replicated or not shape.is_array:
-        return 0.0
-    size = shape.byte_size()
-    if split_dim(have, shape, n) is not None and split_dim(want, shape, n) is not None:
-        return (n - 1) * size / (n * n)
-    return (n - 1) * size / n
-
-
-def _strategy(instr, operands, n) -> Strategy | None:
-    """The strategy plan() makes of these operand shardings, if plan() keeps them (so that
-    the partitioner, which plans from the annotated operands, does the same)."""
-    step = plan(instr, list(operands), n)
-    if step.out.is_tuple or not all(same_sharding(a, b) for a, b in zip(step.operands,
-                                                                        operands)):
-        again = plan(instr, list(step.operands), n)
-        if again.out.is_tuple or not same_sharding(again.out, step.out) or \
-                again.all_reduce != step.all_reduce:
-            return None
-    out = step.out
-    local = _bytes(instr.shape, out)
-    return Strategy(out, tuple(step.operands),
-                    instruction_flops(instr) * _work_fraction(instr, out, step.operands),
-                    _all_reduce_bytes(n, local) if step.all_reduce else 0.0, local,
-                    step.all_reduce)
-
-
-def _replicated(instr) -> Strategy:
-    out = _like(instr.shape)
-    return Strategy(out, tuple(_like(o.shape) for o in instr.operands),
-                    float(instruction_flops(instr)), 0.0, _bytes(instr.shape, out))
-
-
-def _fixed(instr, sharding: HloSharding) -> Strategy:
-    """An instruction whose sharding is given: the partitioner reshards its operand to it."""
-    return Strategy(sharding, (sharding,) * instr.operand_count, 0.0, 0.0,
-                    _bytes(instr.shape, sharding))
-
-
-def _given(instr) -> HloSharding | None:
-    sharding = instr.attrs.get("sharding")
-    if not isinstance(sharding, HloSharding) or sharding.kind == "named":
-        return None
-    if sharding.kind in ("maximal", "unknown", "unreduced"):
-        return R
-    return sharding.normalized()
-
-
-def strategies(instr, n: int) -> tuple[list[Strategy], str | None]:
-    """(the strategies of `instr`, None or why it has only the replicated one)."""
-    given = _given(instr)
-    if instr.opcode == "custom-call" and instr.attrs.get("custom_call_target") == "Sharding":
-        return [_fixed(instr, given or R)], None
-    if instr.opcode == "parameter":
-        if given is not None:
-            return [_fixed(instr, given)], "sharding given"
-        outs = [R] + [split(instr.shape.rank, d, n) for d in _splits(instr.shape, n)]
-        return [_fixed(instr, s) for s in outs], None
-    if instr.shape.is_tuple:
-        return [_replicated(instr)], "tuple-shaped: runs replicated"
-    if instr.opcode in LEAVES:
-        return [_replicated(instr)], None
-    rule = CANDIDATES.get(instr.opcode)
-    if rule is None:
-        return [_replicated(instr)], f"no auto-sharding strategies for {instr.opcode}: " \
-                                     f"runs replicated"
-    found: list[Strategy] = [_replicated(instr)]
-    for operands in rule(instr, n):
-        strategy = _strategy(instr, operands, n)
-        if strategy is not None and not any(_same(strategy, s) for s in found):
-            found.append(strategy)
-    if given is not None:
-        kept = [s for s in found if same_sharding(s.out, given)]
-        return (kept, "sharding given") if kept else ([_fixed(instr, given)], "sharding given")
-    return found, None
-
-
-def _same(a: Strategy, b: Strategy) -> bool:
-    return same_sharding(a.out, b.out) and all(
-        same_sharding(x, y) for x, y in zip(a.operands, b.operands))
 
 
 # -- the integer program ----------------------------------------------------------------------
@@ -352,27 +173,50 @@ def solve(comp, n: int, options: AutoShardingOptions) -> tuple[list[Choice], flo
     root_tuple = comp.root if comp.root.opcode == "tuple" else None
     choices: dict[int, Choice] = {}
     for instr in order:
-        if instr is root_tuple:  # the outputs keep their own shardings
-            continue
-        found, reason = strategies(instr, n)
-        choices[id(instr)] = Choice(instr, found, reason=reason)
+        if instr is not root_tuple:  # a tuple of outputs: each keeps its own sharding
+            found, reason = strategies(instr, n)
+            choices[id(instr)] = Choice(instr, found, reason=reason)
     program = _Program()
     select: dict[int, list[int]] = {}
     for key, choice in choices.items():
         costs = [s.communication + options.compute_weight * s.flops for s in choice.strategies]
         select[key] = program.variables(costs, integral=True)
         program.row({v: 1.0 for v in select[key]}, 1.0, 1.0)
+    ranges = _live_ranges(comp, order)
+    _memory_rows(program, choices, select, order, ranges, n, options)
+    result = program.solve()
+    if result.x is None:
+        limit = options.memory_limit_bytes
+        smallest = _smallest_peak(choices, ranges, len(order))
+        if limit is not None and (result.status == 2 or smallest > limit):
+            raise AutoShardingError(
+                f"%{comp.name}: no sharding on {n} devices keeps the memory per device under "
+                f"{limit} bytes (with every value at its smallest, the values alone peak at "
+                f"{smallest:.0f} bytes); raise memory_limit_bytes or use more devices")
+        raise AutoShardingError(f"%{comp.name}: the auto-sharding solver failed: "
+                                f"{result.message}")
+    for key, choice in choices.items():
+        choice.chosen = int(np.argmax([result.x[v] for v in select[key]]))
+    return list(choices.values()), float(result.fun)
+
+
+def _memory_rows(program, choices, select, order, ranges, n, options) -> None:
+    """The resharding edges, and the peak variable: at least the bytes live at every program
+    point (the values in their live ranges plus the resharded copies their consumers hold)."""
     position = {id(instr): t for t, instr in enumerate(order)}
-    copies: list[dict[int, float]] = [{} for _ in order]  # resharded operands, per point
+    copies: list[dict[int, float]] = [{} for _ in order]
     for key, choice in choices.items():
         for k, operand in enumerate(choice.instr.operands):
+            if id(operand) not in choices:
+                continue
             extra = _edge(program, choices[id(operand)], select[id(operand)], choice,
                           select[key], k, n)
+            here = copies[position[key]]
             for v, m in extra.items():
-                here = copies[position[key]]
                 here[v] = here.get(v, 0.0) + m
-    peak = program.variables([options.memory_weight], integral=False, upper=np.inf)[0]
-    ranges = _live_ranges(comp, order)
+    limit = options.memory_limit_bytes
+    peak = program.variables([options.memory_weight], integral=False,
+                             upper=np.inf if limit is None else float(limit))[0]
     for t in range(len(order)):
         live = dict(copies[t])
         for key, c in choices.items():
@@ -381,22 +225,6 @@ def solve(comp, n: int, options: AutoShardingOptions) -> tuple[list[Choice], flo
                     live[v] = live.get(v, 0.0) + s.memory
         if live:
             program.row({**live, peak: -1.0}, -np.inf, 0.0)
-    limit = options.memory_limit_bytes
-    if limit is not None:
-        program.upper[peak] = float(limit)
-    result = program.solve()
-    if result.x is None:
-        smallest = _smallest_peak(choices, ranges, len(order))
-        if limit is not None and (result.status == 2 or smallest > limit):
-            raise AutoShardingError(
-                f"%{comp.name}: no sharding on {n} devices keeps the memory per device under "
-                f"{limit} bytes (each value at its smallest needs {smallest:.0f} bytes at "
-                f"the peak); raise memory_limit_bytes or use more devices")
-        raise AutoShardingError(f"%{comp.name}: the auto-sharding solver failed: "
-                                f"{result.message}")
-    for key, choice in choices.items():
-        choice.chosen = int(np.argmax([result.x[v] for v in select[key]]))
-    return list(choices.values()), float(result.fun)
 
 
 def _edge(program, producer: Choice, produced, consumer: Choice, consumed, k: int,
@@ -409,7 +237,7 @@ def _edge(program, producer: Choice, produced, consumer: Choice, consumed, k: in
                       for c in consumer.strategies] for p in producer.strategies])
     if not cost.any():
         return {}
-    copy = np.array([[_bytes(shape, c.operands[k]) if cost[i, j] else 0.0
+    copy = np.array([[shard_bytes(shape, c.operands[k]) if cost[i, j] else 0.0
                       for j, c in enumerate(consumer.strategies)]
                      for i in range(len(producer.strategies))])
     memory: dict[int, float] = {}
@@ -477,7 +305,7 @@ def evaluate(comp, choices: list[Choice], n: int) -> tuple[float, float, float]:
             moved = reshard_bytes(operand.shape, by_id[id(operand)].strategy.out, want, n)
             if moved:
                 sent += moved
-                copies[position[id(choice.instr)]] += _bytes(operand.shape, want)
+                copies[position[id(choice.instr)]] += shard_bytes(operand.shape, want)
     ranges = _live_ranges(comp, order)
     peak = max((copies[t] + sum(c.strategy.memory for c in choices
                                 if ranges[id(c.instr)][0] <= t <= ranges[id(c.instr)][1])
@@ -485,18 +313,21 @@ def evaluate(comp, choices: list[Choice], n: int) -> tuple[float, float, float]:
     return sent, flops, peak
 
 
+def _whole_bytes(shape) -> int:
+    return shard_bytes(shape, replicated_like(shape))
+
+
 def _totals(result: AutoShardingResult, comp, n: int) -> None:
     choices = result.choices
     result.communication_bytes, _, result.peak_memory_bytes = evaluate(comp, choices, n)
     ranges = _live_ranges(comp, comp.post_order())
     result.replicated_peak_memory_bytes = max(
-        (sum(_bytes(c.instr.shape, _like(c.instr.shape)) for c in choices
+        (sum(_whole_bytes(c.instr.shape) for c in choices
              if ranges[id(c.instr)][0] <= t <= ranges[id(c.instr)][1])
          for t in range(len(ranges))), default=0.0)
     params = [c for c in choices if c.instr.opcode == "parameter"]
     result.parameter_bytes = sum(c.strategy.memory for c in params)
-    result.replicated_parameter_bytes = sum(_bytes(c.instr.shape, _like(c.instr.shape))
-                                            for c in params)
+    result.replicated_parameter_bytes = sum(_whole_bytes(c.instr.shape) for c in params)
     result.fallbacks = {c.instr.name: c.reason for c in choices
                         if c.reason and c.reason != "sharding given"}
 
