@@ -9,10 +9,13 @@ import pytest
 
 import minixla
 import minixla.numpy as mnp
+from conformance_paths import case_dirs, requires_corpus
 from minixla.passes.auto_sharding import (AutoShardingError, AutoShardingOptions, auto_shard,
                                           evaluate, solve)
 from minixla.passes.spmd_partitioner import collective_bytes
-from minixla.sharding import Mesh
+from minixla.sharding import Mesh, NamedSharding, PartitionSpec
+from minixla.testing import compare_values
+from test_passes_conformance import load_args
 
 pytest.importorskip("scipy.optimize")
 
@@ -217,3 +220,35 @@ def test_a_missing_solver_is_a_clear_error(monkeypatch):
     with pytest.raises(AutoShardingError, match=r"install scipy \(pip install "
                                                 r"'minixla\[autoshard\]'\)"):
         auto_shard(minixla.parse_hlo_module(ONE_DOT), 4)
+
+
+def test_jit_keeps_the_shardings_it_is_given():
+    rng = np.random.default_rng(3)
+    x, w1, w2 = (rng.standard_normal(s).astype(np.float32) / 4
+                 for s in [(8, 16), (16, 32), (32, 16)])
+    mesh = Mesh(np.array(minixla.devices()[:4]), ("d",))
+    by_rows = NamedSharding(mesh, PartitionSpec("d", None))
+    fn = minixla.jit(lambda x, w1, w2: mnp.tanh(x @ w1) @ w2, backend="interpreter",
+                     in_shardings=(by_rows, None, None), auto_sharding=mesh)
+    np.testing.assert_allclose(fn(x, w1, w2), np.tanh(x @ w1) @ w2, rtol=1e-5, atol=1e-5)
+    report = fn.lower(x, w1, w2).compile().auto_sharding
+    assert str(report.parameter_shardings[0]) == "{devices=[4,1]<=[4]}"
+    with pytest.raises(minixla.MinixlaError, match="auto_sharding takes a Mesh"):
+        minixla.jit(mnp.tanh, auto_sharding=4)(x)
+
+
+def sampled_cases(count: int = 12):
+    cases = case_dirs()
+    return cases[::max(1, len(cases) // count)][:count]
+
+
+@requires_corpus
+@pytest.mark.parametrize("case", sampled_cases(), ids=lambda p: p.name)
+def test_auto_sharded_corpus_programs_equal_the_unsharded_ones(case):
+    meta, args = load_args(case)
+    module = minixla.parse_hlo_module((case / "module.hlo").read_text())
+    want = minixla.compile(module)(*args)
+    exe = minixla.compile(module, num_partitions=2, auto_sharding=True)
+    problems = compare_values(exe(*args), want, rtol=max(meta["rtol"], 1e-5),
+                              atol=max(meta["atol"], 1e-5), what=case.name)
+    assert not problems, "\n".join(problems) + "\n" + str(exe.auto_sharding)
