@@ -98,15 +98,32 @@ def test_the_integer_program_finds_the_best_of_every_assignment(options):
     limit = options.memory_limit_bytes
     comp = minixla.parse_hlo_module(MLP_CHAIN).entry
     choices, objective = solve(comp, 2, options)
+    assert objective == pytest.approx(brute_force_best(comp, choices, 2, options))
+
+
+def brute_force_best(comp, choices, n, options):
     best = np.inf
     for picks in itertools.product(*(range(len(c.strategies)) for c in choices)):
         for choice, pick in zip(choices, picks):
             choice.chosen = pick
-        sent, flops, peak = evaluate(comp, choices, 2)
-        if limit is None or peak <= limit:
+        sent, flops, peak = evaluate(comp, choices, n)
+        if options.memory_limit_bytes is None or peak <= options.memory_limit_bytes:
             best = min(best, sent + options.compute_weight * flops +
                        options.memory_weight * peak)
-    assert objective == pytest.approx(best)
+    return best
+
+
+@pytest.mark.parametrize("memory_weight", [0.5, 0.0])
+def test_on_a_2x2_mesh_the_integer_program_finds_the_best_of_every_assignment(memory_weight):
+    text = ONE_DOT.replace(", sharding={replicated}", "")
+    comp = minixla.parse_hlo_module(text).entry
+    options = AutoShardingOptions(mesh_shape=(2, 2), memory_weight=memory_weight,
+                                  memory_limit_bytes=2000)
+    choices, objective = solve(comp, 4, options)
+    # each rank-2 array has 9 shardings: whole, a dim cut by either axis or both, or one
+    # dim by each axis
+    assert [len(c.strategies) for c in choices[:2]] == [9, 9]
+    assert objective == pytest.approx(brute_force_best(comp, choices, 4, options))
 
 
 def test_without_a_memory_term_nothing_is_split_and_a_limit_forces_it():
@@ -235,6 +252,22 @@ def test_jit_keeps_the_shardings_it_is_given():
     assert str(report.parameter_shardings[0]) == "{devices=[4,1]<=[4]}"
     with pytest.raises(minixla.MinixlaError, match="auto_sharding takes a Mesh"):
         minixla.jit(mnp.tanh, auto_sharding=4)(x)
+
+
+def test_an_mlp_on_a_2x4_mesh_equals_one_device():
+    rng = np.random.default_rng(4)
+    x, w1, w2 = (rng.standard_normal(s).astype(np.float32) / 8
+                 for s in [(16, 32), (32, 64), (64, 32)])
+    mesh = Mesh(np.array(minixla.devices()).reshape(2, 4), ("data", "model"))
+    fn = minixla.jit(lambda x, w1, w2: mnp.tanh(x @ w1) @ w2, backend="interpreter",
+                     auto_sharding=mesh)
+    np.testing.assert_allclose(fn(x, w1, w2), np.tanh(x @ w1) @ w2, rtol=1e-5, atol=1e-5)
+    exe = fn.lower(x, w1, w2).compile()
+    report = exe.auto_sharding
+    assert report.parameter_bytes * 2 <= report.replicated_parameter_bytes
+    assert collective_bytes(exe.partitioned_module, 8)["total"] == report.communication_bytes
+    with pytest.raises(minixla.MinixlaError, match="devices 0..7 in order"):
+        minixla.jit(mnp.tanh, auto_sharding=Mesh(np.arange(8)[::-1], ("d",))).lower(x)
 
 
 def sampled_cases(count: int = 12):

@@ -22,8 +22,8 @@ minimizes
 The result is the module annotated: every chosen sharding as `sharding=`, and a `Sharding`
 custom call (as with_sharding_constraint writes) wherever a consumer wants an operand
 resharded. Sharding propagation and the SPMD partitioner then do the rest.
-Shardings are 1-D: one dim cut into N pieces in device order (a mesh of any shape is used as
-one axis of its size); instructions that already carry a sharding keep it.
+The devices form a mesh (`mesh_shape`, by default one axis of all N): each mesh axis cuts at
+most one dim of an array, evenly. Instructions that already carry a sharding keep it.
 """
 from __future__ import annotations
 
@@ -49,10 +49,13 @@ class AutoShardingError(MinixlaError):
 class AutoShardingOptions:
     """memory_limit_bytes: the most one device may hold at once (None: no limit).
     memory_weight / compute_weight: what a byte of peak memory and a flop cost, in bytes
-    sent (a device that does ~10 flops in the time it sends a byte: 0.1)."""
+    sent (a device that does ~10 flops in the time it sends a byte: 0.1).
+    mesh_shape: the devices as a mesh of these axis sizes, in device order (None: one axis
+    of all of them); each axis cuts at most one dim of an array."""
     memory_limit_bytes: int | None = None
     memory_weight: float = 0.5
     compute_weight: float = 0.1
+    mesh_shape: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -170,11 +173,15 @@ def _live_ranges(comp, order) -> dict[int, tuple[int, int]]:
 def solve(comp, n: int, options: AutoShardingOptions) -> tuple[list[Choice], float]:
     """The chosen strategy of every instruction of `comp`, and the objective's value."""
     order = comp.post_order()
+    mesh = tuple(options.mesh_shape or (n,))
+    if int(np.prod(mesh)) != n:
+        raise AutoShardingError(f"a mesh of shape {mesh} has {int(np.prod(mesh))} devices, "
+                                f"not the {n} the program runs on")
     root_tuple = comp.root if comp.root.opcode == "tuple" else None
     choices: dict[int, Choice] = {}
     for instr in order:
         if instr is not root_tuple:  # a tuple of outputs: each keeps its own sharding
-            found, reason = strategies(instr, n)
+            found, reason = strategies(instr, mesh)
             choices[id(instr)] = Choice(instr, found, reason=reason)
     program = _Program()
     select: dict[int, list[int]] = {}

@@ -10,15 +10,17 @@ A split must divide its dim evenly. Parameters are replicated or split on any di
 """
 from __future__ import annotations
 
+import functools
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir.sharding import HloSharding
+from ..ir.sharding import HloSharding, mesh_sharding
 from ..ir.shapes import Shape
 from .cost_analysis import instruction_flops
 from .spmd_partitioner import same_sharding
-from .spmd_rules import R, plan, split, split_dim
+from .spmd_rules import R, even, plan, split_dim
 
 
 @dataclass(frozen=True)
@@ -36,11 +38,25 @@ class Strategy:
         return f"{self.out} <- ({ins})" + (" + all-reduce" if self.all_reduce else "")
 
 
-def _splits(shape: Shape, n: int) -> list[int]:
-    """The dims an even 1-D split of n pieces can cut (no padding)."""
+def mesh_shardings(shape: Shape, mesh: tuple[int, ...]) -> list[HloSharding]:
+    """Every sharding of an array over a device mesh of axis sizes `mesh` (iota order): each
+    mesh axis cuts one dim or none, and every cut divides its dim evenly (no padding).
+    Replicated comes first; on a 1-D mesh the rest are the splits of each dim."""
     if not shape.is_array:
-        return []
-    return [d for d, size in enumerate(shape.dims) if size >= n and size % n == 0]
+        return [replicated_like(shape)]
+    axes = {f"a{i}": size for i, size in enumerate(mesh)}
+    found = [R]
+    for owners in itertools.product(range(shape.rank + 1), repeat=len(mesh)):
+        dim_axes = [tuple(a for a, o in zip(axes, owners) if o == d) for d in range(shape.rank)]
+        pieces = [int(np.prod([axes[a] for a in cut])) for cut in dim_axes]
+        if all(p == 1 for p in pieces) or any(size % p for size, p in zip(shape.dims, pieces)):
+            continue
+        found.append(mesh_sharding(axes, dim_axes))
+    return found
+
+
+def _split(shape: Shape, mesh) -> list[HloSharding]:
+    return mesh_shardings(shape, mesh)[1:]
 
 
 def replicated_like(shape: Shape) -> HloSharding:
@@ -49,34 +65,35 @@ def replicated_like(shape: Shape) -> HloSharding:
     return R
 
 
-def _first_operand_split(instr, n):
-    """Operand 0 split on each dim it allows, the other operands whole (transpose, reshape,
+def _first_operand_split(instr, mesh):
+    """Operand 0 split any way it allows, the other operands whole (transpose, reshape,
     broadcast, reduce, slice, pad, copy, convolution)."""
-    operand = instr.operand(0).shape
     rest = tuple(replicated_like(o.shape) for o in instr.operands[1:])
-    return [(split(operand.rank, d, n),) + rest for d in _splits(operand, n)]
+    return [(s,) + rest for s in _split(instr.operand(0).shape, mesh)]
 
 
-def _all_operands_split(instr, n):
-    """Every operand of the result's rank split on the same dim (elementwise, concatenate)."""
+def _all_operands_split(instr, mesh):
+    """Every operand of the result's rank split like the result (elementwise, concatenate)."""
     rank = instr.shape.rank
     out = []
-    for d in _splits(instr.shape, n):
-        if all(o.shape.rank != rank or d in _splits(o.shape, n) for o in instr.operands):
-            out.append(tuple(split(rank, d, n) if o.shape.rank == rank else R
-                             for o in instr.operands))
+    for sharding in _split(instr.shape, mesh):
+        shapes = [o.shape for o in instr.operands if o.shape.rank == rank]
+        if all(d % t == 0 for shape in shapes for d, t in zip(shape.dims,
+                                                               sharding.tile_dims)):
+            out.append(tuple(sharding if o.shape.rank == rank else R for o in instr.operands))
     return out
 
 
-def _dot_candidates(instr, n):
-    """lhs split on a batch, row or contracting dim (plan() splits rhs to match), or rhs
-    split on a column dim."""
-    lhs, rhs = instr.operand(0).shape, instr.operand(1).shape
-    batch_or_con = set(instr.attrs.get("rhs_batch_dims", ())) | \
-        set(instr.attrs.get("rhs_contracting_dims", ()))
-    out = [(split(lhs.rank, d, n), R) for d in _splits(lhs, n)]
-    out += [(R, split(rhs.rank, d, n)) for d in _splits(rhs, n) if d not in batch_or_con]
-    return out
+def _dot_candidates(instr, mesh):
+    """One operand split, the other whole (plan() splits it to match a batch or contracting
+    dim); on a mesh of several axes, every pair of operand shardings (rows by one axis and
+    columns by another, a contracting dim cut alike on both...). plan() keeps the pairs it
+    can compute without resharding."""
+    lhs, rhs = mesh_shardings(instr.operand(0).shape, mesh), \
+        mesh_shardings(instr.operand(1).shape, mesh)
+    if len(mesh) == 1:
+        return [(a, R) for a in lhs[1:]] + [(R, b) for b in rhs[1:]]
+    return [(a, b) for a, b in itertools.product(lhs, rhs) if a.is_tiled or b.is_tiled]
 
 
 def _elementwise_rows():
@@ -113,23 +130,43 @@ def _work_fraction(instr, out: HloSharding, operands) -> float:
                default=1.0)
 
 
-def _all_reduce_bytes(n: int, size: int) -> float:
-    return 2 * (n - 1) * size / n
-
-
+@functools.lru_cache(maxsize=1 << 16)  # one program asks for the same pairs many times
 def reshard_bytes(shape: Shape, have: HloSharding, want: HloSharding, n: int) -> float:
-    """Bytes one device sends to turn `have` into `want` (the partitioner's resharding):
-    slicing a replicated value is free, a split to another split dim is an all-to-all,
-    anything else goes through an all-gather."""
+    """Bytes one device sends to turn `have` into `want`, the way the partitioner reshards:
+    slicing a replicated value, or a finer cut of what each device holds, is free; a 1-D
+    split to another dim is an all-to-all; the same pieces on other devices a
+    collective-permute; anything else an all-gather per cut dim, then a free slice."""
     if same_sharding(have, want) or have.is_replicated or not shape.is_array:
         return 0.0
     size = shape.byte_size()
     if split_dim(have, shape, n) is not None and split_dim(want, shape, n) is not None:
         return (n - 1) * size / (n * n)
-    return (n - 1) * size / n
+    if want.is_tiled and _refines(have, want, shape, n):
+        return 0.0
+    if want.is_tiled and have.tile_dims == want.tile_dims:
+        return float(shard_bytes(shape, have))  # collective-permute
+    dims, sent = list(have.shard_dims(shape.dims)), 0.0
+    for axis, pieces in enumerate(have.tile_dims):
+        if pieces > 1:
+            dims[axis] *= pieces
+            sent += (pieces - 1) / pieces * float(np.prod(dims)) * shape.element_type.byte_size
+    return sent
 
 
-def _strategy(instr, operands, n) -> Strategy | None:
+def _refines(have: HloSharding, want: HloSharding, shape: Shape, n: int) -> bool:
+    """Every device's `want` piece lies inside its `have` piece (the partitioner's refine)."""
+    if not (even(have, shape) and even(want, shape)):
+        return False
+    for device in range(n):
+        inner, outer = want.shard_bounds(shape.dims, device), have.shard_bounds(shape.dims,
+                                                                                 device)
+        if any(not h_lo <= w_lo <= w_hi <= h_hi for (w_lo, w_hi), (h_lo, h_hi) in
+               zip(inner, outer)):
+            return False
+    return True
+
+
+def _strategy(instr, operands, n: int) -> Strategy | None:
     """The strategy plan() makes of these operand shardings, if plan() keeps them (so that
     the partitioner, which plans from the annotated operands, does the same)."""
     step = plan(instr, list(operands), n)
@@ -141,9 +178,10 @@ def _strategy(instr, operands, n) -> Strategy | None:
             return None
     out = step.out
     local = shard_bytes(instr.shape, out)
+    group = len(step.groups[0]) if step.groups else n
     return Strategy(out, tuple(step.operands),
                     instruction_flops(instr) * _work_fraction(instr, out, step.operands),
-                    _all_reduce_bytes(n, local) if step.all_reduce else 0.0, local,
+                    2 * (group - 1) * local / group if step.all_reduce else 0.0, local,
                     step.all_reduce)
 
 
@@ -168,8 +206,10 @@ def _given(instr) -> HloSharding | None:
     return sharding.normalized()
 
 
-def strategies(instr, n: int) -> tuple[list[Strategy], str | None]:
-    """(the strategies of `instr`, None or why it has only the replicated one)."""
+def strategies(instr, mesh: tuple[int, ...]) -> tuple[list[Strategy], str | None]:
+    """(the strategies of `instr` on a device mesh of axis sizes `mesh`, None or why it has
+    only the replicated one)."""
+    n = int(np.prod(mesh))
     given = _given(instr)
     if instr.opcode == "custom-call" and instr.attrs.get("custom_call_target") == "Sharding":
         return [_fixed(instr, given or R)], None
@@ -178,8 +218,7 @@ def strategies(instr, n: int) -> tuple[list[Strategy], str | None]:
     if instr.opcode == "parameter":
         if given is not None:
             return [_fixed(instr, given)], "sharding given"
-        outs = [R] + [split(instr.shape.rank, d, n) for d in _splits(instr.shape, n)]
-        return [_fixed(instr, s) for s in outs], None
+        return [_fixed(instr, s) for s in mesh_shardings(instr.shape, mesh)], None
     if instr.opcode in LEAVES:
         return [_replicated(instr)], None
     rule = CANDIDATES.get(instr.opcode)
@@ -187,7 +226,7 @@ def strategies(instr, n: int) -> tuple[list[Strategy], str | None]:
         return [_replicated(instr)], f"no auto-sharding strategies for {instr.opcode}: " \
                                      f"runs replicated"
     found: list[Strategy] = [_replicated(instr)]
-    for operands in rule(instr, n):
+    for operands in rule(instr, mesh):
         strategy = _strategy(instr, operands, n)
         if strategy is not None and not any(_same(strategy, s) for s in found):
             found.append(strategy)
