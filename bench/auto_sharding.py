@@ -1,11 +1,12 @@
 """Auto-sharding: what the integer program chooses for unannotated programs, and what that
 costs.
 
-Cases: a 4-layer MLP with large weights on 8 devices (the target: per-device parameter
-memory at most half the replicated one, results equal to one device), the same MLP with no
-memory term in the objective, and with none but a per-device memory limit, the bench/spmd_mlp.py patterns
-without annotations on 4 devices (against the bytes their hand annotations move), and an SGD
-step of a two-layer MLP on 8 devices.
+Cases, on one mesh axis unless noted: a 4-layer MLP with large weights on 8 devices (the
+target: per-device parameter memory at most half the replicated one, results equal to one
+device), the same MLP with no memory term in the objective, and with none but a per-device
+memory limit, the bench/spmd_mlp.py patterns without annotations on 4 devices (against the
+bytes their hand annotations move), an SGD step of a two-layer MLP on 8 devices, and the
+MLP and the step on a 2x4 mesh.
 
 For each: max |diff| against the 1-device program, parameter bytes per device (and the share
 of the replicated bytes), the solver's estimate of the bytes one device sends and the bytes
@@ -108,6 +109,9 @@ def main():
     step_args = [(rng.standard_normal(s) / np.sqrt(s[0])).astype(np.float32)
                  for s in [(256, 512), (512, 256), (64, 256), (64, 256)]]
     run_case("sgd step", sgd_step, step_args, 8, (0, 1))
+    mesh = AutoShardingOptions(mesh_shape=(2, 4))
+    run_case("mlp4 on a 2x4 mesh", mlp4, [x] + ws, 8, (1, 2, 3, 4), mesh)
+    run_case("sgd step on a 2x4 mesh", sgd_step, step_args, 8, (0, 1), mesh)
 
 
 if __name__ == "__main__":

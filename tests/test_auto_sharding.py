@@ -95,7 +95,6 @@ def test_a_replicated_result_of_two_dots_is_column_then_row_parallel():
 def test_the_integer_program_finds_the_best_of_every_assignment(options):
     # every combination of strategies of the chain on 2 devices (216 of them), costed by
     # the same measure the integer program minimizes; the replicated peak is 6656 bytes
-    limit = options.memory_limit_bytes
     comp = minixla.parse_hlo_module(MLP_CHAIN).entry
     choices, objective = solve(comp, 2, options)
     assert objective == pytest.approx(brute_force_best(comp, choices, 2, options))
