@@ -231,6 +231,12 @@ ENTRY e {
         minixla.compile(partitioned, auto_sharding=True)
 
 
+def test_a_shard_map_region_is_refused():
+    from test_spmd_partitioner import SHARD_MAP_FROM_JAX
+    with pytest.raises(AutoShardingError, match="does not handle shard_map"):
+        minixla.compile(SHARD_MAP_FROM_JAX, num_partitions=4, auto_sharding=True)
+
+
 def test_a_missing_solver_is_a_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "scipy.optimize", None)
     with pytest.raises(AutoShardingError, match=r"install scipy \(pip install "

@@ -38,6 +38,7 @@ from ..ir.sharding import HloSharding
 from .auto_sharding_strategies import (Strategy, replicated_like, reshard_bytes, shard_bytes,
                                        strategies)
 from .base import Pass, register_pass
+from .shardy import GLOBAL_TO_LOCAL, shardy_target
 from .spmd_partitioner import same_sharding
 
 
@@ -350,6 +351,9 @@ def auto_shard_in_place(module: HloModule, num_devices: int,
     from .call_inliner import CallInliner
     if num_devices < 1:
         raise AutoShardingError(f"auto-sharding needs at least one device, got {num_devices}")
+    if any(shardy_target(i) == GLOBAL_TO_LOCAL for i in module.all_instructions()):
+        raise AutoShardingError(f"{module.name}: auto-sharding does not handle shard_map "
+                                f"(manual) regions; annotate this program by hand")
     CallInliner().run(module)  # shardings flow through calls, as in the partitioner
     comp = module.entry
     choices, objective = solve(comp, num_devices, options or AutoShardingOptions())
