@@ -19,7 +19,6 @@ Grammar (spaces between parts are optional where XLA allows them):
 from __future__ import annotations
 
 import functools
-
 import re
 from dataclasses import dataclass, field
 from math import prod
