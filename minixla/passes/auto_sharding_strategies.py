@@ -85,15 +85,34 @@ def _all_operands_split(instr, mesh):
 
 
 def _dot_candidates(instr, mesh):
-    """One operand split, the other whole (plan() splits it to match a batch or contracting
-    dim); on a mesh of several axes, every pair of operand shardings (rows by one axis and
-    columns by another, a contracting dim cut alike on both...). plan() keeps the pairs it
-    can compute without resharding."""
-    lhs, rhs = mesh_shardings(instr.operand(0).shape, mesh), \
-        mesh_shardings(instr.operand(1).shape, mesh)
-    if len(mesh) == 1:
-        return [(a, R) for a in lhs[1:]] + [(R, b) for b in rhs[1:]]
-    return [(a, b) for a, b in itertools.product(lhs, rhs) if a.is_tiled or b.is_tiled]
+    """Each mesh axis cuts a batch dim (of both operands), a row (M) or column (N) dim, the
+    contracting dim (K, of both: then the partial sums are all-reduced), or nothing."""
+    attrs = instr.attrs
+    lhs, rhs = instr.operand(0).shape, instr.operand(1).shape
+    lhs_batch, rhs_batch = attrs.get("lhs_batch_dims", ()), attrs.get("rhs_batch_dims", ())
+    lhs_con = attrs.get("lhs_contracting_dims", ())
+    rhs_con = attrs.get("rhs_contracting_dims", ())
+    lhs_free = [d for d in range(lhs.rank) if d not in lhs_batch and d not in lhs_con]
+    rhs_free = [d for d in range(rhs.rank) if d not in rhs_batch and d not in rhs_con]
+    # role -> (the lhs dim it cuts or None, the rhs dim or None)
+    roles = [(None, None)] + list(zip(lhs_batch, rhs_batch)) + list(zip(lhs_con, rhs_con)) + \
+        [(d, None) for d in lhs_free] + [(None, d) for d in rhs_free]
+    axes = {f"a{i}": size for i, size in enumerate(mesh)}
+    out = []
+    for picks in itertools.product(roles, repeat=len(mesh)):
+        if all(p == (None, None) for p in picks):
+            continue
+        pair = []
+        for side, shape in ((0, lhs), (1, rhs)):
+            dim_axes = [tuple(a for a, pick in zip(axes, picks) if pick[side] == d)
+                        for d in range(shape.rank)]
+            pieces = [int(np.prod([axes[a] for a in cut])) for cut in dim_axes]
+            if any(size % p for size, p in zip(shape.dims, pieces)):
+                break
+            pair.append(mesh_sharding(axes, dim_axes).normalized())
+        if len(pair) == 2:
+            out.append(tuple(pair))
+    return out
 
 
 def _elementwise_rows():
@@ -114,6 +133,7 @@ CANDIDATES = {
 LEAVES = ("constant", "iota", "partition-id", "replica-id", "rng", "rng-bit-generator")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def shard_bytes(shape: Shape, sharding: HloSharding) -> int:
     if shape.is_tuple:
         return sum(shard_bytes(s, e) for s, e in zip(shape.tuple_shapes, sharding.elements))
