@@ -96,7 +96,8 @@ def test_the_integer_program_finds_the_best_of_every_assignment(options):
     # every combination of strategies of the chain on 2 devices (216 of them), costed by
     # the same measure the integer program minimizes; the replicated peak is 6656 bytes
     comp = minixla.parse_hlo_module(MLP_CHAIN).entry
-    choices, objective = solve(comp, 2, options)
+    choices, objective, optimal = solve(comp, 2, options)
+    assert optimal
     assert objective == pytest.approx(brute_force_best(comp, choices, 2, options))
 
 
@@ -118,10 +119,11 @@ def test_on_a_2x2_mesh_the_integer_program_finds_the_best_of_every_assignment(me
     comp = minixla.parse_hlo_module(text).entry
     options = AutoShardingOptions(mesh_shape=(2, 2), memory_weight=memory_weight,
                                   memory_limit_bytes=2000)
-    choices, objective = solve(comp, 4, options)
+    choices, objective, optimal = solve(comp, 4, options)
     # each rank-2 array has 9 shardings: whole, a dim cut by either axis or both, or one
     # dim by each axis
     assert [len(c.strategies) for c in choices[:2]] == [9, 9]
+    assert optimal
     assert objective == pytest.approx(brute_force_best(comp, choices, 4, options))
 
 

@@ -52,11 +52,14 @@ class AutoShardingOptions:
     memory_weight / compute_weight: what a byte of peak memory and a flop cost, in bytes
     sent (a device that does ~10 flops in the time it sends a byte: 0.1).
     mesh_shape: the devices as a mesh of these axis sizes, in device order (None: one axis
-    of all of them); each axis cuts at most one dim of an array."""
+    of all of them); each axis cuts at most one dim of an array.
+    time_limit_seconds: the solver stops there with the best choice found so far (the
+    report says it is not proven optimal)."""
     memory_limit_bytes: int | None = None
     memory_weight: float = 0.5
     compute_weight: float = 0.1
     mesh_shape: tuple[int, ...] | None = None
+    time_limit_seconds: float = 60.0
 
 
 @dataclass
@@ -83,6 +86,7 @@ class AutoShardingResult:
     parameter_bytes: int = 0  # per device
     replicated_parameter_bytes: int = 0
     objective: float = 0.0
+    optimal: bool = True  # False: the solver's time limit ended the search
     fallbacks: dict[str, str] = field(default_factory=dict)  # name -> reason
 
     def sharding_of(self, name: str) -> HloSharding:
@@ -99,7 +103,9 @@ class AutoShardingResult:
         return [c.strategy.out for c in params]
 
     def __str__(self) -> str:
-        lines = [f"auto-sharding on {self.num_devices} devices: estimated "
+        lines = [f"auto-sharding on {self.num_devices} devices"
+                 f"{'' if self.optimal else ' (time limit: best found, not proven optimal)'}"
+                 f": estimated "
                  f"{self.communication_bytes:.0f} bytes sent per device, peak memory "
                  f"{self.peak_memory_bytes:.0f} bytes per device (replicated: "
                  f"{self.replicated_peak_memory_bytes:.0f}), parameters "
@@ -132,26 +138,27 @@ class _Program:
     def row(self, coefficients: dict[int, float], lower: float, upper: float) -> None:
         self.rows.append((coefficients, lower, upper))
 
-    def solve(self):
+    def solve(self, time_limit: float):
         try:
             from scipy.optimize import Bounds, LinearConstraint, milp
-            from scipy.sparse import lil_matrix
+            from scipy.sparse import coo_matrix
         except ImportError:
             raise AutoShardingError(
                 "auto-sharding solves an integer program with scipy.optimize.milp; install "
                 "scipy (pip install 'minixla[autoshard]')") from None
-        matrix = lil_matrix((len(self.rows), len(self.costs)))
-        for r, (coefficients, _, _) in enumerate(self.rows):
-            for column, value in coefficients.items():
-                matrix[r, column] = value
-        constraint = LinearConstraint(matrix.tocsr(), [lo for _, lo, _ in self.rows],
+        entries = [(r, c, v) for r, (coefficients, _, _) in enumerate(self.rows)
+                   for c, v in coefficients.items()]
+        rows, columns, values = zip(*entries) if entries else ((), (), ())
+        matrix = coo_matrix((values, (rows, columns)),
+                            shape=(len(self.rows), len(self.costs))).tocsr()
+        constraint = LinearConstraint(matrix, [lo for _, lo, _ in self.rows],
                                       [hi for _, _, hi in self.rows])
         # without presolve: with it, HiGHS (scipy 1.17) called a choice 0.2% above the
         # optimum optimal on the 4-layer MLP of bench/auto_sharding.py
         return milp(np.array(self.costs), constraints=constraint,
                     integrality=np.array(self.integral),
                     bounds=Bounds(np.zeros(len(self.costs)), np.array(self.upper)),
-                    options={"presolve": False})
+                    options={"presolve": False, "time_limit": time_limit})
 
 
 def _live_ranges(comp, order) -> dict[int, tuple[int, int]]:
@@ -171,8 +178,9 @@ def _live_ranges(comp, order) -> dict[int, tuple[int, int]]:
     return ranges
 
 
-def solve(comp, n: int, options: AutoShardingOptions) -> tuple[list[Choice], float]:
-    """The chosen strategy of every instruction of `comp`, and the objective's value."""
+def solve(comp, n: int, options: AutoShardingOptions) -> tuple[list[Choice], float, bool]:
+    """The chosen strategy of every instruction of `comp`, the objective's value, and whether
+    the solver proved it optimal (else its time limit ended the search)."""
     order = comp.post_order()
     mesh = tuple(options.mesh_shape or (n,))
     if int(np.prod(mesh)) != n:
@@ -192,7 +200,7 @@ def solve(comp, n: int, options: AutoShardingOptions) -> tuple[list[Choice], flo
         program.row({v: 1.0 for v in select[key]}, 1.0, 1.0)
     ranges = _live_ranges(comp, order)
     _memory_rows(program, choices, select, order, ranges, n, options)
-    result = program.solve()
+    result = program.solve(options.time_limit_seconds)
     if result.x is None:
         limit = options.memory_limit_bytes
         smallest = _smallest_peak(choices, ranges, len(order))
@@ -201,11 +209,15 @@ def solve(comp, n: int, options: AutoShardingOptions) -> tuple[list[Choice], flo
                 f"%{comp.name}: no sharding on {n} devices keeps the memory per device under "
                 f"{limit} bytes (with every value at its smallest, the values alone peak at "
                 f"{smallest:.0f} bytes); raise memory_limit_bytes or use more devices")
+        if result.status == 1:
+            raise AutoShardingError(
+                f"%{comp.name}: the auto-sharding solver found no sharding within "
+                f"time_limit_seconds={options.time_limit_seconds}; raise the limit")
         raise AutoShardingError(f"%{comp.name}: the auto-sharding solver failed: "
                                 f"{result.message}")
     for key, choice in choices.items():
         choice.chosen = int(np.argmax([result.x[v] for v in select[key]]))
-    return list(choices.values()), float(result.fun)
+    return list(choices.values()), float(result.fun), result.status == 0
 
 
 def _memory_rows(program, choices, select, order, ranges, n, options) -> None:
@@ -356,9 +368,10 @@ def auto_shard_in_place(module: HloModule, num_devices: int,
                                 f"(manual) regions; annotate this program by hand")
     CallInliner().run(module)  # shardings flow through calls, as in the partitioner
     comp = module.entry
-    choices, objective = solve(comp, num_devices, options or AutoShardingOptions())
+    choices, objective, optimal = solve(comp, num_devices, options or AutoShardingOptions())
     # costs are measured on the program as written, before resharding calls go in
-    result = AutoShardingResult(module, num_devices, choices, objective=objective)
+    result = AutoShardingResult(module, num_devices, choices, objective=objective,
+                                optimal=optimal)
     _totals(result, comp, num_devices)
     annotate(module, choices)
     module.header_attrs["num_partitions"] = str(num_devices)
