@@ -202,22 +202,27 @@ def solve(comp, n: int, options: AutoShardingOptions) -> tuple[list[Choice], flo
     _memory_rows(program, choices, select, order, ranges, n, options)
     result = program.solve(options.time_limit_seconds)
     if result.x is None:
-        limit = options.memory_limit_bytes
-        smallest = _smallest_peak(choices, ranges, len(order))
-        if limit is not None and (result.status == 2 or smallest > limit):
-            raise AutoShardingError(
-                f"%{comp.name}: no sharding on {n} devices keeps the memory per device under "
-                f"{limit} bytes (with every value at its smallest, the values alone peak at "
-                f"{smallest:.0f} bytes); raise memory_limit_bytes or use more devices")
-        if result.status == 1:
-            raise AutoShardingError(
-                f"%{comp.name}: the auto-sharding solver found no sharding within "
-                f"time_limit_seconds={options.time_limit_seconds}; raise the limit")
-        raise AutoShardingError(f"%{comp.name}: the auto-sharding solver failed: "
-                                f"{result.message}")
+        raise _no_solution(comp, result, choices, ranges, len(order), n, options)
     for key, choice in choices.items():
         choice.chosen = int(np.argmax([result.x[v] for v in select[key]]))
     return list(choices.values()), float(result.fun), result.status == 0
+
+
+def _no_solution(comp, result, choices, ranges, points: int, n: int,
+                 options) -> AutoShardingError:
+    limit = options.memory_limit_bytes
+    smallest = _smallest_peak(choices, ranges, points)
+    if limit is not None and (result.status == 2 or smallest > limit):
+        return AutoShardingError(
+            f"%{comp.name}: no sharding on {n} devices keeps the memory per device under "
+            f"{limit} bytes (with every value at its smallest, the values alone peak at "
+            f"{smallest:.0f} bytes); raise memory_limit_bytes or use more devices")
+    if result.status == 1:
+        return AutoShardingError(
+            f"%{comp.name}: the auto-sharding solver found no sharding within "
+            f"time_limit_seconds={options.time_limit_seconds}; raise the limit")
+    return AutoShardingError(f"%{comp.name}: the auto-sharding solver failed: "
+                             f"{result.message}")
 
 
 def _memory_rows(program, choices, select, order, ranges, n, options) -> None:
