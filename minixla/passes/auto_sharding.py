@@ -5,12 +5,12 @@ Every array instruction of the entry gets a list of strategies (auto_sharding_st
 the sharding of its result, the shardings it needs of its operands, and what it costs on one
 device: flops, bytes sent by the collective it runs itself (the all-reduce of a dot whose
 contracting dim is split), and bytes its result holds. Which operand shardings to try comes
-from a table per op family (dot: split the batch, row (M), column (N) or contracting (K)
-dim; elementwise: every operand split alike; parameters: replicated or split on any dim);
+from a table per op family (dot: each mesh axis cuts the batch, row (M), column (N) or
+contracting (K) dim; elementwise: every operand sharded alike; parameters: any sharding);
 spmd_rules.plan() then says what the partitioner would really do with them, so the costs
 are those of the program that runs. An edge from a producer to a consumer costs the bytes
-resharding sends (all-gather, all-to-all; slicing a replicated value is free). Ops without
-a row run replicated and say why.
+resharding sends (all-gather, all-to-all, collective-permute; slicing a replicated value is
+free). Ops without a row run replicated and say why.
 
 The choice is an integer linear program (scipy.optimize.milp, HiGHS): one binary per
 (instruction, strategy), one [0, 1] variable per (edge, producer strategy, consumer

@@ -5,8 +5,9 @@ chooses among them).
 `CANDIDATES` says, per op family, which operand shardings to try besides all-replicated;
 spmd_rules.plan() then says what the partitioner would really do with them (the result's
 sharding, an all-reduce of partial sums), so the costs are those of the program that runs.
-A split must divide its dim evenly. Parameters are replicated or split on any dim; leaves
-(constants, iota) start replicated; ops without a row run replicated and say why.
+Shardings come from the device mesh: each mesh axis cuts one dim or none, evenly
+(`mesh_shardings`). Parameters may take any of them; leaves (constants, iota) start
+replicated; ops without a row run replicated and say why.
 """
 from __future__ import annotations
 
