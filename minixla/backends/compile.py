@@ -25,7 +25,9 @@ def compile(module_or_text, backend: str | None = None, **options):
 
     `num_partitions=N` (default: the header's) above 1, or a header `replica_count` above 1,
     gives a multi-device SpmdExecutable (runtime/spmd.py; options `out_shardings`,
-    `collective_timeout`, `already_partitioned`)."""
+    `collective_timeout`, `already_partitioned`). `auto_sharding=True` (or an
+    AutoShardingOptions) chooses the shardings of an unannotated program first
+    (passes/auto_sharding.py)."""
     text = None if isinstance(module_or_text, HloModule) else program_text(module_or_text)
     if text is not None:
         from ..text import parse_module
@@ -44,6 +46,9 @@ def compile(module_or_text, backend: str | None = None, **options):
     num_partitions = options.pop("num_partitions", None)
     out_shardings = options.pop("out_shardings", None)
     from ..runtime import spmd
+    if options.get("auto_sharding") and not spmd.is_multi_device(module, num_partitions):
+        raise MinixlaError("auto_sharding chooses shardings for several devices: pass "
+                           "num_partitions=N (N > 1) or set it in the module header")
     if spmd.is_multi_device(module, num_partitions):
         return spmd.compile_spmd(module, name, target, options, _optimize,
                                  num_partitions=num_partitions, out_shardings=out_shardings)
@@ -65,7 +70,7 @@ DUMP_OPTIONS = {"dump_to": "dump_to", "dump_pass_re": "pass_re", "dump_module_re
                 "dump_as_text": "as_text", "dump_as_dot": "as_dot", "dump_as_html": "as_html"}
 COMPILE_OPTIONS = ("passes", "verify", *DUMP_OPTIONS, "memory_budget_bytes", "memory_limit_bytes",
                    "num_partitions", "out_shardings", "collective_timeout",
-                   "already_partitioned")
+                   "already_partitioned", "auto_sharding")
 
 
 def check_options(options: dict, target) -> None:

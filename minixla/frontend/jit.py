@@ -92,8 +92,9 @@ class Jitted:
 
     def __init__(self, fn, backend, donate_argnums, static_argnums, static_argnames=(),
                  donate_argnames=(), memory_limit_bytes=None, in_shardings=None,
-                 out_shardings=None):
+                 out_shardings=None, auto_sharding=None):
         functools.update_wrapper(self, fn)
+        self.auto_sharding = auto_sharding
         self.in_shardings, self.out_shardings = in_shardings, out_shardings
         self.fn = fn
         self.backend = backend
@@ -204,6 +205,9 @@ class Jitted:
                      counts + [len(flatten(kwargs[k])[0]) for k in sorted(kwargs)])
         options = {} if self.memory_limit_bytes is None else {
             "memory_limit_bytes": self.memory_limit_bytes}
+        if self.auto_sharding is not None:
+            from .sharding import auto_sharding_options
+            options.update(auto_sharding_options(self.auto_sharding))
         return Lowered(module, tree, out_tree, backend, options)
 
     def _leaf_names(self, args, kwargs) -> list[str]:
@@ -279,20 +283,23 @@ def _argnames(value, parameters, open_kwargs: bool) -> tuple[str, ...]:
 
 def jit(fn=None, *, backend: str | None = None, donate_argnums=(), static_argnums=(),
         static_argnames=(), donate_argnames=(), memory_limit_bytes: int | None = None,
-        in_shardings=None, out_shardings=None):
+        in_shardings=None, out_shardings=None, auto_sharding=None):
     """Compiles `fn` on first call per input signature; usable as `@jit` or
     `@jit(static_argnums=...)`. Static arguments (by position or name) are Python values
     baked into the trace; donated ones may share buffers with outputs. backend=None means
     "cpu" when available, else the interpreter. memory_limit_bytes bounds the peak temporary
     memory: values are recomputed instead of kept live until it holds (rematerialization).
     in_shardings/out_shardings (NamedSharding, one or one per positional argument / output)
-    partition the program over their mesh (docs/sharding.md)."""
+    partition the program over their mesh (docs/sharding.md); auto_sharding=mesh chooses
+    the shardings of the rest over the mesh's devices (docs/sharding.md#auto-sharding)."""
     if fn is None:
         return functools.partial(jit, backend=backend, donate_argnums=donate_argnums,
                                  static_argnums=static_argnums,
                                  static_argnames=static_argnames,
                                  donate_argnames=donate_argnames,
                                  memory_limit_bytes=memory_limit_bytes,
-                                 in_shardings=in_shardings, out_shardings=out_shardings)
+                                 in_shardings=in_shardings, out_shardings=out_shardings,
+                                 auto_sharding=auto_sharding)
     return Jitted(fn, backend, donate_argnums, static_argnums, static_argnames,
-                  donate_argnames, memory_limit_bytes, in_shardings, out_shardings)
+                  donate_argnames, memory_limit_bytes, in_shardings, out_shardings,
+                  auto_sharding)

@@ -156,6 +156,24 @@ def annotate(module, in_shardings, out_shardings, params_per_arg: list[int]) -> 
         module.header_attrs["num_partitions"] = str(size)
 
 
+def auto_sharding_options(mesh) -> dict:
+    """jit's compile options for auto_sharding=mesh (or (mesh, AutoShardingOptions)): the
+    shardings are chosen over the mesh's axes, whose devices must be in order."""
+    import dataclasses
+
+    from ..passes.auto_sharding import AutoShardingOptions
+    mesh, chosen = mesh if isinstance(mesh, tuple) else (mesh, AutoShardingOptions())
+    if not isinstance(mesh, Mesh) or not isinstance(chosen, AutoShardingOptions):
+        raise FrontendTypeError(f"auto_sharding takes a Mesh (or a (Mesh, "
+                                f"AutoShardingOptions) pair), got {type(mesh).__name__}")
+    if mesh.device_ids.reshape(-1).tolist() != list(range(mesh.size)):
+        raise FrontendTypeError(f"auto_sharding needs a mesh of devices 0..{mesh.size - 1} in "
+                                f"order, got {mesh.device_ids.tolist()}")
+    shape = tuple(int(d) for d in mesh.device_ids.shape)
+    return {"num_partitions": mesh.size,
+            "auto_sharding": dataclasses.replace(chosen, mesh_shape=shape)}
+
+
 def with_sharding_constraint(x, sharding):
     """Inside a trace: `x`, with its sharding pinned (the `Sharding` custom call); outside one,
     `x` itself."""

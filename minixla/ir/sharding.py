@@ -18,6 +18,7 @@ Grammar (spaces between parts are optional where XLA allows them):
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from math import prod
@@ -200,10 +201,10 @@ class HloSharding:
 
     def tile_index(self, device: int) -> tuple[int, ...]:
         """The grid position (data dims only) of `device`'s shard."""
-        where = np.argwhere(self.tile.devices() == device)
-        if not len(where):
+        index = _tile_positions(self).get(device)
+        if index is None:
             raise ValueError(f"device {device} is not in the grid {self.tile}")
-        return tuple(int(v) for v in where[0][:self.data_rank])
+        return index
 
     def shard_dims(self, dims) -> tuple[int, ...]:
         """Per-device dims of an array of `dims` (pieces rounded up, as XLA pads them)."""
@@ -241,6 +242,15 @@ class HloSharding:
 
     def __str__(self) -> str:
         return "{" + self.body() + "}"
+
+
+@functools.lru_cache(maxsize=4096)  # the partitioner asks for every device of each sharding
+def _tile_positions(sharding: HloSharding) -> dict[int, tuple[int, ...]]:
+    """device -> the grid position (data dims only) of its first shard."""
+    positions: dict[int, tuple[int, ...]] = {}
+    for where, device in np.ndenumerate(sharding.tile.devices()):
+        positions.setdefault(int(device), tuple(int(v) for v in where[:sharding.data_rank]))
+    return positions
 
 
 def parse_sharding(text: str) -> HloSharding:

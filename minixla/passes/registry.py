@@ -4,7 +4,7 @@ PASS_MODULES: list[str] = [
     "dce", "cse", "tuple_simplifier", "call_inliner", "constant_folding", "algsimp",
     "float_normalization", "fusion", "layout_assignment", "copy_insertion", "scheduling",
     "while_simplifier", "conditional_simplifier", "movers", "rematerialization",
-    "spmd_partitioner",
+    "spmd_partitioner", "auto_sharding",
 ]
 
 import importlib as _importlib

@@ -348,6 +348,10 @@ def compile_spmd(module: HloModule, backend_name: str, target, options: dict, op
             f"{partitions} partition(s){share}), but minixla.devices() has {available}; set "
             f"MINIXLA_NUM_CPU_DEVICES={needed}")
     verify_distribution(module, partitions)
+    auto = _auto_shard(module, partitions, options) if options.get("auto_sharding") else None
+    options.pop("auto_sharding", None)
+    if auto is not None:
+        module = auto.module
     partitioned = options.pop("already_partitioned", None)
     if partitioned is None:
         partitioned = is_partitioned(module)
@@ -379,7 +383,31 @@ def compile_spmd(module: HloModule, backend_name: str, target, options: dict, op
                                 options=options)
     executable.pass_report = report
     executable.optimized_module = optimized
+    executable.auto_sharding = auto
     return executable
+
+
+def _auto_shard(module: HloModule, partitions: int, options: dict):
+    """The module with shardings chosen by auto-sharding; the annotated module and the
+    report go to the dump (`auto_sharding.txt`, `auto_sharding_report.txt`)."""
+    from ..passes.auto_sharding import AutoShardingOptions, auto_shard
+    from ..passes.base import DumpOptions, Dumper
+    from .compile import DUMP_OPTIONS
+    if is_partitioned(module):
+        raise ShardingError(f"{module.name} is already partitioned; auto_sharding chooses "
+                            f"shardings for a global program")
+    chosen = options["auto_sharding"]
+    result = auto_shard(module, partitions,
+                        chosen if isinstance(chosen, AutoShardingOptions) else None)
+    dump = DumpOptions.from_flags()
+    for key, attr in DUMP_OPTIONS.items():
+        if key in options:
+            setattr(dump, attr, options[key])
+    if dump.dump_to:
+        dumper = Dumper(dump, result.module)
+        dumper.module(result.module, "auto_sharding")
+        dumper.write("auto_sharding_report.txt", str(result) + "\n")
+    return result
 
 
 def _sharding_of(instr) -> HloSharding | None:
