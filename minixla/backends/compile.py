@@ -12,6 +12,7 @@ import time
 from . import get as get_backend
 from ..errors import MinixlaError
 from ..ir.module import HloModule
+from ..passes.base import DUMP_OPTIONS
 from ..runtime.limits import check_sizes, memory_budget
 from ..runtime.metrics import record_phase
 from ..runtime.participants import check_participants
@@ -66,8 +67,6 @@ def compile(module_or_text, backend: str | None = None, **options):
 
 
 # Options minixla.compile itself reads; each backend declares its own (Backend.options).
-DUMP_OPTIONS = {"dump_to": "dump_to", "dump_pass_re": "pass_re", "dump_module_re": "module_re",
-                "dump_as_text": "as_text", "dump_as_dot": "as_dot", "dump_as_html": "as_html"}
 COMPILE_OPTIONS = ("passes", "verify", *DUMP_OPTIONS, "memory_budget_bytes", "memory_limit_bytes",
                    "num_partitions", "out_shardings", "collective_timeout",
                    "already_partitioned", "auto_sharding")

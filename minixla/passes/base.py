@@ -70,6 +70,11 @@ class PassReport:
 FLAGS_READ_ELSEWHERE = ("device_count", "explain_recompiles", "explain_cache_misses")
 
 
+# Compile options that set a DumpOptions field: option name -> field.
+DUMP_OPTIONS = {"dump_to": "dump_to", "dump_pass_re": "pass_re", "dump_module_re": "module_re",
+                "dump_as_text": "as_text", "dump_as_dot": "as_dot", "dump_as_html": "as_html"}
+
+
 @dataclass
 class DumpOptions:
     """Where and what to dump, as XLA's --xla_dump_to / --xla_dump_hlo_pass_re / ..."""

@@ -391,8 +391,7 @@ def _auto_shard(module: HloModule, partitions: int, options: dict):
     """The module with shardings chosen by auto-sharding; the annotated module and the
     report go to the dump (`auto_sharding.txt`, `auto_sharding_report.txt`)."""
     from ..passes.auto_sharding import AutoShardingOptions, auto_shard
-    from ..passes.base import DumpOptions, Dumper
-    from .compile import DUMP_OPTIONS
+    from ..passes.base import DUMP_OPTIONS, DumpOptions, Dumper
     if is_partitioned(module):
         raise ShardingError(f"{module.name} is already partitioned; auto_sharding chooses "
                             f"shardings for a global program")
