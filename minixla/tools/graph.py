@@ -8,8 +8,11 @@ others name it in their labels, e.g. `to_apply=%add`). Edges run operand -> user
 operand's shape. Constants and parameters are folded into their users' labels unless
 `expand=True`, which keeps long graphs readable.
 
-SVG comes from Graphviz's `dot`. HTML is one self-contained file: an inline SVG (dot's, or a
-small layered layout of our own when dot is missing) where clicking a node shows its HLO text.
+SVG and HTML are drawn with a layered (Sugiyama-style) layout of our own (layout.py): long
+edges get routed through slots of their own instead of behind other nodes, and the drawing is
+the same on every machine; `--graphviz` (`use_dot=True`) uses Graphviz's `dot` instead. HTML is
+one self-contained file, an inline SVG where clicking a node shows its HLO text. The built-in
+drawing puts each called computation in a box of its own under the entry's nodes.
 `module_to_dot(module)` is what `--dump_as_dot` writes.
 """
 from __future__ import annotations
@@ -21,9 +24,11 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 
 from .common import ToolError, add_lenient_flag, default_backend, load_module
+from .layout import Layout, layered_layout
 
 # kind -> (fill colour, legend text); "fusion" is split out of the table's "control" kind.
 KIND_STYLE = {
@@ -178,6 +183,8 @@ def _folded_text(instr) -> str:
 
 def _short_literal(instr) -> str:
     from ..text.printer import instruction_to_text
+    if instr.shape.is_array and instr.shape.numel() > 12:  # over 24 characters for sure, and
+        return "{...}"                                     # printing millions of them is slow
     text = instruction_to_text(instr, print_metadata=False)
     inside = text[text.index("constant(") + len("constant("):].rsplit(")", 1)[0]
     return inside if len(inside) <= 24 else "{...}"
@@ -238,13 +245,19 @@ def dot_to_svg(dot: str) -> str:
 
 
 # -- HTML --------------------------------------------------------------------------------------
-def module_to_html(module, *, expand: bool = False, use_dot: bool | None = None) -> str:
+def module_to_svg(module, *, expand: bool = False, use_dot: bool = False) -> str:
+    """A standalone SVG file: the built-in layered layout, or Graphviz's with `use_dot`."""
+    if use_dot:
+        return dot_to_svg(module_to_dot(module, expand=expand))
+    return layout_svg(build_graph(module, expand=expand), standalone=True)
+
+
+def module_to_html(module, *, expand: bool = False, use_dot: bool = False) -> str:
     """One self-contained page: the graph as inline SVG; clicking a node shows its HLO text.
 
-    `use_dot=None` uses Graphviz when installed and the built-in layout otherwise."""
+    The drawing is the built-in layout's (the same on every machine), or Graphviz's with
+    `use_dot`."""
     graph = build_graph(module, expand=expand)
-    if use_dot is None:
-        use_dot = shutil.which("dot") is not None
     svg = _inline(dot_to_svg(module_to_dot(module, expand=expand))) if use_dot \
         else layout_svg(graph)
     texts = []
@@ -296,94 +309,110 @@ document.querySelectorAll("g.node").forEach(function (node) {{
 """
 
 
-# -- the built-in layout (no Graphviz): layers by longest path, ordered by barycentre ----------
-_CHAR_W, _LINE_H, _GAP_X, _GAP_Y, _PAD = 6.6, 14, 22, 42, 14
+# -- the built-in drawing: layout.py's layered layout, one block per computation -------------
+_CHAR_W, _LINE_H, _PAD, _CLUSTER_HEAD = 6.6, 14, 14, 24
 
 
-def layout_svg(graph: Graph) -> str:
-    parts, y, width = [], _PAD, 0.0
-    for cluster in [graph.top, *graph.clusters()]:
-        if not cluster.nodes:
-            continue
-        body, w, h = _layout_block(cluster, graph.edges, y + (24 if cluster.id else 0))
+def node_size(node: Node) -> tuple[float, float]:
+    return max(len(t) for t in node.lines) * _CHAR_W + 16, len(node.lines) * _LINE_H + 10
+
+
+def layout_blocks(graph: Graph) -> list[tuple[Cluster, Layout]]:
+    """The entry's nodes, then each called computation's, laid out on their own (data edges
+    never leave a computation; calls are named in the cluster labels)."""
+    clusters = [c for c in [graph.top, *graph.clusters()] if c.nodes]
+    home = {node.id: k for k, c in enumerate(clusters) for node in c.nodes}
+    edges: list[list[tuple[str, str]]] = [[] for _ in clusters]
+    for a, b, _ in graph.edges:
+        if home[a] == home[b]:
+            edges[home[a]].append((a, b))
+    return [(c, layered_layout({n.id: node_size(n) for n in c.nodes}, own))
+            for c, own in zip(clusters, edges)]
+
+
+def layout_svg(graph: Graph, *, standalone: bool = False) -> str:
+    """The graph as SVG, computation blocks one under the other, a dashed box round each
+    called one. `standalone` makes a .svg file: XML prolog, SVG namespace and each node's HLO
+    text as its <desc> (HTML pages show that text beside the drawing and want no namespace)."""
+    shapes = {}
+    for a, _, shape in graph.edges:
+        shapes.setdefault(a, shape)  # an edge carries its operand's shape: one label per node
+    parts, y, width = [], float(_PAD), 0.0
+    for cluster, layout in layout_blocks(graph):
+        top = y + (_CLUSTER_HEAD if cluster.id else 0)
         if cluster.id:
-            body.insert(0, f'<rect x="4" y="{y:.0f}" width="{w + 2 * _PAD:.0f}" '
-                           f'height="{h + 30:.0f}" rx="8" fill="none" stroke="#6b7280" '
-                           f'stroke-dasharray="4 3"/><text x="{_PAD}" y="{y + 16:.0f}" '
-                           f'font-size="11">{html.escape(cluster.label)}</text>')
-            h += 30
-        parts += body
-        y += h + 2 * _PAD
-        width = max(width, w + 2 * _PAD + 8)
+            parts.append(f'<rect x="{_PAD / 2:.0f}" y="{y:.0f}" width="{layout.width + _PAD:.0f}"'
+                         f' height="{layout.height + _CLUSTER_HEAD + 6:.0f}" rx="8" '
+                         f'fill="none" stroke="#6b7280" stroke-dasharray="4 3"/><text '
+                         f'x="{_PAD}" y="{y + 16:.0f}" font-size="11">'
+                         f'{html.escape(cluster.label)}</text>')
+        parts += _svg_block(cluster, layout, shapes, _PAD, top, standalone)
+        y = top + layout.height + (6 if cluster.id else 0) + 2 * _PAD
+        width = max(width, layout.width + 2 * _PAD)
     head = (f'<svg width="{width:.0f}" height="{y:.0f}" viewBox="0 0 {width:.0f} {y:.0f}" '
             f'font-family="Helvetica, Arial, sans-serif"><defs><marker id="arrow" '
             f'viewBox="0 0 8 8" refX="8" refY="4" markerWidth="6" markerHeight="6" '
             f'orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="#4b5563"/></marker></defs>')
-    return head + "\n".join(parts) + "</svg>"
+    if standalone:
+        head = ('<?xml version="1.0" encoding="UTF-8"?>\n'
+                + head.replace("<svg ", '<svg xmlns="http://www.w3.org/2000/svg" ', 1))
+    return head + "\n".join(parts) + "</svg>\n"
 
 
-def _layout_block(cluster: Cluster, edges, top: float):
-    ids = {node.id: node for node in cluster.nodes}
-    inputs: dict[str, list[str]] = {i: [] for i in ids}
-    shapes = {}
-    for a, b, shape in edges:
-        if a in ids and b in ids:
-            inputs[b].append(a)
-            shapes[(a, b)] = shape
-    layer: dict[str, int] = {}
-    for node in cluster.nodes:  # post-order: operands first
-        layer[node.id] = 1 + max((layer[a] for a in inputs[node.id]), default=-1)
-    rows = [[] for _ in range(max(layer.values()) + 1)]
+def _svg_block(cluster: Cluster, layout: Layout, shapes, dx: float, dy: float,
+               standalone: bool) -> list[str]:
+    """Each node's trunk once, then every edge from where it leaves its trunk (or from its
+    source) to its target, then the nodes over them."""
+    out = [f'<path d="{_svg_path(layout.polyline([u, *trunk]), dx, dy)}" fill="none" '
+           f'stroke="#4b5563"/>' for u, trunk in layout.trunks.items()]
+    for a, b in layout.edges:
+        path = layout.path(a, b)
+        if layout.index[a] < layout.index[b]:
+            points = layout.polyline(path[-2:])
+        else:  # drawn upwards, all the way (never the case for HLO in post-order)
+            points = layout.route(a, b)
+        out.append(f'<path d="{_svg_path(points, dx, dy)}" fill="none" stroke="#4b5563" '
+                   f'marker-end="url(#arrow)"/>')
+    sources = {a for a, _ in layout.edges}
     for node in cluster.nodes:
-        rows[layer[node.id]].append(node.id)
-    size = {i: (max(len(t) for t in n.lines) * _CHAR_W + 16, len(n.lines) * _LINE_H + 10)
-            for i, n in ids.items()}
-    x = _place_rows(rows, inputs, size)
-    out, y = [], top
-    centre = {}
-    for row in rows:
-        row_h = max(size[i][1] for i in row)
-        for i in row:
-            centre[i] = (x[i], y, y + size[i][1])
-        y += row_h + _GAP_Y
-    for (a, b), shape in shapes.items():
-        (xa, _, ya), (xb, yb, _) = centre[a], centre[b]
-        mid = (ya + yb) / 2
-        out.append(f'<path d="M{xa:.0f},{ya:.0f} C{xa:.0f},{mid:.0f} {xb:.0f},{mid:.0f} '
-                   f'{xb:.0f},{yb:.0f}" fill="none" stroke="#4b5563" '
-                   f'marker-end="url(#arrow)"/><text x="{(xa + xb) / 2 + 4:.0f}" '
-                   f'y="{mid:.0f}" font-size="9" fill="#374151">{html.escape(shape)}</text>')
-    for i, node in ids.items():
-        (cx, y0, _), (w, h) = centre[i], size[i]
-        out.append(_svg_node(node, cx - w / 2, y0, w, h))
-    width = max(x[i] + size[i][0] / 2 for i in ids) - _PAD
-    return out, width, y - top - _GAP_Y
+        box = layout.boxes[node.id]
+        if node.id in sources:
+            out.append(f'<text x="{box.x + box.width / 2 + dx + 4:.1f}" '
+                       f'y="{box.bottom + dy + 11:.1f}" font-size="9" fill="#374151">'
+                       f'{html.escape(shapes[node.id])}</text>')
+        out.append(_svg_node(node, box.x + dx, box.y + dy, box.width, box.height, standalone))
+    return out
 
 
-def _place_rows(rows, inputs, size) -> dict[str, float]:
-    """x centres: each row sorted by the mean x of its operands, then packed left to right."""
-    x: dict[str, float] = {}
-    for row in rows:
-        row.sort(key=lambda i: sum(x[a] for a in inputs[i]) / len(inputs[i])
-                 if inputs[i] else 0.0)
-        cursor = _PAD
-        for i in row:
-            want = (sum(x[a] for a in inputs[i]) / len(inputs[i])) if inputs[i] else cursor
-            left = max(cursor, want - size[i][0] / 2)
-            x[i] = left + size[i][0] / 2
-            cursor = left + size[i][0] + _GAP_X
-    return x
+def _svg_path(points, dx: float, dy: float) -> str:
+    """Straight down through a layer, an S-curve across a gap (its control points stay
+    inside the gap, so the curve does too)."""
+    x0, y0 = points[0]
+    d = [f"M{x0 + dx:.1f},{y0 + dy:.1f}"]
+    for (x1, y1), (x2, y2) in pairwise(points):
+        end = f"{x2 + dx:.1f},{y2 + dy:.1f}"
+        if x1 == x2:
+            d.append(f"L{end}")
+        else:
+            middle = (y1 + y2) / 2 + dy
+            d.append(f"C{x1 + dx:.1f},{middle:.1f} {x2 + dx:.1f},{middle:.1f} {end}")
+    return " ".join(d)
 
 
-def _svg_node(node: Node, left: float, top: float, w: float, h: float) -> str:
+def _svg_node(node: Node, left: float, top: float, w: float, h: float,
+              standalone: bool = False) -> str:
     fill = KIND_STYLE[node.kind][0]
     stroke = 2 if node.instr.is_root() else 0.8
-    spans = "".join(f'<tspan x="{left + w / 2:.0f}" dy="{_LINE_H if k else 0}">'
+    spans = "".join(f'<tspan x="{left + w / 2:.1f}" dy="{_LINE_H if k else 0}">'
                     f'{html.escape(line)}</tspan>' for k, line in enumerate(node.lines))
-    return (f'<g class="node"><title>{html.escape(node.id)}</title><rect x="{left:.0f}" '
-            f'y="{top:.0f}" width="{w:.0f}" height="{h:.0f}" rx="5" fill="{fill}" '
-            f'stroke="#111827" stroke-width="{stroke}"/><text text-anchor="middle" '
-            f'y="{top + 16:.0f}" font-size="10">{spans}</text></g>')
+    desc = ""
+    if standalone:
+        text = "\n".join([node.instr.to_text()] + [o.to_text() for o in node.folded])
+        desc = f"<desc>{html.escape(text, quote=False)}</desc>"
+    return (f'<g class="node"><title>{html.escape(node.id)}</title>{desc}<rect '
+            f'x="{left:.1f}" y="{top:.1f}" width="{w:.1f}" height="{h:.1f}" rx="5" '
+            f'fill="{fill}" stroke="#111827" stroke-width="{stroke}"/><text '
+            f'text-anchor="middle" y="{top + 16:.1f}" font-size="10">{spans}</text></g>')
 
 
 # -- --pass: the module as it stands after one pass of a pipeline -----------------------------
@@ -446,7 +475,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="HLO or StableHLO text file, or - for stdin")
     add_lenient_flag(parser)
     parser.add_argument("-o", "--output", metavar="OUT",
-                        help="OUT.dot, OUT.svg or OUT.html (default: DOT on stdout)")
+                        help="OUT.dot, OUT.svg or OUT.html (default: stdout)")
+    parser.add_argument("--format", metavar="FORMAT",
+                        help="dot, svg or html (default: the -o name's suffix, else dot)")
+    parser.add_argument("--graphviz", action="store_true",
+                        help="lay SVG and HTML out with Graphviz's dot instead of the built-in "
+                             "layered layout")
     parser.add_argument("--expand", action="store_true",
                         help="draw constants and parameters as nodes of their own")
     parser.add_argument("--pass", dest="pass_name", metavar="NAME",
@@ -456,23 +490,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-verify", action="store_true", help="do not verify the input")
 
 
+def output_format(fmt: str | None, output: str | None) -> str:
+    """--format when given, else the output file's suffix, else DOT."""
+    if fmt is not None:
+        if fmt.lower() not in FORMATS:
+            raise ToolError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")
+        return fmt.lower()
+    if not output:
+        return "dot"
+    suffix = Path(output).suffix.lstrip(".").lower()
+    if suffix not in FORMATS:
+        raise ToolError(f"cannot tell the format of {output}: use a .dot, .svg or .html name, "
+                        f"or --format")
+    return suffix
+
+
 def main(args) -> int:
-    fmt = "dot"
-    if args.output:
-        fmt = Path(args.output).suffix.lstrip(".").lower()
-        if fmt not in FORMATS:
-            raise ToolError(f"cannot tell the format of {args.output}: use a .dot, .svg or "
-                            f".html name")
+    fmt = output_format(args.format, args.output)
     # `-` reads stdin: `minixla opt x.hlo -p dce | minixla graph - -o g.svg`
     module = load_module(args.file, verify=not args.no_verify, strict=not args.lenient)
     if args.pass_name:
         run_until(module, args.pass_name, args.backend or default_backend())
     if fmt == "html":
-        text = module_to_html(module, expand=args.expand)
+        text = module_to_html(module, expand=args.expand, use_dot=args.graphviz)
+    elif fmt == "svg":
+        text = module_to_svg(module, expand=args.expand, use_dot=args.graphviz)
     else:
         text = module_to_dot(module, expand=args.expand)
-        if fmt == "svg":
-            text = dot_to_svg(text)
     if not args.output:
         print(text, end="")
         return 0
