@@ -22,7 +22,6 @@ import html
 import re
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path

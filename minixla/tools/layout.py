@@ -33,7 +33,7 @@ DUMMY_WIDTH = 12.0  # a long edge's slot in a layer it crosses
 _STAY = 1e-3
 _LAYER_ROUNDS, _SWEEPS, _PATIENCE, _TRANSPOSE_ROUNDS, _PLACE_ROUNDS = 32, 24, 4, 4, 24
 _SIFT_MAX, _SIFT_EACH_SWEEP = 64, 300  # sifting a layer costs its size squared
-_WEIGHT = {(False, False): 1.0, (False, True): 2.0, (True, False): 2.0, (True, True): 8.0}
+_WEIGHT = {(False, False): 1.0, (False, True): 2.0, (True, False): 2.0, (True, True): 24.0}
 
 
 @dataclass(frozen=True)
