@@ -173,8 +173,8 @@ def test_long_edges_go_around_the_nodes_in_between():
 
 
 def test_a_leaf_sits_right_above_its_only_user():
-    """Layering shortens edges: %w's users are in layers 1 and 5, %x's in 1 and 7, so they
-    stay on top; a constant feeding only the last add moves down next to it."""
+    """Layering shortens edges: a constant feeding only the last add moves down next to it,
+    while %x, which also feeds the first multiply, stays on top."""
     text = RESIDUAL.replace("ROOT %out = f32[4] add(%f, %x)",
                             "%k = f32[4] constant({1, 2, 3, 4})\n"
                             "  ROOT %out = f32[4] add(%f, %k)")
