@@ -133,8 +133,11 @@ def layered_layout(sizes: dict[str, tuple[float, float]], edges) -> Layout:
     down: list[list[int]] = [[] for _ in names]
     up: list[list[int]] = [[] for _ in names]
 
+    linked: set[tuple[int, int]] = set()
+
     def link(a: int, b: int) -> None:
-        if b not in down[a]:
+        if (a, b) not in linked:
+            linked.add((a, b))
             down[a].append(b)
             up[b].append(a)
 
