@@ -1,4 +1,5 @@
-"""`minixla graph`: DOT structure, SVG through Graphviz, self-contained HTML, --pass, dumps."""
+"""`minixla graph`: DOT structure, SVG, self-contained HTML, --pass, dumps (the built-in
+layout itself: test_tools_graph_layout.py)."""
 import html
 import re
 import shutil
@@ -10,8 +11,8 @@ import minixla
 from minixla import backends
 from minixla.cli import main
 from minixla.passes import DumpOptions, Pass, Pipeline, run_pipeline
-from minixla.tools import graph
-from minixla.tools.graph import module_to_dot, module_to_html
+from minixla.text import graph
+from minixla.text.graph import module_to_dot, module_to_html
 
 MLP = Path(__file__).resolve().parents[1] / "examples" / "mlp.hlo"
 
@@ -125,21 +126,22 @@ def test_cli_writes_dot_to_a_file_or_stdout(fused_file, tmp_path, capsys):
     assert capsys.readouterr().out == module_to_dot(parse())
 
 
-@needs_dot
-def test_svg_is_real_svg_with_a_title_per_node(fused_file, tmp_path):
+@pytest.mark.parametrize("argv", [pytest.param(["--graphviz"], marks=needs_dot), []],
+                         ids=["graphviz", "builtin-layout"])
+def test_svg_is_real_svg_with_a_title_per_node(fused_file, tmp_path, argv):
     out = tmp_path / "g.svg"
-    assert main(["graph", str(fused_file), "-o", str(out)]) == 0
+    assert main(["graph", str(fused_file), "-o", str(out), *argv]) == 0
     svg = out.read_text()
     assert "<svg" in svg and svg.rstrip().endswith("</svg>")
     for name in NODE.findall(module_to_dot(parse())):
         assert f"<title>{name}</title>" in svg
 
 
-def test_svg_without_dot_is_a_one_line_error(fused_file, tmp_path, capsys, monkeypatch):
+def test_svg_needs_no_graphviz(fused_file, tmp_path, monkeypatch):
     monkeypatch.setattr(graph.shutil, "which", lambda name: None)
-    assert main(["graph", str(fused_file), "-o", str(tmp_path / "g.svg")]) == 1
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Graphviz" in err and not (tmp_path / "g.svg").exists()
+    assert main(["graph", str(fused_file), "-o", str(tmp_path / "g.svg")]) == 0
+    assert (tmp_path / "g.svg").read_text().count('<g class="node">') == \
+        len(NODE.findall(module_to_dot(parse())))
 
 
 @pytest.mark.parametrize("use_dot", [pytest.param(True, marks=needs_dot), False],
@@ -156,7 +158,7 @@ def test_html_is_self_contained_and_holds_each_nodes_text(use_dot):
     assert html.escape(module.entry.instruction("x").to_text(), quote=False) in page
 
 
-def test_html_from_the_cli_falls_back_to_the_builtin_layout(fused_file, tmp_path, monkeypatch):
+def test_html_from_the_cli_uses_the_builtin_layout(fused_file, tmp_path, monkeypatch):
     monkeypatch.setattr(graph.shutil, "which", lambda name: None)
     out = tmp_path / "g.html"
     assert main(["graph", str(fused_file), "-o", str(out)]) == 0

@@ -127,10 +127,10 @@ class Dumper:
         if self.options.as_text:
             self.write(f"{suffix}.txt", module.to_text())
         if self.options.as_dot:
-            from ..tools.graph import module_to_dot
+            from ..text.graph import module_to_dot
             self.write(f"{suffix}.dot", module_to_dot(module))
         if self.options.as_html:
-            from ..tools.graph import module_to_html
+            from ..text.graph import module_to_html
             self.write(f"{suffix}.html", module_to_html(module))
 
     def after_pass(self, module: HloModule, pipeline: str, pass_name: str) -> None:

@@ -1,392 +1,17 @@
-"""`minixla graph FILE.hlo -o OUT.{dot,svg,html}`: draw a module, as XLA's --xla_dump_as_dot.
+"""`minixla graph FILE.hlo -o OUT.{dot,svg,html}`: draw a module (text/graph.py draws it).
 
-Every instruction is a node coloured by its kind (elementwise, data movement, reduction,
-dot/convolution, control flow, fusion, ...); every computation other than the entry (a fusion's
-fused computation, a reduce's `to_apply`, a while body) is one cluster, nested inside the
-computation of its first caller, with a dashed edge from its root to that caller (the
-others name it in their labels, e.g. `to_apply=%add`). Edges run operand -> user and carry the
-operand's shape. Constants and parameters are folded into their users' labels unless
-`expand=True`, which keeps long graphs readable.
-
-SVG comes from Graphviz's `dot`. HTML is one self-contained file: an inline SVG (dot's, or a
-small layered layout of our own when dot is missing) where clicking a node shows its HLO text.
-`module_to_dot(module)` is what `--dump_as_dot` writes.
+`--format` picks the drawing (else the suffix of `-o`), `--pass NAME` draws the module right
+after that pass of the backend's pipeline, `--graphviz` uses Graphviz's `dot` for SVG and HTML.
 """
 from __future__ import annotations
 
 import argparse
-import html
-import re
-import shutil
-import subprocess
-import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..text.graph import module_to_dot, module_to_html, module_to_svg
 from .common import ToolError, add_lenient_flag, default_backend, load_module
 
-# kind -> (fill colour, legend text); "fusion" is split out of the table's "control" kind.
-KIND_STYLE = {
-    "elementwise": ("#dbeafe", "elementwise"),
-    "movement": ("#dcfce7", "data movement"),
-    "reduction": ("#fde68a", "reduction"),
-    "contraction": ("#fca5a5", "dot / convolution"),
-    "control": ("#e9d5ff", "control flow"),
-    "fusion": ("#a5b4fc", "fusion"),
-    "collective": ("#fbcfe8", "collective"),
-    "leaf": ("#f3f4f6", "parameter / constant"),
-    "other": ("#e5e7eb", "other"),
-}
-_FOLDED = ("parameter", "constant")
-_MAX_ATTR = 28  # longer attribute values stay out of labels (click the node for the full text)
 
-
-@dataclass
-class Node:
-    id: str
-    instr: object
-    lines: list[str]
-    kind: str
-    folded: list = field(default_factory=list)  # operands drawn inside this node's label
-
-
-@dataclass
-class Cluster:
-    id: str
-    comp: object
-    label: str
-    nodes: list[Node] = field(default_factory=list)
-    children: list["Cluster"] = field(default_factory=list)
-
-
-@dataclass
-class Graph:
-    """What both renderers draw: clusters of nodes, data edges and call edges."""
-    name: str
-    top: Cluster  # the entry computation's nodes, drawn outside any cluster
-    edges: list[tuple[str, str, str]] = field(default_factory=list)  # (from, to, shape)
-    calls: list[tuple[str, str, str]] = field(default_factory=list)  # (callee root, caller, cl.)
-
-    def clusters(self):
-        stack = list(reversed(self.top.children))
-        while stack:
-            cluster = stack.pop()
-            yield cluster
-            stack.extend(reversed(cluster.children))
-
-    def nodes(self) -> list[Node]:
-        return self.top.nodes + [n for c in self.clusters() for n in c.nodes]
-
-
-def kind_of(instr) -> str:
-    return "fusion" if instr.opcode == "fusion" else instr.opdef.kind
-
-
-def is_folded(instr, expand: bool = False) -> bool:
-    """Constants and parameters that feed something are drawn inside their users' labels."""
-    return (not expand and instr.opcode in _FOLDED and bool(instr.users)
-            and not instr.is_root() and not instr.control_successors)
-
-
-def build_graph(module, *, expand: bool = False) -> Graph:
-    order = list(reversed(module.computation_post_order()))  # callers before callees
-    callers: dict[int, list] = {}
-    for comp in order:
-        for instr in comp.instructions:
-            for callee in instr.called_computations:
-                callers.setdefault(id(callee), []).append((comp, instr))
-    ids = _node_ids(module)
-    graph = Graph(module.name, Cluster("", module.entry, module.name))
-    by_comp = {id(module.entry): graph.top} if module.entry is not None else {}
-    for comp in order:
-        if id(comp) in by_comp:
-            continue
-        home = callers.get(id(comp), [])
-        cluster = Cluster(f"cluster_{len(by_comp)}", comp, _cluster_label(comp, home))
-        by_comp[id(comp)] = cluster
-        parent = by_comp.get(id(home[0][0])) if home else None
-        (parent or graph.top).children.append(cluster)
-    for comp in order:
-        cluster = by_comp[id(comp)]
-        for instr in comp.post_order():
-            if is_folded(instr, expand):
-                continue
-            node = Node(ids[id(instr)], instr, _label(instr, expand), kind_of(instr))
-            node.folded = [o for o in instr.operands if is_folded(o, expand)]
-            cluster.nodes.append(node)
-            graph.edges.extend((ids[id(o)], node.id, str(o.shape.without_layout()))
-                               for o in instr.operands if not is_folded(o, expand))
-            for callee in instr.called_computations:
-                # Only the first caller gets an edge: edges from many far-apart callers into
-                # one shared cluster (a reducer) make dot's layout slow and tangled.
-                first = callers[id(callee)][0][1] is instr
-                if first and callee.root is not None and id(callee) in by_comp:
-                    graph.calls.append((ids[id(callee.root)], node.id, by_comp[id(callee)].id))
-    return graph
-
-
-def _node_ids(module) -> dict[int, str]:
-    """Instruction names when unique in the module (the parser makes them so), else qualified."""
-    ids: dict[int, str] = {}
-    taken: set[str] = set()
-    for comp in module.computations:
-        for instr in comp.instructions:
-            name = instr.name if instr.name not in taken else f"{comp.name}/{instr.name}"
-            while name in taken:
-                name += "'"
-            taken.add(name)
-            ids[id(instr)] = name
-    return ids
-
-
-def _cluster_label(comp, callers) -> str:
-    if not callers:
-        return f"{comp.name} (not called)"
-    comp_caller, instr = callers[0]
-    attr = next((a for a in instr.opdef.calls if _calls(instr.attrs.get(a), comp)), "calls")
-    what = f"fusion %{instr.name}" if instr.opcode == "fusion" else f"{attr} of %{instr.name}"
-    more = f" (+{len(callers) - 1} more)" if len(callers) > 1 else ""
-    return f"{comp.name}: {what}{more}"
-
-
-def _calls(value, comp) -> bool:
-    return value is comp or (isinstance(value, (list, tuple)) and any(v is comp for v in value))
-
-
-def _label(instr, expand: bool) -> list[str]:
-    from ..ir.printer import format_attrs
-    head = instr.opcode
-    if instr.opcode == "parameter":
-        head = f"parameter({instr.parameter_number})"
-    elif instr.opcode == "constant":
-        head = f"constant {_short_literal(instr)}"
-    lines = [("ROOT " if instr.is_root() else "") + instr.name, head]
-    for attr in format_attrs(instr, print_metadata=False):
-        if len(attr) <= _MAX_ATTR:
-            lines.append(attr)
-    for i, operand in enumerate(instr.operands):
-        if is_folded(operand, expand):
-            lines.append(f"operand {i}: {_folded_text(operand)}")
-    return lines + [str(instr.shape.without_layout())]
-
-
-def _folded_text(instr) -> str:
-    if instr.opcode == "parameter":
-        return f"%{instr.name} = param {instr.parameter_number} {instr.shape.without_layout()}"
-    return f"constant({_short_literal(instr)}) {instr.shape.without_layout()}"
-
-
-def _short_literal(instr) -> str:
-    from ..ir.printer import instruction_to_text
-    text = instruction_to_text(instr, print_metadata=False)
-    inside = text[text.index("constant(") + len("constant("):].rsplit(")", 1)[0]
-    return inside if len(inside) <= 24 else "{...}"
-
-
-# -- DOT ---------------------------------------------------------------------------------------
-def _q(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-
-
-def _dot_node(node: Node, indent: str) -> str:
-    fill = KIND_STYLE[node.kind][0]
-    label = "\\n".join(_q(line)[1:-1] for line in node.lines)
-    tooltip = "\n".join([node.instr.to_text()] + [o.to_text() for o in node.folded])
-    bold = ", penwidth=2" if node.instr.is_root() else ""
-    return f'{indent}{_q(node.id)} [label="{label}", fillcolor="{fill}", ' \
-           f'tooltip={_q(tooltip)}{bold}];'
-
-
-def _dot_cluster(cluster: Cluster, depth: int) -> list[str]:
-    pad = "  " * depth
-    lines = [f"{pad}subgraph {cluster.id} {{",
-             f'{pad}  label={_q(cluster.label)}; style="rounded,dashed"; color="#6b7280";']
-    lines += [_dot_node(node, pad + "  ") for node in cluster.nodes]
-    for child in cluster.children:
-        lines += _dot_cluster(child, depth + 1)
-    return lines + [pad + "}"]
-
-
-def module_to_dot(module, *, expand: bool = False) -> str:
-    """The module as a Graphviz digraph (one cluster per non-entry computation)."""
-    graph = build_graph(module, expand=expand)
-    lines = [f"digraph {_q(graph.name)} {{",
-             '  graph [rankdir=TB, compound=true, fontname="Helvetica", fontsize=11, '
-             'nodesep=0.25, ranksep=0.35, labeljust=l];',
-             '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=10, '
-             'penwidth=0.8];',
-             '  edge [fontname="Helvetica", fontsize=8, color="#4b5563", arrowsize=0.6];']
-    lines += [_dot_node(node, "  ") for node in graph.top.nodes]
-    for cluster in graph.top.children:
-        lines += _dot_cluster(cluster, 1)
-    lines += [f"  {_q(a)} -> {_q(b)} [label={_q(shape)}];" for a, b, shape in graph.edges]
-    lines += [f'  {_q(root)} -> {_q(caller)} [style=dashed, color="#7c3aed", ltail={cl}];'
-              for root, caller, cl in graph.calls]
-    return "\n".join(lines + ["}"]) + "\n"
-
-
-def dot_to_svg(dot: str) -> str:
-    exe = shutil.which("dot")
-    if exe is None:
-        raise ToolError("SVG needs Graphviz's `dot`, which is not installed (apt-get install "
-                        "graphviz); write .dot or .html instead")
-    done = subprocess.run([exe, "-Tsvg"], input=dot, capture_output=True, text=True)
-    if done.returncode != 0:
-        first = (done.stderr.strip().splitlines() or ["no message"])[0]
-        raise ToolError(f"dot failed: {first}")
-    return done.stdout
-
-
-# -- HTML --------------------------------------------------------------------------------------
-def module_to_html(module, *, expand: bool = False, use_dot: bool | None = None) -> str:
-    """One self-contained page: the graph as inline SVG; clicking a node shows its HLO text.
-
-    `use_dot=None` uses Graphviz when installed and the built-in layout otherwise."""
-    graph = build_graph(module, expand=expand)
-    if use_dot is None:
-        use_dot = shutil.which("dot") is not None
-    svg = _inline(dot_to_svg(module_to_dot(module, expand=expand))) if use_dot \
-        else layout_svg(graph)
-    texts = []
-    for node in graph.nodes():
-        text = "\n".join([node.instr.to_text()] + [o.to_text() for o in node.folded])
-        where = f"in computation {node.instr.parent.name}" if node.instr.parent else ""
-        texts.append(f'<pre class="hlo" data-node="{html.escape(node.id)}" hidden>'
-                     f'{html.escape(text, quote=False)}\n\n{html.escape(where)}</pre>')
-    legend = "".join(f'<span class="key" style="background:{fill}">{html.escape(text)}</span>'
-                     for fill, text in KIND_STYLE.values())
-    return _PAGE.format(title=html.escape(module.name), legend=legend, svg=svg,
-                        texts="\n".join(texts))
-
-
-def _inline(svg: str) -> str:
-    """dot's SVG, made fit to sit in HTML: no XML prolog, doctype or namespace URLs."""
-    svg = svg[svg.index("<svg"):]
-    return re.sub(r'\s+xmlns(:\w+)?="[^"]*"', "", svg)
-
-
-_PAGE = """<!DOCTYPE html>
-<html><head><meta charset="utf-8"><title>{title}</title>
-<style>
-body {{ margin: 0; font: 13px Helvetica, Arial, sans-serif; display: flex; height: 100vh; }}
-#graph {{ flex: 1; overflow: auto; }} #side {{ width: 34em; overflow: auto; padding: 0 1em;
-border-left: 1px solid #ccc; }} pre {{ white-space: pre-wrap; font-size: 12px; }}
-.key {{ display: inline-block; padding: 2px 6px; margin: 2px; border-radius: 4px; }}
-g.node {{ cursor: pointer; }} g.node.selected path, g.node.selected polygon,
-g.node.selected rect {{ stroke: #dc2626; stroke-width: 3; }}
-</style></head><body>
-<div id="graph">{svg}</div>
-<div id="side"><h3>{title}</h3><div>{legend}</div>
-<p id="hint">Click a node to see its HLO text.</p>
-{texts}
-</div>
-<script>
-document.querySelectorAll("g.node").forEach(function (node) {{
-  node.addEventListener("click", function () {{
-    var id = node.querySelector("title").textContent;
-    document.querySelectorAll("g.node.selected").forEach(function (n) {{
-      n.classList.remove("selected"); }});
-    node.classList.add("selected");
-    document.querySelectorAll("pre.hlo").forEach(function (pre) {{
-      pre.hidden = pre.getAttribute("data-node") !== id; }});
-    document.getElementById("hint").hidden = true;
-  }});
-}});
-</script></body></html>
-"""
-
-
-# -- the built-in layout (no Graphviz): layers by longest path, ordered by barycentre ----------
-_CHAR_W, _LINE_H, _GAP_X, _GAP_Y, _PAD = 6.6, 14, 22, 42, 14
-
-
-def layout_svg(graph: Graph) -> str:
-    parts, y, width = [], _PAD, 0.0
-    for cluster in [graph.top, *graph.clusters()]:
-        if not cluster.nodes:
-            continue
-        body, w, h = _layout_block(cluster, graph.edges, y + (24 if cluster.id else 0))
-        if cluster.id:
-            body.insert(0, f'<rect x="4" y="{y:.0f}" width="{w + 2 * _PAD:.0f}" '
-                           f'height="{h + 30:.0f}" rx="8" fill="none" stroke="#6b7280" '
-                           f'stroke-dasharray="4 3"/><text x="{_PAD}" y="{y + 16:.0f}" '
-                           f'font-size="11">{html.escape(cluster.label)}</text>')
-            h += 30
-        parts += body
-        y += h + 2 * _PAD
-        width = max(width, w + 2 * _PAD + 8)
-    head = (f'<svg width="{width:.0f}" height="{y:.0f}" viewBox="0 0 {width:.0f} {y:.0f}" '
-            f'font-family="Helvetica, Arial, sans-serif"><defs><marker id="arrow" '
-            f'viewBox="0 0 8 8" refX="8" refY="4" markerWidth="6" markerHeight="6" '
-            f'orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="#4b5563"/></marker></defs>')
-    return head + "\n".join(parts) + "</svg>"
-
-
-def _layout_block(cluster: Cluster, edges, top: float):
-    ids = {node.id: node for node in cluster.nodes}
-    inputs: dict[str, list[str]] = {i: [] for i in ids}
-    shapes = {}
-    for a, b, shape in edges:
-        if a in ids and b in ids:
-            inputs[b].append(a)
-            shapes[(a, b)] = shape
-    layer: dict[str, int] = {}
-    for node in cluster.nodes:  # post-order: operands first
-        layer[node.id] = 1 + max((layer[a] for a in inputs[node.id]), default=-1)
-    rows = [[] for _ in range(max(layer.values()) + 1)]
-    for node in cluster.nodes:
-        rows[layer[node.id]].append(node.id)
-    size = {i: (max(len(t) for t in n.lines) * _CHAR_W + 16, len(n.lines) * _LINE_H + 10)
-            for i, n in ids.items()}
-    x = _place_rows(rows, inputs, size)
-    out, y = [], top
-    centre = {}
-    for row in rows:
-        row_h = max(size[i][1] for i in row)
-        for i in row:
-            centre[i] = (x[i], y, y + size[i][1])
-        y += row_h + _GAP_Y
-    for (a, b), shape in shapes.items():
-        (xa, _, ya), (xb, yb, _) = centre[a], centre[b]
-        mid = (ya + yb) / 2
-        out.append(f'<path d="M{xa:.0f},{ya:.0f} C{xa:.0f},{mid:.0f} {xb:.0f},{mid:.0f} '
-                   f'{xb:.0f},{yb:.0f}" fill="none" stroke="#4b5563" '
-                   f'marker-end="url(#arrow)"/><text x="{(xa + xb) / 2 + 4:.0f}" '
-                   f'y="{mid:.0f}" font-size="9" fill="#374151">{html.escape(shape)}</text>')
-    for i, node in ids.items():
-        (cx, y0, _), (w, h) = centre[i], size[i]
-        out.append(_svg_node(node, cx - w / 2, y0, w, h))
-    width = max(x[i] + size[i][0] / 2 for i in ids) - _PAD
-    return out, width, y - top - _GAP_Y
-
-
-def _place_rows(rows, inputs, size) -> dict[str, float]:
-    """x centres: each row sorted by the mean x of its operands, then packed left to right."""
-    x: dict[str, float] = {}
-    for row in rows:
-        row.sort(key=lambda i: sum(x[a] for a in inputs[i]) / len(inputs[i])
-                 if inputs[i] else 0.0)
-        cursor = _PAD
-        for i in row:
-            want = (sum(x[a] for a in inputs[i]) / len(inputs[i])) if inputs[i] else cursor
-            left = max(cursor, want - size[i][0] / 2)
-            x[i] = left + size[i][0] / 2
-            cursor = left + size[i][0] + _GAP_X
-    return x
-
-
-def _svg_node(node: Node, left: float, top: float, w: float, h: float) -> str:
-    fill = KIND_STYLE[node.kind][0]
-    stroke = 2 if node.instr.is_root() else 0.8
-    spans = "".join(f'<tspan x="{left + w / 2:.0f}" dy="{_LINE_H if k else 0}">'
-                    f'{html.escape(line)}</tspan>' for k, line in enumerate(node.lines))
-    return (f'<g class="node"><title>{html.escape(node.id)}</title><rect x="{left:.0f}" '
-            f'y="{top:.0f}" width="{w:.0f}" height="{h:.0f}" rx="5" fill="{fill}" '
-            f'stroke="#111827" stroke-width="{stroke}"/><text text-anchor="middle" '
-            f'y="{top + 16:.0f}" font-size="10">{spans}</text></g>')
-
-
-# -- --pass: the module as it stands after one pass of a pipeline -----------------------------
 class _Reached(Exception):
     """Raised right after the requested pass has run, to stop the pipeline there."""
 
@@ -446,7 +71,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="HLO or StableHLO text file, or - for stdin")
     add_lenient_flag(parser)
     parser.add_argument("-o", "--output", metavar="OUT",
-                        help="OUT.dot, OUT.svg or OUT.html (default: DOT on stdout)")
+                        help="OUT.dot, OUT.svg or OUT.html (default: stdout)")
+    parser.add_argument("--format", metavar="FORMAT",
+                        help="dot, svg or html (default: the -o name's suffix, else dot)")
+    parser.add_argument("--graphviz", action="store_true",
+                        help="lay SVG and HTML out with Graphviz's dot instead of the built-in "
+                             "layered layout")
     parser.add_argument("--expand", action="store_true",
                         help="draw constants and parameters as nodes of their own")
     parser.add_argument("--pass", dest="pass_name", metavar="NAME",
@@ -456,23 +86,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-verify", action="store_true", help="do not verify the input")
 
 
+def output_format(fmt: str | None, output: str | None) -> str:
+    """--format when given, else the output file's suffix, else DOT."""
+    if fmt is not None:
+        if fmt.lower() not in FORMATS:
+            raise ToolError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")
+        return fmt.lower()
+    if not output:
+        return "dot"
+    suffix = Path(output).suffix.lstrip(".").lower()
+    if suffix not in FORMATS:
+        raise ToolError(f"cannot tell the format of {output}: use a .dot, .svg or .html name, "
+                        f"or --format")
+    return suffix
+
+
 def main(args) -> int:
-    fmt = "dot"
-    if args.output:
-        fmt = Path(args.output).suffix.lstrip(".").lower()
-        if fmt not in FORMATS:
-            raise ToolError(f"cannot tell the format of {args.output}: use a .dot, .svg or "
-                            f".html name")
+    fmt = output_format(args.format, args.output)
     # `-` reads stdin: `minixla opt x.hlo -p dce | minixla graph - -o g.svg`
     module = load_module(args.file, verify=not args.no_verify, strict=not args.lenient)
     if args.pass_name:
         run_until(module, args.pass_name, args.backend or default_backend())
     if fmt == "html":
-        text = module_to_html(module, expand=args.expand)
+        text = module_to_html(module, expand=args.expand, use_dot=args.graphviz)
+    elif fmt == "svg":
+        text = module_to_svg(module, expand=args.expand, use_dot=args.graphviz)
     else:
         text = module_to_dot(module, expand=args.expand)
-        if fmt == "svg":
-            text = dot_to_svg(text)
     if not args.output:
         print(text, end="")
         return 0
