@@ -20,7 +20,6 @@ from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule
 from ..ir.shapes import Shape
 from .base import Pass, register_pass
-from .dataflow import leaf_bytes
 from .fusion_cost import (Decision, can_multi_output_fuse, is_expensive, is_loop_fusible,
                           is_reduction_root, should_fuse, consumer_reuses)
 from .hlo_utils import NameUniquer, inline_computation, reaches, sequential_computations
@@ -34,24 +33,6 @@ def is_fusion_consumer(instr: HloInstruction) -> bool:
     if instr.control_predecessors or instr.control_successors:
         return False
     return (is_loop_fusible(instr) and instr.opcode != "constant") or is_reduction_root(instr)
-
-
-def globally_unfusible(order: list[HloInstruction]) -> set[int]:
-    """Producers that must not be duplicated (XLA's ComputeGloballyUnfusible): with several
-    users, operands larger than the result (each copy would read more than the producer
-    writes, and keep those operands live), and a user that cannot fuse it, so it is written
-    to memory anyway."""
-    blocked = set()
-    for producer in order:
-        users = {id(u): u for u in producer.users}.values()
-        if len(users) < 2 or not producer.shape.is_array:
-            continue
-        read = sum(leaf_bytes(o.shape) for o in producer.operands if o.shape.is_array)
-        if read <= leaf_bytes(producer.shape):
-            continue
-        if not all(is_fusion_consumer(u) and should_fuse(producer, u) for u in users):
-            blocked.add(id(producer))
-    return blocked
 
 
 @register_pass
@@ -81,7 +62,6 @@ class InstructionFusion(Pass):
     def _fuse_computation(self, comp: HloComputation) -> bool:
         order = comp.post_order()
         position = {id(instr): k for k, instr in enumerate(order)}
-        unduplicable = globally_unfusible(order)
         changed = False
         for consumer in reversed(order):
             if consumer.parent is not comp or not is_fusion_consumer(consumer):
@@ -93,10 +73,6 @@ class InstructionFusion(Pass):
                                     key=lambda o: -position.get(id(o), -1))
                 for producer in candidates:
                     decision = should_fuse(producer, current)
-                    if decision and id(producer) in unduplicable and \
-                            any(u is not current for u in producer.users):
-                        decision = Decision(False, "a copy would read more bytes than the "
-                                            "producer writes, and another user cannot fuse it")
                     if decision:
                         current = self.fuse(producer, current)
                         changed = True
