@@ -95,8 +95,8 @@ def sunk_schedule(comp: HloComputation, flow: Dataflow,
                   early: list[HloInstruction]) -> list[HloInstruction]:
     """`early`, rebuilt from the back: an instruction whose users are all placed is placed
     there, right before its first user, together with the producers only it needs (its
-    block), when that ends more live bytes than it starts; anything else keeps its early
-    place. Side effects, collectives and control dependencies never move."""
+    block), when that ends live bytes and at least as many as it starts; anything else
+    keeps its early place. Side effects, collectives and control dependencies never move."""
     position = {id(i): k for k, i in enumerate(early)}
     waiting = {id(i): len({id(u) for u in i.users if u.parent is comp})
                + len(i.control_successors) for i in early}
@@ -146,7 +146,8 @@ def _movable(instr: HloInstruction, comp: HloComputation) -> bool:
 
 def _sink_block(instr, comp, flow, placed, live, read_only) -> list[HloInstruction]:
     """`instr` and the producers whose users are all placed or in the block, grown while
-    that does not lower the net bytes freed; [] unless the block frees bytes on balance."""
+    that does not lower the net bytes freed; [] unless it ends live bytes and at least as
+    many as it starts."""
     if not _movable(instr, comp):
         return []
     block = [instr]
