@@ -23,7 +23,7 @@ COMMUTATIVE, ASSOCIATIVE, IDEMPOTENT, SIDE_EFFECT, EXPENSIVE = (
 @dataclass(frozen=True)
 class OpDef:
     name: str
-    arity: int | tuple[int, int] | None  # exact count, (min, max), or VARIADIC
+    arity: int | tuple[int, int | None] | None  # exact count, (min, max or None), VARIADIC
     kind: str
     attrs: tuple[str, ...] = ()  # op-specific, print order; "name!" = required
     calls: tuple[str, ...] = ()  # attributes naming called computations, print order
@@ -49,7 +49,8 @@ class OpDef:
         if self.arity is VARIADIC:
             return True
         if isinstance(self.arity, tuple):
-            return self.arity[0] <= count <= self.arity[1]
+            low, high = self.arity
+            return low <= count and (high is None or count <= high)
         return count == self.arity
 
     def has(self, trait: str) -> bool:
@@ -211,8 +212,10 @@ _ROWS = [
     OpDef("domain", 1, CONTROL, ("domain",), infer="same_as_operand", shape_optional=True),
     OpDef("async-start", VARIADIC, CONTROL, ("async_execution_thread",
                                               "output_to_operand_aliasing"), ("calls",)),
-    OpDef("async-update", 1, CONTROL, ("async_execution_thread", "output_to_operand_aliasing"),
-          ("calls",)),
+    # async-update's operands after the first bind more of the wrapped computation's
+    # parameters (late binding)
+    OpDef("async-update", (1, None), CONTROL, ("async_execution_thread",
+                                                "output_to_operand_aliasing"), ("calls",)),
     OpDef("async-done", 1, CONTROL, ("async_execution_thread",), ("calls",)),
     OpDef("copy-start", 1, OTHER, ("cross_program_prefetch_index",)),
     OpDef("copy-done", 1, OTHER),
