@@ -167,3 +167,67 @@ ENTRY e {
     assert '%custom-call.wrapped = () custom-call(), custom_call_target="foo"' in printed
     with pytest.raises(VerificationError, match="has no async-done"):
         minixla.verify(module)
+
+
+# -- scaled-dot ---------------------------------------------------------------------------
+
+def test_scaled_dot_multiplies_each_block_by_its_scale():
+    module, printed = round_trip("""HloModule m
+ENTRY e {
+  a = f32[2,6] parameter(0)
+  b = f32[6,3] parameter(1)
+  a_scale = f32[1,3] parameter(2)
+  b_scale = f32[3,3] parameter(3)
+  ROOT dot = f32[2,3] scaled-dot(a, b, a_scale, b_scale), lhs_contracting_dims={1},
+      rhs_contracting_dims={0}
+}
+""")
+    assert "scaled-dot(%a, %b, %a_scale, %b_scale), lhs_contracting_dims={1}" in printed
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((2, 6), np.float32), rng.standard_normal((6, 3), np.float32)
+    a_scale = np.array([[1, 2, 4]], np.float32)  # blocks of 2 rows x 2 columns of a
+    b_scale = rng.standard_normal((3, 3), np.float32)  # blocks of 2 rows of b
+    want = (a * np.repeat(np.repeat(a_scale, 2, 0), 2, 1)) @ (b * np.repeat(b_scale, 2, 0))
+    np.testing.assert_allclose(run(module, a, b, a_scale, b_scale), want, rtol=1e-5)
+
+
+def test_scaled_dot_of_mx_types_rounds_once_to_the_result_type():
+    import ml_dtypes
+    module, _ = round_trip("""HloModule m
+ENTRY e {
+  a = f8e4m3fn[2,64] parameter(0)
+  b = f8e4m3fn[3,64] parameter(1)
+  a_scale = f8e8m0fnu[2,2] parameter(2)
+  b_scale = f8e8m0fnu[3,2] parameter(3)
+  ROOT dot = bf16[2,3] scaled-dot(a, b, a_scale, b_scale), lhs_contracting_dims={1},
+      rhs_contracting_dims={1}
+}
+""")
+    rng = np.random.default_rng(1)
+    a = rng.uniform(-2, 2, (2, 64)).astype(ml_dtypes.float8_e4m3fn)
+    b = rng.uniform(-2, 2, (3, 64)).astype(ml_dtypes.float8_e4m3fn)
+    a_scale = np.array([[0.5, 2], [4, 1]], np.float32).astype(ml_dtypes.float8_e8m0fnu)
+    b_scale = np.array([[1, 1], [2, 0.25], [8, 1]], np.float32).astype(
+        ml_dtypes.float8_e8m0fnu)
+    f32 = np.float32
+    want = (a.astype(f32) * np.repeat(a_scale.astype(f32), 32, 1)) @ \
+        (b.astype(f32) * np.repeat(b_scale.astype(f32), 32, 1)).T
+    got = run(module, a, b, a_scale, b_scale)
+    assert got.dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(got, want.astype(ml_dtypes.bfloat16))
+
+
+@pytest.mark.parametrize("scales", ["bf16[] parameter(2)", "bf16[2,2,2] parameter(2)",
+                                    "bf16[2,6] parameter(2)"])
+def test_scaled_dot_scale_must_tile_its_operand(scales):
+    with pytest.raises(VerificationError, match="lhs_scale .* must have"):
+        minixla.parse_hlo_module(f"""HloModule m
+ENTRY e {{
+  a = bf16[2,10] parameter(0)
+  b = bf16[10,2] parameter(1)
+  a_scale = {scales}
+  b_scale = bf16[5,2] parameter(3)
+  ROOT dot = f32[2,2] scaled-dot(a, b, a_scale, b_scale), lhs_contracting_dims={{1}},
+      rhs_contracting_dims={{0}}
+}}
+""")

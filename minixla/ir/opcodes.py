@@ -172,6 +172,11 @@ _ROWS = [
     OpDef("dot", 2, CONTRACTION, ("lhs_batch_dims", "lhs_contracting_dims", "rhs_batch_dims",
                                   "rhs_contracting_dims", "operand_precision", "algorithm"),
           infer="dot", shape_optional=True, traits=_t(EXPENSIVE)),
+    # dot(lhs * lhs_scale, rhs * rhs_scale), each scale element covering a block (MX formats)
+    OpDef("scaled-dot", 4, CONTRACTION, ("lhs_batch_dims", "lhs_contracting_dims",
+                                         "rhs_batch_dims", "rhs_contracting_dims",
+                                         "operand_precision", "algorithm"),
+          infer="scaled_dot", shape_optional=True, traits=_t(EXPENSIVE)),
     OpDef("convolution", 2, CONTRACTION, ("window", "dim_labels!", "feature_group_count",
                                           "batch_group_count", "operand_precision",
                                           "sparsity_config"),

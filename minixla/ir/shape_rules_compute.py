@@ -111,7 +111,7 @@ def _contraction_type(instr, lhs: Shape, rhs: Shape):
 
 def dot(instr) -> Shape:
     """Result dims: batch dims, then lhs free dims, then rhs free dims."""
-    lhs, rhs = operand_arrays(instr)
+    lhs, rhs = operand_arrays(instr, (0, 1))
     lb = dim_list(instr, "lhs_batch_dims", lhs.rank, default=())
     rb = dim_list(instr, "rhs_batch_dims", rhs.rank, default=())
     lc = dim_list(instr, "lhs_contracting_dims", lhs.rank, default=())
@@ -129,6 +129,20 @@ def dot(instr) -> Shape:
     dims += [s for i, s in enumerate(lhs.dims) if i not in lb + lc]
     dims += [s for i, s in enumerate(rhs.dims) if i not in rb + rc]
     return array(_contraction_type(instr, lhs, rhs), dims)
+
+
+def scaled_dot(instr) -> Shape:
+    """dot(lhs, rhs) of block-scaled operands: each scale has its operand's rank, and each of
+    its dims divides the operand's (a scale element covers one block)."""
+    if instr.operand_count != 4:
+        raise fail(instr, "scaled-dot takes lhs, rhs, lhs_scale and rhs_scale")
+    for side, operand, scale in (("lhs", 0, 2), ("rhs", 1, 3)):
+        values, scales = operand_arrays(instr, (operand, scale))
+        if scales.rank != values.rank or any(
+                s < 1 or v % s for v, s in zip(values.dims, scales.dims)):
+            raise fail(instr, f"{side}_scale {fmt(scales)} must have {fmt(values)}'s rank and "
+                              f"dims that divide its dims")
+    return dot(instr)
 
 
 def convolution(instr) -> Shape:
