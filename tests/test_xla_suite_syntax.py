@@ -231,3 +231,72 @@ ENTRY e {{
       rhs_contracting_dims={{0}}
 }}
 """)
+
+
+# -- op variants XLA's verifier accepts ---------------------------------------------------
+
+def test_after_all_orders_after_any_operand():
+    module, printed = round_trip("""HloModule m
+ENTRY e {
+  p0 = f32[] parameter(0)
+  p1 = f32[] parameter(1)
+  add = f32[] add(p0, f32[] constant(42))
+  token0 = token[] after-all(add)
+  later = f32[] add-dependency(p1, token0)
+  ROOT product = f32[] multiply(add, negate(later))
+}
+""")
+    assert "after-all(%add)" in printed
+    assert float(run(module, np.float32(1), np.float32(2))) == (1 + 42) * -2
+
+
+def test_reducers_may_work_in_another_float_width():
+    """XLA's VerifyReducerShape compares a reducer's parameters ignoring float precision."""
+    import ml_dtypes
+    bf16 = ml_dtypes.bfloat16
+    module, _ = round_trip("""HloModule m
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT sum = f32[] add(x, y)
+}
+ENTRY e {
+  p = bf16[4,3] parameter(0)
+  zero = bf16[] constant(0)
+  r = bf16[3] reduce(p, zero), dimensions={0}, to_apply=add
+  ar = bf16[4,3] all-reduce(p), to_apply=add
+  ROOT t = (bf16[3], bf16[4,3]) tuple(r, ar)
+}
+""")
+    x = (np.arange(12).reshape(4, 3) / 4).astype(bf16)
+    total, reduced = run(module, x)
+    np.testing.assert_array_equal(total, x.astype(np.float32).sum(0).astype(bf16))
+    np.testing.assert_array_equal(reduced, x)  # one device: all-reduce is the identity
+    with pytest.raises(VerificationError, match="parameter 0 is s32"):  # but not an int
+        minixla.parse_hlo_module("""HloModule m
+add {
+  x = s32[] parameter(0)
+  y = s32[] parameter(1)
+  ROOT sum = s32[] add(x, y)
+}
+ENTRY e {
+  p = bf16[4,3] parameter(0)
+  ROOT r = bf16[3] reduce(p, bf16[] constant(0)), dimensions={0}, to_apply=add
+}
+""")
+
+
+def test_rng_with_a_third_operand_parses_but_does_not_verify():
+    """XLA's parser takes any operands (its rng_expander tests pass a shape constant as a
+    third), its verifier exactly the two bounds; minixla does the same."""
+    module, printed = round_trip("""HloModule m
+ENTRY e {
+  lo = f32[] constant(0)
+  hi = f32[] constant(1)
+  shape = u64[3] constant({2, 4, 8})
+  ROOT r = f32[] rng(lo, hi, shape), distribution=rng_uniform
+}
+""", verify=False)
+    assert "rng(%lo, %hi, %shape)" in printed
+    with pytest.raises(VerificationError, match="rng takes its two bounds, got 3"):
+        minixla.verify(module)

@@ -104,9 +104,8 @@ def u32_scalar(instr) -> Shape:
 
 
 def token(instr) -> Shape:
-    for i, operand in enumerate(instr.operands):
-        if not operand.shape.is_token:
-            raise fail(instr, f"operand {i} must be a token, got {fmt(operand.shape)}")
+    """after-all orders after its operands, whatever they are (XLA's verifier checks only the
+    token result), e.g. `after-all(%add)` makes a token once %add is computed."""
     return Shape.token()
 
 

@@ -41,6 +41,9 @@ def _compare_type(instr) -> None:
 
 def _rng(instr) -> None:
     shapes = [o.shape for o in instr.operands]
+    if len(shapes) != 2:
+        raise RuleFailure("rng operands", f"rng takes its two bounds, got {len(shapes)} "
+                                          f"operands")
     if any(not s.is_array or s.rank for s in shapes):
         raise RuleFailure("rng operands", "the bounds of rng must be scalars")
     if len({s.dtype for s in shapes} | {instr.shape.dtype}) != 1:
