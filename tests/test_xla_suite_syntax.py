@@ -300,3 +300,41 @@ ENTRY e {
     assert "rng(%lo, %hi, %shape)" in printed
     with pytest.raises(VerificationError, match="rng takes its two bounds, got 3"):
         minixla.verify(module)
+
+
+def test_fft_length_may_differ_from_the_operand():
+    """As XLA's shape inference and evaluator: FFT/IFFT return the operand's shape; the input
+    is cut or zero-padded to fft_length and the result cut or padded back."""
+    module, _ = round_trip("""HloModule m
+ENTRY e {
+  p = c64[8] parameter(0)
+  longer = c64[8] fft(p), fft_type=FFT, fft_length={32}
+  shorter = c64[8] fft(p), fft_type=IFFT, fft_length={4}
+  none = c64[8] fft(p), fft_type=FFT, fft_length={0}
+  ROOT t = (c64[8], c64[8], c64[8]) tuple(longer, shorter, none)
+}
+""")
+    x = (np.arange(8) + 1j * np.arange(8)[::-1]).astype(np.complex64)
+    longer, shorter, none = run(module, x)
+    np.testing.assert_allclose(longer, np.fft.fft(x, 32)[:8], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(shorter, np.concatenate([np.fft.ifft(x[:4]), np.zeros(4)]),
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(none, np.zeros(8))
+
+
+def test_nested_inline_computations_get_distinct_names():
+    module, printed = round_trip("""HloModule m
+ENTRY e {
+  a = f32[4] parameter(0)
+  ROOT c = f32[4] call(a), to_apply={
+    b = f32[4] parameter(0)
+    ROOT d = f32[4] call(b), to_apply={
+      x = f32[4] parameter(0)
+      ROOT n = f32[4] negate(x)
+    }
+  }
+}
+""")
+    assert sorted(c.name for c in module.computations) == [
+        "anon_computation", "anon_computation.1", "e"]
+    np.testing.assert_array_equal(run(module, np.ones(4, np.float32)), -np.ones(4))

@@ -108,6 +108,7 @@ class AsyncSugar:
     def _wrap(self, stem: str, operand_shapes, result: Shape | None):
         parser = self.parser
         wrapped = HloComputation(parser.unique_computation_name(f"{stem}.wrapped"))
+        parser.computations[wrapped.name] = None  # taken while its attributes are parsed
         inner = HloInstruction(stem, result, name=f"{stem}.wrapped")
         wrapped.add_instruction(inner)
         wrapped.root = inner

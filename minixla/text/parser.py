@@ -404,6 +404,7 @@ class Parser(ValueParser):
         if self.peek().is_punct("{"):  # inline anonymous computation
             self.anonymous += 1
             name = self.unique_computation_name("anon_computation")
+            self.computations[name] = None  # taken: computations nested inside are named apart
             comp = self.parse_computation_body(name)
             self.computations[name] = comp
             self.inline_computations.append(comp)  # added to the module before its caller

@@ -181,10 +181,8 @@ def _fft(ev, instr, operands):
     lengths = tuple(instr.attrs["fft_length"])
     axes = tuple(range(x.ndim - len(lengths), x.ndim))
     kind = str(instr.attrs["fft_type"])
-    if kind == "FFT":
-        out = np.fft.fftn(x.astype(np.complex128), axes=axes)
-    elif kind == "IFFT":
-        out = np.fft.ifftn(x.astype(np.complex128), axes=axes)
+    if kind in ("FFT", "IFFT"):
+        out = _complex_fft(x.astype(np.complex128), lengths, axes, kind == "IFFT")
     elif kind == "RFFT":
         out = np.fft.rfftn(x.astype(F64), s=lengths, axes=axes)
     elif kind == "IRFFT":
@@ -192,6 +190,20 @@ def _fft(ev, instr, operands):
     else:
         raise UnsupportedError(f"fft_type {kind}")
     return as_dtype(out, instr.shape)
+
+
+def _complex_fft(x: np.ndarray, lengths, axes, inverse: bool) -> np.ndarray:
+    """FFT/IFFT of fft_length points, as XLA's evaluator: the operand is cut or zero-padded
+    to the lengths, transformed, and the result cut or zero-padded back to the operand's
+    shape; a zero length or an empty operand gives zeros."""
+    if 0 in lengths or 0 in x.shape:
+        return np.zeros_like(x)
+    transform = np.fft.ifftn if inverse else np.fft.fftn
+    out = transform(x, s=lengths, axes=axes)
+    fitted = np.zeros_like(x)
+    common = tuple(slice(0, min(a, b)) for a, b in zip(x.shape, out.shape))
+    fitted[common] = out[common]
+    return fitted
 
 
 # ---- triangular-solve and cholesky --------------------------------------------------------------
