@@ -338,3 +338,66 @@ ENTRY e {
     assert sorted(c.name for c in module.computations) == [
         "anon_computation", "anon_computation.1", "e"]
     np.testing.assert_array_equal(run(module, np.ones(4, np.float32)), -np.ones(4))
+
+
+# -- smaller syntax -----------------------------------------------------------------------
+
+def test_select_and_scatter_of_scalars_needs_no_window():
+    module, _ = round_trip("""HloModule m
+ge {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = pred[] compare(a, b), direction=GE
+}
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}
+ENTRY e {
+  operand = f32[] parameter(0)
+  source = f32[] parameter(1)
+  ROOT s = f32[] select-and-scatter(operand, source, f32[] constant(2)), select=ge, scatter=add
+}
+""")
+    assert float(run(module, np.float32(42), np.float32(1))) == 3.0
+
+
+def test_u64_constant_minus_one_is_the_largest_u64():
+    module, printed = round_trip("""HloModule m
+ENTRY e {
+  ROOT c = u64[] constant(-1)
+}
+""")
+    assert "constant(18446744073709551615)" in printed
+    assert int(run(module)) == 2**64 - 1
+    with pytest.raises(HloParseError, match="out of range for u32"):
+        minixla.parse_hlo_module("HloModule m\nENTRY e {\n  ROOT c = u32[] constant(-1)\n}\n")
+
+
+def test_declared_operand_shapes_may_differ_in_dynamic_dims():
+    module, _ = round_trip("""HloModule m
+ENTRY e {
+  p = s32[3] parameter(0)
+  q = s32[<=3] parameter(1)
+  a = s32[3] add(s32[<=3] p, s32[3] q)
+  ROOT b = s32[3] negate(s32[3] a)
+}
+""")
+    with pytest.raises(HloParseError, match=r"declared s32\[4\]"):
+        minixla.parse_hlo_module(module.to_text().replace("add(%p", "add(s32[4] %p"))
+
+
+def test_module_attribute_strings_may_span_lines():
+    module, printed = round_trip('''HloModule m, origin_recovery_table={
+  {"c"} : {"c__ovp0"},
+  "
+    HloModule recovery
+    ENTRY e { ROOT p = s32[] parameter(0) }
+  "
+}
+ENTRY e {
+  ROOT c = s32[] constant(1), origin={{"c__ovp0"}}
+}
+''')
+    assert '"\n    HloModule recovery\n' in printed

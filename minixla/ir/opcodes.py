@@ -161,7 +161,7 @@ _ROWS = [
           shape_optional=True),
     OpDef("reduce-window", VARIADIC, REDUCTION, ("window",), ("to_apply",),
           infer="reduce_window", shape_optional=True),
-    OpDef("select-and-scatter", 3, REDUCTION, ("window!",), ("select", "scatter"),
+    OpDef("select-and-scatter", 3, REDUCTION, ("window",), ("select", "scatter"),
           infer="select_and_scatter", shape_optional=True),
     OpDef("sort", VARIADIC, REDUCTION, ("dimensions!", "is_stable"), ("to_apply",),
           infer="sort", shape_optional=True),

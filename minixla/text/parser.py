@@ -22,6 +22,7 @@ from ..ir.computation import HloComputation
 from ..ir.instruction import HloInstruction
 from ..ir.module import AliasEntry, HloModule, NameUniquer, ProgramShape
 from ..ir.opcodes import ASYNC_SUFFIXES, OPCODES
+from ..ir.shape_rules_base import same
 from ..ir.shapes import Shape
 from .async_sugar import AsyncSugar
 from .lexer import ATTR, EOF, IDENT, INT, NAME, STRING
@@ -312,7 +313,7 @@ class Parser(ValueParser):
         if opcode in ("async-update", "async-done") and "calls" not in instr.attrs and \
                 instr.operand_count and instr.operand(0).opcode in ("async-start", "async-update"):
             instr.attrs["calls"] = instr.operand(0).attrs["calls"]  # one computation per chain
-        if opcode == "reduce-window" and "window" not in instr.attrs:
+        if opcode in ("reduce-window", "select-and-scatter") and "window" not in instr.attrs:
             instr.attrs["window"] = Window(())  # XLA's text omits the window of scalars
         for required in opdef.required_attrs:
             if required not in instr.attrs:
@@ -355,7 +356,7 @@ class Parser(ValueParser):
         while self.peek().is_punct("#"):  # `%p#1#0`: get-tuple-element shorthand
             self.next()
             operand = self.tuple_element(comp, operand, self.parse_int(), token.start)
-        if declared is not None and not declared.compatible(operand.shape):
+        if declared is not None and not same(declared, operand.shape):  # dynamic dims aside
             raise self.error(f"operand {token.text} is declared {declared} but has shape "
                              f"{operand.shape}", token.start)
         return operand
