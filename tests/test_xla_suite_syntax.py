@@ -127,6 +127,28 @@ def test_async_binding_errors(body, message):
         minixla.verify(module)
 
 
+@pytest.mark.parametrize("param, ok", [("f32[32]", True), ("s32[32]", False)])
+def test_async_start_aliasing_may_name_a_late_bound_operand(param, ok):
+    text = f"""HloModule m
+async_computation {{
+  p0 = {param} parameter(0)
+  ROOT cc = (f32[32]) custom-call(p0), custom_call_target="foo"
+}}
+ENTRY e {{
+  p = {param} parameter(0)
+  start = ((), (f32[32]), s32[]) async-start(), calls=async_computation,
+      output_to_operand_aliasing={{{{1, 0}}: (0, {{}})}}
+  update = (({param}), (f32[32]), s32[]) async-update(start, p)
+  ROOT done = (f32[32]) async-done(update)
+}}
+"""
+    if ok:
+        round_trip(text)
+    else:
+        with pytest.raises(VerificationError, match=r"output \{1, 0\} is f32\[32\]"):
+            minixla.parse_hlo_module(text)
+
+
 def test_async_sugar_continues_a_chain_passed_through_a_tuple():
     """`op-done` of a get-tuple-element (a loop's state in XLA's test) wraps a fresh op read
     off the context shape."""

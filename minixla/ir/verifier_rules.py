@@ -122,9 +122,36 @@ def _check_async_context(instr, bound: list[Shape]) -> None:
                                          f"(a prefix of) %{comp.name}'s result {result}")
 
 
+_ALIAS = re.compile(r"\{([\d,\s]*)\}\s*:\s*\(\s*(\d+)\s*,\s*\{([\d,\s]*)\}")
+
+
+def _async_aliasing(instr) -> None:
+    """Each `{output index}: (operand, {index})` pairs equal shapes: an index of the async
+    context (under {1}, of the wrapped computation's result, which may be bound later) with
+    one of its parameters (late-bound ones included)."""
+    comp = instr.attrs["calls"]
+    params = comp.parameter_shapes
+    for out, number, index in _ALIAS.findall(str(instr.attrs["output_to_operand_aliasing"])):
+        out_index, in_index = (tuple(int(i) for i in x.split(",") if i.strip())
+                               for x in (out, index))
+        try:
+            output = comp.root.shape.subshape(out_index[1:]) if out_index[:1] == (1,) \
+                else instr.shape.subshape(out_index)
+            param = params[int(number)].subshape(in_index)
+        except IndexError:
+            raise RuleFailure("output_to_operand_aliasing", f"{{{out}}}: ({number}, {{{index}}})"
+                                                            f" names no shape") from None
+        if not output.compatible(param):
+            raise RuleFailure("output_to_operand_aliasing", f"output {{{out}}} is {output}, "
+                                                            f"operand {number} {{{index}}} "
+                                                            f"is {param}")
+
+
 def _async_start(instr) -> None:
     if instr.attrs.get("calls") is not None:
         _check_async_context(instr, [o.shape for o in instr.operands])
+        if "output_to_operand_aliasing" in instr.attrs:
+            _async_aliasing(instr)
 
 
 def _previous_binding(instr) -> list[Shape] | None:
