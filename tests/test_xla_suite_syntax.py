@@ -423,3 +423,16 @@ ENTRY e {
 }
 ''')
     assert '"\n    HloModule recovery\n' in printed
+
+
+def test_large_splat_constant_prints_as_its_one_value():
+    module, printed = round_trip("""HloModule m
+ENTRY e {
+  c = f32[256,512] constant(0.65)
+  small = f32[3] constant(0.65)
+  ROOT t = (f32[256,512], f32[3]) tuple(c, small)
+}
+""")
+    assert "f32[256,512]{1,0} constant(0.65)" in printed
+    assert "f32[3]{0} constant({0.65, 0.65, 0.65})" in printed  # XLA's form below the limit
+    np.testing.assert_array_equal(run(module)[0], np.full((256, 512), 0.65, np.float32))
