@@ -272,8 +272,10 @@ ENTRY e {
     assert float(run(module, np.float32(1), np.float32(2))) == (1 + 42) * -2
 
 
-def test_reducers_may_work_in_another_float_width():
-    """XLA's VerifyReducerShape compares a reducer's parameters ignoring float precision."""
+def test_collective_and_scatter_reducers_may_work_in_another_float_width():
+    """XLA's VerifyReducerShape (scatter, select-and-scatter) compares a reducer's parameters
+    ignoring float precision, and its verifier checks no all-reduce reducer; reduce and
+    reduce-window need the operands' own types unless mixed precision is allowed."""
     import ml_dtypes
     bf16 = ml_dtypes.bfloat16
     module, _ = round_trip("""HloModule m
@@ -284,28 +286,24 @@ add {
 }
 ENTRY e {
   p = bf16[4,3] parameter(0)
-  zero = bf16[] constant(0)
-  r = bf16[3] reduce(p, zero), dimensions={0}, to_apply=add
+  i = s32[1,1] parameter(1)
+  u = bf16[1,3] parameter(2)
   ar = bf16[4,3] all-reduce(p), to_apply=add
-  ROOT t = (bf16[3], bf16[4,3]) tuple(r, ar)
+  sc = bf16[4,3] scatter(p, i, u), update_window_dims={1}, inserted_window_dims={0},
+      scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
+  ROOT t = (bf16[4,3], bf16[4,3]) tuple(ar, sc)
 }
 """)
     x = (np.arange(12).reshape(4, 3) / 4).astype(bf16)
-    total, reduced = run(module, x)
-    np.testing.assert_array_equal(total, x.astype(np.float32).sum(0).astype(bf16))
+    update = np.full((1, 3), 0.5, bf16)
+    reduced, scattered = run(module, x, np.array([[2]], np.int32), update)
     np.testing.assert_array_equal(reduced, x)  # one device: all-reduce is the identity
-    with pytest.raises(VerificationError, match="parameter 0 is s32"):  # but not an int
-        minixla.parse_hlo_module("""HloModule m
-add {
-  x = s32[] parameter(0)
-  y = s32[] parameter(1)
-  ROOT sum = s32[] add(x, y)
-}
-ENTRY e {
-  p = bf16[4,3] parameter(0)
-  ROOT r = bf16[3] reduce(p, bf16[] constant(0)), dimensions={0}, to_apply=add
-}
-""")
+    want = x.astype(np.float32)
+    want[2] += 0.5
+    np.testing.assert_array_equal(scattered, want.astype(bf16))
+    with pytest.raises(VerificationError, match="parameter 0 is f32"):
+        minixla.parse_hlo_module(module.to_text().replace(
+            "all-reduce(%p), ", "reduce(%p, bf16[] constant(0)), dimensions={}, "))
 
 
 def test_rng_with_a_third_operand_parses_but_does_not_verify():

@@ -83,7 +83,8 @@ def all_reduce(instr) -> Shape:
         raise fail(instr, "needs at least one operand")
     types = {s.element_type for s in shapes}
     if len(types) == 1 and instr.attrs.get("to_apply") is not None:
-        check_reducer(instr, "to_apply", [shapes[0].element_type], [shapes[0].element_type])
+        check_reducer(instr, "to_apply", [shapes[0].element_type], [shapes[0].element_type],
+                      ignore_fp_precision=True)
     results = [s.without_layout() for s in shapes]
     return results[0] if len(results) == 1 else Shape.tuple_of(results)
 

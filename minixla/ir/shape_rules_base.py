@@ -143,13 +143,17 @@ def check_signature(instr, attr: str, params: list[Shape], result: Shape | None 
     return comp
 
 
-def check_reducer(instr, attr: str, acc: list, values: list) -> None:
+def check_reducer(instr, attr: str, acc: list, values: list, *,
+                  ignore_fp_precision: bool = False) -> None:
     """A reducer takes N accumulators then N values (scalars) and returns N scalars; a
-    1-tuple stands for a scalar when N == 1 (XLA accepts both). As in XLA's
-    VerifyReducerShape, its parameters may be floats of other widths than the operands (the
-    reducer works in its own types); its result must match its accumulators."""
+    1-tuple stands for a scalar when N == 1 (XLA accepts both). With `ignore_fp_precision`
+    (XLA's VerifyReducerShape, all its verifier checks for scatter, select-and-scatter and
+    the collectives; reduce and reduce-window also need the same types unless mixed precision
+    is allowed) its parameters may be floats of other widths than the operands: the reducer
+    works in its own types, and its result must match its own accumulators."""
     params = [array(t, ()) for t in acc] + [array(t, ()) for t in values]
-    comp = check_signature(instr, attr, params, match=same_ignoring_fp_precision)
+    match = same_ignoring_fp_precision if ignore_fp_precision else same
+    comp = check_signature(instr, attr, params, match=match)
     root = comp.root.shape
     want = [array(s.element_type, ()) for s in comp.parameter_shapes[:len(acc)]]
     ok = (len(want) == 1 and same(root, want[0])) or same(root, Shape.tuple_of(want))

@@ -71,7 +71,8 @@ def select_and_scatter(instr) -> Shape:
         raise fail(instr, f"source {fmt(source)} must have the window output dims {windows}")
     element = array(operand.element_type, ())
     check_signature(instr, "select", [element, element], array("pred", ()))
-    check_reducer(instr, "scatter", [init.element_type], [source.element_type])
+    check_reducer(instr, "scatter", [init.element_type], [source.element_type],
+                  ignore_fp_precision=True)
     return operand.without_layout()
 
 
