@@ -434,3 +434,19 @@ ENTRY e {
     assert "f32[256,512]{1,0} constant(0.65)" in printed
     assert "f32[3]{0} constant({0.65, 0.65, 0.65})" in printed  # XLA's form below the limit
     np.testing.assert_array_equal(run(module)[0], np.full((256, 512), 0.65, np.float32))
+
+
+def test_sparse_convolution_parses_and_prints_but_does_not_verify():
+    module, printed = round_trip("""HloModule m
+ENTRY e {
+  p0 = f32[1,4] parameter(0)
+  p1 = f32[1,1] parameter(1)
+  p2 = s32[1,1] parameter(2)
+  ROOT c = f32[1,1] convolution(p0, p1, p2), dim_labels=bf_io->bf,
+      sparsity_config={rhs={sparsity=1x4 dimension=0 stride=1 idx=2}}
+}
+""", verify=False)
+    assert "convolution(%p0, %p1, %p2)" in printed
+    assert "sparsity_config={rhs={sparsity=1x4 dimension=0 stride=1 idx=2}}" in printed
+    with pytest.raises(VerificationError, match="structured-sparse convolution"):
+        minixla.verify(module)

@@ -178,7 +178,8 @@ _ROWS = [
                                          "rhs_batch_dims", "rhs_contracting_dims",
                                          "operand_precision", "algorithm"),
           infer="scaled_dot", shape_optional=True, traits=_t(EXPENSIVE)),
-    OpDef("convolution", 2, CONTRACTION, ("window", "dim_labels!", "feature_group_count",
+    # operands after lhs and rhs: the metadata of a sparsity_config (XLA's sparse convolution)
+    OpDef("convolution", (2, 4), CONTRACTION, ("window", "dim_labels!", "feature_group_count",
                                           "batch_group_count", "operand_precision",
                                           "sparsity_config"),
           infer="convolution", shape_optional=True, traits=_t(EXPENSIVE)),

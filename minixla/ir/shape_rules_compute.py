@@ -147,6 +147,9 @@ def scaled_dot(instr) -> Shape:
 
 
 def convolution(instr) -> Shape:
+    if instr.operand_count != 2:  # parsed and printed, but its compressed operands are not
+        raise fail(instr, "structured-sparse convolution (sparsity_config with metadata "
+                          "operands) is not supported")
     lhs, rhs = operand_arrays(instr)
     try:
         dn = parse_dim_labels(instr.attrs["dim_labels"])
