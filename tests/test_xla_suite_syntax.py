@@ -450,3 +450,26 @@ ENTRY e {
     assert "sparsity_config={rhs={sparsity=1x4 dimension=0 stride=1 idx=2}}" in printed
     with pytest.raises(VerificationError, match="structured-sparse convolution"):
         minixla.verify(module)
+
+
+def test_reduce_with_a_tuple_returning_reducer_returns_a_tuple():
+    module, _ = round_trip("""HloModule m
+fn {
+  p0 = f32[] parameter(0)
+  p1 = f32[] parameter(1)
+  ROOT t = (f32[]) tuple(add(p0, p1))
+}
+ENTRY e {
+  p = f32[4,3] parameter(0)
+  c = f32[] constant(0)
+  r = (f32[3]) reduce(p, c), dimensions={0}, to_apply=fn
+  w = (f32[3,3]) reduce-window(p, c), window={size=2x1}, to_apply=fn
+  ROOT t = ((f32[3]), (f32[3,3])) tuple(r, w)
+}
+""")
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    (total,), (window,) = run(module, x)
+    np.testing.assert_array_equal(total, x.sum(0))
+    np.testing.assert_array_equal(window, x[:-1] + x[1:])
+    with pytest.raises(VerificationError, match="shape mismatch"):  # the array form no longer
+        minixla.parse_hlo_module(module.to_text().replace("(f32[3]{0}) reduce", "f32[3]{0} reduce"))

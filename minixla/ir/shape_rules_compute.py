@@ -42,8 +42,11 @@ def _inputs_and_inits(instr) -> tuple[list[Shape], list[Shape]]:
     return inputs, inits
 
 
-def _results(shapes: list[Shape]) -> Shape:
-    return shapes[0] if len(shapes) == 1 else Shape.tuple_of(shapes)
+def _results(instr, shapes: list[Shape]) -> Shape:
+    """One array, or a tuple when there are several or the reducer returns a tuple (XLA:
+    a reducer returning `(f32[])` makes a reduce of one input return a 1-tuple)."""
+    tupled = len(shapes) > 1 or instr.attrs["to_apply"].root.shape.is_tuple
+    return Shape.tuple_of(shapes) if tupled else shapes[0]
 
 
 def reduce(instr) -> Shape:
@@ -52,7 +55,7 @@ def reduce(instr) -> Shape:
     check_reducer(instr, "to_apply", [s.element_type for s in inits],
                   [s.element_type for s in inputs])
     dims = [d for i, d in enumerate(inputs[0].dims) if i not in reduced]
-    return _results([array(s.element_type, dims) for s in inits])
+    return _results(instr, [array(s.element_type, dims) for s in inits])
 
 
 def reduce_window(instr) -> Shape:
@@ -60,7 +63,7 @@ def reduce_window(instr) -> Shape:
     dims = _window_dims(instr, instr.attrs["window"], inputs[0].dims)
     check_reducer(instr, "to_apply", [s.element_type for s in inits],
                   [s.element_type for s in inputs])
-    return _results([array(s.element_type, dims) for s in inits])
+    return _results(instr, [array(s.element_type, dims) for s in inits])
 
 
 def select_and_scatter(instr) -> Shape:
@@ -84,7 +87,8 @@ def sort(instr) -> Shape:
     one_dim(instr, shapes[0].rank)
     params = [array(s.element_type, ()) for s in shapes for _ in range(2)]
     check_signature(instr, "to_apply", params, array("pred", ()))
-    return _results([s.without_layout() for s in shapes])
+    results = [s.without_layout() for s in shapes]
+    return results[0] if len(results) == 1 else Shape.tuple_of(results)
 
 
 def topk(instr) -> Shape:
