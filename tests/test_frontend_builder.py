@@ -189,3 +189,14 @@ def test_ops_reject_non_xlaop_operands():
     x = b.parameter("f32[3]")
     with pytest.raises(minixla.FrontendTypeError, match="expects XlaOp operands"):
         ops.Add(x, 1.0)
+
+
+def test_scaled_dot_scales_each_block_of_its_operands():
+    b = Builder("m")
+    x, y = b.parameter("f32[4,8]", "x"), b.parameter("f32[8,3]", "y")
+    sx, sy = b.parameter("f32[4,2]", "sx"), b.parameter("f32[2,3]", "sy")
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(s).astype(np.float32) for s in [(4, 8), (8, 3), (4, 2), (2, 3)]]
+    got = run(b, ops.ScaledDot(x, y, sx, sy), *args)
+    want = (args[0] * np.repeat(args[2], 4, axis=1)) @ (args[1] * np.repeat(args[3], 4, axis=0))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

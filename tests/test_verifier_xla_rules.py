@@ -97,8 +97,7 @@ REJECTED = {
     "CopyStartMultipleCopyDone", "CopyDoneNoCopyStart", "AsyncStartAndAsyncDoneWrongType",
     "AsyncStartMultipleAsyncDone", "AsyncStartNoAsyncDone", "AsyncStartAndAsyncUpdateNoAsyncDone",
     "AsyncOpComputationRootWrongType",
-    "AsyncStartOperandWrongType", "AsyncDoneOutputWrongType",
-    
+    "AsyncStartOperandWrongType", "AsyncDoneOutputWrongType", "AsyncOpComputationParamWrongType",
     "AllReduceStartAndMultipleDone", "AllReduceDoneWithoutStart", "AllGatherStartAndMultipleDone",
     "CollectivePermuteStartAndMultipleDone", "CollectivePermuteDoneNoCollectivePermuteStart",
 }
@@ -111,7 +110,6 @@ ACCEPTED = {
     # Rules whose plain form rejects modules XLA's other tests expect to be valid (layouts,
     # memory spaces, unsorted broadcasts in modules/): left to a layout-sensitive verifier.
     "CopyStartAndCopyDoneWrongLayout": "layouts differ only in memory space and order",
-    "AsyncOpComputationParamWrongType": "the parameter differs in layout only",
     "AsyncOpComputationNotTrivial": "valid modules wrap several instructions",
     "AllReduceStartAndDoneWrongType": "valid modules give all-reduce-start a tuple shape",
     "VerifyBroadcastDimensionsOrder": "valid modules broadcast with unsorted dimensions",

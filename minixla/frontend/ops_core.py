@@ -346,12 +346,8 @@ def Topk(operand: XlaOp, k: int, largest: bool = True) -> XlaOp:
 def Dot(lhs: XlaOp, rhs: XlaOp, *, lhs_contracting=None, rhs_contracting=None, lhs_batch=(),
         rhs_batch=(), preferred_element_type=None) -> XlaOp:
     """dot_general; without contracting dims, lhs's last dim contracts with rhs's first."""
-    if lhs_contracting is None:
-        lhs_contracting = (lhs.rank - 1,) if lhs.rank else ()
-    if rhs_contracting is None:
-        rhs_contracting = (len(rhs_batch),) if rhs.rank > len(rhs_batch) else ()
-    attrs = {"lhs_batch_dims": tuple(lhs_batch), "lhs_contracting_dims": tuple(lhs_contracting),
-             "rhs_batch_dims": tuple(rhs_batch), "rhs_contracting_dims": tuple(rhs_contracting)}
+    attrs = _dot_dims(lhs, rhs, lhs_contracting, rhs_contracting, lhs_batch, rhs_batch)
+    lhs_contracting, rhs_contracting = attrs["lhs_contracting_dims"], attrs["rhs_contracting_dims"]
     shape = None
     if preferred_element_type is not None:  # the result type XLA would otherwise pick
         free_l = [d for i, d in enumerate(lhs.dims) if i not in (*lhs_batch, *lhs_contracting)]
@@ -359,6 +355,23 @@ def Dot(lhs: XlaOp, rhs: XlaOp, *, lhs_contracting=None, rhs_contracting=None, l
         dims = [lhs.dims[d] for d in lhs_batch] + free_l + free_r
         shape = as_shape((preferred_element_type, dims))
     return Op("dot", [lhs, rhs], attrs, shape)
+
+
+def ScaledDot(lhs: XlaOp, rhs: XlaOp, lhs_scale: XlaOp, rhs_scale: XlaOp, *,
+              lhs_contracting=None, rhs_contracting=None, lhs_batch=(), rhs_batch=()) -> XlaOp:
+    """A dot of block-scaled operands: each scale has its operand's rank, and its dims divide
+    the operand's; dimensions as `Dot`."""
+    attrs = _dot_dims(lhs, rhs, lhs_contracting, rhs_contracting, lhs_batch, rhs_batch)
+    return Op("scaled-dot", [lhs, rhs, lhs_scale, rhs_scale], attrs)
+
+
+def _dot_dims(lhs, rhs, lhs_contracting, rhs_contracting, lhs_batch, rhs_batch) -> dict:
+    if lhs_contracting is None:
+        lhs_contracting = (lhs.rank - 1,) if lhs.rank else ()
+    if rhs_contracting is None:
+        rhs_contracting = (len(rhs_batch),) if rhs.rank > len(rhs_batch) else ()
+    return {"lhs_batch_dims": tuple(lhs_batch), "lhs_contracting_dims": tuple(lhs_contracting),
+            "rhs_batch_dims": tuple(rhs_batch), "rhs_contracting_dims": tuple(rhs_contracting)}
 
 
 def Convolution(lhs: XlaOp, rhs: XlaOp, window_strides=None, padding=None, lhs_dilation=None,

@@ -74,15 +74,19 @@ def format_literal(value, shape: Shape) -> str:
     dtype = array.dtype
     if array.ndim == 0:
         return format_scalar(array[()], dtype)
-    if array.size >= _ELIDE_ZEROS and not np.ascontiguousarray(array).view(np.uint8).any():
-        return "{...}"  # all bits zero: XLA's elided form, which reads back as zeros
+    if array.size >= _ELIDE_ZEROS:
+        bits = np.ascontiguousarray(array).reshape(-1).view(np.uint8).reshape(array.size, -1)
+        if not bits.any():
+            return "{...}"  # all bits zero: XLA's elided form, which reads back as zeros
+        if (bits == bits[0]).all():  # one value: the splat `constant(0.5)` XLA's parser reads
+            return format_scalar(array.reshape(-1)[0], dtype)
     texts = _element_texts(array)
     if array.ndim == 1:
         return "{" + ", ".join(texts) + "}"
     return _format_nested(texts, array.shape)
 
 
-_ELIDE_ZEROS = 1 << 16  # elements from which an all-zero constant prints as `{...}`
+_ELIDE_ZEROS = 1 << 16  # elements from which an all-zero or splat constant prints short
 
 
 def _element_texts(array: np.ndarray) -> list[str]:

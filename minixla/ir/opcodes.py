@@ -23,7 +23,7 @@ COMMUTATIVE, ASSOCIATIVE, IDEMPOTENT, SIDE_EFFECT, EXPENSIVE = (
 @dataclass(frozen=True)
 class OpDef:
     name: str
-    arity: int | tuple[int, int] | None  # exact count, (min, max), or VARIADIC
+    arity: int | tuple[int, int | None] | None  # exact count, (min, max or None), VARIADIC
     kind: str
     attrs: tuple[str, ...] = ()  # op-specific, print order; "name!" = required
     calls: tuple[str, ...] = ()  # attributes naming called computations, print order
@@ -49,7 +49,8 @@ class OpDef:
         if self.arity is VARIADIC:
             return True
         if isinstance(self.arity, tuple):
-            return self.arity[0] <= count <= self.arity[1]
+            low, high = self.arity
+            return low <= count and (high is None or count <= high)
         return count == self.arity
 
     def has(self, trait: str) -> bool:
@@ -86,7 +87,8 @@ _ROWS = [
     OpDef("parameter", 0, LEAF, ("parameter_replication",)),
     OpDef("constant", 0, LEAF),
     OpDef("iota", 0, LEAF, ("iota_dimension!",), infer="iota"),
-    OpDef("rng", 2, OTHER, ("distribution!",), traits=_t(SIDE_EFFECT)),
+    # XLA's parser takes any operands (its rng_expander tests give a third), its verifier two
+    OpDef("rng", VARIADIC, OTHER, ("distribution!",), traits=_t(SIDE_EFFECT)),
     OpDef("rng-bit-generator", 1, OTHER, ("algorithm",), infer="rng_bit_generator"),
     OpDef("rng-get-and-update-state", 0, OTHER, ("delta!",), traits=_t(SIDE_EFFECT)),
     OpDef("replica-id", 0, COLLECTIVE, infer="u32_scalar", shape_optional=True),
@@ -159,7 +161,7 @@ _ROWS = [
           shape_optional=True),
     OpDef("reduce-window", VARIADIC, REDUCTION, ("window",), ("to_apply",),
           infer="reduce_window", shape_optional=True),
-    OpDef("select-and-scatter", 3, REDUCTION, ("window!",), ("select", "scatter"),
+    OpDef("select-and-scatter", 3, REDUCTION, ("window",), ("select", "scatter"),
           infer="select_and_scatter", shape_optional=True),
     OpDef("sort", VARIADIC, REDUCTION, ("dimensions!", "is_stable"), ("to_apply",),
           infer="sort", shape_optional=True),
@@ -171,7 +173,13 @@ _ROWS = [
     OpDef("dot", 2, CONTRACTION, ("lhs_batch_dims", "lhs_contracting_dims", "rhs_batch_dims",
                                   "rhs_contracting_dims", "operand_precision", "algorithm"),
           infer="dot", shape_optional=True, traits=_t(EXPENSIVE)),
-    OpDef("convolution", 2, CONTRACTION, ("window", "dim_labels!", "feature_group_count",
+    # dot(lhs * lhs_scale, rhs * rhs_scale), each scale element covering a block (MX formats)
+    OpDef("scaled-dot", 4, CONTRACTION, ("lhs_batch_dims", "lhs_contracting_dims",
+                                         "rhs_batch_dims", "rhs_contracting_dims",
+                                         "operand_precision", "algorithm"),
+          infer="scaled_dot", shape_optional=True, traits=_t(EXPENSIVE)),
+    # operands after lhs and rhs: the metadata of a sparsity_config (XLA's sparse convolution)
+    OpDef("convolution", (2, 4), CONTRACTION, ("window", "dim_labels!", "feature_group_count",
                                           "batch_group_count", "operand_precision",
                                           "sparsity_config"),
           infer="convolution", shape_optional=True, traits=_t(EXPENSIVE)),
@@ -211,8 +219,10 @@ _ROWS = [
     OpDef("domain", 1, CONTROL, ("domain",), infer="same_as_operand", shape_optional=True),
     OpDef("async-start", VARIADIC, CONTROL, ("async_execution_thread",
                                               "output_to_operand_aliasing"), ("calls",)),
-    OpDef("async-update", 1, CONTROL, ("async_execution_thread", "output_to_operand_aliasing"),
-          ("calls",)),
+    # async-update's operands after the first bind more of the wrapped computation's
+    # parameters (late binding)
+    OpDef("async-update", (1, None), CONTROL, ("async_execution_thread",
+                                                "output_to_operand_aliasing"), ("calls",)),
     OpDef("async-done", 1, CONTROL, ("async_execution_thread",), ("calls",)),
     OpDef("copy-start", 1, OTHER, ("cross_program_prefetch_index",)),
     OpDef("copy-done", 1, OTHER),

@@ -45,6 +45,18 @@ def same(a: Shape, b: Shape) -> bool:
     return a.element_type == b.element_type and a.dims == b.dims
 
 
+def same_ignoring_fp_precision(a: Shape, b: Shape) -> bool:
+    """`same`, except that any two floating-point types match (XLA's
+    CompatibleIgnoringFpPrecision, which its reducer checks use)."""
+    if a.is_tuple or b.is_tuple:
+        return (a.is_tuple and b.is_tuple and len(a.tuple_shapes) == len(b.tuple_shapes)
+                and all(same_ignoring_fp_precision(x, y)
+                        for x, y in zip(a.tuple_shapes, b.tuple_shapes)))
+    both_float = a.is_array and b.is_array and a.element_type.kind == FLOAT == \
+        b.element_type.kind
+    return (both_float or a.element_type == b.element_type) and a.dims == b.dims
+
+
 def array(etype, dims, dynamic=None) -> Shape:
     return Shape.array(etype, dims, dynamic=dynamic)
 
@@ -108,9 +120,10 @@ def same_type_all(instr, shapes: list[Shape], what: str = "operands") -> None:
                               f"{fmt(shape)}")
 
 
-def check_signature(instr, attr: str, params: list[Shape], result: Shape | None = None):
-    """The computation in attribute `attr` must take `params` (and return `result`);
-    returns it."""
+def check_signature(instr, attr: str, params: list[Shape], result: Shape | None = None, *,
+                    match=same):
+    """The computation in attribute `attr` must take `params` (and return `result`), shapes
+    compared by `match`; returns it."""
     comp = instr.attrs.get(attr)
     if comp is None:
         raise fail(instr, f"missing called computation {attr}", SignatureError)
@@ -119,7 +132,7 @@ def check_signature(instr, attr: str, params: list[Shape], result: Shape | None 
         raise fail(instr, f"{attr}=%{comp.name} takes {len(got)} parameters, expected "
                           f"{len(params)}", SignatureError)
     for i, (have, want) in enumerate(zip(got, params)):
-        if not same(have, want):
+        if not match(have, want):
             raise fail(instr, f"{attr}=%{comp.name} parameter {i} is {fmt(have)}, expected "
                               f"{fmt(want)}", SignatureError)
     if comp.root is None:
@@ -130,12 +143,19 @@ def check_signature(instr, attr: str, params: list[Shape], result: Shape | None 
     return comp
 
 
-def check_reducer(instr, attr: str, acc: list, values: list) -> None:
+def check_reducer(instr, attr: str, acc: list, values: list, *,
+                  ignore_fp_precision: bool = False) -> None:
     """A reducer takes N accumulators then N values (scalars) and returns N scalars; a
-    1-tuple stands for a scalar when N == 1 (XLA accepts both)."""
+    1-tuple stands for a scalar when N == 1 (XLA accepts both). With `ignore_fp_precision`
+    (XLA's VerifyReducerShape, all its verifier checks for scatter, select-and-scatter and
+    the collectives; reduce and reduce-window also need the same types unless mixed precision
+    is allowed) its parameters may be floats of other widths than the operands: the reducer
+    works in its own types, and its result must match its own accumulators."""
     params = [array(t, ()) for t in acc] + [array(t, ()) for t in values]
-    comp = check_signature(instr, attr, params)
-    root, want = comp.root.shape, [array(t, ()) for t in acc]
+    match = same_ignoring_fp_precision if ignore_fp_precision else same
+    comp = check_signature(instr, attr, params, match=match)
+    root = comp.root.shape
+    want = [array(s.element_type, ()) for s in comp.parameter_shapes[:len(acc)]]
     ok = (len(want) == 1 and same(root, want[0])) or same(root, Shape.tuple_of(want))
     if not ok:
         expected = fmt(want[0]) if len(want) == 1 else fmt(Shape.tuple_of(want))

@@ -42,8 +42,11 @@ def _inputs_and_inits(instr) -> tuple[list[Shape], list[Shape]]:
     return inputs, inits
 
 
-def _results(shapes: list[Shape]) -> Shape:
-    return shapes[0] if len(shapes) == 1 else Shape.tuple_of(shapes)
+def _results(instr, shapes: list[Shape]) -> Shape:
+    """One array, or a tuple when there are several or the reducer returns a tuple (XLA:
+    a reducer returning `(f32[])` makes a reduce of one input return a 1-tuple)."""
+    tupled = len(shapes) > 1 or instr.attrs["to_apply"].root.shape.is_tuple
+    return Shape.tuple_of(shapes) if tupled else shapes[0]
 
 
 def reduce(instr) -> Shape:
@@ -52,7 +55,7 @@ def reduce(instr) -> Shape:
     check_reducer(instr, "to_apply", [s.element_type for s in inits],
                   [s.element_type for s in inputs])
     dims = [d for i, d in enumerate(inputs[0].dims) if i not in reduced]
-    return _results([array(s.element_type, dims) for s in inits])
+    return _results(instr, [array(s.element_type, dims) for s in inits])
 
 
 def reduce_window(instr) -> Shape:
@@ -60,7 +63,7 @@ def reduce_window(instr) -> Shape:
     dims = _window_dims(instr, instr.attrs["window"], inputs[0].dims)
     check_reducer(instr, "to_apply", [s.element_type for s in inits],
                   [s.element_type for s in inputs])
-    return _results([array(s.element_type, dims) for s in inits])
+    return _results(instr, [array(s.element_type, dims) for s in inits])
 
 
 def select_and_scatter(instr) -> Shape:
@@ -71,7 +74,8 @@ def select_and_scatter(instr) -> Shape:
         raise fail(instr, f"source {fmt(source)} must have the window output dims {windows}")
     element = array(operand.element_type, ())
     check_signature(instr, "select", [element, element], array("pred", ()))
-    check_reducer(instr, "scatter", [init.element_type], [source.element_type])
+    check_reducer(instr, "scatter", [init.element_type], [source.element_type],
+                  ignore_fp_precision=True)
     return operand.without_layout()
 
 
@@ -83,7 +87,8 @@ def sort(instr) -> Shape:
     one_dim(instr, shapes[0].rank)
     params = [array(s.element_type, ()) for s in shapes for _ in range(2)]
     check_signature(instr, "to_apply", params, array("pred", ()))
-    return _results([s.without_layout() for s in shapes])
+    results = [s.without_layout() for s in shapes]
+    return results[0] if len(results) == 1 else Shape.tuple_of(results)
 
 
 def topk(instr) -> Shape:
@@ -111,7 +116,7 @@ def _contraction_type(instr, lhs: Shape, rhs: Shape):
 
 def dot(instr) -> Shape:
     """Result dims: batch dims, then lhs free dims, then rhs free dims."""
-    lhs, rhs = operand_arrays(instr)
+    lhs, rhs = operand_arrays(instr, (0, 1))
     lb = dim_list(instr, "lhs_batch_dims", lhs.rank, default=())
     rb = dim_list(instr, "rhs_batch_dims", rhs.rank, default=())
     lc = dim_list(instr, "lhs_contracting_dims", lhs.rank, default=())
@@ -131,7 +136,24 @@ def dot(instr) -> Shape:
     return array(_contraction_type(instr, lhs, rhs), dims)
 
 
+def scaled_dot(instr) -> Shape:
+    """dot(lhs, rhs) of block-scaled operands: each scale has its operand's rank, and each of
+    its dims divides the operand's (a scale element covers one block)."""
+    if instr.operand_count != 4:
+        raise fail(instr, "scaled-dot takes lhs, rhs, lhs_scale and rhs_scale")
+    for side, operand, scale in (("lhs", 0, 2), ("rhs", 1, 3)):
+        values, scales = operand_arrays(instr, (operand, scale))
+        if scales.rank != values.rank or any(
+                s < 1 or v % s for v, s in zip(values.dims, scales.dims)):
+            raise fail(instr, f"{side}_scale {fmt(scales)} must have {fmt(values)}'s rank and "
+                              f"dims that divide its dims")
+    return dot(instr)
+
+
 def convolution(instr) -> Shape:
+    if instr.operand_count != 2:  # parsed and printed, but its compressed operands are not
+        raise fail(instr, "structured-sparse convolution (sparsity_config with metadata "
+                          "operands) is not supported")
     lhs, rhs = operand_arrays(instr)
     try:
         dn = parse_dim_labels(instr.attrs["dim_labels"])
@@ -173,9 +195,9 @@ def fft(instr) -> Shape:
     if not 1 <= n <= 3 or operand.rank < n:
         raise fail(instr, f"fft_length={list(lengths)} needs 1-3 dims within {fmt(operand)}")
     inner, etype = operand.dims[-n:], operand.element_type
-    if kind in ("FFT", "IFFT"):
-        if not etype.is_complex or inner != lengths:
-            raise fail(instr, f"{kind} needs a complex operand ending in {list(lengths)}")
+    if kind in ("FFT", "IFFT"):  # the operand's shape; fft_length may differ (see below)
+        if not etype.is_complex:
+            raise fail(instr, f"{kind} needs a complex operand, got {fmt(operand)}")
         return operand.without_layout()
     if kind == "RFFT":
         if etype.name not in ("f32", "f64") or inner != lengths:

@@ -251,7 +251,7 @@ def scatter(instr) -> Shape:
         raise fail(instr, f"update scatter dims {scatter_dims} must equal the index batch dims "
                           f"{batch}")
     check_reducer(instr, "to_apply", [s.element_type for s in inputs],
-                  [s.element_type for s in updates])
+                  [s.element_type for s in updates], ignore_fp_precision=True)
     results = [s.without_layout() for s in inputs]
     return results[0] if n == 1 else Shape.tuple_of(results)
 

@@ -41,6 +41,9 @@ def _compare_type(instr) -> None:
 
 def _rng(instr) -> None:
     shapes = [o.shape for o in instr.operands]
+    if len(shapes) != 2:
+        raise RuleFailure("rng operands", f"rng takes its two bounds, got {len(shapes)} "
+                                          f"operands")
     if any(not s.is_array or s.rank for s in shapes):
         raise RuleFailure("rng operands", "the bounds of rng must be scalars")
     if len({s.dtype for s in shapes} | {instr.shape.dtype}) != 1:
@@ -81,31 +84,107 @@ def _composite_call(instr) -> None:
         raise RuleFailure("composite call", "composite.version must be a non-negative integer")
 
 
+def _bound_output_fits(output: Shape, result: Shape) -> bool:
+    """An async context's output element is `()` (not bound yet), the whole result, or, for a
+    tuple result bound element by element, a prefix of its elements."""
+    if output.compatible(result):
+        return True
+    if not output.is_tuple:
+        return False
+    if not result.is_tuple:
+        return not output.tuple_shapes
+    prefix = result.tuple_shapes[:len(output.tuple_shapes)]
+    return len(prefix) == len(output.tuple_shapes) and all(
+        a.compatible(b) for a, b in zip(output.tuple_shapes, prefix))
+
+
+def _check_async_context(instr, bound: list[Shape]) -> None:
+    """`instr`'s shape is ((bound operands...), output, state...) for its wrapped computation:
+    the operands bound so far are a prefix of its parameters (late binding binds the rest in
+    async-updates) and the output fits its result. The state elements are the target's own."""
+    comp, shape = instr.attrs["calls"], instr.shape
+    if not shape.is_tuple or len(shape.tuple_shapes) < 2 or not shape.tuple_shapes[0].is_tuple:
+        raise RuleFailure("async shape", f"{instr.opcode} returns ((operands), result, "
+                                         f"state...), declared {shape}")
+    listed = shape.tuple_shapes[0].tuple_shapes
+    if len(listed) != len(bound) or any(not a.compatible(b) for a, b in zip(listed, bound)):
+        raise RuleFailure("async operands", f"the operands bound are "
+                                            f"{[str(s) for s in bound]}, the shape lists "
+                                            f"{[str(s) for s in listed]}")
+    params = comp.parameter_shapes
+    if len(bound) > len(params) or any(not p.compatible(b) for p, b in zip(params, bound)):
+        raise RuleFailure("async operands", f"%{comp.name} takes "
+                                            f"{[str(p) for p in params]}, given "
+                                            f"{[str(s) for s in bound]}")
+    output, result = shape.tuple_shapes[1], comp.root.shape
+    if not _bound_output_fits(output, result):
+        raise RuleFailure("async shape", f"the output element {output} is neither () nor "
+                                         f"(a prefix of) %{comp.name}'s result {result}")
+
+
+_ALIAS = re.compile(r"\{([\d,\s]*)\}\s*:\s*\(\s*(\d+)\s*,\s*\{([\d,\s]*)\}")
+
+
+def _async_aliasing(instr) -> None:
+    """Each `{output index}: (operand, {index})` pairs equal shapes: an index of the async
+    context (under {1}, of the wrapped computation's result, which may be bound later) with
+    one of its parameters (late-bound ones included)."""
+    comp = instr.attrs["calls"]
+    params = comp.parameter_shapes
+    for out, number, index in _ALIAS.findall(str(instr.attrs["output_to_operand_aliasing"])):
+        out_index, in_index = (tuple(int(i) for i in x.split(",") if i.strip())
+                               for x in (out, index))
+        try:
+            output = comp.root.shape.subshape(out_index[1:]) if out_index[:1] == (1,) \
+                else instr.shape.subshape(out_index)
+            param = params[int(number)].subshape(in_index)
+        except IndexError:
+            raise RuleFailure("output_to_operand_aliasing", f"{{{out}}}: ({number}, {{{index}}})"
+                                                            f" names no shape") from None
+        if not output.compatible(param):
+            raise RuleFailure("output_to_operand_aliasing", f"output {{{out}}} is {output}, "
+                                                            f"operand {number} {{{index}}} "
+                                                            f"is {param}")
+
+
 def _async_start(instr) -> None:
-    comp = instr.attrs.get("calls")
-    shape = instr.shape
+    if instr.attrs.get("calls") is not None:
+        _check_async_context(instr, [o.shape for o in instr.operands])
+        if "output_to_operand_aliasing" in instr.attrs:
+            _async_aliasing(instr)
+
+
+def _previous_binding(instr) -> list[Shape] | None:
+    """The operands the async op before `instr` has bound; None where it is not an async op
+    (the context came through a loop's state: checked where it started)."""
+    previous = instr.operand(0)
+    if previous.opcode not in ("async-start", "async-update") or not previous.shape.is_tuple \
+            or instr.attrs.get("calls") is None or previous.attrs.get("calls") is None:
+        return None
+    if previous.attrs.get("calls") is not instr.attrs.get("calls"):
+        raise RuleFailure("async pair", f"{instr.opcode} wraps %{instr.attrs['calls'].name}, "
+                                        f"%{previous.name} %{previous.attrs['calls'].name}")
+    operands = previous.shape.tuple_shapes[0]
+    return list(operands.tuple_shapes) if operands.is_tuple else None
+
+
+def _async_update(instr) -> None:
+    bound = _previous_binding(instr)
+    if bound is not None:
+        _check_async_context(instr, bound + [o.shape for o in instr.operands[1:]])
+
+
+def _async_done(instr) -> None:
+    comp, bound = instr.attrs.get("calls"), _previous_binding(instr)
     if comp is None:
         return
-    if not shape.is_tuple or len(shape.tuple_shapes) < 2:
-        raise RuleFailure("async shape", "async-start returns ((operands), result, context...)")
-    params = comp.parameters
-    operand_shapes = [o.shape for o in instr.operands]
-    if len(params) != len(operand_shapes) or any(
-            not p.shape.compatible(s) for p, s in zip(params, operand_shapes)):
-        raise RuleFailure("async operands", f"%{comp.name} takes "
-                                            f"{[str(p.shape) for p in params]}, given "
-                                            f"{[str(s) for s in operand_shapes]}")
-
-
-
-def _async_continuation(instr) -> None:
-    operand = instr.operand(0)
-    if operand.opcode not in ("async-start", "async-update") or not operand.shape.is_tuple:
-        return  # passed through a loop's state: checked where it started
-    want = operand.shape if instr.opcode == "async-update" else operand.shape.tuple_shapes[1]
-    if instr.opcode == "async-done" and not instr.shape.compatible(want):
-        raise RuleFailure("async shape", f"{instr.opcode} returns {want}, declared "
-                                         f"{instr.shape}")
+    if bound is not None and len(bound) != len(comp.parameters):
+        raise RuleFailure("async operands", f"async-done needs all {len(comp.parameters)} "
+                                            f"operands of %{comp.name} bound, %"
+                                            f"{instr.operand(0).name} has bound {len(bound)}")
+    if not instr.shape.compatible(comp.root.shape):
+        raise RuleFailure("async shape", f"async-done returns %{comp.name}'s result "
+                                         f"{comp.root.shape}, declared {instr.shape}")
 
 
 def _copy_start(instr) -> None:
@@ -132,8 +211,8 @@ def _done_of(start: str):
 INSTRUCTION_RULES = {
     "compare": _compare_type, "rng": _rng, "iota": _iota, "select": _select,
     "conditional": _conditional, "call": _composite_call,
-    "async-start": _async_start, "async-update": _async_continuation,
-    "async-done": _async_continuation, "copy-start": _copy_start,
+    "async-start": _async_start, "async-update": _async_update,
+    "async-done": _async_done, "copy-start": _copy_start,
     "copy-done": _done_of("copy-start"),
     "all-reduce-done": _done_of("all-reduce-start"),
     "all-gather-done": _done_of("all-gather-start"),

@@ -81,14 +81,41 @@ def check_result(value, shape, what: str):
     return array
 
 
+def _async_context(ev, instr, operands: tuple):
+    """The value of an async-start/-update: ((operands bound so far), output, state...). The
+    wrapped computation runs here once every operand and the whole output are bound, else
+    at the async-done; an output or state not computed is zeros of its shape."""
+    comp, shape = instr.attrs["calls"], instr.shape
+    output = shape.tuple_shapes[1]
+    if len(operands) == len(comp.parameters) and output.compatible(comp.root.shape):
+        result = ev.evaluate(comp, list(operands))
+    else:
+        result = _zeros(output)
+    return (operands, result, *(_zeros(s) for s in shape.tuple_shapes[2:]))
+
+
+def _zeros(shape):
+    if shape.is_tuple:
+        return tuple(_zeros(s) for s in shape.tuple_shapes)
+    return None if shape.is_token else np.zeros(shape.dims, shape.numpy_dtype)
+
+
 def _async_start(ev, instr, ops):
-    # The async-start value is ((operands...), result, state); the work happens right here.
-    result = ev.evaluate(instr.attrs["calls"], ops)
-    return (tuple(ops), result, np.zeros((), np.uint32))
+    return _async_context(ev, instr, tuple(ops))
+
+
+def _async_update(ev, instr, ops):
+    if len(ops) == 1 and instr.shape.tuple_shapes[1].compatible(instr.operand(0).shape
+                                                                .tuple_shapes[1]):
+        return ops[0]  # nothing newly bound: the value goes on as it is
+    return _async_context(ev, instr, tuple(ops[0][0]) + tuple(ops[1:]))
 
 
 def _async_done(ev, instr, ops):
-    return ops[0][1]
+    comp, context = instr.attrs.get("calls"), instr.operand(0).shape
+    if comp is None or context.tuple_shapes[1].compatible(comp.root.shape):
+        return ops[0][1]  # computed where the output was bound
+    return ev.evaluate(comp, list(ops[0][0]))
 
 
 def _copy_start(ev, instr, ops):
@@ -103,6 +130,7 @@ HANDLERS = {
     "tuple": _tuple, "get-tuple-element": _get_tuple_element, "while": _while,
     "conditional": _conditional, "call": _call, "fusion": _fusion,
     "opt-barrier": _identity, "add-dependency": _identity, "domain": _identity,
-    "after-all": _after_all, "custom-call": _custom_call, "async-start": _async_start, "async-update": _identity,
-    "async-done": _async_done, "copy-start": _copy_start, "copy-done": _copy_done,
+    "after-all": _after_all, "custom-call": _custom_call, "async-start": _async_start,
+    "async-update": _async_update, "async-done": _async_done, "copy-start": _copy_start,
+    "copy-done": _copy_done,
 }

@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import UnsupportedError
 from ..ir import WindowDim, parse_dim_labels
 from ..ir.dtypes import COMPLEX, PRED, SIGNED, UNSIGNED
-from .convert import F32, F64, element_type, round_to_dtype, wrap_int
+from .convert import F32, F64, convert, element_type, round_to_dtype, wrap_int
 from .evaluator import as_dtype
 
 _SPATIAL_LETTERS = "hijklmopqrstuvwxyz"  # einsum labels: never n, g, c or d (batch, group, feature)
@@ -55,14 +55,18 @@ def _wide(values: np.ndarray) -> np.ndarray:
 
 def _dot(ev, instr, operands):
     lhs, rhs = operands
-    attrs = instr.attrs
+    work = _work_dtype(instr.shape.numpy_dtype, lhs.dtype, rhs.dtype)
+    return _finish(_contract(instr.attrs, lhs, rhs, work), instr.shape)
+
+
+def _contract(attrs, lhs: np.ndarray, rhs: np.ndarray, work: np.dtype) -> np.ndarray:
+    """dot's contraction in the work type: batch dims, then lhs free dims, then rhs free."""
     lhs_batch = list(attrs.get("lhs_batch_dims", ()))
     rhs_batch = list(attrs.get("rhs_batch_dims", ()))
     lhs_contract = list(attrs.get("lhs_contracting_dims", ()))
     rhs_contract = list(attrs.get("rhs_contracting_dims", ()))
     lhs_free = [d for d in range(lhs.ndim) if d not in lhs_batch + lhs_contract]
     rhs_free = [d for d in range(rhs.ndim) if d not in rhs_batch + rhs_contract]
-    work = _work_dtype(instr.shape.numpy_dtype, lhs.dtype, rhs.dtype)
 
     def size(array, dims):
         return math.prod(array.shape[d] for d in dims)
@@ -71,9 +75,23 @@ def _dot(ev, instr, operands):
         size(lhs, lhs_batch), size(lhs, lhs_free), size(lhs, lhs_contract))
     rhs3 = rhs.transpose(rhs_batch + rhs_contract + rhs_free).astype(work).reshape(
         size(rhs, rhs_batch), size(rhs, rhs_contract), size(rhs, rhs_free))
-    out = np.matmul(lhs3, rhs3).reshape(
+    return np.matmul(lhs3, rhs3).reshape(
         [lhs.shape[d] for d in lhs_batch + lhs_free] + [rhs.shape[d] for d in rhs_free])
-    return _finish(out, instr.shape)
+
+
+def _scaled_dot(ev, instr, operands):
+    """dot of the operands times their block scales, each scale element repeated over its
+    block; products and sums in f32 (f64 if an input is f64), converted once at the end."""
+    lhs, rhs, lhs_scale, rhs_scale = operands
+    work = F64 if F64 in (lhs.dtype, rhs.dtype, lhs_scale.dtype, rhs_scale.dtype) else F32
+
+    def scaled(values, scales):
+        for axis, (size, blocks) in enumerate(zip(values.shape, scales.shape)):
+            scales = np.repeat(scales, size // blocks, axis=axis)
+        return values.astype(work) * scales.astype(work)
+
+    return convert(_contract(instr.attrs, scaled(lhs, lhs_scale), scaled(rhs, rhs_scale),
+                             work), instr.shape.numpy_dtype)
 
 
 # ---- convolution --------------------------------------------------------------------------------
@@ -163,10 +181,8 @@ def _fft(ev, instr, operands):
     lengths = tuple(instr.attrs["fft_length"])
     axes = tuple(range(x.ndim - len(lengths), x.ndim))
     kind = str(instr.attrs["fft_type"])
-    if kind == "FFT":
-        out = np.fft.fftn(x.astype(np.complex128), axes=axes)
-    elif kind == "IFFT":
-        out = np.fft.ifftn(x.astype(np.complex128), axes=axes)
+    if kind in ("FFT", "IFFT"):
+        out = _complex_fft(x.astype(np.complex128), lengths, axes, kind == "IFFT")
     elif kind == "RFFT":
         out = np.fft.rfftn(x.astype(F64), s=lengths, axes=axes)
     elif kind == "IRFFT":
@@ -174,6 +190,20 @@ def _fft(ev, instr, operands):
     else:
         raise UnsupportedError(f"fft_type {kind}")
     return as_dtype(out, instr.shape)
+
+
+def _complex_fft(x: np.ndarray, lengths, axes, inverse: bool) -> np.ndarray:
+    """FFT/IFFT of fft_length points, as XLA's evaluator: the operand is cut or zero-padded
+    to the lengths, transformed, and the result cut or zero-padded back to the operand's
+    shape; a zero length or an empty operand gives zeros."""
+    if 0 in lengths or 0 in x.shape:
+        return np.zeros_like(x)
+    transform = np.fft.ifftn if inverse else np.fft.fftn
+    out = transform(x, s=lengths, axes=axes)
+    fitted = np.zeros_like(x)
+    common = tuple(slice(0, min(a, b)) for a, b in zip(x.shape, out.shape))
+    fitted[common] = out[common]
+    return fitted
 
 
 # ---- triangular-solve and cholesky --------------------------------------------------------------
@@ -282,7 +312,7 @@ def _batch_norm_grad(ev, instr, operands):
 
 
 HANDLERS = {
-    "dot": _dot, "convolution": _convolution, "fft": _fft,
+    "dot": _dot, "scaled-dot": _scaled_dot, "convolution": _convolution, "fft": _fft,
     "triangular-solve": _triangular_solve, "cholesky": _cholesky,
     "batch-norm-training": _batch_norm_training, "batch-norm-inference": _batch_norm_inference,
     "batch-norm-grad": _batch_norm_grad,

@@ -20,7 +20,8 @@ IDENT, NAME, ATTR, INT, FLOAT, STRING, DXD, PAD, DIM_LABELS, PUNCT, EOF = (
 _SKIP = re.compile(r"(?:\s+|//[^\n]*|/\*.*?\*/)+", re.S)
 _IDENT_BODY = r"[A-Za-z_](?:[A-Za-z0-9_.]|-(?!>))*"
 _PATTERNS = [
-    (STRING, re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'')),
+    # XLA's double-quoted strings may span lines (origin_recovery_table holds a module)
+    (STRING, re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'')),
     (PUNCT, re.compile(r"\.\.\.|->|<=")),
     (DIM_LABELS, re.compile(r"[0-9bf?]{2,}_[0-9io?]{2,}->[0-9bf?]{2,}")),
     (FLOAT, re.compile(r"[-+]?(?:\d+\.\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?"

@@ -101,6 +101,8 @@ def _number(parser, token, shape: Shape):
             low, high = _int_range(etype)
             if etype.bits == 64 and etype.kind == "signed" and 2**63 <= value < 2**64:
                 value -= 2**64  # XLA accepts u64 bit patterns for s64
+            if etype.bits == 64 and etype.kind == "unsigned" and -2**63 <= value < 0:
+                value += 2**64  # and s64 ones for u64: constant(-1) is the largest u64
             if not low <= value <= high:
                 raise parser.error(f"value {text} is out of range for {etype.name}", token.start)
         return value

@@ -22,7 +22,9 @@ from ..ir.computation import HloComputation
 from ..ir.instruction import HloInstruction
 from ..ir.module import AliasEntry, HloModule, NameUniquer, ProgramShape
 from ..ir.opcodes import ASYNC_SUFFIXES, OPCODES
+from ..ir.shape_rules_base import same
 from ..ir.shapes import Shape
+from .async_sugar import AsyncSugar
 from .lexer import ATTR, EOF, IDENT, INT, NAME, STRING
 from .literals import parse_literal
 from .values import ValueParser, _describe
@@ -70,6 +72,7 @@ class Parser(ValueParser):
         self.instruction_names = NameUniquer()
         self.anonymous = 0
         self.inline_computations: list[HloComputation] = []
+        self.async_sugar = AsyncSugar(self)
 
     # -- module ---------------------------------------------------------------------------
     def parse_module(self) -> HloModule:
@@ -99,6 +102,7 @@ class Parser(ValueParser):
             raise self.error("expected at least one computation")
         module.set_entry(entry or module.computations[-1])
         module.unknown_attributes = self.unknown_attributes
+        self.async_sugar.finish()
         _fill_missing_layouts(module)
         if not module.name:
             module.name = "module_" + module.entry.name
@@ -280,7 +284,7 @@ class Parser(ValueParser):
             stem, suffix = _async_sugar(opcode)
             if stem is None:
                 raise self.error(f"unknown opcode '{opcode}'", op_token.start)
-            return self.parse_async_sugar(comp, name, shape, stem, suffix, op_token)
+            return self.async_sugar.parse(comp, name, shape, stem, suffix, op_token)
         opdef = OPCODES[opcode]
         instr = HloInstruction(opcode, shape, name=name)  # shape None until inferred below
         self.expect("(")
@@ -306,7 +310,10 @@ class Parser(ValueParser):
         while self.peek().is_punct(",") and self.lookahead(1).kind == ATTR:
             self.next()
             self.parse_attribute(instr)
-        if opcode == "reduce-window" and "window" not in instr.attrs:
+        if opcode in ("async-update", "async-done") and "calls" not in instr.attrs and \
+                instr.operand_count and instr.operand(0).opcode in ("async-start", "async-update"):
+            instr.attrs["calls"] = instr.operand(0).attrs["calls"]  # one computation per chain
+        if opcode in ("reduce-window", "select-and-scatter") and "window" not in instr.attrs:
             instr.attrs["window"] = Window(())  # XLA's text omits the window of scalars
         for required in opdef.required_attrs:
             if required not in instr.attrs:
@@ -316,59 +323,6 @@ class Parser(ValueParser):
             if not opdef.shape_optional:
                 raise self.error(f"{opcode} needs an explicit result shape", op_token.start)
             instr.shape = self.infer_shape(instr, op_token.start)
-        comp.add_instruction(instr)
-        return instr
-
-    def parse_async_sugar(self, comp: HloComputation, name: str, shape: Shape | None,
-                          stem: str, suffix: str, op_token) -> HloInstruction:
-        """`%s = ((T), R, s32[]) op-start(args), attrs`: an async-start whose called
-        computation wraps `op` (with the attributes); `op-update`/`op-done` continue it."""
-        self.expect("(")
-        operands = []
-        if not self.peek().is_punct(")"):
-            operands.append(self.parse_operand(comp))
-            while self.accept(","):
-                operands.append(self.parse_operand(comp))
-        self.expect(")")
-        if suffix != "-start":
-            calls = operands[0].attrs.get("calls") if len(operands) == 1 else None
-            if calls is None:
-                raise self.error(f"{stem}{suffix} needs the async op it continues as its one "
-                                 f"operand", op_token.start)
-            instr = HloInstruction("async" + suffix, shape or operands[0].shape, operands,
-                                   {"calls": calls}, name=name)
-            if shape is None and suffix == "-done":
-                instr.shape = operands[0].shape.tuple_shapes[1]
-            while self.peek().is_punct(",") and self.lookahead(1).kind == ATTR:
-                self.next()
-                self.parse_attribute(instr)
-            comp.add_instruction(instr)
-            return instr
-        if shape is None or not shape.is_tuple or len(shape.tuple_shapes) < 2:
-            raise self.error(f"{stem}-start needs its ((operands), result, ...) shape",
-                             op_token.start)
-        wrapped = HloComputation(self.unique_computation_name(f"{stem}.wrapped"))
-        params = [HloInstruction.parameter(i, operand.shape, name=f"{stem}.param.{i}")
-                  for i, operand in enumerate(operands)]
-        wrapped.add_instructions(params)
-        inner = HloInstruction(stem, shape.tuple_shapes[1], params, name=f"{stem}.wrapped")
-        instr = HloInstruction("async-start", shape, operands, name=name)
-        while self.peek().is_punct(",") and self.lookahead(1).kind == ATTR:
-            self.next()
-            attr = self.lookahead(0).text
-            wrapped_takes = attr in inner.opdef.attr_names + inner.opdef.calls
-            self.parse_attribute(inner if wrapped_takes else instr)
-        for required in inner.opdef.required_attrs:
-            if required not in inner.attrs:
-                raise self.error(f"{stem} {name} is missing required attribute {required}",
-                                 op_token.start)
-        wrapped.add_instruction(inner)
-        wrapped.root = inner
-        for i in wrapped.instructions:
-            i.name = self.instruction_names(i.name)
-        self.computations[wrapped.name] = wrapped
-        self.inline_computations.append(wrapped)
-        instr.attrs["calls"] = wrapped
         comp.add_instruction(instr)
         return instr
 
@@ -402,7 +356,7 @@ class Parser(ValueParser):
         while self.peek().is_punct("#"):  # `%p#1#0`: get-tuple-element shorthand
             self.next()
             operand = self.tuple_element(comp, operand, self.parse_int(), token.start)
-        if declared is not None and not declared.compatible(operand.shape):
+        if declared is not None and not same(declared, operand.shape):  # dynamic dims aside
             raise self.error(f"operand {token.text} is declared {declared} but has shape "
                              f"{operand.shape}", token.start)
         return operand
@@ -451,6 +405,7 @@ class Parser(ValueParser):
         if self.peek().is_punct("{"):  # inline anonymous computation
             self.anonymous += 1
             name = self.unique_computation_name("anon_computation")
+            self.computations[name] = None  # taken: computations nested inside are named apart
             comp = self.parse_computation_body(name)
             self.computations[name] = comp
             self.inline_computations.append(comp)  # added to the module before its caller
@@ -514,7 +469,7 @@ def _async_sugar(opcode: str) -> tuple[str | None, str]:
 
 def _arity(arity) -> str:
     if isinstance(arity, tuple):
-        return f"{arity[0]} to {arity[1]}"
+        return f"at least {arity[0]}" if arity[1] is None else f"{arity[0]} to {arity[1]}"
     return "any number of" if arity is None else str(arity)
 
 

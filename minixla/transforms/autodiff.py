@@ -45,7 +45,7 @@ DECLINED: dict[str, str] = {
         "dynamic-reshape", "set-dimension-size"]},
     **{op: "no rule yet; write one with minixla.custom_vjp" for op in [
         "batch-norm-grad", "batch-norm-inference", "batch-norm-training", "fft", "map",
-        "ragged-dot", "scan", "topk"]},
+        "ragged-dot", "scaled-dot", "scan", "topk"]},
     "rng-get-and-update-state": "stateful RNG is expanded before differentiation",
 }
 
