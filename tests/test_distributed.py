@@ -505,3 +505,19 @@ def test_a_device_that_raises_on_one_process_makes_every_rank_raise(tmp_path):
     assert "rank 0 raised RankFailedError:" in output and "rank 1 failed, so the collective " \
            "cannot complete: DeviceBroke: partition 3 broke" in output, output
     assert seconds < 50, output  # ended by the failure notice, not by the 60 s timeout
+
+
+@needs_mpi
+def test_the_weak_scaling_benchmark_cases_match_one_device_on_two_processes(tmp_path):
+    # a smoke run of bench/weak_scaling.py's worker: both cases, tiny batches, one step
+    done, _ = mpiexec(tmp_path, 2, f"""
+        import argparse, runpy
+        bench = runpy.run_path({str(ROOT / "bench" / "weak_scaling.py")!r})
+        for case in ("data", "model"):
+            bench["worker"](argparse.Namespace(case=case, rows=4, repeat=1,
+                                               devices_per_process=1))
+    """)
+    assert done.returncode == 0, done.stdout + done.stderr
+    diffs = [float(d) for d in re.findall(r"CHECK rank=\d+ max_diff=(\S+)", done.stdout)]
+    assert len(diffs) == 4 and max(diffs) < 1e-5, done.stdout
+    assert len(re.findall(r"RESULT median_s=\d", done.stdout)) == 2, done.stdout
