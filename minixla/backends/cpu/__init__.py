@@ -23,6 +23,7 @@ from ...errors import MinixlaError, UnsupportedError, at_instruction
 from ...ir.module import HloModule
 from ...ir.opcodes import COLLECTIVE
 from ...runtime.custom_call import lookup_custom_call
+from ...runtime.donation import Donations
 from ...runtime.executable import Executable
 from ...runtime.metrics import count, record_phase
 from .. import Backend
@@ -142,6 +143,8 @@ def compile_module(module: HloModule, options: dict) -> Executable:
             return entry(*args)
 
     executable = Executable(module, "cpu", run, options=options)
+    executable.donations = Donations.of(module, program.aliases)
+    executable.writes_donated_buffers = True
     executable.program = program
     executable.dump_files = program.dump_files
     executable.kernel_outcomes = outcomes

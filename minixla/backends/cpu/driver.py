@@ -26,7 +26,7 @@ import numpy as np
 from ..common_driver import (DriverBuilder, DriverFunction, lower_alias, lower_call,
                              lower_conditional, lower_get_tuple_element, lower_token, lower_tuple, lower_view,
                              nest as _nest, source as _source, while_lines)
-from . import libcalls, opkernels, thunks
+from . import donation, libcalls, opkernels, thunks
 from .kernels import PARALLEL_THRESHOLD, KernelSpec, build_kernel, kernel_arg, single_op_computation
 from .plan import ALIGNMENT, is_view_op, loop_carried_updates, needs_copy, plan_computation
 from .scalar import NotEmittable
@@ -46,6 +46,7 @@ class Program:
     fallbacks: Counter = field(default_factory=Counter)
     assignment: object = None  # the BufferAssignment the arena follows, if any
     fallback_reasons: list = field(default_factory=list)  # (instruction, why no kernel)
+    aliases: list = field(default_factory=list)  # AliasEntry: outputs in donated arguments
 
     def dump_files(self) -> dict[str, str]:
         """What `--dump_to` writes for this program: driver, kernels, buffer assignment."""
@@ -62,7 +63,8 @@ class _Builder(DriverBuilder):
         self.module = module
         self.parallel_threshold = int(options.get("parallel_threshold", PARALLEL_THRESHOLD))
         self.max_while_iterations = options.get("max_while_iterations")
-        self.ns: dict = {"np": np, "_contiguous": _contiguous}
+        self.ns: dict = {"np": np, "_contiguous": _contiguous,
+                         "_into_donated": donation.into_donated}
         self.kernels: dict[str, KernelSpec] = {}
         self.kernel_names: dict[str, str] = {}  # spec.kid -> global name
         self.functions: dict[int, str] = {}
@@ -77,6 +79,7 @@ class _Builder(DriverBuilder):
         self.carried: dict[int, dict] = {}  # id(while body) -> {state leaf: in-place DUS}
         self.assignment = _buffer_assignment(module, options)
         self.arena_bytes = self.assignment.arena_size if self.assignment is not None else 0
+        self.aliases = donation.aliases(module, self.assignment)  # outputs in donated buffers
 
     def bind(self, prefix: str, value) -> str:
         name = self.fresh_name(prefix)
@@ -219,12 +222,17 @@ class _Builder(DriverBuilder):
         if self.assignment is not None:
             shared = lambda i, leaf: self.shared_slot(i, leaf, decisions[id(i)])
         how = lambda i: decisions[id(i)][0]  # noqa: E731
-        carried = self.carried.get(id(comp), {})
+        carried = {id(d) for d in self.carried.get(id(comp), {}).values()}
+        donated = donation.EntryDonations()
+        if is_entry and self.aliases:
+            donated = donation.direct_writes(comp, order, decisions, self.assignment, _can_share)
+            carried |= donated.in_place
         plan = plan_computation(comp, order=order, is_entry=is_entry, how=how, shared=shared,
-                                carried={id(d) for d in carried.values()})
+                                carried=carried)
         base = self.arena_bytes
         self.arena_bytes += -(-plan.arena_bytes // ALIGNMENT) * ALIGNMENT
         fn = _Function(self, comp, plan, decisions, base, is_entry)
+        fn.donated = donated
         self.chunks.append(fn.emit(name))
         return name
 
@@ -232,7 +240,12 @@ class _Builder(DriverBuilder):
 class _Function(DriverFunction):
     """Source of one driver function."""
 
+    donated = donation.EntryDonations()
+
     def exit(self, value, kinds, shape) -> str:
+        if self.is_entry and self.b.aliases:
+            outputs = {tuple(e.output_index): donation.argument(e) for e in self.b.aliases}
+            return donation.exit_expression(self, value, kinds, shape, outputs, _exit, _source)
         return _exit(value, kinds, shape, self.is_entry)
 
     def operands(self, instr) -> list[str]:
@@ -242,6 +255,11 @@ class _Function(DriverFunction):
         """A buffer name per array leaf: an arena view, or a fresh array made here."""
         names = []
         for leaf, shape in instr.shape.leaves():
+            target = self.donated.targets.get((id(instr), leaf))
+            if target is not None:  # written straight into the donated argument
+                names.append(self.b.fresh_name("v"))
+                self.lines.append(f"{names[-1]} = {target}")
+                continue
             slot = self.plan.slots.get((id(instr), leaf))
             if slot is not None:
                 view = self.b.fresh_name("a")
@@ -431,4 +449,5 @@ def build_program(module, options: dict) -> Program:
         builder.ns[alias] = eval(expr, builder.ns)  # noqa: S307 - our own generated expression
     source = "\n\n".join(reversed(builder.chunks))
     return Program(source, builder.ns, builder.kernels, entry, builder.arena_bytes,
-                   builder.fallbacks, builder.assignment, builder.fallback_reasons)
+                   builder.fallbacks, builder.assignment, builder.fallback_reasons,
+                   builder.aliases)
