@@ -34,7 +34,7 @@ try:  # the vector math library (and Numba) load with the backend, not inside a 
 except ImportError:  # pragma: no cover - reported by available()
     pass
 
-_CODEGEN_OPTIONS = ("parallel_threshold",)  # options that change the generated code
+_CODEGEN_OPTIONS = ("parallel_threshold", "flush_denormals")  # change the generated code
 
 
 def available() -> tuple[bool, str]:
@@ -158,4 +158,4 @@ def compile_module(module: HloModule, options: dict) -> Executable:
 
 BACKEND = Backend("cpu", compile_module, available, pipeline,
                   options=("cache", "cache_dir", "parallel_threshold", "buffer_assignment",
-                           "strict", "max_while_iterations"))
+                           "strict", "max_while_iterations", "flush_denormals"))

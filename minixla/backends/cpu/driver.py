@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...runtime import denormals
 from ..common_driver import (DriverBuilder, DriverFunction, lower_alias, lower_call,
                              lower_conditional, lower_get_tuple_element, lower_token, lower_tuple, lower_view,
                              nest as _nest, source as _source, while_lines)
@@ -80,6 +81,11 @@ class _Builder(DriverBuilder):
         self.assignment = _buffer_assignment(module, options)
         self.arena_bytes = self.assignment.arena_size if self.assignment is not None else 0
         self.aliases = donation.aliases(module, self.assignment)  # outputs in donated buffers
+        self.flush_denormals = denormals.requested(options)
+        if self.flush_denormals:
+            from ..interpreter.evaluator import Evaluator
+            self._evaluator = Evaluator(module, flush_denormals=True)
+            self.ns.update(_flushed=denormals.flushed, _flush=denormals.flush_in_place)
 
     def bind(self, prefix: str, value) -> str:
         name = self.fresh_name(prefix)
@@ -156,7 +162,8 @@ class _Builder(DriverBuilder):
         return "fallback", thunks.fallback(instr, self.evaluator)
 
     def _spec(self, comp) -> KernelSpec:
-        return build_kernel(comp, parallel_threshold=self.parallel_threshold)
+        return build_kernel(comp, parallel_threshold=self.parallel_threshold,
+                            flush_denormals=self.flush_denormals)
 
     # -- the module's buffer assignment ------------------------------------------------------
     def _allocation(self, instr, leaf=()):
@@ -299,6 +306,8 @@ def _parameter(fn: _Function, instr, _):
     name = f"p{instr.parameter_number}"
     if fn.is_entry and instr.shape.is_array:
         fn.lines.append(f"{name} = _contiguous({name})")
+    if fn.is_entry and fn.b.flush_denormals:
+        fn.lines.append(f"{name} = _flushed({name})")
     fn.names[id(instr)] = name
 
 
@@ -306,6 +315,8 @@ def _constant(fn: _Function, instr, _):
     value = thunks.constant_value(instr)
     value = np.array(instr.literal if value is None else value, copy=True, order="C") \
         if not instr.shape.is_tuple else instr.literal
+    if fn.b.flush_denormals:
+        value = denormals.flushed(value)
     if isinstance(value, np.ndarray):
         value.flags.writeable = False
     fn.names[id(instr)] = fn.b.bind("c", value)
@@ -322,12 +333,14 @@ def _kernel(fn: _Function, instr, spec: KernelSpec, outs=None):
         if kind == "param":
             name, rank = _source(fn.value(operands[what])), operands[what].shape.rank
         elif kind == "const":
-            name = fn.b.bind("c", np.ascontiguousarray(what.literal))
+            literal = denormals.flushed(what.literal) if fn.b.flush_denormals else what.literal
+            name = fn.b.bind("c", np.ascontiguousarray(literal))
             rank = what.shape.rank
         else:
             name, rank = outs[what], leaf_shapes[what].rank
         args.append(fn.b.fixed_arg(name, kernel_arg(name, rank, spec.flat, dtype)))
     fn.lines.append(f"{fn.b.kernel(spec)}({', '.join(args)})")
+    _flush_outputs(fn, instr, outs)
 
 
 def _thunk(fn: _Function, instr, run):
@@ -335,6 +348,17 @@ def _thunk(fn: _Function, instr, run):
     out = outs[0] if not instr.shape.is_tuple else _source(fn.value(instr))
     name = fn.b.bind("t", run)
     fn.lines.append(f"{name}({', '.join([out] + [_source(o) for o in fn.operands(instr)])})")
+    _flush_outputs(fn, instr, outs)
+
+
+def _flush_outputs(fn: _Function, instr, outs) -> None:
+    """With flush_denormals: subnormal results of ops that compute (not only move) values
+    become zeros, in the buffers they were written to."""
+    if not fn.b.flush_denormals or instr.opdef.kind == "movement":
+        return
+    for out, (_, shape) in zip(outs, instr.shape.leaves()):
+        if shape.is_array and denormals.smallest_normal(shape.numpy_dtype) is not None:
+            fn.lines.append(f"_flush({out})")
 
 
 def _scatter(fn: _Function, instr, specs):
@@ -396,7 +420,8 @@ def _fallback(fn: _Function, instr, run):
     fn.b.fallbacks[instr.opcode] += 1
     name = fn.b.bind("t", run)
     operands = ", ".join(_source(o) for o in fn.operands(instr))
-    fn.assign(instr, f"{name}({operands})")
+    fn.assign(instr, f"{name}({operands})" if not fn.b.flush_denormals else
+              f"_flushed({name}({operands}))")
 
 
 LOWERING = {
