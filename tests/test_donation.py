@@ -213,3 +213,12 @@ def test_jit_train_step_with_donated_params_runs_in_place():
             np.testing.assert_allclose(params[k], want[k], rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(loss, want_loss, rtol=1e-5)
     assert step.compile_count == 1
+
+
+def test_run_command_gives_every_iteration_its_own_donated_inputs(tmp_path, capsys):
+    from minixla.cli import main
+    path = tmp_path / "dus.hlo"
+    path.write_text(DUS)
+    assert main(["run", str(path), "--backend", "cpu", "--iterations", "3",
+                 "--compare", "interpreter"]) == 0
+    assert "matches interpreter" in capsys.readouterr().out
