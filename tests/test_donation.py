@@ -222,3 +222,20 @@ def test_run_command_gives_every_iteration_its_own_donated_inputs(tmp_path, caps
     assert main(["run", str(path), "--backend", "cpu", "--iterations", "3",
                  "--compare", "interpreter"]) == 0
     assert "matches interpreter" in capsys.readouterr().out
+
+
+def test_interpreter_copies_a_donated_pass_through_so_cpu_can_still_take_the_argument():
+    text = """
+    HloModule pass, input_output_alias={ {0}: (0, {0}, must-alias), {1}: (0, {1}) }
+    ENTRY main {
+      p = (f32[2], f32[2]) parameter(0)
+      a = f32[2] get-tuple-element(p), index=0
+      b = f32[2] get-tuple-element(p), index=1
+      ROOT out = (f32[2], f32[2]) tuple(a, b)
+    }"""
+    args = (np.ones(2, np.float32), np.zeros(2, np.float32))
+    first = compiled(text, "interpreter")(args)
+    assert not any(np.shares_memory(r, a) for r in first for a in args)
+    second = compiled(text)(args)
+    assert all(np.shares_memory(r, a) for r, a in zip(second, args))
+    np.testing.assert_array_equal(second[0], first[0])

@@ -100,8 +100,9 @@ def _not_donatable(array: np.ndarray) -> str | None:
 def take(donations: Donations, args: list, arrays: list, *, writes: bool, module: HloModule):
     """(arrays, accepted): `arrays` (checked arguments) with a private copy for each donated
     leaf that is not donatable when the backend writes into donated buffers, and the
-    (parameter, index) keys whose memory the backend may hold a result in. `args` are the
-    caller's own values: a leaf check_arguments had to make (a Python scalar) is private."""
+    (parameter, index) keys whose memory the backend may hold a result in (none when it never
+    writes into arguments: a pass-through result is then copied like any other). `args` are
+    the caller's own values: a leaf check_arguments had to make (a Python scalar) is private."""
     accepted: set[tuple[int, Index]] = set()
     if not donations.kinds:
         return arrays, accepted
@@ -116,7 +117,8 @@ def take(donations: Donations, args: list, arrays: list, *, writes: bool, module
         reason = None if private else "it shares memory with another argument" \
             if path in shared else _not_donatable(array)
         if reason is None:
-            accepted.add((number, index))
+            if writes:
+                accepted.add((number, index))
         elif kind == "must-alias":
             name = module.entry.parameter(number).name
             at = f" at {{{','.join(map(str, index))}}}" if index else ""
