@@ -239,3 +239,17 @@ def test_interpreter_copies_a_donated_pass_through_so_cpu_can_still_take_the_arg
     second = compiled(text)(args)
     assert all(np.shares_memory(r, a) for r, a in zip(second, args))
     np.testing.assert_array_equal(second[0], first[0])
+
+
+def test_overlap_is_found_among_many_arguments_too():
+    # More than 16 leaves: the sorted sweep instead of pairwise checks.
+    params = "\n".join(f"  y{k} = f32[8] parameter({k + 1})" for k in range(20))
+    text = ADD.replace("KIND", "must-alias").replace("  y = f32[8] parameter(1)\n", params + "\n")
+    text = text.replace("add(x, y)", "add(x, y0)")
+    exe = compiled(text, "interpreter")
+    others = [np.ones(8, np.float32) for _ in range(20)]
+    base = np.zeros(12, np.float32)
+    np.testing.assert_array_equal(exe(base[:8], *others), np.ones(8))
+    others[7] = base[4:]
+    with pytest.raises(minixla.ExecutionError, match="shares memory with another argument"):
+        exe(base[:8], *others)

@@ -64,12 +64,19 @@ def _with_leaf(value, index: Index, new):
     return tuple(parts)
 
 
-def _array_leaves(value, index: Index = ()):
+def _array_leaves(value, index: Index = ()) -> list:
+    """(index, array) for every array leaf of nested tuples and lists (a loop, not a
+    generator: it runs on every call of every executable)."""
+    if isinstance(value, np.ndarray):
+        return [(index, value)]
+    out: list = []
     if isinstance(value, (tuple, list)):
         for i, v in enumerate(value):
-            yield from _array_leaves(v, index + (i,))
-    elif isinstance(value, np.ndarray):
-        yield index, value
+            if isinstance(v, np.ndarray):
+                out.append((index + (i,), v))
+            elif isinstance(v, (tuple, list)):
+                out.extend(_array_leaves(v, index + (i,)))
+    return out
 
 
 def _overlapping(arrays: list[np.ndarray]) -> set[int]:
@@ -85,6 +92,17 @@ def _overlapping(arrays: list[np.ndarray]) -> set[int]:
             found.add(k)
         furthest = hi if furthest is None else max(furthest, hi)
     return found
+
+
+def _shared(paths: list, leaves: list):
+    """A test `(path, array) -> shares memory with another argument leaf`: pairwise bounds
+    checks for a few leaves (about a microsecond each), one sorted sweep for many."""
+    if len(leaves) <= 16:
+        position = {p: k for k, p in enumerate(paths)}
+        return lambda path, array: any(np.may_share_memory(array, other)
+                                       for k, other in enumerate(leaves) if k != position[path])
+    found = {paths[k] for k in _overlapping(leaves)}
+    return lambda path, array: path in found
 
 
 def _not_donatable(array: np.ndarray) -> str | None:
@@ -106,16 +124,19 @@ def take(donations: Donations, args: list, arrays: list, *, writes: bool, module
     accepted: set[tuple[int, Index]] = set()
     if not donations.kinds:
         return arrays, accepted
-    flat = [(n,) + i for n, a in enumerate(arrays) for i, _ in _array_leaves(a)]
-    shared = {flat[k] for k in _overlapping([leaf(arrays, p) for p in flat])}
+    flat = _array_leaves(arrays)
+    paths, leaves = [p for p, _ in flat], [a for _, a in flat]
+    shared = None
     for (number, index), kind in donations.kinds.items():
         path = (number,) + index
         array = leaf(arrays, path)
         if not isinstance(array, np.ndarray):
             continue
         private = not isinstance(leaf(args, path), np.ndarray)
+        if not private and shared is None:
+            shared = _shared(paths, leaves)
         reason = None if private else "it shares memory with another argument" \
-            if path in shared else _not_donatable(array)
+            if shared(path, array) else _not_donatable(array)
         if reason is None:
             if writes:
                 accepted.add((number, index))
@@ -135,12 +156,16 @@ def settle(donations: Donations, accepted: set, result, arrays: list, shape) -> 
     """The result as the caller gets it: aliased outputs held in accepted donated memory
     become new views (their arguments made read-only); anything else sharing an argument's
     memory is copied."""
+    if isinstance(result, np.ndarray) and result.base is None and not accepted and \
+            all(isinstance(a, np.ndarray) and a is not result and a.base is not result
+                for a in arrays):
+        return result  # the common case: one fresh array, array arguments
     args = [a for _, a in _array_leaves(arrays)]
     if not args:
         return result
     owners = {id(a) for a in args} | {id(a.base) for a in args if a.base is not None}
     consumed = []
-    for index, value in list(_array_leaves(result)):
+    for index, value in _array_leaves(result):
         if value.base is None and id(value) not in owners:
             continue  # storage of its own that no argument views
         source = donations.outputs.get(index)
