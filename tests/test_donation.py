@@ -127,6 +127,18 @@ def test_alias_buffer_assignment_skips_is_still_returned_in_the_argument():
     assert np.shares_memory(reversed_, x) and not np.shares_memory(same, x)
 
 
+def test_must_alias_that_buffer_assignment_cannot_hold_is_a_cpu_compile_error():
+    text = """
+    HloModule must, input_output_alias={ {0}: (0, {}, must-alias) }
+    ENTRY main {
+      x = f32[8] parameter(0)
+      r = f32[8] reverse(x), dimensions={0}
+      ROOT t = (f32[8], f32[8]) tuple(r, x)
+    }"""
+    with pytest.raises(minixla.MinixlaError, match=r"output \{0\} must alias parameter 0"):
+        compiled(text)
+
+
 def test_buffer_donor_feeds_a_matching_output():
     text = """
     HloModule donor, buffer_donor={ (0, {}) }
