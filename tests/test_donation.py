@@ -78,9 +78,9 @@ def test_may_alias_argument_that_cannot_be_donated_is_copied_not_consumed():
 
 
 def test_must_alias_of_another_shape_is_rejected_by_the_verifier():
-    text = ADD.replace("KIND", "must-alias").replace("y = f32[8] parameter(1)",
-                                                     "y = f32[8] parameter(1)\n  z = s32[8] parameter(2)")
-    text = text.replace("(0, {}, must-alias)", "(2, {}, must-alias)")
+    text = ADD.replace("KIND", "must-alias").replace("(0, {}, must-alias)", "(2, {}, must-alias)")
+    text = text.replace("  y = f32[8] parameter(1)",
+                        "  y = f32[8] parameter(1)\n  z = s32[8] parameter(2)")
     with pytest.raises(minixla.MinixlaError, match="input_output_alias: output .* is f32"):
         compiled(text)
 
