@@ -23,6 +23,7 @@ from ...errors import MinixlaError, UnsupportedError, at_instruction
 from ...ir.module import HloModule
 from ...ir.opcodes import COLLECTIVE
 from ...runtime.custom_call import lookup_custom_call
+from ...runtime import denormals
 from ...runtime.donation import Donations
 from ...runtime.executable import Executable
 from ...runtime.metrics import count, record_phase
@@ -34,7 +35,7 @@ try:  # the vector math library (and Numba) load with the backend, not inside a 
 except ImportError:  # pragma: no cover - reported by available()
     pass
 
-_CODEGEN_OPTIONS = ("parallel_threshold", "flush_denormals")  # change the generated code
+_CODEGEN_OPTIONS = ("parallel_threshold",)  # options that change the generated code
 
 
 def available() -> tuple[bool, str]:
@@ -108,6 +109,8 @@ def compile_module(module: HloModule, options: dict) -> Executable:
     key = None
     if disk is not None:
         codegen_options = {k: options[k] for k in _CODEGEN_OPTIONS if k in options}
+        if denormals.requested(options):  # the option or MINIXLA_FLAGS; changes the code too
+            codegen_options["flush_denormals"] = True
         fingerprint = module.fingerprint()
         key = cache.digest("module", fingerprint, codegen_options)
         known = disk.module_entry(key) is not None
