@@ -4,7 +4,8 @@ and cache the executable per input signature.
 The signature is the argument pytree structure, each leaf's (shape, dtype, weak type), the
 values of static arguments, the x64 switch and the backend. Donated arguments become
 `input_output_alias` entries (may-alias) for outputs of the same shape and dtype; donations no
-output can use are reported with a warning, as JAX does.
+output can use are reported with a warning, as JAX does. On cpu the output then reuses the
+donated array's memory and the array is made read-only (runtime/donation.py).
 """
 from __future__ import annotations
 

@@ -66,8 +66,10 @@ class PassReport:
 
 
 # Settings of the flag table (flags.py) that other layers read: the device count (runtime),
-# --explain_recompiles (minixla.jit), --explain_cache_misses (the CPU compilation cache).
-FLAGS_READ_ELSEWHERE = ("device_count", "explain_recompiles", "explain_cache_misses")
+# --explain_recompiles (minixla.jit), --explain_cache_misses (the CPU compilation cache),
+# --flush_denormals (the interpreter and cpu backends).
+FLAGS_READ_ELSEWHERE = ("device_count", "explain_recompiles", "explain_cache_misses",
+                        "flush_denormals")
 
 
 # Compile options that set a DumpOptions field: option name -> field.

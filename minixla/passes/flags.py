@@ -46,6 +46,7 @@ FLAGS: dict[str, Flag] = {
     "xla_force_host_platform_device_count": Flag("device_count", _count),
     "explain_recompiles": Flag("explain_recompiles", _bool),
     "explain_cache_misses": Flag("explain_cache_misses", _bool),
+    "flush_denormals": Flag("flush_denormals", _bool),  # XLA:CPU always flushes; no XLA flag
 }
 
 _reported: set[str] = set()

@@ -17,6 +17,7 @@ from ..ir.computation import HloComputation
 from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule
 from ..ir.opcodes import ELEMENTWISE
+from .denormals import flushed
 
 Value = Any  # np.ndarray | tuple[Value, ...] | None
 Handler = Callable[["Evaluator", HloInstruction, list], Value]
@@ -65,9 +66,12 @@ def unsupported_opcodes(module: HloModule) -> list[str]:
 class Evaluator:
     """Evaluates computations of one module. `max_while_iterations` guards runaway loops."""
 
-    def __init__(self, module: HloModule, *, max_while_iterations: int | None = None):
+    def __init__(self, module: HloModule, *, max_while_iterations: int | None = None,
+                 flush_denormals: bool = False):
         self.module = module
         self.max_while_iterations = max_while_iterations
+        # Subnormal arguments, constants and results become zeros of their sign (XLA:CPU).
+        self.flush = flushed if flush_denormals else None
         self.table = handlers()
         self._vectorizable: dict[int, bool] = {}
         self.rng_calls = 0  # seeds `rng`, so each executable draws the same sequence
@@ -94,7 +98,8 @@ class Evaluator:
         values: dict[int, Value] = {}
         for instr in comp.post_order():
             if instr.opcode == "parameter":
-                values[id(instr)] = args[instr.parameter_number]
+                value = args[instr.parameter_number]
+                values[id(instr)] = value if self.flush is None else self.flush(value)
                 continue
             handler = self.table.get(instr.opcode)
             if handler is None:
@@ -108,6 +113,8 @@ class Evaluator:
             except MemoryError as exc:  # a temporary larger than the machine (a huge window)
                 raise ResourceExhaustedError(f"the interpreter ran out of memory evaluating "
                                              f"{instr.opcode} %{instr.name}: {exc}") from None
+            if self.flush is not None:
+                values[id(instr)] = self.flush(values[id(instr)])
         return values[id(comp.root)]
 
     def apply_scalar(self, comp: HloComputation, args) -> Value:

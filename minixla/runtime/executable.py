@@ -2,8 +2,8 @@
 
 Arguments are NumPy arrays (or Python scalars for 0-d parameters) in logical order whatever the
 entry layout; results come back the same way: an array, or a tuple nested like the result shape.
-A result is never one of the caller's arrays (a pass-through result is copied), on every
-backend. With CHECK_RESULTS (tests set it; $MINIXLA_CHECK_RESULTS=1 at run time) every result
+A result never shares memory with the caller's arrays (a pass-through result, or a view of an
+argument, is copied), on every backend, unless the argument was donated (runtime/donation.py). With CHECK_RESULTS (tests set it; $MINIXLA_CHECK_RESULTS=1 at run time) every result
 must have exactly the declared shape and dtype, so a backend that returns the wrong shape fails
 loudly instead of passing for the right one.
 """
@@ -18,6 +18,7 @@ import numpy as np
 from ..errors import ExecutionError
 from ..ir.module import HloModule
 from ..ir.shapes import Shape
+from .donation import Donations, settle, take
 from .metrics import record_execution
 
 
@@ -43,11 +44,15 @@ class Executable:
         self.extra_temp_bytes = 0
         self.own_arena_bytes: int | None = None
         self.rematerialization = None  # the pass's report when compiled with a memory limit
+        self.donations = Donations.of(module)
+        self.writes_donated_buffers = False  # set by a backend that reuses donated arguments
 
     def __call__(self, *args):
         arrays = check_arguments(args, self.parameter_shapes, self.module)
+        arrays, accepted = take(self.donations, args, arrays, module=self.module,
+                                writes=self.writes_donated_buffers)
         start = time.perf_counter()
-        result = _unshare(self._run(arrays), {id(a) for a in arrays if a is not None})
+        result = settle(self.donations, accepted, self._run(arrays), arrays, self.result_shape)
         if CHECK_RESULTS:
             check_results(result, self.result_shape, f"{self.module.name} on {self.backend}")
         self.execution_seconds += time.perf_counter() - start
@@ -111,14 +116,6 @@ def _check_one(arg, shape: Shape, what: str):
         raise ExecutionError(f"{what}: expected shape {shape.dims} for {shape}, got "
                              f"{array.shape}")
     return array
-
-
-def _unshare(result, argument_ids: set[int]):
-    if isinstance(result, tuple):
-        return tuple(_unshare(r, argument_ids) for r in result)
-    if isinstance(result, np.ndarray) and id(result) in argument_ids:
-        return result.copy()
-    return result
 
 
 def check_results(result, shape: Shape, where: str, path: str = "result") -> None:

@@ -96,3 +96,11 @@ def _start_bound(dims, sizes, axis: int | None) -> int | None:
     if axis is None:
         return max(0, min((d - s for d, s in zip(dims, sizes)), default=0))
     return max(0, dims[axis] - sizes[axis]) if axis < len(dims) else None
+
+
+def fresh_copies(args):
+    """Copies of arguments (nested like them), for running a module that consumes donated
+    arguments more than once on the same inputs."""
+    if isinstance(args, (tuple, list)):
+        return type(args)(fresh_copies(a) for a in args)
+    return args.copy() if isinstance(args, np.ndarray) else args

@@ -112,7 +112,8 @@ class Oracle:
 
     def run(self, module, backend: str):
         from ..backends.compile import compile
-        return compile(module.clone(), backend=backend, passes=[])(*self.inputs)
+        from ..runtime.inputs import fresh_copies  # a donating module consumes its inputs
+        return compile(module.clone(), backend=backend, passes=[])(*fresh_copies(self.inputs))
 
     def problem(self, module, backend: str | None = None) -> str | None:
         """None when `module` on `backend` (default: the oracle's) gives the reference results;

@@ -90,7 +90,7 @@ def summarize(result) -> str:
 
 def main(args) -> int:
     from ..backends.compile import compile
-    from ..runtime.inputs import random_arguments
+    from ..runtime.inputs import fresh_copies, random_arguments
     from .progress import Progress
     progress = Progress.for_command(("parse", "passes", "codegen", "run"), quiet=args.quiet)
     with progress.phase("parse"):
@@ -105,10 +105,12 @@ def main(args) -> int:
         random_arguments(module, args.seed)
     times = []
     result = None
+    donates = bool(module.input_output_alias or module.buffer_donors)
     with progress.phase("run"):
         for _ in range(args.iterations):
+            run_inputs = fresh_copies(inputs) if donates else inputs  # donated ones are consumed
             start = time.perf_counter()
-            result = executable(*inputs)
+            result = executable(*run_inputs)
             times.append(time.perf_counter() - start)
     print(f"{module.name} on {backend}: compiled in {compile_seconds * 1e3:.1f} ms, "
           f"ran in {np.median(times) * 1e3:.3f} ms (median of {len(times)})")
@@ -119,7 +121,7 @@ def main(args) -> int:
     else:
         print(summarize(result))
     if args.compare:
-        reference = compile(module, backend=args.compare, **_limits(args))(*inputs)
+        reference = compile(module, backend=args.compare, **_limits(args))(*fresh_copies(inputs))
         problem = compare_results(result, reference, args.rtol, args.atol)
         if problem:
             raise ToolError(f"mismatch against {args.compare}: {problem}")

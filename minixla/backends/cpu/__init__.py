@@ -22,7 +22,9 @@ import warnings
 from ...errors import MinixlaError, UnsupportedError, at_instruction
 from ...ir.module import HloModule
 from ...ir.opcodes import COLLECTIVE
+from ...reference import denormals
 from ...reference.custom_call import lookup_custom_call
+from ...runtime.donation import Donations
 from ...runtime.executable import Executable
 from ...runtime.metrics import count, record_phase
 from .. import Backend
@@ -107,6 +109,8 @@ def compile_module(module: HloModule, options: dict) -> Executable:
     key = None
     if disk is not None:
         codegen_options = {k: options[k] for k in _CODEGEN_OPTIONS if k in options}
+        if denormals.requested(options):  # the option or MINIXLA_FLAGS; changes the code too
+            codegen_options["flush_denormals"] = True
         fingerprint = module.fingerprint()
         key = cache.digest("module", fingerprint, codegen_options)
         known = disk.module_entry(key) is not None
@@ -142,6 +146,8 @@ def compile_module(module: HloModule, options: dict) -> Executable:
             return entry(*args)
 
     executable = Executable(module, "cpu", run, options=options)
+    executable.donations = Donations.of(module, program.aliases)
+    executable.writes_donated_buffers = True
     executable.program = program
     executable.dump_files = program.dump_files
     executable.kernel_outcomes = outcomes
@@ -155,4 +161,4 @@ def compile_module(module: HloModule, options: dict) -> Executable:
 
 BACKEND = Backend("cpu", compile_module, available, pipeline,
                   options=("cache", "cache_dir", "parallel_threshold", "buffer_assignment",
-                           "strict", "max_while_iterations"))
+                           "strict", "max_while_iterations", "flush_denormals"))

@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...reference import denormals
 from ..common_driver import (DriverBuilder, DriverFunction, lower_alias, lower_call,
                              lower_conditional, lower_get_tuple_element, lower_token, lower_tuple, lower_view,
                              nest as _nest, source as _source, while_lines)
-from . import libcalls, opkernels, thunks
+from . import donation, libcalls, opkernels, thunks
 from .kernels import PARALLEL_THRESHOLD, KernelSpec, build_kernel, kernel_arg, single_op_computation
 from .plan import ALIGNMENT, is_view_op, loop_carried_updates, needs_copy, plan_computation
 from .scalar import NotEmittable
@@ -46,6 +47,7 @@ class Program:
     fallbacks: Counter = field(default_factory=Counter)
     assignment: object = None  # the BufferAssignment the arena follows, if any
     fallback_reasons: list = field(default_factory=list)  # (instruction, why no kernel)
+    aliases: list = field(default_factory=list)  # AliasEntry: outputs in donated arguments
 
     def dump_files(self) -> dict[str, str]:
         """What `--dump_to` writes for this program: driver, kernels, buffer assignment."""
@@ -62,7 +64,8 @@ class _Builder(DriverBuilder):
         self.module = module
         self.parallel_threshold = int(options.get("parallel_threshold", PARALLEL_THRESHOLD))
         self.max_while_iterations = options.get("max_while_iterations")
-        self.ns: dict = {"np": np, "_contiguous": _contiguous}
+        self.ns: dict = {"np": np, "_contiguous": _contiguous,
+                         "_into_donated": donation.into_donated}
         self.kernels: dict[str, KernelSpec] = {}
         self.kernel_names: dict[str, str] = {}  # spec.kid -> global name
         self.functions: dict[int, str] = {}
@@ -77,6 +80,12 @@ class _Builder(DriverBuilder):
         self.carried: dict[int, dict] = {}  # id(while body) -> {state leaf: in-place DUS}
         self.assignment = _buffer_assignment(module, options)
         self.arena_bytes = self.assignment.arena_size if self.assignment is not None else 0
+        self.aliases = donation.aliases(module, self.assignment)  # outputs in donated buffers
+        self.flush_denormals = denormals.requested(options)
+        if self.flush_denormals:
+            from ..interpreter.evaluator import Evaluator
+            self._evaluator = Evaluator(module, flush_denormals=True)
+            self.ns.update(_flushed=denormals.flushed, _flush=denormals.flush_in_place)
 
     def bind(self, prefix: str, value) -> str:
         name = self.fresh_name(prefix)
@@ -153,7 +162,8 @@ class _Builder(DriverBuilder):
         return "fallback", thunks.fallback(instr, self.evaluator)
 
     def _spec(self, comp) -> KernelSpec:
-        return build_kernel(comp, parallel_threshold=self.parallel_threshold)
+        return build_kernel(comp, parallel_threshold=self.parallel_threshold,
+                            flush_denormals=self.flush_denormals)
 
     # -- the module's buffer assignment ------------------------------------------------------
     def _allocation(self, instr, leaf=()):
@@ -219,12 +229,17 @@ class _Builder(DriverBuilder):
         if self.assignment is not None:
             shared = lambda i, leaf: self.shared_slot(i, leaf, decisions[id(i)])
         how = lambda i: decisions[id(i)][0]  # noqa: E731
-        carried = self.carried.get(id(comp), {})
+        carried = {id(d) for d in self.carried.get(id(comp), {}).values()}
+        donated = donation.EntryDonations()
+        if is_entry and self.aliases:
+            donated = donation.direct_writes(comp, order, decisions, self.assignment, _can_share)
+            carried |= donated.in_place
         plan = plan_computation(comp, order=order, is_entry=is_entry, how=how, shared=shared,
-                                carried={id(d) for d in carried.values()})
+                                carried=carried)
         base = self.arena_bytes
         self.arena_bytes += -(-plan.arena_bytes // ALIGNMENT) * ALIGNMENT
         fn = _Function(self, comp, plan, decisions, base, is_entry)
+        fn.donated = donated
         self.chunks.append(fn.emit(name))
         return name
 
@@ -232,7 +247,12 @@ class _Builder(DriverBuilder):
 class _Function(DriverFunction):
     """Source of one driver function."""
 
+    donated = donation.EntryDonations()
+
     def exit(self, value, kinds, shape) -> str:
+        if self.is_entry and self.b.aliases:
+            outputs = {tuple(e.output_index): donation.argument(e) for e in self.b.aliases}
+            return donation.exit_expression(self, value, kinds, shape, outputs, _exit, _source)
         return _exit(value, kinds, shape, self.is_entry)
 
     def operands(self, instr) -> list[str]:
@@ -242,6 +262,11 @@ class _Function(DriverFunction):
         """A buffer name per array leaf: an arena view, or a fresh array made here."""
         names = []
         for leaf, shape in instr.shape.leaves():
+            target = self.donated.targets.get((id(instr), leaf))
+            if target is not None:  # written straight into the donated argument
+                names.append(self.b.fresh_name("v"))
+                self.lines.append(f"{names[-1]} = {target}")
+                continue
             slot = self.plan.slots.get((id(instr), leaf))
             if slot is not None:
                 view = self.b.fresh_name("a")
@@ -281,6 +306,8 @@ def _parameter(fn: _Function, instr, _):
     name = f"p{instr.parameter_number}"
     if fn.is_entry and instr.shape.is_array:
         fn.lines.append(f"{name} = _contiguous({name})")
+    if fn.is_entry and fn.b.flush_denormals:
+        fn.lines.append(f"{name} = _flushed({name})")
     fn.names[id(instr)] = name
 
 
@@ -288,6 +315,8 @@ def _constant(fn: _Function, instr, _):
     value = thunks.constant_value(instr)
     value = np.array(instr.literal if value is None else value, copy=True, order="C") \
         if not instr.shape.is_tuple else instr.literal
+    if fn.b.flush_denormals:
+        value = denormals.flushed(value)
     if isinstance(value, np.ndarray):
         value.flags.writeable = False
     fn.names[id(instr)] = fn.b.bind("c", value)
@@ -304,12 +333,14 @@ def _kernel(fn: _Function, instr, spec: KernelSpec, outs=None):
         if kind == "param":
             name, rank = _source(fn.value(operands[what])), operands[what].shape.rank
         elif kind == "const":
-            name = fn.b.bind("c", np.ascontiguousarray(what.literal))
+            literal = denormals.flushed(what.literal) if fn.b.flush_denormals else what.literal
+            name = fn.b.bind("c", np.ascontiguousarray(literal))
             rank = what.shape.rank
         else:
             name, rank = outs[what], leaf_shapes[what].rank
         args.append(fn.b.fixed_arg(name, kernel_arg(name, rank, spec.flat, dtype)))
     fn.lines.append(f"{fn.b.kernel(spec)}({', '.join(args)})")
+    _flush_outputs(fn, instr, outs)
 
 
 def _thunk(fn: _Function, instr, run):
@@ -317,6 +348,17 @@ def _thunk(fn: _Function, instr, run):
     out = outs[0] if not instr.shape.is_tuple else _source(fn.value(instr))
     name = fn.b.bind("t", run)
     fn.lines.append(f"{name}({', '.join([out] + [_source(o) for o in fn.operands(instr)])})")
+    _flush_outputs(fn, instr, outs)
+
+
+def _flush_outputs(fn: _Function, instr, outs) -> None:
+    """With flush_denormals: subnormal results of ops that compute (not only move) values
+    become zeros, in the buffers they were written to."""
+    if not fn.b.flush_denormals or instr.opdef.kind == "movement":
+        return
+    for out, (_, shape) in zip(outs, instr.shape.leaves()):
+        if shape.is_array and denormals.smallest_normal(shape.numpy_dtype) is not None:
+            fn.lines.append(f"_flush({out})")
 
 
 def _scatter(fn: _Function, instr, specs):
@@ -378,7 +420,8 @@ def _fallback(fn: _Function, instr, run):
     fn.b.fallbacks[instr.opcode] += 1
     name = fn.b.bind("t", run)
     operands = ", ".join(_source(o) for o in fn.operands(instr))
-    fn.assign(instr, f"{name}({operands})")
+    fn.assign(instr, f"{name}({operands})" if not fn.b.flush_denormals else
+              f"_flushed({name}({operands}))")
 
 
 LOWERING = {
@@ -431,4 +474,5 @@ def build_program(module, options: dict) -> Program:
         builder.ns[alias] = eval(expr, builder.ns)  # noqa: S307 - our own generated expression
     source = "\n\n".join(reversed(builder.chunks))
     return Program(source, builder.ns, builder.kernels, entry, builder.arena_bytes,
-                   builder.fallbacks, builder.assignment, builder.fallback_reasons)
+                   builder.fallbacks, builder.assignment, builder.fallback_reasons,
+                   builder.aliases)

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from .scalar import NotEmittable, emit_scalar, kernel_type
 
 Index = tuple[str, ...]
+# Real float types a kernel computes in, and their smallest normal value (bf16: f32's range).
+FLUSHED = {"f32": 2.0 ** -126, "bf16": 2.0 ** -126, "f64": 2.0 ** -1022}
 
 
 class Writer:
@@ -31,6 +33,7 @@ class Writer:
         self.depth = 1
         self.counter = 0
         self.uses_reduce = False
+        self.flush_denormals = False  # flush subnormal results of every op (runtime/denormals.py)
 
     def var(self, prefix: str = "v") -> str:
         self.counter += 1
@@ -145,7 +148,13 @@ class Elemental:
         if instr.opdef.kind != "elementwise":
             raise NotEmittable(f"{instr.opcode} cannot be computed per element")
         args = [self.value(op, () if op.shape.rank == 0 else index) for op in instr.operands]
-        return self.bind(emit_scalar(self.w, instr, args))
+        return self.flushed(self.bind(emit_scalar(self.w, instr, args)), instr.shape.dtype)
+
+    def flushed(self, name: str, dtype: str) -> str:
+        """`name`, or zero of its sign when subnormal, if the kernel flushes subnormals."""
+        if not self.w.flush_denormals or dtype not in FLUSHED:
+            return name
+        return self.bind(f"h.ftz({name}, {self.w.const(FLUSHED[dtype], dtype)})")
 
     def index_var(self, expr: str) -> str:
         """A plain name for an index expression (keeps emitted expressions short)."""
@@ -167,7 +176,8 @@ class Elemental:
             return self.inline(comp, accumulators + elements)
         args = accumulators + elements
         operands = [args[o.parameter_number] for o in comp.root.operands]
-        return [self.bind(emit_scalar(self.w, comp.root, operands, round_bf16=False))]
+        return [self.flushed(self.bind(emit_scalar(self.w, comp.root, operands,
+                                                   round_bf16=False)), "f32")]
 
 
 def accumulates_in_f32(reduce) -> bool:
@@ -202,7 +212,11 @@ def handles(*opcodes: str):
 def _constant(em, instr, index):
     if instr.shape.rank != 0:
         raise NotEmittable("array constants are passed as kernel arguments")
-    return em.w.const(instr.literal.reshape(()).item(), instr.shape.dtype)
+    value = instr.literal.reshape(()).item()
+    tiny = FLUSHED.get(instr.shape.dtype)
+    if em.w.flush_denormals and tiny is not None and 0 < abs(value) < tiny:
+        value = math.copysign(0.0, value)
+    return em.w.const(value, instr.shape.dtype)
 
 
 @handles("iota")

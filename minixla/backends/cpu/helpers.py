@@ -125,6 +125,12 @@ fmin = _float_binary_intrinsic("minimum")
 
 
 @njit(**_JIT)
+def ftz(x, tiny):
+    """x, or zero with x's sign when x is subnormal (flush-to-zero)."""
+    return copysign(x - x, x) if abs(x) < tiny else x
+
+
+@njit(**_JIT)
 def fsign(x, one):
     # NaN stays NaN, +-0 stays itself, everything else is +-1.
     if x != x or x == 0:

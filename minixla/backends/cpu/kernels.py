@@ -107,13 +107,15 @@ def is_flat(comp, outputs) -> bool:
     return True
 
 
-def build_kernel(comp, name: str = "kernel", *,
-                 parallel_threshold: int = PARALLEL_THRESHOLD) -> KernelSpec:
+def build_kernel(comp, name: str = "kernel", *, parallel_threshold: int = PARALLEL_THRESHOLD,
+                 flush_denormals: bool = False) -> KernelSpec:
     """The kernel for fused computation `comp`; raises NotEmittable when some instruction
-    cannot be computed per element."""
+    cannot be computed per element. flush_denormals: every float op's subnormal results
+    become zeros of their sign."""
     outputs = outputs_of(comp)
     flat = is_flat(comp, outputs)
     writer = Writer()
+    writer.flush_denormals = flush_denormals
     params, arrays, args, ndims, dtypes, arg_names = kernel_signature(comp, outputs, flat)
     touched = max([p.shape.numel() for p in params]
                   + [leaf_shape(i, k).numel() for i, k in outputs] + [1])

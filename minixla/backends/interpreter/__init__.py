@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ...errors import MinixlaError, UnsupportedError, at_instruction
 from ...ir.module import HloModule
+from ...reference import denormals
 from ...reference.custom_call import lookup_custom_call
 from ...runtime.executable import Executable
 from .. import Backend
@@ -24,9 +25,11 @@ def compile_module(module: HloModule, options: dict) -> Executable:
                 lookup_custom_call(instr.attrs["custom_call_target"], "interpreter")
             except MinixlaError as exc:
                 raise at_instruction(exc, instr)
-    evaluator = Evaluator(module, max_while_iterations=options.get("max_while_iterations"))
+    evaluator = Evaluator(module, max_while_iterations=options.get("max_while_iterations"),
+                          flush_denormals=denormals.requested(options))
     return Executable(module, "interpreter",
                       evaluator.run, options=options)
 
 
-BACKEND = Backend("interpreter", compile_module, options=("max_while_iterations",))
+BACKEND = Backend("interpreter", compile_module,
+                  options=("max_while_iterations", "flush_denormals"))
