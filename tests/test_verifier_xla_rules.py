@@ -27,8 +27,17 @@ def test_compare_type_must_fit_the_operands():
             "type=UNSIGNED", "comparison type")
     rejects("  p = pred[] parameter(0)\n  ROOT c = pred[] compare(p, p), direction=LT, "
             "type=SIGNED", "comparison type")
-    accepts("  p = s32[] parameter(0)\n  ROOT c = pred[] compare(p, p), direction=LT, "
-            "type=UNSIGNED")  # deliberately: see ACCEPTED
+    rejects("  p = s32[] parameter(0)\n  ROOT c = pred[] compare(p, p), direction=LT, "
+            "type=UNSIGNED", "comparison type")
+    rejects("  p = u32[] parameter(0)\n  ROOT c = pred[] compare(p, p), direction=LT, "
+            "type=SIGNED", "comparison type")
+    rejects("  p = s32[] parameter(0)\n  ROOT c = pred[] compare(p, p), direction=LT, "
+            "type=TOTALORDER", "comparison type")
+    rejects("  p = c64[] parameter(0)\n  ROOT c = pred[] compare(p, p), direction=LT",
+            "comparison direction")
+    accepts("  p = c64[] parameter(0)\n  ROOT c = pred[] compare(p, p), direction=NE")
+    accepts("  p = pred[] parameter(0)\n  ROOT c = pred[] compare(p, p), direction=LT, "
+            "type=UNSIGNED")
     accepts("  p = f32[] parameter(0)\n  ROOT c = pred[] compare(p, p), direction=LT, "
             "type=TOTALORDER")
 
@@ -88,7 +97,7 @@ def test_copy_start_and_done():
 
 # XLA verifier tests (hlo_verifier_test.cc) whose modules these rules reject.
 REJECTED = {
-    "ComparisonTypeFloat", "ComparisonTypePred", "RngOpnd0NotScalar", "RngOperandElementTypesDoNotMatch",
+    "ComparisonTypeFloat", "ComparisonTypePred", "ComparisonTypeSigned", "ComparisonTypeUnsigned", "RngOpnd0NotScalar", "RngOperandElementTypesDoNotMatch",
     "RngMixedPrecisionNotAllowed", "RngElementTypeNotSupported", "IotaPredResultNotAllowed",
     "SelectTupleNotAllowed",
     "CompositeCallMissingFrontendAttributes",
@@ -96,7 +105,7 @@ REJECTED = {
     "CopyStartAndCopyDoneWrongType",
     "CopyStartMultipleCopyDone", "CopyDoneNoCopyStart", "AsyncStartAndAsyncDoneWrongType",
     "AsyncStartMultipleAsyncDone", "AsyncStartNoAsyncDone", "AsyncStartAndAsyncUpdateNoAsyncDone",
-    "AsyncOpComputationRootWrongType",
+    "AsyncOpComputationRootWrongType", "AsyncOpComputationParamWrongType",
     "AsyncStartOperandWrongType", "AsyncDoneOutputWrongType",
     
     "AllReduceStartAndMultipleDone", "AllReduceDoneWithoutStart", "AllGatherStartAndMultipleDone",
@@ -111,12 +120,9 @@ ACCEPTED = {
     # Rules whose plain form rejects modules XLA's other tests expect to be valid (layouts,
     # memory spaces, unsorted broadcasts in modules/): left to a layout-sensitive verifier.
     "CopyStartAndCopyDoneWrongLayout": "layouts differ only in memory space and order",
-    "AsyncOpComputationParamWrongType": "the parameter differs in layout only",
     "AsyncOpComputationNotTrivial": "valid modules wrap several instructions",
     "AllReduceStartAndDoneWrongType": "valid modules give all-reduce-start a tuple shape",
     "VerifyBroadcastDimensionsOrder": "valid modules broadcast with unsorted dimensions",
-    "ComparisonTypeSigned": "integers may be compared with the other signedness in minixla",
-    "ComparisonTypeUnsigned": "integers may be compared with the other signedness in minixla",
 }
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 VARIADIC = None
+AT_LEAST_1, AT_LEAST_2, AT_LEAST_3 = (1, None), (2, None), (3, None)
 # Kinds decide how passes and backends treat an op.
 ELEMENTWISE, MOVEMENT, REDUCTION, CONTRACTION, CONTROL, LEAF, COLLECTIVE, OTHER = (
     "elementwise", "movement", "reduction", "contraction", "control", "leaf", "collective",
@@ -23,7 +24,7 @@ COMMUTATIVE, ASSOCIATIVE, IDEMPOTENT, SIDE_EFFECT, EXPENSIVE = (
 @dataclass(frozen=True)
 class OpDef:
     name: str
-    arity: int | tuple[int, int] | None  # exact count, (min, max), or VARIADIC
+    arity: int | tuple[int, int | None] | None  # exact, (min, max), (min, None), VARIADIC
     kind: str
     attrs: tuple[str, ...] = ()  # op-specific, print order; "name!" = required
     calls: tuple[str, ...] = ()  # attributes naming called computations, print order
@@ -49,7 +50,8 @@ class OpDef:
         if self.arity is VARIADIC:
             return True
         if isinstance(self.arity, tuple):
-            return self.arity[0] <= count <= self.arity[1]
+            low, high = self.arity
+            return low <= count and (high is None or count <= high)
         return count == self.arity
 
     def has(self, trait: str) -> bool:
@@ -127,25 +129,25 @@ _ROWS = [
     # ternary
     OpDef("select", 3, ELEMENTWISE, infer="select", shape_optional=True),
     OpDef("clamp", 3, ELEMENTWISE, infer="clamp", shape_optional=True),
-    OpDef("map", VARIADIC, ELEMENTWISE, ("dimensions",), ("to_apply",), infer="map",
+    OpDef("map", AT_LEAST_1, ELEMENTWISE, ("dimensions",), ("to_apply",), infer="map",
           shape_optional=True),
     # data movement
     OpDef("broadcast", 1, MOVEMENT, ("dimensions",), infer="broadcast", shape_optional=True),
     OpDef("reshape", 1, MOVEMENT, ("inferred_dimension",), infer="reshape"),
-    OpDef("dynamic-reshape", VARIADIC, MOVEMENT, infer="dynamic_reshape"),
+    OpDef("dynamic-reshape", AT_LEAST_1, MOVEMENT, infer="dynamic_reshape"),
     OpDef("transpose", 1, MOVEMENT, ("dimensions!",), infer="transpose", shape_optional=True),
     OpDef("bitcast", 1, MOVEMENT, infer="bitcast"),
     OpDef("slice", 1, MOVEMENT, ("slice!",), infer="slice"),
-    OpDef("dynamic-slice", VARIADIC, MOVEMENT, ("dynamic_slice_sizes!",), infer="dynamic_slice"),
-    OpDef("dynamic-update-slice", VARIADIC, MOVEMENT, infer="dynamic_update_slice",
+    OpDef("dynamic-slice", AT_LEAST_1, MOVEMENT, ("dynamic_slice_sizes!",), infer="dynamic_slice"),
+    OpDef("dynamic-update-slice", AT_LEAST_2, MOVEMENT, infer="dynamic_update_slice",
           shape_optional=True),
-    OpDef("concatenate", VARIADIC, MOVEMENT, ("dimensions!",), infer="concatenate",
+    OpDef("concatenate", AT_LEAST_1, MOVEMENT, ("dimensions!",), infer="concatenate",
           shape_optional=True),
     OpDef("pad", 2, MOVEMENT, ("padding!",), infer="pad", shape_optional=True),
     OpDef("reverse", 1, MOVEMENT, ("dimensions!",), infer="same_as_operand",
           shape_optional=True),
     OpDef("gather", 2, MOVEMENT, _GATHER_DIMS, infer="gather", shape_optional=True),
-    OpDef("scatter", VARIADIC, MOVEMENT, _SCATTER_DIMS, ("to_apply",), infer="scatter",
+    OpDef("scatter", AT_LEAST_3, MOVEMENT, _SCATTER_DIMS, ("to_apply",), infer="scatter",
           shape_optional=True),
     OpDef("tuple", VARIADIC, CONTROL, infer="tuple", shape_optional=True),
     OpDef("get-tuple-element", 1, CONTROL, ("index!",), infer="get_tuple_element",
@@ -155,13 +157,13 @@ _ROWS = [
     OpDef("set-dimension-size", 2, OTHER, ("dimensions!",), infer="set_dimension_size",
           shape_optional=True),
     # reductions and windows
-    OpDef("reduce", VARIADIC, REDUCTION, ("dimensions!",), ("to_apply",), infer="reduce",
+    OpDef("reduce", AT_LEAST_2, REDUCTION, ("dimensions!",), ("to_apply",), infer="reduce",
           shape_optional=True),
-    OpDef("reduce-window", VARIADIC, REDUCTION, ("window",), ("to_apply",),
+    OpDef("reduce-window", AT_LEAST_2, REDUCTION, ("window",), ("to_apply",),
           infer="reduce_window", shape_optional=True),
     OpDef("select-and-scatter", 3, REDUCTION, ("window!",), ("select", "scatter"),
           infer="select_and_scatter", shape_optional=True),
-    OpDef("sort", VARIADIC, REDUCTION, ("dimensions!", "is_stable"), ("to_apply",),
+    OpDef("sort", AT_LEAST_1, REDUCTION, ("dimensions!", "is_stable"), ("to_apply",),
           infer="sort", shape_optional=True),
     OpDef("topk", 1, REDUCTION, ("k!", "largest", "is_stable"), infer="topk",
           shape_optional=True),
@@ -194,7 +196,7 @@ _ROWS = [
           infer="batch_norm_grad", shape_optional=True),
     # control flow and calls
     OpDef("while", 1, CONTROL, (), ("condition", "body"), infer="while_", shape_optional=True),
-    OpDef("conditional", VARIADIC, CONTROL, (),
+    OpDef("conditional", AT_LEAST_1, CONTROL, (),
           ("true_computation", "false_computation", "branch_computations"),
           infer="conditional", shape_optional=True),
     OpDef("call", VARIADIC, CONTROL, ("is_composite",), ("to_apply",), infer="call",
@@ -217,15 +219,15 @@ _ROWS = [
     OpDef("copy-start", 1, OTHER, ("cross_program_prefetch_index",)),
     OpDef("copy-done", 1, OTHER),
     # collectives (single-device semantics in the interpreter) and I/O
-    OpDef("all-reduce", VARIADIC, COLLECTIVE, _COLLECTIVE, ("to_apply",), infer="all_reduce",
+    OpDef("all-reduce", AT_LEAST_1, COLLECTIVE, _COLLECTIVE, ("to_apply",), infer="all_reduce",
           shape_optional=True),
-    OpDef("all-reduce-start", VARIADIC, COLLECTIVE, _COLLECTIVE, ("to_apply",)),
+    OpDef("all-reduce-start", AT_LEAST_1, COLLECTIVE, _COLLECTIVE, ("to_apply",)),
     OpDef("all-reduce-done", 1, COLLECTIVE),
-    OpDef("all-gather", VARIADIC, COLLECTIVE, ("dimensions!",) + _COLLECTIVE),
-    OpDef("all-gather-start", VARIADIC, COLLECTIVE, ("dimensions!",) + _COLLECTIVE),
+    OpDef("all-gather", AT_LEAST_1, COLLECTIVE, ("dimensions!",) + _COLLECTIVE),
+    OpDef("all-gather-start", AT_LEAST_1, COLLECTIVE, ("dimensions!",) + _COLLECTIVE),
     OpDef("all-gather-done", 1, COLLECTIVE),
-    OpDef("reduce-scatter", VARIADIC, COLLECTIVE, ("dimensions!",) + _COLLECTIVE, ("to_apply",)),
-    OpDef("all-to-all", VARIADIC, COLLECTIVE, ("dimensions",) + _COLLECTIVE),
+    OpDef("reduce-scatter", AT_LEAST_1, COLLECTIVE, ("dimensions!",) + _COLLECTIVE, ("to_apply",)),
+    OpDef("all-to-all", AT_LEAST_1, COLLECTIVE, ("dimensions",) + _COLLECTIVE),
     OpDef("ragged-all-to-all", 6, COLLECTIVE, _COLLECTIVE),
     OpDef("collective-permute", (1, 4), COLLECTIVE, ("channel_id", "source_target_pairs!",
                                                      "slice_sizes")),

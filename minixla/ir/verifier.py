@@ -11,7 +11,8 @@ from .opcodes import OPCODES
 from .sharding import HloSharding, check_collective, check_sharding
 from .shape_inference import infer_shape
 from .shape_rules_base import SignatureError, fmt, same
-from .verifier_rules import INSTRUCTION_RULES, RuleFailure, check_pairs
+from .verifier_rules import (GENERAL_RULES, INSTRUCTION_RULES, RuleFailure, check_pairs,
+                             check_threads)
 
 DIRECTIONS = ("EQ", "NE", "LT", "LE", "GT", "GE")
 COMPARE_TYPES = ("FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED")
@@ -45,6 +46,11 @@ def verify(module) -> None:
     known = {id(c) for c in module.computations}
     for comp in module.computations:
         _check_computation(comp, known)
+    crossing = check_threads(module)
+    if crossing is not None:
+        instr, failure = crossing
+        raise at_instruction(VerificationError(f"{_where(instr.parent, instr)}: {failure}"),
+                             instr)
     _check_entry(module)
     _check_distribution(module)
 
@@ -164,9 +170,12 @@ def _check_instruction(instr, known: set[int]) -> None:
             raise _Failure("called computation", f"%{comp.name} is not in the module")
     if instr.opcode in _ATTR_CHECKS and instr.shape is not None:
         _ATTR_CHECKS[instr.opcode](instr)
-    if instr.opcode in INSTRUCTION_RULES and instr.shape is not None:
+    if instr.shape is not None:
+        rules = GENERAL_RULES + ((INSTRUCTION_RULES[instr.opcode],)
+                                 if instr.opcode in INSTRUCTION_RULES else ())
         try:
-            INSTRUCTION_RULES[instr.opcode](instr)
+            for rule in rules:
+                rule(instr)
         except RuleFailure as failure:
             raise _Failure(failure.rule, failure.detail) from None
     if instr.opcode == "constant":

@@ -7,6 +7,7 @@ runs both and reports failures like its own.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from .shapes import Shape
@@ -23,18 +24,22 @@ def _kind(shape: Shape) -> str:
 
 
 def _compare_type(instr) -> None:
-    """`type=` must suit the operands: FLOAT/TOTALORDER floats, SIGNED/UNSIGNED integers.
-
-    Unlike XLA, an integer may be compared with the other signedness (an unsigned view of
-    signed bits, which minixla's integer corner-case tests use)."""
+    """`type=` must suit the operands as XLA's verifier demands: FLOAT or TOTALORDER for
+    floats and complex numbers, SIGNED for signed integers, UNSIGNED for unsigned ones and
+    pred. Complex numbers have no order: only EQ and NE compare them."""
     kind = instr.attrs.get("type")
-    if kind is None or not instr.operand_count or not instr.operand(0).shape.is_array:
+    if not instr.operand_count or not instr.operand(0).shape.is_array:
         return
     etype = instr.operand(0).shape.element_type
+    if etype.is_complex and instr.attrs.get("direction") not in ("EQ", "NE", None):
+        raise RuleFailure("comparison direction", f"{etype.name} values have no order: "
+                                                  f"compare them with EQ or NE")
+    if kind is None:
+        return
     allowed = {"FLOAT": etype.is_float or etype.is_complex,
                "TOTALORDER": etype.is_float or etype.is_complex,
-               "SIGNED": etype.is_integer,
-               "UNSIGNED": etype.is_integer or _kind(instr.operand(0).shape) == "pred"}
+               "SIGNED": etype.is_signed,
+               "UNSIGNED": etype.kind in ("unsigned", "pred")}
     if not allowed.get(str(kind), True):
         raise RuleFailure("comparison type", f"type={kind} does not fit {etype.name} operands")
 
@@ -82,6 +87,8 @@ def _composite_call(instr) -> None:
 
 
 def _async_start(instr) -> None:
+    """((operands), result, context...): {0} holds the operands' shapes, {1} what the
+    called computation returns, and the computation takes the operands."""
     comp = instr.attrs.get("calls")
     shape = instr.shape
     if comp is None:
@@ -95,14 +102,40 @@ def _async_start(instr) -> None:
         raise RuleFailure("async operands", f"%{comp.name} takes "
                                             f"{[str(p.shape) for p in params]}, given "
                                             f"{[str(s) for s in operand_shapes]}")
-
+    copies = shape.tuple_shapes[0]
+    if not copies.is_tuple or len(copies.tuple_shapes) != len(operand_shapes) or any(
+            not c.compatible(s) for c, s in zip(copies.tuple_shapes, operand_shapes)):
+        raise RuleFailure("async shape", f"{{0}} of the result must be the operands' shapes "
+                                         f"({', '.join(map(str, operand_shapes))}), got "
+                                         f"{copies}")
 
 
 def _async_continuation(instr) -> None:
+    """async-update and async-done continue an async-start or async-update: the same
+    computation and execution thread; an update passes on ((operands), result, ...)."""
     operand = instr.operand(0)
+    if operand.opcode == "async-done":
+        raise RuleFailure("async pair", f"{instr.opcode} continues an async-start or "
+                                        f"async-update, not the async-done %{operand.name}")
     if operand.opcode not in ("async-start", "async-update") or not operand.shape.is_tuple:
         return  # passed through a loop's state: checked where it started
-    want = operand.shape if instr.opcode == "async-update" else operand.shape.tuple_shapes[1]
+    calls, started = instr.attrs.get("calls"), operand.attrs.get("calls")
+    if calls is not None and started is not None and calls is not started:
+        raise RuleFailure("async computation", f"{instr.opcode} names %{calls.name}, but "
+                                               f"%{operand.name} runs %{started.name}")
+    thread = instr.attrs.get("async_execution_thread")  # absent: the start's thread
+    if thread is not None and thread != operand.attrs.get("async_execution_thread",
+                                                          MAIN_THREAD):
+        raise RuleFailure("async thread", f"async_execution_thread=\"{thread}\" differs "
+                                          f"from %{operand.name}'s")
+    if instr.opcode == "async-update" and (
+            not instr.shape.is_tuple or len(instr.shape.tuple_shapes) < 2 or
+            not instr.shape.tuple_shapes[0].is_tuple):
+        # only the structure is fixed: XLA's parser lets an update change the shapes it
+        # passes on, and {1} gain outputs an update binds late
+        raise RuleFailure("async shape", f"async-update passes {operand.shape} on, declared "
+                                         f"{instr.shape}")
+    want = operand.shape.tuple_shapes[1]
     if instr.opcode == "async-done" and not instr.shape.compatible(want):
         raise RuleFailure("async shape", f"{instr.opcode} returns {want}, declared "
                                          f"{instr.shape}")
@@ -128,6 +161,112 @@ def _done_of(start: str):
                                                  f"{instr.shape}")
     return check
 
+
+MAIN_THREAD = "main"
+_ASYNC = ("async-start", "async-update", "async-done")
+
+
+def check_threads(module) -> tuple[object, RuleFailure] | None:
+    """(instruction, failure) for a call across execution threads, else None. A computation
+    runs on its execution_thread. One that names none inherits a thread from its callers: an
+    async-start's async_execution_thread (XLA's parser gives the called computation that
+    thread), or the thread of the computation that calls it. Every other call stays on the
+    caller's thread."""
+    threads = {id(c): c.execution_thread for c in module.computations if c.execution_thread}
+    pending = [(instr.attrs["calls"], instr.attrs.get("async_execution_thread", MAIN_THREAD))
+               for c in module.computations for instr in c.instructions
+               if instr.opcode == "async-start" and instr.attrs.get("calls") is not None]
+    pending += [(c, MAIN_THREAD) for c in module.computations if c is module.entry]
+    pending += [(c, c.execution_thread) for c in module.computations if c.execution_thread]
+    while pending:  # hand threads down the call graph
+        comp, thread = pending.pop()
+        if threads.setdefault(id(comp), thread) != thread:
+            continue
+        pending += [(callee, thread) for instr in comp.instructions
+                    if instr.opcode not in _ASYNC for callee in instr.called_computations
+                    if id(callee) not in threads]
+    for comp in module.computations:
+        thread = threads.get(id(comp), MAIN_THREAD)
+        for instr in comp.instructions:
+            if instr.opcode in ("async-update", "async-done"):
+                continue  # they run what their async-start runs
+            want = instr.attrs.get("async_execution_thread", MAIN_THREAD) \
+                if instr.opcode == "async-start" else thread
+            for callee in instr.called_computations:
+                got = threads.get(id(callee), MAIN_THREAD)
+                if got != want:
+                    return instr, RuleFailure("execution thread", f"%{callee.name} runs on "
+                                                                  f"thread \"{got}\", the "
+                                                                  f"caller on \"{want}\"")
+    return None
+
+
+_ALIAS = re.compile(r"\{([-\d,\s]*)\}\s*:\s*\(\s*(-?\d+)\s*,\s*\{([-\d,\s]*)\}\s*\)")
+
+
+def output_to_operand_pairs(text: str):
+    """`{{1}: (0, {}), ...}` as ((output index), operand number, (operand index)) triples;
+    None when the text is not of that form."""
+    body = text.strip()
+    if not (body.startswith("{") and body.endswith("}")):
+        return None
+    body = body[1:-1]
+    pairs = [(tuple(int(v) for v in m.group(1).split(",") if v.strip()), int(m.group(2)),
+              tuple(int(v) for v in m.group(3).split(",") if v.strip()))
+             for m in _ALIAS.finditer(body)]
+    if _ALIAS.sub("", body).replace(",", "").strip():
+        return None
+    return pairs
+
+
+def _subshape(shape, index, what: str):
+    try:
+        return shape.subshape(index)
+    except IndexError:
+        raise RuleFailure("output_to_operand_aliasing", f"{what} index "
+                                                        f"{{{','.join(map(str, index))}}} does "
+                                                        f"not exist in {shape}") from None
+
+
+def _output_to_operand_aliasing(instr) -> None:
+    """Each aliased output names a valid operand and shape index, and both buffers hold the
+    same shape (and the same layout where both sides give one). An async op's aliases point
+    into its tuple, never at the whole of it."""
+    attr = instr.attrs.get("output_to_operand_aliasing")
+    if attr is None:
+        return
+    pairs = output_to_operand_pairs(str(getattr(attr, "text", attr)))
+    if pairs is None:
+        raise RuleFailure("output_to_operand_aliasing", f"cannot read {attr}")
+    for output_index, number, operand_index in pairs:
+        if not 0 <= number < instr.operand_count:
+            raise RuleFailure("output_to_operand_aliasing", f"operand {number} does not "
+                                                            f"exist ({instr.operand_count} "
+                                                            f"operands)")
+        if instr.opcode in _ASYNC and not output_index:
+            raise RuleFailure("output_to_operand_aliasing", "an async op cannot alias its "
+                                                            "whole result")
+        output = _subshape(instr.shape, output_index, "output")
+        operand = _subshape(instr.operand(number).shape, operand_index, "operand")
+        # an async op's copies are the same buffers, so their layouts must agree too; a
+        # custom call may re-lay-out what it aliases (Pin does)
+        layouts = instr.opcode in _ASYNC and output.is_array and operand.is_array and \
+            None not in (output.layout, operand.layout)
+        if not _same_array(output, operand) or \
+                (layouts and output.minor_to_major() != operand.minor_to_major()):
+            raise RuleFailure("output_to_operand_aliasing", f"output {{{','.join(map(str, output_index))}}} "
+                                                            f"is {output}, but operand "
+                                                            f"{number} there is {operand}")
+
+
+def _same_array(a, b) -> bool:
+    """Same element types and dims; a buffer `b(T)` holds a T."""
+    strip = dataclasses.replace
+    return strip(a, is_buffer=False).compatible(strip(b, is_buffer=False))
+
+
+# rules every instruction is checked against
+GENERAL_RULES = (_output_to_operand_aliasing,)
 
 INSTRUCTION_RULES = {
     "compare": _compare_type, "rng": _rng, "iota": _iota, "select": _select,
@@ -172,4 +311,5 @@ def check_pairs(comp) -> tuple[object, RuleFailure] | None:
     return None
 
 
-__all__ = ["INSTRUCTION_RULES", "RuleFailure", "check_pairs"]
+__all__ = ["GENERAL_RULES", "INSTRUCTION_RULES", "RuleFailure", "check_pairs", "check_threads",
+           "output_to_operand_pairs"]

@@ -514,7 +514,7 @@ def _async_sugar(opcode: str) -> tuple[str | None, str]:
 
 def _arity(arity) -> str:
     if isinstance(arity, tuple):
-        return f"{arity[0]} to {arity[1]}"
+        return f"at least {arity[0]}" if arity[1] is None else f"{arity[0]} to {arity[1]}"
     return "any number of" if arity is None else str(arity)
 
 

@@ -11,7 +11,7 @@ def _arity(arity) -> str:
     if arity is None:
         return "*"
     if isinstance(arity, tuple):
-        return f"{arity[0]}-{arity[1]}"
+        return f"{arity[0]}+" if arity[1] is None else f"{arity[0]}-{arity[1]}"
     return str(arity)
 
 
