@@ -11,6 +11,7 @@ from .opcodes import OPCODES
 from .sharding import HloSharding, check_collective, check_sharding
 from .shape_inference import infer_shape
 from .shape_rules_base import SignatureError, fmt, same
+from .verifier_collectives import COLLECTIVE_RULES, check_module_collectives
 from .verifier_rules import (GENERAL_RULES, INSTRUCTION_RULES, RuleFailure, check_pairs,
                              check_threads)
 
@@ -23,6 +24,9 @@ _OPERAND_DIMS = ("reverse", "reduce", "concatenate", "sort", "get-dimension-size
                  "all-to-all", "map", "scan")
 _SINGLE_DIM = ("concatenate", "sort", "get-dimension-size", "set-dimension-size", "all-gather",
                "all-gather-start", "reduce-scatter")
+# opcode -> the rule checks of both rule tables
+_RULES = {op: tuple(table[op] for table in (INSTRUCTION_RULES, COLLECTIVE_RULES) if op in table)
+          for op in {**INSTRUCTION_RULES, **COLLECTIVE_RULES}}
 
 
 class _Failure(Exception):
@@ -46,9 +50,11 @@ def verify(module) -> None:
     known = {id(c) for c in module.computations}
     for comp in module.computations:
         _check_computation(comp, known)
-    crossing = check_threads(module)
-    if crossing is not None:
-        instr, failure = crossing
+    for module_rule in (check_threads, check_module_collectives):
+        found = module_rule(module)
+        if found is None:
+            continue
+        instr, failure = found
         raise at_instruction(VerificationError(f"{_where(instr.parent, instr)}: {failure}"),
                              instr)
     _check_entry(module)
@@ -171,8 +177,7 @@ def _check_instruction(instr, known: set[int]) -> None:
     if instr.opcode in _ATTR_CHECKS and instr.shape is not None:
         _ATTR_CHECKS[instr.opcode](instr)
     if instr.shape is not None:
-        rules = GENERAL_RULES + ((INSTRUCTION_RULES[instr.opcode],)
-                                 if instr.opcode in INSTRUCTION_RULES else ())
+        rules = GENERAL_RULES + _RULES.get(instr.opcode, ())
         try:
             for rule in rules:
                 rule(instr)

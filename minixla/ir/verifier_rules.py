@@ -119,10 +119,14 @@ def _async_continuation(instr) -> None:
                                         f"async-update, not the async-done %{operand.name}")
     if operand.opcode not in ("async-start", "async-update") or not operand.shape.is_tuple:
         return  # passed through a loop's state: checked where it started
-    calls, started = instr.attrs.get("calls"), operand.attrs.get("calls")
+    start = operand
+    while start.opcode == "async-update" and start.operand_count and \
+            start.operand(0).opcode in ("async-start", "async-update"):
+        start = start.operand(0)
+    calls, started = instr.attrs.get("calls"), start.attrs.get("calls")
     if calls is not None and started is not None and calls is not started:
         raise RuleFailure("async computation", f"{instr.opcode} names %{calls.name}, but "
-                                               f"%{operand.name} runs %{started.name}")
+                                               f"%{start.name} runs %{started.name}")
     thread = instr.attrs.get("async_execution_thread")  # absent: the start's thread
     if thread is not None and thread != operand.attrs.get("async_execution_thread",
                                                           MAIN_THREAD):
