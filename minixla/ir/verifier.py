@@ -314,6 +314,7 @@ def _check_aliasing(module, where: str) -> None:
             raise VerificationError(f"{where}: {what}: output {list(alias.output_index)} is "
                                     f"{fmt(out)} but parameter {alias.param_number} "
                                     f"{list(alias.param_index)} is {fmt(inp)}")
+        _check_alias_memory_space(module, alias, where)
         key = (alias.param_number, tuple(alias.param_index))
         if tuple(alias.output_index) in outputs or key in inputs:
             raise VerificationError(f"{where}: {what}: output {list(alias.output_index)} or "
@@ -323,3 +324,21 @@ def _check_aliasing(module, where: str) -> None:
     for number, index in module.buffer_donors:
         param = _param_shape(params, number, "buffer_donor", where)
         _subshape(param, index, "buffer_donor", where)
+
+
+def _check_alias_memory_space(module, alias, where: str) -> None:
+    """An aliased output shares its parameter's buffer, so the entry layout must put both in
+    one memory space."""
+    layout = module.entry_computation_layout
+    if layout is None or not 0 <= alias.param_number < len(layout.parameters):
+        return
+    what = "input_output_alias"
+    out = _subshape(layout.result, alias.output_index, what, where)
+    inp = _subshape(layout.parameters[alias.param_number], alias.param_index, what, where)
+    spaces = [s.layout.memory_space if s.is_array and s.layout is not None else 0
+              for s in (out, inp)]
+    if spaces[0] != spaces[1]:
+        raise VerificationError(f"{where}: {what}: output {list(alias.output_index)} is in "
+                                f"memory space {spaces[0]}, its parameter "
+                                f"{alias.param_number} {list(alias.param_index)} in "
+                                f"{spaces[1]}")

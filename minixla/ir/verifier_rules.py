@@ -263,6 +263,51 @@ def _output_to_operand_aliasing(instr) -> None:
                                                             f"{number} there is {operand}")
 
 
+_API_VERSIONS = ("API_VERSION_ORIGINAL", "API_VERSION_STATUS_RETURNING",
+                 "API_VERSION_STATUS_RETURNING_UNIFIED", "API_VERSION_TYPED_FFI")
+# custom-call targets whose signature XLA fixes: target -> (operand count, result shape)
+_CUSTOM_CALL_SIGNATURES = {"GetRngSeed": (0, "u64[]")}
+
+
+def _custom_call(instr) -> None:
+    """A known api_version; one operand_layout_constraints entry per operand, each a shape
+    the operand has; the signature of targets XLA fixes."""
+    version = instr.attrs.get("api_version")
+    if version is not None and str(version) not in _API_VERSIONS:
+        raise RuleFailure("custom-call api_version", f"{version} is not one of "
+                                                     f"{', '.join(_API_VERSIONS)}")
+    constraints = instr.attrs.get("operand_layout_constraints")
+    if constraints is not None:
+        if len(constraints) != instr.operand_count:
+            raise RuleFailure("operand_layout_constraints", f"{len(constraints)} constraints "
+                                                            f"for {instr.operand_count} "
+                                                            f"operands")
+        for i, (want, operand) in enumerate(zip(constraints, instr.operands)):
+            if not _same_array(want, operand.shape):
+                raise RuleFailure("operand_layout_constraints", f"operand {i} is "
+                                                                f"{operand.shape}, its "
+                                                                f"constraint {want}")
+    target = instr.attrs.get("custom_call_target")
+    if target in _CUSTOM_CALL_SIGNATURES:
+        count, result = _CUSTOM_CALL_SIGNATURES[target]
+        if instr.operand_count != count or str(instr.shape.without_layout()) != result:
+            raise RuleFailure("custom-call signature", f"{target} takes {count} operands and "
+                                                       f"returns {result}")
+
+
+_ACCURACY = re.compile(r"\{\s*(?:mode\s*=\s*(?:default|highest)|tolerance\s*=\s*\{\s*"
+                       r"(?:(?:atol|rtol|ulps)\s*=\s*[-+.\deE]+\s*,?\s*)+\})\s*\}", re.I)
+
+
+def _result_accuracy(instr) -> None:
+    """result_accuracy={mode=default|highest} or {tolerance={atol=A,rtol=R,ulps=U}}."""
+    accuracy = instr.attrs.get("result_accuracy")
+    text = str(getattr(accuracy, "text", accuracy))
+    if accuracy is not None and not _ACCURACY.fullmatch(text.strip()):
+        raise RuleFailure("result_accuracy", f"{text} is neither {{mode=default|highest}} nor "
+                                             f"{{tolerance={{atol=..,rtol=..,ulps=..}}}}")
+
+
 def _same_array(a, b) -> bool:
     """Same element types and dims; a buffer `b(T)` holds a T."""
     strip = dataclasses.replace
@@ -270,11 +315,11 @@ def _same_array(a, b) -> bool:
 
 
 # rules every instruction is checked against
-GENERAL_RULES = (_output_to_operand_aliasing,)
+GENERAL_RULES = (_output_to_operand_aliasing, _result_accuracy)
 
 INSTRUCTION_RULES = {
     "compare": _compare_type, "rng": _rng, "iota": _iota, "select": _select,
-    "conditional": _conditional, "call": _composite_call,
+    "conditional": _conditional, "call": _composite_call, "custom-call": _custom_call,
     "async-start": _async_start, "async-update": _async_continuation,
     "async-done": _async_continuation, "copy-start": _copy_start,
     "copy-done": _done_of("copy-start"),
