@@ -268,6 +268,12 @@ def _check_entry(module) -> None:
     params = entry.parameters
     layout = module.entry_computation_layout
     where = f"computation %{entry.name}"
+    for param in params:
+        if any(leaf.is_buffer for _, leaf in param.shape.leaves()):
+            raise at_instruction(VerificationError(
+                f"{where}, instruction {param.to_text()}: buffer: entry parameters cannot be "
+                f"buffers (b(...)); the entry pins arrays with custom_call_target=\"Pin\""),
+                param)
     if layout is not None:
         if len(layout.parameters) != len(params):
             raise VerificationError(

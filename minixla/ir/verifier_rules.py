@@ -308,6 +308,51 @@ def _result_accuracy(instr) -> None:
                                              f"{{tolerance={{atol=..,rtol=..,ulps=..}}}}")
 
 
+# ops that may hold buffers `b(T)`: custom calls make and change them, the rest pass them on
+_BUFFER_OPS = frozenset({"custom-call", "parameter", "get-tuple-element", "tuple", "while",
+                         "conditional", "call", "opt-barrier", *_ASYNC})
+# custom-call targets that make a buffer rather than take one over
+_BUFFER_MAKERS = ("Pin", "CreateBuffer")
+
+
+def _buffer_leaves(shape) -> list[tuple[int, ...]]:
+    return [index for index, leaf in shape.leaves() if leaf.is_buffer]
+
+
+def _buffers(instr) -> None:
+    """XLA's buffer rules: only custom calls and the ops that pass values on hold buffers, and
+    a custom call hands every buffer it takes back out (output_to_operand_aliasing) exactly
+    once and returns no buffer it did not take (except the targets that make one); Pin and
+    Unpin alias their result to their operand."""
+    results = _buffer_leaves(instr.shape)
+    if results and instr.opcode not in _BUFFER_OPS:
+        raise RuleFailure("buffer", f"{instr.opcode} cannot produce a buffer")
+    if instr.opcode != "custom-call":
+        return
+    target = instr.attrs.get("custom_call_target")
+    attr = instr.attrs.get("output_to_operand_aliasing")
+    pairs = output_to_operand_pairs(str(getattr(attr, "text", attr))) if attr is not None \
+        else []
+    if target in ("Pin", "Unpin") and (tuple(), 0, tuple()) not in (pairs or []):
+        raise RuleFailure("buffer", f"{target} must alias its result to its operand: "
+                                    f"output_to_operand_aliasing={{{{}}: (0, {{}})}}")
+    if pairs is None:
+        return  # reported by the aliasing rule
+    aliased_outputs = {out for out, _, _ in pairs}
+    taken = [(number, index) for _, number, index in pairs]
+    for output in results:
+        if output not in aliased_outputs and target not in _BUFFER_MAKERS:
+            raise RuleFailure("buffer", f"output {{{','.join(map(str, output))}}} is a buffer "
+                                        f"no operand passed in")
+    for number, operand in enumerate(instr.operands):
+        for index in _buffer_leaves(operand.shape):
+            count = taken.count((number, index))
+            if count > 1 or (count == 0 and target != "Unpin"):
+                raise RuleFailure("buffer", f"operand {number} buffer "
+                                            f"{{{','.join(map(str, index))}}} appears "
+                                            f"{count} times in the result, must once")
+
+
 def _same_array(a, b) -> bool:
     """Same element types and dims; a buffer `b(T)` holds a T."""
     strip = dataclasses.replace
@@ -315,7 +360,7 @@ def _same_array(a, b) -> bool:
 
 
 # rules every instruction is checked against
-GENERAL_RULES = (_output_to_operand_aliasing, _result_accuracy)
+GENERAL_RULES = (_output_to_operand_aliasing, _result_accuracy, _buffers)
 
 INSTRUCTION_RULES = {
     "compare": _compare_type, "rng": _rng, "iota": _iota, "select": _select,
