@@ -68,17 +68,57 @@ def _all_to_all(instr) -> None:
                                                  f"groups of {size}: one per member needed")
 
 
+def _is_index(shape) -> bool:
+    """An index tuple: (s32[], s32[], ...)."""
+    return shape.is_tuple and all(s.is_array and not s.rank for s in shape.tuple_shapes)
+
+
+def _index_lists(shape) -> int | None:
+    """How many index tuples `shape` gives: 1 for an index tuple, n for a tuple of n of them;
+    None if it is neither."""
+    if _is_index(shape):
+        return 1
+    if not shape.is_tuple or not all(_is_index(s) for s in shape.tuple_shapes):
+        return None
+    return len(shape.tuple_shapes)
+
+
+def _in_place_slices(instr) -> int:
+    """The combined form `collective-permute(input, output, input offsets, output offsets)`:
+    inputs and outputs are one buffer or tuples of as many, each with a list of index tuples
+    (one per slice). Returns how many slices each buffer has."""
+    shapes = [o.shape for o in instr.operands]
+    inputs, outputs = shapes[0], shapes[1]
+    count = len(inputs.tuple_shapes) if inputs.is_tuple else None
+    if inputs.is_tuple != outputs.is_tuple or \
+            (count is not None and len(outputs.tuple_shapes) != count):
+        raise RuleFailure("collective-permute buffers", f"input buffers {inputs} and output "
+                                                        f"buffers {outputs} do not match")
+    slices = set()
+    for what, offsets in (("input", shapes[2]), ("output", shapes[3])):
+        per_buffer = [offsets] if count is None else \
+            list(offsets.tuple_shapes) if offsets.is_tuple and \
+            len(offsets.tuple_shapes) == count else [None]
+        lists = [None if s is None else _index_lists(s) for s in per_buffer]
+        if None in lists:
+            raise RuleFailure("collective-permute offsets", f"{what} offsets {offsets} do not "
+                                                            f"list index tuples for each "
+                                                            f"{what} buffer")
+        slices.update(lists)
+    return max(slices)
+
+
 def _collective_permute(instr) -> None:
-    """Each device sends to at most one target and receives from at most one source (the
-    combined in-place form with slice offsets may repeat them)."""
-    if instr.operand_count != 1:
-        return
+    """Each device sends to at most one target and receives from at most one source; the
+    combined in-place form may repeat one once per slice it moves."""
+    in_place = instr.operand_count == 4 and instr.attrs.get("slice_sizes") is not None
+    allowed = _in_place_slices(instr) if in_place else 1
     pairs = instr.attrs["source_target_pairs"].pairs
     for side, ids in (("source", [p[0] for p in pairs]), ("target", [p[1] for p in pairs])):
-        twice = [i for i, n in Counter(ids).items() if n > 1]
-        if twice:
-            raise RuleFailure("source_target_pairs", f"device {twice[0]} is a {side} more "
-                                                     f"than once")
+        often = [i for i, n in Counter(ids).items() if n > allowed]
+        if often:
+            times = "more than once" if allowed == 1 else f"more than {allowed} times"
+            raise RuleFailure("source_target_pairs", f"device {often[0]} is a {side} {times}")
 
 
 def _ragged_all_to_all(instr) -> None:
