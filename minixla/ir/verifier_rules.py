@@ -353,6 +353,71 @@ def _buffers(instr) -> None:
                                             f"{count} times in the result, must once")
 
 
+def _origin_tree(text: str, pos: int = 0):
+    """The structure of an original value: a list for `(a, b, ...)`, "leaf" for `{...}`,
+    "any" for a placeholder like `[synthetic_call]`; with the position after it."""
+    while text[pos:pos + 1].isspace():
+        pos += 1
+    opener = text[pos:pos + 1]
+    if opener == "(":
+        items, pos = [], pos + 1
+        while True:
+            item, pos = _origin_tree(text, pos)
+            items.append(item)
+            while text[pos:pos + 1].isspace():
+                pos += 1
+            if text[pos:pos + 1] != ",":
+                break
+            pos += 1
+        if text[pos:pos + 1] != ")":
+            raise ValueError(text)
+        return items, pos + 1
+    closer = {"{": "}", "[": "]"}.get(opener)
+    if closer is None:
+        raise ValueError(text)
+    depth, i = 0, pos
+    for i in range(pos, len(text)):
+        depth += text[i] == opener
+        depth -= text[i] == closer
+        if depth == 0:
+            break
+    return ("leaf" if opener == "{" else "any"), i + 1
+
+
+def _origin_fits(tree, shape) -> bool:
+    if tree == "any":
+        return True
+    if shape.is_tuple:
+        return isinstance(tree, list) and len(tree) == len(shape.tuple_shapes) and all(
+            _origin_fits(t, s) for t, s in zip(tree, shape.tuple_shapes))
+    return tree == "leaf"
+
+
+def _origin(instr) -> None:
+    """origin={...} (XLA's original value) has the instruction's tuple structure."""
+    origin = instr.attrs.get("origin")
+    if origin is None:
+        return
+    text = str(getattr(origin, "text", origin)).strip()
+    try:
+        tree, _ = _origin_tree(text[1:-1]) if text.startswith("{") else ("any", 0)
+    except ValueError:
+        return  # a spelling this reader does not know: left to the printer
+    if not _origin_fits(tree, instr.shape):
+        raise RuleFailure("origin", f"origin={text} does not have the structure of "
+                                    f"{instr.shape}")
+
+
+def _physical_shapes(instr) -> None:
+    """A layout's P(shape) describes the storage of a sparse array; dense ones have none."""
+    for _, leaf in instr.shape.leaves():
+        layout = leaf.layout if leaf.is_array else None
+        if layout is not None and layout.physical_shape is not None and \
+                not layout.dim_level_types:
+            raise RuleFailure("layout", f"{leaf}: only sparse layouts (D(...)) take a physical "
+                                        f"shape P(...)")
+
+
 def _same_array(a, b) -> bool:
     """Same element types and dims; a buffer `b(T)` holds a T."""
     strip = dataclasses.replace
@@ -360,7 +425,8 @@ def _same_array(a, b) -> bool:
 
 
 # rules every instruction is checked against
-GENERAL_RULES = (_output_to_operand_aliasing, _result_accuracy, _buffers)
+GENERAL_RULES = (_output_to_operand_aliasing, _result_accuracy, _buffers, _origin,
+                 _physical_shapes)
 
 INSTRUCTION_RULES = {
     "compare": _compare_type, "rng": _rng, "iota": _iota, "select": _select,
