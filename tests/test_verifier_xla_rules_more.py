@@ -164,7 +164,8 @@ def test_io_shapes_and_host_transfer_channels():
 
 
 def test_control_flow_shardings_agree():
-    body = ("body {\n  s = f32[] parameter(0), sharding={replicated}\n  ROOT n = f32[] negate(s)\n}\n"
+    body = ("body {\n  s = f32[] parameter(0), sharding={replicated}\n"
+            "  ROOT n = f32[] negate(s)\n}\n"
             "cond {\n  s = f32[] parameter(0), sharding={maximal device=0}\n"
             "  ROOT c = pred[] constant(true)\n}\n")
     rejects("  p = f32[] parameter(0)\n  ROOT w = f32[] while(p), condition=cond, body=body",

@@ -11,9 +11,9 @@ from .opcodes import OPCODES
 from .sharding import HloSharding, check_collective, check_sharding
 from .shape_inference import infer_shape
 from .shape_rules_base import SignatureError, fmt, same
+from .verifier_attributes import ATTRIBUTE_RULES, GENERAL_RULES
 from .verifier_collectives import COLLECTIVE_RULES, check_module_collectives
-from .verifier_rules import (GENERAL_RULES, INSTRUCTION_RULES, RuleFailure, check_pairs,
-                             check_threads)
+from .verifier_rules import INSTRUCTION_RULES, RuleFailure, check_pairs, check_threads
 
 DIRECTIONS = ("EQ", "NE", "LT", "LE", "GT", "GE")
 COMPARE_TYPES = ("FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED")
@@ -24,9 +24,10 @@ _OPERAND_DIMS = ("reverse", "reduce", "concatenate", "sort", "get-dimension-size
                  "all-to-all", "map", "scan")
 _SINGLE_DIM = ("concatenate", "sort", "get-dimension-size", "set-dimension-size", "all-gather",
                "all-gather-start", "reduce-scatter")
-# opcode -> the rule checks of both rule tables
-_RULES = {op: tuple(table[op] for table in (INSTRUCTION_RULES, COLLECTIVE_RULES) if op in table)
-          for op in {**INSTRUCTION_RULES, **COLLECTIVE_RULES}}
+# opcode -> its checks from every rule table
+_TABLES = (INSTRUCTION_RULES, COLLECTIVE_RULES, ATTRIBUTE_RULES)
+_RULES = {op: tuple(table[op] for table in _TABLES if op in table)
+          for op in {op for table in _TABLES for op in table}}
 
 
 class _Failure(Exception):
