@@ -94,6 +94,24 @@ def test_async_continuations():
             "  ROOT d = f32[2] async-done(u), calls=a", ASYNC)
 
 
+PAIR = "t {\n  x = f32[3] parameter(0)\n  y = f32[3] parameter(1)\n" \
+       "  ROOT r = (f32[3], f32[3]) tuple(x, y)\n}\n"
+LATE = "  p = f32[3] parameter(0)\n  s = ((f32[3], f32[3]), (), s32[]) async-start(p, p), calls=t\n"
+
+
+def test_late_bound_async_outputs():
+    accepts(LATE + "  u = ((f32[3], f32[3]), (f32[3]), s32[]) async-update(s)\n"
+            "  v = ((f32[3], f32[3]), (f32[3], f32[3]), s32[]) async-update(u)\n"
+            "  ROOT d = (f32[3], f32[3]) async-done(v)", PAIR)
+    rejects(LATE + "  u = ((f32[3], f32[3]), (f32[9]), s32[]) async-update(s)\n"
+            "  ROOT d = (f32[9]) async-done(u)", "outputs bound so far", PAIR, name="%u")
+    rejects(LATE + "  u = ((f32[3], f32[3]), (f32[3]), s32[]) async-update(s)\n"
+            "  ROOT d = (f32[3]) async-done(u)", "every output must be bound", PAIR)
+    rejects("  s = ((), f32[3], s32[]) async-start(), calls=a\n  ROOT d = f32[3] async-done(s)",
+            "1 operands, 0 were passed", "a {\n  x = f32[3] parameter(0)\n"
+                                         "  ROOT n = f32[3] negate(x)\n}\n")
+
+
 def test_async_sugar_continues_the_op_it_started():
     parse_error("  p = f32[2] parameter(0)\n"
                 "  s = ((f32[2]), f32[2], s32[]) custom-call-start(p), custom_call_target=\"f\"\n"
