@@ -112,6 +112,36 @@ def test_late_bound_async_outputs():
                                          "  ROOT n = f32[3] negate(x)\n}\n")
 
 
+STATE = "(((f32[2]), f32[2], s32[]))"
+LOOP = f"""cond {{
+  s = {STATE} parameter(0)
+  ROOT c = pred[] constant(false)
+}}
+body {{
+  s = {STATE} parameter(0)
+  g = ((f32[2]), f32[2], s32[]) get-tuple-element(s), index=0
+  ROOT t = {STATE} tuple(g)
+}}
+a1 {{
+  ROOT p = f32[2] parameter(0)
+}}
+"""
+NEGATE = "a2 {\n  p = f32[2] parameter(0)\n  ROOT n = f32[2] negate(p)\n}\n"
+SAME = "a2 {\n  ROOT q = f32[2] parameter(0)\n}\n"
+THROUGH = ("  p = f32[2] parameter(0)\n  s = ((f32[2]), f32[2], s32[]) async-start(p), calls=a1\n"
+           f"  i = {STATE} tuple(s)\n  w = {STATE} while(i), condition=cond, body=body\n"
+           "  g = ((f32[2]), f32[2], s32[]) get-tuple-element(w), index=0\n")
+
+
+def test_async_state_through_a_loop_keeps_its_computation():
+    rejects(THROUGH + "  ROOT d = f32[2] async-done(g), calls=a2", "its state comes from %s",
+            LOOP + NEGATE, name="%d")
+    accepts(THROUGH + "  ROOT d = f32[2] async-done(g), calls=a1", LOOP + NEGATE)
+    accepts(THROUGH + "  ROOT d = f32[2] async-done(g), calls=a2", LOOP + SAME)  # equal
+    rejects(START + "  u = ((f32[2]), f32[2], s32[]) async-update(s)\n"
+            "  ROOT d = f32[2] async-done(s)", "continuations|neither continued", ASYNC)
+
+
 def test_async_sugar_continues_the_op_it_started():
     parse_error("  p = f32[2] parameter(0)\n"
                 "  s = ((f32[2]), f32[2], s32[]) custom-call-start(p), custom_call_target=\"f\"\n"

@@ -91,8 +91,6 @@ ACCEPTED = {
                                                            "sizes)",
     "service__hlo_verifier_test.140": XLA_TESTS_DISAGREE + " (unsorted broadcast dimensions)",
     "service__hlo_verifier_test.198": NOT_YET + " (the order of writes to one buffer)",
-    **dict.fromkeys([f"service__hlo_verifier_test.{n:03d}" for n in (261, 263)],
-                    NOT_YET + " (async ops that cross loop iterations)"),
     "hlo__parser__hlo_parser_test.198": NOT_YET + " (debug_attributes are kept as text)",
 }
 

@@ -13,7 +13,8 @@ from .shape_inference import infer_shape
 from .shape_rules_base import SignatureError, fmt, same
 from .verifier_attributes import ATTRIBUTE_RULES, GENERAL_RULES
 from .verifier_collectives import COLLECTIVE_RULES, check_module_collectives
-from .verifier_rules import INSTRUCTION_RULES, RuleFailure, check_pairs, check_threads
+from .verifier_rules import (INSTRUCTION_RULES, RuleFailure, check_loop_async, check_pairs,
+                             check_threads)
 
 DIRECTIONS = ("EQ", "NE", "LT", "LE", "GT", "GE")
 COMPARE_TYPES = ("FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED")
@@ -51,7 +52,7 @@ def verify(module) -> None:
     known = {id(c) for c in module.computations}
     for comp in module.computations:
         _check_computation(comp, known)
-    for module_rule in (check_threads, check_module_collectives):
+    for module_rule in (check_threads, check_loop_async, check_module_collectives):
         found = module_rule(module)
         if found is None:
             continue

@@ -280,7 +280,70 @@ def check_pairs(comp) -> tuple[object, RuleFailure] | None:
         if dones != 1:
             return instr, RuleFailure("async pair", f"%{instr.name} ({instr.opcode}) has no "
                                                     f"{follow[-1]}")
+    for instr in comp.instructions:
+        if instr.opcode == "async-update" and not instr.users and not instr.is_root():
+            return instr, RuleFailure("async pair", f"%{instr.name} (async-update) is "
+                                                    f"neither continued nor passed on")
     return None
 
 
-__all__ = ["INSTRUCTION_RULES", "MAIN_THREAD", "RuleFailure", "check_pairs", "check_threads"]
+def _element(value, index: int, loops: dict, seen: set):
+    """The async op that element `index` of the tuple `value` comes from, following tuples,
+    while loops and loop parameters back to where the value was made; None if unknown."""
+    if id(value) in seen:
+        return None
+    seen.add(id(value))
+    if value.opcode == "tuple" and index < value.operand_count:
+        return _async_origin(value.operand(index), loops, seen)
+    if value.opcode == "while" and value.operand_count:
+        return _element(value.operand(0), index, loops, seen)
+    if value.opcode == "parameter" and value.parent is not None:
+        for loop in loops.get(id(value.parent), ()):
+            found = _element(loop.operand(0), index, loops, seen)
+            if found is not None:
+                return found
+    return None
+
+
+def _async_origin(value, loops: dict, seen: set):
+    if value.opcode in ("async-start", "async-update"):
+        return value
+    if value.opcode == "get-tuple-element":
+        return _element(value.operand(0), value.attrs["index"], loops, seen)
+    return None
+
+
+def check_loop_async(module) -> tuple[object, RuleFailure] | None:
+    """(instruction, failure) for an async-update or async-done that takes its state through
+    a loop from an async op running another (not structurally equal) computation, else
+    None."""
+    loops: dict[int, list] = {}
+    for comp in module.computations:
+        for instr in comp.instructions:
+            if instr.opcode == "while":
+                for attr in ("body", "condition"):
+                    if instr.attrs.get(attr) is not None:
+                        loops.setdefault(id(instr.attrs[attr]), []).append(instr)
+    for comp in module.computations:
+        for instr in comp.instructions:
+            calls = instr.attrs.get("calls")
+            if instr.opcode not in ("async-update", "async-done") or calls is None or \
+                    instr.operand(0).opcode in ("async-start", "async-update"):
+                continue
+            origin = _async_origin(instr.operand(0), loops, set())
+            while origin is not None and origin.opcode == "async-update" and \
+                    origin.attrs.get("calls") is None and origin.operand_count:
+                origin = _async_origin(origin.operand(0), loops, set())
+            started = origin.attrs.get("calls") if origin is not None else None
+            # XLA accepts another computation that does the same thing
+            if started is not None and started is not calls and \
+                    not started.structurally_equal(calls):
+                return instr, RuleFailure("async computation", f"{instr.opcode} names "
+                                                               f"%{calls.name}, but its state "
+                                                               f"comes from %{origin.name}, "
+                                                               f"which runs %{started.name}")
+    return None
+
+
+__all__ = ["INSTRUCTION_RULES", "MAIN_THREAD", "RuleFailure", "check_loop_async", "check_pairs",
+           "check_threads"]
