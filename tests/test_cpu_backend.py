@@ -103,7 +103,7 @@ ENTRY main {
   c8 = s8[8] convert(a)
   m8 = s8[8] multiply(c8, c8)
   lt = pred[8] compare(ua, ub), direction=LT
-  slt = pred[8] compare(a, b), direction=LT, type=UNSIGNED
+  slt = pred[8] compare(a, b), direction=LT, type=SIGNED
   ROOT out = (s32[8], s32[8], s32[8], s32[8], s32[8], s32[8], s32[8], s32[8], s32[8],
               u32[8], u32[8], s8[8], pred[8], pred[8]) tuple(div, rem, shl, sra, srl, abs, neg,
               pop, clz, udiv, urem, m8, lt, slt)

@@ -63,7 +63,7 @@ def test_all_reduce_sums_within_each_group():
 def test_variadic_all_reduce_reduces_each_operand():
     xs = shards(2, (2,))
     text = module("p = f32[2] parameter(0)\n n = f32[2] negate(p)\n ROOT r = (f32[2], f32[2]) "
-                  "all-reduce(p, n), channel_id=1, replica_groups={}, "
+                  "all-reduce(p, n), channel_id=1, replica_groups={{0,1}}, "
                   "use_global_device_ids=true, to_apply=add", partitions=2)
     out = run(text, xs)
     np.testing.assert_allclose(out[1][0], xs[0] + xs[1], rtol=1e-6)
@@ -137,9 +137,9 @@ def test_async_pairs_and_ids():
   f = f32[] convert(id)
   fb = f32[2] broadcast(f), dimensions={}
   q = f32[2] add(p, fb)
-  s = (f32[2], f32[8]) all-gather-start(q), channel_id=1, replica_groups={}, dimensions={0}, use_global_device_ids=true
+  s = (f32[2], f32[8]) all-gather-start(q), channel_id=1, replica_groups={{0,1,2,3}}, dimensions={0}, use_global_device_ids=true
   d = f32[8] all-gather-done(s)
-  rs = f32[8] all-reduce-start(d), channel_id=2, replica_groups={}, use_global_device_ids=true, to_apply=add
+  rs = f32[8] all-reduce-start(d), channel_id=2, replica_groups={{0,1,2,3}}, use_global_device_ids=true, to_apply=add
   rd = f32[8] all-reduce-done(rs)
   cs = (f32[8], f32[8], u32[], u32[]) collective-permute-start(rd), channel_id=3, source_target_pairs={{0,3},{3,0}}
   ROOT cd = f32[8] collective-permute-done(cs)""")

@@ -52,8 +52,9 @@ ENTRY e {
 def test_buffer_shapes():
     module, printed = round_trip("""HloModule m
 ENTRY e {
-  p = b(f32[4,16]) parameter(0)
-  ROOT c = b(f32[4,16]) custom-call(p), custom_call_target="Pin"
+  p = f32[4,16] parameter(0)
+  ROOT c = b(f32[4,16]) custom-call(p), custom_call_target="Pin",
+    output_to_operand_aliasing={{}: (0, {})}
 }
 """)
     shape = module.entry.root.shape

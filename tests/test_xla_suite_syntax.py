@@ -108,11 +108,11 @@ ENTRY e {
 @pytest.mark.parametrize("body, message", [
     # the done comes before the one operand is bound
     ("start = ((), (f32[3], f32[3]), s32[]) async-start(), calls=async_computation\n"
-     "ROOT done = (f32[3], f32[3]) async-done(start)", "needs all 1 operands"),
+     "ROOT done = (f32[3], f32[3]) async-done(start)", "takes 1 operands, 0 were passed"),
     # an output element that is not a prefix of the result
     ("start = ((f32[3]), (), s32[]) async-start(p0), calls=async_computation\n"
      "update = ((f32[3]), (f32[100]), s32[]) async-update(start)\n"
-     "ROOT done = (f32[3], f32[3]) async-done(update)", "is neither () nor"),
+     "ROOT done = (f32[3], f32[3]) async-done(update)", "outputs bound so far"),
     # binding more operands than the computation takes
     ("start = ((f32[3]), (), s32[]) async-start(p0), calls=async_computation\n"
      "update = ((f32[3], f32[3]), (), s32[]) async-update(start, p0)\n"

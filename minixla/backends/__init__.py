@@ -111,3 +111,13 @@ def available() -> dict[str, str | bool]:
             ok, reason = False, str(exc)
         out[name] = True if ok else reason
     return out
+
+
+def flush_denormals_requested(options: dict) -> bool:
+    """The `flush_denormals` compile option, else the MINIXLA_FLAGS flag (reference/denormals.py
+    flushes)."""
+    from ..passes.flags import read_flags
+    from ..reference.denormals import OPTION
+    if OPTION in options:
+        return bool(options[OPTION])
+    return bool(read_flags().get(OPTION, False))

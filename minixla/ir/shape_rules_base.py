@@ -249,9 +249,10 @@ def convert(instr) -> Shape:
     shape = operand_array(instr, 0)
     if instr.opcode == "stochastic-convert":
         bits = operand_array(instr, 1)
-        if bits.dims != shape.dims or bits.element_type.kind != UNSIGNED:
-            raise fail(instr, f"random bits must be unsigned with the operand's dims, got "
-                              f"{fmt(bits)}")
+        if bits.dims != shape.dims or bits.element_type.kind != UNSIGNED or \
+                bits.element_type.bits != shape.element_type.bits:
+            raise fail(instr, f"random bits must be unsigned, of the operand's dims and bit "
+                              f"width ({shape.element_type.bits}), got {fmt(bits)}")
     if not target.is_array:
         raise fail(instr, f"result must be an array, got {fmt(target)}")
     return shape.with_dtype(target.element_type).without_layout()

@@ -5,10 +5,12 @@ get a rule: it rebuilds the shape from the operands and attributes, so the verif
 """
 from __future__ import annotations
 
+from math import prod
+
 from .shape_rules_base import (array, check_reducer, declared, dim_list, fail, fmt, one_dim,
                                operand_array, operand_arrays, require_declared, same_dims_all,
                                scalar_of)
-from .shapes import Shape
+from .shapes import UNBOUNDED, Shape
 
 
 def broadcast(instr) -> Shape:
@@ -56,6 +58,10 @@ def dynamic_reshape(instr) -> Shape:
     for i in range(1, instr.operand_count):
         if not scalar_of(instr, i, " (a size)").element_type.is_integer:
             raise fail(instr, f"size operand {i} must be an integer scalar")
+    bounded = UNBOUNDED not in operand.dims + target.dims
+    if bounded and prod(operand.dims) != prod(target.dims):  # bounds hold the same elements
+        raise fail(instr, f"{fmt(operand)} has {prod(operand.dims)} elements at its bounds, "
+                          f"{fmt(target)} {prod(target.dims)}")
     return array(operand.element_type, target.dims, target.dynamic)
 
 

@@ -11,7 +11,10 @@ from .opcodes import OPCODES
 from .sharding import HloSharding, check_collective, check_sharding
 from .shape_inference import infer_shape
 from .shape_rules_base import SignatureError, fmt, same
-from .verifier_rules import INSTRUCTION_RULES, RuleFailure, check_pairs
+from .verifier_attributes import ATTRIBUTE_RULES, GENERAL_RULES
+from .verifier_collectives import COLLECTIVE_RULES, check_module_collectives
+from .verifier_rules import (INSTRUCTION_RULES, RuleFailure, check_loop_async, check_pairs,
+                             check_threads)
 
 DIRECTIONS = ("EQ", "NE", "LT", "LE", "GT", "GE")
 COMPARE_TYPES = ("FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED")
@@ -22,6 +25,10 @@ _OPERAND_DIMS = ("reverse", "reduce", "concatenate", "sort", "get-dimension-size
                  "all-to-all", "map", "scan")
 _SINGLE_DIM = ("concatenate", "sort", "get-dimension-size", "set-dimension-size", "all-gather",
                "all-gather-start", "reduce-scatter")
+# opcode -> its checks from every rule table
+_TABLES = (INSTRUCTION_RULES, COLLECTIVE_RULES, ATTRIBUTE_RULES)
+_RULES = {op: tuple(table[op] for table in _TABLES if op in table)
+          for op in {op for table in _TABLES for op in table}}
 
 
 class _Failure(Exception):
@@ -45,6 +52,13 @@ def verify(module) -> None:
     known = {id(c) for c in module.computations}
     for comp in module.computations:
         _check_computation(comp, known)
+    for module_rule in (check_threads, check_loop_async, check_module_collectives):
+        found = module_rule(module)
+        if found is None:
+            continue
+        instr, failure = found
+        raise at_instruction(VerificationError(f"{_where(instr.parent, instr)}: {failure}"),
+                             instr)
     _check_entry(module)
     _check_distribution(module)
 
@@ -164,9 +178,11 @@ def _check_instruction(instr, known: set[int]) -> None:
             raise _Failure("called computation", f"%{comp.name} is not in the module")
     if instr.opcode in _ATTR_CHECKS and instr.shape is not None:
         _ATTR_CHECKS[instr.opcode](instr)
-    if instr.opcode in INSTRUCTION_RULES and instr.shape is not None:
+    if instr.shape is not None:
+        rules = GENERAL_RULES + _RULES.get(instr.opcode, ())
         try:
-            INSTRUCTION_RULES[instr.opcode](instr)
+            for rule in rules:
+                rule(instr)
         except RuleFailure as failure:
             raise _Failure(failure.rule, failure.detail) from None
     if instr.opcode == "constant":
@@ -254,6 +270,12 @@ def _check_entry(module) -> None:
     params = entry.parameters
     layout = module.entry_computation_layout
     where = f"computation %{entry.name}"
+    for param in params:
+        if any(leaf.is_buffer for _, leaf in param.shape.leaves()):
+            raise at_instruction(VerificationError(
+                f"{where}, instruction {param.to_text()}: buffer: entry parameters cannot be "
+                f"buffers (b(...)); the entry pins arrays with custom_call_target=\"Pin\""),
+                param)
     if layout is not None:
         if len(layout.parameters) != len(params):
             raise VerificationError(
@@ -300,6 +322,7 @@ def _check_aliasing(module, where: str) -> None:
             raise VerificationError(f"{where}: {what}: output {list(alias.output_index)} is "
                                     f"{fmt(out)} but parameter {alias.param_number} "
                                     f"{list(alias.param_index)} is {fmt(inp)}")
+        _check_alias_memory_space(module, alias, where)
         key = (alias.param_number, tuple(alias.param_index))
         if tuple(alias.output_index) in outputs or key in inputs:
             raise VerificationError(f"{where}: {what}: output {list(alias.output_index)} or "
@@ -309,3 +332,21 @@ def _check_aliasing(module, where: str) -> None:
     for number, index in module.buffer_donors:
         param = _param_shape(params, number, "buffer_donor", where)
         _subshape(param, index, "buffer_donor", where)
+
+
+def _check_alias_memory_space(module, alias, where: str) -> None:
+    """An aliased output shares its parameter's buffer, so the entry layout must put both in
+    one memory space."""
+    layout = module.entry_computation_layout
+    if layout is None or not 0 <= alias.param_number < len(layout.parameters):
+        return
+    what = "input_output_alias"
+    out = _subshape(layout.result, alias.output_index, what, where)
+    inp = _subshape(layout.parameters[alias.param_number], alias.param_index, what, where)
+    spaces = [s.layout.memory_space if s.is_array and s.layout is not None else 0
+              for s in (out, inp)]
+    if spaces[0] != spaces[1]:
+        raise VerificationError(f"{where}: {what}: output {list(alias.output_index)} is in "
+                                f"memory space {spaces[0]}, its parameter "
+                                f"{alias.param_number} {list(alias.param_index)} in "
+                                f"{spaces[1]}")

@@ -16,14 +16,6 @@ OPTION = "flush_denormals"
 _SMALLEST_NORMAL: dict[np.dtype, object] = {}
 
 
-def requested(options: dict) -> bool:
-    """The option, else the MINIXLA_FLAGS flag."""
-    if OPTION in options:
-        return bool(options[OPTION])
-    from ..passes.flags import read_flags
-    return bool(read_flags().get(OPTION, False))
-
-
 def smallest_normal(dtype) -> object | None:
     """The smallest positive normal value of a real floating dtype; None for other types."""
     dtype = np.dtype(dtype)

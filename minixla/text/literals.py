@@ -90,7 +90,7 @@ def _number(parser, token, shape: Shape):
             raise parser.error(f"'{text}' is not a valid {etype.name} value", token.start)
         return text == "true"
     if token.kind == INT and (etype.is_float or etype.is_complex):
-        return float(text)  # keeps the sign of `-0`
+        return _in_float_range(parser, token, float(text), shape)  # float() keeps `-0`
     if token.kind == INT:
         value = int(text)
         if etype.kind == "pred":
@@ -112,10 +112,29 @@ def _number(parser, token, shape: Shape):
         if text in _SPECIAL:
             return _SPECIAL[text]
         if token.kind == FLOAT:
-            return float(text)
+            return _in_float_range(parser, token, float(text), shape)
     if token.kind == FLOAT and etype.is_integer:
         raise parser.error(f"'{text}' is not an integer, as {etype.name} needs", token.start)
     raise parser.error(f"expected a {etype.name} value, found '{text}'", token.start)
+
+
+def _in_float_range(parser, token, value: float, shape: Shape) -> float:
+    """`value` if a number written out (not inf) stays finite in the element type, as XLA's
+    parser demands: `f16[] constant(70000)` or `f32[] constant(1e39)` is an error, not inf.
+    Types without an infinity (f8e4m3fn, f4e2m1fn, ...) reject anything past their largest
+    finite value instead of turning it into NaN or saturating."""
+    dtype = shape.numpy_dtype
+    if dtype.kind == "c":
+        dtype = np.dtype(np.float32 if dtype == np.complex64 else np.float64)
+    info = ml_dtypes.finfo(dtype)
+    has_inf = dtype.kind == "f" or bool(np.isinf(np.array(np.inf).astype(dtype)))
+    with np.errstate(over="ignore", invalid="ignore"):
+        rounded = float(np.array(value, np.float64).astype(dtype))
+    if math.isinf(value) or not math.isfinite(rounded) or \
+            (not has_inf and abs(value) > float(info.max)):
+        raise parser.error(f"value {token.text} is out of range for {shape.element_type.name} "
+                           f"(largest finite value {float(info.max):g})", token.start)
+    return value
 
 
 def _int_range(etype) -> tuple[int, int]:
@@ -128,6 +147,11 @@ def _nan_with_payload(text: str, shape: Shape, parser, token):
     negative = text.startswith("-")
     payload = int(text.lstrip("-")[4:-1], 16)
     dtype = shape.numpy_dtype
+    if dtype.kind == "c":
+        dtype = np.dtype(np.float32 if dtype == np.complex64 else np.float64)
+    if dtype.kind != "f" and not np.isinf(np.array(np.inf).astype(dtype)):
+        # f8e4m3fn, f8e4m3b11fnuz, ...: one NaN (or none), no bits for a payload
+        raise parser.error(f"{shape.dtype} has no NaN payloads: {text}", token.start)
     if dtype not in (np.float16, np.float32, np.float64) and dtype != ml_dtypes.bfloat16:
         return -math.nan if negative else math.nan
     info = ml_dtypes.finfo(dtype) if dtype == ml_dtypes.bfloat16 else np.finfo(dtype)

@@ -206,9 +206,11 @@ class Parser(ValueParser):
         name = name_token.text
         if name in self.computations:
             raise self.error(f"computation {name} is defined twice", name_token.start)
-        if self.peek().is_punct("("):
-            self.parse_param_signature()
+        signature = self.parse_param_signature() if self.peek().is_punct("(") else None
         comp = self.parse_computation_body(name)
+        if signature is not None and not signature.compatible(comp.root.shape):
+            raise self.error(f"computation {name} returns {signature} in its signature, but "
+                             f"its root is {comp.root.shape}", name_token.start)
         if self.peek().is_punct(",") and self.lookahead(1).kind == ATTR:
             self.next()
             attr = self.expect_kind(ATTR)
@@ -218,7 +220,8 @@ class Parser(ValueParser):
         self.computations[name] = comp
         return comp, is_entry
 
-    def parse_param_signature(self) -> None:
+    def parse_param_signature(self) -> Shape:
+        """`(name: shape, ...) -> shape`; returns the result shape."""
         self.expect("(")
         while not self.peek().is_punct(")"):
             if not self.peek().kind == NAME:
@@ -229,7 +232,7 @@ class Parser(ValueParser):
                 break
         self.expect(")")
         self.expect("->")
-        self.parse_shape()
+        return self.parse_shape()
 
     def parse_computation_body(self, name: str) -> HloComputation:
         outer_scope = self.scope

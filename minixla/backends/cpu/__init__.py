@@ -22,12 +22,11 @@ import warnings
 from ...errors import MinixlaError, UnsupportedError, at_instruction
 from ...ir.module import HloModule
 from ...ir.opcodes import COLLECTIVE
-from ...reference import denormals
 from ...reference.custom_call import lookup_custom_call
 from ...runtime.donation import Donations
 from ...runtime.executable import Executable
 from ...runtime.metrics import count, record_phase
-from .. import Backend
+from .. import Backend, flush_denormals_requested
 from . import cache, driver, jit
 
 try:  # the vector math library (and Numba) load with the backend, not inside a compile
@@ -109,7 +108,7 @@ def compile_module(module: HloModule, options: dict) -> Executable:
     key = None
     if disk is not None:
         codegen_options = {k: options[k] for k in _CODEGEN_OPTIONS if k in options}
-        if denormals.requested(options):  # the option or MINIXLA_FLAGS; changes the code too
+        if flush_denormals_requested(options):  # the option or MINIXLA_FLAGS; changes the code too
             codegen_options["flush_denormals"] = True
         fingerprint = module.fingerprint()
         key = cache.digest("module", fingerprint, codegen_options)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...reference import denormals
+from .. import flush_denormals_requested
 from ..common_driver import (DriverBuilder, DriverFunction, lower_alias, lower_call,
                              lower_conditional, lower_get_tuple_element, lower_token, lower_tuple, lower_view,
                              nest as _nest, source as _source, while_lines)
@@ -81,9 +82,9 @@ class _Builder(DriverBuilder):
         self.assignment = _buffer_assignment(module, options)
         self.arena_bytes = self.assignment.arena_size if self.assignment is not None else 0
         self.aliases = donation.aliases(module, self.assignment)  # outputs in donated buffers
-        self.flush_denormals = denormals.requested(options)
+        self.flush_denormals = flush_denormals_requested(options)
         if self.flush_denormals:
-            from ..interpreter.evaluator import Evaluator
+            from ...reference.evaluator import Evaluator
             self._evaluator = Evaluator(module, flush_denormals=True)
             self.ns.update(_flushed=denormals.flushed, _flush=denormals.flush_in_place)
 

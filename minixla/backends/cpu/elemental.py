@@ -33,7 +33,7 @@ class Writer:
         self.depth = 1
         self.counter = 0
         self.uses_reduce = False
-        self.flush_denormals = False  # flush subnormal results of every op (runtime/denormals.py)
+        self.flush_denormals = False  # flush subnormal results of every op (reference/denormals.py)
 
     def var(self, prefix: str = "v") -> str:
         self.counter += 1

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from ...errors import MinixlaError, UnsupportedError, at_instruction
 from ...ir.module import HloModule
-from ...reference import denormals
 from ...reference.custom_call import lookup_custom_call
 from ...runtime.executable import Executable
-from .. import Backend
+from .. import Backend, flush_denormals_requested
 from ...reference.evaluator import Evaluator, unsupported_opcodes
 
 
@@ -26,7 +25,7 @@ def compile_module(module: HloModule, options: dict) -> Executable:
             except MinixlaError as exc:
                 raise at_instruction(exc, instr)
     evaluator = Evaluator(module, max_while_iterations=options.get("max_while_iterations"),
-                          flush_denormals=denormals.requested(options))
+                          flush_denormals=flush_denormals_requested(options))
     return Executable(module, "interpreter",
                       evaluator.run, options=options)
 
