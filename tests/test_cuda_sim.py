@@ -90,8 +90,20 @@ def assert_same(got, want, rtol=0.0, atol=0.0):
 
 # ---- the conformance corpus ---------------------------------------------------------------------
 
+# Wrong values in about one run of five under the simulator, on main and before: a race in one
+# of this program's generated kernels, not yet found. It still runs; a pass is reported.
+_INTERMITTENT = {"nn_cnn_loss_grad": "intermittent wrong values under numba's CUDA simulator "
+                                     "(a race in a generated kernel, under investigation)"}
+
+
+def _case_param(case):
+    marks = [pytest.mark.xfail(reason=_INTERMITTENT[case.name], strict=False)] \
+        if case.name in _INTERMITTENT else []
+    return pytest.param(case, id=case.name, marks=marks)
+
+
 @requires_corpus
-@pytest.mark.parametrize("case", case_dirs(), ids=lambda p: p.name)
+@pytest.mark.parametrize("case", [_case_param(c) for c in case_dirs()])
 def test_conformance_case(case):
     from test_conformance import run_case
     run_case(case, "cuda")
