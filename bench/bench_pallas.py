@@ -9,10 +9,11 @@ Workloads: a row softmax (rows x cols, one block of rows per program) and a tile
 (size^3, block x block output tiles, a fori_loop over K tiles). For each it prints the median
 run time of the compiled kernel, of minixla.jit on `softmax(x)` / `x @ y`, of the interpreted
 kernel and of the kernel on the step path (the step compiled for cpu, the grid a Python loop,
-as when the grid cannot be compiled natively) (timed in turn, round after round, so a change in the machine's load hits
-all three alike), the ratios, whether the results agree, and how the kernel was compiled
-(native-cpu: the whole grid one Numba function; step: the step compiled, the grid a Python
-loop). Targets: compiled kernel within 3x of jit, and at least 3x faster than interpret=True.
+as when the grid cannot be compiled natively) (timed in turn, round after round, so a change
+in the machine's load hits all three alike), the ratios, whether the results agree, and how
+the kernel was compiled (native-cpu: the whole grid one Numba function; step: the step
+compiled, the grid a Python loop). Targets: compiled kernel within 3x of jit, and at least 3x
+faster than interpret=True.
 """
 from __future__ import annotations
 

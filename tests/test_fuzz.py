@@ -6,7 +6,6 @@ and pipeline) and 1,000 on cpu. A mismatch it finds becomes a one-op regression 
 file of the op's family.
 """
 import numpy as np
-import pytest
 
 from minixla.ir.opcodes import OPCODES
 from minixla.testing import fuzz

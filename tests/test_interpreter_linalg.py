@@ -103,7 +103,7 @@ def ref_conv(x, w, strides, pads, lhs_dil, rhs_dil, groups=1, batch_groups=1, re
     """x [N, C, spatial...], w [O, I, spatial...] -> [N', O, spatial...], one term at a time."""
     nsp = x.ndim - 2
     reversal = reversal or [False] * nsp
-    n, c, o, i = x.shape[0], x.shape[1], w.shape[0], w.shape[1]
+    n, o, i = x.shape[0], w.shape[0], w.shape[1]
     ksz = w.shape[2:]
     dilated = [(s - 1) * d + 1 for s, d in zip(x.shape[2:], lhs_dil)]
     span = [(k - 1) * d + 1 for k, d in zip(ksz, rhs_dil)]

@@ -52,7 +52,7 @@ def test_replacing_the_root_moves_the_root():
 
 def test_post_order_puts_operands_first_and_keeps_dead_code():
     comp = module().entry
-    dead = comp.add_instruction(HloInstruction("abs", comp.root.shape,
+    comp.add_instruction(HloInstruction("abs", comp.root.shape,
                                                [comp.instruction("p")], name="dead"))
     order = [i.name for i in comp.post_order()]
     assert order.index("p") < order.index("n") < order.index("a") < order.index("m")

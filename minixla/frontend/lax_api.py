@@ -169,7 +169,7 @@ def _branches(selector: Tracer, branches, operands):
     for k, (child, _, outs) in enumerate(traced):
         with tracing(child):
             root = []
-            for i, (o, (dtype, weak)) in enumerate(zip(outs, types)):
+            for i, (o, (dtype, _weak)) in enumerate(zip(outs, types)):
                 if o.shape != traced[0][2][i].shape:
                     raise FrontendShapeError(f"branch {k} output leaf {i} has shape {o.shape}, "
                                              f"branch 0 gives {traced[0][2][i].shape}")

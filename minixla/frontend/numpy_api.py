@@ -99,7 +99,6 @@ def broadcast_shapes(*shapes) -> tuple[int, ...]:
 def _broadcast_op(op, shape):
     """HLO broadcast of `op` to `shape` by NumPy's rule (trailing alignment, size-1 dims
     stretch)."""
-    builder = _builder()
     shape = tuple(shape)
     if op.dims == shape:
         return op

@@ -11,6 +11,6 @@ from .shapes import Layout, Shape, default_layout, scalar
 __all__ = [
     "ATTR_KINDS", "AliasEntry", "ConvDims", "ELEMENT_TYPES", "ElementType", "HloComputation",
     "HloInstruction", "HloModule", "Layout", "OPCODES", "OpDef", "ProgramShape", "Raw", "Shape",
-    "Window", "WindowDim", "default_layout", "element_type", "infer_shape", "from_numpy", "numpy_dtype",
-    "opdef", "parse_dim_labels", "scalar",
+    "Window", "WindowDim", "default_layout", "element_type", "infer_shape", "from_numpy",
+    "numpy_dtype", "opdef", "parse_dim_labels", "scalar",
 ]

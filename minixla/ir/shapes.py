@@ -66,7 +66,7 @@ def default_layout(rank: int) -> Layout:
 
 @dataclass(frozen=True)
 class Shape:
-    """An array shape (element type, dims, layout) or a tuple shape (element_type.name == 'tuple')."""
+    """An array shape (element type, dims, layout) or a tuple shape (element type 'tuple')."""
 
     element_type: ElementType
     dims: tuple[int, ...] = ()
@@ -155,7 +155,8 @@ class Shape:
     # -- transformations ------------------------------------------------------------------
     def with_default_layout(self) -> "Shape":
         if self.is_tuple:
-            return replace(self, tuple_shapes=tuple(s.with_default_layout() for s in self.tuple_shapes))
+            return replace(self, tuple_shapes=tuple(s.with_default_layout()
+                                                    for s in self.tuple_shapes))
         if self.layout is not None or not self.is_array:
             return self
         return replace(self, layout=default_layout(self.rank))

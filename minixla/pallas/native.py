@@ -161,7 +161,7 @@ class GridSource:
 
     def body(self) -> list[str]:
         """The loops over the grid and the step inside them."""
-        w, em, plan = self.w, self.em, self.plan
+        w, plan = self.w, self.plan
         axes = plan.parallel_axes if self.threads else 0
         outer, inner = plan.outer(axes), plan.inner(axes)
         w.line(f"for t in {'prange' if self.threads else 'range'}({outer}):")

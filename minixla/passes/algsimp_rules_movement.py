@@ -117,7 +117,7 @@ def slice_full(root, x):
 def slice_of_slice(root, inner, x):
     # slice(slice(x, s1:l1:t1), s2:l2:t2) -> slice(x, s1+s2*t1 : ... : t1*t2)
     spec = []
-    for (s1, _, t1), (s2, l2, t2), size in zip(inner.attrs["slice"], root.attrs["slice"],
+    for (s1, _, t1), (s2, _, t2), size in zip(inner.attrs["slice"], root.attrs["slice"],
                                                root.shape.dims):
         start, stride = s1 + s2 * t1, t1 * t2
         spec.append((start, start + (size - 1) * stride + 1 if size else start, stride))

@@ -189,7 +189,8 @@ class FixedPoint(Pass):
     def run(self, module: HloModule, context: RunContext | None = None) -> bool:
         context = context or RunContext(verify=VERIFY_BETWEEN_PASSES)
         changed_any = False
-        for self.iterations in range(1, self.max_iterations + 1):
+        for iteration in range(1, self.max_iterations + 1):
+            self.iterations = iteration
             changing = [item.name for item in self.passes
                         if run_pass(item, module, context, self.name)]
             changed_any |= bool(changing)

@@ -121,7 +121,7 @@ class Dataflow:
         if instr.opcode in FORWARDING:
             return
         for number, operand in enumerate(instr.operands):
-            for index, leaf in operand.shape.leaves():
+            for index, _leaf in operand.shape.leaves():
                 value = self._at.get((id(operand), index))
                 if value is not None:
                     value.uses.append((instr, number, index))
@@ -140,7 +140,7 @@ class Dataflow:
             self._parent[max(ra, rb)] = min(ra, rb)
 
     def _join(self, a: HloInstruction, b: HloInstruction) -> None:
-        for index, leaf in a.shape.leaves():
+        for index, _leaf in a.shape.leaves():
             if (id(a), index) in self._at and (id(b), index) in self._at:
                 self.union(self._at[(id(a), index)], self._at[(id(b), index)])
 

@@ -1,4 +1,6 @@
 """Imports every built-in pass module so that each registers its passes by name."""
+import importlib as _importlib
+
 # Each pass module calls register_pass at import; list new modules here.
 PASS_MODULES: list[str] = [
     "dce", "cse", "tuple_simplifier", "call_inliner", "constant_folding", "algsimp",
@@ -6,8 +8,6 @@ PASS_MODULES: list[str] = [
     "while_simplifier", "conditional_simplifier", "movers", "rematerialization",
     "spmd_partitioner", "auto_sharding",
 ]
-
-import importlib as _importlib
 
 for _name in PASS_MODULES:
     _importlib.import_module(f"{__package__}.{_name}")

@@ -109,7 +109,8 @@ class Evaluator:
             try:
                 values[id(instr)] = handler(self, instr, operands)
             except MinixlaError as exc:
-                raise at_instruction(exc, instr)
+                at_instruction(exc, instr)
+                raise
             except MemoryError as exc:  # a temporary larger than the machine (a huge window)
                 raise ResourceExhaustedError(f"the interpreter ran out of memory evaluating "
                                              f"{instr.opcode} %{instr.name}: {exc}") from None

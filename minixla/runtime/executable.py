@@ -3,9 +3,10 @@
 Arguments are NumPy arrays (or Python scalars for 0-d parameters) in logical order whatever the
 entry layout; results come back the same way: an array, or a tuple nested like the result shape.
 A result never shares memory with the caller's arrays (a pass-through result, or a view of an
-argument, is copied), on every backend, unless the argument was donated (runtime/donation.py). With CHECK_RESULTS (tests set it; $MINIXLA_CHECK_RESULTS=1 at run time) every result
-must have exactly the declared shape and dtype, so a backend that returns the wrong shape fails
-loudly instead of passing for the right one.
+argument, is copied), on every backend, unless the argument was donated (runtime/donation.py).
+With CHECK_RESULTS (tests set it; $MINIXLA_CHECK_RESULTS=1 at run time) every result must have
+exactly the declared shape and dtype, so a backend that returns the wrong shape fails loudly
+instead of passing for the right one.
 """
 from __future__ import annotations
 

@@ -10,7 +10,6 @@ import math
 import ml_dtypes
 import numpy as np
 
-from ..ir.dtypes import from_numpy
 from ..ir.shapes import Shape
 from .lexer import FLOAT, IDENT, INT, PUNCT
 

@@ -2,7 +2,8 @@
 
 The cache lives in $MINIXLA_CACHE_DIR (default ~/.cache/minixla; see
 minixla/backends/cpu/cache.py for its layout). `info` prints the location, the number of
-entries (kernels and compiled modules), their size and the hit and miss counts; `clear` deletes them.
+entries (kernels and compiled modules), their size and the hit and miss counts; `clear`
+deletes them.
 """
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ def bounded(kind, low, high=None):
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a valid {kind.__name__}")
+            raise argparse.ArgumentTypeError(f"{text!r} is not a valid {kind.__name__}") from None
         if value < low or (high is not None and value > high) or value != value:
             upper = f" and at most {high}" if high is not None else ""
             raise argparse.ArgumentTypeError(f"{text} is out of range: must be at least "

@@ -29,7 +29,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 
 from .common import ToolError, load_module
 

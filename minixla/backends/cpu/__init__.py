@@ -63,7 +63,8 @@ def _check_custom_calls(module: HloModule) -> None:
             try:
                 lookup_custom_call(instr.attrs["custom_call_target"], "cpu")
             except MinixlaError as exc:
-                raise at_instruction(exc, instr)
+                at_instruction(exc, instr)
+                raise
 
 
 def _open_cache(options: dict) -> "cache.DiskCache | None":

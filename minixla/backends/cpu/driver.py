@@ -26,7 +26,8 @@ import numpy as np
 from ...reference import denormals
 from .. import flush_denormals_requested
 from ..common_driver import (DriverBuilder, DriverFunction, lower_alias, lower_call,
-                             lower_conditional, lower_get_tuple_element, lower_token, lower_tuple, lower_view,
+                             lower_conditional, lower_get_tuple_element, lower_token,
+                             lower_tuple, lower_view,
                              nest as _nest, source as _source, while_lines)
 from . import donation, libcalls, opkernels, thunks
 from .kernels import PARALLEL_THRESHOLD, KernelSpec, build_kernel, kernel_arg, single_op_computation
@@ -228,7 +229,8 @@ class _Builder(DriverBuilder):
         order = list(comp.instructions) if self.module.is_scheduled else comp.post_order()
         shared = None
         if self.assignment is not None:
-            shared = lambda i, leaf: self.shared_slot(i, leaf, decisions[id(i)])
+            def shared(i, leaf):
+                return self.shared_slot(i, leaf, decisions[id(i)])
         how = lambda i: decisions[id(i)][0]  # noqa: E731
         carried = {id(d) for d in self.carried.get(id(comp), {}).values()}
         donated = donation.EntryDonations()

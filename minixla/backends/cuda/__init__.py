@@ -66,7 +66,8 @@ def compile_module(module: HloModule, options: dict) -> Executable:
             try:
                 lookup_custom_call(instr.attrs["custom_call_target"], "cuda")
             except MinixlaError as exc:
-                raise at_instruction(exc, instr)
+                at_instruction(exc, instr)
+                raise
     start = time.perf_counter()
     program = driver.build_program(module, options)
     record_phase("codegen.cuda.emit", time.perf_counter() - start)

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 
 from ...reference.custom_call import lookup_custom_call
 from ..common_driver import (DriverBuilder, DriverFunction, lower_alias, lower_call,
-                             lower_conditional, lower_get_tuple_element, lower_while, lower_token, lower_tuple, lower_view,
+                             lower_conditional, lower_get_tuple_element, lower_while,
+                             lower_token, lower_tuple, lower_view,
                              nest as _nest, source as _src)
 from ..cpu import thunks
 from ..cpu.kernels import single_op_computation

@@ -23,7 +23,8 @@ def compile_module(module: HloModule, options: dict) -> Executable:
             try:
                 lookup_custom_call(instr.attrs["custom_call_target"], "interpreter")
             except MinixlaError as exc:
-                raise at_instruction(exc, instr)
+                at_instruction(exc, instr)
+                raise
     evaluator = Evaluator(module, max_while_iterations=options.get("max_while_iterations"),
                           flush_denormals=flush_denormals_requested(options))
     return Executable(module, "interpreter",
