@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
+from ..errors import VerificationError
 from .instruction import HloInstruction
 from .shapes import Shape
 
@@ -39,20 +40,33 @@ class HloComputation:
         self._root = root
 
     @property
-    def root(self) -> HloInstruction | None:
+    def root(self) -> HloInstruction:
         """The result instruction; until one is set, the last instruction added."""
-        if self._root is None and self.instructions:
-            return self.instructions[-1]
-        return self._root
+        if self._root is not None:
+            return self._root
+        if not self.instructions:
+            raise VerificationError(f"computation {self.name} is empty: it has no root")
+        return self.instructions[-1]
 
     @root.setter
     def root(self, instr: HloInstruction | None) -> None:
         self._root = instr
+
+    @property
+    def has_root(self) -> bool:
+        return self._root is not None or bool(self.instructions)
+
+    @property
+    def module(self) -> HloModule:
+        """The module holding this computation (`parent`, for code that needs one)."""
+        if self.parent is None:
+            raise VerificationError(f"computation {self.name} is not in a module")
+        return self.parent
     # -- queries --------------------------------------------------------------------------
     @property
     def parameters(self) -> list[HloInstruction]:
         params = [i for i in self.instructions if i.opcode == "parameter"]
-        return sorted(params, key=lambda p: p.parameter_number)
+        return sorted(params, key=lambda p: p.parameter_number or 0)
 
     def parameter(self, number: int) -> HloInstruction:
         for instr in self.instructions:

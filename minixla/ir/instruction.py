@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..errors import VerificationError
 from .opcodes import OPCODES, OpDef
 from .shapes import Shape
 
@@ -60,6 +61,13 @@ class HloInstruction:
 
     # -- properties -----------------------------------------------------------------------
     @property
+    def computation(self) -> "HloComputation":
+        """The computation holding this instruction (`parent`, for code that needs one)."""
+        if self.parent is None:
+            raise VerificationError(f"%{self.name} is not in a computation")
+        return self.parent
+
+    @property
     def opdef(self) -> OpDef:
         return OPCODES[self.opcode]
 
@@ -77,7 +85,7 @@ class HloInstruction:
     @property
     def called_computations(self) -> list["HloComputation"]:
         """Computations this instruction calls, in attribute print order."""
-        out = []
+        out: list = []
         for attr in self.opdef.calls:
             value = self.attrs.get(attr)
             if value is None:

@@ -68,7 +68,7 @@ def _physical(idx: Sequence, dims, minor_to_major, tiles):
     shape = tuple(int(dims[d]) for d in order)
     for tile in tiles:
         rows, shape = _tile_once(rows, shape, tile)
-    offsets = np.int64(0)
+    offsets: np.ndarray | np.int64 = np.int64(0)
     for row, size in zip(rows, shape):
         offsets = offsets * size + row
     return offsets, shape

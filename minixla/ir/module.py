@@ -5,6 +5,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
+from ..errors import VerificationError
 from .computation import HloComputation
 from .shapes import Shape
 
@@ -54,7 +55,7 @@ class NameUniquer:
 class HloModule:
     name: str
     computations: list[HloComputation] = field(default_factory=list)
-    entry: HloComputation | None = None
+    _entry: HloComputation | None = field(default=None, repr=False)
     entry_computation_layout: ProgramShape | None = None
     input_output_alias: list[AliasEntry] = field(default_factory=list)
     buffer_donors: list[tuple[int, tuple[int, ...]]] = field(default_factory=list)
@@ -74,11 +75,22 @@ class HloModule:
             self.set_entry(comp)
         return comp
 
+    @property
+    def entry(self) -> HloComputation:
+        """The entry computation; a module without one is still being built."""
+        if self._entry is None:
+            raise VerificationError(f"module {self.name} has no entry computation")
+        return self._entry
+
+    @property
+    def has_entry(self) -> bool:
+        return self._entry is not None
+
     def set_entry(self, comp: HloComputation) -> None:
-        if self.entry is not None:
-            self.entry.is_entry = False
+        if self._entry is not None:
+            self._entry.is_entry = False
         comp.is_entry = True
-        self.entry = comp
+        self._entry = comp
 
     def computation(self, name: str) -> HloComputation:
         for comp in self.computations:
@@ -113,10 +125,10 @@ class HloModule:
 
         called = {id(c) for comp in self.computations for c in comp.called_computations()}
         for comp in self.computations:
-            if id(comp) not in called and comp is not self.entry:
+            if id(comp) not in called and comp is not self._entry:
                 visit(comp)
-        if self.entry is not None:
-            visit(self.entry)
+        if self._entry is not None:
+            visit(self._entry)
         order.extend(c for c in self.computations if id(c) not in seen)  # cycles: keep all
         return order
 
@@ -158,7 +170,7 @@ class HloModule:
             new = comp.clone(computation_map=mapping)
             mapping[id(comp)] = new
         for comp in self.computations:  # keep the original computation order
-            copy.add_computation(mapping[id(comp)], entry=comp is self.entry)
+            copy.add_computation(mapping[id(comp)], entry=comp is self._entry)
         return copy
 
     def structurally_equal(self, other: "HloModule") -> bool:

@@ -61,8 +61,8 @@ def _check_call(instr, label: str, comp, params, result) -> None:
     if len(got) != len(params) or not all(base.same(a, b) for a, b in zip(got, params)):
         raise fail(instr, f"{label}=%{comp.name} takes ({', '.join(fmt(s) for s in got)}), "
                           f"given ({', '.join(fmt(s) for s in params)})", SignatureError)
-    if comp.root is None or (result is not None and not base.same(comp.root.shape, result)):
-        root = fmt(comp.root.shape) if comp.root is not None else "nothing"
+    if not comp.has_root or (result is not None and not base.same(comp.root.shape, result)):
+        root = fmt(comp.root.shape) if comp.has_root else "nothing"
         raise fail(instr, f"{label}=%{comp.name} returns {root}, expected {fmt(result)}",
                    SignatureError)
 

@@ -135,7 +135,7 @@ def check_signature(instr, attr: str, params: list[Shape], result: Shape | None 
         if not match(have, want):
             raise fail(instr, f"{attr}=%{comp.name} parameter {i} is {fmt(have)}, expected "
                               f"{fmt(want)}", SignatureError)
-    if comp.root is None:
+    if not comp.has_root:
         raise fail(instr, f"{attr}=%{comp.name} has no root", SignatureError)
     if result is not None and not same(comp.root.shape, result):
         raise fail(instr, f"{attr}=%{comp.name} returns {fmt(comp.root.shape)}, expected "

@@ -136,7 +136,7 @@ class Shape:
         """(shape index, array shape) for every non-tuple leaf, in order."""
         if not self.is_tuple:
             return [((), self)]
-        out = []
+        out: list = []
         for i, sub in enumerate(self.tuple_shapes):
             out.extend(((i,) + idx, leaf) for idx, leaf in sub.leaves())
         return out

@@ -24,15 +24,18 @@ def unescape(body: str, lexer=None, offset: int = 0) -> str:
             out.append(_ESCAPES[nxt])
             i += 2
         elif nxt.isdigit():
-            digits = re.match(r"[0-7]{1,3}", body[i + 1:]).group()
-            out.append(chr(int(digits, 8)))
-            i += 1 + len(digits)
+            octal = re.match(r"[0-7]{1,3}", body[i + 1:])
+            if not octal:
+                raise (lexer.error("bad octal escape", offset) if lexer
+                       else ValueError("bad escape"))
+            out.append(chr(int(octal.group(), 8)))
+            i += 1 + len(octal.group())
         elif nxt == "x":
-            digits = re.match(r"[0-9a-fA-F]{1,2}", body[i + 2:])
-            if not digits:
+            hexa = re.match(r"[0-9a-fA-F]{1,2}", body[i + 2:])
+            if not hexa:
                 raise (lexer.error("bad \\x escape", offset) if lexer else ValueError("bad escape"))
-            out.append(chr(int(digits.group(), 16)))
-            i += 2 + len(digits.group())
+            out.append(chr(int(hexa.group(), 16)))
+            i += 2 + len(hexa.group())
         else:
             raise (lexer.error(f"unknown escape \\{nxt}", offset) if lexer
                    else ValueError("bad escape"))

@@ -40,7 +40,7 @@ class _Failure(Exception):
 
 def verify(module) -> None:
     """Raises VerificationError for the first broken invariant of `module`."""
-    if module.entry is None or not any(c is module.entry for c in module.computations):
+    if not module.has_entry or not any(c is module.entry for c in module.computations):
         raise VerificationError(f"module {module.name}: no entry computation in the module")
     _check_unique_names(module)
     for comp in module.computations:  # the call-graph walk below needs known opcodes
@@ -136,7 +136,7 @@ def _check_no_recursion(module) -> None:
 
 def _check_computation(comp, known: set[int]) -> None:
     members = {id(i) for i in comp.instructions}
-    if comp.root is None or id(comp.root) not in members:
+    if not comp.has_root or id(comp.root) not in members:
         raise VerificationError(f"{_where(comp)}: the root must be an instruction of the "
                                 f"computation")
     numbers = [p.parameter_number for p in comp.instructions if p.opcode == "parameter"]

@@ -179,7 +179,7 @@ def _while_sharding(instr) -> None:
 
 
 def _conditional_sharding(instr) -> None:
-    branches = [c for c in instr.called_computations if c.root is not None]
+    branches = [c for c in instr.called_computations if c.has_root]
     _consistent_shardings(instr, [("conditional", instr)] +
                           [(f"%{c.name} root", c.root) for c in branches])
 

@@ -221,7 +221,7 @@ def _async_start_structure(instr) -> None:
 def _partially_bound(result, comp) -> bool:
     """Late binding: {1} of an async state is a tuple holding the first outputs of a tuple
     result, more with each update. True for such a part (`()` included)."""
-    root = comp.root.shape if comp.root is not None else None
+    root = comp.root.shape if comp.has_root else None
     return root is not None and root.is_tuple and result.is_tuple and \
         len(result.tuple_shapes) < len(root.tuple_shapes)
 

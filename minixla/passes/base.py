@@ -13,7 +13,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, ClassVar
+from typing import Callable
 
 from ..errors import MinixlaError, VerificationError
 from ..ir.module import HloModule
@@ -26,7 +26,7 @@ class PassError(MinixlaError):
 
 
 class Pass:
-    name: ClassVar[str] = "pass"
+    name: str = "pass"  # pipelines name themselves per instance
 
     def run(self, module: HloModule) -> bool:
         raise NotImplementedError
@@ -109,7 +109,7 @@ class Dumper:
         self.prefix = f"module_{self.module_id:04d}.{_safe(module.name)}"
         self._enabled = bool(options.dump_to) and (
             options.module_re is None or re.search(options.module_re, module.name) is not None)
-        if self._enabled:
+        if self._enabled and options.dump_to:
             Path(options.dump_to).mkdir(parents=True, exist_ok=True)
 
     @property
@@ -117,7 +117,7 @@ class Dumper:
         return self._enabled
 
     def write(self, suffix: str, text: str) -> Path | None:
-        if not self.enabled:
+        if not self.enabled or not self.options.dump_to:
             return None
         path = Path(self.options.dump_to) / f"{self.prefix}.{suffix}"
         path.write_text(text)

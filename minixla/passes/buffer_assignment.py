@@ -76,12 +76,13 @@ class BufferAllocation:
     def header(self) -> str:
         text = f"allocation {self.index}: size {self.size}"
         if self.is_entry_parameter:
-            param = self.values[0].shape if self.values else None
-            text += f", parameter {self.parameter_number}, shape |{param.without_layout()}| " \
+            param = self.values[0].shape.without_layout() if self.values else None
+            text += f", parameter {self.parameter_number}, shape |{param}| " \
                     f"at ShapeIndex {_index_text(self.param_index)}"
         if self.maybe_live_out:
             out = next(v.shape for v in self.values
-                       if any(p is p.parent.root and p.parent.is_entry for p, _ in v.positions))
+                       if any(p is p.computation.root and p.computation.is_entry
+                              for p, _ in v.positions))
             text += f", output shape is |{out.without_layout()}|"
         if self.is_constant:
             text += ", constant"
@@ -308,7 +309,7 @@ def _can_take_over(flow, joiner, instr, number, source, value, start) -> bool:
 
 
 def _is_output(value: HloValue) -> bool:
-    return any(p is p.parent.root and p.parent.is_entry for p, _ in value.positions)
+    return any(p is p.computation.root and p.computation.is_entry for p, _ in value.positions)
 
 
 def _alias_inputs(module, flow, timeline, joiner: _Joiner, result: BufferAssignment) -> None:
@@ -401,7 +402,7 @@ def _allocate(module, flow: Dataflow, spans, result: BufferAssignment) -> None:
 
 def _place(buffer: _Buffer, temps: list, made: list) -> BufferAllocation:
     params = {(v.instr.parameter_number, v.index) for v in buffer.values
-              if v.instr.opcode == "parameter" and v.instr.parent.is_entry}
+              if v.instr.opcode == "parameter" and v.instr.computation.is_entry}
     constant = any(v.instr.opcode == "constant" for v in buffer.values)
     if len(params) + int(constant) > 1:
         raise BufferAssignmentError(

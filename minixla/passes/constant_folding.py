@@ -47,7 +47,7 @@ def foldable(instr: HloInstruction) -> bool:
 def fold(root: HloInstruction) -> HloInstruction | None:
     # op(constants...) -> constant(op evaluated by the interpreter)
     from ..reference.evaluator import Evaluator
-    evaluator = Evaluator(root.parent.parent)
+    evaluator = Evaluator(root.computation.module)
     handler = evaluator.table.get(root.opcode)
     if handler is None:
         return None

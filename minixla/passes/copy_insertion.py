@@ -80,14 +80,14 @@ class CopyInsertion(Pass):
                 and u.attrs["index"] != index[0]) or not readers:
             return None  # the whole state tuple is read somewhere: leave it
         gte = readers[0]
-        copy = param.parent.add_instruction(
+        copy = param.computation.add_instruction(
             HloInstruction("copy", gte.shape, [gte], name=self.names("copy")))
         for reader in readers:
             for user in list(reader.users):
                 if user is not copy:
                     user.replace_operand_with(reader, copy)
-            if reader is reader.parent.root:
-                reader.parent.root = copy
+            if reader is reader.computation.root:
+                reader.computation.root = copy
             if reader is not gte:
                 remove_if_dead(reader)
         return copy
@@ -108,11 +108,11 @@ class CopyInsertion(Pass):
             new = [self._copy_leaves(p, wanted, made, index + (i,)) for i, p in enumerate(parts)]
             if all(a is b for a, b in zip(new, parts)) and instr.opcode == "tuple":
                 return instr
-            return make_tuple(new, instr.parent, self.names)
+            return make_tuple(new, instr.computation, self.names)
         if not shape.is_array or not wanted(index, shape):
             return instr
         copy = HloInstruction("copy", shape, [instr], name=self.names("copy"))
-        made.append(instr.parent.add_instruction(copy))
+        made.append(instr.computation.add_instruction(copy))
         return copy
 
     def _fix_entry_root(self, flow: Dataflow) -> bool:
@@ -187,7 +187,7 @@ class CopyInsertion(Pass):
 
     def _order(self, flow: Dataflow, first: HloInstruction, second: HloInstruction) -> None:
         chain = {}
-        node = first
+        node: HloInstruction | None = first
         while node is not None:
             chain[id(node.parent)] = node
             node = flow.caller.get(id(node.parent))

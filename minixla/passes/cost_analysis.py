@@ -121,7 +121,7 @@ def instruction_cost(instr: HloInstruction) -> Counter:
     if instr.opcode in _FREE:
         return Counter()
     if instr.opcode == "fusion":
-        cost = Counter()
+        cost: Counter[str] = Counter()
         for member in instr.attrs["calls"].instructions:
             cost.update(_compute_cost(member))
     elif instr.opcode in _CONTROL:
@@ -144,7 +144,7 @@ def instruction_cost(instr: HloInstruction) -> Counter:
 
 
 def computation_cost(comp: HloComputation) -> Counter:
-    total = Counter()
+    total: Counter[str] = Counter()
     for instr in comp.instructions:
         total.update(instruction_cost(instr))
     return total

@@ -112,7 +112,7 @@ class Dataflow:
             elif op in FORWARDING:
                 value = self._at[(id(instr.operand(0)), index)]
             else:
-                phi = op in CONTROL_FLOW or (op == "parameter" and not instr.parent.is_entry)
+                phi = op in CONTROL_FLOW or (op == "parameter" and not instr.computation.is_entry)
                 value = self._new(instr, index, leaf, phi)
             value.positions.append((instr, index))
             self._at[(id(instr), index)] = value
@@ -172,16 +172,15 @@ class Dataflow:
     def is_read_only(self, value: HloValue) -> bool:
         """Entry parameters and constants: storage the program must not overwrite."""
         return value.instr.opcode == "constant" or (
-            value.instr.opcode == "parameter" and value.instr.parent.is_entry)
+            value.instr.opcode == "parameter" and value.instr.computation.is_entry)
 
     def level_in(self, instr: HloInstruction, comp: HloComputation) -> HloInstruction | None:
         """The instruction of `comp` during which `instr` runs (itself, or the control-flow op
         whose callee runs it); None when `instr` runs outside `comp`."""
-        while instr.parent is not comp:
-            instr = self.caller.get(id(instr.parent))
-            if instr is None:
-                return None
-        return instr
+        level: HloInstruction | None = instr
+        while level is not None and level.parent is not comp:
+            level = self.caller.get(id(level.parent))
+        return level
 
 
 def can_share_operand_buffer(user: HloInstruction, number: int) -> bool:
@@ -256,7 +255,7 @@ class Timeline:
         for user, _, _ in value.uses:
             end = max(end, self.span[id(user)][0])
         for position, _ in value.positions:
-            comp = position.parent
+            comp = position.computation
             if position is comp.root:
                 end = max(end, self.end if comp.is_entry else self.comp_end[id(comp)])
         return start, end

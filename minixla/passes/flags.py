@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shlex
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import MinixlaError
@@ -33,7 +34,7 @@ def _count(value: str) -> int:
 @dataclass(frozen=True)
 class Flag:
     setting: str  # the Flags field it fills
-    read: type | object  # str, _bool or _count
+    read: Callable[[str], object]  # str, _bool or _count
 
 
 FLAGS: dict[str, Flag] = {

@@ -69,7 +69,7 @@ class FloatNormalization(Pass):
         return any((instr.opcode, t) not in self.supported for t in narrow)
 
     def normalize(self, instr: HloInstruction, names: NameUniquer) -> None:
-        comp = instr.parent
+        comp = instr.computation
         wide_operands = [self._widen(o, names) for o in instr.operands]
         wide_shape = (instr.shape.with_dtype(self.compute_type) if is_narrow(instr.shape.dtype)
                       else instr.shape)
@@ -92,4 +92,4 @@ class FloatNormalization(Pass):
                 return user
         convert = HloInstruction("convert", operand.shape.with_dtype(self.compute_type),
                                  [operand], name=names("convert"))
-        return operand.parent.add_instruction(convert)
+        return operand.computation.add_instruction(convert)

@@ -100,7 +100,7 @@ class InstructionFusion(Pass):
                 fused.parameter(i).replace_all_uses_with(clone)
         new = self._rebuild(fusion, operands, [fused.root])
         if not producer.users:
-            producer.parent.remove_instruction(producer)
+            producer.computation.remove_instruction(producer)
         return new
 
     def _wrap(self, consumer: HloInstruction) -> HloInstruction:
@@ -117,7 +117,7 @@ class InstructionFusion(Pass):
             attrs["metadata"] = consumer.attrs["metadata"]
         fusion = HloInstruction("fusion", consumer.shape, operands, attrs,
                                 name=self.names("fusion"))
-        consumer.parent.replace_instruction(consumer, fusion)
+        consumer.computation.replace_instruction(consumer, fusion)
         return fusion
 
     def _parameter_for(self, fused: HloComputation, operands: list, operand: HloInstruction):
@@ -144,7 +144,7 @@ class InstructionFusion(Pass):
         if old_root is not fused.root and old_root.opcode == "tuple" and not old_root.users:
             fused.remove_instruction(old_root)
         fused.remove_dead()
-        kept = []
+        kept: list = []
         params = [fused.parameter(i) for i in range(len(operands))]
         for operand, param in zip(operands, params):
             if param.users:
@@ -156,7 +156,7 @@ class InstructionFusion(Pass):
         kind = "kInput" if any(r.opcode == "reduce" for r in outputs) else "kLoop"
         attrs = dict(fusion.attrs, kind=kind)
         new = HloInstruction("fusion", fused.root.shape, kept, attrs, name=fusion.name)
-        comp = fusion.parent
+        comp = fusion.computation
         comp.add_instruction(new)
         if fusion.shape == new.shape:
             comp.replace_instruction(fusion, new)
@@ -257,7 +257,7 @@ class InstructionFusion(Pass):
 
     def _redirect(self, old: HloInstruction, new: HloInstruction, base: int) -> None:
         """Points old's users at `new`'s outputs starting at tuple index `base`."""
-        comp = new.parent
+        comp = new.computation
         if not old.shape.is_tuple:
             gte = self._gte(new, base)
             old.replace_all_uses_with(gte)
@@ -268,7 +268,7 @@ class InstructionFusion(Pass):
     def _gte(self, fusion: HloInstruction, index: int) -> HloInstruction:
         gte = HloInstruction("get-tuple-element", fusion.shape.tuple_shapes[index], [fusion],
                              {"index": index}, name=self.names("get-tuple-element"))
-        return fusion.parent.add_instruction(gte)
+        return fusion.computation.add_instruction(gte)
 
     def _rename_parameters(self, fused: HloComputation) -> None:
         params = fused.parameters

@@ -67,7 +67,7 @@ def element(tuple_instr: HloInstruction, index: int, names: NameUniquer) -> HloI
         return tuple_instr.operand(index)
     gte = HloInstruction("get-tuple-element", tuple_instr.shape.tuple_shapes[index],
                          [tuple_instr], {"index": index}, name=names("get-tuple-element"))
-    return tuple_instr.parent.add_instruction(gte)
+    return tuple_instr.computation.add_instruction(gte)
 
 
 def make_tuple(elements, comp: HloComputation, names: NameUniquer) -> HloInstruction:

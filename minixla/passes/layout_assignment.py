@@ -57,7 +57,7 @@ class LayoutAssignment(Pass):
         entry = module.entry
         for param in entry.parameters:
             self._set_shape(param, with_layouts(param.shape, program.parameters[
-                param.parameter_number]))
+                param.parameter_number or 0]))
         self._assign(entry)
         result = with_layouts(entry.root.shape, program.result)
         self._set_root(entry, self._coerce(entry.root, result, None))
@@ -111,7 +111,7 @@ class LayoutAssignment(Pass):
         rank = instr.shape.rank
         peers = [(i, o) for i, o in enumerate(instr.operands) if o.shape.rank == rank]
         leaders = [o for _, o in peers if o.opcode not in RELAYOUTABLE + ("constant",)]
-        leader = (leaders or [o for _, o in peers] or [None])[0]
+        leader = next(iter(leaders or [o for _, o in peers]), None)
         if instr.opcode == "copy" and self.declared[id(instr)].layout is not None:
             layout = self.declared[id(instr)].layout  # a copy says which layout it wants
         elif leader is not None and leader.shape.layout is not None and rank:
@@ -135,7 +135,7 @@ class LayoutAssignment(Pass):
         for key in ("metadata",):
             if key in instr.attrs:
                 bitcast.attrs[key] = instr.attrs[key]
-        instr.parent.replace_instruction(instr, bitcast)
+        instr.computation.replace_instruction(instr, bitcast)
         self.changed = True
 
     def _bitcast(self, instr: HloInstruction) -> None:
@@ -216,7 +216,7 @@ class LayoutAssignment(Pass):
             parts = [self._relayout(element(instr, i, self.names), w)
                      for i, w in enumerate(want.tuple_shapes)]
             self.changed = True
-            return make_tuple(parts, instr.parent, self.names)
+            return make_tuple(parts, instr.computation, self.names)
         if not shape.is_array or shape.layout == want.layout:
             return instr
         if instr.opcode in RELAYOUTABLE and len(instr.users) <= 1 and not instr.is_root():
@@ -225,7 +225,7 @@ class LayoutAssignment(Pass):
         copy = HloInstruction("copy", shape.with_layout(want.layout), [instr],
                               name=self.names("copy"))
         self.changed = True
-        return instr.parent.add_instruction(copy)
+        return instr.computation.add_instruction(copy)
 
 
 def _same_layouts(a: Shape, b: Shape) -> bool:

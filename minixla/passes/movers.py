@@ -70,7 +70,7 @@ class ReshapeMover(Pass):
             return False  # nothing worth moving: let algsimp fold the splats
         model = moved[0]
         source_dims = model.operand(0).shape.dims
-        comp = instr.parent
+        comp = instr.computation
         operands = []
         for operand in instr.operands:
             if operand.opcode in REARRANGES:

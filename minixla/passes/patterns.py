@@ -121,6 +121,7 @@ def _match(pat: Pattern, instr, env: dict, path, failures) -> bool:
 
 
 def _match_operands(pat: Pattern, instr, env: dict, path, failures, fail) -> bool:
+    assert pat.operands is not None
     count = instr.operand_count
     if count != len(pat.operands) and not (pat.more_operands and count >= len(pat.operands)):
         wanted = f"{'at least ' if pat.more_operands else ''}{len(pat.operands)}"
@@ -467,7 +468,7 @@ class _Engine:
                     print(f"{self.rules.name}.{rule.name} fired on %{instr.name}",
                           file=sys.stderr)
                 self.replace(comp, instr, replacement, rule.name)
-                if budget is not None:
+                if budget is not None and budget.trying is not None:
                     budget.applied.append(budget.trying)
                 changed = True
                 break

@@ -32,6 +32,7 @@ from ..ir.opcodes import COLLECTIVE, CONTROL
 from .base import Pass, register_pass
 from .buffer_assignment import BufferAssignment, assign_buffers
 from .cost_analysis import instruction_flops
+from .dataflow import HloValue
 from .hlo_utils import NameUniquer
 
 BLOCK_LIMIT = 4  # most instructions recomputed together for one value
@@ -108,7 +109,7 @@ def _is_rematerializable(instr: HloInstruction) -> bool:
 
 @dataclass
 class _Candidate:
-    value: object  # the HloValue to stop holding
+    value: HloValue  # the value to stop holding
     block: list[HloInstruction]  # instructions to clone, operands first; value.instr last
     place: int  # schedule index to insert the clones at
     saved: int
@@ -286,7 +287,7 @@ def _block(instr: HloInstruction, assignment: BufferAssignment, t: int):
                     queue.append(producer)
                 else:
                     extended += value.size
-    order = {id(i): k for k, i in enumerate(instr.parent.instructions)}
+    order = {id(i): k for k, i in enumerate(instr.computation.instructions)}
     block.sort(key=lambda i: order[id(i)])
     return block, extended
 

@@ -30,7 +30,7 @@ from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule
 from ..ir.opcodes import COLLECTIVE
 from .base import Pass, register_pass
-from .dataflow import FORWARDING, Dataflow, can_share_operand_buffer
+from .dataflow import FORWARDING, Dataflow, HloValue, can_share_operand_buffer
 
 BLOCK_LIMIT = 16  # most instructions sunk together
 
@@ -228,7 +228,7 @@ def schedule_peak_bytes(order: list[HloInstruction], comp: HloComputation,
                 uses = [flow.level_in(user, comp) for user, _, _ in value.uses]
                 last[value.id] = max([time[id(u)] for u in uses if u is not None]
                                      + [end] * _live_out(value), default=time[id(instr)])
-    lent: dict[int, object] = {}  # result value id -> the operand value whose buffer it takes
+    lent: dict[int, HloValue] = {}  # result value id -> the operand value whose buffer it takes
     buffer: dict[int, int] = {}  # value id -> id of the first value in its buffer
     for k, instr in enumerate(order):
         source = _lent_operand(instr, flow, last, k)

@@ -56,7 +56,7 @@ class WhileLoopSimplifier(Pass):
         return changed
 
     def simplify(self, loop: HloInstruction) -> bool:
-        comp, body, cond = loop.parent, loop.attrs["body"], loop.attrs["condition"]
+        comp, body, cond = loop.computation, loop.attrs["body"], loop.attrs["condition"]
         if has_side_effects(body) or has_side_effects(cond):
             return False
         if not loop.users and not loop.is_root():
@@ -127,11 +127,11 @@ class WhileLoopSimplifier(Pass):
 
     # -- loop-invariant code motion -------------------------------------------------------
     def hoist_invariants(self, loop: HloInstruction) -> bool:
-        body, comp = loop.attrs["body"], loop.parent
+        body, comp = loop.attrs["body"], loop.computation
         param, root = body.parameter(0), body.root
         if root.opcode != "tuple" or not loop.shape.is_tuple:
             return False
-        callers = [i for c in loop.parent.parent.computations for i in c.instructions
+        callers = [i for c in loop.computation.module.computations for i in c.instructions
                    if body in i.called_computations or loop.attrs["condition"] in
                    i.called_computations]
         if len(callers) != 1:
@@ -205,7 +205,7 @@ class WhileLoopSimplifier(Pass):
         loop.shape = shape
         outside = [u for u in loop.users if u.opcode != "get-tuple-element"]
         if outside or loop.is_root():
-            comp = loop.parent
+            comp = loop.computation
             gtes = [HloInstruction("get-tuple-element", shape.tuple_shapes[k], [loop],
                                    {"index": k}, name=self.names("get-tuple-element"))
                     for k in range(count)]

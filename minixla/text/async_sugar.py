@@ -75,7 +75,7 @@ class AsyncSugar:
         context = previous.shape
         wrapped = previous.attrs.get("calls") if previous.opcode in (
             "async-start", "async-update") else None
-        if wrapped is not None and wrapped.root is not None and wrapped.root.opcode != stem:
+        if wrapped is not None and wrapped.has_root and wrapped.root.opcode != stem:
             raise parser.error(f"{stem}{suffix} continues an async {wrapped.root.opcode}",
                                op_token.start)
         fresh = wrapped is None

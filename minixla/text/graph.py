@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 
 from ..errors import MinixlaError
+from ..ir.instruction import HloInstruction
 from .graph_layout import Layout, layered_layout
 
 
@@ -51,7 +52,7 @@ _MAX_ATTR = 28  # longer attribute values stay out of labels (click the node for
 @dataclass
 class Node:
     id: str
-    instr: object
+    instr: HloInstruction
     lines: list[str]
     kind: str
     folded: list = field(default_factory=list)  # operands drawn inside this node's label
@@ -104,7 +105,7 @@ def build_graph(module, *, expand: bool = False) -> Graph:
                 callers.setdefault(id(callee), []).append((comp, instr))
     ids = _node_ids(module)
     graph = Graph(module.name, Cluster("", module.entry, module.name))
-    by_comp = {id(module.entry): graph.top} if module.entry is not None else {}
+    by_comp = {id(module.entry): graph.top} if module.has_entry else {}
     for comp in order:
         if id(comp) in by_comp:
             continue
@@ -127,7 +128,7 @@ def build_graph(module, *, expand: bool = False) -> Graph:
                 # Only the first caller gets an edge: edges from many far-apart callers into
                 # one shared cluster (a reducer) make dot's layout slow and tangled.
                 first = callers[id(callee)][0][1] is instr
-                if first and callee.root is not None and id(callee) in by_comp:
+                if first and callee.has_root and id(callee) in by_comp:
                     graph.calls.append((ids[id(callee.root)], node.id, by_comp[id(callee)].id))
     return graph
 
@@ -336,7 +337,7 @@ def layout_svg(graph: Graph, *, standalone: bool = False) -> str:
     """The graph as SVG, computation blocks one under the other, a dashed box round each
     called one. `standalone` makes a .svg file: XML prolog, SVG namespace and each node's HLO
     text as its <desc> (HTML pages show that text beside the drawing and want no namespace)."""
-    shapes = {}
+    shapes: dict = {}
     for a, _, shape in graph.edges:
         shapes.setdefault(a, shape)  # an edge carries its operand's shape: one label per node
     parts, y, width = [], float(_PAD), 0.0

@@ -171,7 +171,8 @@ def assign_layers(count: int, edges: list[tuple[int, int]]) -> list[int]:
 
     Longest path first; then a vertex with more outgoing than incoming edges moves down as far
     as its users allow (and the other way round), which shortens its edges in total."""
-    preds, succs = [[] for _ in range(count)], [[] for _ in range(count)]
+    preds: list[list[int]] = [[] for _ in range(count)]
+    succs: list[list[int]] = [[] for _ in range(count)]
     for u, v in edges:
         preds[v].append(u)
         succs[u].append(v)
@@ -391,7 +392,9 @@ def _offsets(row, widths, real: int) -> list[float]:
 
 def _place_row(row, offsets, xs, links, weights) -> float:
     """Pool-adjacent-violators on y_i = x_i - offset_i, which must not decrease along the row."""
-    sums, totals, sizes = [], [], []  # the blocks: weighted sum of y, weight, vertex count
+    sums: list[float] = []
+    totals: list[float] = []
+    sizes: list[int] = []  # the blocks: weighted sum of y, weight, vertex count
     for v, offset in zip(row, offsets):
         weight = _STAY + sum(weights[v])  # a light pull to stay put, for lone vertices
         total = _STAY * xs[v] + sum(map(mul, weights[v], map(xs.__getitem__, links[v])))

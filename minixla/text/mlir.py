@@ -274,7 +274,7 @@ class MlirReader:
     # -- module and functions -----------------------------------------------------------
     def module(self) -> MlirModule:
         self.skip_aliases()
-        name, attrs = "", {}
+        name, attrs = "", dict[str, object]()
         wrapped = self.accept("module")
         if wrapped:
             self.skip()
@@ -335,7 +335,7 @@ class MlirReader:
             visibility = self.bare()
         name = self.symbol().name
         self.expect("(")
-        args = []
+        args: list = []
         while not self.accept(")"):
             if args:
                 self.expect(",")
@@ -346,7 +346,8 @@ class MlirReader:
             shape = self.type()
             arg_attrs = self.attr_dict() if self.peek("{") else {}
             args.append((value, shape, arg_attrs))
-        result_types, result_attrs = [], []
+        result_types: list = []
+        result_attrs: list = []
         if self.accept("->"):
             if self.accept("("):
                 while not self.accept(")"):
@@ -492,7 +493,8 @@ class MlirReader:
                 raise self.error("expected convolution dimension numbers")
             return m
         value = self.attr(typed=False)
-        if isinstance(value, list) and self.peek("x") and not self.peek_bare().startswith("x_"):
+        if isinstance(value, list) and self.peek("x") and \
+                not (self.peek_bare() or "").startswith("x_"):
             self.expect("x")  # dot_general's `contracting_dims = [1] x [0]`
             return (value, self.attr(typed=False))
         return value
@@ -530,7 +532,8 @@ class MlirReader:
                 parts.append(1)
             if len(parts) != 3:
                 raise self.error("expected start:limit[:stride]")
-            ranges.append(tuple(parts))
+            start, limit, stride = parts
+            ranges.append((start, limit, stride))
         return Slices(ranges)
 
     def types_section(self, op: MlirOp) -> None:
@@ -574,6 +577,8 @@ class MlirReader:
             while not self.accept(")"):
                 self.accept(",")
                 value = self.match(_VALUE)
+                if value is None:
+                    raise self.error(f"expected a value name, found {self.found()}")
                 self.expect(":")
                 group.append((value, self.type()))
             groups.append(group)
@@ -687,7 +692,7 @@ class MlirReader:
         text = self.text
         if text.startswith("[", self.pos):
             self.pos += 1
-            items = []
+            items: list = []
             while not self.accept("]"):
                 if items:
                     self.expect(",")

@@ -113,7 +113,7 @@ class ValueParser:
 
     def parse_slice(self) -> tuple[tuple[int, int, int], ...]:
         self.expect("{")
-        dims = []
+        dims: list = []
         while not self.peek().is_punct("}"):
             if dims:
                 self.expect(",")
@@ -211,7 +211,8 @@ class ValueParser:
         if etype is None:
             raise self.error(f"unknown element type '{token.text}'", token.start)
         self.expect("[")
-        dims, dynamic = [], []
+        dims: list = []
+        dynamic: list = []
         while not self.peek().is_punct("]"):
             if dims:
                 self.expect(",")
@@ -264,7 +265,7 @@ class ValueParser:
                 tiles = []
                 while self.peek().is_punct("("):
                     self.next()
-                    tile = []
+                    tile: list = []
                     while not self.peek().is_punct(")"):
                         if tile:
                             self.expect(",")

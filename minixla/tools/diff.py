@@ -61,7 +61,7 @@ def diff_modules(a, b) -> ModuleDiff:
 
 
 def _pair_computations(a, b) -> list[tuple]:
-    pairs = [(a.entry, b.entry)] if a.entry is not None and b.entry is not None else []
+    pairs = [(a.entry, b.entry)] if a.has_entry and b.has_entry else []
     used = {id(c) for pair in pairs for c in pair}
     by_name = {c.name: c for c in b.computations if id(c) not in used}
     for comp in a.computations:
