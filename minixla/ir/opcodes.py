@@ -19,6 +19,17 @@ ELEMENTWISE, MOVEMENT, REDUCTION, CONTRACTION, CONTROL, LEAF, COLLECTIVE, OTHER 
     "other")
 COMMUTATIVE, ASSOCIATIVE, IDEMPOTENT, SIDE_EFFECT, EXPENSIVE = (
     "commutative", "associative", "idempotent", "side_effect", "expensive")
+# IDEMPOTENT: x op x = x for a binary op, f(f(x)) = f(x) for a unary one.
+# SEQUENTIAL_CALLS: runs its called computations in line, as part of the caller's sequence
+# (while, conditional, call), so dataflow and copy insertion look through it.
+# FORWARDS: the result holds its operands' buffers (tuple, get-tuple-element, bitcast, ...).
+SEQUENTIAL_CALLS, FORWARDS = "sequential_calls", "forwards"
+# Element kinds an elementwise op accepts (ir/dtypes.py's kinds); NUMERIC when a row says nothing.
+NUMERIC_KINDS = frozenset({"pred", "signed", "unsigned", "float", "complex"})
+FLOAT_KINDS = frozenset({"float"})
+FLOATISH_KINDS = frozenset({"float", "complex"})
+INTEGER_KINDS = frozenset({"signed", "unsigned"})
+BITWISE_KINDS = frozenset({"pred", "signed", "unsigned"})
 
 
 @dataclass(frozen=True)
@@ -31,6 +42,7 @@ class OpDef:
     infer: str = ""  # rule name in shape_inference; "" = the declared shape is taken as is
     shape_optional: bool = False  # may the text omit the result shape?
     traits: frozenset[str] = frozenset()
+    kinds: frozenset[str] = NUMERIC_KINDS  # element kinds accepted (elementwise ops)
 
     @property
     def attr_names(self) -> tuple[str, ...]:
@@ -65,14 +77,22 @@ def _t(*names: str) -> frozenset[str]:
 _ACCURACY = ("result_accuracy",)
 
 
-def _unary(name: str, *traits: str, infer: str = "elementwise") -> OpDef:
+def _unary(name: str, *traits: str, infer: str = "elementwise",
+           kinds: frozenset[str] = NUMERIC_KINDS) -> OpDef:
     attrs = _ACCURACY if EXPENSIVE in traits else ()
     return OpDef(name, 1, ELEMENTWISE, attrs, infer=infer, shape_optional=True,
-                 traits=_t(*traits))
+                 traits=_t(*traits), kinds=kinds)
 
 
-def _binary(name: str, *traits: str, infer: str = "elementwise") -> OpDef:
-    return OpDef(name, 2, ELEMENTWISE, infer=infer, shape_optional=True, traits=_t(*traits))
+def _math(name: str, kinds: frozenset[str] = FLOATISH_KINDS) -> OpDef:
+    """A transcendental function: float (and mostly complex) only, accuracy selectable."""
+    return _unary(name, EXPENSIVE, kinds=kinds)
+
+
+def _binary(name: str, *traits: str, infer: str = "elementwise",
+            kinds: frozenset[str] = NUMERIC_KINDS) -> OpDef:
+    return OpDef(name, 2, ELEMENTWISE, infer=infer, shape_optional=True, traits=_t(*traits),
+                 kinds=kinds)
 
 
 _GATHER_DIMS = ("offset_dims!", "collapsed_slice_dims!", "start_index_map!",
@@ -96,35 +116,41 @@ _ROWS = [
     OpDef("partition-id", 0, COLLECTIVE, infer="u32_scalar", shape_optional=True),
     OpDef("after-all", VARIADIC, CONTROL, infer="token", shape_optional=True),
     # elementwise unary
-    _unary("abs", infer="abs"), _unary("negate"), _unary("sign"), _unary("floor"),
-    _unary("ceil"), _unary("round-nearest-afz"), _unary("round-nearest-even"),
-    _unary("exponential", EXPENSIVE), _unary("exponential-minus-one", EXPENSIVE),
-    _unary("log", EXPENSIVE), _unary("log-plus-one", EXPENSIVE), _unary("logistic", EXPENSIVE),
-    _unary("sqrt", EXPENSIVE), _unary("rsqrt", EXPENSIVE), _unary("cbrt", EXPENSIVE),
-    _unary("sine", EXPENSIVE), _unary("cosine", EXPENSIVE), _unary("tan", EXPENSIVE),
-    _unary("tanh", EXPENSIVE), _unary("sinh", EXPENSIVE), _unary("cosh", EXPENSIVE),
-    _unary("asin", EXPENSIVE), _unary("acos", EXPENSIVE), _unary("atan", EXPENSIVE),
-    _unary("asinh", EXPENSIVE), _unary("acosh", EXPENSIVE), _unary("atanh", EXPENSIVE),
-    _unary("erf", EXPENSIVE), _unary("not"), _unary("popcnt"),
-    _unary("count-leading-zeros"), _unary("is-finite", infer="is_finite"),
+    _unary("abs", IDEMPOTENT, infer="abs"),
+    _unary("negate", kinds=NUMERIC_KINDS - {"pred"}),
+    _unary("sign", IDEMPOTENT, kinds=NUMERIC_KINDS - {"pred", "unsigned"}),
+    _unary("floor", IDEMPOTENT, kinds=FLOAT_KINDS), _unary("ceil", IDEMPOTENT, kinds=FLOAT_KINDS),
+    _unary("round-nearest-afz", IDEMPOTENT, kinds=FLOAT_KINDS),
+    _unary("round-nearest-even", IDEMPOTENT, kinds=FLOAT_KINDS),
+    _math("exponential"), _math("exponential-minus-one"), _math("log"), _math("log-plus-one"),
+    _math("logistic"), _math("sqrt"), _math("rsqrt"), _math("cbrt", FLOAT_KINDS), _math("sine"),
+    _math("cosine"), _math("tan"), _math("tanh"), _math("sinh"), _math("cosh"), _math("asin"),
+    _math("acos"), _math("atan"), _math("asinh"), _math("acosh"), _math("atanh"),
+    _math("erf", FLOAT_KINDS), _unary("not", kinds=BITWISE_KINDS),
+    _unary("popcnt", kinds=INTEGER_KINDS), _unary("count-leading-zeros", kinds=INTEGER_KINDS),
+    _unary("is-finite", infer="is_finite"),
     _unary("real", infer="complex_part"), _unary("imag", infer="complex_part"),
     _unary("copy"),
     OpDef("convert", 1, ELEMENTWISE, infer="convert"),
     OpDef("bitcast-convert", 1, ELEMENTWISE, infer="bitcast_convert"),
     OpDef("reduce-precision", 1, ELEMENTWISE, ("exponent_bits!", "mantissa_bits!"),
-          infer="elementwise"),
+          infer="elementwise", kinds=FLOAT_KINDS),
     OpDef("stochastic-convert", 2, ELEMENTWISE, infer="convert"),
     # elementwise binary
     _binary("add", COMMUTATIVE, ASSOCIATIVE), _binary("subtract"),
     _binary("multiply", COMMUTATIVE, ASSOCIATIVE), _binary("divide"), _binary("remainder"),
     _binary("maximum", COMMUTATIVE, ASSOCIATIVE, IDEMPOTENT),
     _binary("minimum", COMMUTATIVE, ASSOCIATIVE, IDEMPOTENT),
-    _binary("power", EXPENSIVE), _binary("atan2", EXPENSIVE),
+    # XLA defines integer power too
+    _binary("power", EXPENSIVE, kinds=NUMERIC_KINDS - {"pred"}),
+    _binary("atan2", EXPENSIVE, kinds=FLOATISH_KINDS),
     _binary("complex", infer="complex"),
-    _binary("and", COMMUTATIVE, ASSOCIATIVE, IDEMPOTENT),
-    _binary("or", COMMUTATIVE, ASSOCIATIVE, IDEMPOTENT), _binary("xor", COMMUTATIVE, ASSOCIATIVE),
-    _binary("shift-left"), _binary("shift-right-arithmetic"), _binary("shift-right-logical"),
-    _binary("mulhi"),
+    _binary("and", COMMUTATIVE, ASSOCIATIVE, IDEMPOTENT, kinds=BITWISE_KINDS),
+    _binary("or", COMMUTATIVE, ASSOCIATIVE, IDEMPOTENT, kinds=BITWISE_KINDS),
+    _binary("xor", COMMUTATIVE, ASSOCIATIVE, kinds=BITWISE_KINDS),
+    _binary("shift-left", kinds=INTEGER_KINDS),
+    _binary("shift-right-arithmetic", kinds=INTEGER_KINDS),
+    _binary("shift-right-logical", kinds=INTEGER_KINDS), _binary("mulhi", kinds=INTEGER_KINDS),
     OpDef("compare", 2, ELEMENTWISE, ("direction!", "type"), infer="compare",
           shape_optional=True),
     # ternary
@@ -137,7 +163,7 @@ _ROWS = [
     OpDef("reshape", 1, MOVEMENT, ("inferred_dimension",), infer="reshape"),
     OpDef("dynamic-reshape", AT_LEAST_1, MOVEMENT, infer="dynamic_reshape"),
     OpDef("transpose", 1, MOVEMENT, ("dimensions!",), infer="transpose", shape_optional=True),
-    OpDef("bitcast", 1, MOVEMENT, infer="bitcast"),
+    OpDef("bitcast", 1, MOVEMENT, infer="bitcast", traits=_t(FORWARDS)),
     OpDef("slice", 1, MOVEMENT, ("slice!",), infer="slice"),
     OpDef("dynamic-slice", AT_LEAST_1, MOVEMENT, ("dynamic_slice_sizes!",), infer="dynamic_slice"),
     OpDef("dynamic-update-slice", AT_LEAST_2, MOVEMENT, infer="dynamic_update_slice",
@@ -150,9 +176,9 @@ _ROWS = [
     OpDef("gather", 2, MOVEMENT, _GATHER_DIMS, infer="gather", shape_optional=True),
     OpDef("scatter", AT_LEAST_3, MOVEMENT, _SCATTER_DIMS, ("to_apply",), infer="scatter",
           shape_optional=True),
-    OpDef("tuple", VARIADIC, CONTROL, infer="tuple", shape_optional=True),
+    OpDef("tuple", VARIADIC, CONTROL, infer="tuple", shape_optional=True, traits=_t(FORWARDS)),
     OpDef("get-tuple-element", 1, CONTROL, ("index!",), infer="get_tuple_element",
-          shape_optional=True),
+          shape_optional=True, traits=_t(FORWARDS)),
     OpDef("get-dimension-size", 1, OTHER, ("dimensions!",), infer="get_dimension_size",
           shape_optional=True),
     OpDef("set-dimension-size", 2, OTHER, ("dimensions!",), infer="set_dimension_size",
@@ -202,12 +228,13 @@ _ROWS = [
     OpDef("batch-norm-grad", 5, OTHER, ("epsilon!", "feature_index!"),
           infer="batch_norm_grad", shape_optional=True),
     # control flow and calls
-    OpDef("while", 1, CONTROL, (), ("condition", "body"), infer="while_", shape_optional=True),
+    OpDef("while", 1, CONTROL, (), ("condition", "body"), infer="while_", shape_optional=True,
+          traits=_t(SEQUENTIAL_CALLS)),
     OpDef("conditional", AT_LEAST_1, CONTROL, (),
           ("true_computation", "false_computation", "branch_computations"),
-          infer="conditional", shape_optional=True),
+          infer="conditional", shape_optional=True, traits=_t(SEQUENTIAL_CALLS)),
     OpDef("call", VARIADIC, CONTROL, ("is_composite",), ("to_apply",), infer="call",
-          shape_optional=True),
+          shape_optional=True, traits=_t(SEQUENTIAL_CALLS)),
     OpDef("fusion", VARIADIC, CONTROL, ("kind!", "output_to_operand_aliasing"), ("calls",),
           infer="call"),
     OpDef("custom-call", VARIADIC, OTHER, (
@@ -215,9 +242,12 @@ _ROWS = [
         "custom_call_target!", "api_version", "schedule", "custom_call_has_side_effect",
         "operand_layout_constraints", "output_to_operand_aliasing", "literal", "padding_type",
         "operand_precision"), ("to_apply", "called_computations")),
-    OpDef("opt-barrier", 1, CONTROL, infer="same_as_operand", shape_optional=True),
-    OpDef("add-dependency", 2, CONTROL, infer="same_as_operand", shape_optional=True),
-    OpDef("domain", 1, CONTROL, ("domain",), infer="same_as_operand", shape_optional=True),
+    OpDef("opt-barrier", 1, CONTROL, infer="same_as_operand", shape_optional=True,
+          traits=_t(FORWARDS)),
+    OpDef("add-dependency", 2, CONTROL, infer="same_as_operand", shape_optional=True,
+          traits=_t(FORWARDS)),
+    OpDef("domain", 1, CONTROL, ("domain",), infer="same_as_operand", shape_optional=True,
+          traits=_t(FORWARDS)),
     OpDef("async-start", VARIADIC, CONTROL, ("async_execution_thread",
                                               "output_to_operand_aliasing"), ("calls",)),
     # async-update's operands after the first bind more of the wrapped computation's
@@ -255,6 +285,16 @@ _ROWS = [
 ]
 
 OPCODES: dict[str, OpDef] = {row.name: row for row in _ROWS}
+
+
+def opcodes_with(trait: str, arity: int | None = None) -> frozenset[str]:
+    """The opcodes whose row has `trait` (and, if given, exactly `arity` operands)."""
+    return frozenset(row.name for row in _ROWS
+                     if trait in row.traits and (arity is None or row.arity == arity))
+
+
+CONTROL_FLOW = opcodes_with(SEQUENTIAL_CALLS)
+FORWARDING = opcodes_with(FORWARDS)
 
 # Opcodes that XLA's text allows as `<stem>-start/-update/-done` async sugar.
 ASYNC_SUFFIXES = ("-start", "-update", "-done")

@@ -8,7 +8,8 @@ as XLA's ShapeUtil::Compatible does).
 from __future__ import annotations
 
 from ..errors import ShapeError
-from .dtypes import COMPLEX, ELEMENT_TYPES, FLOAT, PRED, SIGNED, UNSIGNED
+from .dtypes import ELEMENT_TYPES, FLOAT, UNSIGNED
+from .opcodes import OPCODES
 from .shapes import Shape
 
 
@@ -169,27 +170,8 @@ def component_type(etype):
 
 
 # -- elementwise ----------------------------------------------------------------------------
-_NUMERIC = {PRED, SIGNED, UNSIGNED, FLOAT, COMPLEX}
-_FLOATISH = {FLOAT, COMPLEX}
-_ALLOWED_KINDS = {
-    **dict.fromkeys(["floor", "ceil", "round-nearest-afz", "round-nearest-even", "erf",
-                     "cbrt"], {FLOAT}),
-    **dict.fromkeys(["exponential", "exponential-minus-one", "log", "log-plus-one", "logistic",
-                     "sqrt", "rsqrt", "sine", "cosine", "tan", "tanh", "sinh", "cosh", "asin",
-                     "acos", "atan", "asinh", "acosh", "atanh", "atan2"], _FLOATISH),
-    "power": {SIGNED, UNSIGNED, FLOAT, COMPLEX},  # XLA defines integer power too
-    **dict.fromkeys(["not", "and", "or", "xor"], {PRED, SIGNED, UNSIGNED}),
-    **dict.fromkeys(["popcnt", "count-leading-zeros", "shift-left", "shift-right-arithmetic",
-                     "shift-right-logical", "mulhi"], {SIGNED, UNSIGNED}),
-    "sign": {SIGNED, FLOAT, COMPLEX},
-    "negate": {SIGNED, UNSIGNED, FLOAT, COMPLEX},
-    "reduce-precision": {FLOAT},
-}
-
-
 def _check_kind(instr, shape: Shape) -> None:
-    allowed = _ALLOWED_KINDS.get(instr.opcode, _NUMERIC)
-    if shape.element_type.kind not in allowed:
+    if shape.element_type.kind not in OPCODES[instr.opcode].kinds:
         raise fail(instr, f"does not accept element type {shape.dtype}")
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from ..ir.opcodes import IDEMPOTENT, opcodes_with
 from .patterns import RuleSet, all_ones, filled, highest, lowest, m, new, splat, values_equal
 
 ARITH = RuleSet("algsimp")
@@ -139,7 +140,7 @@ def not_not(x):
     return x  # not(not(x)) -> x
 
 
-_IDEMPOTENT_UNARY = ("abs", "sign", "floor", "ceil", "round-nearest-afz", "round-nearest-even")
+_IDEMPOTENT_UNARY = tuple(sorted(opcodes_with(IDEMPOTENT, arity=1)))
 
 
 @ARITH.rule(m.Op(_IDEMPOTENT_UNARY, m.Op(_IDEMPOTENT_UNARY, name="inner")))

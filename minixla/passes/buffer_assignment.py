@@ -277,7 +277,7 @@ def _share_in_place(module, flow: Dataflow, timeline: Timeline, joiner: _Joiner)
     instrs = [i for c in flow.computations for i in c.instructions]
     instrs.sort(key=lambda i: timeline.span[id(i)][0])
     for instr in instrs:
-        if instr.opcode in FORWARDING + CONTROL_FLOW + ("parameter", "constant") or \
+        if instr.opcode in FORWARDING | CONTROL_FLOW | {"parameter", "constant"} or \
                 not instr.shape.is_array:
             continue
         value = flow.value_at(instr)

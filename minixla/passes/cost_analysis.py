@@ -24,13 +24,11 @@ from ..ir.attrs import WindowDim, parse_dim_labels
 from ..ir.computation import HloComputation
 from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule
-from ..ir.opcodes import ELEMENTWISE, EXPENSIVE
-from .dataflow import FORWARDING, leaf_bytes
+from ..ir.opcodes import CONTROL_FLOW, ELEMENTWISE, EXPENSIVE, FORWARDING
+from .dataflow import leaf_bytes
 
 FLOPS, TRANSCENDENTALS, BYTES = "flops", "transcendentals", "bytes accessed"
-_FREE = FORWARDING + ("parameter", "constant", "after-all", "iota", "partition-id",
-                      "replica-id")
-_CONTROL = ("while", "conditional", "call")
+_FREE = FORWARDING | {"parameter", "constant", "after-all", "iota", "partition-id", "replica-id"}
 
 
 def _shape_bytes(shape) -> int:
@@ -124,7 +122,7 @@ def instruction_cost(instr: HloInstruction) -> Counter:
         cost: Counter[str] = Counter()
         for member in instr.attrs["calls"].instructions:
             cost.update(_compute_cost(member))
-    elif instr.opcode in _CONTROL:
+    elif instr.opcode in CONTROL_FLOW:
         cost = Counter()
         for callee in instr.called_computations:
             cost.update(computation_cost(callee))

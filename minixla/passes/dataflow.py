@@ -22,11 +22,10 @@ from ..ir.computation import HloComputation
 from ..ir.instruction import HloInstruction
 from ..ir.layout_math import physical_size_bytes
 from ..ir.module import HloModule
-from ..ir.opcodes import ELEMENTWISE
+from ..ir.opcodes import CONTROL_FLOW, ELEMENTWISE, FORWARDING
 from ..ir.shapes import Shape
-from .hlo_utils import CONTROL_FLOW, sequential_computations
+from .hlo_utils import sequential_computations
 
-FORWARDING = ("tuple", "get-tuple-element", "bitcast", "opt-barrier", "domain", "add-dependency")
 Index = tuple[int, ...]
 
 

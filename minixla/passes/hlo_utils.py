@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from ..ir.computation import HloComputation, dependencies
 from ..ir.instruction import HloInstruction
+from ..ir.opcodes import CONTROL_FLOW
 from ..ir.module import HloModule, NameUniquer  # noqa: F401  (re-exported for the passes)
 from ..ir.shapes import Shape
 
 # Opcodes whose called computations run once per call, in sequence with the caller (as opposed
 # to per-element "embedded" computations such as reduce's to_apply, or fused computations).
-CONTROL_FLOW = ("while", "conditional", "call")
 
 
 def sequential_computations(module: HloModule) -> list[HloComputation]:
