@@ -24,6 +24,9 @@ COMMUTATIVE, ASSOCIATIVE, IDEMPOTENT, SIDE_EFFECT, EXPENSIVE = (
 # (while, conditional, call), so dataflow and copy insertion look through it.
 # FORWARDS: the result holds its operands' buffers (tuple, get-tuple-element, bitcast, ...).
 SEQUENTIAL_CALLS, FORWARDS = "sequential_calls", "forwards"
+# EXACT: the result needs no rounding in its element type (a bf16 kernel computing in f32 need
+# not round it back).
+EXACT = "exact"
 # Element kinds an elementwise op accepts (ir/dtypes.py's kinds); NUMERIC when a row says nothing.
 NUMERIC_KINDS = frozenset({"pred", "signed", "unsigned", "float", "complex"})
 FLOAT_KINDS = frozenset({"float"})
@@ -116,21 +119,22 @@ _ROWS = [
     OpDef("partition-id", 0, COLLECTIVE, infer="u32_scalar", shape_optional=True),
     OpDef("after-all", VARIADIC, CONTROL, infer="token", shape_optional=True),
     # elementwise unary
-    _unary("abs", IDEMPOTENT, infer="abs"),
-    _unary("negate", kinds=NUMERIC_KINDS - {"pred"}),
-    _unary("sign", IDEMPOTENT, kinds=NUMERIC_KINDS - {"pred", "unsigned"}),
-    _unary("floor", IDEMPOTENT, kinds=FLOAT_KINDS), _unary("ceil", IDEMPOTENT, kinds=FLOAT_KINDS),
-    _unary("round-nearest-afz", IDEMPOTENT, kinds=FLOAT_KINDS),
-    _unary("round-nearest-even", IDEMPOTENT, kinds=FLOAT_KINDS),
+    _unary("abs", EXACT, IDEMPOTENT, infer="abs"),
+    _unary("negate", EXACT, kinds=NUMERIC_KINDS - {"pred"}),
+    _unary("sign", EXACT, IDEMPOTENT, kinds=NUMERIC_KINDS - {"pred", "unsigned"}),
+    _unary("floor", EXACT, IDEMPOTENT, kinds=FLOAT_KINDS),
+    _unary("ceil", EXACT, IDEMPOTENT, kinds=FLOAT_KINDS),
+    _unary("round-nearest-afz", EXACT, IDEMPOTENT, kinds=FLOAT_KINDS),
+    _unary("round-nearest-even", EXACT, IDEMPOTENT, kinds=FLOAT_KINDS),
     _math("exponential"), _math("exponential-minus-one"), _math("log"), _math("log-plus-one"),
     _math("logistic"), _math("sqrt"), _math("rsqrt"), _math("cbrt", FLOAT_KINDS), _math("sine"),
     _math("cosine"), _math("tan"), _math("tanh"), _math("sinh"), _math("cosh"), _math("asin"),
     _math("acos"), _math("atan"), _math("asinh"), _math("acosh"), _math("atanh"),
     _math("erf", FLOAT_KINDS), _unary("not", kinds=BITWISE_KINDS),
     _unary("popcnt", kinds=INTEGER_KINDS), _unary("count-leading-zeros", kinds=INTEGER_KINDS),
-    _unary("is-finite", infer="is_finite"),
+    _unary("is-finite", EXACT, infer="is_finite"),
     _unary("real", infer="complex_part"), _unary("imag", infer="complex_part"),
-    _unary("copy"),
+    _unary("copy", EXACT),
     OpDef("convert", 1, ELEMENTWISE, infer="convert"),
     OpDef("bitcast-convert", 1, ELEMENTWISE, infer="bitcast_convert"),
     OpDef("reduce-precision", 1, ELEMENTWISE, ("exponent_bits!", "mantissa_bits!"),
@@ -138,9 +142,10 @@ _ROWS = [
     OpDef("stochastic-convert", 2, ELEMENTWISE, infer="convert"),
     # elementwise binary
     _binary("add", COMMUTATIVE, ASSOCIATIVE), _binary("subtract"),
-    _binary("multiply", COMMUTATIVE, ASSOCIATIVE), _binary("divide"), _binary("remainder"),
-    _binary("maximum", COMMUTATIVE, ASSOCIATIVE, IDEMPOTENT),
-    _binary("minimum", COMMUTATIVE, ASSOCIATIVE, IDEMPOTENT),
+    _binary("multiply", COMMUTATIVE, ASSOCIATIVE), _binary("divide"),
+    _binary("remainder", EXACT),
+    _binary("maximum", EXACT, COMMUTATIVE, ASSOCIATIVE, IDEMPOTENT),
+    _binary("minimum", EXACT, COMMUTATIVE, ASSOCIATIVE, IDEMPOTENT),
     # XLA defines integer power too
     _binary("power", EXPENSIVE, kinds=NUMERIC_KINDS - {"pred"}),
     _binary("atan2", EXPENSIVE, kinds=FLOATISH_KINDS),
@@ -152,10 +157,10 @@ _ROWS = [
     _binary("shift-right-arithmetic", kinds=INTEGER_KINDS),
     _binary("shift-right-logical", kinds=INTEGER_KINDS), _binary("mulhi", kinds=INTEGER_KINDS),
     OpDef("compare", 2, ELEMENTWISE, ("direction!", "type"), infer="compare",
-          shape_optional=True),
+          shape_optional=True, traits=_t(EXACT)),
     # ternary
-    OpDef("select", 3, ELEMENTWISE, infer="select", shape_optional=True),
-    OpDef("clamp", 3, ELEMENTWISE, infer="clamp", shape_optional=True),
+    OpDef("select", 3, ELEMENTWISE, infer="select", shape_optional=True, traits=_t(EXACT)),
+    OpDef("clamp", 3, ELEMENTWISE, infer="clamp", shape_optional=True, traits=_t(EXACT)),
     OpDef("map", AT_LEAST_1, ELEMENTWISE, ("dimensions",), ("to_apply",), infer="map",
           shape_optional=True),
     # data movement

@@ -15,7 +15,7 @@ from ..frontend.numpy_api import asarray
 from ..frontend.pytree import children_of, flatten, unflatten
 from ..frontend.tracer import Tracer, current_builder
 from ..ir import Shape
-from .batching_rules import BATCHING_RULES
+from .batching_rules import BATCHING_RULES, DECLINED
 from .batching_values import Batching, BatchingError
 from .tracing import staged, trace
 
@@ -138,7 +138,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size: int | None = None):
             examples.append(one)
             inputs.append((whole.op, axis))
             sizes[f"argument leaf {k}"] = whole.shape[axis]
-        batching = Batching(_batch_size(sizes, axis_size), BATCHING_RULES)
+        batching = Batching(_batch_size(sizes, axis_size), BATCHING_RULES, DECLINED)
         call_args, call_kwargs = unflatten(tree, examples)
         traced = trace(fun, call_args, call_kwargs, name="vmapped")
         operands = [given if given is not None else (t.op, None)

@@ -406,3 +406,22 @@ BATCHING_RULES = {
     "custom-call": _custom_call,
     "rng": _refuse("rng with batched bounds; use minixla.random"),
 }
+
+# Opcodes without a row, and why; `vmap` names the reason when it meets one with batched operands.
+DECLINED: dict[str, str] = {
+    **{name: "takes no operands, so never sees a batched value" for name, row in OPCODES.items()
+       if row.arity == 0 and name not in BATCHING_RULES},
+    "after-all": "orders tokens, which are never batched",
+    **{name: "collectives are not batched: vmap over a mesh axis is shard_map's job" for name, row
+       in OPCODES.items() if row.kind == "collective" and name not in BATCHING_RULES},
+    **{op: "asynchronous pairs appear only after scheduling, after vmap" for op in [
+        "async-start", "async-update", "async-done", "copy-start", "copy-done"]},
+    **{op: "host transfers and peer-to-peer ops are not batched" for op in [
+        "infeed", "outfeed", "send", "send-done", "recv", "recv-done"]},
+    **{op: "dynamic shapes are not supported" for op in [
+        "dynamic-reshape", "get-dimension-size", "set-dimension-size"]},
+    "fusion": "fusions appear only in compiled programs, after vmap",
+    **{op: "no rule yet; batch by hand or with lax.map" for op in [
+        "scan", "scaled-dot", "ragged-dot", "batch-norm-training", "batch-norm-inference",
+        "batch-norm-grad", "add-dependency", "domain"]},
+}

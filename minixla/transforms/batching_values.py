@@ -108,9 +108,10 @@ def while_flags(instr, state):
 class Batching:
     """Emits batched programs for one batch size."""
 
-    def __init__(self, size: int, rules: dict):
+    def __init__(self, size: int, rules: dict, declined: dict | None = None):
         self.size = size
         self.rules = rules  # opcode -> rule(batching, instr, operand values) -> value
+        self.declined = declined or {}  # opcode -> why it has no rule
 
     # -- the walk -----------------------------------------------------------------------------
     def run(self, comp, params: list):
@@ -131,8 +132,9 @@ class Batching:
             return emit_like(instr, [self.materialize(a) for a in args]), None
         rule = self.rules.get(instr.opcode)
         if rule is None:
+            why = f": {self.declined[instr.opcode]}" if instr.opcode in self.declined else ""
             raise BatchingError(f"vmap has no batching rule for the HLO op {instr.opcode} "
-                                f"(%{instr.name})")
+                                f"(%{instr.name}){why}")
         return rule(self, instr, args)
 
     # -- value helpers ------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ...errors import UnsupportedError
+from ...ir.opcodes import EXACT, opcodes_with
 
 
 class NotEmittable(UnsupportedError):
@@ -36,8 +37,7 @@ KERNEL_TYPES = {
 BITS = {"pred": 8, "s8": 8, "s16": 16, "s32": 32, "s64": 64, "u8": 8, "u16": 16, "u32": 32,
         "u64": 64, "f32": 32, "f64": 64, "bf16": 16}
 # Ops whose result is exactly representable in its (bf16) type without rounding.
-EXACT = {"negate", "abs", "sign", "floor", "ceil", "round-nearest-afz", "round-nearest-even",
-         "maximum", "minimum", "select", "clamp", "copy", "remainder", "compare", "is-finite"}
+EXACT_OPS = opcodes_with(EXACT)
 
 
 def kernel_type(dtype: str) -> str:
@@ -387,7 +387,7 @@ def emit_scalar(ctx, instr, args: list[str], *, round_bf16: bool = True) -> str:
     for operand in instr.operands:
         kernel_type(operand.shape.dtype)
     expr = fn(ctx, instr, args)
-    if round_bf16 and instr.shape.dtype == "bf16" and instr.opcode not in EXACT and \
+    if round_bf16 and instr.shape.dtype == "bf16" and instr.opcode not in EXACT_OPS and \
             not (instr.opcode == "convert" and instr.operand(0).shape.dtype in ("bf16", "pred")):
         return f"h.round_bf16({expr})"
     return expr
