@@ -1,4 +1,6 @@
-"""fusion: loop, reduction and multi-output fusion, the cost model's refusals, and values."""
+"""fusion: loop, reduction and multi-output fusion, the cost model's refusals, and values.
+
+More cases are HLO text tests in tests/hlo/fusion/."""
 import pytest
 
 import minixla
@@ -67,24 +69,6 @@ def test_a_lone_op_is_not_fused():
       y = f32[8] parameter(1)
       ROOT s = f32[8] add(x, y)
     }""", expected=None)
-
-
-def test_cheap_producer_is_duplicated_into_each_consumer():
-    module = check_pass("fusion", """
-    HloModule dup
-    ENTRY main {
-      x = f32[8] parameter(0)
-      y = f32[4,8] parameter(1)
-      n = f32[8] negate(x)
-      b = f32[4,8] broadcast(n), dimensions={1}
-      s = f32[4,8] add(b, y)
-      t = f32[8,4] transpose(b), dimensions={1,0}
-      e = f32[8,4] exponential(t)
-      ROOT r = (f32[4,8], f32[8,4]) tuple(s, e)
-    }""", """
-    // CHECK-COUNT-2: broadcast(
-    """)
-    assert all(i.opcode != "negate" for i in module.entry.instructions)
 
 
 def test_expensive_producer_is_never_duplicated():

@@ -1,4 +1,6 @@
-"""layout-assignment: entry layouts, free transposes as bitcasts, copies only where needed."""
+"""layout-assignment: entry layouts, free transposes as bitcasts, copies only where needed.
+
+More cases are HLO text tests in tests/hlo/layout-assignment/."""
 import numpy as np
 import pytest
 
@@ -19,36 +21,6 @@ def test_transpose_matching_the_result_layout_becomes_a_bitcast():
     // CHECK: ROOT %{{.*}} = f32[4,2,3]{0,2,1} bitcast(%x)
     // CHECK-NOT: copy
     """)
-
-
-def test_transpose_into_a_row_major_result_is_copied_once():
-    module = check_pass("layout-assignment", """
-    HloModule t, entry_computation_layout={(f32[2,3]{1,0})->f32[3,2]{1,0}}
-    ENTRY main {
-      x = f32[2,3] parameter(0)
-      t = f32[3,2] transpose(x), dimensions={1,0}
-      ROOT n = f32[3,2] negate(t)
-    }""", """
-    // CHECK: %[[B:.*]] = f32[3,2]{0,1} bitcast(%x)
-    // CHECK: %[[N:.*]] = f32[3,2]{0,1} negate(%[[B]])
-    // CHECK: ROOT %{{.*}} = f32[3,2]{1,0} copy(%[[N]])
-    """)
-    assert sum(i.opcode == "copy" for i in module.entry.instructions) == 1
-
-
-def test_elementwise_ops_follow_a_column_major_parameter():
-    module = check_pass("layout-assignment", """
-    HloModule e, entry_computation_layout={(f32[4,5]{0,1}, f32[4,5]{0,1})->f32[4,5]{0,1}}
-    ENTRY main {
-      x = f32[4,5] parameter(0)
-      y = f32[4,5] parameter(1)
-      s = f32[4,5] add(x, y)
-      ROOT e = f32[4,5] exponential(s)
-    }""", """
-    // CHECK: add(%x, %y)
-    // CHECK: ROOT %e = f32[4,5]{0,1} exponential(
-    """)
-    assert not any(i.opcode == "copy" for i in module.entry.instructions)
 
 
 def test_ops_needing_row_major_operands_get_copies():
@@ -74,36 +46,6 @@ def test_custom_call_operand_constraints_are_honoured():
     // CHECK: %[[C:.*]] = f32[4,5]{0,1} copy(%x)
     // CHECK: custom-call(%[[C]])
     """, check_values=False)
-
-
-def test_loop_state_keeps_the_init_layouts():
-    module = check_pass("layout-assignment", """
-    HloModule w, entry_computation_layout={(f32[3,2]{0,1})->f32[3,2]{0,1}}
-    cond {
-      st = (s32[], f32[3,2]) parameter(0)
-      i = s32[] get-tuple-element(st), index=0
-      n = s32[] constant(3)
-      ROOT lt = pred[] compare(i, n), direction=LT
-    }
-    body {
-      st = (s32[], f32[3,2]) parameter(0)
-      i = s32[] get-tuple-element(st), index=0
-      one = s32[] constant(1)
-      j = s32[] add(i, one)
-      x = f32[3,2] get-tuple-element(st), index=1
-      y = f32[3,2] negate(x)
-      ROOT out = (s32[], f32[3,2]) tuple(j, y)
-    }
-    ENTRY main {
-      p = f32[3,2] parameter(0)
-      zero = s32[] constant(0)
-      init = (s32[], f32[3,2]) tuple(zero, p)
-      w = (s32[], f32[3,2]) while(init), condition=cond, body=body
-      ROOT r = f32[3,2] get-tuple-element(w), index=1
-    }""", """
-    // CHECK: %y = f32[3,2]{0,1} negate(
-    """)
-    assert not any(i.opcode == "copy" for c in module.computations for i in c.instructions)
 
 
 def test_bitcasts_reinterpret_the_assigned_layouts_correctly():
