@@ -25,6 +25,8 @@ class Plan:
     out: HloSharding
     all_reduce: bool = False  # the local results are partial sums: all-reduce them
     groups: tuple[tuple[int, ...], ...] | None = None  # the all-reduce's groups (None: all)
+    build: object = None  # (partitioner, instr, local operands, plan) -> the local value,
+    # where the local op is not the op itself on the pieces (a gather with shifted indices)
 
 
 def split(rank: int, dim: int, n: int) -> HloSharding:
@@ -133,7 +135,7 @@ def _of(instr, shardings, i, n):
 def plan(instr, shardings: list, n: int) -> Plan:
     """The plan for `instr` whose operands currently have `shardings`."""
     rule = RULES.get(instr.opcode)
-    if rule is None or instr.shape.is_tuple and instr.opcode != "tuple":
+    if rule is None or instr.shape.is_tuple and instr.opcode not in ("tuple", "sort"):
         return replicated_plan(instr)
     return rule(instr, shardings, n) or replicated_plan(instr)
 
@@ -386,8 +388,13 @@ def _elementwise_rows():
             if row.kind == ELEMENTWISE and name not in ("map", "bitcast-convert")}
 
 
+def _indexing_rows():
+    from .spmd_rules_indexing import gather, scatter, sort
+    return {"gather": gather, "scatter": scatter, "sort": sort}
+
+
 RULES = {
-    **_elementwise_rows(),
+    **_elementwise_rows(), **_indexing_rows(),
     "broadcast": _broadcast, "transpose": _transpose, "reshape": _reshape, "dot": _dot,
     "reduce": _reduce, "slice": _slice, "pad": _pad, "concatenate": _concatenate,
     "convolution": _convolution, "tuple": _tuple, "get-tuple-element": _get_tuple_element,
