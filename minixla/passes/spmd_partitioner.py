@@ -248,11 +248,24 @@ class _Partitioner:
         """(source, target) pairs when `want` only puts the same pieces on other devices."""
         if not (have.is_tiled and want.is_tiled) or have.tile_dims != want.tile_dims:
             return None
-        holders: dict[tuple, int] = {}
+        holders: dict[tuple, list[int]] = {}
         for device in range(self.n):
-            holders.setdefault(have.tile_index(device), device)
-        pairs = tuple((holders[want.tile_index(d)], d) for d in range(self.n))
-        return tuple(p for p in pairs if p[0] != p[1]) or None
+            holders.setdefault(have.tile_index(device), []).append(device)
+        # a device that is no target receives zeros, so one that keeps its piece sends it
+        # to itself; each device sends once
+        keeps = [d for d in range(self.n) if have.tile_index(d) == want.tile_index(d)]
+        if len(keeps) == self.n:
+            return None
+        pairs, sources = [(d, d) for d in keeps], set(keeps)
+        for device in range(self.n):
+            if device in keeps:
+                continue
+            free = [h for h in holders[want.tile_index(device)] if h not in sources]
+            if not free:
+                return None
+            pairs.append((free[0], device))
+            sources.add(free[0])
+        return tuple(sorted(pairs, key=lambda p: p[1]))
 
     def to_replicated(self, value, have: HloSharding, shape: Shape, axes=None):
         """All-gathers the cut dims (only `axes` when given) and drops uneven padding."""

@@ -217,14 +217,16 @@ def _local_scatter(part, instr, operands, step):
     g = _Dims(instr)
     operand, indices, updates = operands
     signed = not g.indices.dtype.startswith("u")
-    shifted, _ = _shift_indices(part, g, indices, step.out, clamp_low=-1 if signed else 0)
+    shifted, _ = _shift_indices(part, g, indices, step.out, clamp_low=-1 if signed else 0,
+                                masked=False)
     attrs = dict(instr.attrs)
     attrs.pop("sharding", None)
     return part.add("scatter", local_shape(instr.shape, step.out),
                     [operand, shifted, updates], attrs, name=instr.name)
 
 
-def _shift_indices(part, g: _Dims, indices, operand_sharding, clamp_low: int):
+def _shift_indices(part, g: _Dims, indices, operand_sharding, clamp_low: int,
+                   masked: bool = True):
     """(indices shifted by this device's offset along each cut indexed dim, pred[batch dims]
     true where the row's index lies in this device's piece); unchanged without such dims.
     Indices are first clamped to [clamp_low, dim - window + (clamp_low < 0)], which keeps
@@ -238,7 +240,7 @@ def _shift_indices(part, g: _Dims, indices, operand_sharding, clamp_low: int):
     explicit = g.ivd < g.indices.rank
 
     def per_component(values):  # one value per index component, along the index vector dim
-        if not explicit:
+        if not explicit or len(values) == 1:
             return part.add("broadcast", shape, [values[0]], {"dimensions": ()})
         scalars = [part.add("reshape", Shape.array(dtype, (1,)), [v]) for v in values]
         vector = part.add("concatenate", Shape.array(dtype, (len(values),)), scalars,
@@ -259,7 +261,7 @@ def _shift_indices(part, g: _Dims, indices, operand_sharding, clamp_low: int):
     shifted = part.add("subtract", shape, [clamped, shift])
     batch = Shape.array(dtype, [shape.dims[d] for d in g.index_batch_dims])
     mask = None
-    for d in cut:
+    for d in cut if masked else ():
         k = g.index_map.index(d)
         column = shifted
         if explicit:
