@@ -266,6 +266,11 @@ def _dot(instr, shardings, n):
         if found is not None:
             return found
     lhs, rhs = _of(instr, shardings, 0, n), _of(instr, shardings, 1, n)
+    if any(tiled(s, o.shape) and d is None for s, o, d in zip(shardings, instr.operands,
+                                                               (lhs, rhs))):
+        from .spmd_rules_dot import cheapest_dot  # grids of several axes
+        return cheapest_dot(instr, shardings, n, (lhs_batch, rhs_batch, lhs_con, rhs_con,
+                                                  lhs_free, rhs_free), _dot_by_device)
     if lhs in lhs_batch:  # batch: both sides split alike
         k = lhs_batch.index(lhs)
         return Plan((shardings[0], split(rhs_rank, rhs_batch[k], n)), split(out_rank, k, n))
