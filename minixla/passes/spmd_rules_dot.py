@@ -1,9 +1,10 @@
-"""The cheapest resharding for a dot whose operands' grids do not line up (a multi-axis mesh
-where one side cuts the contracting or batch dim and the other does not).
+"""Dots on device grids: the by-device rule, and the cheapest resharding for a dot whose
+operands' grids do not line up (a multi-axis mesh where one side cuts the contracting or batch
+dim and the other does not).
 
-Each side may stay as it is, gather the dims whose cut the other side does not share, follow
-the other side's cut of the batch and contracting dims (cut out locally where it holds them
-whole), or be replicated. Every pair the by-device dot rule accepts is costed in bytes one
+Each side may stay as it is, gather the dims whose cut the other side does not share, gather
+its free dims, follow the other side's cut of the batch and contracting dims (cut out locally
+where it holds them whole), or be replicated. Every pair the by-device dot rule accepts is costed in bytes one
 device sends (ring model: an all-gather sends what it adds to the piece; an all-reduce twice
 the result piece, less its share) and the cheapest wins, as XLA's dot handler weighs
 resharding either operand against all-reducing the result.
@@ -12,7 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .spmd_rules import R, Plan, _index, _pieces, grouped_sharding, tiled
+from .spmd_rules import (R, Plan, _copy_index, _index, _pieces, even, grouped_sharding,
+                         partial_sum_groups, tiled)
 
 
 def _bytes(sharding, shape) -> int:
@@ -74,6 +76,43 @@ def _gathered(own, other, own_shape, other_shape, pairs):
     return unsplit(own, axes) if axes else None
 
 
+def dot_by_device(instr, shardings, n, dims) -> Plan | None:
+    """Both operands tiled: each device multiplies the blocks it holds, if every device holds
+    matching batch and contracting blocks; devices that hold different contracting blocks of
+    the same result tile add their partial sums with an all-reduce."""
+    lhs_batch, rhs_batch, lhs_con, rhs_con, lhs_free, rhs_free = (list(d) for d in dims)
+    lhs_shape, rhs_shape = instr.operand(0).shape, instr.operand(1).shape
+    lhs, rhs = shardings
+    if not (even(lhs, lhs_shape) and even(rhs, rhs_shape)):
+        return None
+    lp, rp = _pieces(lhs, lhs_shape), _pieces(rhs, rhs_shape)
+    if [lp[d] for d in lhs_batch] != [rp[d] for d in rhs_batch] or \
+            [lp[d] for d in lhs_con] != [rp[d] for d in rhs_con]:
+        return None
+    blocks = int(np.prod([lp[d] for d in lhs_con]))
+    for device in range(n):
+        li, ri = _index(lhs, lhs_shape, device), _index(rhs, rhs_shape, device)
+        if [li[d] for d in lhs_batch + lhs_con] != [ri[d] for d in rhs_batch + rhs_con]:
+            return None
+    tiles = [lp[d] for d in lhs_batch] + [lp[d] for d in lhs_free] + [rp[d] for d in rhs_free]
+
+    def position(device):
+        li, ri = _index(lhs, lhs_shape, device), _index(rhs, rhs_shape, device)
+        return [li[d] for d in lhs_batch + lhs_free] + [ri[d] for d in rhs_free]
+    found = grouped_sharding(n, position, tiles)
+    if found is None:
+        return None
+    out, groups = found
+    if blocks == 1:
+        return Plan((lhs, rhs), out)
+    reduce_groups = partial_sum_groups(
+        groups, lambda d: (_copy_index(lhs, lhs_shape, d), _copy_index(rhs, rhs_shape, d)),
+        lambda d: tuple(_index(lhs, lhs_shape, d)[c] for c in lhs_con), blocks)
+    if reduce_groups is None:
+        return None
+    return Plan((lhs, rhs), out, all_reduce=True, groups=reduce_groups)
+
+
 def _options(own, other, own_shape, other_shape, pairs, n) -> list:
     from .spmd_rules_indexing import unsplit
     free = [d for d in range(own_shape.rank) if d not in pairs]
@@ -82,7 +121,7 @@ def _options(own, other, own_shape, other_shape, pairs, n) -> list:
         _follower(own, other, own_shape, other_shape, pairs, n, keep) for keep in (True, False)]
 
 
-def cheapest_dot(instr, shardings, n, dims, by_device) -> Plan | None:
+def cheapest_dot(instr, shardings, n, dims) -> Plan | None:
     lhs_batch, rhs_batch, lhs_con, rhs_con = (list(d) for d in dims[:4])
     lhs, rhs = shardings
     lhs_shape, rhs_shape = instr.operand(0).shape, instr.operand(1).shape
@@ -93,7 +132,7 @@ def cheapest_dot(instr, shardings, n, dims, by_device) -> Plan | None:
     best, best_cost = None, None
     for a in (s for s in lhs_options if s is not None):
         for b in (s for s in rhs_options if s is not None):
-            found = by_device(instr, [a, b], n, dims)
+            found = dot_by_device(instr, [a, b], n, dims)
             if found is None:
                 continue
             cost = reshard_bytes(lhs, a, lhs_shape, n) + reshard_bytes(rhs, b, rhs_shape, n)
