@@ -16,6 +16,9 @@ HLO_TESTS = Path(__file__).resolve().parent / "hlo"
 def pytest_addoption(parser):
     parser.addoption("--fuzz-full", action="store_true", default=False,
                      help="run the differential fuzzer's full sweep (tests/test_fuzz.py)")
+    parser.addoption("--spmd-full", action="store_true", default=False,
+                     help="partition every conformance case, not a sample "
+                          "(tests/test_spmd_partitioner.py)")
 
 
 def pytest_configure(config):

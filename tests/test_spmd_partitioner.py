@@ -1,7 +1,7 @@
 """The SPMD partitioner: partitioned programs on N devices give the values of the
-unpartitioned program on one. (The per-op rules are checked as HLO text in
-tests/hlo/spmd-partitioner/.)"""
-import os
+unpartitioned program on one, for the conformance corpus (../shared/conformance/) with random
+shardings of its parameters: a seeded sample by default, every case with --spmd-full. (The
+per-op rules are checked as HLO text in tests/hlo/spmd-partitioner/.)"""
 import zlib
 
 import numpy as np
@@ -15,8 +15,7 @@ from minixla.passes.spmd_partitioner import collective_bytes
 from minixla.testing import compare_values
 from test_passes_conformance import load_args
 
-SWEEP_ALL = os.environ.get("MINIXLA_SPMD_SWEEP") == "all"
-SAMPLE = 24  # cases checked by default; MINIXLA_SPMD_SWEEP=all runs every case
+SAMPLE = 24  # conformance cases checked by default (seeded); --spmd-full runs every case
 
 
 @pytest.fixture(autouse=True)
@@ -25,28 +24,35 @@ def four_devices(monkeypatch):
 
 
 def random_sharding(rng, rank: int, n: int) -> HloSharding | None:
-    """Replicated, one dim split n ways, two dims split 2x2, or a split with replication."""
-    choice = int(rng.integers(4)) if rank else 0
+    """Replicated, one dim split n ways (devices in order or reversed), two dims split 2x2
+    (devices in order or transposed), or a split with replication."""
+    choice = int(rng.integers(6)) if rank else 0
     dims = [1] * rank
     if choice == 0:
         return None
-    if choice == 1 or rank < 2 or n != 4:
+    if choice in (1, 4) or rank < 2 or n != 4:
         dims[int(rng.integers(rank))] = n
+        if choice == 4:
+            return HloSharding.tiled(np.arange(n)[::-1].reshape(dims))
         return HloSharding.tiled(tuple(dims))
     a, b = rng.choice(rank, 2, replace=False)
-    if choice == 2:
+    if choice in (2, 5):
         dims[a] = dims[b] = 2
+        if choice == 5:
+            return HloSharding.tiled(np.arange(4).reshape(2, 2).T.reshape(dims))
         return HloSharding.tiled(tuple(dims))
     dims[a] = 2
     return HloSharding.tiled(tuple(dims) + (2,), ("replicated",))
 
 
-def sampled_cases():
+def pytest_generate_tests(metafunc):
+    if "case" not in metafunc.fixturenames:
+        return
     cases = case_dirs()
-    if SWEEP_ALL or len(cases) <= SAMPLE:
-        return cases
-    step = len(cases) / SAMPLE
-    return [cases[int(i * step)] for i in range(SAMPLE)]
+    if not metafunc.config.getoption("--spmd-full") and len(cases) > SAMPLE:
+        picks = np.random.default_rng(18).choice(len(cases), SAMPLE, replace=False)
+        cases = [cases[i] for i in sorted(picks)]
+    metafunc.parametrize("case", cases, ids=lambda p: p.name)
 
 
 def sharded_copy(module, n: int, seed: int):
@@ -62,7 +68,6 @@ def sharded_copy(module, n: int, seed: int):
 
 @requires_corpus
 @pytest.mark.parametrize("n", [2, 4])
-@pytest.mark.parametrize("case", sampled_cases(), ids=lambda p: p.name)
 def test_partitioned_program_equals_the_unpartitioned_one(case, n):
     meta, args = load_args(case)
     original = minixla.parse_hlo_module((case / "module.hlo").read_text())

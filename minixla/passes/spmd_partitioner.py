@@ -35,6 +35,7 @@ from .base import Pass, register_pass
 from .shardy import (FUNC_RESULT_SHARDING, GLOBAL_TO_LOCAL, LOCAL_TO_GLOBAL, sdy_shardings,
                      shardy_target)
 from .spmd_rules import R, even, plan, split_dim
+from .spmd_rules_indexing import unsplit
 
 
 def annotation(instr) -> HloSharding | None:
@@ -213,6 +214,13 @@ class _Partitioner:
         if pairs is not None:
             return self.add("collective-permute", value.shape, [value], {
                 "channel_id": self.next_channel(), "source_target_pairs": SourceTargetPairs(pairs)})
+        if have.is_tiled and want.is_tiled:  # gather only the dims `want` holds whole
+            axes = [a for a, (h, w) in enumerate(zip(have.tile_dims, want.tile_dims))
+                    if h > 1 and w == 1]
+            partial = unsplit(have, axes) if axes else None
+            if partial is not None and partial.is_tiled:
+                gathered = self.to_replicated(value, have, shape, axes)
+                return self.reshard(gathered, partial, want, shape)
         if not have.normalized().kind == "replicated":
             value = self.to_replicated(value, have, shape)
         return self.from_replicated(value, want, shape)
@@ -240,17 +248,31 @@ class _Partitioner:
         """(source, target) pairs when `want` only puts the same pieces on other devices."""
         if not (have.is_tiled and want.is_tiled) or have.tile_dims != want.tile_dims:
             return None
-        holders: dict[tuple, int] = {}
+        holders: dict[tuple, list[int]] = {}
         for device in range(self.n):
-            holders.setdefault(have.tile_index(device), device)
-        pairs = tuple((holders[want.tile_index(d)], d) for d in range(self.n))
-        return tuple(p for p in pairs if p[0] != p[1]) or None
+            holders.setdefault(have.tile_index(device), []).append(device)
+        # a device that is no target receives zeros, so one that keeps its piece sends it
+        # to itself; each device sends once
+        keeps = [d for d in range(self.n) if have.tile_index(d) == want.tile_index(d)]
+        if len(keeps) == self.n:
+            return None
+        pairs, sources = [(d, d) for d in keeps], set(keeps)
+        for device in range(self.n):
+            if device in keeps:
+                continue
+            free = [h for h in holders[want.tile_index(device)] if h not in sources]
+            if not free:
+                return None
+            pairs.append((free[0], device))
+            sources.add(free[0])
+        return tuple(sorted(pairs, key=lambda p: p[1]))
 
-    def to_replicated(self, value, have: HloSharding, shape: Shape):
+    def to_replicated(self, value, have: HloSharding, shape: Shape, axes=None):
+        """All-gathers the cut dims (only `axes` when given) and drops uneven padding."""
         grid = have.tile.devices()
         dims = list(value.shape.dims)
         for axis, pieces in enumerate(have.tile_dims):
-            if pieces == 1:
+            if pieces == 1 or (axes is not None and axis not in axes):
                 continue
             groups = np.moveaxis(grid, axis, -1).reshape(-1, pieces)
             dims[axis] *= pieces
@@ -258,9 +280,11 @@ class _Partitioner:
                 "dimensions": (axis,), "channel_id": self.next_channel(),
                 "replica_groups": ReplicaGroups.of(groups.tolist()),
                 "use_global_device_ids": True})
-        if tuple(dims) != shape.dims:  # uneven: drop the padding
-            value = self.add("slice", Shape.array(shape.dtype, shape.dims), [value],
-                             {"slice": tuple((0, d, 1) for d in shape.dims)})
+        whole = [d if axes is None or a in axes else p
+                 for a, (d, p) in enumerate(zip(shape.dims, dims))]
+        if dims != whole:  # uneven: drop the padding
+            value = self.add("slice", Shape.array(shape.dtype, whole), [value],
+                             {"slice": tuple((0, d, 1) for d in whole)})
         return value
 
     def from_replicated(self, value, want: HloSharding, shape: Shape):
@@ -358,7 +382,8 @@ class _Partitioner:
         step = plan(instr, have, self.n)
         operands = [self.reshard(local[id(o)], h, w, o.shape)
                     for o, h, w in zip(instr.operands, have, step.operands)]
-        value = self.local_op(instr, operands, step.out)
+        value = step.build(self, instr, operands, step) if step.build else \
+            self.local_op(instr, operands, step.out)
         if step.all_reduce:
             value = self.add("all-reduce", value.shape, [value], {
                 "channel_id": self.next_channel(),

@@ -25,6 +25,8 @@ class Plan:
     out: HloSharding
     all_reduce: bool = False  # the local results are partial sums: all-reduce them
     groups: tuple[tuple[int, ...], ...] | None = None  # the all-reduce's groups (None: all)
+    build: object = None  # (partitioner, instr, local operands, plan) -> the local value,
+    # where the local op is not the op itself on the pieces (a gather with shifted indices)
 
 
 def split(rank: int, dim: int, n: int) -> HloSharding:
@@ -133,7 +135,7 @@ def _of(instr, shardings, i, n):
 def plan(instr, shardings: list, n: int) -> Plan:
     """The plan for `instr` whose operands currently have `shardings`."""
     rule = RULES.get(instr.opcode)
-    if rule is None or instr.shape.is_tuple and instr.opcode != "tuple":
+    if rule is None or instr.shape.is_tuple and instr.opcode not in ("tuple", "sort"):
         return replicated_plan(instr)
     return rule(instr, shardings, n) or replicated_plan(instr)
 
@@ -211,43 +213,6 @@ def _unit_dims_only(sharding: HloSharding, operand, result) -> HloSharding | Non
     return HloSharding.tiled(grid.reshape(dims + rest), sharding.subgroups)
 
 
-def _dot_by_device(instr, shardings, n, dims) -> Plan | None:
-    """Both operands tiled: each device multiplies the blocks it holds, if every device holds
-    matching batch and contracting blocks; devices that hold different contracting blocks of
-    the same result tile add their partial sums with an all-reduce."""
-    lhs_batch, rhs_batch, lhs_con, rhs_con, lhs_free, rhs_free = (list(d) for d in dims)
-    lhs_shape, rhs_shape = instr.operand(0).shape, instr.operand(1).shape
-    lhs, rhs = shardings
-    if not (even(lhs, lhs_shape) and even(rhs, rhs_shape)):
-        return None
-    lp, rp = _pieces(lhs, lhs_shape), _pieces(rhs, rhs_shape)
-    if [lp[d] for d in lhs_batch] != [rp[d] for d in rhs_batch] or \
-            [lp[d] for d in lhs_con] != [rp[d] for d in rhs_con]:
-        return None
-    blocks = int(np.prod([lp[d] for d in lhs_con]))
-    for device in range(n):
-        li, ri = _index(lhs, lhs_shape, device), _index(rhs, rhs_shape, device)
-        if [li[d] for d in lhs_batch + lhs_con] != [ri[d] for d in rhs_batch + rhs_con]:
-            return None
-    tiles = [lp[d] for d in lhs_batch] + [lp[d] for d in lhs_free] + [rp[d] for d in rhs_free]
-
-    def position(device):
-        li, ri = _index(lhs, lhs_shape, device), _index(rhs, rhs_shape, device)
-        return [li[d] for d in lhs_batch + lhs_free] + [ri[d] for d in rhs_free]
-    found = grouped_sharding(n, position, tiles)
-    if found is None:
-        return None
-    out, groups = found
-    if blocks == 1:
-        return Plan((lhs, rhs), out)
-    reduce_groups = partial_sum_groups(
-        groups, lambda d: (_copy_index(lhs, lhs_shape, d), _copy_index(rhs, rhs_shape, d)),
-        lambda d: tuple(_index(lhs, lhs_shape, d)[c] for c in lhs_con), blocks)
-    if reduce_groups is None:
-        return None
-    return Plan((lhs, rhs), out, all_reduce=True, groups=reduce_groups)
-
-
 def _dot(instr, shardings, n):
     attrs = instr.attrs
     lhs_batch, rhs_batch = attrs.get("lhs_batch_dims", ()), attrs.get("rhs_batch_dims", ())
@@ -257,13 +222,18 @@ def _dot(instr, shardings, n):
     lhs_free = [d for d in range(lhs_rank) if d not in lhs_batch and d not in lhs_con]
     rhs_free = [d for d in range(rhs_rank) if d not in rhs_batch and d not in rhs_con]
     out_rank = instr.shape.rank
+    from .spmd_rules_dot import cheapest_dot, dot_by_device
     if tiled(shardings[0], instr.operand(0).shape) and \
             tiled(shardings[1], instr.operand(1).shape):
-        found = _dot_by_device(instr, shardings, n, (lhs_batch, rhs_batch, lhs_con, rhs_con,
+        found = dot_by_device(instr, shardings, n, (lhs_batch, rhs_batch, lhs_con, rhs_con,
                                                      lhs_free, rhs_free))
         if found is not None:
             return found
     lhs, rhs = _of(instr, shardings, 0, n), _of(instr, shardings, 1, n)
+    if any(tiled(s, o.shape) and d is None for s, o, d in zip(shardings, instr.operands,
+                                                               (lhs, rhs))):
+        return cheapest_dot(instr, shardings, n, (lhs_batch, rhs_batch, lhs_con, rhs_con,
+                                                  lhs_free, rhs_free))  # grids of several axes
     if lhs in lhs_batch:  # batch: both sides split alike
         k = lhs_batch.index(lhs)
         return Plan((shardings[0], split(rhs_rank, rhs_batch[k], n)), split(out_rank, k, n))
@@ -386,8 +356,13 @@ def _elementwise_rows():
             if row.kind == ELEMENTWISE and name not in ("map", "bitcast-convert")}
 
 
+def _indexing_rows():
+    from .spmd_rules_indexing import gather, scatter, sort
+    return {"gather": gather, "scatter": scatter, "sort": sort}
+
+
 RULES = {
-    **_elementwise_rows(),
+    **_elementwise_rows(), **_indexing_rows(),
     "broadcast": _broadcast, "transpose": _transpose, "reshape": _reshape, "dot": _dot,
     "reduce": _reduce, "slice": _slice, "pad": _pad, "concatenate": _concatenate,
     "convolution": _convolution, "tuple": _tuple, "get-tuple-element": _get_tuple_element,
