@@ -186,6 +186,21 @@ def test_a_second_batch_size_recompiles():
         assert_close(compiled(x), model(x))
 
 
+def test_replaced_parameter_data_is_read_again():
+    """Parameter views are kept between calls; `param.data = ...` gives new memory (and a
+    square weight transposed in place keeps the pointer but not the layout)."""
+    model, x = make("mlp")
+    compiled = compile_model(model)
+    with torch.no_grad():
+        assert_close(compiled(x), model(x))
+        model[0].weight.data = torch.randn(32, 16)
+        assert_close(compiled(x), model(x))
+        model[2].weight.data = model[2].weight.data.t()  # 32 x 32: same pointer, new strides
+        assert_close(compiled(x), model(x))
+        model[2].weight.mul_(2)  # in place: the kept view sees it
+        assert_close(compiled(x), model(x))
+
+
 def test_graph_breaks_are_each_compiled(monkeypatch):
     from minixla.torch import backend
     graphs = []

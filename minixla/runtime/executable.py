@@ -86,9 +86,20 @@ class Executable:
 def check_arguments(args, shapes: list[Shape], module: HloModule) -> list:
     if len(args) != len(shapes):
         raise ExecutionError(f"{module.name} takes {len(shapes)} argument(s), got {len(args)}")
-    params = {p.parameter_number: p.name for p in module.entry.parameters}
-    return [_check_one(arg, shape, f"argument {i} ({params.get(i, '?')})")
-            for i, (arg, shape) in enumerate(zip(args, shapes))]
+    checked = []
+    for i, (arg, shape) in enumerate(zip(args, shapes)):
+        dtype = shape.element_type.numpy
+        if type(arg) is np.ndarray and shape.is_array and dtype is not None and \
+                arg.dtype == dtype and arg.shape == shape.dims:
+            checked.append(arg)  # the common case; the message below is built only when needed
+        else:
+            checked.append(_check_one(arg, shape, _argument(module, i)))
+    return checked
+
+
+def _argument(module: HloModule, number: int) -> str:
+    names = {p.parameter_number: p.name for p in module.entry.parameters}
+    return f"argument {number} ({names.get(number, '?')})"
 
 
 def _check_one(arg, shape: Shape, what: str):

@@ -26,7 +26,7 @@ from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from ..errors import MinixlaError
-from .convert import from_numpy, to_numpy
+from .convert import from_numpy, memory_owner, to_numpy
 from .lowering import TorchLoweringError, lower_graph
 
 BACKENDS = ("interpreter", "cpu", "cuda")
@@ -108,8 +108,8 @@ class DynamoGraph:
 
 
 def _signature(arg):
-    if isinstance(arg, torch.Tensor):
-        return (tuple(arg.shape), arg.dtype, arg.requires_grad, arg.device.type)
+    if isinstance(arg, torch.Tensor):  # torch.Size hashes as the tuple of its dims
+        return (arg.shape, arg.dtype, arg.requires_grad, arg.device)
     return (type(arg), arg)
 
 
@@ -132,28 +132,49 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, options: TorchOption
 
 class GraphRunner:
     """Calls a compiled graph with torch tensors: inputs go in as NumPy views of their
-    memory, outputs come back as tensors over the result arrays."""
+    memory, outputs come back as tensors over the result arrays.
+
+    Parameters come back as the same tensors every call, so their views are kept, each with
+    the data pointer it was made for (`param.data = ...` changes it and makes a new view).
+    Results never share memory with the arguments (the Executable copies any that would), so
+    only results with a common memory owner are compared with each other."""
 
     def __init__(self, executable, signature):
         self.executable = executable
         self.signature = signature
+        self.parameter_views: dict[int, tuple[torch.Tensor, int, np.ndarray]] = {}
 
     def __call__(self, *args):
-        arrays = [to_numpy(args[i]) for i in self.signature.tensor_inputs]
+        arrays = [self._array(i, args[i]) for i in self.signature.tensor_inputs]
         if self.signature.needs_rng:  # drawn from torch's generator: torch.manual_seed holds
             seed = torch.randint(0, 2 ** 62, (2,), dtype=torch.int64)
             arrays.append(seed.numpy().astype(np.uint64))
         results = self.executable(*arrays)
-        outputs, taken = [], list(arrays)
+        outputs, by_owner = [], {}
         for slot in self.signature.outputs:
             if not isinstance(slot, int):
                 outputs.append(slot[1])
                 continue
-            tensor = from_numpy(results[slot], taken)  # never aliases an input or an output
-            taken.append(tensor.numpy() if tensor.dtype != torch.bfloat16 else
-                         tensor.view(torch.int16).numpy())
+            array = results[slot]
+            earlier = by_owner.setdefault(memory_owner(array), [])
+            tensor = from_numpy(array, earlier)  # never aliases another output
+            earlier.append(tensor.numpy() if tensor.dtype != torch.bfloat16 else
+                           tensor.view(torch.int16).numpy())
             outputs.append(tensor)
         return outputs
+
+    def _array(self, position: int, tensor: torch.Tensor) -> np.ndarray:
+        if not isinstance(tensor, torch.nn.Parameter):
+            return to_numpy(tensor)
+        kept = self.parameter_views.get(position)
+        pointer = tensor.data_ptr()
+        if kept is not None and kept[0] is tensor and kept[1] == pointer and \
+                tensor.is_contiguous():  # shape and dtype are the signature's
+            return kept[2]
+        array = to_numpy(tensor)
+        if array.ctypes.data == pointer:  # a view, not a copy: valid while the pointer holds
+            self.parameter_views[position] = (tensor, pointer, array)
+        return array
 
 
 def _dump(gm: torch.fx.GraphModule, module, name: str) -> None:

@@ -39,14 +39,22 @@ def to_numpy(tensor: torch.Tensor) -> np.ndarray:
     return tensor.numpy()
 
 
-def from_numpy(array: np.ndarray, inputs: list[np.ndarray] = ()) -> torch.Tensor:
+def from_numpy(array: np.ndarray, others: list[np.ndarray] = ()) -> torch.Tensor:
     """A tensor sharing `array`'s memory, or a copy when the array is read-only, not
-    contiguous, or overlaps an input (an output must never alias an argument: optimizers and
-    the autograd engine update outputs in place)."""
+    contiguous, or overlaps one of `others` (an output must never alias another output or an
+    argument: optimizers and the autograd engine update outputs in place)."""
     array = np.asarray(array)
-    shared = any(np.may_share_memory(array, x) for x in inputs)
+    shared = any(np.may_share_memory(array, x) for x in others)
     if shared or not array.flags.writeable or not array.flags.c_contiguous:
         array = np.array(array, order="C")
     if array.dtype == ml_dtypes.bfloat16:
         return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
     return torch.from_numpy(array)
+
+
+def memory_owner(array: np.ndarray) -> int:
+    """The id of the object that owns `array`'s memory: arrays with different owners cannot
+    overlap, so only arrays with the same owner need np.may_share_memory."""
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return id(array if array.base is None else array.base)
