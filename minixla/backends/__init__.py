@@ -32,6 +32,10 @@ class Backend:
     available: Callable[[], tuple[bool, str]] = lambda: (True, "")
     pipeline: Callable[[], Any] | None = None  # the backend's own pass pipeline
     options: tuple[str, ...] | None = None  # compile options it reads; None: not checked
+    # A persistent program cache keyed on the module before the passes (the cpu's:
+    # cpu/programs.py): load(key, module, options) -> Executable | None and
+    # store(key, executable, options).
+    programs: Any = None
 
 
 _registry: dict[str, Backend | str] = dict(_BUILTIN)
@@ -64,8 +68,10 @@ def _load_entry_points() -> None:
 
 
 def _resolve(name: str) -> Backend:
-    _load_entry_points()
     entry = _registry.get(name)
+    if entry is None:  # entry points never replace a registered name: scan them only now
+        _load_entry_points()
+        entry = _registry.get(name)
     if entry is None:
         raise BackendError(f"unknown backend {name!r}; known backends: {', '.join(names())}")
     if isinstance(entry, Backend):

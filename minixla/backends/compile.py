@@ -8,12 +8,14 @@ $XLA_FLAGS.
 from __future__ import annotations
 
 import time
+import warnings
 
 from . import get as get_backend
 from ..errors import MinixlaError
 from ..ir.module import HloModule
 from ..passes.base import DUMP_OPTIONS
 from ..runtime.limits import check_sizes, memory_budget
+from ..runtime import compile_memo
 from ..runtime.metrics import record_phase
 from ..runtime.participants import check_participants
 
@@ -28,8 +30,30 @@ def compile(module_or_text, backend: str | None = None, **options):
     gives a multi-device SpmdExecutable (runtime/spmd.py; options `out_shardings`,
     `collective_timeout`, `already_partitioned`). `auto_sharding=True` (or an
     AutoShardingOptions) chooses the shardings of an unannotated program first
-    (passes/auto_sharding.py)."""
+    (passes/auto_sharding.py).
+
+    Compiling the same program with the same backend, options and flags again in one process
+    returns a new executable sharing the first one's compiled code (runtime/compile_memo.py); a
+    backend with a program cache (the cpu's) may skip the passes across processes too."""
     text = None if isinstance(module_or_text, HloModule) else program_text(module_or_text)
+    key = compile_memo.key(text if text is not None else module_or_text,
+                           backend or DEFAULT_BACKEND, options)
+    if key is None:
+        return _compile(module_or_text, text, backend, options, None)
+    found = compile_memo.lookup(key)
+    if found is not None:
+        return found
+    try:
+        with warnings.catch_warnings(record=True) as raised:  # raised again on memo hits
+            warnings.simplefilter("always")
+            executable = _compile(module_or_text, text, backend, options, key)
+    finally:
+        compile_memo.warn_again(raised)
+    compile_memo.remember(key, executable, raised)
+    return executable
+
+
+def _compile(module_or_text, text, backend, options: dict, key):
     if text is not None:
         from ..text import parse_module
         start = time.perf_counter()
@@ -46,14 +70,24 @@ def compile(module_or_text, backend: str | None = None, **options):
     check_sizes(module, memory_budget(options.pop("memory_budget_bytes", None)))
     num_partitions = options.pop("num_partitions", None)
     out_shardings = options.pop("out_shardings", None)
-    from ..runtime import spmd
-    if options.get("auto_sharding") and not spmd.is_multi_device(module, num_partitions):
-        raise MinixlaError("auto_sharding chooses shardings for several devices: pass "
-                           "num_partitions=N (N > 1) or set it in the module header")
-    if spmd.is_multi_device(module, num_partitions):
-        return spmd.compile_spmd(module, name, target, options, _optimize,
-                                 num_partitions=num_partitions, out_shardings=out_shardings)
+    header = module.header_attrs
+    if num_partitions is not None or options.get("auto_sharding") or \
+            "num_partitions" in header or "replica_count" in header:
+        from ..runtime import spmd  # imported only when it may be needed: it is not light
+        if options.get("auto_sharding") and not spmd.is_multi_device(module, num_partitions):
+            raise MinixlaError("auto_sharding chooses shardings for several devices: pass "
+                               "num_partitions=N (N > 1) or set it in the module header")
+        if spmd.is_multi_device(module, num_partitions):
+            return spmd.compile_spmd(module, name, target, options, _optimize,
+                                     num_partitions=num_partitions, out_shardings=out_shardings)
     check_participants(module)
+    stored = target.programs if key is not None else None
+    if stored is not None:
+        start = time.perf_counter()
+        executable = stored.load(key, module, backend_options(options))
+        record_phase(f"load.{name}", time.perf_counter() - start)
+        if executable is not None:
+            return executable
     module, report, dumper, remat = _optimize(module, target, options)
     start = time.perf_counter()
     executable = target.compile(module, options)
@@ -63,6 +97,8 @@ def compile(module_or_text, backend: str | None = None, **options):
     if dumper is not None and hasattr(executable, "dump_files"):
         for suffix, text in executable.dump_files().items():  # kernels, buffer assignment
             dumper.write(suffix, text)
+    if stored is not None:
+        stored.store(key, executable, backend_options(options))
     return executable
 
 
@@ -70,6 +106,11 @@ def compile(module_or_text, backend: str | None = None, **options):
 COMPILE_OPTIONS = ("passes", "verify", *DUMP_OPTIONS, "memory_budget_bytes", "memory_limit_bytes",
                    "num_partitions", "out_shardings", "collective_timeout",
                    "already_partitioned", "auto_sharding")
+
+
+def backend_options(options: dict) -> dict:
+    """The options a backend's own compile reads (minixla.compile's are taken out)."""
+    return {k: v for k, v in options.items() if k not in COMPILE_OPTIONS}
 
 
 def check_options(options: dict, target) -> None:

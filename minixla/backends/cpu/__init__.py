@@ -27,7 +27,7 @@ from ...runtime.donation import Donations
 from ...runtime.executable import Executable
 from ...runtime.metrics import count, record_phase
 from .. import Backend, flush_denormals_requested
-from . import cache, driver, jit
+from . import cache, driver, jit, programs
 
 try:  # the vector math library (and Numba) load with the backend, not inside a compile
     from . import mathlib  # noqa: F401
@@ -114,12 +114,7 @@ def compile_module(module: HloModule, options: dict) -> Executable:
         fingerprint = module.fingerprint()
         key = cache.digest("module", fingerprint, codegen_options)
         known = disk.module_entry(key) is not None
-    outcomes = []
-    for name, spec in program.kernels.items():
-        dispatcher, how = jit.obtain(spec, disk)
-        program.namespace[name] = jit.entry_point(dispatcher, spec)
-        outcomes.append(how)
-        count(f"cpu.kernel.{how}")
+    outcomes = bind_kernels(program, disk)
     record_phase("codegen.cpu.native", time.perf_counter() - start)
     if disk is not None:
         hit = known and "compiled" not in outcomes
@@ -135,6 +130,22 @@ def compile_module(module: HloModule, options: dict) -> Executable:
             disk.store_module(key, {"kernels": kernels, "name": module.name, "parts": parts})
             if "compiled" in outcomes:
                 disk.evict(keep={jit.kernel_id(s) for s in program.kernels.values()})
+    return executable_of(module, program, options, outcomes)
+
+
+def bind_kernels(program, disk) -> list[str]:
+    """Compiles (or loads) every kernel of `program` into its namespace; how each came."""
+    outcomes = []
+    for name, spec in program.kernels.items():
+        dispatcher, how = jit.obtain(spec, disk)
+        program.namespace[name] = jit.entry_point(dispatcher, spec)
+        outcomes.append(how)
+        count(f"cpu.kernel.{how}")
+    return outcomes
+
+
+def executable_of(module: HloModule, program, options: dict, outcomes: list[str]) -> Executable:
+    """The Executable running `program`, whose kernels are bound."""
     for opcode, n in program.fallbacks.items():
         count(f"fallback.{opcode}", n)
     exec(compile(program.source, f"<minixla driver {module.name}>", "exec"), program.namespace)
@@ -161,4 +172,5 @@ def compile_module(module: HloModule, options: dict) -> Executable:
 
 BACKEND = Backend("cpu", compile_module, available, pipeline,
                   options=("cache", "cache_dir", "parallel_threshold", "buffer_assignment",
-                           "strict", "max_while_iterations", "flush_denormals"))
+                           "strict", "max_while_iterations", "flush_denormals"),
+                  programs=programs.ProgramCache())

@@ -9,6 +9,8 @@ $XDG_CACHE_HOME/minixla):
     kernels/ab/<kid>.json      manifest: sha256 of the .py and of every Numba cache file
     modules/<key>.json         a compiled module: the kernels it needs, and what its key
                                was made of (to explain later misses)
+    programs/<key>.json        a whole program (programs.py): the optimized module and its
+                               kernels' ids, keyed on the module as given, before the passes
     stats.json                 hit and miss counts, for `minixla cache info`
 
 `kid` hashes the kernel's source and signature; `key` hashes the optimized module's
@@ -185,7 +187,7 @@ class DiskCache:
         except OSError as exc:
             raise CacheUnusable(f"cannot create {self.root}: {exc.strerror or exc}") from None
         check_trusted(self.root)
-        for sub in ("kernels", "modules"):
+        for sub in ("kernels", "modules", "programs"):
             if (self.root / sub).exists() or (self.root / sub).is_symlink():
                 check_trusted(self.root / sub)
         if not os.access(self.root, os.W_OK | os.X_OK):
@@ -296,6 +298,39 @@ class DiskCache:
             return f"the entry for {name!r} is missing kernels (evicted or corrupt)"
         return f"{name!r}: " + "; ".join(changes)
 
+    # -- whole programs ----------------------------------------------------------------------
+    def program_path(self, key: str) -> Path:
+        return self.root / "programs" / f"{key}.json"
+
+    def program_entry(self, key: str) -> dict | None:
+        """The program entry stored under `key`, None when there is none; raises CorruptEntry
+        unless it is ours, complete and its checksum (bound to `key`) matches."""
+        path = self.program_path(key)
+        if not path.exists() and not path.is_symlink():
+            return None
+        if not owned_by_us(path):
+            raise CorruptEntry(f"program entry {path} is not a file of this user")
+        try:
+            entry = json.loads(path.read_bytes())
+            body, sha = entry["body"], entry["sha256"]
+            if not isinstance(body, dict) or _body_sha(key, body) != sha:
+                raise ValueError("checksum mismatch (truncated, corrupted or another key's)")
+        except (ValueError, KeyError, TypeError, OSError, UnicodeDecodeError) as exc:
+            raise CorruptEntry(f"program entry {path}: {exc}") from None
+        with contextlib.suppress(OSError):
+            os.utime(path)
+        return body
+
+    def store_program(self, key: str, body: dict) -> None:
+        entry = {"sha256": _body_sha(key, body), "body": body}
+        atomic_write(self.program_path(key), json.dumps(entry).encode())
+
+    def discard_program(self, key: str, reason: str) -> None:
+        warnings.warn(f"minixla: corrupt compilation cache entry program {key} ({reason}); "
+                      f"recompiling", RuntimeWarning, stacklevel=3)
+        with contextlib.suppress(OSError):
+            self.program_path(key).unlink()
+
     # -- hit and miss counts, across processes ------------------------------------------------
     def record(self, hit: bool) -> None:
         path = self.root / "stats.json"
@@ -328,9 +363,10 @@ class DiskCache:
             manifest = [p for p in files if p.suffix == ".json"]
             stamp = _mtime(manifest[0]) if manifest else min(_mtime(p) for p in files)
             out.append((stamp, sum(_size(p) for p in files), kid, files))
-        modules = self.root / "modules"
-        for path in modules.glob("*.json") if modules.exists() else ():
-            out.append((_mtime(path), _size(path), "module:" + path.stem, [path]))
+        for sub in ("modules", "programs"):
+            folder = self.root / sub
+            for path in folder.glob("*.json") if folder.exists() else ():
+                out.append((_mtime(path), _size(path), f"{sub[:-1]}:" + path.stem, [path]))
         return out
 
     def size(self) -> int:
@@ -347,7 +383,7 @@ class DiskCache:
                 break
             if name in keep:
                 continue
-            lock = self.kernel_paths(name)[2] if not name.startswith("module:") else None
+            lock = self.kernel_paths(name)[2] if ":" not in name else None
             with (locked(lock, blocking=False) if lock else contextlib.nullcontext(True)) as ok:
                 if not ok:
                     continue
@@ -386,6 +422,10 @@ def explain_requested() -> bool:
     """`--explain_cache_misses` in $MINIXLA_FLAGS (as JAX's jax_explain_cache_misses)."""
     from ...passes.flags import read_flags
     return bool(read_flags(None, "").get("explain_cache_misses", False))
+
+
+def _body_sha(key: str, body: dict) -> str:
+    return hashlib.sha256(json.dumps([key, body], sort_keys=True).encode()).hexdigest()
 
 
 def _mtime(path: Path) -> float:

@@ -139,18 +139,39 @@ def _through_disk(spec, kid: str, disk: DiskCache):
                 dispatcher = getattr(_load(py, kid, spec.source), spec.name)
                 manifest = None
         try:
-            with _kernel_codegen_options():
-                dispatcher.compile(signature)
+            hit = manifest is not None and _load_stored(dispatcher, signature)
+            if not hit:
+                with _kernel_codegen_options():
+                    dispatcher.compile(signature)
         except Exception as exc:  # Numba could not load what it stored (a foreign format)
             if manifest is None:
                 raise
             disk.discard_kernel(kid, _numba_files(dispatcher), f"{type(exc).__name__}: {exc}")
             return _compile_in_memory(spec, kid), "compiled"
-        hit = dispatcher._cache_hits.get(signature, 0) > 0
         if manifest is None or not hit:
             disk.write_manifest(kid, spec.source, _numba_files(dispatcher))
         disk.touch(kid)
     return dispatcher, "disk" if hit else "compiled"
+
+
+def _load_stored(dispatcher, signature) -> bool:
+    """Loads Numba's stored machine code for `signature` into `dispatcher`, as
+    `dispatcher.compile` does on a cache hit but without refreshing Numba's typing and lowering
+    registries first: that refresh imports most of Numba (and SciPy) once per process, about
+    half a second, and only compiling needs it. False when nothing is stored."""
+    from numba.core.compiler_lock import global_compiler_lock
+    from numba.core.runtime import rtsys
+    context = dispatcher.targetctx
+    with global_compiler_lock:
+        rtsys.initialize(context)  # kernels allocate through Numba's runtime
+        cres = dispatcher._cache._load_overload(signature, context)
+        if cres is None:
+            return False
+        dispatcher._cache_hits[signature] += 1
+        if not cres.objectmode:
+            context.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
+        dispatcher.add_overload(cres)
+    return True
 
 
 def _remove(paths) -> None:
@@ -160,6 +181,9 @@ def _remove(paths) -> None:
 
 
 def forget_in_memory() -> None:
-    """Drops the in-process kernel memo (tests use it to exercise the disk cache)."""
+    """Drops the in-process kernel memo and compile memo (tests use it to exercise the disk
+    cache)."""
+    from ...runtime import compile_memo
     with _LOCK:
         _COMPILED.clear()
+    compile_memo.clear()
