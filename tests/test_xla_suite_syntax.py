@@ -146,8 +146,91 @@ ENTRY e {{
     if ok:
         round_trip(text)
     else:
-        with pytest.raises(VerificationError, match=r"output \{1, 0\} is f32\[32\]"):
+        with pytest.raises(VerificationError, match=r"output \{1,0\} is f32\[32\]"):
             minixla.parse_hlo_module(text)
+
+
+_ASYNC_PAIR = """HloModule m
+async_computation {
+  p0 = f32[3] parameter(0)
+  p1 = f32[3] parameter(1)
+  ROOT tuple = (f32[3], f32[3]) tuple(p0, negate(p1))
+}
+ENTRY e {
+  p0 = f32[3] parameter(0)
+  p1 = f32[3] parameter(1)
+  start = ((f32[3], f32[3]), (), s32[]) async-start(p0, p1), calls=async_computation
+  %s
+}
+"""
+
+
+@pytest.mark.parametrize("body", [
+    # nothing bound before the done: it returns the whole result all the same
+    "ROOT done = (f32[3], f32[3]) async-done(start)",
+    # an update binds the first output, the done returns both
+    "update = ((f32[3], f32[3]), (f32[3]), s32[]) async-update(start)\n"
+    "ROOT done = (f32[3], f32[3]) async-done(update)",
+])
+def test_async_done_returns_the_result_whatever_the_updates_bound(body):
+    module, _ = round_trip(_ASYNC_PAIR % body)
+    a, b = np.array([1, 2, 3], np.float32), np.array([4, 5, 6], np.float32)
+    first, second = run(module, a, b)
+    np.testing.assert_array_equal(first, a)
+    np.testing.assert_array_equal(second, -b)
+
+
+@pytest.mark.parametrize("body, message", [
+    # an update cannot unbind what the one before bound
+    ("update = ((f32[3], f32[3]), (f32[3]), s32[]) async-update(start)\n"
+     "update2 = ((f32[3], f32[3]), (), s32[]) async-update(update)\n"
+     "ROOT done = (f32[3], f32[3]) async-done(update2)", "outputs bound so far are ()"),
+    ("ROOT done = (f32[3]) async-done(start)", "every output must be bound"),
+    ("ROOT done = f32[3] async-done(start)", "async-done returns %async_computation's result"),
+])
+def test_async_output_binding_errors(body, message):
+    module = minixla.parse_hlo_module(_ASYNC_PAIR % body, verify=False)
+    with pytest.raises(VerificationError, match=re.escape(message)):
+        minixla.verify(module)
+
+
+def test_async_aliasing_of_an_output_not_bound_yet_reads_the_wrapped_result():
+    """{1, 0} names the first output of the computation although {1} of the start is ()."""
+    round_trip("""HloModule m
+wrapped {
+  p0 = f32[16] parameter(0)
+  p1 = f32[16] parameter(1)
+  ROOT tuple = (f32[16]) tuple(add(p0, p1))
+}
+ENTRY e {
+  a = f32[16] parameter(0)
+  b = f32[16] parameter(1)
+  start = ((f32[16]), (), s32[]) async-start(a), calls=wrapped,
+      output_to_operand_aliasing={{1, 0}: (0, {})}
+  update = ((f32[16], f32[16]), (f32[16])) async-update(start, b)
+  ROOT done = (f32[16]) async-done(update)
+}
+""")
+
+
+def test_async_start_aliasing_compares_layouts_with_the_wrapped_parameter():
+    """The start's operand and the aliased output agree; the computation's parameter, which
+    is the aliased buffer, has another layout."""
+    text = """HloModule m
+wrapped {
+  p0 = f32[4,4]{0,1} parameter(0)
+  ROOT cc = (f32[4,4]{0,1}) custom-call(p0), custom_call_target="foo"
+}
+ENTRY e {
+  p = f32[4,4]{1,0} parameter(0)
+  start = ((f32[4,4]{1,0}), (f32[4,4]{0,1}), s32[]) async-start(p), calls=wrapped,
+      output_to_operand_aliasing={{0, 0}: (0, {})}
+  ROOT done = (f32[4,4]{0,1}) async-done(start)
+}
+"""
+    with pytest.raises(VerificationError, match=r"output \{0,0\} is f32\[4,4\]\{1,0\}"):
+        minixla.parse_hlo_module(text)
+    round_trip(text.replace("{{0, 0}: (0, {})}", "{{1, 0}: (0, {})}"))
 
 
 def test_async_sugar_continues_a_chain_passed_through_a_tuple():

@@ -12,9 +12,9 @@ from .sharding import HloSharding, check_collective, check_sharding
 from .shape_inference import infer_shape
 from .shape_rules_base import SignatureError, fmt, same
 from .verifier_attributes import ATTRIBUTE_RULES, GENERAL_RULES
+from .verifier_async import ASYNC_RULES, check_loop_async
 from .verifier_collectives import COLLECTIVE_RULES, check_module_collectives
-from .verifier_rules import (INSTRUCTION_RULES, RuleFailure, check_loop_async, check_pairs,
-                             check_threads)
+from .verifier_rules import INSTRUCTION_RULES, RuleFailure, check_pairs, check_threads
 
 DIRECTIONS = ("EQ", "NE", "LT", "LE", "GT", "GE")
 COMPARE_TYPES = ("FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED")
@@ -26,7 +26,7 @@ _OPERAND_DIMS = ("reverse", "reduce", "concatenate", "sort", "get-dimension-size
 _SINGLE_DIM = ("concatenate", "sort", "get-dimension-size", "set-dimension-size", "all-gather",
                "all-gather-start", "reduce-scatter")
 # opcode -> its checks from every rule table
-_TABLES = (INSTRUCTION_RULES, COLLECTIVE_RULES, ATTRIBUTE_RULES)
+_TABLES = (INSTRUCTION_RULES, ASYNC_RULES, COLLECTIVE_RULES, ATTRIBUTE_RULES)
 _RULES = {op: tuple(table[op] for table in _TABLES if op in table)
           for op in {op for table in _TABLES for op in table}}
 
