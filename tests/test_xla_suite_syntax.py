@@ -483,6 +483,16 @@ def test_mixed_precision_verifies_by_default_and_not_when_strict(body):
         minixla.verify(module, allow_mixed_precision=False)
 
 
+def test_the_interpreter_computes_mixed_precision_in_the_widest_float():
+    import ml_dtypes
+    module = minixla.parse_hlo_module(_MIXED % "ROOT m = bf16[4] multiply(a, b)")
+    a = np.array([1.5, 2, 3, 1e-3], np.float32)
+    b = np.array([3, 0.5, 1, 7], ml_dtypes.bfloat16)
+    got = run(module, a, b, np.ones(4, bool))
+    assert got.dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(got, (a * b.astype(np.float32)).astype(ml_dtypes.bfloat16))
+
+
 @pytest.mark.parametrize("body", [
     "ROOT t = (bf16[4]) tuple(a)",                              # ops that pass data on
     "ROOT d = bf16[4] dynamic-update-slice(a, b, s32[] constant(0))",
