@@ -1,6 +1,7 @@
 """XLA's invalid modules (../shared/xla-suite/invalid/, skipped when absent): every one is
 rejected with a MinixlaError, except the ones listed in ACCEPTED, which minixla deliberately
-accepts for the reason given there. Both directions are asserted, so the list stays true: a
+accepts for the reason given there. Each is verified with the option its XLA test uses
+(STRICT_PRECISION). Both directions are asserted, so the list stays true: a
 new rule that rejects a listed module must take it off the list, and an accepted module that
 is not listed fails the test."""
 from pathlib import Path
@@ -66,7 +67,7 @@ ACCEPTED = {
     **dict.fromkeys([f"service__hlo_verifier_test.{n:03d}" for n in (4, 14, 24, 78, 176)],
                     MUTATED),
     **dict.fromkeys([f"service__hlo_verifier_test.{n:03d}"
-                     for n in (28, 29, 36, 44, 95, 173, 175, 190, 242)], LAYOUT),
+                     for n in (28, 29, 36, 95, 173, 175, 190, 242)], LAYOUT),
     **dict.fromkeys([f"service__hlo_verifier_test.{n:03d}" for n in (106, 108, 153, 220)],
                     CONFIG),
     "service__hlo_verifier_test.142": OPT_IN + " (instruction names must match "
@@ -95,6 +96,18 @@ ACCEPTED = {
 }
 
 
+# XLA's HloVerifierTest verifies with allow_mixed_precision=false (HloVerifierOpts' default);
+# the tests of every other file load modules through test bases that allow mixed precision,
+# as minixla's verifier does by default.
+STRICT_PRECISION = "service__hlo_verifier_test."
+
+
+def _load(path: Path):
+    module = minixla.parse_hlo_module(path.read_text(), verify=False)
+    minixla.verify(module, allow_mixed_precision=not path.stem.startswith(STRICT_PRECISION))
+    return module
+
+
 def _modules():
     folder = SUITE / "invalid"
     return sorted(folder.glob("*.hlo")) if folder.is_dir() else []
@@ -105,7 +118,7 @@ def test_xla_invalid_modules_are_rejected_unless_listed():
     accepted, rejected_but_listed, crashed = [], [], []
     for path in _modules():
         try:
-            minixla.parse_hlo_module(path.read_text())
+            _load(path)
         except MinixlaError:
             if path.stem in ACCEPTED:
                 rejected_but_listed.append(path.stem)
@@ -119,3 +132,13 @@ def test_xla_invalid_modules_are_rejected_unless_listed():
     assert accepted == [], "accepted, but not listed in ACCEPTED"
     assert rejected_but_listed == [], "now rejected: take these off ACCEPTED"
     assert set(ACCEPTED) <= {p.stem for p in _modules()}
+
+
+@pytest.mark.skipif(not (SUITE / "invalid").is_dir(), reason="../shared/xla-suite absent")
+@pytest.mark.parametrize("stem", ["service__hlo_verifier_test.032",   # select of f32 and bf16
+                                  "service__hlo_verifier_test.085"])  # map of f64 by an f32 fn
+def test_mixed_precision_is_rejected_only_with_the_strict_option(stem):
+    text = (SUITE / "invalid" / f"{stem}.hlo").read_text()
+    module = minixla.parse_hlo_module(text)
+    with pytest.raises(MinixlaError):
+        minixla.verify(module, allow_mixed_precision=False)

@@ -73,7 +73,12 @@ def call(instr) -> Shape:
     if len(called) != 1:
         raise fail(instr, f"must call exactly one computation, calls {len(called)}")
     label = "calls" if instr.opcode == "fusion" else "to_apply"
-    _check_call(instr, label, called[0], [o.shape for o in instr.operands], None)
+    operands = [o.shape for o in instr.operands]
+    if instr.opcode == "fusion":
+        # XLA's verifier lets a fusion pass more operands than its computation takes (the
+        # extra ones unused), never fewer
+        operands = operands[:len(called[0].parameters)]
+    _check_call(instr, label, called[0], operands, None)
     return called[0].root.shape.without_layout()
 
 
@@ -139,9 +144,17 @@ RULES: dict[str, Callable] = {
 }
 
 
-def infer_shape(instr) -> Shape:
+# rules that take `mixed=True`: floats of different widths may meet (XLA's ShapeInference
+# allows it; its verifier only with allow_mixed_precision)
+MIXED_PRECISION_RULES = frozenset({
+    "elementwise", "compare", "select", "clamp", "map", "dynamic_update_slice", "concatenate",
+    "pad", "reduce", "reduce_window"})
+
+
+def infer_shape(instr, *, allow_mixed_precision: bool = False) -> Shape:
     """The result shape of `instr` (without layout); raises ShapeError naming the op and the
-    constraint its operands or attributes break."""
+    constraint its operands or attributes break. With `allow_mixed_precision`, floating-point
+    operands of different widths meet where XLA's ShapeInference lets them."""
     opdef = OPCODES.get(instr.opcode)
     if opdef is None:
         raise ShapeError(f"unknown opcode {instr.opcode!r}")
@@ -154,6 +167,8 @@ def infer_shape(instr) -> Shape:
     if not opdef.accepts_arity(instr.operand_count):
         raise fail(instr, f"wrong number of operands ({instr.operand_count})")
     try:
+        if allow_mixed_precision and opdef.infer in MIXED_PRECISION_RULES:
+            return rule(instr, mixed=True)
         return rule(instr)
     except KeyError as exc:  # a required attribute the rule reads is absent
         raise fail(instr, f"missing attribute {exc.args[0]}") from None

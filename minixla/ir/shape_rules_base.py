@@ -4,6 +4,11 @@ A rule takes an HloInstruction and returns its result shape without layout, foll
 ShapeInference; it raises ShapeError naming the op and the broken constraint. Layouts never
 matter here: every comparison is on element types and dims (dynamic-dimension flags ignored,
 as XLA's ShapeUtil::Compatible does).
+
+The rules named in shape_inference.MIXED_PRECISION_RULES also take `mixed=True`: then, as in
+XLA's ShapeInference, floating-point operands of different widths (f16 and f32, ...) match
+and the result takes the widest of them. XLA's verifier rejects such operands unless
+allow_mixed_precision is on; minixla's strict rules do the rejecting themselves.
 """
 from __future__ import annotations
 
@@ -113,10 +118,24 @@ def same_dims_all(instr, shapes: list[Shape], what: str = "operands") -> None:
                               f"(no implicit broadcasting in HLO)")
 
 
-def same_type_all(instr, shapes: list[Shape], what: str = "operands") -> None:
+def same_type(a: Shape, b: Shape, mixed: bool = False) -> bool:
+    """One element type; with `mixed`, any two floating-point types."""
+    return a.element_type == b.element_type or (
+        mixed and a.element_type.kind == FLOAT == b.element_type.kind)
+
+
+def widest(shapes: list[Shape]):
+    """The element type of the first shape, or of the widest float among them (XLA's
+    HigherPrecisionElementType)."""
+    floats = [s.element_type for s in shapes if s.element_type.kind == FLOAT]
+    return max(floats, key=lambda t: t.bits) if floats else shapes[0].element_type
+
+
+def same_type_all(instr, shapes: list[Shape], what: str = "operands", *,
+                  mixed: bool = False) -> None:
     first = shapes[0]
     for shape in shapes[1:]:
-        if shape.element_type != first.element_type:
+        if not same_type(shape, first, mixed):
             raise fail(instr, f"{what} must have the same element type: {fmt(first)} and "
                               f"{fmt(shape)}")
 
@@ -175,15 +194,15 @@ def _check_kind(instr, shape: Shape) -> None:
         raise fail(instr, f"does not accept element type {shape.dtype}")
 
 
-def elementwise(instr) -> Shape:
+def elementwise(instr, mixed: bool = False) -> Shape:
     # copy (and only copy) may also copy a tuple
     if instr.opcode == "copy" and instr.operand_count == 1 and instr.operand(0).shape.is_tuple:
         return instr.operand(0).shape.without_layout()
     shapes = operand_arrays(instr)
     same_dims_all(instr, shapes)
-    same_type_all(instr, shapes)
+    same_type_all(instr, shapes, mixed=mixed)
     _check_kind(instr, shapes[0])
-    return shapes[0].without_layout()
+    return shapes[0].with_dtype(widest(shapes)).without_layout()
 
 
 def abs_(instr) -> Shape:
@@ -218,10 +237,10 @@ def complex_(instr) -> Shape:
     return shapes[0].with_dtype("c64" if shapes[0].dtype == "f32" else "c128").without_layout()
 
 
-def compare(instr) -> Shape:
+def compare(instr, mixed: bool = False) -> Shape:
     shapes = operand_arrays(instr)
     same_dims_all(instr, shapes)
-    same_type_all(instr, shapes)
+    same_type_all(instr, shapes, mixed=mixed)
     return shapes[0].with_dtype("pred").without_layout()
 
 
@@ -262,22 +281,24 @@ def bitcast_convert(instr) -> Shape:
     return array(target.element_type, dims)
 
 
-def select(instr) -> Shape:
+def select(instr, mixed: bool = False) -> Shape:
     pred = operand_array(instr, 0)
     on_true, on_false = instr.operand(1).shape, instr.operand(2).shape
     if pred.dtype != "pred":
         raise fail(instr, f"the selector must be pred, got {fmt(pred)}")
-    if not same(on_true, on_false):
+    if not (same_ignoring_fp_precision if mixed else same)(on_true, on_false):
         raise fail(instr, f"branches differ: {fmt(on_true)} and {fmt(on_false)}")
     if pred.rank and (on_true.is_tuple or pred.dims != on_true.dims):
         raise fail(instr, f"the selector {fmt(pred)} must be a scalar or match {fmt(on_true)}")
-    return on_true.without_layout()
+    if on_true.is_tuple:
+        return on_true.without_layout()
+    return on_true.with_dtype(widest([on_true, on_false])).without_layout()
 
 
-def clamp(instr) -> Shape:
+def clamp(instr, mixed: bool = False) -> Shape:
     low, operand, high = operand_arrays(instr)
     for bound in (low, high):
-        if bound.element_type != operand.element_type:
+        if not same_type(bound, operand, mixed):
             raise fail(instr, f"bounds must have the operand's element type: {fmt(bound)} vs "
                               f"{fmt(operand)}")
         if bound.rank and bound.dims != operand.dims:
@@ -285,7 +306,7 @@ def clamp(instr) -> Shape:
     return operand.without_layout()
 
 
-def map_(instr) -> Shape:
+def map_(instr, mixed: bool = False) -> Shape:
     shapes = operand_arrays(instr)
     if not shapes:
         raise fail(instr, "needs at least one operand")
@@ -294,7 +315,8 @@ def map_(instr) -> Shape:
     dims = dim_list(instr, "dimensions", rank, default=tuple(range(rank)))
     if dims != tuple(range(rank)):
         raise fail(instr, f"dimensions must be {{0..{rank - 1}}} in order, got {list(dims)}")
-    comp = check_signature(instr, "to_apply", [array(s.element_type, ()) for s in shapes])
+    comp = check_signature(instr, "to_apply", [array(s.element_type, ()) for s in shapes],
+                           match=same_ignoring_fp_precision if mixed else same)
     root = comp.root.shape
     if not root.is_array or root.rank:
         raise fail(instr, f"to_apply=%{comp.name} must return a scalar, got {fmt(root)}",

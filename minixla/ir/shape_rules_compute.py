@@ -49,21 +49,29 @@ def _results(instr, shapes: list[Shape]) -> Shape:
     return Shape.tuple_of(shapes) if tupled else shapes[0]
 
 
-def reduce(instr) -> Shape:
+def reduce(instr, mixed: bool = False) -> Shape:
     inputs, inits = _inputs_and_inits(instr)
     reduced = dim_list(instr, "dimensions", inputs[0].rank)
-    check_reducer(instr, "to_apply", [s.element_type for s in inits],
-                  [s.element_type for s in inputs])
+    types = _reducer_types(instr, inputs, inits, mixed)
     dims = [d for i, d in enumerate(inputs[0].dims) if i not in reduced]
-    return _results(instr, [array(s.element_type, dims) for s in inits])
+    return _results(instr, [array(t, dims) for t in types])
 
 
-def reduce_window(instr) -> Shape:
+def reduce_window(instr, mixed: bool = False) -> Shape:
     inputs, inits = _inputs_and_inits(instr)
     dims = _window_dims(instr, instr.attrs["window"], inputs[0].dims)
+    types = _reducer_types(instr, inputs, inits, mixed)
+    return _results(instr, [array(t, dims) for t in types])
+
+
+def _reducer_types(instr, inputs, inits, mixed: bool) -> list:
+    """The result element types: the initial values' (with `mixed`, XLA's: the reducer's
+    accumulators, which may be floats of other widths than the operands)."""
     check_reducer(instr, "to_apply", [s.element_type for s in inits],
-                  [s.element_type for s in inputs])
-    return _results(instr, [array(s.element_type, dims) for s in inits])
+                  [s.element_type for s in inputs], ignore_fp_precision=mixed)
+    if not mixed:
+        return [s.element_type for s in inits]
+    return [s.element_type for s in instr.attrs["to_apply"].parameter_shapes[:len(inits)]]
 
 
 def select_and_scatter(instr) -> Shape:

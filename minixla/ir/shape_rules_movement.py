@@ -9,7 +9,7 @@ from math import prod
 
 from .shape_rules_base import (array, check_reducer, declared, dim_list, fail, fmt, one_dim,
                                operand_array, operand_arrays, require_declared, same_dims_all,
-                               scalar_of)
+                               same_type, scalar_of, widest)
 from .shapes import UNBOUNDED, Shape
 
 
@@ -125,34 +125,34 @@ def dynamic_slice(instr) -> Shape:
     return array(operand.element_type, sizes)
 
 
-def dynamic_update_slice(instr) -> Shape:
+def dynamic_update_slice(instr, mixed: bool = False) -> Shape:
     operand, update = operand_arrays(instr, (0, 1))
     _start_indices(instr, 2, operand.rank)
-    if update.element_type != operand.element_type or update.rank != operand.rank or \
+    if not same_type(update, operand, mixed) or update.rank != operand.rank or \
             any(u > d for u, d in zip(update.dims, operand.dims)):
         raise fail(instr, f"update {fmt(update)} does not fit into {fmt(operand)}")
     return operand.without_layout()
 
 
-def concatenate(instr) -> Shape:
+def concatenate(instr, mixed: bool = False) -> Shape:
     shapes = operand_arrays(instr)
     if not shapes:
         raise fail(instr, "needs at least one operand")
     first = shapes[0]
     dim = one_dim(instr, first.rank)
     for shape in shapes[1:]:
-        if shape.element_type != first.element_type or shape.rank != first.rank or any(
+        if not same_type(shape, first, mixed) or shape.rank != first.rank or any(
                 a != b for i, (a, b) in enumerate(zip(shape.dims, first.dims)) if i != dim):
             raise fail(instr, f"{fmt(shape)} cannot be joined to {fmt(first)} along dim {dim}")
     dims = list(first.dims)
     dims[dim] = sum(s.dims[dim] for s in shapes)
-    return array(first.element_type, dims)
+    return array(widest(shapes), dims)
 
 
-def pad(instr) -> Shape:
+def pad(instr, mixed: bool = False) -> Shape:
     operand = operand_array(instr, 0)
     value = scalar_of(instr, 1, " (the padding value)")
-    if value.element_type != operand.element_type:
+    if not same_type(value, operand, mixed):
         raise fail(instr, f"padding value {fmt(value)} must have type {operand.dtype}")
     padding = instr.attrs.get("padding", ())
     if len(padding) != operand.rank:

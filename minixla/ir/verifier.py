@@ -3,6 +3,13 @@
 `verify(module)` raises VerificationError naming the computation, the instruction (as HLO text)
 and the rule broken. Shapes are compared as XLA's ShapeUtil::Compatible does (element types and
 dims; layouts and dynamic flags ignored), so layout-changing ops such as copy and bitcast pass.
+
+Mixed precision (XLA's HloVerifierOpts::allow_mixed_precision) is allowed by default, as in
+the verifier XLA's test bases run on every module they load (HloTestBase and
+HloHardwareIndependentTestBase: allow_mixed_precision_in_hlo_verifier=true): floats of
+different widths may meet in an op, and a result may differ in float width from the inferred
+one, except for the ops that only pass data on (_EXACT_RESULT_OPS). `allow_mixed_precision=False`
+is XLA's HloVerifier default, used by its compilers and its own verifier tests.
 """
 from __future__ import annotations
 
@@ -10,11 +17,11 @@ from ..errors import ShapeError, VerificationError, at_instruction
 from .opcodes import OPCODES
 from .sharding import HloSharding, check_collective, check_sharding
 from .shape_inference import infer_shape
-from .shape_rules_base import SignatureError, fmt, same
+from .shape_rules_base import SignatureError, fmt, same, same_ignoring_fp_precision
 from .verifier_attributes import ATTRIBUTE_RULES, GENERAL_RULES
+from .verifier_async import ASYNC_RULES, check_loop_async
 from .verifier_collectives import COLLECTIVE_RULES, check_module_collectives
-from .verifier_rules import (INSTRUCTION_RULES, RuleFailure, check_loop_async, check_pairs,
-                             check_threads)
+from .verifier_rules import INSTRUCTION_RULES, RuleFailure, check_pairs, check_threads
 
 DIRECTIONS = ("EQ", "NE", "LT", "LE", "GT", "GE")
 COMPARE_TYPES = ("FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED")
@@ -26,9 +33,15 @@ _OPERAND_DIMS = ("reverse", "reduce", "concatenate", "sort", "get-dimension-size
 _SINGLE_DIM = ("concatenate", "sort", "get-dimension-size", "set-dimension-size", "all-gather",
                "all-gather-start", "reduce-scatter")
 # opcode -> its checks from every rule table
-_TABLES = (INSTRUCTION_RULES, COLLECTIVE_RULES, ATTRIBUTE_RULES)
+_TABLES = (INSTRUCTION_RULES, ASYNC_RULES, COLLECTIVE_RULES, ATTRIBUTE_RULES)
 _RULES = {op: tuple(table[op] for table in _TABLES if op in table)
           for op in {op for table in _TABLES for op in table}}
+# ops whose result must have exactly the inferred element types even with mixed precision:
+# they reinterpret or pass data on, never convert it (XLA's ShapeVerifier::CheckShape)
+_EXACT_RESULT_OPS = frozenset({
+    "bitcast", "call", "conditional", "constant", "copy-done", "copy-start", "custom-call",
+    "get-tuple-element", "infeed", "outfeed", "opt-barrier", "parameter", "recv", "recv-done",
+    "send", "send-done", "tuple", "while", "dynamic-update-slice"})
 
 
 class _Failure(Exception):
@@ -38,8 +51,9 @@ class _Failure(Exception):
         super().__init__(f"{rule}: {detail}")
 
 
-def verify(module) -> None:
-    """Raises VerificationError for the first broken invariant of `module`."""
+def verify(module, *, allow_mixed_precision: bool = True) -> None:
+    """Raises VerificationError for the first broken invariant of `module`. With
+    `allow_mixed_precision=False`, floating-point types of different widths may not meet."""
     if not module.has_entry or not any(c is module.entry for c in module.computations):
         raise VerificationError(f"module {module.name}: no entry computation in the module")
     _check_unique_names(module)
@@ -51,7 +65,7 @@ def verify(module) -> None:
     _check_no_recursion(module)
     known = {id(c) for c in module.computations}
     for comp in module.computations:
-        _check_computation(comp, known)
+        _check_computation(comp, known, allow_mixed_precision)
     for module_rule in (check_threads, check_loop_async, check_module_collectives):
         found = module_rule(module)
         if found is None:
@@ -134,7 +148,7 @@ def _check_no_recursion(module) -> None:
             visit(comp, [comp])
 
 
-def _check_computation(comp, known: set[int]) -> None:
+def _check_computation(comp, known: set[int], mixed: bool) -> None:
     members = {id(i) for i in comp.instructions}
     if not comp.has_root or id(comp.root) not in members:
         raise VerificationError(f"{_where(comp)}: the root must be an instruction of the "
@@ -155,7 +169,7 @@ def _check_computation(comp, known: set[int]) -> None:
                 if id(operand) not in members:
                     raise _Failure("operands must belong to the same computation",
                                    f"%{operand.name} is not in %{comp.name}")
-            _check_instruction(instr, known)
+            _check_instruction(instr, known, mixed)
         except _Failure as failure:
             raise at_instruction(VerificationError(f"{_where(comp, instr)}: {failure}"),
                                  instr) from None
@@ -165,7 +179,7 @@ def _check_computation(comp, known: set[int]) -> None:
         raise at_instruction(VerificationError(f"{_where(comp, instr)}: {failure}"), instr)
 
 
-def _check_instruction(instr, known: set[int]) -> None:
+def _check_instruction(instr, known: set[int], mixed: bool) -> None:
     opdef = OPCODES[instr.opcode]
     if not opdef.accepts_arity(instr.operand_count):
         raise _Failure("operand count", f"{instr.opcode} does not take "
@@ -188,14 +202,27 @@ def _check_instruction(instr, known: set[int]) -> None:
     if instr.opcode == "constant":
         _check_literal(instr)
     try:
-        inferred = infer_shape(instr)
+        inferred = infer_shape(instr, allow_mixed_precision=mixed)
     except SignatureError as exc:
         raise _Failure("called computation signature", str(exc)) from None
     except ShapeError as exc:
         raise _Failure("shape inference failed", str(exc)) from None
-    if instr.shape is None or not same(instr.shape, inferred):
+    exact = instr.opcode in _EXACT_RESULT_OPS or _moves_between_memory_spaces(instr)
+    matches = same_ignoring_fp_precision if mixed and not exact else same
+    if instr.shape is None or not matches(instr.shape, inferred):
         declared = "nothing" if instr.shape is None else fmt(instr.shape)
         raise _Failure("shape mismatch", f"declared {declared}, inferred {fmt(inferred)}")
+
+
+def _memory_space(shape) -> int:
+    return shape.layout.memory_space if shape.is_array and shape.layout is not None else 0
+
+
+def _moves_between_memory_spaces(instr) -> bool:
+    """A copy to or from another memory space (host offloading) moves the bytes as they are:
+    it may not change the element type, mixed precision or not."""
+    return instr.opcode == "copy" and instr.operand_count == 1 and \
+        _memory_space(instr.shape) != _memory_space(instr.operand(0).shape)
 
 
 def _check_compare(instr) -> None:

@@ -14,6 +14,7 @@ import numpy as np
 from ..errors import (ExecutionError, MinixlaError, ResourceExhaustedError, UnsupportedError,
                        at_instruction)
 from ..ir.computation import HloComputation
+from ..ir.dtypes import ELEMENT_TYPES
 from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule
 from ..ir.opcodes import ELEMENTWISE
@@ -63,6 +64,40 @@ def unsupported_opcodes(module: HloModule) -> list[str]:
                    if i.opcode != "parameter" and i.opcode not in table})
 
 
+# ops that hand values to computations or pass them on as they are: never converted
+_PASS_ON = frozenset({"call", "fusion", "while", "conditional", "custom-call", "tuple",
+                      "get-tuple-element", "bitcast", "bitcast-convert", "async-start",
+                      "async-update", "async-done", "opt-barrier", "parameter", "constant"})
+
+
+_FLOAT_DTYPES = frozenset(t.numpy for t in ELEMENT_TYPES.values()
+                          if t.is_float and t.numpy is not None)
+
+
+def _is_float(value) -> bool:
+    return isinstance(value, np.ndarray) and value.dtype in _FLOAT_DTYPES
+
+
+def _mixed_floats(instr, operands) -> bool:
+    """Mixed precision (the verifier allows it): float operands of different widths."""
+    return len({o.dtype for o in operands if _is_float(o)}) > 1
+
+
+def _widened(operands) -> list:
+    """XLA's float normalization: compute in the widest float of the operands."""
+    widest = max((o.dtype for o in operands if _is_float(o)), key=lambda d: d.itemsize)
+    return [o.astype(widest) if _is_float(o) else o for o in operands]
+
+
+def _as_declared(instr, value):
+    """A float result of another width than declared (mixed precision) converted to it."""
+    shape = instr.shape
+    if not (_is_float(value) and shape is not None and shape.is_array and
+            shape.element_type.is_float) or value.dtype == shape.element_type.numpy:
+        return value
+    return value.astype(shape.element_type.numpy)
+
+
 class Evaluator:
     """Evaluates computations of one module. `max_while_iterations` guards runaway loops."""
 
@@ -106,8 +141,13 @@ class Evaluator:
                 raise UnsupportedError(f"the interpreter does not implement {instr.opcode} "
                                        f"(instruction %{instr.name})")
             operands = [values[id(o)] for o in instr.operands]
+            mixed = instr.opcode not in _PASS_ON and _mixed_floats(instr, operands)
+            if mixed:
+                operands = _widened(operands)
             try:
                 values[id(instr)] = handler(self, instr, operands)
+                if instr.opcode not in _PASS_ON:
+                    values[id(instr)] = _as_declared(instr, values[id(instr)])
             except MinixlaError as exc:
                 at_instruction(exc, instr)
                 raise

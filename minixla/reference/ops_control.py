@@ -47,7 +47,8 @@ def _call(ev, instr, ops):
 
 
 def _fusion(ev, instr, ops):
-    return ev.evaluate(instr.attrs["calls"], ops)
+    comp = instr.attrs["calls"]
+    return ev.evaluate(comp, ops[:len(comp.parameters)])  # operands after them go unused
 
 
 def _identity(ev, instr, ops):

@@ -336,7 +336,8 @@ class Parser(ValueParser):
                 return instr.operand(0).shape.tuple_shapes[instr.attrs["index"]]
             if instr.opcode == "tuple":
                 return Shape.tuple_of(o.shape for o in instr.operands)
-            return infer_shape(instr).with_default_layout()
+            # as XLA's parser: floats of different widths may meet; the verifier decides
+            return infer_shape(instr, allow_mixed_precision=True).with_default_layout()
         except HloParseError:
             raise
         except Exception as exc:  # a shape rule rejected the operands
