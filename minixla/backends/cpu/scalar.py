@@ -303,8 +303,10 @@ def _compare(ctx, instr, args):
     op = _DIRECTIONS[instr.attrs["direction"].upper()]
     ctype = str(instr.attrs.get("type") or "").upper()
     if kind(dtype) == "float" and ctype == "TOTALORDER":
-        signed = signed_of(dtype)
-        top = ctx.const((1 << (BITS[dtype] - 1)) - 1, signed)
+        # bf16 is computed in f32, whose bits (the bf16 bits, shifted) order the same way
+        width = 32 if dtype == "bf16" else BITS[dtype]
+        signed = f"s{width}"
+        top = ctx.const((1 << (width - 1)) - 1, signed)
         a, b = (f"h.total_order_key(h.bitcast({v}, {kernel_type(signed)}), {top})"
                 for v in (a, b))
     elif kind(dtype) == "float":

@@ -1,0 +1,73 @@
+"""One-op regressions for disagreements between the cpu backend and the interpreter found by the
+differential fuzzer (minixla.testing.fuzz) and by XLA's own test modules: HLO text in, the same
+values out of both, bit for bit (NaN payloads aside, see docs/semantics.md)."""
+import numpy as np
+
+import minixla
+from minixla.testing.compare import compare_values
+
+
+def both(text: str, *args):
+    module = minixla.parse_hlo_module(text)
+    want = minixla.compile(module, backend="interpreter")(*args)
+    got = minixla.compile(module, backend="cpu")(*args)
+    problems = compare_values(got, want, rtol=0, atol=0, what="cpu vs interpreter",
+                              signed_zeros=True)
+    assert not problems, problems
+    return want
+
+
+def bf16(values):
+    import ml_dtypes
+    return np.array(values, np.float32).astype(ml_dtypes.bfloat16)
+
+
+def test_bf16_totalorder_sort():
+    # the cpu comparator reinterpreted bf16 (held as f32) as a 16-bit integer: a Numba typing
+    # error
+    text = """HloModule m
+less {
+  a = bf16[] parameter(0)
+  b = bf16[] parameter(1)
+  ROOT lt = pred[] compare(a, b), direction=LT, type=TOTALORDER
+}
+ENTRY e {
+  x = bf16[6] parameter(0)
+  ROOT s = bf16[6] sort(x), dimensions={0}, to_apply=less
+}"""
+    x = bf16([np.nan, -0.0, 1.0, -np.inf, 0.0, -np.nan])
+    got = both(text, x).astype(np.float32)
+    assert np.signbit(got[0]) and np.isnan(got[0]) and got[1] == -np.inf
+    assert got[2] == 0 and np.signbit(got[2]) and got[4] == 1.0 and np.isnan(got[5])
+
+
+def test_bitcast_that_changes_the_element_type():
+    # a row-major bitcast is a view on cpu, which kept the operand's dtype
+    text = """HloModule m
+ENTRY e {
+  x = f32[2,3] parameter(0)
+  b = s32[3,2] bitcast(x)
+  ROOT n = s32[3,2] negate(b)
+}"""
+    x = np.array([[1.0, -0.0, np.inf], [2.5, np.nan, -3.0]], np.float32)
+    assert (both(text, x) == -x.view(np.int32).reshape(3, 2)).all()
+    root_text = """HloModule m
+ENTRY e {
+  x = f32[2,3] parameter(0)
+  ROOT b = s32[6] bitcast(x)
+}"""
+    assert both(root_text, x).dtype == np.int32
+
+
+def test_bitcast_of_a_transpose_in_a_column_major_layout():
+    # layout assignment turned the transpose into a bitcast with a row-major result, and the
+    # bitcast that read it then reinterpreted the wrong bytes
+    text = """HloModule m
+ENTRY e {
+  p = f32[3,3]{0,1} parameter(0)
+  t1 = f32[3,3]{0,1} transpose(p), dimensions={1,0}
+  b1 = f32[3,3]{1,0} bitcast(t1)
+  ROOT t2 = f32[3,3]{0,1} transpose(b1), dimensions={1,0}
+}"""
+    p = np.arange(9, dtype=np.float32).reshape(3, 3)
+    assert (both(text, p) == p.T).all()
