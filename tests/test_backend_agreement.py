@@ -71,3 +71,20 @@ ENTRY e {
 }"""
     p = np.arange(9, dtype=np.float32).reshape(3, 3)
     assert (both(text, p) == p.T).all()
+
+
+def test_complex_divide_by_zero_and_infinities():
+    # Numba's complex `/` raises ZeroDivisionError for a zero divisor; NumPy gives inf or NaN
+    for ctype, ftype in (("c64", np.complex64), ("c128", np.complex128)):
+        text = f"""HloModule m
+ENTRY e {{
+  a = {ctype}[8] parameter(0)
+  b = {ctype}[8] parameter(1)
+  ROOT d = {ctype}[8] divide(a, b)
+}}"""
+        inf, nan = np.inf, np.nan
+        a = np.array([1 + 1j, 1 + 1j, complex(1, inf), complex(nan, 1), 1 + 2j, 1 - 1j, 3 + 4j,
+                      -2.5 + 0.1j], ftype)
+        b = np.array([0, complex(-0.0, 0), complex(inf, inf), 1 + 1j, 3 + 4j, complex(inf, 1),
+                      1e-30 + 1e30j, 0.3 - 7j], ftype)
+        both(text, a, b)
