@@ -88,3 +88,22 @@ ENTRY e {{
         b = np.array([0, complex(-0.0, 0), complex(inf, inf), 1 + 1j, 3 + 4j, complex(inf, 1),
                       1e-30 + 1e30j, 0.3 - 7j], ftype)
         both(text, a, b)
+
+
+def test_fft_lengths_that_differ_from_the_operand():
+    # cpu transformed the whole operand (ignoring fft_length) and raised NumPy's ValueError for
+    # an empty one; the interpreter cuts or pads to the lengths as XLA's evaluator does
+    x = (np.arange(6) - 2.5 + 1j * np.arange(6)[::-1]).astype(np.complex64).reshape(1, 6)
+    for length in (0, 1, 4):
+        text = f"""HloModule m
+ENTRY e {{
+  x = c64[1,6] parameter(0)
+  ROOT f = c64[1,6] fft(x), fft_type=FFT, fft_length={{{length}}}
+}}"""
+        both(text, x)
+    empty = """HloModule m
+ENTRY e {
+  x = c64[1,0] parameter(0)
+  ROOT f = c64[1,0] fft(x), fft_type=IFFT, fft_length={1}
+}"""
+    assert both(empty, np.zeros((1, 0), np.complex64)).shape == (1, 0)
