@@ -107,3 +107,17 @@ ENTRY e {
   ROOT f = c64[1,0] fft(x), fft_type=IFFT, fft_length={1}
 }"""
     assert both(empty, np.zeros((1, 0), np.complex64)).shape == (1, 0)
+
+
+def test_gather_of_an_empty_slice_gives_zeros():
+    # a collapsed dim of slice size 0 left the window empty and NumPy's reshape raised
+    # ValueError; XLA's gather simplifier makes such a gather a broadcast zero
+    text = """HloModule m
+ENTRY e {
+  x = f32[0,2] parameter(0)
+  i = s32[3] parameter(1)
+  ROOT g = f32[3,2] gather(x, i), offset_dims={1}, collapsed_slice_dims={0},
+      start_index_map={0}, index_vector_dim=1, slice_sizes={0,2}
+}"""
+    got = both(text, np.zeros((0, 2), np.float32), np.array([0, 5, -1], np.int32))
+    assert got.shape == (3, 2) and not got.any()
