@@ -20,6 +20,7 @@ from __future__ import annotations
 from .kernel_source import OpSource
 from .kernels import KernelSpec
 from .rng_kernels import rng_bit_generator
+from .scalar import NotEmittable
 from .sort_kernels import sort, topk
 
 _COMMUTATIVE = {"add", "multiply", "maximum", "minimum", "and", "or", "xor"}
