@@ -121,3 +121,16 @@ ENTRY e {
 }"""
     got = both(text, np.zeros((0, 2), np.float32), np.array([0, 5, -1], np.int32))
     assert got.shape == (3, 2) and not got.any()
+
+
+def test_rng_normal_with_a_negative_sigma():
+    # NumPy's normal() raised ValueError for scale < 0; XLA computes mu + sigma * N(0, 1)
+    text = """HloModule m
+ENTRY e {
+  mu = f32[] parameter(0)
+  sigma = f32[] parameter(1)
+  ROOT r = f32[2,3] rng(mu, sigma), distribution=rng_normal
+}"""
+    negative = both(text, np.float32(1), np.float32(-2))
+    positive = both(text, np.float32(1), np.float32(2))
+    assert np.allclose(negative - 1, -(positive - 1))

@@ -387,7 +387,8 @@ def _rng(ev, instr, ops):
     dims, dtype = instr.shape.dims, instr.shape.numpy_dtype
     distribution = instr.attrs.get("distribution", "rng_uniform")
     if distribution == "rng_normal":
-        values = generator.normal(float(low), float(high), dims)
+        # mu + sigma * N(0, 1), as XLA expands it: a negative or NaN sigma is no error
+        values = float(low) + float(high) * generator.standard_normal(dims)
     elif distribution != "rng_uniform":
         raise UnsupportedError(f"rng distribution {distribution} is not supported")
     elif np.dtype(dtype).kind in "iub":
