@@ -134,3 +134,13 @@ ENTRY e {
     negative = both(text, np.float32(1), np.float32(-2))
     positive = both(text, np.float32(1), np.float32(2))
     assert np.allclose(negative - 1, -(positive - 1))
+
+
+def test_bitcast_of_a_scalar_stays_a_scalar():
+    # the interpreter returned shape (1,) for a scalar bitcast
+    text = """HloModule m
+ENTRY e {
+  x = f32[] parameter(0)
+  ROOT b = s32[] bitcast(x)
+}"""
+    assert both(text, np.float32(-0.0)).shape == ()
