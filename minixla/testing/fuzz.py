@@ -223,6 +223,8 @@ def _broadcast(ctx, opcode):
 def _reshape(ctx, opcode):
     x = ctx.pick()
     size = int(np.prod(x.dims, dtype=np.int64))
+    if size == 0:  # an empty value (a pad with negative edges) has no factors to pick
+        raise Skip()
     factors = [d for d in range(1, size + 1) if size % d == 0]
     first = factors[ctx.rng.integers(len(factors))]
     dims = [first, size // first] if ctx.rng.random() < 0.7 else [size]
