@@ -144,3 +144,15 @@ ENTRY e {
   ROOT b = s32[] bitcast(x)
 }"""
     assert both(text, np.float32(-0.0)).shape == ()
+
+
+def test_rng_uniform_with_high_below_low():
+    # NumPy's uniform() raised ValueError for high < low
+    text = """HloModule m
+ENTRY e {
+  low = f32[] parameter(0)
+  high = f32[] parameter(1)
+  ROOT r = f32[4] rng(low, high), distribution=rng_uniform
+}"""
+    got = both(text, np.float32(2), np.float32(1))
+    assert ((got > 1) & (got <= 2)).all()
