@@ -86,8 +86,9 @@ class _Context:
         self.values: list = []
 
     def pick(self, kinds=None, rank_at_least: int = 0):
+        # empty values (a pad with negative edges) would leave generators no sizes to draw
         choices = [v for v in self.values if (kinds is None or _kind(v.dtype) in kinds)
-                   and v.rank >= rank_at_least]
+                   and v.rank >= rank_at_least and 0 not in v.dims]
         if not choices:
             raise Skip()
         return choices[self.rng.integers(len(choices))]
