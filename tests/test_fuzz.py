@@ -73,3 +73,18 @@ def test_a_planted_wrong_kernel_is_caught(monkeypatch):
     problems = fuzz.check_module(module, fuzz.random_inputs(module, 0))
     jit.forget_in_memory()
     assert problems and problems[0].startswith("cpu output 0")
+
+
+def test_mutants_are_refused_cleanly_or_agree(request):
+    outcomes = set()
+    for seed in seeds(request, 150, 10_000):
+        text = fuzz.mutate(fuzz.random_module(seed).to_text(), seed)
+        outcome, detail = fuzz.run_case(text, seed, backends=())
+        assert outcome in ("agree", "rejected"), f"seed {seed} {outcome}: {detail}\n{text}"
+        outcomes.add(outcome)
+    assert outcomes == {"agree", "rejected"}  # the mutator makes both valid and invalid text
+
+
+def test_a_mutant_differs_from_its_module():
+    text = fuzz.random_module(5).to_text()
+    assert any(fuzz.mutate(text, seed) != text for seed in range(5))

@@ -96,7 +96,10 @@ def lower_get_tuple_element(fn: DriverFunction, instr, _):
 
 
 def lower_view(fn: DriverFunction, instr, _):
-    fn.assign(instr, f"{source(fn.value(instr.operand(0)))}.reshape({tuple(instr.shape.dims)!r})")
+    expr = f"{source(fn.value(instr.operand(0)))}.reshape({tuple(instr.shape.dims)!r})"
+    if instr.shape.dtype != instr.operand(0).shape.dtype:  # a bitcast that retypes the bits
+        expr += f".view({fn.b.dtype(instr.shape)})"
+    fn.assign(instr, expr)
 
 
 def lower_alias(fn: DriverFunction, instr, _):

@@ -135,6 +135,8 @@ class LayoutAssignment(Pass):
         for key in ("metadata",):
             if key in instr.attrs:
                 bitcast.attrs[key] = instr.attrs[key]
+        # a bitcast user reads the transpose in its declared layout, not in this one
+        self.declared[id(bitcast)] = self.declared.get(id(instr))
         instr.computation.replace_instruction(instr, bitcast)
         self.changed = True
 

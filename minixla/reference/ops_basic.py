@@ -71,7 +71,8 @@ def _bitcast(ev, instr, ops):
                              f"({src_shape.dtype} to {dst_shape.dtype}); that is "
                              f"bitcast-convert's job")
     if not src_shape.dims and not dst_shape.dims:  # also when sort evaluates a comparator
-        return np.ascontiguousarray(source).view(dst_shape.numpy_dtype)  # over whole arrays
+        # over whole arrays; np.array keeps a scalar 0-d (ascontiguousarray made it shape (1,))
+        return np.array(source, order="C").view(dst_shape.numpy_dtype)
     buffer = layout_math.logical_to_physical(source, src_shape.minor_to_major(), _tiles(src_shape))
     if source.dtype != dst_shape.numpy_dtype:
         buffer = np.ascontiguousarray(buffer).view(dst_shape.numpy_dtype)

@@ -66,6 +66,8 @@ def _gather(ev, instr, operands):
     attrs = instr.attrs
     ivd = attrs["index_vector_dim"]
     sizes = np.array(attrs["slice_sizes"], np.int64)
+    if not sizes.all():  # an empty slice, even of a collapsed dim: zeros, as XLA simplifies it
+        return np.zeros(instr.shape.dims, instr.shape.numpy_dtype)
     offset_dims = attrs.get("offset_dims", ())
     operand_batching = attrs.get("operand_batching_dims", ())
     dropped = set(attrs.get("collapsed_slice_dims", ())) | set(operand_batching)

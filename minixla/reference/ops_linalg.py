@@ -177,19 +177,23 @@ def _convolution(ev, instr, operands):
 # ---- fft ----------------------------------------------------------------------------------------
 
 def _fft(ev, instr, operands):
-    x = operands[0]
-    lengths = tuple(instr.attrs["fft_length"])
+    return as_dtype(fft_values(operands[0], str(instr.attrs["fft_type"]),
+                               tuple(instr.attrs["fft_length"]), instr.shape.dims), instr.shape)
+
+
+def fft_values(x: np.ndarray, kind: str, lengths: tuple, dims) -> np.ndarray:
+    """The transform in double precision (complex128 or float64) with the result's `dims`;
+    the cpu backend calls it too, so both give the same values."""
     axes = tuple(range(x.ndim - len(lengths), x.ndim))
-    kind = str(instr.attrs["fft_type"])
     if kind in ("FFT", "IFFT"):
-        out = _complex_fft(x.astype(np.complex128), lengths, axes, kind == "IFFT")
-    elif kind == "RFFT":
-        out = np.fft.rfftn(x.astype(F64), s=lengths, axes=axes)
-    elif kind == "IRFFT":
-        out = np.fft.irfftn(x.astype(np.complex128), s=lengths, axes=axes)
-    else:
+        return _complex_fft(x.astype(np.complex128), lengths, axes, kind == "IFFT")
+    if kind not in ("RFFT", "IRFFT"):
         raise UnsupportedError(f"fft_type {kind}")
-    return as_dtype(out, instr.shape)
+    if 0 in lengths or 0 in x.shape or 0 in tuple(dims):
+        return np.zeros(tuple(dims), np.complex128 if kind == "RFFT" else F64)
+    if kind == "RFFT":
+        return np.fft.rfftn(x.astype(F64), s=lengths, axes=axes)
+    return np.fft.irfftn(x.astype(np.complex128), s=lengths, axes=axes)
 
 
 def _complex_fft(x: np.ndarray, lengths, axes, inverse: bool) -> np.ndarray:

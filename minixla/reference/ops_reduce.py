@@ -387,14 +387,18 @@ def _rng(ev, instr, ops):
     dims, dtype = instr.shape.dims, instr.shape.numpy_dtype
     distribution = instr.attrs.get("distribution", "rng_uniform")
     if distribution == "rng_normal":
-        values = generator.normal(float(low), float(high), dims)
+        # mu + sigma * N(0, 1), as XLA expands it: a negative or NaN sigma is no error
+        values = float(low) + float(high) * generator.standard_normal(dims)
     elif distribution != "rng_uniform":
         raise UnsupportedError(f"rng distribution {distribution} is not supported")
     elif np.dtype(dtype).kind in "iub":
         values = generator.integers(int(low), max(int(high), int(low) + 1), dims)
     else:
-        values = generator.uniform(float(low), float(high), dims)
-        values = np.where(values >= float(high), float(low), values)  # keep [low, high)
+        # low + (high - low) * U[0, 1), as NumPy's uniform() but no error for high < low
+        low_f, high_f = float(low), float(high)
+        values = low_f + (high_f - low_f) * generator.random(dims)
+        if high_f > low_f:
+            values = np.where(values >= high_f, low_f, values)  # keep [low, high)
     return as_dtype(np.asarray(values), instr.shape)
 
 

@@ -86,8 +86,9 @@ class _Context:
         self.values: list = []
 
     def pick(self, kinds=None, rank_at_least: int = 0):
+        # empty values (a pad with negative edges) would leave generators no sizes to draw
         choices = [v for v in self.values if (kinds is None or _kind(v.dtype) in kinds)
-                   and v.rank >= rank_at_least]
+                   and v.rank >= rank_at_least and 0 not in v.dims]
         if not choices:
             raise Skip()
         return choices[self.rng.integers(len(choices))]
@@ -223,6 +224,8 @@ def _broadcast(ctx, opcode):
 def _reshape(ctx, opcode):
     x = ctx.pick()
     size = int(np.prod(x.dims, dtype=np.int64))
+    if size == 0:  # an empty value (a pad with negative edges) has no factors to pick
+        raise Skip()
     factors = [d for d in range(1, size + 1) if size % d == 0]
     first = factors[ctx.rng.integers(len(factors))]
     dims = [first, size // first] if ctx.rng.random() < 0.7 else [size]
@@ -448,3 +451,103 @@ def check_module(module, args, *, backends=("cpu",)) -> list[str]:
             atol = float(np.finfo(shape.numpy_dtype).tiny) if shape.dtype in FLOATS else 0.0
             problems += compare_values(g, w, rtol=rtol, atol=atol, what=f"{name} output {i}")
     return problems
+
+
+# -- mutants -------------------------------------------------------------------------------------
+
+# opcodes that can stand in for each other: same operand count and operand kinds
+SWAPPABLE = (FLOAT_UNARY[:-1], ANY_UNARY[:3], INT_UNARY, ARITHMETIC + FLOAT_BINARY,
+             INT_BINARY, DIRECTIONS)
+
+
+def mutate(text: str, seed: int, *, edits: int | None = None) -> str:
+    """`text` with a few random edits: an opcode (or compare direction) swapped for one of its
+    family, a number in an attribute or literal replaced by a corner case (0, -1, 1, a large
+    value, inf, nan), or a type's width changed. The result may be invalid: a mutant must then
+    be refused with a MinixlaError, never crash."""
+    import re
+    rng = np.random.default_rng(seed)
+    lines = text.splitlines()
+    numbers = ("0", "1", "-1", "2", "7", "65535", "2147483648", "-0", "inf", "-inf", "nan",
+               "1e-45", "3.4e38")
+    for _ in range(int(rng.integers(1, 4)) if edits is None else edits):
+        body = [i for i, line in enumerate(lines) if " = " in line]
+        if not body:
+            break
+        i = body[rng.integers(len(body))]
+        line = lines[i]
+        choice = rng.choice(3, p=[0.55, 0.3, 0.15])
+        if choice == 0:
+            family = SWAPPABLE[rng.integers(len(SWAPPABLE))]
+            found = [w for w in family if re.search(rf"[ =]{w}[(,]|direction={w}\b", line)]
+            if found:
+                old = found[0]
+                new = family[rng.integers(len(family))]
+                line = re.sub(rf"(?<=[ =]){old}(?=[(,\s]|$)", new, line, count=1)
+        elif choice == 1:
+            spots = [m.span() for m in re.finditer(r"(?<![\w.%])-?\d+(\.\d+)?(?![\w.])", line)]
+            if spots:
+                start, end = spots[rng.integers(len(spots))]
+                line = line[:start] + numbers[rng.integers(len(numbers))] + line[end:]
+        else:
+            types = [m.span() for m in re.finditer(r"\b(?:f16|bf16|f32|f64|s8|s32|s64|u8|u32)"
+                                                   r"(?=\[)", line)]
+            if types:
+                start, end = types[rng.integers(len(types))]
+                line = line[:start] + DTYPES[rng.integers(len(DTYPES))] + line[end:]
+        lines[i] = line
+    return "\n".join(lines)
+
+
+def run_case(text: str, seed: int, backends=("cpu",)) -> tuple[str, str]:
+    """(outcome, detail) of one module text: 'rejected' (a MinixlaError while parsing,
+    verifying, compiling or running), 'agree', 'mismatch' or 'crash' (any other exception)."""
+    from ..text import parse_hlo_module
+    try:
+        module = parse_hlo_module(text)
+        args = random_inputs(module, seed)
+        problems = check_module(module, args, backends=backends)
+    except MinixlaError as exc:
+        return "rejected", f"{type(exc).__name__}: {str(exc)[:200]}"
+    except Exception as exc:  # noqa: BLE001 - the fuzzer reports what escaped
+        return "crash", f"{type(exc).__name__}: {str(exc)[:200]}"
+    return ("mismatch", "\n".join(problems)) if problems else ("agree", "")
+
+
+def main(argv=None) -> int:
+    """python -m minixla.testing.fuzz [--start S] [--count N] [--backends cpu] [--mutants]:
+    one line per module that does not agree or is refused by a non-MinixlaError, then the
+    counts. Random modules use seeds S..S+N-1; --mutants mutates each of them first."""
+    import argparse
+    import collections
+    import sys
+    import time
+    parser = argparse.ArgumentParser(prog="python -m minixla.testing.fuzz")
+    parser.add_argument("--start", type=int, default=0)
+    parser.add_argument("--count", type=int, default=1000)
+    parser.add_argument("--backends", default="", help="comma-separated, e.g. cpu")
+    parser.add_argument("--mutants", action="store_true")
+    args = parser.parse_args(argv)
+    backends = tuple(b for b in args.backends.split(",") if b)
+    counts: collections.Counter = collections.Counter()
+    began = time.time()
+    for seed in range(args.start, args.start + args.count):
+        text = random_module(seed).to_text()
+        if args.mutants:
+            text = mutate(text, seed)
+        outcome, detail = run_case(text, seed, backends)
+        counts[outcome] += 1
+        if outcome in ("crash", "mismatch"):
+            print(f"seed {seed} {outcome}: {detail}\n{text}\n", flush=True)
+        if (seed - args.start + 1) % 500 == 0:
+            print(f"... {seed - args.start + 1} modules, {dict(counts)}", file=sys.stderr,
+                  flush=True)
+    kind = "mutants" if args.mutants else "random modules"
+    print(f"fuzz: {args.count} {kind} from seed {args.start}, backends: interpreter, "
+          f"interpreter after the cpu pipeline{''.join(', ' + b for b in backends)}; "
+          f"{dict(sorted(counts.items()))} in {time.time() - began:.0f} s")
+    return 1 if counts["crash"] or counts["mismatch"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -131,6 +131,22 @@ def ftz(x, tiny):
 
 
 @njit(**_JIT)
+def complex_divide(a, b, one):
+    """a / b by NumPy's method (Smith's), so a zero divisor gives infinities or NaNs where
+    Numba's `/` raises ZeroDivisionError; `one` is 1 in the type of the parts."""
+    ar, ai, br, bi = a.real, a.imag, b.real, b.imag
+    if abs(br) >= abs(bi):
+        if br == 0 and bi == 0:
+            return complex(ar / abs(br), ai / abs(br))
+        ratio = bi / br
+        scale = one / (br + bi * ratio)
+        return complex((ar + ai * ratio) * scale, (ai - ar * ratio) * scale)
+    ratio = br / bi
+    scale = one / (bi + br * ratio)
+    return complex((ar * ratio + ai) * scale, (ai * ratio - ar) * scale)
+
+
+@njit(**_JIT)
 def fsign(x, one):
     # NaN stays NaN, +-0 stays itself, everything else is +-1.
     if x != x or x == 0:

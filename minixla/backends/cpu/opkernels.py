@@ -20,6 +20,7 @@ from __future__ import annotations
 from .kernel_source import OpSource
 from .kernels import KernelSpec
 from .rng_kernels import rng_bit_generator
+from .scalar import NotEmittable
 from .sort_kernels import sort, topk
 
 _COMMUTATIVE = {"add", "multiply", "maximum", "minimum", "and", "or", "xor"}
@@ -227,6 +228,8 @@ def gather(instr) -> KernelSpec:
     attrs = instr.attrs
     offset_dims = set(attrs.get("offset_dims", ()))
     sizes = list(attrs["slice_sizes"])
+    if 0 in sizes:  # zeros (the interpreter's rule); the loops below would read out of bounds
+        raise NotEmittable("a gather of empty slices")
     operand_batching = list(attrs.get("operand_batching_dims", ()))
     dropped = set(attrs.get("collapsed_slice_dims", ())) | set(operand_batching)
     kept = [d for d in range(operand.shape.rank) if d not in dropped]

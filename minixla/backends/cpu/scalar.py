@@ -303,8 +303,10 @@ def _compare(ctx, instr, args):
     op = _DIRECTIONS[instr.attrs["direction"].upper()]
     ctype = str(instr.attrs.get("type") or "").upper()
     if kind(dtype) == "float" and ctype == "TOTALORDER":
-        signed = signed_of(dtype)
-        top = ctx.const((1 << (BITS[dtype] - 1)) - 1, signed)
+        # bf16 is computed in f32, whose bits (the bf16 bits, shifted) order the same way
+        width = 32 if dtype == "bf16" else BITS[dtype]
+        signed = f"s{width}"
+        top = ctx.const((1 << (width - 1)) - 1, signed)
         a, b = (f"h.total_order_key(h.bitcast({v}, {kernel_type(signed)}), {top})"
                 for v in (a, b))
     elif kind(dtype) == "float":
@@ -458,7 +460,7 @@ def _reduce_precision(ctx, instr, args):
 
 # ---- complex numbers -------------------------------------------------------------------------
 
-_COMPLEX_BINARY = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/"}
+_COMPLEX_BINARY = {"add": "+", "subtract": "-", "multiply": "*"}
 _COMPLEX_UNARY = {"exponential": "np.exp", "log": "np.log", "sqrt": "np.sqrt",
                   "negate": "-", "copy": ""}
 
@@ -466,6 +468,9 @@ _COMPLEX_UNARY = {"exponential": "np.exp", "log": "np.log", "sqrt": "np.sqrt",
 def _complex(ctx, instr, args) -> str:
     """The ops complex values support in kernels; any other op on them falls back."""
     op, dtype = instr.opcode, instr.shape.dtype
+    if op == "divide" and kind(dtype) == "complex":
+        one = ctx.const(1.0, "f64" if dtype == "c128" else "f32")
+        return ctx.cast(f"h.complex_divide({args[0]}, {args[1]}, {one})", dtype)
     if op in _COMPLEX_BINARY and kind(dtype) == "complex":
         return ctx.cast(f"{args[0]} {_COMPLEX_BINARY[op]} {args[1]}", dtype)
     if op in _COMPLEX_UNARY and kind(dtype) == "complex":

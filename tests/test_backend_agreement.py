@@ -1,0 +1,158 @@
+"""One-op regressions for disagreements between the cpu backend and the interpreter found by the
+differential fuzzer (minixla.testing.fuzz) and by XLA's own test modules: HLO text in, the same
+values out of both, bit for bit (NaN payloads aside, see docs/semantics.md)."""
+import numpy as np
+
+import minixla
+from minixla.testing.compare import compare_values
+
+
+def both(text: str, *args):
+    module = minixla.parse_hlo_module(text)
+    want = minixla.compile(module, backend="interpreter")(*args)
+    got = minixla.compile(module, backend="cpu")(*args)
+    problems = compare_values(got, want, rtol=0, atol=0, what="cpu vs interpreter",
+                              signed_zeros=True)
+    assert not problems, problems
+    return want
+
+
+def bf16(values):
+    import ml_dtypes
+    return np.array(values, np.float32).astype(ml_dtypes.bfloat16)
+
+
+def test_bf16_totalorder_sort():
+    # the cpu comparator reinterpreted bf16 (held as f32) as a 16-bit integer: a Numba typing
+    # error
+    text = """HloModule m
+less {
+  a = bf16[] parameter(0)
+  b = bf16[] parameter(1)
+  ROOT lt = pred[] compare(a, b), direction=LT, type=TOTALORDER
+}
+ENTRY e {
+  x = bf16[6] parameter(0)
+  ROOT s = bf16[6] sort(x), dimensions={0}, to_apply=less
+}"""
+    x = bf16([np.nan, -0.0, 1.0, -np.inf, 0.0, -np.nan])
+    got = both(text, x).astype(np.float32)
+    assert np.signbit(got[0]) and np.isnan(got[0]) and got[1] == -np.inf
+    assert got[2] == 0 and np.signbit(got[2]) and got[4] == 1.0 and np.isnan(got[5])
+
+
+def test_bitcast_that_changes_the_element_type():
+    # a row-major bitcast is a view on cpu, which kept the operand's dtype
+    text = """HloModule m
+ENTRY e {
+  x = f32[2,3] parameter(0)
+  b = s32[3,2] bitcast(x)
+  ROOT n = s32[3,2] negate(b)
+}"""
+    x = np.array([[1.0, -0.0, np.inf], [2.5, np.nan, -3.0]], np.float32)
+    assert (both(text, x) == -x.view(np.int32).reshape(3, 2)).all()
+    root_text = """HloModule m
+ENTRY e {
+  x = f32[2,3] parameter(0)
+  ROOT b = s32[6] bitcast(x)
+}"""
+    assert both(root_text, x).dtype == np.int32
+
+
+def test_bitcast_of_a_transpose_in_a_column_major_layout():
+    # layout assignment turned the transpose into a bitcast with a row-major result, and the
+    # bitcast that read it then reinterpreted the wrong bytes
+    text = """HloModule m
+ENTRY e {
+  p = f32[3,3]{0,1} parameter(0)
+  t1 = f32[3,3]{0,1} transpose(p), dimensions={1,0}
+  b1 = f32[3,3]{1,0} bitcast(t1)
+  ROOT t2 = f32[3,3]{0,1} transpose(b1), dimensions={1,0}
+}"""
+    p = np.arange(9, dtype=np.float32).reshape(3, 3)
+    assert (both(text, p) == p.T).all()
+
+
+def test_complex_divide_by_zero_and_infinities():
+    # Numba's complex `/` raises ZeroDivisionError for a zero divisor; NumPy gives inf or NaN
+    for ctype, ftype in (("c64", np.complex64), ("c128", np.complex128)):
+        text = f"""HloModule m
+ENTRY e {{
+  a = {ctype}[8] parameter(0)
+  b = {ctype}[8] parameter(1)
+  ROOT d = {ctype}[8] divide(a, b)
+}}"""
+        inf, nan = np.inf, np.nan
+        a = np.array([1 + 1j, 1 + 1j, complex(1, inf), complex(nan, 1), 1 + 2j, 1 - 1j, 3 + 4j,
+                      -2.5 + 0.1j], ftype)
+        b = np.array([0, complex(-0.0, 0), complex(inf, inf), 1 + 1j, 3 + 4j, complex(inf, 1),
+                      1e-30 + 1e30j, 0.3 - 7j], ftype)
+        both(text, a, b)
+
+
+def test_fft_lengths_that_differ_from_the_operand():
+    # cpu transformed the whole operand (ignoring fft_length) and raised NumPy's ValueError for
+    # an empty one; the interpreter cuts or pads to the lengths as XLA's evaluator does
+    x = (np.arange(6) - 2.5 + 1j * np.arange(6)[::-1]).astype(np.complex64).reshape(1, 6)
+    for length in (0, 1, 4):
+        text = f"""HloModule m
+ENTRY e {{
+  x = c64[1,6] parameter(0)
+  ROOT f = c64[1,6] fft(x), fft_type=FFT, fft_length={{{length}}}
+}}"""
+        both(text, x)
+    empty = """HloModule m
+ENTRY e {
+  x = c64[1,0] parameter(0)
+  ROOT f = c64[1,0] fft(x), fft_type=IFFT, fft_length={1}
+}"""
+    assert both(empty, np.zeros((1, 0), np.complex64)).shape == (1, 0)
+
+
+def test_gather_of_an_empty_slice_gives_zeros():
+    # a collapsed dim of slice size 0 left the window empty and NumPy's reshape raised
+    # ValueError; XLA's gather simplifier makes such a gather a broadcast zero
+    text = """HloModule m
+ENTRY e {
+  x = f32[0,2] parameter(0)
+  i = s32[3] parameter(1)
+  ROOT g = f32[3,2] gather(x, i), offset_dims={1}, collapsed_slice_dims={0},
+      start_index_map={0}, index_vector_dim=1, slice_sizes={0,2}
+}"""
+    got = both(text, np.zeros((0, 2), np.float32), np.array([0, 5, -1], np.int32))
+    assert got.shape == (3, 2) and not got.any()
+
+
+def test_rng_normal_with_a_negative_sigma():
+    # NumPy's normal() raised ValueError for scale < 0; XLA computes mu + sigma * N(0, 1)
+    text = """HloModule m
+ENTRY e {
+  mu = f32[] parameter(0)
+  sigma = f32[] parameter(1)
+  ROOT r = f32[2,3] rng(mu, sigma), distribution=rng_normal
+}"""
+    negative = both(text, np.float32(1), np.float32(-2))
+    positive = both(text, np.float32(1), np.float32(2))
+    assert np.allclose(negative - 1, -(positive - 1))
+
+
+def test_bitcast_of_a_scalar_stays_a_scalar():
+    # the interpreter returned shape (1,) for a scalar bitcast
+    text = """HloModule m
+ENTRY e {
+  x = f32[] parameter(0)
+  ROOT b = s32[] bitcast(x)
+}"""
+    assert both(text, np.float32(-0.0)).shape == ()
+
+
+def test_rng_uniform_with_high_below_low():
+    # NumPy's uniform() raised ValueError for high < low
+    text = """HloModule m
+ENTRY e {
+  low = f32[] parameter(0)
+  high = f32[] parameter(1)
+  ROOT r = f32[4] rng(low, high), distribution=rng_uniform
+}"""
+    got = both(text, np.float32(2), np.float32(1))
+    assert ((got > 1) & (got <= 2)).all()
