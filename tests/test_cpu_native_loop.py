@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import minixla
+from minixla.backends.cpu.opkernels import SMALL_DOT_MACS
 from minixla.errors import ExecutionError
 
 from test_cpu_loops import READ_MODIFY_WRITE, loop
@@ -28,7 +29,7 @@ def _check(text, *args, **options):
         got = exe(*args)
         for g, w in zip(got if isinstance(got, tuple) else [got],
                         want if isinstance(want, tuple) else [want]):
-            np.testing.assert_allclose(g, w, rtol=1e-6)
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
     for a, b in zip(args, before):
         np.testing.assert_array_equal(a, b)  # arguments are never written
     return exe
@@ -145,12 +146,57 @@ ENTRY main {
 }"""
 
 
-def test_a_body_with_a_blas_dot_keeps_the_python_loop():
+@pytest.mark.parametrize("width", [8, 128])
+def test_a_small_dot_is_a_kernel_and_a_blas_dot_keeps_the_python_loop(width):
     rng = np.random.default_rng(0)
-    h = rng.standard_normal((1, 8)).astype(np.float32)
-    w = (rng.standard_normal((8, 8)) * 0.3).astype(np.float32)
-    exe = _check(DOT_BODY, h, w)
-    assert _python_loop(exe)
+    h = rng.standard_normal((1, width)).astype(np.float32)
+    w = (rng.standard_normal((width, width)) * 0.3).astype(np.float32)
+    exe = _check(DOT_BODY.replace("8]", f"{width}]").replace("[8,", f"[{width},"), h, w)
+    small = width * width <= SMALL_DOT_MACS
+    assert _native(exe) == small and _python_loop(exe) != small
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("lhs, rhs, dims", [
+    ("[3,4]", "[4,5]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
+    ("[4,3]", "[5,4]", "lhs_contracting_dims={0}, rhs_contracting_dims={1}"),
+    ("[2,3,4]", "[2,4,5]", "lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, "
+                           "rhs_contracting_dims={1}"),
+    ("[3,2,4]", "[4,5,2]", "lhs_batch_dims={1}, lhs_contracting_dims={2}, rhs_batch_dims={2}, "
+                           "rhs_contracting_dims={0}"),
+    ("[2,3,4]", "[3,4,6]", "lhs_contracting_dims={1,2}, rhs_contracting_dims={0,1}"),
+    ("[4]", "[4]", "lhs_contracting_dims={0}, rhs_contracting_dims={0}"),
+    ("[3,0]", "[0,5]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
+], ids=["nn", "tt", "batch", "batch-middle", "two-contracted", "vector", "empty-k"])
+def test_small_dots_match_the_interpreter(dtype, lhs, rhs, dims):
+    text_lhs, text_rhs = f"{dtype}{lhs}", f"{dtype}{rhs}"
+    result = _dot_shape(lhs, rhs, dims)
+    text = f"""
+HloModule d
+ENTRY main {{
+  a = {text_lhs} parameter(0)
+  b = {text_rhs} parameter(1)
+  ROOT d = {dtype}{result} dot(a, b), {dims}
+}}"""
+    rng = np.random.default_rng(1)
+    np_dtype = np.float32 if dtype == "f32" else np.float64
+    a = rng.standard_normal(eval(lhs)).astype(np_dtype)
+    b = rng.standard_normal(eval(rhs)).astype(np_dtype)
+    exe = minixla.compile(text, backend="cpu")
+    assert any("Kernel for dot" in s.source for s in exe.program.kernels.values())
+    np.testing.assert_allclose(exe(a, b), minixla.compile(text, backend="interpreter")(a, b),
+                               rtol=1e-5, atol=1e-5)
+
+
+def _dot_shape(lhs: str, rhs: str, dims: str) -> str:
+    import re
+    sets = {k: [int(x) for x in v.split(",")] for k, v in re.findall(r"(\w+)=\{([\d,]*)\}", dims)}
+    l, r = eval(lhs), eval(rhs)
+    lb, rb = sets.get("lhs_batch_dims", []), sets.get("rhs_batch_dims", [])
+    lc, rc = sets["lhs_contracting_dims"], sets["rhs_contracting_dims"]
+    out = [l[d] for d in lb] + [n for d, n in enumerate(l) if d not in lb + lc] + \
+        [n for d, n in enumerate(r) if d not in rb + rc]
+    return "[" + ",".join(map(str, out)) + "]"
 
 
 def test_an_inner_loop_runs_natively_inside_a_python_outer_loop():

@@ -132,6 +132,8 @@ class _Builder(DriverBuilder):
                 return "kernel", self._spec(instr.attrs["calls"])
             except NotEmittable:
                 return "call", None
+        if op == "dot" and opkernels.is_small_dot(instr):
+            return "kernel", opkernels.small_dot(instr)
         if op == "dot" and thunks.blas_dot_ok(instr):
             return "thunk", thunks.dot(instr)
         if op == "custom-call":
