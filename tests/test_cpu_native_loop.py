@@ -226,3 +226,12 @@ ENTRY main {{
 }}"""
     exe = _check(text, np.array([1.0, -2.0, 3.0, 0.5, 7.0]), passes=[])
     assert _native(exe) and _python_loop(exe)
+
+
+def test_a_read_only_argument_the_loop_only_reads():
+    rng = np.random.default_rng(2)
+    h = rng.standard_normal((1, 8)).astype(np.float32)
+    w = (rng.standard_normal((8, 8)) * 0.3).astype(np.float32)
+    w.flags.writeable = False
+    exe = _check(DOT_BODY, h, w, passes=[])
+    assert _native(exe)

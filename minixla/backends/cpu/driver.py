@@ -66,7 +66,7 @@ class _Builder(DriverBuilder):
         self.parallel_threshold = int(options.get("parallel_threshold", PARALLEL_THRESHOLD))
         self.max_while_iterations = options.get("max_while_iterations")
         self.allow_native_loops = bool(options.get("native_loops", True))
-        self.ns: dict = {"np": np, "_contiguous": _contiguous,
+        self.ns: dict = {"np": np, "_contiguous": _contiguous, "_loop_input": _loop_input,
                          "_into_donated": donation.into_donated}
         self.kernels: dict[str, KernelSpec] = {}
         self.kernel_names: dict[str, str] = {}  # spec.kid -> global name
@@ -309,6 +309,13 @@ class _Function(DriverFunction):
         return names
 
 
+def _loop_input(array):
+    # A state leaf the native loop only reads, flat; a read-only one (a constant, a donated
+    # argument already used) is copied, since the loop's signature takes writeable arrays.
+    flat = array.reshape(-1)
+    return flat if flat.flags.writeable else flat.copy()
+
+
 def _contiguous(array):
     # np.ascontiguousarray would turn a 0-d array into a 1-d one.
     return array if array.flags.c_contiguous else np.ascontiguousarray(array)
@@ -443,7 +450,8 @@ def _native_while(fn: _Function, instr, native, state) -> None:
         leaves[i] = f"np.array({_source(leaves[i])})"
     var, status = fn.b.fresh_name("s"), fn.b.bind("st", np.zeros(1, np.int64))
     fn.lines.append(f"{var} = {_source(tuple(leaves))}")
-    args = [f"{var}[{i}].reshape(-1)" for i in range(len(leaves))] + list(fixed) + [status]
+    args = [f"{var}[{i}].reshape(-1)" if i in private else f"_loop_input({var}[{i}])"
+            for i in range(len(leaves))] + list(fixed) + [status]
     fn.lines.append(f"{name}({', '.join(args)})")
     if fn.b.max_while_iterations is not None:
         fail = fn.b.bind_host("loop_limit", loop_limit)
