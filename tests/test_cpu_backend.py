@@ -266,10 +266,11 @@ ENTRY main {
 
 def test_while_with_in_place_update_matches_interpreter():
     x = np.linspace(0, 1, 8).astype(np.float32)
-    exe = cpu(WHILE, passes=[])
+    assert_close(cpu(WHILE, passes=[])(x), interpret(WHILE, x))  # a native loop
+    exe = cpu(WHILE, passes=[], native_loops=False)
     assert_close(exe(x), interpret(WHILE, x))
     assert_close(exe(x), interpret(WHILE, x))  # the arena is reused by the second call
-    # The update writes into add(v, v)'s buffer: out and operand 0 are the same array.
+    # The Python loop's update writes into add(v, v)'s buffer: out and operand 0 are the same array.
     assert re.search(r"t\d+\((v\d+), \1, ", exe.program.source)
 
 

@@ -73,7 +73,9 @@ def test_loop_carried_updates_match_the_interpreter(text, passes):
 @pytest.mark.parametrize("passes", [[], None], ids=["unoptimized", "cpu-pipeline"])
 @pytest.mark.parametrize("text", [WRITE_ROW, READ_MODIFY_WRITE], ids=["write-row", "rmw"])
 def test_the_body_updates_the_state_buffer_in_place(text, passes):
-    exe = minixla.compile(text, backend="cpu", **({} if passes is None else {"passes": passes}))
+    # the Python loop's driver source (native loops are tests/test_cpu_native_loop.py)
+    exe = minixla.compile(text, backend="cpu", native_loops=False,
+                          **({} if passes is None else {"passes": passes}))
     body = [chunk for chunk in exe.program.source.split("\n\n\n") if "dynamic-update-slice" in
             chunk][0]
     # the DUS thunk writes into the buffer it read from the state: out is operand 0
@@ -82,7 +84,7 @@ def test_the_body_updates_the_state_buffer_in_place(text, passes):
 
 
 def test_an_update_whose_old_value_escapes_is_not_in_place():
-    exe = minixla.compile(_returns_old(), backend="cpu", passes=[])
+    exe = minixla.compile(_returns_old(), backend="cpu", passes=[], native_loops=False)
     body = [chunk for chunk in exe.program.source.split("\n\n\n") if "dynamic-update-slice" in
             chunk][0]
     assert not re.search(r"t\d+\((v\d+), \1, ", body)
@@ -105,7 +107,7 @@ add {
 def test_loop_carried_scatter_updates_the_state_in_place(passes):
     x = np.arange(24, dtype=np.float32).reshape(8, 3)
     before = x.copy()
-    exe = minixla.compile(SCATTER_ROW, backend="cpu",
+    exe = minixla.compile(SCATTER_ROW, backend="cpu", native_loops=False,
                           **({} if passes is None else {"passes": passes}))
     want = minixla.compile(SCATTER_ROW, backend="interpreter")(x)
     for _ in range(2):

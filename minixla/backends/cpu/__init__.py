@@ -8,7 +8,8 @@ compile_module(module, options) -> Executable:
   run     the entry driver function, under a lock (the arena is per executable).
 
 Options: `cache` (bool, default $MINIXLA_CACHE or on), `cache_dir`, `parallel_threshold`
-(elements touched before a kernel uses threads), `strict` (an instruction without native code
+(elements touched before a kernel uses threads), `native_loops` (default on: a while loop
+made only of kernels runs as one native function, native_loop.py), `strict` (an instruction without native code
 is a compile error instead of a FallbackWarning). docs/cpu-backend.md has the design.
 """
 from __future__ import annotations
@@ -34,7 +35,7 @@ try:  # the vector math library (and Numba) load with the backend, not inside a 
 except ImportError:  # pragma: no cover - reported by available()
     pass
 
-_CODEGEN_OPTIONS = ("parallel_threshold",)  # options that change the generated code
+_CODEGEN_OPTIONS = ("parallel_threshold", "native_loops")  # options that change the generated code
 
 
 def available() -> tuple[bool, str]:
@@ -172,5 +173,5 @@ def executable_of(module: HloModule, program, options: dict, outcomes: list[str]
 
 BACKEND = Backend("cpu", compile_module, available, pipeline,
                   options=("cache", "cache_dir", "parallel_threshold", "buffer_assignment",
-                           "strict", "max_while_iterations", "flush_denormals"),
+                           "strict", "max_while_iterations", "flush_denormals", "native_loops"),
                   programs=programs.ProgramCache())

@@ -27,9 +27,9 @@ from ...reference import denormals
 from .. import flush_denormals_requested
 from ..common_driver import (DriverBuilder, DriverFunction, lower_alias, lower_call,
                              lower_conditional, lower_get_tuple_element, lower_token,
-                             lower_tuple, lower_view,
+                             lower_tuple, lower_view, loop_limit,
                              nest as _nest, source as _source, while_lines)
-from . import donation, libcalls, opkernels, thunks
+from . import donation, libcalls, native_loop, opkernels, thunks
 from .kernels import PARALLEL_THRESHOLD, KernelSpec, build_kernel, kernel_arg, single_op_computation
 from .plan import ALIGNMENT, is_view_op, loop_carried_updates, needs_copy, plan_computation
 from .scalar import NotEmittable
@@ -66,7 +66,8 @@ class _Builder(DriverBuilder):
         self.module = module
         self.parallel_threshold = int(options.get("parallel_threshold", PARALLEL_THRESHOLD))
         self.max_while_iterations = options.get("max_while_iterations")
-        self.ns: dict = {"np": np, "_contiguous": _contiguous,
+        self.allow_native_loops = bool(options.get("native_loops", True))
+        self.ns: dict = {"np": np, "_contiguous": _contiguous, "_loop_input": _loop_input,
                          "_into_donated": donation.into_donated}
         self.kernels: dict[str, KernelSpec] = {}
         self.kernel_names: dict[str, str] = {}  # spec.kid -> global name
@@ -80,6 +81,7 @@ class _Builder(DriverBuilder):
         self.counter = 0
         self._evaluator = None
         self.carried: dict[int, dict] = {}  # id(while body) -> {state leaf: in-place DUS}
+        self.native_loops: dict[int, tuple | None] = {}  # id(while) -> native_while's answer
         self.assignment = _buffer_assignment(module, options)
         self.arena_bytes = self.assignment.arena_size if self.assignment is not None else 0
         self.aliases = donation.aliases(module, self.assignment)  # outputs in donated buffers
@@ -125,12 +127,14 @@ class _Builder(DriverBuilder):
                 return "thunk", thunks.reshape_copy(instr)
             return "view", None
         if op in CONTROL:
-            return op, None
+            return op, self.native_loop(instr) if op == "while" else None
         if op == "fusion":
             try:
                 return "kernel", self._spec(instr.attrs["calls"])
             except NotEmittable:
                 return "call", None
+        if op == "dot" and opkernels.is_small_dot(instr):
+            return "kernel", opkernels.small_dot(instr)
         if op == "dot" and thunks.blas_dot_ok(instr):
             return "thunk", thunks.dot(instr)
         if op == "custom-call":
@@ -203,6 +207,24 @@ class _Builder(DriverBuilder):
             return None
         return allocation.offset
 
+    def native_loop(self, loop):
+        """native_loop.native_while's answer for `loop`, made once (it binds buffers)."""
+        if not self.allow_native_loops:
+            return None
+        if id(loop) not in self.native_loops:
+            updates = self.body_updates(loop.attrs["body"])
+            self.native_loops[id(loop)] = native_loop.native_while(
+                self, loop, updates, self.max_while_iterations)
+        return self.native_loops[id(loop)]
+
+    def private_leaves(self, loop, decisions) -> frozenset:
+        """State leaves a native loop copies before it writes them: the ones its body
+        rewrites, and the in-place updated ones this computation did not make for it alone."""
+        _, _, written = decisions[id(loop)][1]
+        updates = self.body_updates(loop.attrs["body"])
+        return frozenset(written | {i for i in updates
+                                    if not _owned_by_loop(decisions, loop, i)})
+
     # -- functions -------------------------------------------------------------------------
     def body_updates(self, body) -> dict:
         """The state leaves `body` updates in place (decided before its function is
@@ -237,8 +259,10 @@ class _Builder(DriverBuilder):
         if is_entry and self.aliases:
             donated = donation.direct_writes(comp, order, decisions, self.assignment, _can_share)
             carried |= donated.in_place
+        native = {id(i): self.private_leaves(i, decisions) for i in order
+                  if decisions[id(i)][0] == "while" and decisions[id(i)][1] is not None}
         plan = plan_computation(comp, order=order, is_entry=is_entry, how=how, shared=shared,
-                                carried=carried)
+                                carried=carried, native_loops=native)
         base = self.arena_bytes
         self.arena_bytes += -(-plan.arena_bytes // ALIGNMENT) * ALIGNMENT
         fn = _Function(self, comp, plan, decisions, base, is_entry)
@@ -285,6 +309,13 @@ class _Function(DriverFunction):
         self.names[id(instr)] = names[0] if not instr.shape.is_tuple else \
             _nest(instr.shape, iter(names))
         return names
+
+
+def _loop_input(array):
+    # A state leaf the native loop only reads, flat; a read-only one (a constant, a donated
+    # argument already used) is copied, since the loop's signature takes writeable arrays.
+    flat = array.reshape(-1)
+    return flat if flat.flags.writeable else flat.copy()
 
 
 def _contiguous(array):
@@ -386,7 +417,7 @@ def _dus(fn: _Function, instr, _):
     fn.lines.append(f"{name}({', '.join([out] + [_source(o) for o in fn.operands(instr)])})")
 
 
-def _while(fn: _Function, instr, _):
+def _while(fn: _Function, instr, native):
     """A Python loop around the condition and body functions. State leaves the body updates
     in place are copied once before the loop unless this computation made them for the loop
     alone (copy-insertion's copy), so the loop owns every buffer it writes."""
@@ -394,11 +425,13 @@ def _while(fn: _Function, instr, _):
     updates = fn.b.body_updates(body)
     init = instr.operand(0)
     state = fn.value(init)
+    if native is not None:
+        return _native_while(fn, instr, native, state)
     if updates:
         leaves = list(state) if isinstance(state, tuple) else \
             [f"{state}[{k}]" for k in range(len(instr.shape.tuple_shapes))]
         for i in updates:
-            if not _owned_by_loop(fn, instr, i):
+            if not _owned_by_loop(fn.decisions, instr, i):
                 leaves[i] = f"np.array({_source(leaves[i])})"
         state = tuple(leaves)
     cond = fn.b.function(instr.attrs["condition"])
@@ -408,13 +441,34 @@ def _while(fn: _Function, instr, _):
     fn.names[id(instr)] = var
 
 
-def _owned_by_loop(fn: _Function, loop, i: int) -> bool:
+def _native_while(fn: _Function, instr, native, state) -> None:
+    """The whole loop as one native function (native_loop.py); the state leaves it writes
+    are private to the loop, as on the Python path."""
+    name, fixed, _ = native
+    private = fn.b.private_leaves(instr, fn.decisions)
+    leaves = list(state) if isinstance(state, tuple) else \
+        [f"{state}[{k}]" for k in range(len(instr.shape.tuple_shapes))]
+    for i in private:
+        leaves[i] = f"np.array({_source(leaves[i])})"
+    var, status = fn.b.fresh_name("s"), fn.b.bind("st", np.zeros(1, np.int64))
+    fn.lines.append(f"{var} = {_source(tuple(leaves))}")
+    args = [f"{var}[{i}].reshape(-1)" if i in private else f"_loop_input({var}[{i}])"
+            for i in range(len(leaves))] + list(fixed) + [status]
+    fn.lines.append(f"{name}({', '.join(args)})")
+    if fn.b.max_while_iterations is not None:
+        fail = fn.b.bind_host("loop_limit", loop_limit)
+        fn.lines += [f"if {status}[0]:", f"    {status}[0] = 0",
+                     f"    {fail}({instr.name!r}, {int(fn.b.max_while_iterations)})"]
+    fn.names[id(instr)] = var
+
+
+def _owned_by_loop(decisions, loop, i: int) -> bool:
     """Is state leaf i a buffer this computation wrote only to hand it to this loop?"""
     init = loop.operand(0)
     if init.opcode != "tuple" or init.users != [loop]:
         return False
     leaf = init.operand(i)
-    how = fn.decisions[id(leaf)][0]
+    how = decisions[id(leaf)][0]
     return how in ("kernel", "thunk") and leaf.users == [init] and \
         init.operands.count(leaf) == 1 and leaf.shape.is_array
 

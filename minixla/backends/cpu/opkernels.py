@@ -17,6 +17,8 @@ a better algorithm:
 """
 from __future__ import annotations
 
+import math
+
 from .kernel_source import OpSource
 from .kernels import KernelSpec
 from .rng_kernels import rng_bit_generator
@@ -325,3 +327,45 @@ def scatter(instr, in_place: bool = False) -> KernelSpec:
 BUILDERS = {"reduce-window": reduce_window, "select-and-scatter": select_and_scatter,
             "gather": gather, "scatter": scatter, "sort": sort, "topk": topk,
             "rng-bit-generator": rng_bit_generator}
+
+
+# A dot this small (multiply-adds) costs less as a generated loop than as a BLAS call from
+# the driver (about 2 us of dispatch), and it keeps a loop body native (native_loop.py).
+SMALL_DOT_MACS = 4096
+
+
+def is_small_dot(instr) -> bool:
+    lhs, rhs = instr.operand(0).shape, instr.operand(1).shape
+    contracted = math.prod(lhs.dims[d] for d in instr.attrs.get("lhs_contracting_dims", ()))
+    return instr.shape.numel() * contracted <= SMALL_DOT_MACS and lhs.dtype == rhs.dtype == \
+        instr.shape.dtype in ("f32", "f64")
+
+
+def small_dot(instr) -> KernelSpec:
+    """out[batch, lhs free, rhs free] = sum over the contracted dims of lhs * rhs, one
+    accumulator per output element, contracted dims in row-major order."""
+    src = OpSource(instr)
+    attrs = instr.attrs
+    lb, rb = list(attrs.get("lhs_batch_dims", ())), list(attrs.get("rhs_batch_dims", ()))
+    lc, rc = list(attrs.get("lhs_contracting_dims", ())), list(attrs.get("rhs_contracting_dims", ()))
+    lhs, rhs = instr.operand(0).shape, instr.operand(1).shape
+    lf = [d for d in range(lhs.rank) if d not in lb + lc]
+    rf = [d for d in range(rhs.rank) if d not in rb + rc]
+    out = [f"i{d}" for d in range(instr.shape.rank)]
+    red = [f"r{j}" for j in range(len(lc))]
+    lhs_index = [out[lb.index(d)] if d in lb else out[len(lb) + lf.index(d)] if d in lf
+                 else red[lc.index(d)] for d in range(lhs.rank)]
+    rhs_index = [out[rb.index(d)] if d in rb else out[len(lb) + len(lf) + rf.index(d)]
+                 if d in rf else red[rc.index(d)] for d in range(rhs.rank)]
+    dtype = instr.shape.dtype
+    for var, bound in zip(out, instr.shape.dims):
+        src.open(var, bound)
+    acc = src.bind(src.const(0, dtype), "acc")
+    for var, d in zip(red, lc):
+        src.open(var, lhs.dims[d])
+    a = src.load("p0", dtype, lhs_index)
+    b = src.load("p1", dtype, rhs_index)
+    src.line(f"{acc} = {acc} + {a} * {b}")
+    src.close(len(red))
+    src.store("o0", dtype, out, acc)
+    return src.spec()

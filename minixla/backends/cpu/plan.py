@@ -75,13 +75,16 @@ MAY_ALIAS_KINDS = ("fallback", "call", "while", "conditional")
 
 
 def plan_computation(comp, *, order, is_entry: bool, how, shared=None,
-                     carried=frozenset()) -> ComputationPlan:
+                     carried=frozenset(), native_loops=None) -> ComputationPlan:
     """`how(instr)` is the driver's lowering kind: views forward operand 0, buffer kinds write
     into storage the plan provides, may-alias kinds return arrays that may be operands.
     `shared(instr, leaf)` may place a temporary at an absolute offset of the module's buffer
     assignment; the rest are packed into this computation's own region. `carried` holds the
     ids of a while body's dynamic-update-slices that may write into the loop state they
-    read (see loop_carried_updates: the loop owns those buffers)."""
+    read (see loop_carried_updates: the loop owns those buffers). `native_loops` maps the ids
+    of whiles run as one native function to the state leaves they hand back in private copies;
+    every other leaf of such a loop's result is its initial buffer."""
+    native_loops = native_loops or {}
     position = {id(instr): k for k, instr in enumerate(order)}
     plan = ComputationPlan(order)
     defines = {id(i) for i in order if how(i) in BUFFER_KINDS}
@@ -90,7 +93,7 @@ def plan_computation(comp, *, order, is_entry: bool, how, shared=None,
                 _can_update_in_place(instr, defines) or id(instr) in carried):
             plan.in_place.add(id(instr))
     views = {id(i) for i in order if how(i) in VIEW_KINDS} | plan.in_place
-    escaping = _escaping(comp, views)
+    escaping = _escaping(comp, views, native_loops)
     groups = _UnionFind()
     for instr in order:
         if id(instr) in views or how(instr) in MAY_ALIAS_KINDS:
@@ -105,7 +108,7 @@ def plan_computation(comp, *, order, is_entry: bool, how, shared=None,
         last_use[groups.find(instr_id)] = len(order)
     own = []
     for instr in order:
-        plan.kinds[id(instr)] = _kinds(instr, plan, escaping, views, defines, how)
+        plan.kinds[id(instr)] = _kinds(instr, plan, escaping, views, defines, how, native_loops)
         if id(instr) not in defines or id(instr) in plan.in_place:
             continue
         if id(instr) in escaping:
@@ -130,9 +133,9 @@ def _nbytes(shape) -> int:
     return max(shape.numel() * shape.numpy_dtype.itemsize, 1)
 
 
-def _escaping(comp, views: set) -> set:
-    """Instructions whose value (or part of it) is returned, through views, tuples and
-    in-place updates."""
+def _escaping(comp, views: set, native_loops: dict) -> set:
+    """Instructions whose value (or part of it) is returned, through views, tuples, in-place
+    updates and the leaves a native loop hands back as they came in."""
     out: set = set()
     stack = [comp.root]
     while stack:
@@ -140,6 +143,12 @@ def _escaping(comp, views: set) -> set:
         if id(instr) in out:
             continue
         out.add(id(instr))
+        private = native_loops.get(id(instr))
+        init = instr.operand(0) if private is not None else None
+        if init is not None and init.opcode == "tuple":
+            stack.extend(op for i, op in enumerate(init.operands) if i not in private)
+        elif init is not None:
+            stack.append(init)
         if id(instr) in views:
             stack.extend(instr.operands[:1] if instr.opcode in ("dynamic-update-slice",
                                                                 "scatter") else instr.operands)
@@ -200,8 +209,13 @@ def _ancestors(instr) -> set:
     return seen
 
 
-def _kinds(instr, plan, escaping, views, defines, how):
+def _kinds(instr, plan, escaping, views, defines, how, native_loops):
     k = plan.kinds
+    private = native_loops.get(id(instr))
+    if private is not None and isinstance(k[id(instr.operand(0))], tuple):
+        init = k[id(instr.operand(0))]
+        return tuple(frozenset({"fresh"}) if i in private else init[i]
+                     for i in range(len(init)))
     if instr.opcode == "parameter":
         return _fill(instr.shape, frozenset({"param"}))
     if instr.opcode == "constant" or how(instr) == "constant":

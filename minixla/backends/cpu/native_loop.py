@@ -1,0 +1,271 @@
+"""A while loop as one Numba function: condition and body kernels called in native code.
+
+When every instruction of a loop's condition and body is a generated kernel, a view, a
+copy, a broadcast of a scalar or a dynamic-update-slice (with tuples, get-tuple-elements, parameters and
+array constants around them), the driver does not run the loop in Python. `native_while`
+emits one function
+
+    @njit(nogil=True, cache=CACHE)
+    def loop(s0, s1, b2, b3, c4, status):   # state leaves, temporaries, constants, flag
+        while True:
+            k0(s0, c4, b2)                    # the condition's kernels
+            if not b2[0]:
+                break
+            k1(s1.reshape((4, 8)), b3)       # the body's kernels
+            s1[:] = b3                        # body results into the state buffers
+        ...
+
+and the driver calls it once per call of the while. Every buffer travels flattened (1-d,
+C order); kernels get the rank their signature asks for through a reshape. Temporaries are
+allocated once at compile time (calls of an executable are serialized), so the loop
+allocates nothing. State leaves the body writes are private to the loop: copied once per call
+before the loop unless the computation made them for the loop alone, as on the Python path.
+Anything else (nested control flow, BLAS dots, other thunks, fallbacks, bf16, empty arrays,
+large temporaries) keeps the Python loop around the driver functions.
+"""
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from .cache import module_name
+from .jit import kernel_id
+from .kernels import KernelSpec
+from .scalar import KERNEL_TYPES
+
+# Temporaries of a native loop live for the executable's lifetime; beyond this many bytes
+# the loop is not "small" and keeps the Python path (whose temporaries share the arena).
+MAX_TEMP_BYTES = 1 << 20
+_STRUCTURE = ("parameter", "get-tuple-element", "tuple", "view", "alias")
+
+
+class _Ineligible(Exception):
+    pass
+
+
+class _Emitter:
+    """Native source for the condition and body of one while loop."""
+
+    def __init__(self, builder, loop, updates: dict):
+        self.b = builder
+        self.loop = loop
+        self.updates = {id(dus) for dus in updates.values()}
+        self.state_shapes = list(loop.shape.tuple_shapes)
+        self.params = [f"s{i}" for i in range(len(self.state_shapes))]  # state leaves
+        self.fixed: list[str] = []  # temporaries and constants: driver globals passed in
+        self.fixed_dtypes: list[str] = []
+        self.callees: dict[str, str] = {}  # local name -> kernel module name
+        self.lines: list[str] = []
+        self.temp_bytes = 0
+
+    # -- buffers ------------------------------------------------------------------------
+    def temp(self, shape) -> str:
+        _check_type(shape)
+        self.temp_bytes += shape.numel() * shape.numpy_dtype.itemsize
+        if self.temp_bytes > MAX_TEMP_BYTES:
+            raise _Ineligible("temporaries too large")
+        name = self.b.bind("n", np.empty(shape.numel(), shape.numpy_dtype))
+        self.fixed.append(name)
+        self.fixed_dtypes.append(shape.dtype)
+        return name
+
+    def constant(self, instr) -> str:
+        from .thunks import constant_value
+        value = constant_value(instr)
+        value = instr.literal if value is None else value
+        if instr.shape.is_tuple:
+            raise _Ineligible("tuple constant")
+        _check_type(instr.shape)
+        array = np.array(value, dtype=instr.shape.numpy_dtype, copy=True).reshape(-1)
+        array.flags.writeable = False
+        name = self.b.bind("c", array)
+        self.fixed.append(name)
+        self.fixed_dtypes.append(instr.shape.dtype)
+        return name
+
+    @staticmethod
+    def shaped(name: str, shape, rank: int) -> str:
+        """A flat buffer as the rank a kernel or slice expects."""
+        return name if rank <= 1 else f"{name}.reshape({tuple(shape.dims)!r})"
+
+    # -- computations -------------------------------------------------------------------
+    def computation(self, comp) -> object:
+        """Emits `comp`'s instructions; returns the (nested) buffer names of its root."""
+        names: dict[int, object] = {}
+        order = list(comp.instructions) if self.b.module.is_scheduled else comp.post_order()
+        for instr in order:
+            if instr.opcode in ("while", "conditional", "call") or instr.shape.is_token:
+                raise _Ineligible(f"{instr.opcode} inside the loop")
+            how, detail = self.b.decide(instr)
+            names[id(instr)] = self.instruction(instr, how, detail, names)
+        return names[id(comp.root)]
+
+    def instruction(self, instr, how, detail, names):
+        op = instr.opcode
+        operand = lambda k: names[id(instr.operand(k))]  # noqa: E731
+        if how == "parameter":
+            if instr.parameter_number != 0 or not instr.shape.is_tuple or \
+                    any(s.is_tuple for s in instr.shape.tuple_shapes):
+                raise _Ineligible("state is not a flat tuple")
+            return tuple(self.params)
+        if how == "get-tuple-element":
+            value = operand(0)
+            if not isinstance(value, tuple):
+                raise _Ineligible("get-tuple-element of a computed tuple")
+            return value[instr.attrs["index"]]
+        if how == "tuple":
+            return tuple(operand(k) for k in range(len(instr.operands)))
+        if how in ("view", "alias"):
+            if instr.shape.is_tuple:
+                raise _Ineligible("tuple view")
+            return operand(0)
+        if how == "constant":
+            return self.constant(instr)
+        if how == "kernel":
+            return self.kernel(instr, detail, names)
+        if how == "thunk" and op in ("copy", "reshape") and not instr.shape.is_tuple:
+            out = self.temp(instr.shape)
+            self.lines.append(f"{out}[:] = {operand(0)}")
+            return out
+        if how == "thunk" and op == "broadcast" and instr.operand(0).shape.rank == 0:
+            out = self.temp(instr.shape)
+            self.lines.append(f"{out}[:] = {operand(0)}[0]")
+            return out
+        if how == "dus":
+            return self.dynamic_update_slice(instr, names)
+        raise _Ineligible(f"{op} lowered as {how}")
+
+    def kernel(self, instr, spec: KernelSpec, names):
+        leaves = [s for _, s in instr.shape.leaves()]
+        if any(s.numel() == 0 for s in leaves):
+            raise _Ineligible("empty array")
+        if "bf16" in spec.dtypes:
+            raise _Ineligible("bf16 kernel")
+        outs = [self.temp(s) for s in leaves]
+        args = []
+        for (kind, what), rank in zip(spec.args, spec.ndims):
+            if kind == "param":
+                operand = instr.operands[what]
+                name, shape = names[id(operand)], operand.shape
+            elif kind == "const":
+                name, shape = self.constant(what), what.shape
+            else:
+                name, shape = outs[what], leaves[what]
+            if isinstance(name, tuple):
+                raise _Ineligible("tuple kernel argument")
+            args.append(self.shaped(name, shape, rank))
+        callee = f"k{len(self.callees)}"
+        self.callees[callee] = module_name(kernel_id(spec))
+        self.b.kernel(spec)  # compiled (and loaded) before the loop that calls it
+        self.lines.append(f"{callee}({', '.join(args)})")
+        if not instr.shape.is_tuple:
+            return outs[0]
+        from ..common_driver import nest
+        return nest(instr.shape, iter(outs))
+
+    def dynamic_update_slice(self, instr, names):
+        target, update = instr.operand(0), instr.operand(1)
+        _check_type(instr.shape)
+        if update.shape.numel() == 0:
+            raise _Ineligible("empty update")
+        if id(instr) in self.updates:
+            out = names[id(target)]
+        else:
+            out = self.temp(instr.shape)
+            self.lines.append(f"{out}[:] = {names[id(target)]}")
+        dims, sizes = instr.shape.dims, update.shape.dims
+        if not dims:
+            self.lines.append(f"{out}[0] = {names[id(update)]}[0]")
+            return out
+        begins = []
+        for d, (dim, size) in enumerate(zip(dims, sizes)):
+            start = names[id(instr.operand(2 + d))]
+            var = f"{out}_b{d}_{len(self.lines)}"
+            self.lines.append(f"{var} = min(max(np.int64({start}[0]), 0), {dim - size})")
+            begins.append(var)
+        window = ", ".join(f"{b}:{b} + {n}" for b, n in zip(begins, sizes))
+        self.lines.append(f"{self.shaped(out, instr.shape, 2)}[{window}] = "
+                          f"{self.shaped(names[id(update)], update.shape, 2)}")
+        return out
+
+
+def _check_type(shape) -> None:
+    if not shape.is_array or shape.dtype not in KERNEL_TYPES or shape.dtype == "bf16":
+        raise _Ineligible(f"element type of {shape}")
+
+
+def native_while(builder, loop, updates: dict, limit):
+    """(global name of the loop kernel, names of its fixed arguments, state leaves it
+    overwrites besides `updates`) for `loop`, or None when its condition or body is not made
+    only of native pieces (the Python loop then)."""
+    if builder.flush_denormals or not loop.shape.is_tuple or \
+            any(s.is_tuple for s in loop.shape.tuple_shapes):
+        return None
+    em = _Emitter(builder, loop, updates)
+    saved = (dict(builder.kernels), dict(builder.kernel_names), len(builder.fallback_reasons),
+             builder.fallbacks.copy())
+    try:
+        for shape in em.state_shapes:
+            _check_type(shape)
+            if shape.numel() == 0:
+                raise _Ineligible("empty state leaf")
+        em.lines.append("while True:")
+        body_lines = []
+        em.lines, outer = [], em.lines
+        predicate = em.computation(loop.attrs["condition"])
+        if isinstance(predicate, tuple):
+            raise _Ineligible("tuple predicate")
+        cond_lines = em.lines + [f"if not {predicate}[0]:", "    break"]
+        if limit is not None:
+            cond_lines += ["iterations += 1", f"if iterations > {int(limit)}:",
+                           "    status[0] = 1", "    break"]
+        em.lines = []
+        result = em.computation(loop.attrs["body"])
+        body_lines, written = _write_back(em.params, result)
+        body_lines = em.lines + body_lines
+    except _Ineligible:
+        builder.kernels, builder.kernel_names = saved[0], saved[1]
+        del builder.fallback_reasons[saved[2]:]
+        builder.fallbacks = saved[3]
+        for name in em.fixed:
+            builder.ns.pop(name, None)
+        return None
+    lines = outer + ["    " + line for line in cond_lines + body_lines]
+    args = em.params + em.fixed + ["status"]
+    source = _source(em.callees, args, lines, loop.name, limit is not None)
+    dtypes = [s.dtype for s in em.state_shapes] + \
+        em.fixed_dtypes + ["s64"]
+    spec = KernelSpec("loop", source, [], [1] * len(args), dtypes, True, False)
+    spec.kid = hashlib.sha256((source + spec.signature_text()).encode()).hexdigest()[:32]
+    return builder.kernel(spec), em.fixed, written
+
+
+def _write_back(params: list[str], result) -> list[str]:
+    """Copies of the body's results into the state buffers. A result that is another state
+    leaf is read before any copy writes, so only when that leaf is not itself rewritten."""
+    if not isinstance(result, tuple) or len(result) != len(params):
+        raise _Ineligible("body root is not a tuple of the state")
+    if any(isinstance(r, tuple) for r in result):
+        raise _Ineligible("nested body result")
+    rewritten = {p for p, r in zip(params, result) if r != p}
+    lines, written = [], set()
+    for i, (p, r) in enumerate(zip(params, result)):
+        if r == p:
+            continue
+        if r in rewritten:
+            raise _Ineligible("state leaves exchanged")
+        lines.append(f"{p}[:] = {r}")
+        written.add(i)
+    return lines, written
+
+
+def _source(callees: dict, args: list[str], lines: list[str], name: str, counted: bool) -> str:
+    imports = [f"{local} = sys.modules[{module!r}].kernel" for local, module in callees.items()]
+    return "\n".join([
+        f'"""Native while loop {name}."""', "import sys", "import numpy as np",
+        "from numba import njit", *imports, "", "",
+        "@njit(error_model='numpy', boundscheck=False, nogil=True, cache=CACHE)",
+        f"def loop({', '.join(args)}):",
+        *(["    iterations = 0"] if counted else []),
+        *["    " + line for line in lines], ""])

@@ -1,0 +1,237 @@
+"""While loops made only of kernels run as one native function on cpu (native_loop.py): no
+Python per iteration, results equal to the interpreter's, arguments never written, and loops
+with other pieces (BLAS dots, nested loops, exchanged state leaves) keep the Python loop."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import minixla
+from minixla.backends.cpu.opkernels import SMALL_DOT_MACS
+from minixla.errors import ExecutionError
+
+from test_cpu_loops import READ_MODIFY_WRITE, loop
+
+
+def _native(exe) -> bool:
+    return any("Native while loop" in spec.source for spec in exe.program.kernels.values())
+
+
+def _python_loop(exe) -> bool:
+    return any(line.strip().startswith("while ") for line in exe.program.source.splitlines())
+
+
+def _check(text, *args, **options):
+    exe = minixla.compile(text, backend="cpu", **options)
+    want = minixla.compile(text, backend="interpreter")(*args)
+    before = [a.copy() for a in args]
+    for _ in range(2):  # the second call must not see the first call's buffers
+        got = exe(*args)
+        for g, w in zip(got if isinstance(got, tuple) else [got],
+                        want if isinstance(want, tuple) else [want]):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    for a, b in zip(args, before):
+        np.testing.assert_array_equal(a, b)  # arguments are never written
+    return exe
+
+
+# Rows written past the end: the start index is clamped so the row fits (rows 8..10 -> 7).
+CLAMPED_ROWS = loop("""
+  row = f32[1,3] broadcast(f32[] convert(i)), dimensions={}
+  upd = f32[8,3] dynamic-update-slice(buf, row, i, z)
+""", n=11)
+
+
+@pytest.mark.parametrize("text", [CLAMPED_ROWS, READ_MODIFY_WRITE], ids=["clamped", "rmw"])
+def test_a_loop_of_kernels_runs_natively_and_matches_the_interpreter(text):
+    exe = _check(text, np.arange(24, dtype=np.float32).reshape(8, 3))
+    assert _native(exe) and not _python_loop(exe), exe.program.source
+    # the loop state is the caller-visible result: no copy of it at the exit
+    assert "return np.array" not in exe.program.source, exe.program.source
+
+
+def test_the_python_loop_is_kept_when_native_loops_are_off():
+    exe = _check(CLAMPED_ROWS, np.zeros((8, 3), np.float32), native_loops=False)
+    assert not _native(exe) and _python_loop(exe)
+
+
+ELEMENTWISE = """
+HloModule e
+cond {
+  s = (s32[], f64[5], pred[5]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  ROOT lt = pred[] compare(i, s32[] constant(9)), direction=LT
+}
+body {
+  s = (s32[], f64[5], pred[5]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = f64[5] get-tuple-element(s), index=1
+  m = pred[5] get-tuple-element(s), index=2
+  h = f64[5] multiply(x, f64[5] broadcast(f64[] constant(1.5)), dimensions={})
+  y = f64[5] select(m, h, x)
+  n = pred[5] compare(y, f64[5] broadcast(f64[] constant(20)), dimensions={}), direction=LT
+  ROOT t = (s32[], f64[5], pred[5]) tuple(s32[] add(i, s32[] constant(1)), y, n)
+}
+ENTRY main {
+  x = f64[5] parameter(0)
+  m = pred[5] parameter(1)
+  w = (s32[], f64[5], pred[5]) while((s32[], f64[5], pred[5]) tuple(s32[] constant(0), x, m)), condition=cond, body=body
+  ROOT r = (f64[5], pred[5]) tuple(f64[5] get-tuple-element(w), index=1, pred[5] get-tuple-element(w), index=2)
+}"""
+
+
+@pytest.mark.parametrize("passes", [[], None], ids=["unoptimized", "cpu-pipeline"])
+def test_elementwise_state_of_several_types(passes):
+    x = np.array([1.0, -2.0, 3.0, 0.5, 7.0])
+    m = np.array([True, False, True, True, True])
+    exe = _check(ELEMENTWISE, x, m, **({} if passes is None else {"passes": passes}))
+    assert _native(exe)
+
+
+def test_max_while_iterations_stops_a_native_loop():
+    exe = minixla.compile(CLAMPED_ROWS, backend="cpu", max_while_iterations=5)
+    assert _native(exe)
+    with pytest.raises(ExecutionError, match="more than 5 iterations"):
+        exe(np.zeros((8, 3), np.float32))
+    ok = minixla.compile(CLAMPED_ROWS, backend="cpu", max_while_iterations=11)
+    np.testing.assert_array_equal(ok(np.zeros((8, 3), np.float32))[7], [10, 10, 10])
+
+
+EXCHANGE = """
+HloModule x
+cond {
+  s = (s32[], f32[4], f32[4]) parameter(0)
+  ROOT lt = pred[] compare(s32[] get-tuple-element(s), index=0, s32[] constant(3)), direction=LT
+}
+body {
+  s = (s32[], f32[4], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  a = f32[4] get-tuple-element(s), index=1
+  b = f32[4] get-tuple-element(s), index=2
+  ROOT t = (s32[], f32[4], f32[4]) tuple(s32[] add(i, s32[] constant(1)), b, f32[4] add(a, b))
+}
+ENTRY main {
+  a = f32[4] parameter(0)
+  b = f32[4] parameter(1)
+  w = (s32[], f32[4], f32[4]) while((s32[], f32[4], f32[4]) tuple(s32[] constant(0), a, b)), condition=cond, body=body
+  ROOT r = f32[4] get-tuple-element(w), index=2
+}"""
+
+
+def test_exchanged_state_leaves_keep_the_python_loop():
+    a, b = np.arange(4, dtype=np.float32), np.ones(4, np.float32)
+    exe = _check(EXCHANGE, a, b, passes=[])
+    assert not _native(exe) and _python_loop(exe)
+
+
+DOT_BODY = """
+HloModule d
+cond {
+  s = (s32[], f32[1,8], f32[8,8]) parameter(0)
+  ROOT lt = pred[] compare(s32[] get-tuple-element(s), index=0, s32[] constant(4)), direction=LT
+}
+body {
+  s = (s32[], f32[1,8], f32[8,8]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  h = f32[1,8] get-tuple-element(s), index=1
+  w = f32[8,8] get-tuple-element(s), index=2
+  d = f32[1,8] dot(h, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT t = (s32[], f32[1,8], f32[8,8]) tuple(s32[] add(i, s32[] constant(1)), f32[1,8] tanh(d), w)
+}
+ENTRY main {
+  h = f32[1,8] parameter(0)
+  w = f32[8,8] parameter(1)
+  l = (s32[], f32[1,8], f32[8,8]) while((s32[], f32[1,8], f32[8,8]) tuple(s32[] constant(0), h, w)), condition=cond, body=body
+  ROOT r = f32[1,8] get-tuple-element(l), index=1
+}"""
+
+
+@pytest.mark.parametrize("width", [8, 128])
+def test_a_small_dot_is_a_kernel_and_a_blas_dot_keeps_the_python_loop(width):
+    rng = np.random.default_rng(0)
+    h = rng.standard_normal((1, width)).astype(np.float32)
+    w = (rng.standard_normal((width, width)) * 0.3).astype(np.float32)
+    exe = _check(DOT_BODY.replace("8]", f"{width}]").replace("[8,", f"[{width},"), h, w)
+    small = width * width <= SMALL_DOT_MACS
+    assert _native(exe) == small and _python_loop(exe) != small
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("lhs, rhs, dims", [
+    ("[3,4]", "[4,5]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
+    ("[4,3]", "[5,4]", "lhs_contracting_dims={0}, rhs_contracting_dims={1}"),
+    ("[2,3,4]", "[2,4,5]", "lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, "
+                           "rhs_contracting_dims={1}"),
+    ("[3,2,4]", "[4,5,2]", "lhs_batch_dims={1}, lhs_contracting_dims={2}, rhs_batch_dims={2}, "
+                           "rhs_contracting_dims={0}"),
+    ("[2,3,4]", "[3,4,6]", "lhs_contracting_dims={1,2}, rhs_contracting_dims={0,1}"),
+    ("[4]", "[4]", "lhs_contracting_dims={0}, rhs_contracting_dims={0}"),
+    ("[3,0]", "[0,5]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
+], ids=["nn", "tt", "batch", "batch-middle", "two-contracted", "vector", "empty-k"])
+def test_small_dots_match_the_interpreter(dtype, lhs, rhs, dims):
+    text_lhs, text_rhs = f"{dtype}{lhs}", f"{dtype}{rhs}"
+    result = _dot_shape(lhs, rhs, dims)
+    text = f"""
+HloModule d
+ENTRY main {{
+  a = {text_lhs} parameter(0)
+  b = {text_rhs} parameter(1)
+  ROOT d = {dtype}{result} dot(a, b), {dims}
+}}"""
+    rng = np.random.default_rng(1)
+    np_dtype = np.float32 if dtype == "f32" else np.float64
+    a = rng.standard_normal(eval(lhs)).astype(np_dtype)
+    b = rng.standard_normal(eval(rhs)).astype(np_dtype)
+    exe = minixla.compile(text, backend="cpu")
+    assert any("Kernel for dot" in s.source for s in exe.program.kernels.values())
+    np.testing.assert_allclose(exe(a, b), minixla.compile(text, backend="interpreter")(a, b),
+                               rtol=1e-5, atol=1e-5)
+
+
+def _dot_shape(lhs: str, rhs: str, dims: str) -> str:
+    import re
+    sets = {k: [int(x) for x in v.split(",")] for k, v in re.findall(r"(\w+)=\{([\d,]*)\}", dims)}
+    l, r = eval(lhs), eval(rhs)
+    lb, rb = sets.get("lhs_batch_dims", []), sets.get("rhs_batch_dims", [])
+    lc, rc = sets["lhs_contracting_dims"], sets["rhs_contracting_dims"]
+    out = [l[d] for d in lb] + [n for d, n in enumerate(l) if d not in lb + lc] + \
+        [n for d, n in enumerate(r) if d not in rb + rc]
+    return "[" + ",".join(map(str, out)) + "]"
+
+
+def test_an_inner_loop_runs_natively_inside_a_python_outer_loop():
+    inner = ELEMENTWISE.replace("HloModule e\n", "").replace("ENTRY main", "inner_main") \
+        .replace("cond {", "icond {").replace("body {", "ibody {") \
+        .replace("condition=cond, body=body", "condition=icond, body=ibody")
+    text = f"""
+HloModule n
+{inner}
+ocond {{
+  s = (s32[], f64[5]) parameter(0)
+  ROOT lt = pred[] compare(s32[] get-tuple-element(s), index=0, s32[] constant(3)), direction=LT
+}}
+obody {{
+  s = (s32[], f64[5]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = f64[5] get-tuple-element(s), index=1
+  m = pred[5] compare(x, f64[5] broadcast(f64[] constant(0)), dimensions={{}}), direction=GT
+  r = (f64[5], pred[5]) call(x, m), to_apply=inner_main
+  y = f64[5] get-tuple-element(r), index=0
+  ROOT t = (s32[], f64[5]) tuple(s32[] add(i, s32[] constant(1)), f64[5] negate(y))
+}}
+ENTRY main {{
+  x = f64[5] parameter(0)
+  w = (s32[], f64[5]) while((s32[], f64[5]) tuple(s32[] constant(0), x)), condition=ocond, body=obody
+  ROOT r = f64[5] get-tuple-element(w), index=1
+}}"""
+    exe = _check(text, np.array([1.0, -2.0, 3.0, 0.5, 7.0]), passes=[])
+    assert _native(exe) and _python_loop(exe)
+
+
+def test_a_read_only_argument_the_loop_only_reads():
+    rng = np.random.default_rng(2)
+    h = rng.standard_normal((1, 8)).astype(np.float32)
+    w = (rng.standard_normal((8, 8)) * 0.3).astype(np.float32)
+    w.flags.writeable = False
+    exe = _check(DOT_BODY, h, w, passes=[])
+    assert _native(exe)
