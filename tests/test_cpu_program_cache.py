@@ -104,7 +104,7 @@ def test_memo_hits_raise_the_first_compiles_warnings_again(tmp_path):
     key = compile_memo.key(LOOP, "cpu", {"cache_dir": str(tmp_path), "strict": False})
     with warnings.catch_warnings(record=True) as recorded:
         warnings.simplefilter("always")
-        warnings.warn("minixla: a compile-time warning", UserWarning)
+        warnings.warn("minixla: a compile-time warning", UserWarning, stacklevel=1)
     compile_memo.remember(key, first, recorded)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

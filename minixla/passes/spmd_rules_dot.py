@@ -4,10 +4,10 @@ dim and the other does not).
 
 Each side may stay as it is, gather the dims whose cut the other side does not share, gather
 its free dims, follow the other side's cut of the batch and contracting dims (cut out locally
-where it holds them whole), or be replicated. Every pair the by-device dot rule accepts is costed in bytes one
-device sends (ring model: an all-gather sends what it adds to the piece; an all-reduce twice
-the result piece, less its share) and the cheapest wins, as XLA's dot handler weighs
-resharding either operand against all-reducing the result.
+where it holds them whole), or be replicated. Every pair the by-device dot rule accepts is
+costed in bytes one device sends (ring model: an all-gather sends what it adds to the piece;
+an all-reduce twice the result piece, less its share) and the cheapest wins, as XLA's dot
+handler weighs resharding either operand against all-reducing the result.
 """
 from __future__ import annotations
 

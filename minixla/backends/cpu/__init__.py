@@ -9,8 +9,9 @@ compile_module(module, options) -> Executable:
 
 Options: `cache` (bool, default $MINIXLA_CACHE or on), `cache_dir`, `parallel_threshold`
 (elements touched before a kernel uses threads), `native_loops` (default on: a while loop
-made only of kernels runs as one native function, native_loop.py), `strict` (an instruction without native code
-is a compile error instead of a FallbackWarning). docs/cpu-backend.md has the design.
+made only of kernels runs as one native function, native_loop.py), `strict` (an instruction
+without native code is a compile error instead of a FallbackWarning). docs/cpu-backend.md has
+the design.
 """
 from __future__ import annotations
 

@@ -30,8 +30,8 @@ others is refused with one warning and the compile runs without the cache, as do
 that cannot be written. Every file of a kernel entry must be owned by the user and match the
 manifest's checksums (which bind them to the kernel id, itself a hash of the source and
 signature) before Numba is allowed to read it. Kernel modules are executed from the verified
-bytes (no `.pyc` is written or read). Size is capped ($MINIXLA_CACHE_MAX_BYTES, default 2 GiB); the least recently used entries go
-first (use touches the manifest's mtime).
+bytes (no `.pyc` is written or read). Size is capped ($MINIXLA_CACHE_MAX_BYTES, default
+2 GiB); the least recently used entries go first (use touches the manifest's mtime).
 """
 from __future__ import annotations
 

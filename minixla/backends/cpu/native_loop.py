@@ -1,9 +1,9 @@
 """A while loop as one Numba function: condition and body kernels called in native code.
 
 When every instruction of a loop's condition and body is a generated kernel, a view, a
-copy, a broadcast of a scalar or a dynamic-update-slice (with tuples, get-tuple-elements, parameters and
-array constants around them), the driver does not run the loop in Python. `native_while`
-emits one function
+copy, a broadcast of a scalar or a dynamic-update-slice (with tuples, get-tuple-elements,
+parameters and array constants around them), the driver does not run the loop in Python.
+`native_while` emits one function
 
     @njit(nogil=True, cache=CACHE)
     def loop(s0, s1, b2, b3, c4, status):   # state leaves, temporaries, constants, flag

@@ -347,7 +347,8 @@ def small_dot(instr) -> KernelSpec:
     src = OpSource(instr)
     attrs = instr.attrs
     lb, rb = list(attrs.get("lhs_batch_dims", ())), list(attrs.get("rhs_batch_dims", ()))
-    lc, rc = list(attrs.get("lhs_contracting_dims", ())), list(attrs.get("rhs_contracting_dims", ()))
+    lc = list(attrs.get("lhs_contracting_dims", ()))
+    rc = list(attrs.get("rhs_contracting_dims", ()))
     lhs, rhs = instr.operand(0).shape, instr.operand(1).shape
     lf = [d for d in range(lhs.rank) if d not in lb + lc]
     rf = [d for d in range(rhs.rank) if d not in rb + rc]
