@@ -23,3 +23,4 @@ __all__ = ["cond", "dot_general", "dynamic_slice", "dynamic_update_slice", "erf"
            "tan", "tanh",
            "all_gather", "all_to_all", "axis_index", "pmax", "pmean", "pmin", "ppermute", "psum",
            "psum_scatter", "with_sharding_constraint"]
+from .frontend import lax_linalg as linalg  # noqa: E402, F401 - lax.linalg.cholesky, triangular_solve

@@ -7,7 +7,10 @@
 """
 from pathlib import Path
 
+import pytest
+
 import minixla.passes.base
+import minixla.runtime.compile_memo
 import minixla.runtime.executable
 
 HLO_TESTS = Path(__file__).resolve().parent / "hlo"
@@ -19,6 +22,13 @@ def pytest_addoption(parser):
     parser.addoption("--spmd-full", action="store_true", default=False,
                      help="partition every conformance case, not a sample "
                           "(tests/test_spmd_partitioner.py)")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_compile_memo():
+    """Tests patch handlers, passes and registries: each starts without memoized programs."""
+    minixla.runtime.compile_memo.clear()
+    yield
 
 
 def pytest_configure(config):

@@ -129,6 +129,7 @@ def test_a_planted_rule_is_found_through_the_cpu_backend(planted_rule, monkeypat
 @needs_cpu
 def test_a_planted_wrong_kernel_is_named(monkeypatch, module_file, capsys):
     from minixla.backends.cpu import scalar
+    from minixla.runtime import compile_memo
     right = scalar.SCALAR["divide"]
 
     def wrong_divide(ctx, instr, args):  # x / y emitted as x * y
@@ -141,6 +142,7 @@ def test_a_planted_wrong_kernel_is_named(monkeypatch, module_file, capsys):
     assert out.startswith("the unoptimized module already goes wrong on cpu: cpu results differ")
     assert "first wrong instruction (cpu kernel): %d = f32[4]{0} divide(%prod, %b):" in out
     monkeypatch.setitem(scalar.SCALAR, "divide", right)
+    compile_memo.clear()  # the programs compiled with the planted rule are memoized
     assert main(["bisect", str(module_file), "--backend", "cpu"]) == 0
 
 

@@ -16,6 +16,7 @@ from typing import Callable
 from ..errors import MinixlaError
 
 _REGISTRY: dict[tuple[str, str], Callable] = {}
+_changes = [0]  # bumped on every (un)registration: compiled programs depend on the registry
 
 
 class CustomCallError(MinixlaError):
@@ -28,10 +29,17 @@ def register_custom_call(target: str, backend: str, fn: Callable) -> None:
     if not callable(fn):
         raise TypeError(f"custom-call {target!r}: implementation must be callable")
     _REGISTRY[(target, backend)] = fn
+    _changes[0] += 1
 
 
 def unregister_custom_call(target: str, backend: str) -> None:
     _REGISTRY.pop((target, backend), None)
+    _changes[0] += 1
+
+
+def registry_generation() -> int:
+    """A number that changes whenever a custom-call target is registered or removed."""
+    return _changes[0]
 
 
 def lookup_custom_call(target: str, backend: str) -> Callable:

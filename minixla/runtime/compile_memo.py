@@ -20,6 +20,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from ..ir.module import HloModule
+from ..reference.custom_call import registry_generation
 from ..passes.base import DUMP_OPTIONS, DumpOptions
 
 MAX_ENTRIES = 64  # executables hold their arenas: keep the most recently used few
@@ -57,7 +58,8 @@ def key(program, backend: str, options: dict) -> CompileKey | None:
     variables = {k: v for k, v in sorted(os.environ.items())
                  if k.startswith("MINIXLA_") or k == "XLA_FLAGS"}
     parts = {"program": hashlib.sha256(text.encode()).hexdigest()[:32], "backend": backend,
-             "options": given, "variables": variables}
+             "options": given, "variables": variables,
+             "custom_calls": registry_generation()}
     encoded = json.dumps(parts, sort_keys=True).encode()
     return CompileKey(hashlib.sha256(encoded).hexdigest()[:32], parts, name)
 
