@@ -99,6 +99,27 @@ def test_second_compile_in_a_process_shares_the_first(tmp_path):
     assert other.program is not first.program
 
 
+RNG = """HloModule draws
+ENTRY e {
+  lo = f32[] parameter(0)
+  ROOT r = f32[4] rng(lo, f32[] constant(1)), distribution=rng_uniform
+}"""
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_a_memo_hit_starts_its_own_random_stream(tmp_path, backend):
+    # as a fresh compile does: the twin's first draw is the first executable's first draw
+    first = minixla.compile(RNG, backend=backend, cache_dir=str(tmp_path)) \
+        if backend == "cpu" else minixla.compile(RNG, backend=backend)
+    draws = [first(np.float32(0)) for _ in range(3)]
+    assert not np.array_equal(draws[0], draws[1])
+    twin = minixla.compile(RNG, backend=backend, cache_dir=str(tmp_path)) \
+        if backend == "cpu" else minixla.compile(RNG, backend=backend)
+    assert twin is not first and twin._run is first._run  # shared compiled code
+    assert [bits(twin(np.float32(0))) for _ in range(3)] == [bits(d) for d in draws]
+    assert bits(first(np.float32(0))) != bits(draws[0])  # the first one goes on with its own
+
+
 def test_memo_hits_raise_the_first_compiles_warnings_again(tmp_path):
     first, _ = fresh_compile(tmp_path)
     key = compile_memo.key(LOOP, "cpu", {"cache_dir": str(tmp_path), "strict": False})

@@ -19,6 +19,7 @@ from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule
 from ..ir.opcodes import ELEMENTWISE
 from .denormals import flushed
+from .random_stream import RandomStream
 
 Value = Any  # np.ndarray | tuple[Value, ...] | None
 Handler = Callable[["Evaluator", HloInstruction, list], Value]
@@ -109,7 +110,7 @@ class Evaluator:
         self.flush = flushed if flush_denormals else None
         self.table = handlers()
         self._vectorizable: dict[int, bool] = {}
-        self.rng_calls = 0  # seeds `rng`, so each executable draws the same sequence
+        self.random_stream = RandomStream()  # `rng` draws here unless an executable runs
 
     def run(self, args) -> Value:
         """Evaluates the entry computation. Called computations nest as Python calls, so the

@@ -39,6 +39,7 @@ from .convert import compute_dtype, element_type, is_narrow_float, round_to_dtyp
 from .elementwise import BINARY
 from .evaluator import as_dtype
 from .ops_sort import HANDLERS as SORT_HANDLERS
+from .random_stream import active_stream
 
 _FAST_OPS = ("add", "multiply", "maximum", "minimum", "and", "or", "xor")
 _UFUNC = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, "minimum": np.minimum}
@@ -382,8 +383,7 @@ def _rng_bit_generator(ev, instr, ops):
 
 def _rng(ev, instr, ops):
     low, high = (np.asarray(o) for o in ops)
-    generator = np.random.default_rng(ev.rng_calls)
-    ev.rng_calls += 1
+    generator = (active_stream() or ev.random_stream).generator()
     dims, dtype = instr.shape.dims, instr.shape.numpy_dtype
     distribution = instr.attrs.get("distribution", "rng_uniform")
     if distribution == "rng_normal":

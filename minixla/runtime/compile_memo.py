@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from ..ir.module import HloModule
 from ..reference.custom_call import registry_generation
+from ..reference.random_stream import RandomStream
 from ..passes.base import DUMP_OPTIONS, DumpOptions
 
 MAX_ENTRIES = 64  # executables hold their arenas: keep the most recently used few
@@ -98,10 +99,12 @@ def warn_again(raised) -> None:
 
 
 def share(executable):
-    """A new Executable running the same compiled program, with its own counters."""
+    """A new Executable running the same compiled program, with its own counters and its own
+    random stream, as a fresh compile would have."""
     twin = copy.copy(executable)
     twin.options = dict(executable.options)
     twin.executions, twin.execution_seconds = 0, 0.0
+    twin.random_stream = RandomStream()
     if hasattr(executable, "kernel_outcomes"):  # a backend's report of where kernels came from
         twin.kernel_outcomes = ["memory"] * len(executable.kernel_outcomes)
     return twin

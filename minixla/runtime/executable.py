@@ -19,6 +19,7 @@ import numpy as np
 from ..errors import ExecutionError
 from ..ir.module import HloModule
 from ..ir.shapes import Shape
+from ..reference.random_stream import RandomStream, activate, deactivate
 from .donation import Donations, settle, take
 from .metrics import record_execution
 
@@ -47,6 +48,7 @@ class Executable:
         self.rematerialization = None  # the pass's report when compiled with a memory limit
         self.donations = Donations.of(module)
         self.writes_donated_buffers = False  # set by a backend that reuses donated arguments
+        self.random_stream = RandomStream()  # what `rng` draws from while this one runs
         # (dtype, dims) per parameter when every parameter is an array: a call whose arguments
         # are exactly such NumPy arrays needs no further checks (the common case, ~1 us)
         self._fast_checks = tuple((s.numpy_dtype, s.dims) for s in self.parameter_shapes) \
@@ -57,7 +59,12 @@ class Executable:
         arrays, accepted = take(self.donations, args, arrays, module=self.module,
                                 writes=self.writes_donated_buffers)
         start = time.perf_counter()
-        result = settle(self.donations, accepted, self._run(arrays), arrays, self.result_shape)
+        token = activate(self.random_stream)
+        try:
+            result = settle(self.donations, accepted, self._run(arrays), arrays,
+                            self.result_shape)
+        finally:
+            deactivate(token)
         if CHECK_RESULTS:
             check_results(result, self.result_shape, f"{self.module.name} on {self.backend}")
         self.execution_seconds += time.perf_counter() - start
