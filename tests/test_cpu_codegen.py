@@ -142,3 +142,35 @@ def test_max_and_nan_semantics_use_llvm_intrinsics():
     check_hlo(kernel_source(program), "// CHECK: h.fmax(")
     from minixla.backends.cpu import helpers
     assert "llvm.maximum" in open(helpers.__file__).read()
+
+
+IN_PLACE = """
+HloModule m
+ENTRY main {
+  x = f32[16,32] parameter(0)
+  w = f32[32,32] parameter(1)
+  b = f32[32] parameter(2)
+  d = f32[16,32] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  s = f32[16,32] add(d, f32[16,32] broadcast(b), dimensions={1})
+  e = f32[16,32] erf(s)
+  ROOT r = f32[16,32] dot(e, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}"""
+
+
+def test_a_kernel_writing_over_its_operand_gets_one_array():
+    # buffer assignment puts the fusion's output on the dot's dead buffer; passing the same
+    # memory twice would send LLVM's vectorized loop to its scalar fallback
+    from minixla.backends.cpu import pipeline
+    from minixla.passes import run_pipeline
+    module = minixla.parse_hlo_module(IN_PLACE)
+    run_pipeline(pipeline(), module)
+    program = driver.build_program(module, {"parallel_threshold": 1 << 62})
+    check_hlo(program.source, """
+        // CHECK: t{{[0-9]+}}(a[[BUF:[0-9]+]], p0, p1)
+        // CHECK: k0(a[[BUF]], p2)
+    """)
+    check_hlo(kernel_source(program), """
+        // CHECK: def kernel(p0, p1):
+        // CHECK-NEXT: o0 = p0
+        // CHECK: o0[
+    """)

@@ -123,3 +123,14 @@ def test_random_graphs_match_interpreter(graph, seed):
     for g, w in zip(got, want):
         assert g.shape == w.shape and g.dtype == w.dtype
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+def test_kernels_writing_over_their_operands_match_the_interpreter():
+    from tests.test_cpu_codegen import IN_PLACE
+    rng = np.random.default_rng(3)
+    args = [rng.standard_normal(s).astype(np.float32) for s in ((16, 32), (32, 32), (32,))]
+    exe = minixla.compile(IN_PLACE, backend="cpu")
+    assert any("o0 = p0" in spec.source for spec in exe.program.kernels.values())
+    want = minixla.compile(IN_PLACE, backend="interpreter")(*args)
+    np.testing.assert_allclose(exe(*args), want, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(exe(*args), want, rtol=2e-5, atol=2e-5)  # arena reused

@@ -30,7 +30,8 @@ from ..common_driver import (DriverBuilder, DriverFunction, lower_alias, lower_c
                              lower_tuple, lower_view, loop_limit,
                              nest as _nest, source as _source, while_lines)
 from . import donation, libcalls, native_loop, opkernels, thunks
-from .kernels import PARALLEL_THRESHOLD, KernelSpec, build_kernel, kernel_arg, single_op_computation
+from .kernels import (PARALLEL_THRESHOLD, KernelSpec, build_kernel, kernel_arg,
+                      single_op_computation, writing_in_place)
 from .plan import ALIGNMENT, is_view_op, loop_carried_updates, needs_copy, plan_computation
 from .scalar import NotEmittable
 
@@ -75,6 +76,7 @@ class _Builder(DriverBuilder):
         self.chunks: list[str] = []
         self.views: list[tuple[str, int, object]] = []  # (name, arena offset, shape)
         self.view_names: set[str] = set()
+        self.view_places: dict[str, tuple] = {}  # arena view -> (offset, shape)
         self.kernel_args: dict[str, tuple[str, str]] = {}  # argument expr -> (global, expr)
         self.fallbacks: Counter = Counter()
         self.fallback_reasons: list[tuple] = []  # (instruction, why no kernel)
@@ -300,6 +302,7 @@ class _Function(DriverFunction):
                 offset = slot.offset if slot.shared else self.base + slot.offset
                 self.b.views.append((view, offset, shape))
                 self.b.view_names.add(view)
+                self.b.view_places[view] = (offset, shape)
                 names.append(view)
                 continue
             var = self.b.fresh_name("v")
@@ -362,6 +365,7 @@ def _kernel(fn: _Function, instr, spec: KernelSpec, outs=None):
     if any(s.numel() == 0 for s in leaf_shapes):
         return  # nothing to compute; an empty output needs no writes
     operands = instr.operands
+    spec = writing_in_place(spec, _outputs_in_operand_buffers(fn, spec, operands, outs))
     args = []
     for (kind, what), dtype in zip(spec.args, spec.dtypes):
         if kind == "param":
@@ -375,6 +379,22 @@ def _kernel(fn: _Function, instr, spec: KernelSpec, outs=None):
         args.append(fn.b.fixed_arg(name, kernel_arg(name, rank, spec.flat, dtype)))
     fn.lines.append(f"{fn.b.kernel(spec)}({', '.join(args)})")
     _flush_outputs(fn, instr, outs)
+
+
+def _outputs_in_operand_buffers(fn: _Function, spec: KernelSpec, operands, outs) -> dict:
+    """{output k: parameter n} for the outputs buffer assignment placed exactly on an
+    operand's arena view (same offset, dims and element type)."""
+    places = fn.b.view_places
+    shared = {}
+    for kind, what in spec.args:
+        if kind != "out" or outs[what] not in places:
+            continue
+        for other, number in spec.args:
+            if other == "param" and places.get(_source(fn.value(operands[number]))) == \
+                    places[outs[what]]:
+                shared[what] = number
+                break
+    return shared
 
 
 def _thunk(fn: _Function, instr, run):

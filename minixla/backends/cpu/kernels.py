@@ -48,6 +48,7 @@ class KernelSpec:
     parallel: bool
     loop_nests: int = 1  # outputs of different dims get a loop nest each
     kid: str = field(default="")  # content hash: source + signature
+    arg_names: list[str] = field(default_factory=list)  # as `def` names them (build_kernel)
 
     def numba_signature(self):
         from numba import from_dtype, types
@@ -142,9 +143,35 @@ def build_kernel(comp, name: str = "kernel", *, parallel_threshold: int = PARALL
     lines += ["    " + line for line in hoisted]
     lines += body
     source = "\n".join(lines) + "\n"
-    spec = KernelSpec(name, source, args, ndims, dtypes, flat, parallel, len(groups))
-    spec.kid = hashlib.sha256((source + spec.signature_text()).encode()).hexdigest()[:32]
+    spec = KernelSpec(name, source, args, ndims, dtypes, flat, parallel, len(groups),
+                      arg_names=arg_names)
+    spec.kid = _kid(spec)
     return spec
+
+
+def _kid(spec: KernelSpec) -> str:
+    return hashlib.sha256((spec.source + spec.signature_text()).encode()).hexdigest()[:32]
+
+
+def writing_in_place(spec: KernelSpec, shared: dict[int, int]) -> KernelSpec:
+    """`spec` with output k written through the array of parameter n, for each k -> n of
+    `shared`: buffer assignment put both in one buffer, so this is the same memory. Passed as
+    two arrays, LLVM's vectorized loop checks at run time whether they overlap, finds that they
+    do and runs its scalar loop (16x slower on a fused erf); as one array the dependences are
+    plain to it and the loop stays vectorized."""
+    head = f"def {spec.name}({', '.join(spec.arg_names)}):\n"
+    if not shared or head not in spec.source:
+        return spec
+    keep = [i for i, (kind, what) in enumerate(spec.args)
+            if not (kind == "out" and what in shared)]
+    names = [spec.arg_names[i] for i in keep]
+    aliases = "".join(f"    o{k} = p{n}\n" for k, n in sorted(shared.items()))
+    source = spec.source.replace(head, f"def {spec.name}({', '.join(names)}):\n{aliases}", 1)
+    variant = KernelSpec(spec.name, source, [spec.args[i] for i in keep],
+                         [spec.ndims[i] for i in keep], [spec.dtypes[i] for i in keep],
+                         spec.flat, spec.parallel, spec.loop_nests, arg_names=names)
+    variant.kid = _kid(variant)
+    return variant
 
 
 def kernel_signature(comp, outputs, flat: bool):

@@ -1,0 +1,148 @@
+#!/usr/bin/env python
+"""Compile times: cold, warm from the persistent cache in a new process, and again in-process.
+
+    python bench/compile_times.py [--only NAME ...] [--repeat N] [--no-jax] [--chain N ...]
+
+For README's MLP (examples/mlp.hlo) and every whole program of bench/programs/ (the HLO that
+bench/whole_programs.py runs), each in new processes, on the cpu backend:
+  cold   the first compile into an empty cache directory (the pass pipeline, code generation,
+         Numba and LLVM for every kernel; it fills the cache);
+  warm   the same compile in another new process with that cache (what a user's second run
+         pays): the time of `minixla.compile` alone, after `import minixla`, which is printed
+         apart (`import`);
+  memo   a second compile in that process (the in-process memo);
+  xla    with JAX installed: `jax.jit(f).lower(*args).compile()` alone, in a new process
+         after one warm-up compile of another function (XLA's own cold compile).
+Each time is the median of --repeat new processes (a new cache directory for every cold one).
+The project's targets: warm at most 50 ms for the MLP and at most 5% of cold for every
+program, memo under 1 ms, cold at most 1.5x XLA's (geo-mean). `--chain N` adds chains of N
+elementwise ops (one fused kernel), whose cold compile should grow linearly with N.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+STORED = ROOT / "bench" / "programs"
+
+_COMPILE = r"""
+import json, sys, time
+start = time.perf_counter()
+import minixla
+imported = time.perf_counter()
+text = open(sys.argv[1]).read()
+module = minixla.parse_hlo_module(text)
+begin = time.perf_counter()
+minixla.compile(module, backend="cpu", cache_dir=sys.argv[2])
+first = time.perf_counter()
+minixla.compile(module, backend="cpu", cache_dir=sys.argv[2])
+second = time.perf_counter()
+print(json.dumps({"import": imported - start, "compile": first - begin,
+                  "memo": second - first}))
+"""
+
+_XLA = r"""
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+import jax, jax.numpy as jnp
+import programs
+jax.jit(lambda x: jnp.sin(x) * 2).lower(jnp.ones(3)).compile()  # backend start-up
+fn, args = programs.PROGRAMS[sys.argv[2]]()
+lowered = jax.jit(fn).lower(*args)
+begin = time.perf_counter()
+lowered.compile()
+print(json.dumps({"compile": time.perf_counter() - begin}))
+"""
+
+
+def _python(code: str, *args: str) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                         env=env, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr.strip().splitlines()[-1] if out.stderr else "failed")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def measure(path: Path, repeat: int, xla_name: str | None) -> dict:
+    cold, warm, memo, imported, xla = [], [], [], [], []
+    for _ in range(repeat):
+        with tempfile.TemporaryDirectory() as cache_dir:
+            cold.append(_python(_COMPILE, str(path), cache_dir)["compile"])
+            again = _python(_COMPILE, str(path), cache_dir)
+            warm.append(again["compile"])
+            memo.append(again["memo"])
+            imported.append(again["import"])
+        if xla_name is not None:
+            xla.append(_python(_XLA, str(ROOT / "bench"), xla_name)["compile"])
+    row = {"cold": statistics.median(cold), "warm": statistics.median(warm),
+           "memo": statistics.median(memo), "import": statistics.median(imported)}
+    if xla:
+        row["xla"] = statistics.median(xla)
+    return row
+
+
+def chain_module(n: int) -> str:
+    ops = ("tanh", "negate", "exponential", "sine", "cosine", "abs")
+    lines = ["HloModule chain", "ENTRY e {", "  v0 = f32[1024] parameter(0)"]
+    lines += [f"  v{i} = f32[1024] {ops[i % len(ops)]}(v{i - 1})" for i in range(1, n + 1)]
+    lines[-1] = lines[-1].replace(f"  v{n} =", f"  ROOT v{n} =")
+    return "\n".join(lines + ["}"]) + "\n"
+
+
+def _have_jax() -> bool:
+    try:
+        import jax  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--only", nargs="*", default=None)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--no-jax", action="store_true")
+    parser.add_argument("--chain", type=int, nargs="*", default=[])
+    args = parser.parse_args(argv)
+    jax = not args.no_jax and _have_jax()
+    cases = [("mlp (README)", ROOT / "examples" / "mlp.hlo", None)]
+    cases += [(p.stem, p, p.stem) for p in sorted(STORED.glob("*.hlo"))]
+    if args.only is not None:
+        cases = [c for c in cases if c[2] in args.only or c[0] in args.only]
+    with tempfile.TemporaryDirectory() as folder:
+        for n in args.chain:
+            path = Path(folder) / f"chain_{n}.hlo"
+            path.write_text(chain_module(n))
+            cases.append((f"chain of {n} ops", path, None))
+        print(f"cpu backend, median of {args.repeat} new processes per figure")
+        print("| program | cold s | warm ms | warm/cold | memo ms | xla cold s | cold/xla |")
+        print("|---|---|---|---|---|---|---|")
+        ratios, worst = [], 0.0
+        for label, path, name in cases:
+            row = measure(path, args.repeat, name if jax else None)
+            share = row["warm"] / row["cold"]
+            worst = max(worst, share) if name else worst
+            xla = f"{row['xla']:.2f}" if "xla" in row else "-"
+            ratio = f"{row['cold'] / row['xla']:.2f}x" if "xla" in row else "-"
+            if "xla" in row:
+                ratios.append(row["cold"] / row["xla"])
+            print(f"| {label} | {row['cold']:.2f} | {1e3 * row['warm']:.1f} | "
+                  f"{100 * share:.1f}% | {1e3 * row['memo']:.3f} | {xla} | {ratio} |",
+                  flush=True)
+        if ratios:
+            geo = statistics.geometric_mean(ratios)
+            print(f"cold/xla geo-mean {geo:.2f}x over {len(ratios)} programs")
+        print(f"largest warm/cold over the programs: {100 * worst:.1f}%; "
+              f"`import minixla` {1e3 * row['import']:.0f} ms (not counted in warm)")
+
+
+if __name__ == "__main__":
+    main()
