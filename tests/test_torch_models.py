@@ -186,6 +186,36 @@ def test_a_second_batch_size_recompiles():
         assert_close(compiled(x), model(x))
 
 
+def test_static_graphs_trace_once_and_dynamo_recompiles_on_other_signatures(monkeypatch):
+    # a graph without symbolic sizes keeps one compiled function and skips its signature key;
+    # grad mode, requires_grad and a new batch size reach it as new graphs from dynamo
+    from minixla.torch import backend
+    graphs = []
+
+    class Counted(backend.DynamoGraph):
+        def __init__(self, gm, options, **kwargs):
+            super().__init__(gm, options, **kwargs)
+            graphs.append(self)
+    monkeypatch.setattr(backend, "DynamoGraph", Counted)
+    torch._dynamo.reset()
+    model, x = make("mlp")
+    compiled = compile_model(model)
+    for _ in range(2):
+        assert_close(compiled(x), model(x))
+        with torch.no_grad():
+            assert_close(compiled(x), model(x))
+        y = x.clone().requires_grad_()
+        compiled(y).sum().backward()
+        g = y.grad.clone()
+        y.grad = None
+        model(y).sum().backward()
+        assert_close(g, y.grad)
+    z = torch.randn(3, 16)
+    assert_close(compiled(z), model(z))
+    static = [g for g in graphs if g.static]
+    assert len(static) >= 3 and all(len(g.compiled) == 1 and g.only is not None for g in static)
+
+
 def test_replaced_parameter_data_is_read_again():
     """Parameter views are kept between calls; `param.data = ...` gives new memory (and a
     square weight transposed in place keeps the pointer but not the layout)."""
@@ -206,8 +236,8 @@ def test_graph_breaks_are_each_compiled(monkeypatch):
     graphs = []
 
     class Counted(backend.DynamoGraph):
-        def __init__(self, gm, options):
-            super().__init__(gm, options)
+        def __init__(self, gm, options, **kwargs):
+            super().__init__(gm, options, **kwargs)
             graphs.append(self)
     monkeypatch.setattr(backend, "DynamoGraph", Counted)
 

@@ -152,14 +152,30 @@ def take(donations: Donations, args: list, arrays: list, *, writes: bool, module
     return arrays, accepted
 
 
+def _all_fresh(result, arrays: list) -> bool:
+    """The result is an array or a flat tuple of arrays, each owning its memory, and no
+    argument (all arrays) is one of them or views one."""
+    leaves = (result,) if type(result) is np.ndarray else result
+    if type(leaves) is not tuple:
+        return False
+    for value in leaves:
+        if type(value) is not np.ndarray or value.base is not None:
+            return False
+    for a in arrays:
+        if not isinstance(a, np.ndarray):
+            return False
+        for value in leaves:
+            if a is value or a.base is value:
+                return False
+    return True
+
+
 def settle(donations: Donations, accepted: set, result, arrays: list, shape) -> object:
     """The result as the caller gets it: aliased outputs held in accepted donated memory
     become new views (their arguments made read-only); anything else sharing an argument's
     memory is copied."""
-    if isinstance(result, np.ndarray) and result.base is None and not accepted and \
-            all(isinstance(a, np.ndarray) and a is not result and a.base is not result
-                for a in arrays):
-        return result  # the common case: one fresh array, array arguments
+    if not accepted and _all_fresh(result, arrays):
+        return result  # the common case: fresh arrays, array arguments
     args = [a for _, a in _array_leaves(arrays)]
     if not args:
         return result

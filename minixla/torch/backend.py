@@ -70,24 +70,42 @@ def _default_backend() -> str:
 
 def minixla_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None = None):
     """The TorchDynamo compiler function registered as "minixla"."""
-    return DynamoGraph(gm, TorchOptions.parse(options))
+    return DynamoGraph(gm, TorchOptions.parse(options), static=_static(example_inputs))
+
+
+def _static(example_inputs) -> bool:
+    """No symbolic sizes: dynamo's guards (shapes, dtypes, requires_grad, grad mode) then
+    send this graph only inputs of the one signature it was captured with, and a change
+    recompiles into a new graph."""
+    for value in example_inputs:
+        if isinstance(value, torch.SymInt):
+            return False
+        if isinstance(value, torch.Tensor) and not all(type(d) is int for d in value.shape):
+            return False
+    return True
 
 
 class DynamoGraph:
     """One graph dynamo captured, compiled through AOTAutograd per input signature (shapes,
     dtypes, requires_grad, Python int values, grad mode)."""
 
-    def __init__(self, gm: torch.fx.GraphModule, options: TorchOptions):
+    def __init__(self, gm: torch.fx.GraphModule, options: TorchOptions, *, static=False):
         self.gm = gm
         self.options = options
         self.compiled: dict = {}
         self.id = next(_graph_ids)
+        self.only = None  # a static graph's one compiled function: calls skip the key
+        self.static = static
 
     def __call__(self, *args):
+        if self.only is not None:
+            return self.only(*args)
         key = (torch.is_grad_enabled(), tuple(_signature(a) for a in args))
         compiled = self.compiled.get(key)
         if compiled is None:
             compiled = self.compiled[key] = self._trace(args)
+            if self.static:
+                self.only = compiled
         return compiled(*args)
 
     def _trace(self, args):

@@ -77,6 +77,8 @@ def idle_cores() -> int:
 
 def threads_for(flops: float) -> int:
     """Threads a GEMM of `flops` gets when it runs (decided at run time: the load changes)."""
+    if flops < 2 * SERIAL_FLOPS:  # one thread whatever the load: skip reading it
+        return 1
     return int(max(1, min(idle_cores(), flops // SERIAL_FLOPS)))
 
 
