@@ -129,6 +129,13 @@ class HloSharding:
     elements: tuple["HloSharding", ...] = ()
     extra: str = field(default="", compare=False)  # metadata=, shard_as ..., kept verbatim
 
+    @property
+    def grid(self) -> TileAssignment:
+        """The tile assignment of a tiled sharding; the other kinds have none."""
+        if self.tile is None:
+            raise ValueError(f"a {self.kind} sharding has no tile assignment")
+        return self.tile
+
     # -- construction ---------------------------------------------------------------------
     @staticmethod
     def replicate() -> "HloSharding":
@@ -157,7 +164,7 @@ class HloSharding:
     def normalized(self) -> "HloSharding":
         """Every device holding the whole array is `{replicated}` (as XLA simplifies it)."""
         if self.kind == "tiled" and self.data_rank >= 0 and \
-                all(d == 1 for d in self.tile.dims[:self.data_rank]) and \
+                all(d == 1 for d in self.grid.dims[:self.data_rank]) and \
                 set(self.subgroups) <= {"replicated"}:
             return HloSharding.replicate()
         return self
@@ -248,7 +255,7 @@ class HloSharding:
 def _tile_positions(sharding: HloSharding) -> dict[int, tuple[int, ...]]:
     """device -> the grid position (data dims only) of its first shard."""
     positions: dict[int, tuple[int, ...]] = {}
-    for where, device in np.ndenumerate(sharding.tile.devices()):
+    for where, device in np.ndenumerate(sharding.grid.devices()):
         positions.setdefault(int(device), tuple(int(v) for v in where[:sharding.data_rank]))
     return positions
 
@@ -510,7 +517,7 @@ def check_sharding(sharding: HloSharding, shape, num_devices: int | None) -> Non
             check_sharding(element, leaf, num_devices)
         return
     if sharding.kind == "maximal" and num_devices is not None and \
-            not 0 <= sharding.device < num_devices:
+            not 0 <= (sharding.device or 0) < num_devices:
         raise ValueError(f"maximal device={sharding.device}, but there are {num_devices} "
                          f"devices")
     if sharding.kind != "tiled":
@@ -519,7 +526,7 @@ def check_sharding(sharding: HloSharding, shape, num_devices: int | None) -> Non
         raise ValueError(f"sharding {sharding} tiles {sharding.data_rank} dims of a rank "
                          f"{shape.rank} array")
     if num_devices is not None:
-        ids = sorted(int(d) for d in sharding.tile.devices().reshape(-1))
+        ids = sorted(int(d) for d in sharding.grid.devices().reshape(-1))
         if ids != list(range(num_devices)):
             raise ValueError(f"sharding {sharding} spans {len(ids)} devices, but the program "
                              f"runs on {num_devices} (num_partitions)")

@@ -99,7 +99,7 @@ class AutoShardingResult:
     def parameter_shardings(self) -> list[HloSharding]:
         """The chosen sharding of each entry parameter, in parameter order."""
         params = sorted((c for c in self.choices if c.instr.opcode == "parameter"),
-                        key=lambda c: c.instr.parameter_number)
+                        key=lambda c: c.instr.parameter_number or 0)
         return [c.strategy.out for c in params]
 
     def __str__(self) -> str:

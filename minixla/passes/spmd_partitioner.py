@@ -112,8 +112,8 @@ def same_sharding(a: HloSharding, b: HloSharding) -> bool:
         return False
     if a.kind != "tiled":
         return True
-    return a.subgroups == b.subgroups and a.tile.dims == b.tile.dims and \
-        np.array_equal(a.tile.devices(), b.tile.devices())
+    return a.subgroups == b.subgroups and a.grid.dims == b.grid.dims and \
+        np.array_equal(a.grid.devices(), b.grid.devices())
 
 
 def local_shape(shape: Shape, sharding: HloSharding) -> Shape:
@@ -141,11 +141,18 @@ class _Partitioner:
         self._adders: dict[str, HloComputation] = {}
 
     # -- building -------------------------------------------------------------------------
+    @property
+    def building(self) -> HloComputation:
+        """The computation being built (only while a partition or the finish runs)."""
+        if self.comp is None:
+            raise AssertionError("the partitioner is not building a computation")
+        return self.comp
+
     def add(self, opcode: str, shape: Shape, operands=(), attrs=None, name: str = "",
             **kw) -> HloInstruction:
         instr = HloInstruction(opcode, shape.with_default_layout(), operands, attrs,
                                name=self.names(name or opcode), **kw)
-        return self.comp.add_instruction(instr)
+        return self.building.add_instruction(instr)
 
     def next_channel(self) -> int:
         self.channel += 1
@@ -155,7 +162,7 @@ class _Partitioner:
         array = np.asarray(values, dtype=Shape.array(dtype, ()).numpy_dtype)
         shape = Shape.array(dtype, array.shape).with_default_layout()
         instr = HloInstruction.constant(array, shape, name=self.names("constant"))
-        return self.comp.add_instruction(instr)
+        return self.building.add_instruction(instr)
 
     def partition_offset(self, table: tuple[int, ...]) -> HloInstruction:
         """s32[] table[partition-id]: this device's offset along one dim."""
@@ -269,7 +276,7 @@ class _Partitioner:
 
     def to_replicated(self, value, have: HloSharding, shape: Shape, axes=None):
         """All-gathers the cut dims (only `axes` when given) and drops uneven padding."""
-        grid = have.tile.devices()
+        grid = have.grid.devices()
         dims = list(value.shape.dims)
         for axis, pieces in enumerate(have.tile_dims):
             if pieces == 1 or (axes is not None and axis not in axes):
@@ -372,7 +379,7 @@ class _Partitioner:
                                              local_shape(instr.shape, want), instr.name)
             if entry:
                 param.attrs["sharding"] = want
-            return self.comp.add_instruction(param)
+            return self.building.add_instruction(param)
         have = [shardings[id(o)] for o in instr.operands]
         if is_sharding_call(instr) or target == FUNC_RESULT_SHARDING:
             return self.reshard(local[id(instr.operand(0))], have[0], want, instr.shape)
@@ -454,12 +461,12 @@ class _Partitioner:
             copy.attrs["slice"] = tuple(
                 (0, shape.dims[d], 1) if (lo, hi, st) == (0, instr.operand(0).shape.dims[d], 1)
                 else (lo, hi, st) for d, (lo, hi, st) in enumerate(instr.attrs["slice"]))
-        return self.comp.add_instruction(copy)
+        return self.building.add_instruction(copy)
 
     def finish(self) -> HloModule:
         module = self.module
         old = module.entry
-        module.add_computation(self.comp, entry=True)
+        module.add_computation(self.building, entry=True)
         module.remove_computation(old)
         module.remove_unreachable_computations()
         module.entry_computation_layout = None

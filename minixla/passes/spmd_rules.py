@@ -11,6 +11,7 @@ which is always correct and costs an all-gather of each operand.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Callable, TypeGuard
 
 import numpy as np
 
@@ -25,8 +26,9 @@ class Plan:
     out: HloSharding
     all_reduce: bool = False  # the local results are partial sums: all-reduce them
     groups: tuple[tuple[int, ...], ...] | None = None  # the all-reduce's groups (None: all)
-    build: object = None  # (partitioner, instr, local operands, plan) -> the local value,
-    # where the local op is not the op itself on the pieces (a gather with shifted indices)
+    # (partitioner, instr, local operands, plan) -> the local value, where the local op is not
+    # the op itself on the pieces (a gather with shifted indices)
+    build: Callable[..., Any] | None = None
 
 
 def split(rank: int, dim: int, n: int) -> HloSharding:
@@ -40,17 +42,17 @@ def split_dim(sharding: HloSharding | None, shape, n: int) -> int | None:
     """The dim a 1-D even split shards, or None (replicated, or any other sharding)."""
     if sharding is None or not sharding.is_tiled or not shape.is_array or n <= 1:
         return None
-    if any(t != 1 for t in sharding.tile.dims[sharding.data_rank:]):
+    if any(t != 1 for t in sharding.grid.dims[sharding.data_rank:]):
         return None
     cut = [i for i, t in enumerate(sharding.tile_dims) if t != 1]
     if len(cut) != 1 or sharding.tile_dims[cut[0]] != n or shape.dims[cut[0]] % n:
         return None
-    if sharding.tile.devices().reshape(-1).tolist() != list(range(n)):
+    if sharding.grid.devices().reshape(-1).tolist() != list(range(n)):
         return None
     return cut[0]
 
 
-def tiled(sharding: HloSharding | None, shape) -> bool:
+def tiled(sharding: HloSharding | None, shape) -> TypeGuard[HloSharding]:
     return sharding is not None and sharding.is_tiled and shape.is_array and \
         sharding.data_rank == shape.rank
 
@@ -91,7 +93,7 @@ def _copy_index(sharding: HloSharding | None, shape, device: int) -> tuple[int, 
     """Which replicated copy (position along the subgroup dims) `device` holds."""
     if not tiled(sharding, shape) or not sharding.subgroups:
         return ()
-    where = np.argwhere(sharding.tile.devices() == device)[0]
+    where = np.argwhere(sharding.grid.devices() == device)[0]
     return tuple(int(v) for v in where[sharding.data_rank:])
 
 
@@ -112,7 +114,7 @@ def partial_sum_groups(groups, copy_of, block_of, blocks: int):
 
 def permuted(sharding: HloSharding, order) -> HloSharding:
     """The sharding of a transpose by `order` of an array with `sharding`."""
-    grid = sharding.tile.devices()
+    grid = sharding.grid.devices()
     extra = list(range(len(order), grid.ndim))
     return HloSharding.tiled(grid.transpose(list(order) + extra), sharding.subgroups)
 
@@ -204,7 +206,7 @@ def _unit_dims_only(sharding: HloSharding, operand, result) -> HloSharding | Non
         return None
     if any(sharding.tile_dims[d] != 1 for d in range(operand.rank) if d not in big_in):
         return None
-    grid = sharding.tile.devices()
+    grid = sharding.grid.devices()
     data = [grid.shape[d] for d in big_in]
     rest = list(grid.shape[operand.rank:])
     dims = [1] * result.rank

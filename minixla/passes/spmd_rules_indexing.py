@@ -30,7 +30,7 @@ def unsplit(sharding: HloSharding, axes) -> HloSharding | None:
     if not sharding.is_tiled or sharding.subgroups not in ((), ("replicated",)):
         return None
     rank = sharding.data_rank
-    grid = sharding.tile.devices()
+    grid = sharding.grid.devices()
     if not sharding.subgroups:
         grid = grid[..., None]
     kept = [d for d in range(rank) if d not in axes]
