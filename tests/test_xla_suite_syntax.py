@@ -806,3 +806,19 @@ def test_the_modules_rejected_on_purpose_are_rejected():
             continue
         accepted.append(f"{path.name} ({reason[:40]}...)")
     assert accepted == [], "now accepted: move them out of REJECTED_ON_PURPOSE"
+
+
+@pytest.mark.skipif(not SUITE.is_dir(), reason="../shared/xla-suite absent")
+@pytest.mark.parametrize("name, error", [
+    (f"{PARSER_TEST}.307", "has no async-done"),
+    (f"{PARSER_TEST}.337", "needs the async op it continues as its first operand, got tuple"),
+    (f"{PARSER_TEST}.368", "declared f32[128,128], inferred f32[128,128,128,128]"),
+    ("hlo__transforms__tests__rng_expander.000", "rng takes its two bounds, got 3 operands"),
+    ("service__while_loop_simplifier_test.019", "unknown element type 'TYPE'"),
+    ("service__collective_opt_utils_test.016", "declared s32[], inferred s32[1]"),
+    ("service__buffer_assignment_test.018", "start indices must be integers"),
+])
+def test_a_module_rejected_on_purpose_fails_for_the_reason_given(name, error):
+    with pytest.raises(MinixlaError) as caught:
+        minixla.parse_hlo_module((SUITE / f"{name}.hlo").read_text())
+    assert error in str(caught.value)
