@@ -637,9 +637,11 @@ def test_sparse_convolution_verifies_on_its_dense_operands_and_is_refused_at_com
      r"metadata \(operand 2\) must be an integer array of rank 2"),
     (("idx=2}", "idx=2} rhs={sparsity=1x4 dimension=0 idx=3}"), r"rhs is given twice"),
     (("convolution(p0, p1, p2)", "convolution(p0, p1)"),
-     r"describes 1 sparse operand\(s\), so it takes 3 operands"),
+     r"names 1 metadata operand\(s\), so the convolution takes 3 operands"),
+    ((" idx=2", ""), r"names 0 metadata operand\(s\), so the convolution takes 2 operands"),
     ((", dim_labels", ", dimension=0, dim_labels"), None),
-    (("stride=1 ", "stride=1 block=2 "), r"needs sparsity=NxM, dimension= and idx="),
+    (("stride=1 ", "stride=1 block=2 "), r"needs sparsity=NxM and dimension="),
+    (("dimension=0 ", ""), r"needs sparsity=NxM and dimension="),
 ])
 def test_sparse_convolution_rules(edit, message):
     text = SPARSE_CONV.replace(*edit)
@@ -649,6 +651,20 @@ def test_sparse_convolution_rules(edit, message):
         return
     with pytest.raises(VerificationError, match=message):
         minixla.parse_hlo_module(text)
+
+
+def test_a_sparsity_config_without_metadata_describes_dense_operands():
+    # XLA's parser tests: rhs f32[2,2] is used as it is (no idx: not compressed)
+    module, _ = round_trip("""HloModule m
+ENTRY e {
+  input = f32[1,2] parameter(0)
+  filter = f32[2,2] parameter(1)
+  ROOT c = f32[1,2] convolution(input, filter), dim_labels=bf_io->bf,
+    sparsity_config={lhs={sparsity=1x4 dimension=1 stride=1} rhs={sparsity=3x4 dimension=0}}
+}
+""")
+    with pytest.raises(UnsupportedError, match="convolution %c: structured-sparse"):
+        minixla.compile(module, backend="cpu")
 
 
 def test_a_dense_convolution_takes_no_metadata_operands():

@@ -101,12 +101,13 @@ def parse_dim_labels(text: str) -> ConvDims:
 
 @dataclass(frozen=True)
 class Sparsity:
-    """One side of a convolution's sparsity_config: `n` of every `m` elements along `dimension`
-    of the dense operand are stored, and operand `idx` holds where they sit (the metadata)."""
+    """One side of a convolution's sparsity_config: at most `n` of every `m` elements along
+    `dimension` are nonzero. With `idx`, the operand is compressed (only those n are stored)
+    and operand `idx` holds where they sit (the metadata); without, it is dense as given."""
     n: int
     m: int
     dimension: int
-    idx: int
+    idx: int | None = None
     stride: int = 1
 
 
@@ -129,12 +130,13 @@ def parse_sparsity_config(text: str) -> dict[str, Sparsity]:
         if side in sides:
             raise ValueError(f"sparsity_config: {side} is given twice")
         if set(fields) - {"sparsity", "dimension", "idx", "stride"} or \
-                not {"sparsity", "dimension", "idx"} <= set(fields):
-            raise ValueError(f"sparsity_config: {side} needs sparsity=NxM, dimension= and idx= "
-                             f"(stride= optional), got {found.group(2).strip()!r}")
+                not {"sparsity", "dimension"} <= set(fields):
+            raise ValueError(f"sparsity_config: {side} needs sparsity=NxM and dimension= "
+                             f"(idx= and stride= optional), got {found.group(2).strip()!r}")
         n, _, m = fields["sparsity"].partition("x")
         try:
-            sides[side] = Sparsity(int(n), int(m), int(fields["dimension"]), int(fields["idx"]),
+            idx = int(fields["idx"]) if "idx" in fields else None
+            sides[side] = Sparsity(int(n), int(m), int(fields["dimension"]), idx,
                                    int(fields.get("stride", "1")))
         except ValueError:
             raise ValueError(f"sparsity_config: {side} has a field that is not an integer: "

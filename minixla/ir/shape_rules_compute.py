@@ -159,18 +159,20 @@ def scaled_dot(instr) -> Shape:
 
 
 def _sparse_operands(instr, lhs: Shape, rhs: Shape) -> tuple[Shape, Shape]:
-    """The dense lhs and rhs a structured-sparse convolution stands for: along `dimension`, an
-    operand stores n of every m elements, so its dense size is size * m / n; its metadata
-    operand (`idx`, after lhs and rhs) is an integer array of the operand's rank."""
+    """The dense lhs and rhs a structured-sparse convolution stands for: along `dimension`, a
+    compressed operand (one with a metadata operand `idx`, after lhs and rhs) stores n of every
+    m elements, so its dense size is size * m / n, and its metadata is an integer array of the
+    operand's rank. A side without `idx` only describes a dense operand."""
     try:
         sides = parse_sparsity_config(str(instr.attrs["sparsity_config"]))
     except ValueError as exc:
         raise fail(instr, str(exc)) from None
-    if instr.operand_count != 2 + len(sides):
-        raise fail(instr, f"sparsity_config describes {len(sides)} sparse operand(s), so it "
-                          f"takes {2 + len(sides)} operands (lhs, rhs, metadata), got "
+    compressed = [s.idx for s in sides.values() if s.idx is not None]
+    if instr.operand_count != 2 + len(compressed):
+        raise fail(instr, f"sparsity_config names {len(compressed)} metadata operand(s), so "
+                          f"the convolution takes {2 + len(compressed)} operands, got "
                           f"{instr.operand_count}")
-    if len({s.idx for s in sides.values()}) != len(sides):
+    if len(set(compressed)) != len(compressed):
         raise fail(instr, "sparsity_config: lhs and rhs name the same metadata operand")
     dense = {"lhs": lhs, "rhs": rhs}
     for side, sp in sides.items():
@@ -181,6 +183,8 @@ def _sparse_operands(instr, lhs: Shape, rhs: Shape) -> tuple[Shape, Shape]:
         if not 0 <= sp.dimension < shape.rank:
             raise fail(instr, f"sparsity_config: {side} dimension={sp.dimension} is not a dim "
                               f"of {fmt(shape)}")
+        if sp.idx is None:
+            continue
         if not 2 <= sp.idx < instr.operand_count:
             raise fail(instr, f"sparsity_config: {side} idx={sp.idx} must name a metadata "
                               f"operand after lhs and rhs")
