@@ -371,3 +371,23 @@ def test_abs_of_negate_is_kept_for_unsigned():
     check_pass("algsimp", module("""
   x = u8[4] parameter(0)
   ROOT r = u8[4] abs(u8[4] negate(x))"""), expected=None)
+
+
+@pytest.mark.parametrize("body, checks", [
+    ("""
+  x = f16[4] parameter(0)
+  ROOT r = f32[4] minimum(f32[4] broadcast(f32[] constant(inf)), dimensions={}, x)""",
+     "CHECK: ROOT %r = f32[4]{0} convert(%x)"),
+    ("""
+  y = f32[4] parameter(0)
+  ROOT r = f16[4] maximum(y, f16[4] broadcast(f16[] constant(-inf)), dimensions={})""",
+     "CHECK: ROOT %r = f16[4]{0} convert(%y)"),
+    ("""
+  x = bf16[4] parameter(0)
+  n = f32[4] negate(x)
+  ROOT r = f32[4] negate(n)""", "CHECK: ROOT %r = f32[4]{0} convert(%x)"),
+], ids=["minimum_highest", "maximum_lowest", "negate_negate"])
+def test_identities_on_mixed_precision_operands_convert_to_the_result_type(body, checks):
+    # The rule leaves an operand of another float type; the engine converts it (values are
+    # compared on the interpreter: widening is exact, narrowing rounds like the op).
+    check_pass("algsimp", module(body), checks)

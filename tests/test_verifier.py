@@ -67,8 +67,9 @@ def test_layout_changes_of_copy_and_bitcast_are_allowed():
     mod = module("a = f32[2,3]{1,0} parameter(0)\nc = f32[2,3]{0,1} copy(a)\n"
                  "b = s32[3,2]{1,0} bitcast(c)\nROOT f = f32[6]{0} bitcast(b)")
     verify(mod)
-    rejects(module("a = f32[2,3] parameter(0)\nROOT b = f64[6] bitcast(a)"),
-            "differ in size")
+    # XLA's default (not layout-sensitive) verifier compares no sizes either; compiling such a
+    # bitcast is refused (tests/test_xla_suite_syntax.py)
+    verify(module("a = f32[2,3] parameter(0)\nROOT b = f64[6] bitcast(a)"))
 
 
 def test_dot_may_declare_a_wider_result_type():
@@ -98,8 +99,12 @@ def test_input_output_alias_and_buffer_donors():
     body = ("a = f32[2] parameter(0)\nb = s32[] parameter(1)\n"
             "ROOT t = (f32[2], s32[]) tuple(a, b)")
     verify(module(body, header=", input_output_alias={ {0}: (0, {}, may-alias) }"))
-    rejects(module(body, header=", input_output_alias={ {1}: (0, {}, may-alias) }"),
-            "input_output_alias", "output [1] is s32[] but parameter 0 [] is f32[2]")
+    # shapes and sizes may differ (XLA compares byte sizes only when layout-sensitive);
+    # buffer assignment takes such an alias only where the byte sizes agree
+    verify(module(body, header=", input_output_alias={ {1}: (0, {}, may-alias) }"))
+    rejects(module("a = (f32[2]) parameter(0)\nROOT t = (f32[2]) tuple(get-tuple-element(a), "
+                   "index=0)", header=", input_output_alias={ {}: (0, {}) }"),
+            "input_output_alias", "only arrays alias")
     rejects(module(body, header=", input_output_alias={ {0}: (5, {}, may-alias) }"),
             "parameter 5 does not exist")
     rejects(module(body, header=", input_output_alias={ {2}: (0, {}, may-alias) }"),

@@ -88,3 +88,26 @@ def test_copy_start_and_done():
     accepts("  p = f32[2,3]{1,0} parameter(0)\n"
             "  s = (f32[2,3]{0,1}, f32[2,3]{1,0}, u32[]) copy-start(p)\n"
             "  ROOT d = f32[2,3]{0,1} copy-done(s)")
+
+
+_PINNED = """  p = f32[8] parameter(0)
+  b0 = b(f32[8]) custom-call(p), custom_call_target="Pin", output_to_operand_aliasing={{}: (0, {})}
+  t = (b(f32[8]), u32[]) custom-call(b0), custom_call_target="foo",
+    output_to_operand_aliasing={{0}: (0, {})}
+  b1 = b(f32[8]) get-tuple-element(t), index=0
+  b2 = b(f32[8]) get-tuple-element(t), index=0
+"""
+
+
+def test_a_buffer_version_is_written_once():
+    # Unpin after a writer takes the writer's result: one chain of versions.
+    accepts(_PINNED + """  w = b(f32[8]) custom-call(b1), custom_call_target="writer",
+    output_to_operand_aliasing={{}: (0, {})}
+  ROOT v = f32[8] custom-call(w), custom_call_target="Unpin",
+    output_to_operand_aliasing={{}: (0, {})}""")
+    # Two writers of the version `t` returned (seen through two get-tuple-elements and a tuple).
+    rejects(_PINNED + """  w = (b(f32[8]), f32[8]) custom-call(tuple(b1, p)), custom_call_target="writer",
+    output_to_operand_aliasing={{0}: (0, {0})}
+  ROOT v = f32[8] custom-call(b2), custom_call_target="Unpin",
+    output_to_operand_aliasing={{}: (0, {})}""",
+            r"%v = .*buffer: the buffer %t\{0\} is written by %w and again by %v")

@@ -18,6 +18,7 @@ from ..runtime.limits import check_sizes, memory_budget
 from ..runtime import compile_memo
 from ..runtime.metrics import record_phase
 from ..runtime.participants import check_participants
+from ..runtime.runnable import check_runnable
 
 DEFAULT_BACKEND = "interpreter"
 
@@ -68,6 +69,7 @@ def _compile(module_or_text, text, backend, options: dict, key):
     target = get_backend(name)
     check_options(options, target)
     check_sizes(module, memory_budget(options.pop("memory_budget_bytes", None)))
+    check_runnable(module)
     num_partitions = options.pop("num_partitions", None)
     out_shardings = options.pop("out_shardings", None)
     header = module.header_attrs

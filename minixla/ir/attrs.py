@@ -6,6 +6,7 @@ is not in the table is kept as `Raw` text and printed back verbatim.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -96,6 +97,54 @@ def parse_dim_labels(text: str) -> ConvDims:
     if not len(dims.input_spatial) == len(dims.kernel_spatial) == len(dims.output_spatial):
         raise ValueError(f"dim_labels {text!r}: spatial ranks differ")
     return dims
+
+
+@dataclass(frozen=True)
+class Sparsity:
+    """One side of a convolution's sparsity_config: at most `n` of every `m` elements along
+    `dimension` are nonzero. With `idx`, the operand is compressed (only those n are stored)
+    and operand `idx` holds where they sit (the metadata); without, it is dense as given."""
+    n: int
+    m: int
+    dimension: int
+    idx: int | None = None
+    stride: int = 1
+
+
+_SPARSITY_SIDE = re.compile(r"\s*,?\s*(lhs|rhs)\s*=\s*\{([^{}]*)\}")
+
+
+def parse_sparsity_config(text: str) -> dict[str, Sparsity]:
+    """`{lhs={sparsity=2x4 dimension=1 idx=2} rhs={sparsity=1x4 dimension=0 stride=1 idx=3}}`
+    (kept verbatim by the parser) as {side: Sparsity}."""
+    body = text.strip()
+    if not (body.startswith("{") and body.endswith("}")):
+        raise ValueError(f"sparsity_config {text!r} must be braced")
+    body, sides, pos = body[1:-1], {}, 0
+    while body[pos:].strip():
+        found = _SPARSITY_SIDE.match(body, pos)
+        if found is None:
+            raise ValueError(f"sparsity_config: expected lhs={{...}} or rhs={{...}} at "
+                             f"{body[pos:].strip()!r}")
+        side, fields = found.group(1), dict(f.partition("=")[::2] for f in found.group(2).split())
+        if side in sides:
+            raise ValueError(f"sparsity_config: {side} is given twice")
+        if set(fields) - {"sparsity", "dimension", "idx", "stride"} or \
+                not {"sparsity", "dimension"} <= set(fields):
+            raise ValueError(f"sparsity_config: {side} needs sparsity=NxM and dimension= "
+                             f"(idx= and stride= optional), got {found.group(2).strip()!r}")
+        n, _, m = fields["sparsity"].partition("x")
+        try:
+            idx = int(fields["idx"]) if "idx" in fields else None
+            sides[side] = Sparsity(int(n), int(m), int(fields["dimension"]), idx,
+                                   int(fields.get("stride", "1")))
+        except ValueError:
+            raise ValueError(f"sparsity_config: {side} has a field that is not an integer: "
+                             f"{found.group(2).strip()!r}") from None
+        pos = found.end()
+    if not sides:
+        raise ValueError("sparsity_config names neither lhs nor rhs")
+    return sides
 
 
 @dataclass(frozen=True)

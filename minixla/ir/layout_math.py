@@ -130,3 +130,13 @@ def physical_to_logical(buffer, dims, minor_to_major, tiles=()) -> np.ndarray:
     if buffer.ndim != 1 or buffer.size < size:
         raise ShapeError(f"buffer of shape {buffer.shape} is not 1-D with at least {size} elements")
     return buffer[offsets].reshape(tuple(dims))
+
+
+def shape_bytes(shape) -> int:
+    """Bytes of an array Shape's buffer in its layout (the default one when it has none)."""
+    layout = shape.layout
+    if layout is None:
+        return physical_size_bytes(shape.dims, shape.minor_to_major(), (), shape.element_type.bits)
+    return physical_size_bytes(shape.dims, shape.minor_to_major(), layout.tiles,
+                               shape.element_type.bits, layout.element_size_bits,
+                               layout.tail_padding_alignment)

@@ -6,7 +6,7 @@ n == 0), and a window of span w over a padded span p with stride s has (p-w)//s+
 """
 from __future__ import annotations
 
-from .attrs import Window, parse_dim_labels
+from .attrs import Window, parse_dim_labels, parse_sparsity_config
 from .shape_rules_base import (array, check_reducer, check_signature, declared, dim_list, fail,
                                fmt, one_dim, operand_array, operand_arrays, same_dims_all,
                                scalar_of)
@@ -158,11 +158,57 @@ def scaled_dot(instr) -> Shape:
     return dot(instr)
 
 
+def _sparse_operands(instr, lhs: Shape, rhs: Shape) -> tuple[Shape, Shape]:
+    """The dense lhs and rhs a structured-sparse convolution stands for: along `dimension`, a
+    compressed operand (one with a metadata operand `idx`, after lhs and rhs) stores n of every
+    m elements, so its dense size is size * m / n, and its metadata is an integer array of the
+    operand's rank. A side without `idx` only describes a dense operand."""
+    try:
+        sides = parse_sparsity_config(str(instr.attrs["sparsity_config"]))
+    except ValueError as exc:
+        raise fail(instr, str(exc)) from None
+    compressed = [s.idx for s in sides.values() if s.idx is not None]
+    if instr.operand_count != 2 + len(compressed):
+        raise fail(instr, f"sparsity_config names {len(compressed)} metadata operand(s), so "
+                          f"the convolution takes {2 + len(compressed)} operands, got "
+                          f"{instr.operand_count}")
+    if len(set(compressed)) != len(compressed):
+        raise fail(instr, "sparsity_config: lhs and rhs name the same metadata operand")
+    dense = {"lhs": lhs, "rhs": rhs}
+    for side, sp in sides.items():
+        shape = dense[side]
+        if not 1 <= sp.n < sp.m or sp.stride < 1:
+            raise fail(instr, f"sparsity_config: {side} sparsity={sp.n}x{sp.m} must keep n of "
+                              f"m elements with 1 <= n < m (stride >= 1)")
+        if not 0 <= sp.dimension < shape.rank:
+            raise fail(instr, f"sparsity_config: {side} dimension={sp.dimension} is not a dim "
+                              f"of {fmt(shape)}")
+        if sp.idx is None:
+            continue
+        if not 2 <= sp.idx < instr.operand_count:
+            raise fail(instr, f"sparsity_config: {side} idx={sp.idx} must name a metadata "
+                              f"operand after lhs and rhs")
+        meta = operand_array(instr, sp.idx)
+        if not meta.element_type.is_integer or meta.rank != shape.rank:
+            raise fail(instr, f"sparsity_config: {side} metadata (operand {sp.idx}) must be an "
+                              f"integer array of rank {shape.rank}, got {fmt(meta)}")
+        stored = shape.dims[sp.dimension]
+        if stored * sp.m % sp.n:
+            raise fail(instr, f"sparsity_config: {side} dim {sp.dimension} stores {stored} "
+                              f"elements, not a whole number of {sp.n}-of-{sp.m} groups")
+        dims = list(shape.dims)
+        dims[sp.dimension] = stored * sp.m // sp.n
+        dense[side] = array(shape.element_type, dims)
+    return dense["lhs"], dense["rhs"]
+
+
 def convolution(instr) -> Shape:
-    if instr.operand_count != 2:  # parsed and printed, but its compressed operands are not
-        raise fail(instr, "structured-sparse convolution (sparsity_config with metadata "
-                          "operands) is not supported")
-    lhs, rhs = operand_arrays(instr)
+    lhs, rhs = operand_arrays(instr, (0, 1))
+    if "sparsity_config" in instr.attrs:  # verified on its dense operands; no backend runs it
+        lhs, rhs = _sparse_operands(instr, lhs, rhs)
+    elif instr.operand_count != 2:
+        raise fail(instr, f"convolution takes lhs and rhs (metadata operands only with a "
+                          f"sparsity_config), got {instr.operand_count} operands")
     try:
         dn = parse_dim_labels(instr.attrs["dim_labels"])
     except ValueError as exc:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import Any
 
 from .verifier_rules import ASYNC_OPS, RuleFailure
 
@@ -150,6 +151,47 @@ def _buffers(instr) -> None:
                 raise RuleFailure("buffer", f"operand {number} buffer "
                                             f"{{{','.join(map(str, index))}}} appears "
                                             f"{count} times in the result, must once")
+
+
+def _buffer_source(instr, index: tuple[int, ...]):
+    """The (instruction, index) that defines the buffer at `index` of `instr`, looking through
+    get-tuple-element and tuple (which pass buffers on without writing them)."""
+    while True:
+        if instr.opcode == "get-tuple-element":
+            instr, index = instr.operand(0), (instr.attrs["index"], *index)
+        elif instr.opcode == "tuple" and index:
+            instr, index = instr.operand(index[0]), index[1:]
+        else:
+            return instr, index
+
+
+def check_buffer_writes(module) -> tuple[object, RuleFailure] | None:
+    """(instruction, failure) for a buffer value two custom calls take over, else None. A custom
+    call that aliases an operand buffer to its output writes it and returns the next version,
+    so the versions form one chain: each may be taken over once (XLA's VerifyBuffers)."""
+    for comp in module.computations:
+        writers: dict[tuple[int, tuple[int, ...]], Any] = {}
+        for instr in comp.instructions:
+            if instr.opcode != "custom-call":
+                continue
+            attr = instr.attrs.get("output_to_operand_aliasing")
+            pairs = output_to_operand_pairs(str(getattr(attr, "text", attr))) \
+                if attr is not None else None
+            for number, index in {(n, i) for _, n, i in pairs or []}:
+                if number >= instr.operand_count:
+                    continue  # reported by the aliasing rule
+                operand = instr.operand(number)
+                if tuple(index) not in _buffer_leaves(operand.shape):
+                    continue
+                source, at = _buffer_source(operand, tuple(index))
+                first = writers.setdefault((id(source), at), instr)
+                if first is not instr:
+                    where = "{" + ",".join(map(str, at)) + "}" if at else ""
+                    return instr, RuleFailure(
+                        "buffer", f"the buffer %{source.name}{where} is written by "
+                                  f"%{first.name} and again by %{instr.name}: each write "
+                                  f"must take the buffer the previous one returned")
+    return None
 
 
 def _origin_tree(text: str, pos: int = 0):

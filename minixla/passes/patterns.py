@@ -424,6 +424,13 @@ def limit_rule_applications(limit: int | None = None):
 
 
 
+def _mixed_precision(replacement: Shape, shape: Shape) -> bool:
+    """The same dims in two float types: what mixed-precision operands give a rule."""
+    return (replacement.is_array and shape.is_array and replacement.dims == shape.dims
+            and replacement.element_type != shape.element_type
+            and replacement.element_type.is_float and shape.element_type.is_float)
+
+
 class RuleError(RuntimeError):
     """A rule returned a replacement whose shape is not compatible with the instruction's."""
 
@@ -490,6 +497,11 @@ class _Engine:
 
     @staticmethod
     def _fit(new_instr, old, rule: str):
+        if new_instr.parent is not None and _mixed_precision(new_instr.shape, old.shape):
+            # An operand of a mixed-precision op (max(f16 x, f32 -inf) is f32): the rule's
+            # identity gives the value, the instruction its type; widening is exact and
+            # narrowing rounds once, as the op itself does. (What a rule builds must be typed.)
+            return new("convert", old.shape, new_instr)
         if not new_instr.shape.compatible(old.shape):
             raise RuleError(f"rule {rule} replaced {old.to_text()} with a {new_instr.shape} "
                             f"value")

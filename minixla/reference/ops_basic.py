@@ -66,6 +66,9 @@ def _bitcast(ev, instr, ops):
     (XLA:CPU's sort comparators bitcast f32 to s32).
     """
     source, src_shape, dst_shape = ops[0], instr.operand(0).shape, instr.shape
+    if layout_math.shape_bytes(src_shape) != layout_math.shape_bytes(dst_shape):
+        raise ExecutionError(f"bitcast %{instr.name} reinterprets {src_shape} as {dst_shape}, "
+                             f"a buffer of another byte size")
     if src_shape.element_type.bits != dst_shape.element_type.bits:
         raise ExecutionError(f"bitcast %{instr.name} changes the element width "
                              f"({src_shape.dtype} to {dst_shape.dtype}); that is "

@@ -131,11 +131,23 @@ def _nested(shape, parts, index=()) -> str:
 def into_donated(targets: tuple, values: tuple) -> tuple:
     """Each value in its donated argument: left as it is when it is already there, else
     copied in. A value that may overlap another argument is copied first, so no write
-    clobbers what a later one reads."""
+    clobbers what a later one reads. An output of another shape (input_output_alias lets a
+    bf16[10,11,12] argument hold its bf16[11,10,12] transpose) is written as a view of the
+    argument's bytes; one of another byte size cannot live there and is returned as is."""
     values = tuple(
         v if v is t or not any(np.may_share_memory(v, u) for u in targets if u is not t)
         else np.array(v) for t, v in zip(targets, values))
+    out = []
     for target, value in zip(targets, values):
+        if value is not target and (value.shape, value.dtype) != (target.shape, target.dtype):
+            if value.nbytes != target.nbytes or not target.flags.c_contiguous:
+                out.append(value)
+                continue
+            view = target.reshape(-1).view(np.uint8).view(value.dtype).reshape(value.shape)
+            view[...] = value
+            out.append(view)
+            continue
         if value is not target:
             target[...] = value
-    return targets
+        out.append(target)
+    return tuple(out)
