@@ -176,8 +176,8 @@ def _check_computation(comp, known: set[int], mixed: bool) -> None:
                                  instr) from None
     unpaired = check_pairs(comp)
     if unpaired is not None:
-        instr, failure = unpaired
-        raise at_instruction(VerificationError(f"{_where(comp, instr)}: {failure}"), instr)
+        instr, unmatched = unpaired
+        raise at_instruction(VerificationError(f"{_where(comp, instr)}: {unmatched}"), instr)
 
 
 def _check_instruction(instr, known: set[int], mixed: bool) -> None:

@@ -19,10 +19,14 @@ op after the loop must run the computation that started it (or one structurally 
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from .shapes import Shape
 from .verifier_attributes import output_to_operand_pairs, same_array
 from .verifier_rules import MAIN_THREAD, RuleFailure
+
+if TYPE_CHECKING:
+    from .instruction import HloInstruction
 
 CONTINUED = ("async-start", "async-update")
 
@@ -223,7 +227,7 @@ def _async_origin(value, loops: dict, seen: set):
     return None
 
 
-def check_loop_async(module) -> tuple[object, RuleFailure] | None:
+def check_loop_async(module) -> tuple[HloInstruction, RuleFailure] | None:
     """(instruction, failure) for an async-update or async-done that takes its state through
     a loop from an async op running another (not structurally equal) computation, else
     None."""

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .verifier_rules import ASYNC_OPS, RuleFailure
+
+if TYPE_CHECKING:
+    from .instruction import HloInstruction
 
 _ALIAS = re.compile(r"\{([-\d,\s]*)\}\s*:\s*\(\s*(-?\d+)\s*,\s*\{([-\d,\s]*)\}\s*\)")
 
@@ -165,7 +168,7 @@ def _buffer_source(instr, index: tuple[int, ...]):
             return instr, index
 
 
-def check_buffer_writes(module) -> tuple[object, RuleFailure] | None:
+def check_buffer_writes(module) -> tuple[HloInstruction, RuleFailure] | None:
     """(instruction, failure) for a buffer value two custom calls take over, else None. A custom
     call that aliases an operand buffer to its output writes it and returns the next version,
     so the versions form one chain: each may be taken over once (XLA's VerifyBuffers)."""

@@ -10,8 +10,12 @@ XLA's own pass tests load sends with two-element, non-tuple and mismatched shape
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from .verifier_rules import RuleFailure
+
+if TYPE_CHECKING:
+    from .instruction import HloInstruction
 
 _GLOBAL_IDS = ("all-reduce", "all-reduce-start", "all-gather", "all-gather-start",
                "reduce-scatter")
@@ -94,17 +98,18 @@ def _in_place_slices(instr) -> int:
             (count is not None and len(outputs.tuple_shapes) != count):
         raise RuleFailure("collective-permute buffers", f"input buffers {inputs} and output "
                                                         f"buffers {outputs} do not match")
-    slices = set()
+    slices: set[int] = set()
     for what, offsets in (("input", shapes[2]), ("output", shapes[3])):
         per_buffer = [offsets] if count is None else \
             list(offsets.tuple_shapes) if offsets.is_tuple and \
             len(offsets.tuple_shapes) == count else [None]
         lists = [None if s is None else _index_lists(s) for s in per_buffer]
-        if None in lists:
+        counts = [n for n in lists if n is not None]
+        if len(counts) < len(lists):
             raise RuleFailure("collective-permute offsets", f"{what} offsets {offsets} do not "
                                                             f"list index tuples for each "
                                                             f"{what} buffer")
-        slices.update(lists)
+        slices.update(counts)
     return max(slices)
 
 
@@ -195,12 +200,12 @@ COLLECTIVE_RULES = {
 }
 
 
-def check_module_collectives(module) -> tuple[object, RuleFailure] | None:
+def check_module_collectives(module) -> tuple[HloInstruction, RuleFailure] | None:
     """(instruction, failure) for instructions that disagree with each other, else None:
     host transfers on one channel send one shape with one set of frontend attributes, and
     all-reduces are either all layout-constrained or none is."""
-    channels: dict[int, object] = {}
-    constrained: dict[bool, object] = {}
+    channels: dict[int, HloInstruction] = {}
+    constrained: dict[bool, HloInstruction] = {}
     for comp in module.computations:
         for instr in comp.instructions:
             if instr.opcode == "send" and instr.attrs.get("is_host_transfer") and \

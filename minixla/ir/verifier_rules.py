@@ -10,8 +10,12 @@ own.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from .shapes import Shape
+
+if TYPE_CHECKING:
+    from .instruction import HloInstruction
 
 
 class RuleFailure(Exception):
@@ -115,7 +119,7 @@ MAIN_THREAD = "main"
 ASYNC_OPS = ("async-start", "async-update", "async-done")
 
 
-def check_threads(module) -> tuple[object, RuleFailure] | None:
+def check_threads(module) -> tuple[HloInstruction, RuleFailure] | None:
     """(instruction, failure) for a call across execution threads, else None. A computation
     runs on its execution_thread. One that names none inherits a thread from its callers: an
     async-start's async_execution_thread (XLA's parser gives the called computation that

@@ -87,7 +87,7 @@ class AsyncSugar:
             wrapped, _ = self._wrap(stem, list(context.tuple_shapes[0].tuple_shapes),
                                     None if is_unbound(output) else output)
         inner = self.wrapped.get(id(wrapped))
-        if inner is not None:  # a computation of our own: late operands become parameters
+        if wrapped is not None and inner is not None:  # our own: late operands become params
             self._bind(wrapped, inner, [o.shape for o in operands[1:]])
         if shape is None:
             if not _is_context(context):
@@ -96,7 +96,7 @@ class AsyncSugar:
         instr = HloInstruction("async" + suffix, shape, operands, {"calls": wrapped},
                                name=name)
         self._attributes(instr, inner)
-        if fresh:
+        if fresh and wrapped is not None and inner is not None:
             self._require(inner, name, op_token)
             self._register(wrapped)
         if inner is not None and inner.shape is None:
@@ -112,7 +112,8 @@ class AsyncSugar:
         parser = self.parser
         wrapped = HloComputation(parser.unique_computation_name(f"{stem}.wrapped"))
         parser.computations[wrapped.name] = None  # taken while its attributes are parsed
-        inner = HloInstruction(stem, result, name=f"{stem}.wrapped")
+        # None: a shape the text leaves out, inferred when the chain ends (finish)
+        inner = HloInstruction(stem, result, name=f"{stem}.wrapped")  # type: ignore[arg-type]
         wrapped.add_instruction(inner)
         wrapped.root = inner
         inner.name = parser.instruction_names(inner.name)
@@ -143,9 +144,9 @@ class AsyncSugar:
             parser.next()
             attr = parser.lookahead(0).text
             own = inner is not None and attr in inner.opdef.attr_names + inner.opdef.calls
-            if own and attr in inner.attrs:  # repeated on a later op of the chain
+            if inner is not None and own and attr in inner.attrs:  # repeated later in the chain
                 token = parser.lookahead(0)
-                scratch = HloInstruction(inner.opcode, None)
+                scratch = HloInstruction(inner.opcode, None)  # type: ignore[arg-type]
                 parser.parse_attribute(scratch)
                 if scratch.attrs[attr] != inner.attrs[attr]:
                     raise parser.error(f"{attr} differs from the one %{inner.name} was given",

@@ -67,8 +67,9 @@ class Parser(ValueParser):
         super().__init__(text)
         self.strict = strict
         self.unknown_attributes: list[str] = []
-        self.computations: dict[str, HloComputation] = {}
-        self.scope: dict[str, HloInstruction] | None = None  # names in the current computation
+        # None: a name taken by an inline computation still being parsed
+        self.computations: dict[str, HloComputation | None] = {}
+        self.scope: dict[str, HloInstruction] = {}  # names in the current computation
         self.instruction_names = NameUniquer()
         self.anonymous = 0
         self.inline_computations: list[HloComputation] = []
@@ -140,7 +141,7 @@ class Parser(ValueParser):
         return ProgramShape(tuple(params), result)
 
     def parse_alias_config(self) -> list[AliasEntry]:
-        entries = []
+        entries: list[AliasEntry] = []
         self.expect("{")
         while not self.peek().is_punct("}"):
             if entries:
@@ -165,7 +166,7 @@ class Parser(ValueParser):
         return entries
 
     def parse_buffer_donors(self) -> list[tuple[int, tuple[int, ...]]]:
-        donors = []
+        donors: list[tuple[int, tuple[int, ...]]] = []
         self.expect("{")
         while not self.peek().is_punct("}"):
             if donors:
@@ -289,7 +290,8 @@ class Parser(ValueParser):
                 raise self.error(f"unknown opcode '{opcode}'", op_token.start)
             return self.async_sugar.parse(comp, name, shape, stem, suffix, op_token)
         opdef = OPCODES[opcode]
-        instr = HloInstruction(opcode, shape, name=name)  # shape None until inferred below
+        # a shape left out of the text is None until inferred below
+        instr = HloInstruction(opcode, shape, name=name)  # type: ignore[arg-type]
         self.expect("(")
         if opcode == "parameter":
             instr.parameter_number = self.parse_int()
@@ -415,11 +417,11 @@ class Parser(ValueParser):
             self.inline_computations.append(comp)  # added to the module before its caller
             return comp
         token = self.expect_kind(IDENT, "a computation name")
-        comp = self.computations.get(token.text)
-        if comp is None:
+        found = self.computations.get(token.text)
+        if found is None:
             raise self.error(f"unknown computation '{token.text}' (computations must be "
                              f"defined before use)", token.start)
-        return comp
+        return found
 
     def unique_computation_name(self, base: str) -> str:
         name, i = base, 0
@@ -440,7 +442,7 @@ class Parser(ValueParser):
 
     def parse_instruction_list(self) -> list[HloInstruction]:
         self.expect("{")
-        instrs = []
+        instrs: list[HloInstruction] = []
         while not self.peek().is_punct("}"):
             if instrs:
                 self.expect(",")
