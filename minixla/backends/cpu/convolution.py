@@ -140,7 +140,7 @@ def _shifted(spec: ConvPlan, x: np.ndarray, kernel: np.ndarray, positions, gemm)
             target = total[0, :rows].T
             result = gemm(1.0, np.ascontiguousarray(weights[0]).T, lhs[0].T,
                           beta=0.0 if tap == first else 1.0, c=target, overwrite_c=True)
-            if result.ctypes.data != target.ctypes.data:  # SciPy copied C instead
+            if result is not target:  # SciPy copied C instead
                 target[...] = result
             continue
         if scratch is None:

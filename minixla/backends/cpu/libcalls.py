@@ -158,20 +158,25 @@ def cholesky(instr):
     dtype = instr.shape.dtype
     if dtype not in ("f32", "f64"):
         raise NotEmittable(f"cholesky on {dtype}")
+    flops = instr.shape.numel() * instr.shape.dims[-1] / 3 if instr.shape.rank else 0
 
     def run(out, a):
+        use_threads(threads_for(flops))
         n = a.shape[-1]
         flat_in, flat_out = a.reshape(-1, n, n), out.reshape(-1, n, n)
         potrf = lapack.spotrf if a.dtype == np.float32 else lapack.dpotrf
         for b in range(flat_in.shape[0]):
-            factor, info = potrf(flat_in[b], lower=lower, clean=True)
+            # LAPACK is column-major: factor A^T, the same memory, with the other triangle
+            target = flat_out[b]
+            target[...] = flat_in[b]
+            view = target.T
+            factor, info = potrf(view, lower=not lower, clean=True, overwrite_a=True)
+            if factor is not view:  # SciPy copied instead
+                target[...] = factor.T
             if info > 0:
                 bad = info - 1
-                if lower:
-                    factor[bad:, bad:] = np.tril(np.full((n - bad, n - bad), np.nan))
-                else:
-                    factor[bad:, bad:] = np.triu(np.full((n - bad, n - bad), np.nan))
-            flat_out[b] = factor
+                nan = np.full((n - bad, n - bad), np.nan)
+                target[bad:, bad:] = np.tril(nan) if lower else np.triu(nan)
     return run
 
 
@@ -187,16 +192,26 @@ def triangular_solve(instr):
     unit = bool(attrs.get("unit_diagonal", False))
     trans = {"NO_TRANSPOSE": 0, "TRANSPOSE": 1, "ADJOINT": 1}[
         str(attrs.get("transpose_a", "NO_TRANSPOSE"))]
+    a_shape = instr.operand(0).shape
+    flops = instr.shape.numel() * (a_shape.dims[-1] if a_shape.rank else 0)
 
     def run(out, a, b):
+        use_threads(threads_for(flops))
         trsm = blas.strsm if out.dtype == np.float32 else blas.dtrsm
         m = a.shape[-1]
         flat_a = a.reshape(-1, m, m)
         flat_b = b.reshape((-1,) + b.shape[-2:])
         flat_out = out.reshape(flat_b.shape)
         for k in range(flat_b.shape[0]):
-            flat_out[k] = trsm(1.0, flat_a[k], flat_b[k], side=0 if left else 1, lower=lower,
-                               trans_a=trans, diag=int(unit))
+            # column-major BLAS sees the transposes: op(A) X = B is X^T op(A^T) = B^T, so the
+            # side and the triangle swap and nothing is copied
+            target = flat_out[k]
+            target[...] = flat_b[k]
+            view = target.T
+            result = trsm(1.0, flat_a[k].T, view, side=1 if left else 0, lower=not lower,
+                          trans_a=trans, diag=int(unit), overwrite_b=True)
+            if result is not view:  # SciPy copied instead
+                target[...] = result.T
     return run
 
 
