@@ -30,7 +30,8 @@ from ..common_driver import (DriverBuilder, DriverFunction, lower_alias, lower_c
                              lower_tuple, lower_view, loop_limit,
                              nest as _nest, source as _source, while_lines)
 from . import donation, libcalls, native_loop, opkernels, thunks
-from .kernels import PARALLEL_THRESHOLD, KernelSpec, build_kernel, kernel_arg, single_op_computation
+from .kernels import (PARALLEL_THRESHOLD, KernelSpec, build_kernel, kernel_arg, reading_outputs,
+                      single_op_computation)
 from .plan import ALIGNMENT, is_view_op, loop_carried_updates, needs_copy, plan_computation
 from .scalar import NotEmittable
 
@@ -75,6 +76,7 @@ class _Builder(DriverBuilder):
         self.chunks: list[str] = []
         self.views: list[tuple[str, int, object]] = []  # (name, arena offset, shape)
         self.view_names: set[str] = set()
+        self.view_bytes: dict[str, tuple] = {}  # arena view -> (offset, elements, dtype)
         self.kernel_args: dict[str, tuple[str, str]] = {}  # argument expr -> (global, expr)
         self.fallbacks: Counter = Counter()
         self.fallback_reasons: list[tuple] = []  # (instruction, why no kernel)
@@ -300,6 +302,7 @@ class _Function(DriverFunction):
                 offset = slot.offset if slot.shared else self.base + slot.offset
                 self.b.views.append((view, offset, shape))
                 self.b.view_names.add(view)
+                self.b.view_bytes[view] = (offset, shape.numel(), shape.dtype)
                 names.append(view)
                 continue
             var = self.b.fresh_name("v")
@@ -362,7 +365,7 @@ def _kernel(fn: _Function, instr, spec: KernelSpec, outs=None):
     if any(s.numel() == 0 for s in leaf_shapes):
         return  # nothing to compute; an empty output needs no writes
     operands = instr.operands
-    args = []
+    args, names = [], []
     for (kind, what), dtype in zip(spec.args, spec.dtypes):
         if kind == "param":
             name, rank = _source(fn.value(operands[what])), operands[what].shape.rank
@@ -372,9 +375,26 @@ def _kernel(fn: _Function, instr, spec: KernelSpec, outs=None):
             rank = what.shape.rank
         else:
             name, rank = outs[what], leaf_shapes[what].rank
+        names.append(name)
         args.append(fn.b.fixed_arg(name, kernel_arg(name, rank, spec.flat, dtype)))
+    pairs = _in_place_arguments(fn.b, spec, names)
+    if pairs:
+        spec = reading_outputs(spec, pairs)
+        args = [arg for k, arg in enumerate(args) if k not in pairs]
     fn.lines.append(f"{fn.b.kernel(spec)}({', '.join(args)})")
     _flush_outputs(fn, instr, outs)
+
+
+def _in_place_arguments(builder, spec: KernelSpec, names: list[str]) -> dict[int, int]:
+    """{parameter argument: output argument} of a flat kernel whose parameter is the very
+    arena bytes of one of its outputs (buffer assignment shares them in place)."""
+    if not spec.flat:
+        return {}
+    outs = {builder.view_bytes[n]: k for k, (n, (kind, _)) in enumerate(zip(names, spec.args))
+            if kind == "out" and n in builder.view_bytes}
+    return {k: outs[builder.view_bytes[n]] for k, (n, (kind, _)) in
+            enumerate(zip(names, spec.args))
+            if kind == "param" and builder.view_bytes.get(n) in outs}
 
 
 def _thunk(fn: _Function, instr, run):
