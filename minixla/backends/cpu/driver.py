@@ -76,7 +76,7 @@ class _Builder(DriverBuilder):
         self.chunks: list[str] = []
         self.views: list[tuple[str, int, object]] = []  # (name, arena offset, shape)
         self.view_names: set[str] = set()
-        self.view_bytes: dict[str, tuple] = {}  # arena view -> (offset, elements, dtype)
+        self.view_bytes: dict[str, tuple] = {}  # arena view -> (offset, dims, dtype)
         self.kernel_args: dict[str, tuple[str, str]] = {}  # argument expr -> (global, expr)
         self.fallbacks: Counter = Counter()
         self.fallback_reasons: list[tuple] = []  # (instruction, why no kernel)
@@ -302,7 +302,7 @@ class _Function(DriverFunction):
                 offset = slot.offset if slot.shared else self.base + slot.offset
                 self.b.views.append((view, offset, shape))
                 self.b.view_names.add(view)
-                self.b.view_bytes[view] = (offset, shape.numel(), shape.dtype)
+                self.b.view_bytes[view] = (offset, tuple(shape.dims), shape.dtype)
                 names.append(view)
                 continue
             var = self.b.fresh_name("v")
@@ -386,15 +386,16 @@ def _kernel(fn: _Function, instr, spec: KernelSpec, outs=None):
 
 
 def _in_place_arguments(builder, spec: KernelSpec, names: list[str]) -> dict[int, int]:
-    """{parameter argument: output argument} of a flat kernel whose parameter is the very
-    arena bytes of one of its outputs (buffer assignment shares them in place)."""
-    if not spec.flat:
-        return {}
-    outs = {builder.view_bytes[n]: k for k, (n, (kind, _)) in enumerate(zip(names, spec.args))
-            if kind == "out" and n in builder.view_bytes}
-    return {k: outs[builder.view_bytes[n]] for k, (n, (kind, _)) in
-            enumerate(zip(names, spec.args))
-            if kind == "param" and builder.view_bytes.get(n) in outs}
+    """{parameter argument: output argument} of a kernel whose parameter is the very arena
+    bytes, dims and type of one of its outputs (buffer assignment shares them in place),
+    passed with the same rank."""
+    def key(k: int):
+        view = builder.view_bytes.get(names[k])
+        return None if view is None else view + (spec.ndims[k],)
+    kinds = [kind for kind, _ in spec.args]
+    outs = {key(k): k for k in range(len(names)) if kinds[k] == "out" and key(k) is not None}
+    return {k: outs[key(k)] for k in range(len(names))
+            if kinds[k] == "param" and key(k) in outs}
 
 
 def _thunk(fn: _Function, instr, run):

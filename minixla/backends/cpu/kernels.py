@@ -150,7 +150,7 @@ def build_kernel(comp, name: str = "kernel", *, parallel_threshold: int = PARALL
 
 def reading_outputs(spec: KernelSpec, pairs: dict[int, int]) -> KernelSpec:
     """`spec` with argument i (a parameter) read from argument pairs[i] (an output) instead:
-    for a flat kernel whose parameter buffer is its output buffer (an in-place elementwise
+    for a kernel whose parameter buffer is its output buffer, same dims and rank (an in-place
     update). The memory read is the same; but with two pointers to it LLVM's run-time overlap
     check fails and the loop runs scalar (a GELU over 2^20 floats: 21 ms in place against
     0.5 ms), while one pointer read and written at the same index vectorizes."""
