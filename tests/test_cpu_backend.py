@@ -488,3 +488,36 @@ def test_bf16_sums_accumulate_in_f32_and_round_once(root):
     want = interpret(text, x)
     assert abs(float(np.asarray(want).astype(np.float32).ravel()[0])) in (300, 1200)
     assert_close(cpu(text)(x), want)
+
+
+IN_PLACE = """HloModule m
+ENTRY main {{
+  a = f32[64,64] parameter(0)
+  b = f32[64,64] parameter(1)
+  d = f32[64,64] dot(a, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  t = f32[64,64] tanh(d)
+  m = f32[64,64] multiply(t, {other})
+  ROOT e = f32[64,64] dot(m, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+}}"""
+
+
+ROW = "f32[64,64] broadcast(f32[64] reshape(f32[1,64] slice(a), slice={[0:1], [0:64]})), " \
+    "dimensions={1}"
+
+
+@pytest.mark.parametrize("other,arguments", [("d", 1), ("a", 2), (ROW, 2)])
+def test_an_in_place_elementwise_kernel_reads_its_output_buffer(other, arguments):
+    # buffer assignment gives the fusion d's bytes; the kernel then takes one pointer for
+    # both (two pointers to the same bytes make LLVM's overlap check fail: a scalar loop)
+    text = IN_PLACE.format(other=other)
+    exe = minixla.compile(text, backend="cpu")
+    calls = [line.strip() for line in exe.program.source.splitlines()
+             if re.match(r"\s*k\d+\(", line)]
+    assert len(calls) == 1 and calls[0].count(",") == arguments - 1, calls
+    kernel = next(spec for spec in exe.program.kernels.values() if spec.args[-1][0] == "out")
+    assert len(kernel.args) == arguments and kernel.flat == (other != ROW)
+    assert re.search(r"def kernel\((p\d+, )?o0\):", kernel.source), kernel.source
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal((64, 64)).astype(np.float32) for _ in range(2)]
+    want = minixla.compile(text, backend="interpreter")(*args)
+    np.testing.assert_allclose(np.asarray(exe(*args)), np.asarray(want), rtol=1e-4, atol=1e-4)

@@ -166,11 +166,12 @@ def test_a_kernel_writing_over_its_operand_gets_one_array():
     run_pipeline(pipeline(), module)
     program = driver.build_program(module, {"parallel_threshold": 1 << 62})
     check_hlo(program.source, """
-        // CHECK: t{{[0-9]+}}(a[[BUF:[0-9]+]], p0, p1)
-        // CHECK: k0(a[[BUF]], p2)
+        // CHECK: t{{[0-9]+}}(a{{[0-9]+}}, p0, p1)
+        // CHECK: k0(p2, a[[OUT:[0-9]+]])
+        // CHECK: t{{[0-9]+}}(v{{[0-9]+}}, a[[OUT]], p1)
     """)
     check_hlo(kernel_source(program), """
-        // CHECK: def kernel(p0, p1):
-        // CHECK-NEXT: o0 = p0
-        // CHECK: o0[
+        // CHECK: def kernel(p1, o0):
+        // CHECK: = o0[i0, i1]
+        // CHECK: o0[i0, i1] =
     """)

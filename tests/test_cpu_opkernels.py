@@ -527,3 +527,38 @@ def test_sort_and_gather_read_operands_with_any_layout(layout):
   x = f32[7,3]{layout} parameter(0)
   ROOT s = f32[7,3]{layout} sort(x), dimensions={{0}}, to_apply=lt
 """, SORTS))  # with the cpu pipeline (layout assignment, copies)
+
+
+@pytest.mark.parametrize("left", ["true", "false"])
+@pytest.mark.parametrize("lower", ["true", "false"])
+@pytest.mark.parametrize("transpose", ["NO_TRANSPOSE", "TRANSPOSE"])
+@pytest.mark.parametrize("unit", ["true", "false"])
+def test_triangular_solve_every_side_triangle_transpose_and_diagonal(left, lower, transpose,
+                                                                     unit):
+    pytest.importorskip("scipy")
+    b_shape = "f32[2,5,3]" if left == "true" else "f32[2,3,5]"
+    text = module(f"""
+  a = f32[2,5,5] parameter(0)
+  b = {b_shape} parameter(1)
+  ROOT x = {b_shape} triangular-solve(a, b), left_side={left}, lower={lower}, transpose_a={transpose}, unit_diagonal={unit}
+""")
+    rng = np.random.default_rng(2)
+    a = (rng.standard_normal((2, 5, 5)) + 6 * np.eye(5)).astype(np.float32)
+    b = rng.standard_normal((2, 5, 3) if left == "true" else (2, 3, 5)).astype(np.float32)
+    check(text, [a, b], passes=[], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("lower", ["true", "false"])
+def test_cholesky_of_both_triangles_and_of_a_matrix_that_is_not_positive_definite(lower):
+    pytest.importorskip("scipy")
+    text = module(f"""
+  a = f64[3,6,6] parameter(0)
+  ROOT l = f64[3,6,6] cholesky(a), lower={lower}
+""")
+    rng = np.random.default_rng(4)
+    m = rng.standard_normal((3, 6, 6))
+    a = m @ m.transpose(0, 2, 1) + 6 * np.eye(6)
+    a[1, 3, 3] = -50.0  # fails at column 3: NaN from there on
+    a[2] += np.triu(rng.standard_normal((6, 6)), 1) * (lower == "true")  # the unread triangle
+    a[2] += np.tril(rng.standard_normal((6, 6)), -1) * (lower == "false")
+    check(text, [a], passes=[], rtol=1e-9, atol=1e-9)

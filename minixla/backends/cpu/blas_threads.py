@@ -82,6 +82,16 @@ def threads_for(flops: float) -> int:
     return int(max(1, min(idle_cores(), flops // SERIAL_FLOPS)))
 
 
+def libraries_loaded() -> None:
+    """Called after importing a module that may load another OpenBLAS (SciPy's): the next
+    `use_threads` looks for setters again and sets every library, the new one included
+    (left alone, it would run each GEMM on all cores, as many threads as a loaded machine
+    can least afford)."""
+    global _setters, _current
+    with _lock:
+        _setters, _current = None, None
+
+
 def use_threads(count: int) -> None:
     """Sets every loaded OpenBLAS to `count` threads (only when it changes)."""
     global _setters, _current

@@ -30,8 +30,8 @@ from ..common_driver import (DriverBuilder, DriverFunction, lower_alias, lower_c
                              lower_tuple, lower_view, loop_limit,
                              nest as _nest, source as _source, while_lines)
 from . import donation, libcalls, native_loop, opkernels, thunks
-from .kernels import (PARALLEL_THRESHOLD, KernelSpec, build_kernel, kernel_arg,
-                      single_op_computation, writing_in_place)
+from .kernels import (PARALLEL_THRESHOLD, KernelSpec, build_kernel, kernel_arg, reading_outputs,
+                      single_op_computation)
 from .plan import ALIGNMENT, is_view_op, loop_carried_updates, needs_copy, plan_computation
 from .scalar import NotEmittable
 
@@ -76,7 +76,7 @@ class _Builder(DriverBuilder):
         self.chunks: list[str] = []
         self.views: list[tuple[str, int, object]] = []  # (name, arena offset, shape)
         self.view_names: set[str] = set()
-        self.view_places: dict[str, tuple] = {}  # arena view -> (offset, shape)
+        self.view_bytes: dict[str, tuple] = {}  # arena view -> (offset, dims, dtype)
         self.kernel_args: dict[str, tuple[str, str]] = {}  # argument expr -> (global, expr)
         self.fallbacks: Counter = Counter()
         self.fallback_reasons: list[tuple] = []  # (instruction, why no kernel)
@@ -302,7 +302,7 @@ class _Function(DriverFunction):
                 offset = slot.offset if slot.shared else self.base + slot.offset
                 self.b.views.append((view, offset, shape))
                 self.b.view_names.add(view)
-                self.b.view_places[view] = (offset, shape)
+                self.b.view_bytes[view] = (offset, tuple(shape.dims), shape.dtype)
                 names.append(view)
                 continue
             var = self.b.fresh_name("v")
@@ -365,8 +365,7 @@ def _kernel(fn: _Function, instr, spec: KernelSpec, outs=None):
     if any(s.numel() == 0 for s in leaf_shapes):
         return  # nothing to compute; an empty output needs no writes
     operands = instr.operands
-    spec = writing_in_place(spec, _outputs_in_operand_buffers(fn, spec, operands, outs))
-    args = []
+    args, names = [], []
     for (kind, what), dtype in zip(spec.args, spec.dtypes):
         if kind == "param":
             name, rank = _source(fn.value(operands[what])), operands[what].shape.rank
@@ -376,25 +375,27 @@ def _kernel(fn: _Function, instr, spec: KernelSpec, outs=None):
             rank = what.shape.rank
         else:
             name, rank = outs[what], leaf_shapes[what].rank
+        names.append(name)
         args.append(fn.b.fixed_arg(name, kernel_arg(name, rank, spec.flat, dtype)))
+    pairs = _in_place_arguments(fn.b, spec, names)
+    if pairs:
+        spec = reading_outputs(spec, pairs)
+        args = [arg for k, arg in enumerate(args) if k not in pairs]
     fn.lines.append(f"{fn.b.kernel(spec)}({', '.join(args)})")
     _flush_outputs(fn, instr, outs)
 
 
-def _outputs_in_operand_buffers(fn: _Function, spec: KernelSpec, operands, outs) -> dict:
-    """{output k: parameter n} for the outputs buffer assignment placed exactly on an
-    operand's arena view (same offset, dims and element type)."""
-    places = fn.b.view_places
-    shared = {}
-    for kind, what in spec.args:
-        if kind != "out" or outs[what] not in places:
-            continue
-        for other, number in spec.args:
-            if other == "param" and places.get(_source(fn.value(operands[number]))) == \
-                    places[outs[what]]:
-                shared[what] = number
-                break
-    return shared
+def _in_place_arguments(builder, spec: KernelSpec, names: list[str]) -> dict[int, int]:
+    """{parameter argument: output argument} of a kernel whose parameter is the very arena
+    bytes, dims and type of one of its outputs (buffer assignment shares them in place),
+    passed with the same rank."""
+    def key(k: int):
+        view = builder.view_bytes.get(names[k])
+        return None if view is None else view + (spec.ndims[k],)
+    kinds = [kind for kind, _ in spec.args]
+    outs = {key(k): k for k in range(len(names)) if kinds[k] == "out" and key(k) is not None}
+    return {k: outs[key(k)] for k in range(len(names))
+            if kinds[k] == "param" and key(k) in outs}
 
 
 def _thunk(fn: _Function, instr, run):

@@ -1,4 +1,4 @@
-"""Thunks that call libraries: convolution as im2col + BLAS, dots outside BLAS's types, converts
+"""Thunks that call libraries: convolution (convolution.py), dots outside BLAS's types, converts
 and bitcasts of types kernels cannot hold, fft (pocketfft through NumPy), cholesky and
 triangular-solve (LAPACK/BLAS through SciPy).
 
@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from .blas_threads import threads_for, use_threads
+from .blas_threads import libraries_loaded, threads_for, use_threads
 from .scalar import NotEmittable
 
 _NARROW_FLOATS = ("f16", "bf16")
@@ -87,122 +87,9 @@ def dot(instr):
 # ---- convolution -----------------------------------------------------------------------------
 
 def convolution(instr):
-    """im2col + BLAS: the padded, dilated input's windows are copied into one
-    [groups, batch * output positions, features * taps] matrix, multiplied with the kernel
-    as [groups, features * taps, output features] in one batched GEMM."""
-    from ...ir import WindowDim, parse_dim_labels
-    attrs = instr.attrs
-    dims = parse_dim_labels(str(attrs["dim_labels"]))
-    groups, batch_groups = attrs.get("feature_group_count", 1), attrs.get("batch_group_count", 1)
-    if groups > 1 and batch_groups > 1:
-        raise NotEmittable("convolution with both feature and batch groups")
-    work = _work_dtype(instr)
-    lhs, rhs = instr.operand(0).shape, instr.operand(1).shape
-    kernel_sizes = [rhs.dims[d] for d in dims.kernel_spatial]
-    window = attrs["window"].dims if "window" in attrs else tuple(map(WindowDim, kernel_sizes))
-    nsp = len(window)
-    x_perm = (dims.input_batch, dims.input_feature) + tuple(dims.input_spatial)
-    k_perm = (dims.kernel_output_feature, dims.kernel_input_feature) + tuple(dims.kernel_spatial)
-    flips = tuple(2 + i for i, wd in enumerate(window) if wd.reversal)
-    out_perm = [0] * (nsp + 2)  # canonical (batch, feature, spatial...) -> the output's order
-    out_perm[dims.output_batch], out_perm[dims.output_feature] = 0, 1
-    for i, axis in enumerate(dims.output_spatial):
-        out_perm[axis] = 2 + i
-    extents = [(k - 1) * wd.rhs_dilation + 1 for k, wd in zip(kernel_sizes, window)]
-    taps = math.prod(kernel_sizes)
-    flops = 2.0 * instr.shape.numel() * taps * lhs.dims[dims.input_feature] / max(groups, 1)
-    # One spatial dim and no groups: a sum over taps of [batch, positions, c] x [c, o] GEMMs on
-    # views of the input (no im2col copy; 2x faster on a dilated 1-D stack). With more spatial
-    # dims the views do not flatten into one GEMM per tap.
-    by_taps = nsp == 1 and groups == 1 and batch_groups == 1
-
-    def out_n_positions(x):
-        return (x.shape[2] - extents[0]) // window[0].stride + 1
-    work = _gemm_dtype(instr, work, taps * lhs.dims[dims.input_feature])
-
-    def run(out, x, kernel):
-        use_threads(threads_for(flops))
-        x = _dilate_and_pad(x.transpose(x_perm).astype(work, copy=False), window)
-        kernel = kernel.transpose(k_perm).astype(work, copy=False)
-        if flips:
-            kernel = np.flip(kernel, flips)
-        n, c = x.shape[:2]
-        o = kernel.shape[0]
-        if any(x.shape[2 + i] < e for i, e in enumerate(extents)) or taps == 0 or n == 0 \
-                or c == 0 or out.size == 0:
-            out[...] = 0
-            return
-        if by_taps:
-            _finish(out, _conv1d_by_taps(x, kernel, window[0], out_n_positions(x)).transpose(
-                out_perm))
-            return
-        view = np.lib.stride_tricks.sliding_window_view(x, extents, axis=tuple(range(2, 2 + nsp)))
-        view = view[(slice(None), slice(None)) + tuple(slice(None, None, wd.stride)
-                                                       for wd in window)
-                    + tuple(slice(None, None, wd.rhs_dilation) for wd in window)]
-        spatial = view.shape[2:2 + nsp]
-        positions = math.prod(spatial)
-        # [n, c, out spatial..., taps...] -> [n, out spatial..., c, taps...]
-        order = (0,) + tuple(range(2, 2 + nsp)) + (1,) + tuple(range(2 + nsp, 2 + 2 * nsp))
-        cols = view.transpose(order)
-        if batch_groups > 1:
-            g = batch_groups
-            cols = cols.reshape(g, n // g * positions, c * taps)
-            weights = kernel.reshape(g, o // g, c * taps).transpose(0, 2, 1)
-            result = np.matmul(cols, weights)  # [g, nb * positions, o / g]
-            result = result.reshape(g, n // g, positions, o // g).transpose(1, 2, 0, 3)
-            result = result.reshape(n // g, positions, o)
-            out_n = n // g
-        else:
-            g = groups
-            cols = cols.reshape(n * positions, g, c // g * taps).transpose(1, 0, 2)
-            weights = kernel.reshape(g, o // g, c // g * taps).transpose(0, 2, 1)
-            result = np.matmul(cols, weights)  # [g, n * positions, o / g]
-            result = result.transpose(1, 0, 2).reshape(n, positions, o)
-            out_n = n
-        canonical = result.reshape((out_n,) + spatial + (o,))
-        canonical = np.moveaxis(canonical, -1, 1)
-        _finish(out, canonical.transpose(out_perm))
-    return run
-
-
-def _conv1d_by_taps(x, kernel, wd, positions: int) -> np.ndarray:
-    """[n, o, positions]: the sum over taps t of x[:, :, t * dilation + stride * p] times
-    kernel[:, :, t]."""
-    x_last = np.ascontiguousarray(x.transpose(0, 2, 1))  # [n, w, c]
-    total = None
-    for t in range(kernel.shape[2]):
-        start = t * wd.rhs_dilation
-        view = x_last[:, start:start + (positions - 1) * wd.stride + 1:wd.stride, :]
-        term = np.matmul(view, kernel[:, :, t].T)  # [n, positions, o]
-        total = term if total is None else np.add(total, term, out=total)
-    return total.transpose(0, 2, 1)
-
-
-def _dilate_and_pad(x: np.ndarray, window) -> np.ndarray:
-    """Base dilation and edge padding (negative: cropping) of spatial axes 2.., in one copy."""
-    shape, src, dst = list(x.shape[:2]), [slice(None)] * 2, [slice(None)] * 2
-    plain = True
-    for i, wd in enumerate(window):
-        n = x.shape[2 + i]
-        dilated = (n - 1) * wd.lhs_dilation + 1 if n else 0
-        size = max(dilated + wd.padding_low + wd.padding_high, 0)
-        # element k of the operand lands at low + k * dilation; keep those inside [0, size)
-        low, step = wd.padding_low, wd.lhs_dilation
-        first = 0 if low >= 0 else (-low + step - 1) // step
-        last = min(n, (size - 1 - low) // step + 1) if size else 0
-        last = max(last, first)
-        start = low + first * step
-        src.append(slice(first, last))
-        dst.append(slice(start, start + (last - first - 1) * step + 1, step)
-                   if last > first else slice(0, 0))
-        shape.append(size)
-        plain = plain and wd.lhs_dilation == 1 and wd.padding_low == 0 and wd.padding_high == 0
-    if plain:
-        return x
-    padded = np.zeros(shape, x.dtype)
-    padded[tuple(dst)] = x[tuple(src)]
-    return padded
+    """Shifted GEMMs or im2col + one batched GEMM, channels-last (convolution.py)."""
+    from .convolution import convolution as build
+    return build(instr)
 
 
 # ---- converts and bitcasts ---------------------------------------------------------------------
@@ -259,6 +146,7 @@ def _lapack():
         from scipy.linalg import blas, lapack
     except ImportError as exc:  # SciPy is optional; the interpreter's code runs instead
         raise NotEmittable("SciPy is not installed") from exc
+    libraries_loaded()
     return blas, lapack
 
 
@@ -270,20 +158,25 @@ def cholesky(instr):
     dtype = instr.shape.dtype
     if dtype not in ("f32", "f64"):
         raise NotEmittable(f"cholesky on {dtype}")
+    flops = instr.shape.numel() * instr.shape.dims[-1] / 3 if instr.shape.rank else 0
 
     def run(out, a):
+        use_threads(threads_for(flops))
         n = a.shape[-1]
         flat_in, flat_out = a.reshape(-1, n, n), out.reshape(-1, n, n)
         potrf = lapack.spotrf if a.dtype == np.float32 else lapack.dpotrf
         for b in range(flat_in.shape[0]):
-            factor, info = potrf(flat_in[b], lower=lower, clean=True)
+            # LAPACK is column-major: factor A^T, the same memory, with the other triangle
+            target = flat_out[b]
+            target[...] = flat_in[b]
+            view = target.T
+            factor, info = potrf(view, lower=not lower, clean=True, overwrite_a=True)
+            if factor is not view:  # SciPy copied instead
+                target[...] = factor.T
             if info > 0:
                 bad = info - 1
-                if lower:
-                    factor[bad:, bad:] = np.tril(np.full((n - bad, n - bad), np.nan))
-                else:
-                    factor[bad:, bad:] = np.triu(np.full((n - bad, n - bad), np.nan))
-            flat_out[b] = factor
+                nan = np.full((n - bad, n - bad), np.nan)
+                target[bad:, bad:] = np.tril(nan) if lower else np.triu(nan)
     return run
 
 
@@ -299,16 +192,26 @@ def triangular_solve(instr):
     unit = bool(attrs.get("unit_diagonal", False))
     trans = {"NO_TRANSPOSE": 0, "TRANSPOSE": 1, "ADJOINT": 1}[
         str(attrs.get("transpose_a", "NO_TRANSPOSE"))]
+    a_shape = instr.operand(0).shape
+    flops = instr.shape.numel() * (a_shape.dims[-1] if a_shape.rank else 0)
 
     def run(out, a, b):
+        use_threads(threads_for(flops))
         trsm = blas.strsm if out.dtype == np.float32 else blas.dtrsm
         m = a.shape[-1]
         flat_a = a.reshape(-1, m, m)
         flat_b = b.reshape((-1,) + b.shape[-2:])
         flat_out = out.reshape(flat_b.shape)
         for k in range(flat_b.shape[0]):
-            flat_out[k] = trsm(1.0, flat_a[k], flat_b[k], side=0 if left else 1, lower=lower,
-                               trans_a=trans, diag=int(unit))
+            # column-major BLAS sees the transposes: op(A) X = B is X^T op(A^T) = B^T, so the
+            # side and the triangle swap and nothing is copied
+            target = flat_out[k]
+            target[...] = flat_b[k]
+            view = target.T
+            result = trsm(1.0, flat_a[k].T, view, side=1 if left else 0, lower=not lower,
+                          trans_a=trans, diag=int(unit), overwrite_b=True)
+            if result is not view:  # SciPy copied instead
+                target[...] = result.T
     return run
 
 

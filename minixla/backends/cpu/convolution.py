@@ -1,0 +1,225 @@
+"""The convolution thunk: any dimension numbers, strides, padding (negative: cropping), lhs and
+rhs dilation, window reversal, feature groups and batch groups, as BLAS GEMMs.
+
+Everything is computed channels-last: the input as [batch, spatial..., features], the kernel
+as [spatial..., in features, out features], the result as [batch, spatial..., out features]
+written through a transposed view of the output, so the contracted features are the minor
+dim of every GEMM operand. Two strategies:
+
+* shifted GEMMs (stride 1, no batch groups, enough features per group): the padded input is
+  one [batch * positions, features] matrix, and the output row of a position is the sum over
+  taps of the input row at the tap's flat offset times the tap's [in, out] kernel slice. Each
+  tap is one GEMM on a shifted view of the input (no copy); rows that straddle two lines or
+  two batch elements are computed and dropped. This is the dilated 1-D stack's case (a
+  [8, 1024, 32] input, three taps: no im2col copy at all).
+* im2col: the windows are copied into one [groups, batch * positions, taps * features] matrix
+  (taps outer, features minor, so each copied run is contiguous in the input) and multiplied
+  with the kernel in one batched GEMM. Used for strides, batch groups (weight gradients),
+  few input features (an RGB first layer), and windows with many taps.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .blas_threads import libraries_loaded, threads_for, use_threads
+from .libcalls import _finish, _gemm_dtype, _work_dtype
+from .scalar import NotEmittable
+
+# When shifted GEMMs beat im2col (measured on [8, 1024, c] 1-D and [8, h, w, c] 2-D cases):
+SHIFT_MIN_FEATURES = 16  # fewer input features per group make each tap's GEMM too thin
+SHIFT_MAX_TAPS = 32  # more taps: one im2col GEMM beats as many thin GEMMs
+SHIFT_MAX_WASTE = 1.2  # computed rows (the padded grid) over kept rows (output positions);
+# 3x3 on 16x16 images computes 1.27x the rows and ran 1.1-1.4x slower than im2col
+
+
+@dataclass(frozen=True)
+class ConvPlan:
+    """What a convolution needs at run time, decided once at compile time."""
+
+    x_perm: tuple[int, ...]  # operand 0 -> the order it is padded in (see channels_last)
+    k_perm: tuple[int, ...]  # operand 1 -> [spatial..., in features, out features]
+    out_perm: tuple[int, ...]  # the output -> [batch, spatial..., out features]
+    window: tuple
+    flips: tuple[int, ...]  # kernel axes (channels-last) reversed
+    extents: tuple[int, ...]  # dilated window extent per spatial dim
+    groups: int
+    batch_groups: int
+    work: np.dtype
+    strategy: str  # "shifted" or "im2col"
+    flops: float
+    channels_last: bool  # operand 0 padded as [batch, spatial..., features], else
+    # [batch, features, spatial...] with taps minor in im2col (NCHW-like operands)
+
+
+def plan(instr, strategy: str | None = None) -> ConvPlan:
+    """The plan of a convolution; `strategy` forces one where it applies (tests run both)."""
+    from ...ir import WindowDim, parse_dim_labels
+    attrs = instr.attrs
+    dims = parse_dim_labels(str(attrs["dim_labels"]))
+    groups, batch_groups = attrs.get("feature_group_count", 1), attrs.get("batch_group_count", 1)
+    if groups > 1 and batch_groups > 1:
+        raise NotEmittable("convolution with both feature and batch groups")
+    lhs, rhs = instr.operand(0).shape, instr.operand(1).shape
+    kernel_sizes = [rhs.dims[d] for d in dims.kernel_spatial]
+    window = attrs["window"].dims if "window" in attrs else tuple(map(WindowDim, kernel_sizes))
+    extents = tuple((k - 1) * wd.rhs_dilation + 1 for k, wd in zip(kernel_sizes, window))
+    taps = math.prod(kernel_sizes)
+    features = lhs.dims[dims.input_feature] // max(groups, 1)
+    work = _gemm_dtype(instr, _work_dtype(instr), taps * features)
+    out_spatial = [instr.shape.dims[d] for d in dims.output_spatial]
+    padded = [(n - 1) * wd.lhs_dilation + 1 + wd.padding_low + wd.padding_high if n else 0
+              for n, wd in zip((lhs.dims[d] for d in dims.input_spatial), window)]
+    waste = math.prod(padded) / max(math.prod(out_spatial), 1)
+    can_shift = all(wd.stride == 1 for wd in window) and batch_groups == 1
+    if strategy is None:
+        strategy = "shifted" if can_shift and features >= SHIFT_MIN_FEATURES \
+            and taps <= SHIFT_MAX_TAPS and waste <= SHIFT_MAX_WASTE else "im2col"
+    if strategy not in ("shifted", "im2col") or strategy == "shifted" and not can_shift:
+        raise ValueError(f"convolution strategy {strategy!r} does not apply")
+    channels_last = strategy == "shifted" or dims.input_feature == lhs.rank - 1
+    return ConvPlan(
+        x_perm=(dims.input_batch,) + tuple(dims.input_spatial) + (dims.input_feature,)
+        if channels_last else (dims.input_batch, dims.input_feature) + tuple(dims.input_spatial),
+        k_perm=tuple(dims.kernel_spatial) + (dims.kernel_input_feature,
+                                             dims.kernel_output_feature),
+        out_perm=(dims.output_batch,) + tuple(dims.output_spatial) + (dims.output_feature,),
+        window=tuple(window), flips=tuple(i for i, wd in enumerate(window) if wd.reversal),
+        extents=extents, groups=groups, batch_groups=batch_groups, work=work,
+        strategy=strategy,
+        flops=2.0 * instr.shape.numel() * taps * features, channels_last=channels_last)
+
+
+def convolution(instr, strategy: str | None = None):
+    spec = plan(instr, strategy)
+    nsp = len(spec.window)
+    gemm = _accumulating_gemm(spec.work) if spec.strategy == "shifted" else None
+
+    def run(out, x, kernel):
+        use_threads(threads_for(spec.flops))
+        x = x.transpose(spec.x_perm).astype(spec.work, copy=False)
+        x = _dilate_and_pad(x, range(1, 1 + nsp) if spec.channels_last else range(2, 2 + nsp),
+                            spec.window)
+        if not spec.channels_last:
+            x = np.moveaxis(x, 1, -1)
+        kernel = kernel.transpose(spec.k_perm).astype(spec.work, copy=False)
+        if spec.flips:
+            kernel = np.flip(kernel, spec.flips)
+        target = out.transpose(spec.out_perm)
+        if any(x.shape[1 + i] < e for i, e in enumerate(spec.extents)) or x.shape[0] == 0 \
+                or x.shape[-1] == 0 or kernel.size == 0 or out.size == 0:
+            out[...] = 0
+            return
+        positions = target.shape[1:1 + nsp]
+        _finish(target, _shifted(spec, x, kernel, positions, gemm) if spec.strategy == "shifted"
+                else _im2col(spec, x, kernel, positions))
+    return run
+
+
+def _shifted(spec: ConvPlan, x: np.ndarray, kernel: np.ndarray, positions, gemm) -> np.ndarray:
+    """[batch, positions..., out features]: per tap, one GEMM of the flat input shifted by the
+    tap's offset, accumulated over all padded-grid rows; the rows of real positions are kept."""
+    n, spatial, c = x.shape[0], x.shape[1:-1], x.shape[-1]
+    g = spec.groups
+    o = kernel.shape[-1]
+    x = np.ascontiguousarray(x)
+    pitches = [math.prod(spatial[i + 1:]) for i in range(len(spatial))]
+    volume = math.prod(spatial)
+    rows = (n - 1) * volume + sum((p - 1) * pitch for p, pitch in zip(positions, pitches)) + 1
+    flat = x.reshape(n * volume, g, c // g).transpose(1, 0, 2)  # [g, rows, c / g]
+    total = np.empty((g, n * volume, o // g), spec.work)
+    scratch = None
+    first = (0,) * (kernel.ndim - 2)
+    for tap in np.ndindex(*kernel.shape[:-2]):
+        offset = sum(t * wd.rhs_dilation * pitch for t, wd, pitch in zip(tap, spec.window, pitches))
+        weights = kernel[tap].reshape(c // g, g, o // g).transpose(1, 0, 2)  # [g, in, out]
+        lhs = flat[:, offset:offset + rows]
+        if gemm is not None and g == 1:  # total += lhs @ weights, as C^T = B^T A^T for BLAS
+            target = total[0, :rows].T
+            result = gemm(1.0, np.ascontiguousarray(weights[0]).T, lhs[0].T,
+                          beta=0.0 if tap == first else 1.0, c=target, overwrite_c=True)
+            if result is not target:  # SciPy copied C instead
+                target[...] = result
+            continue
+        if scratch is None:
+            np.matmul(lhs, weights, out=total[:, :rows])
+            scratch = np.empty((g, rows, o // g), spec.work)
+            continue
+        np.matmul(lhs, weights, out=scratch)
+        np.add(total[:, :rows], scratch, out=total[:, :rows])
+    grid = total.transpose(1, 0, 2).reshape((n,) + tuple(spatial) + (o,)) if g > 1 else \
+        total.reshape((n,) + tuple(spatial) + (o,))
+    return grid[(slice(None),) + tuple(slice(0, p) for p in positions)]
+
+
+def _accumulating_gemm(work: np.dtype):
+    """SciPy's BLAS gemm for float32/float64 (it accumulates into C in place), else None."""
+    if work not in (np.float32, np.float64):
+        return None
+    try:
+        from scipy.linalg import blas
+    except ImportError:  # NumPy's matmul and an add instead
+        return None
+    libraries_loaded()
+    return blas.sgemm if work == np.float32 else blas.dgemm
+
+
+def _im2col(spec: ConvPlan, x: np.ndarray, kernel: np.ndarray, positions) -> np.ndarray:
+    """[batch, positions..., out features] from one batched GEMM over copied windows. The
+    contracted axes are (taps..., features) when the features are operand 0's minor dim,
+    else (features, taps...), so the copy reads runs that are contiguous in memory."""
+    nsp = len(spec.window)
+    view = np.lib.stride_tricks.sliding_window_view(x, spec.extents, axis=tuple(range(1, 1 + nsp)))
+    view = view[(slice(None),) + tuple(slice(0, p * wd.stride, wd.stride)
+                                       for p, wd in zip(positions, spec.window))
+                + (slice(None),) + tuple(slice(None, None, wd.rhs_dilation) for wd in spec.window)]
+    if spec.channels_last:  # [n, positions..., taps..., c]; the kernel is [taps..., c, o]
+        view = np.moveaxis(view, 1 + nsp, -1)
+    else:  # [n, positions..., c, taps...] as it comes
+        kernel = np.moveaxis(kernel, -2, 0)  # [c, taps..., o]
+    n, o = x.shape[0], kernel.shape[-1]
+    count, depth = math.prod(positions), kernel.size // max(o, 1)
+    g = spec.batch_groups if spec.batch_groups > 1 else spec.groups
+    if spec.batch_groups > 1:  # batch element j * (n / g) + b pairs with output group j
+        cols = view.reshape(g, n // g * count, depth)
+        n //= g
+    elif g == 1:
+        cols = view.reshape(1, n * count, depth)
+    else:  # [g, n * positions, K], group j's features
+        axis = 1 + nsp + (nsp if spec.channels_last else 0)
+        grouped = view.reshape(view.shape[:axis] + (g, -1) + view.shape[axis + 1:])
+        cols = np.moveaxis(grouped, axis, 0).reshape(g, n * count, depth)
+    weights = kernel.reshape(depth, g, o // g).transpose(1, 0, 2)  # [g, K, o / g]
+    result = np.matmul(cols, weights).reshape((g, n) + tuple(positions) + (o // g,))
+    if g == 1:
+        return result[0]
+    return np.moveaxis(result, 0, -2).reshape((n,) + tuple(positions) + (o,))
+
+
+def _dilate_and_pad(x: np.ndarray, axes, window) -> np.ndarray:
+    """Base dilation and edge padding (negative: cropping) of the spatial `axes`: one
+    contiguous copy (none when the operand is contiguous and needs neither)."""
+    shape, src, dst = list(x.shape), [slice(None)] * x.ndim, [slice(None)] * x.ndim
+    plain = True
+    for axis, wd in zip(axes, window):
+        n = x.shape[axis]
+        dilated = (n - 1) * wd.lhs_dilation + 1 if n else 0
+        size = max(dilated + wd.padding_low + wd.padding_high, 0)
+        # element k of the operand lands at low + k * dilation; keep those inside [0, size)
+        low, step = wd.padding_low, wd.lhs_dilation
+        first = 0 if low >= 0 else (-low + step - 1) // step
+        last = min(n, (size - 1 - low) // step + 1) if size else 0
+        last = max(last, first)
+        start = low + first * step
+        src[axis] = slice(first, last)
+        dst[axis] = (slice(start, start + (last - first - 1) * step + 1, step)
+                     if last > first else slice(0, 0))
+        shape[axis] = size
+        plain = plain and wd.lhs_dilation == 1 and wd.padding_low == 0 and wd.padding_high == 0
+    if plain:
+        return np.ascontiguousarray(x)
+    padded = np.zeros(shape, x.dtype)
+    padded[tuple(dst)] = x[tuple(src)]
+    return padded
