@@ -156,3 +156,25 @@ ENTRY e {
 }"""
     got = both(text, np.float32(2), np.float32(1))
     assert ((got > 1) & (got <= 2)).all()
+
+
+def test_bf16_reduce_window_sums_in_f32():
+    # cpu rounded the running bf16 sum after every tap; XLA and the interpreter add in f32 and
+    # round once per output element (the windowed loop and the running-scan kernel alike)
+    values = bf16(1 + np.arange(64) / 128.0).reshape(2, 32)
+    for window in ("size=1x63 pad=0_0x31_31", "size=1x32 pad=0_0x31_0",
+                   "size=1x32 pad=0_0x0_31"):
+        text = f"""HloModule m
+add {{
+  a = bf16[] parameter(0)
+  b = bf16[] parameter(1)
+  ROOT s = bf16[] add(a, b)
+}}
+ENTRY e {{
+  x = bf16[2,32] parameter(0)
+  zero = bf16[] constant(0)
+  ROOT r = bf16[2,32] reduce-window(x, zero), window={{{window}}}, to_apply=add
+}}"""
+        got = both(text, values).astype(np.float32)
+        whole_row = {"31_31": 31, "31_0": 31, "0_31": 0}[window.rsplit("x", 1)[1][:5]]
+        assert got[0, whole_row] == bf16([values.astype(np.float32)[0].sum()])[0]

@@ -51,6 +51,11 @@ class OpSource:
     def inline(self, comp, args: list[str]) -> list[str]:
         return Elemental(self.w, {}).inline(comp, args)
 
+    def accumulate(self, accumulators: list[str], elements: list[str]) -> list[str]:
+        """One step of this op's to_apply; a bf16 sum or product stays in f32 (rounding is
+        left to the caller, see elemental.accumulates_in_f32)."""
+        return Elemental(self.w, {}).accumulate(self.instr, accumulators, elements)
+
     def const(self, value, dtype: str) -> str:
         return self.w.const(value, dtype)
 
