@@ -178,3 +178,21 @@ ENTRY e {{
         got = both(text, values).astype(np.float32)
         whole_row = {"31_31": 31, "31_0": 31, "0_31": 0}[window.rsplit("x", 1)[1][:5]]
         assert got[0, whole_row] == bf16([values.astype(np.float32)[0].sum()])[0]
+
+
+def test_cholesky_of_a_matrix_that_is_not_positive_definite():
+    # LAPACK's potrf stops at the failing pivot and leaves the earlier columns below its block
+    # unfinished; cpu copied that, where the interpreter finishes every column before the
+    # failing one and gives NaN from there on
+    for lower in ("true", "false"):
+        text = f"""HloModule m
+ENTRY e {{
+  a = f32[1,8,8] parameter(0)
+  ROOT c = f32[1,8,8] cholesky(a), lower={lower}
+}}"""
+        a = np.eye(8, dtype=np.float32) * 4 + 1
+        a[0, 0] = 2
+        a[5, 5] = -1  # fails at column 5
+        got = both(text, a[None])[0]
+        factor = got if lower == "true" else got.T
+        assert np.isfinite(factor[:, :5]).all() and np.isnan(factor[5:, 5:][np.tril_indices(3)]).all()

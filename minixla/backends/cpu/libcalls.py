@@ -263,8 +263,10 @@ def _lapack():
 
 
 def cholesky(instr):
-    """LAPACK potrf per matrix; a matrix that is not positive definite gives NaN from the
-    failing column on, as a column-by-column factorization does."""
+    """LAPACK potrf per matrix. potrf stops at the first failing pivot and leaves the columns
+    before it unfinished, so a matrix that is not positive definite is factored by the
+    interpreter's column-by-column code instead (NaN from the failing column on)."""
+    from ...reference.ops_linalg import cholesky_values
     _, lapack = _lapack()
     lower = bool(instr.attrs.get("lower", False))
     dtype = instr.shape.dtype
@@ -278,11 +280,7 @@ def cholesky(instr):
         for b in range(flat_in.shape[0]):
             factor, info = potrf(flat_in[b], lower=lower, clean=True)
             if info > 0:
-                bad = info - 1
-                if lower:
-                    factor[bad:, bad:] = np.tril(np.full((n - bad, n - bad), np.nan))
-                else:
-                    factor[bad:, bad:] = np.triu(np.full((n - bad, n - bad), np.nan))
+                factor = cholesky_values(flat_in[b], lower)
             flat_out[b] = factor
     return run
 
