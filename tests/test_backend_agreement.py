@@ -196,3 +196,19 @@ ENTRY e {{
         got = both(text, a[None])[0]
         factor = got if lower == "true" else got.T
         assert np.isfinite(factor[:, :5]).all() and np.isnan(factor[5:, 5:][np.tril_indices(3)]).all()
+
+
+def test_mixed_precision_identity_with_an_infinity():
+    # algsimp's min(x, +inf) -> x returned the f16 operand for an f32 minimum and the rewrite
+    # engine raised RuleError (a plain RuntimeError) out of the cpu compile
+    for op, bound in (("minimum", "inf"), ("maximum", "-inf")):
+        text = f"""HloModule m
+ENTRY e {{
+  x = f32[] constant({bound})
+  y = f16[3] parameter(0)
+  b = f32[3] broadcast(x), dimensions={{}}
+  ROOT r = f32[3] {op}(b, y)
+}}"""
+        y = np.array([1.5, -np.inf, np.nan], np.float16)
+        got = both(text, y)
+        assert got.dtype == np.float32 and got[0] == 1.5 and np.isnan(got[2])

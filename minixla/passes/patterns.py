@@ -464,6 +464,11 @@ class _Engine:
                 replacement = rule.apply(instr)
                 if replacement is None or replacement is instr:
                     continue
+                if replacement.parent is not None and \
+                        not replacement.shape.compatible(instr.shape):
+                    # an existing value of another type (min(f16 y, f32 inf) -> y): declined,
+                    # as XLA's ReplaceInstructionIfCompatible; a value the rule built must fit
+                    continue
                 if self.trace:
                     print(f"{self.rules.name}.{rule.name} fired on %{instr.name}",
                           file=sys.stderr)
