@@ -212,3 +212,20 @@ ENTRY e {{
         y = np.array([1.5, -np.inf, np.nan], np.float16)
         got = both(text, y)
         assert got.dtype == np.float32 and got[0] == 1.5 and np.isnan(got[2])
+
+
+def test_f64_cbrt_at_the_ends_of_the_range():
+    # the interpreter's Newton step cubed the root, which overflowed near the largest f64 and
+    # gave -inf for cbrt(1.8e308)
+    text = """HloModule m
+ENTRY e {
+  x = f64[6] parameter(0)
+  ROOT c = f64[6] cbrt(x)
+}"""
+    top = np.finfo(np.float64).max
+    x = np.array([top, -top, 1e300, -27.0, 8.0, 1e-300])
+    module = minixla.parse_hlo_module(text)
+    want = minixla.compile(module, backend="interpreter")(x)
+    got = minixla.compile(module, backend="cpu")(x)
+    assert np.allclose(want, np.cbrt(x), rtol=1e-15) and (want[3:5] == [-3.0, 2.0]).all()
+    assert np.allclose(got, want, rtol=1e-15)
