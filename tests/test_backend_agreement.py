@@ -229,3 +229,29 @@ ENTRY e {
     got = minixla.compile(module, backend="cpu")(x)
     assert np.allclose(want, np.cbrt(x), rtol=1e-15) and (want[3:5] == [-3.0, 2.0]).all()
     assert np.allclose(got, want, rtol=1e-15)
+
+
+def test_mixed_precision_unary_ops_compute_in_the_wider_type():
+    # f64 = tanh(f32 x) failed Numba's typing on cpu (a raw TypingError); f64 = cbrt(bf16 x)
+    # was rounded to bf16 first on the interpreter but not on cpu, whose pipeline computes in
+    # the wider type; cpu's f64 cbrt dropped the sign of a NaN, which a TOTALORDER sort sees
+    import ml_dtypes
+    x = np.array([-np.nan, np.nan, -1.3125, 4.6875, 0.3, -0.0, np.inf, 1e-30], np.float32)
+    arrays = {"f16": x.astype(np.float16), "bf16": x.astype(ml_dtypes.bfloat16), "f32": x,
+              "f64": x.astype(np.float64)}
+    for op in ("tanh", "cbrt", "log", "sine"):
+        for source, result in (("f32", "f64"), ("bf16", "f64"), ("f32", "bf16"),
+                               ("f64", "f32"), ("f16", "bf16"), ("f64", "f64")):
+            text = f"""HloModule m
+ENTRY e {{
+  x = {source}[8] parameter(0)
+  ROOT r = {result}[8] {op}(x)
+}}"""
+            module = minixla.parse_hlo_module(text)
+            want = minixla.compile(module, backend="interpreter")(arrays[source])
+            got = minixla.compile(module, backend="cpu")(arrays[source])
+            # the math functions are 1-2 ulp apart; a rounding to a narrow type is not
+            rtol = 1e-15 if result == "f64" else 2e-7 if result == "f32" else 0
+            assert not compare_values(got, want, rtol=rtol, atol=0, what=f"{op} {source}")
+            signs = [np.signbit(np.asarray(v, np.float64)) for v in (got, want)]
+            assert (signs[0] == signs[1]).all() and signs[0][0]  # -NaN in, -NaN out
