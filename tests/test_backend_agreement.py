@@ -255,3 +255,23 @@ ENTRY e {{
             assert not compare_values(got, want, rtol=rtol, atol=0, what=f"{op} {source}")
             signs = [np.signbit(np.asarray(v, np.float64)) for v in (got, want)]
             assert (signs[0] == signs[1]).all() and signs[0][0]  # -NaN in, -NaN out
+
+
+def test_s64_products_that_wrap():
+    # Numba marks int64 multiply `nsw`, and LLVM folded (p * c) / p to c although the product
+    # wraps (INT64_MIN * -75 is INT64_MIN); negate and abs of INT64_MIN wrap too
+    text = """HloModule m
+ENTRY e {
+  p = s64[4] parameter(0)
+  c = s64[4] constant({-75, 3, -1, 2})
+  m = s64[4] multiply(p, c)
+  d = s64[4] divide(m, p)
+  s = s64[4] add(p, d)
+  n = s64[4] negate(p)
+  a = s64[4] abs(p)
+  ROOT t = (s64[4], s64[4], s64[4]) tuple(s, n, a)
+}"""
+    low, high = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+    p = np.array([low, high, low, 1 << 62], np.int64)
+    got = both(text, p)
+    assert got[0][0] == low + 1 and got[1][0] == low and got[2][0] == low

@@ -90,7 +90,22 @@ def _arith(ctx, instr, args):
         if instr.opcode not in _PRED_ARITH:
             raise _no(instr, dtype)
         return f"({a} {_PRED_ARITH[instr.opcode]} {b})"
+    if dtype == "s64":
+        return _wrapped(ctx, f"{ctx.cast(a, 'u64')} {_ARITH[instr.opcode]} {ctx.cast(b, 'u64')}")
     return ctx.cast(f"{a} {_ARITH[instr.opcode]} {b}", dtype)
+
+
+def _wrapped(ctx, unsigned_expr: str) -> str:
+    """An s64 result computed in u64: Numba marks int64 add/sub/mul `nsw`, so LLVM may assume
+    they never overflow and fold (x * c) / x to c even where the product wraps; the other
+    signed types are widened to 64 bits first, where they cannot overflow."""
+    return ctx.cast(unsigned_expr, "s64")
+
+
+def _negated(ctx, a: str, dtype: str) -> str:
+    if dtype == "s64":
+        return _wrapped(ctx, f"{ctx.const(0, 'u64')} - {ctx.cast(a, 'u64')}")
+    return ctx.cast(f"-{a}", dtype)
 
 
 @rule("divide")
@@ -145,6 +160,9 @@ def _power(ctx, instr, args):
     if kind(dtype) in ("signed", "unsigned"):
         unsigned = ctx.cast(b, unsigned_of(dtype))
         negative = f"({b} < 0)" if kind(dtype) == "signed" else "False"
+        if dtype == "s64":  # squared in u64, see _wrapped
+            return _wrapped(ctx, f"h.ipow({ctx.cast(a, 'u64')}, {unsigned}, {negative}, "
+                                 f"{ctx.const(1, 'u64')}, {ctx.const(0, 'u64')})")
         return ctx.cast(f"h.ipow({a}, {unsigned}, {negative}, {ctx.const(1, dtype)}, "
                         f"{ctx.const(0, dtype)})", dtype)
     raise _no(instr, dtype)
@@ -199,7 +217,7 @@ def _negate(ctx, instr, args):
     dtype = instr.shape.dtype
     if dtype == "pred":
         raise _no(instr, dtype)
-    return f"(-{args[0]})" if kind(dtype) == "float" else ctx.cast(f"-{args[0]}", dtype)
+    return f"(-{args[0]})" if kind(dtype) == "float" else _negated(ctx, args[0], dtype)
 
 
 @rule("abs")
@@ -209,7 +227,7 @@ def _abs(ctx, instr, args):
     if kind(dtype) == "float":
         return f"abs({a})"
     if kind(dtype) == "signed":
-        return f"({ctx.cast(f'-{a}', dtype)} if {a} < 0 else {a})"
+        return f"({_negated(ctx, a, dtype)} if {a} < 0 else {a})"
     if kind(dtype) == "unsigned":
         return a
     raise _no(instr, dtype)
