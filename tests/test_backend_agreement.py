@@ -275,3 +275,22 @@ ENTRY e {
     p = np.array([low, high, low, 1 << 62], np.int64)
     got = both(text, p)
     assert got[0][0] == low + 1 and got[1][0] == low and got[2][0] == low
+
+
+def test_ill_conditioned_triangular_solve_in_f64():
+    # cpu solved f32 systems with strsm while the interpreter solves in f64; a unit lower
+    # triangle of random entries grows errors exponentially, so f32 results drifted apart
+    text = """HloModule m
+ENTRY e {
+  a = f32[64,64] parameter(0)
+  b = f32[64,8] parameter(1)
+  ROOT x = f32[64,8] triangular-solve(a, b), left_side=true, unit_diagonal=true, lower=true,
+      transpose_a=NO_TRANSPOSE
+}"""
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-1, 1, (64, 64)).astype(np.float32)
+    b = rng.uniform(-1, 1, (64, 8)).astype(np.float32)
+    module = minixla.parse_hlo_module(text)
+    want = minixla.compile(module, backend="interpreter")(a, b)
+    got = minixla.compile(module, backend="cpu")(a, b)
+    assert not compare_values(got, want, rtol=1e-6, atol=0, what="triangular-solve")

@@ -263,9 +263,10 @@ def _lapack():
 
 
 def cholesky(instr):
-    """LAPACK potrf per matrix. potrf stops at the first failing pivot and leaves the columns
-    before it unfinished, so a matrix that is not positive definite is factored by the
-    interpreter's column-by-column code instead (NaN from the failing column on)."""
+    """LAPACK dpotrf per matrix, in f64 like the interpreter. potrf stops at the first failing
+    pivot and leaves the columns before it unfinished, so a matrix that is not positive
+    definite is factored by the interpreter's column-by-column code instead (NaN from the
+    failing column on)."""
     from ...reference.ops_linalg import cholesky_values
     _, lapack = _lapack()
     lower = bool(instr.attrs.get("lower", False))
@@ -275,10 +276,11 @@ def cholesky(instr):
 
     def run(out, a):
         n = a.shape[-1]
-        flat_in, flat_out = a.reshape(-1, n, n), out.reshape(-1, n, n)
-        potrf = lapack.spotrf if a.dtype == np.float32 else lapack.dpotrf
+        # in f64, as the interpreter does
+        flat_in = a.reshape(-1, n, n).astype(np.float64, copy=False)
+        flat_out = out.reshape(-1, n, n)
         for b in range(flat_in.shape[0]):
-            factor, info = potrf(flat_in[b], lower=lower, clean=True)
+            factor, info = lapack.dpotrf(flat_in[b], lower=lower, clean=True)
             if info > 0:
                 factor = cholesky_values(flat_in[b], lower)
             flat_out[b] = factor
@@ -286,7 +288,8 @@ def cholesky(instr):
 
 
 def triangular_solve(instr):
-    """BLAS trsm per matrix (no singularity check: a zero pivot gives inf/NaN, as in XLA)."""
+    """BLAS dtrsm per matrix, in f64 like the interpreter (no singularity check: a zero pivot
+    gives inf/NaN, as in XLA)."""
     blas, _ = _lapack()
     attrs = instr.attrs
     dtype = instr.shape.dtype
@@ -299,13 +302,12 @@ def triangular_solve(instr):
         str(attrs.get("transpose_a", "NO_TRANSPOSE"))]
 
     def run(out, a, b):
-        trsm = blas.strsm if out.dtype == np.float32 else blas.dtrsm
-        m = a.shape[-1]
-        flat_a = a.reshape(-1, m, m)
-        flat_b = b.reshape((-1,) + b.shape[-2:])
+        m = a.shape[-1]  # solved in f64, as the interpreter does (f32 drifts when ill-conditioned)
+        flat_a = a.reshape(-1, m, m).astype(np.float64, copy=False)
+        flat_b = b.reshape((-1,) + b.shape[-2:]).astype(np.float64, copy=False)
         flat_out = out.reshape(flat_b.shape)
         for k in range(flat_b.shape[0]):
-            flat_out[k] = trsm(1.0, flat_a[k], flat_b[k], side=0 if left else 1, lower=lower,
+            flat_out[k] = blas.dtrsm(1.0, flat_a[k], flat_b[k], side=0 if left else 1, lower=lower,
                                trans_a=trans, diag=int(unit))
     return run
 
