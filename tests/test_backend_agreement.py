@@ -294,3 +294,23 @@ ENTRY e {
     want = minixla.compile(module, backend="interpreter")(a, b)
     got = minixla.compile(module, backend="cpu")(a, b)
     assert not compare_values(got, want, rtol=1e-6, atol=0, what="triangular-solve")
+
+
+def test_bf16_scatter_with_an_f32_combiner_rounds_its_stores():
+    # cpu stored the f32 sum of a bf16 scatter by keeping its upper half (truncation); the
+    # interpreter rounds to nearest even
+    text = """HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = bf16[2] parameter(0)
+  i = s32[1,1] parameter(1)
+  u = bf16[1] parameter(2)
+  ROOT r = bf16[2] scatter(x, i, u), update_window_dims={}, inserted_window_dims={0},
+      scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
+}"""
+    got = both(text, bf16([2.0, 0.0]), np.array([[0]], np.int32), bf16([0.0234375]))
+    assert got.astype(np.float32)[0] == 2.03125  # 2.0234375 rounds up, truncation gave 2.015625
