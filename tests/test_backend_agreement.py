@@ -156,3 +156,161 @@ ENTRY e {
 }"""
     got = both(text, np.float32(2), np.float32(1))
     assert ((got > 1) & (got <= 2)).all()
+
+
+def test_bf16_reduce_window_sums_in_f32():
+    # cpu rounded the running bf16 sum after every tap; XLA and the interpreter add in f32 and
+    # round once per output element (the windowed loop and the running-scan kernel alike)
+    values = bf16(1 + np.arange(64) / 128.0).reshape(2, 32)
+    for window in ("size=1x63 pad=0_0x31_31", "size=1x32 pad=0_0x31_0",
+                   "size=1x32 pad=0_0x0_31"):
+        text = f"""HloModule m
+add {{
+  a = bf16[] parameter(0)
+  b = bf16[] parameter(1)
+  ROOT s = bf16[] add(a, b)
+}}
+ENTRY e {{
+  x = bf16[2,32] parameter(0)
+  zero = bf16[] constant(0)
+  ROOT r = bf16[2,32] reduce-window(x, zero), window={{{window}}}, to_apply=add
+}}"""
+        got = both(text, values).astype(np.float32)
+        whole_row = {"31_31": 31, "31_0": 31, "0_31": 0}[window.rsplit("x", 1)[1][:5]]
+        assert got[0, whole_row] == bf16([values.astype(np.float32)[0].sum()])[0]
+
+
+def test_cholesky_of_a_matrix_that_is_not_positive_definite():
+    # LAPACK's potrf stops at the failing pivot and leaves the earlier columns below its block
+    # unfinished; cpu copied that, where the interpreter finishes every column before the
+    # failing one and gives NaN from there on
+    for lower in ("true", "false"):
+        text = f"""HloModule m
+ENTRY e {{
+  a = f32[1,8,8] parameter(0)
+  ROOT c = f32[1,8,8] cholesky(a), lower={lower}
+}}"""
+        a = np.eye(8, dtype=np.float32) * 4 + 1
+        a[0, 0] = 2
+        a[5, 5] = -1  # fails at column 5
+        got = both(text, a[None])[0]
+        factor = got if lower == "true" else got.T
+        assert np.isfinite(factor[:, :5]).all() and np.isnan(factor[5:, 5:][np.tril_indices(3)]).all()
+
+
+def test_mixed_precision_identity_with_an_infinity():
+    # algsimp's min(x, +inf) -> x returned the f16 operand for an f32 minimum and the rewrite
+    # engine raised RuleError (a plain RuntimeError) out of the cpu compile
+    for op, bound in (("minimum", "inf"), ("maximum", "-inf")):
+        text = f"""HloModule m
+ENTRY e {{
+  x = f32[] constant({bound})
+  y = f16[3] parameter(0)
+  b = f32[3] broadcast(x), dimensions={{}}
+  ROOT r = f32[3] {op}(b, y)
+}}"""
+        y = np.array([1.5, -np.inf, np.nan], np.float16)
+        got = both(text, y)
+        assert got.dtype == np.float32 and got[0] == 1.5 and np.isnan(got[2])
+
+
+def test_f64_cbrt_at_the_ends_of_the_range():
+    # the interpreter's Newton step cubed the root, which overflowed near the largest f64 and
+    # gave -inf for cbrt(1.8e308)
+    text = """HloModule m
+ENTRY e {
+  x = f64[6] parameter(0)
+  ROOT c = f64[6] cbrt(x)
+}"""
+    top = np.finfo(np.float64).max
+    x = np.array([top, -top, 1e300, -27.0, 8.0, 1e-300])
+    module = minixla.parse_hlo_module(text)
+    want = minixla.compile(module, backend="interpreter")(x)
+    got = minixla.compile(module, backend="cpu")(x)
+    assert np.allclose(want, np.cbrt(x), rtol=1e-15) and (want[3:5] == [-3.0, 2.0]).all()
+    assert np.allclose(got, want, rtol=1e-15)
+
+
+def test_mixed_precision_unary_ops_compute_in_the_wider_type():
+    # f64 = tanh(f32 x) failed Numba's typing on cpu (a raw TypingError); f64 = cbrt(bf16 x)
+    # was rounded to bf16 first on the interpreter but not on cpu, whose pipeline computes in
+    # the wider type; cpu's f64 cbrt dropped the sign of a NaN, which a TOTALORDER sort sees
+    import ml_dtypes
+    x = np.array([-np.nan, np.nan, -1.3125, 4.6875, 0.3, -0.0, np.inf, 1e-30], np.float32)
+    arrays = {"f16": x.astype(np.float16), "bf16": x.astype(ml_dtypes.bfloat16), "f32": x,
+              "f64": x.astype(np.float64)}
+    for op in ("tanh", "cbrt", "log", "sine"):
+        for source, result in (("f32", "f64"), ("bf16", "f64"), ("f32", "bf16"),
+                               ("f64", "f32"), ("f16", "bf16"), ("f64", "f64")):
+            text = f"""HloModule m
+ENTRY e {{
+  x = {source}[8] parameter(0)
+  ROOT r = {result}[8] {op}(x)
+}}"""
+            module = minixla.parse_hlo_module(text)
+            want = minixla.compile(module, backend="interpreter")(arrays[source])
+            got = minixla.compile(module, backend="cpu")(arrays[source])
+            # the math functions are 1-2 ulp apart; a rounding to a narrow type is not
+            rtol = 1e-15 if result == "f64" else 2e-7 if result == "f32" else 0
+            assert not compare_values(got, want, rtol=rtol, atol=0, what=f"{op} {source}")
+            signs = [np.signbit(np.asarray(v, np.float64)) for v in (got, want)]
+            assert (signs[0] == signs[1]).all() and signs[0][0]  # -NaN in, -NaN out
+
+
+def test_s64_products_that_wrap():
+    # Numba marks int64 multiply `nsw`, and LLVM folded (p * c) / p to c although the product
+    # wraps (INT64_MIN * -75 is INT64_MIN); negate and abs of INT64_MIN wrap too
+    text = """HloModule m
+ENTRY e {
+  p = s64[4] parameter(0)
+  c = s64[4] constant({-75, 3, -1, 2})
+  m = s64[4] multiply(p, c)
+  d = s64[4] divide(m, p)
+  s = s64[4] add(p, d)
+  n = s64[4] negate(p)
+  a = s64[4] abs(p)
+  ROOT t = (s64[4], s64[4], s64[4]) tuple(s, n, a)
+}"""
+    low, high = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+    p = np.array([low, high, low, 1 << 62], np.int64)
+    got = both(text, p)
+    assert got[0][0] == low + 1 and got[1][0] == low and got[2][0] == low
+
+
+def test_ill_conditioned_triangular_solve_in_f64():
+    # cpu solved f32 systems with strsm while the interpreter solves in f64; a unit lower
+    # triangle of random entries grows errors exponentially, so f32 results drifted apart
+    text = """HloModule m
+ENTRY e {
+  a = f32[64,64] parameter(0)
+  b = f32[64,8] parameter(1)
+  ROOT x = f32[64,8] triangular-solve(a, b), left_side=true, unit_diagonal=true, lower=true,
+      transpose_a=NO_TRANSPOSE
+}"""
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-1, 1, (64, 64)).astype(np.float32)
+    b = rng.uniform(-1, 1, (64, 8)).astype(np.float32)
+    module = minixla.parse_hlo_module(text)
+    want = minixla.compile(module, backend="interpreter")(a, b)
+    got = minixla.compile(module, backend="cpu")(a, b)
+    assert not compare_values(got, want, rtol=1e-6, atol=0, what="triangular-solve")
+
+
+def test_bf16_scatter_with_an_f32_combiner_rounds_its_stores():
+    # cpu stored the f32 sum of a bf16 scatter by keeping its upper half (truncation); the
+    # interpreter rounds to nearest even
+    text = """HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = bf16[2] parameter(0)
+  i = s32[1,1] parameter(1)
+  u = bf16[1] parameter(2)
+  ROOT r = bf16[2] scatter(x, i, u), update_window_dims={}, inserted_window_dims={0},
+      scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
+}"""
+    got = both(text, bf16([2.0, 0.0]), np.array([[0]], np.int32), bf16([0.0234375]))
+    assert got.astype(np.float32)[0] == 2.03125  # 2.0234375 rounds up, truncation gave 2.015625

@@ -296,3 +296,25 @@ def test_hits_and_misses_are_counted_across_compiles(tmp_path):
     compile_small(tmp_path)
     compile_small(tmp_path)
     assert cpu_cache.DiskCache(tmp_path).stats() == {"hits": 2, "misses": 1}
+
+
+def test_a_cache_well_under_its_cap_is_measured_again_only_when_due(tmp_path, monkeypatch):
+    # measuring stats every file; doing it after every compile cost a third of a second
+    # with 8,000 entries
+    scans = []
+    sizes = {"bytes": 10}
+
+    def entries(self):
+        scans.append(1)
+        return [(0.0, sizes["bytes"], "k", [])]
+    monkeypatch.setattr(cpu_cache.DiskCache, "entries", entries)
+    disk = cpu_cache.DiskCache(tmp_path, max_bytes=100)
+    disk.evict()
+    disk.evict()
+    assert len(scans) == 1
+    monkeypatch.setattr(cpu_cache, "RESCAN_SECONDS", 0.0)
+    sizes["bytes"] = 60  # over half the cap: measured on every call from now on
+    disk.evict()
+    monkeypatch.setattr(cpu_cache, "RESCAN_SECONDS", 1e9)
+    disk.evict()
+    assert len(scans) == 3

@@ -309,7 +309,8 @@ def _cbrt(values: np.ndarray) -> np.ndarray:
     root = np.cbrt(values)
     if values.dtype != np.float64:
         return root
-    polish = np.isfinite(root) & (root != 0)
+    # only where root**3 is a normal f64: it overflows to inf near the largest values
+    polish = (np.abs(root) > 2.0 ** -340) & (np.abs(root) < 2.0 ** 340)
     step = np.where(polish, (root * root * root - values) / (3 * root * root), 0)
     return np.where(polish, root - step, root)
 

@@ -6,13 +6,25 @@ import numpy as np
 
 from ..errors import ExecutionError
 from ..ir import layout_math
-from .convert import bitcast_convert, convert, reduce_precision
+from ..ir.dtypes import FLOAT
+from .convert import bitcast_convert, convert, element_type, reduce_precision
 from .elementwise import BINARY, UNARY, clamp, compare, select
 from .evaluator import as_dtype
 
 
 def _unary(ev, instr, ops):
-    return UNARY[instr.opcode](ops[0])
+    operand = ops[0]
+    result = instr.shape.numpy_dtype
+    if _mixed_float(operand.dtype, result) and result.itemsize >= operand.dtype.itemsize:
+        # a mixed-precision op computes in the wider type (f64 = cbrt(bf16 x) is cbrt of x
+        # converted to f64; bf16 = cbrt(f32 x) rounds cbrt in f32; f16 and bf16 meet in f32),
+        # as the cpu pipeline's normalization of narrow floats assumes
+        operand = convert(operand, result if result.itemsize > 2 else np.float32)
+    return UNARY[instr.opcode](operand)
+
+
+def _mixed_float(source, result) -> bool:
+    return source != result and element_type(source).kind == element_type(result).kind == FLOAT
 
 
 def _binary(ev, instr, ops):

@@ -244,8 +244,14 @@ def _triangular_solve(ev, instr, operands):
 
 
 def _cholesky(ev, instr, operands):
-    a = _wide(operands[0])
     lower = bool(instr.attrs.get("lower", False))
+    return _finish(cholesky_values(operands[0], lower), instr.shape)
+
+
+def cholesky_values(a: np.ndarray, lower: bool) -> np.ndarray:
+    """The factor in the work type (f64 or c128), column by column; a matrix that is not
+    positive definite gives NaN from the failing column on (cpu's fallback when LAPACK fails)."""
+    a = _wide(a)
     # upper: U^H U = A with A read from the upper triangle; L = U^H factors conj(A)^T's lower part
     source = a if lower else a.conj().swapaxes(-1, -2)
     n = a.shape[-1]
@@ -258,7 +264,7 @@ def _cholesky(ev, instr, operands):
             dots = (factor[..., j + 1:, :j] @ row.conj()[..., None])[..., 0]
             factor[..., j + 1:, j] = (source[..., j + 1:, j] - dots) / pivot[..., None]
     result = factor if lower else factor.conj().swapaxes(-1, -2)
-    return _finish(np.asarray(result, order="C"), instr.shape)
+    return np.asarray(result, order="C")
 
 
 # ---- batch norm ---------------------------------------------------------------------------------

@@ -31,19 +31,24 @@ that cannot be written. Every file of a kernel entry must be owned by the user a
 manifest's checksums (which bind them to the kernel id, itself a hash of the source and
 signature) before Numba is allowed to read it. Kernel modules are executed from the verified
 bytes (no `.pyc` is written or read). Size is capped ($MINIXLA_CACHE_MAX_BYTES, default
-2 GiB); the least recently used entries go first (use touches the manifest's mtime).
+2 GiB); the least recently used entries go first (use touches the manifest's mtime). Measuring
+the size stats every file (a third of a second at 8,000 entries), so while a process's last
+measurement found the cache under half its cap it measures again only after RESCAN_SECONDS
+(the cap can be passed by what is written meanwhile).
 """
 from __future__ import annotations
 
 import contextlib
 import hashlib
 import json
+import math
 import os
 import platform
 import shutil
 import stat
 import sys
 import tempfile
+import time
 import warnings
 from functools import lru_cache
 from pathlib import Path
@@ -54,6 +59,9 @@ except ImportError:  # pragma: no cover - Windows: no inter-process locking
     fcntl = None
 
 DEFAULT_MAX_BYTES = 2 << 30
+RESCAN_SECONDS = 30.0
+# (root, cap) -> (when, bytes) of this process's last measurement of a cache's size
+_MEASURED: dict[tuple[str, int], tuple[float, int]] = {}
 _CODEGEN_FILES = ("helpers.py", "scalar.py", "elemental.py", "kernels.py", "loops.py", "mathlib.py",
                   "jit.py", "cache.py")
 
@@ -375,6 +383,10 @@ class DiskCache:
     def evict(self, keep: set[str] = frozenset()) -> int:
         """Deletes least recently used entries until the cache fits its cap; returns how many.
         Entries in `keep` (just used) and kernels another process holds locked stay."""
+        ledger = (str(self.root), self.max_bytes)
+        when, measured = _MEASURED.get(ledger, (-math.inf, 0))
+        if time.monotonic() - when < RESCAN_SECONDS and 2 * measured <= self.max_bytes:
+            return 0
         entries = sorted(self.entries())
         total = sum(e[1] for e in entries)
         removed = 0
@@ -392,6 +404,7 @@ class DiskCache:
                         path.unlink()
             total -= size
             removed += 1
+        _MEASURED[ledger] = (time.monotonic(), total)
         return removed
 
     def clear(self) -> None:

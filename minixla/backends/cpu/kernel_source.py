@@ -40,7 +40,9 @@ class OpSource:
         return self.bind(f"h.bf16_load({load})" if dtype == "bf16" else load)
 
     def store(self, array: str, dtype: str, index, value: str) -> None:
-        value = f"h.bf16_store({value})" if dtype == "bf16" else value
+        # rounded first: a to_apply of another type (f32 add on bf16 scatter operands) leaves
+        # values off the bf16 grid, and bf16_store only keeps the upper half
+        value = f"h.bf16_store(h.round_bf16({value}))" if dtype == "bf16" else value
         self.line(f"{array}[{', '.join(index) if index else '0'}] = {value}")
 
     def bind(self, expr: str, prefix: str = "v") -> str:
@@ -50,6 +52,11 @@ class OpSource:
 
     def inline(self, comp, args: list[str]) -> list[str]:
         return Elemental(self.w, {}).inline(comp, args)
+
+    def accumulate(self, accumulators: list[str], elements: list[str]) -> list[str]:
+        """One step of this op's to_apply; a bf16 sum or product stays in f32 (rounding is
+        left to the caller, see elemental.accumulates_in_f32)."""
+        return Elemental(self.w, {}).accumulate(self.instr, accumulators, elements)
 
     def const(self, value, dtype: str) -> str:
         return self.w.const(value, dtype)

@@ -151,8 +151,11 @@ def _lapack():
 
 
 def cholesky(instr):
-    """LAPACK potrf per matrix; a matrix that is not positive definite gives NaN from the
-    failing column on, as a column-by-column factorization does."""
+    """LAPACK dpotrf per matrix, in f64 like the interpreter. potrf stops at the first failing
+    pivot and leaves the columns before it unfinished, so a matrix that is not positive
+    definite is factored by the interpreter's column-by-column code instead (NaN from the
+    failing column on)."""
+    from ...reference.ops_linalg import cholesky_values
     _, lapack = _lapack()
     lower = bool(instr.attrs.get("lower", False))
     dtype = instr.shape.dtype
@@ -163,25 +166,20 @@ def cholesky(instr):
     def run(out, a):
         use_threads(threads_for(flops))
         n = a.shape[-1]
-        flat_in, flat_out = a.reshape(-1, n, n), out.reshape(-1, n, n)
-        potrf = lapack.spotrf if a.dtype == np.float32 else lapack.dpotrf
+        # in f64, as the interpreter does
+        flat_in = a.reshape(-1, n, n).astype(np.float64, copy=False)
+        flat_out = out.reshape(-1, n, n)
         for b in range(flat_in.shape[0]):
-            # LAPACK is column-major: factor A^T, the same memory, with the other triangle
-            target = flat_out[b]
-            target[...] = flat_in[b]
-            view = target.T
-            factor, info = potrf(view, lower=not lower, clean=True, overwrite_a=True)
-            if factor is not view:  # SciPy copied instead
-                target[...] = factor.T
+            factor, info = lapack.dpotrf(flat_in[b], lower=lower, clean=True)
             if info > 0:
-                bad = info - 1
-                nan = np.full((n - bad, n - bad), np.nan)
-                target[bad:, bad:] = np.tril(nan) if lower else np.triu(nan)
+                factor = cholesky_values(flat_in[b], lower)
+            flat_out[b] = factor
     return run
 
 
 def triangular_solve(instr):
-    """BLAS trsm per matrix (no singularity check: a zero pivot gives inf/NaN, as in XLA)."""
+    """BLAS dtrsm per matrix, in f64 like the interpreter (no singularity check: a zero pivot
+    gives inf/NaN, as in XLA)."""
     blas, _ = _lapack()
     attrs = instr.attrs
     dtype = instr.shape.dtype
@@ -197,21 +195,13 @@ def triangular_solve(instr):
 
     def run(out, a, b):
         use_threads(threads_for(flops))
-        trsm = blas.strsm if out.dtype == np.float32 else blas.dtrsm
-        m = a.shape[-1]
-        flat_a = a.reshape(-1, m, m)
-        flat_b = b.reshape((-1,) + b.shape[-2:])
+        m = a.shape[-1]  # solved in f64, as the interpreter does (f32 drifts when ill-conditioned)
+        flat_a = a.reshape(-1, m, m).astype(np.float64, copy=False)
+        flat_b = b.reshape((-1,) + b.shape[-2:]).astype(np.float64, copy=False)
         flat_out = out.reshape(flat_b.shape)
         for k in range(flat_b.shape[0]):
-            # column-major BLAS sees the transposes: op(A) X = B is X^T op(A^T) = B^T, so the
-            # side and the triangle swap and nothing is copied
-            target = flat_out[k]
-            target[...] = flat_b[k]
-            view = target.T
-            result = trsm(1.0, flat_a[k].T, view, side=1 if left else 0, lower=not lower,
-                          trans_a=trans, diag=int(unit), overwrite_b=True)
-            if result is not view:  # SciPy copied instead
-                target[...] = result.T
+            flat_out[k] = blas.dtrsm(1.0, flat_a[k], flat_b[k], side=0 if left else 1, lower=lower,
+                               trans_a=trans, diag=int(unit))
     return run
 
 

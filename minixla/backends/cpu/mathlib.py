@@ -513,7 +513,7 @@ erf_f64 = njit(**_JIT)(lambda x: math.erf(x))
 atan_f64 = njit(**_JIT)(lambda x: math.atan(x))
 atan2_f64 = njit(**_JIT)(lambda y, x: math.atan2(y, x))
 power_f64 = njit(**_JIT)(lambda x, y: np.power(x, y))
-cbrt_f64 = njit(**_JIT)(lambda x: np.cbrt(x))
+cbrt_f64 = njit(**_JIT)(lambda x: x if x != x else np.cbrt(x))  # keeps a NaN's sign
 sqrt_f64 = njit(**_JIT)(lambda x: _sqrt(x))
 rsqrt_f64 = njit(**_JIT)(lambda x: 1.0 / _sqrt(x))
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 
+from .elemental import accumulates_in_f32
 from .kernel_source import OpSource
 from .kernels import KernelSpec
 from .rng_kernels import rng_bit_generator
@@ -80,6 +81,9 @@ def _scan(src, comp, count, in_shapes, inits, axis, reverse):
     window holds at i are exactly one more than at i - 1."""
     dims = in_shapes[0].dims
     index = [f"i{d}" for d in range(len(dims))]
+    wide = accumulates_in_f32(src.instr)
+    if wide:  # the running f32 sum, since the bf16 output holds it rounded
+        src.line(f"s0 = np.empty(({', '.join(map(str, dims))},), np.float32)")
     for d, n in enumerate(dims):
         if d == axis:
             bound = f"{n - 1}, -1, -1" if reverse else str(n)
@@ -92,13 +96,17 @@ def _scan(src, comp, count, in_shapes, inits, axis, reverse):
     dtypes = [s.dtype for s in src.out_shapes]
     accs = []
     for k in range(count):
-        before = src.bind(f"{src.outs[k]}[{', '.join(previous)}] if not ({first}) else {inits[k]}"
-                          if dtypes[k] != "bf16" else
-                          f"h.bf16_load({src.outs[k]}[{', '.join(previous)}]) "
-                          f"if not ({first}) else {inits[k]}")
-        accs.append(before)
+        held = f"{src.outs[k]}[{', '.join(previous)}]"
+        if wide:
+            held = f"s0[{', '.join(previous)}]"
+        elif dtypes[k] == "bf16":
+            held = f"h.bf16_load({held})"
+        accs.append(src.bind(f"{held} if not ({first}) else {inits[k]}"))
     values = [src.load(src.params[k], in_shapes[k].dtype, index) for k in range(count)]
-    combined = src.inline(comp, accs + values)
+    combined = src.accumulate(accs, values)
+    if wide:
+        src.line(f"s0[{', '.join(index)}] = {combined[0]}")
+        combined = [src.bind(f"h.round_bf16({combined[0]})")]
     for k in range(count):
         src.store(src.outs[k], dtypes[k], index, combined[k])
     src.close(len(dims))
@@ -133,9 +141,11 @@ def _windows(src, comp, count, in_shapes, inits, window):
     for d, wd in enumerate(window):
         taps.append(_window_positions(src, d, in_dims[d], wd, index[d]))
     values = [src.load(src.params[k], in_shapes[k].dtype, taps) for k in range(count)]
-    combined = src.inline(comp, accs + values)
+    combined = src.accumulate(accs, values)
     src.line(f"{', '.join(accs)} = {', '.join(combined)}")
     src.close(len(window))
+    if accumulates_in_f32(src.instr):
+        accs = [src.bind(f"h.round_bf16({accs[0]})")]
     for k in range(count):
         src.store(src.outs[k], src.out_shapes[k].dtype, index, accs[k])
     src.close(len(out_dims))

@@ -12,6 +12,7 @@ instruction through the reference implementation instead (reported as `fallback.
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -89,7 +90,22 @@ def _arith(ctx, instr, args):
         if instr.opcode not in _PRED_ARITH:
             raise _no(instr, dtype)
         return f"({a} {_PRED_ARITH[instr.opcode]} {b})"
+    if dtype == "s64":
+        return _wrapped(ctx, f"{ctx.cast(a, 'u64')} {_ARITH[instr.opcode]} {ctx.cast(b, 'u64')}")
     return ctx.cast(f"{a} {_ARITH[instr.opcode]} {b}", dtype)
+
+
+def _wrapped(ctx, unsigned_expr: str) -> str:
+    """An s64 result computed in u64: Numba marks int64 add/sub/mul `nsw`, so LLVM may assume
+    they never overflow and fold (x * c) / x to c even where the product wraps; the other
+    signed types are widened to 64 bits first, where they cannot overflow."""
+    return ctx.cast(unsigned_expr, "s64")
+
+
+def _negated(ctx, a: str, dtype: str) -> str:
+    if dtype == "s64":
+        return _wrapped(ctx, f"{ctx.const(0, 'u64')} - {ctx.cast(a, 'u64')}")
+    return ctx.cast(f"-{a}", dtype)
 
 
 @rule("divide")
@@ -144,6 +160,9 @@ def _power(ctx, instr, args):
     if kind(dtype) in ("signed", "unsigned"):
         unsigned = ctx.cast(b, unsigned_of(dtype))
         negative = f"({b} < 0)" if kind(dtype) == "signed" else "False"
+        if dtype == "s64":  # squared in u64, see _wrapped
+            return _wrapped(ctx, f"h.ipow({ctx.cast(a, 'u64')}, {unsigned}, {negative}, "
+                                 f"{ctx.const(1, 'u64')}, {ctx.const(0, 'u64')})")
         return ctx.cast(f"h.ipow({a}, {unsigned}, {negative}, {ctx.const(1, dtype)}, "
                         f"{ctx.const(0, dtype)})", dtype)
     raise _no(instr, dtype)
@@ -198,7 +217,7 @@ def _negate(ctx, instr, args):
     dtype = instr.shape.dtype
     if dtype == "pred":
         raise _no(instr, dtype)
-    return f"(-{args[0]})" if kind(dtype) == "float" else ctx.cast(f"-{args[0]}", dtype)
+    return f"(-{args[0]})" if kind(dtype) == "float" else _negated(ctx, args[0], dtype)
 
 
 @rule("abs")
@@ -208,7 +227,7 @@ def _abs(ctx, instr, args):
     if kind(dtype) == "float":
         return f"abs({a})"
     if kind(dtype) == "signed":
-        return f"({ctx.cast(f'-{a}', dtype)} if {a} < 0 else {a})"
+        return f"({_negated(ctx, a, dtype)} if {a} < 0 else {a})"
     if kind(dtype) == "unsigned":
         return a
     raise _no(instr, dtype)
@@ -376,9 +395,47 @@ def _bitcast_convert(ctx, instr, args):
     return f"h.bitcast({args[0]}, {kernel_type(dst)})"
 
 
+class _Retyped:
+    """`instr` seen with another result element type or as a convert: same attributes, each
+    operand a value of the given shape (only what the rules read)."""
+
+    def __init__(self, opcode: str, attrs, shape, operand_shapes):
+        self.opcode, self.attrs, self.shape = opcode, attrs, shape
+        self.operands = [SimpleNamespace(shape=s) for s in operand_shapes]
+
+    def operand(self, i: int):
+        return self.operands[i]
+
+
+_TYPE_CHANGING = ("convert", "bitcast-convert", "is-finite", "real", "imag", "complex")
+
+
+def _mixed_float_unary(instr) -> str | None:
+    """The operand's float type when `instr` is a float op of one operand whose result has
+    another float type (mixed precision), else None."""
+    if len(instr.operands) != 1 or instr.opcode in _TYPE_CHANGING:
+        return None
+    src, dst = instr.operand(0).shape.dtype, instr.shape.dtype
+    return src if src != dst and kind(src) == kind(dst) == "float" else None
+
+
 def emit_scalar(ctx, instr, args: list[str], *, round_bf16: bool = True) -> str:
     """Source for `instr` applied to operand values `args` (raises NotEmittable); a bf16
-    result is rounded to the bf16 grid unless `round_bf16` is false (an f32 accumulator)."""
+    result is rounded to the bf16 grid unless `round_bf16` is false (an f32 accumulator).
+    A mixed-precision unary op computes in the wider type, as the interpreter does: f64 =
+    cbrt(bf16 x) is cbrt of x converted to f64, bf16 = cbrt(f32 x) rounds the f32 cbrt."""
+    source = _mixed_float_unary(instr)
+    if source is not None:
+        operand, dtype = instr.operand(0).shape, instr.shape.dtype
+        kernel_type(source), kernel_type(dtype)  # f16 and f8 have none
+        if BITS[dtype] >= BITS[source]:
+            value = emit_scalar(ctx, _Retyped("convert", {}, instr.shape, [operand]), args)
+            return emit_scalar(ctx, _Retyped(instr.opcode, instr.attrs, instr.shape,
+                                             [operand.with_dtype(dtype)]), [value],
+                               round_bf16=round_bf16)
+        value = emit_scalar(ctx, _Retyped(instr.opcode, instr.attrs, operand, [operand]), args)
+        return emit_scalar(ctx, _Retyped("convert", {}, instr.shape, [operand]), [value],
+                           round_bf16=round_bf16)
     if any(kind(d) == "complex" for d in [instr.shape.dtype] +
            [op.shape.dtype for op in instr.operands]):
         return _complex(ctx, instr, args)
