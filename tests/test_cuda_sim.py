@@ -409,7 +409,7 @@ def test_kernels_only_call_helpers_that_exist():
     from minixla.backends import cpu
     from minixla.backends.cuda import helpers, kernels
     names = set()
-    for name in ("scalar.py", "elemental.py", "loops.py", "kernels.py"):
+    for name in ("../codegen/scalar.py", "../codegen/elemental.py", "loops.py", "kernels.py"):
         path = Path(cpu.__file__).parent / name
         if path.exists():
             names |= set(re.findall(r"\bh\.([a-z_0-9]+)\(", path.read_text()))

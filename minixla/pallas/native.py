@@ -29,9 +29,9 @@ import math
 
 import numpy as np
 
-from ..backends.cpu.elemental import Writer
+from ..backends.codegen.elemental import Writer
 from ..backends.cpu.kernels import PARALLEL_THRESHOLD, storage_dtype
-from ..backends.cpu.scalar import NotEmittable
+from ..backends.codegen.scalar import NotEmittable
 from ..frontend import dtypes as dt
 from .step_source import StepEmitter, Target, array_dims, offset_index, storage_type
 

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import math
 
-from ..backends.cpu.elemental import Elemental, Writer
+from ..backends.codegen.elemental import Elemental, Writer
 from ..backends.cpu.kernels import storage_dtype
-from ..backends.cpu.scalar import NotEmittable, kernel_type
+from ..backends.codegen.scalar import NotEmittable, kernel_type
 
 # Reading these through an index costs no more than reading their operand.
 CHEAP = frozenset({"parameter", "constant", "iota", "broadcast", "reshape", "bitcast", "copy",

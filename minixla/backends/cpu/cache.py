@@ -54,8 +54,9 @@ except ImportError:  # pragma: no cover - Windows: no inter-process locking
     fcntl = None
 
 DEFAULT_MAX_BYTES = 2 << 30
-_CODEGEN_FILES = ("helpers.py", "scalar.py", "elemental.py", "kernels.py", "loops.py", "mathlib.py",
-                  "jit.py", "cache.py")
+# Relative to backends/: the shared codegen layer and the CPU's own kernel code.
+_CODEGEN_FILES = ("codegen/scalar.py", "codegen/elemental.py", "cpu/helpers.py", "cpu/kernels.py",
+                  "cpu/loops.py", "cpu/mathlib.py", "cpu/jit.py", "cpu/cache.py")
 
 
 def default_root() -> Path:
@@ -78,7 +79,7 @@ def environment() -> dict:
     import numba
 
     from ...version import __version__
-    here = Path(__file__).parent
+    here = Path(__file__).parent.parent
     codegen = hashlib.sha256()
     for name in _CODEGEN_FILES:
         path = here / name

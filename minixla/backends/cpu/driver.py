@@ -25,15 +25,15 @@ import numpy as np
 
 from ...reference import denormals
 from .. import flush_denormals_requested
-from ..common_driver import (DriverBuilder, DriverFunction, lower_alias, lower_call,
+from ..codegen.driver import (DriverBuilder, DriverFunction, lower_alias, lower_call,
                              lower_conditional, lower_get_tuple_element, lower_token,
                              lower_tuple, lower_view, loop_limit,
                              nest as _nest, source as _source, while_lines)
 from . import donation, libcalls, native_loop, opkernels, thunks
 from .kernels import (PARALLEL_THRESHOLD, KernelSpec, build_kernel, kernel_arg,
                       single_op_computation, writing_in_place)
-from .plan import ALIGNMENT, is_view_op, loop_carried_updates, needs_copy, plan_computation
-from .scalar import NotEmittable
+from ..codegen.plan import ALIGNMENT, is_view_op, loop_carried_updates, needs_copy, plan_computation
+from ..codegen.scalar import NotEmittable
 
 CONTROL = {"while", "conditional", "call"}
 ALIASES = {"opt-barrier", "domain", "add-dependency"}

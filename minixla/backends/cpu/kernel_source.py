@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import hashlib
 
-from .elemental import Elemental, Writer
+from ..codegen.elemental import Elemental, Writer
 from .kernels import _HEADER, KernelSpec
-from .scalar import kernel_type
+from ..codegen.scalar import kernel_type
 
 
 class OpSource:

@@ -19,10 +19,10 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from .elemental import Elemental, Writer
+from ..codegen.elemental import Elemental, Writer
 from .loops import emit_nest, leaf_shape, plan_nests
-from .plan import is_view_op
-from .scalar import NotEmittable, kernel_type
+from ..codegen.plan import is_view_op
+from ..codegen.scalar import NotEmittable, kernel_type
 
 def _default_parallel_threshold() -> int:
     """Elements a kernel touches before it runs on threads: 2^18, below which threads cost

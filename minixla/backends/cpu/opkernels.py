@@ -22,7 +22,7 @@ import math
 from .kernel_source import OpSource
 from .kernels import KernelSpec
 from .rng_kernels import rng_bit_generator
-from .scalar import NotEmittable
+from ..codegen.scalar import NotEmittable
 from .sort_kernels import sort, topk
 
 _COMMUTATIVE = {"add", "multiply", "maximum", "minimum", "and", "or", "xor"}

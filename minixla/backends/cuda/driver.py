@@ -24,14 +24,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ...reference.custom_call import lookup_custom_call
-from ..common_driver import (DriverBuilder, DriverFunction, lower_alias, lower_call,
+from ..codegen.driver import (DriverBuilder, DriverFunction, lower_alias, lower_call,
                              lower_conditional, lower_get_tuple_element, lower_while,
                              lower_token, lower_tuple, lower_view,
                              nest as _nest, source as _src)
 from ..cpu import thunks
 from ..cpu.kernels import single_op_computation
-from ..cpu.plan import is_view_op, needs_copy, plan_computation
-from ..cpu.scalar import NotEmittable
+from ..codegen.plan import is_view_op, needs_copy, plan_computation
+from ..codegen.scalar import NotEmittable
 from .indexing import build_scatter_kernel, build_window_kernel, window_ok
 from .kernels import KernelSpec, build_kernel, storage_dtype
 from .matmul import build_dot_kernel

@@ -21,9 +21,9 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from ..cpu.elemental import Elemental, Writer
+from ..codegen.elemental import Elemental, Writer
 from ..cpu.kernels import is_flat, kernel_signature, outputs_of
-from ..cpu.scalar import NotEmittable
+from ..codegen.scalar import NotEmittable
 from .target import Geometry
 
 # Opcodes the math tables in helpers.py provide (f32 and f64).

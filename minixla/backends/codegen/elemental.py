@@ -53,7 +53,7 @@ class Writer:
         return f"{kernel_type(dtype)}({expr})"
 
     def has_math(self, opcode: str, dtype: str) -> bool:
-        from . import mathlib
+        from ..cpu import mathlib
         table = mathlib.MATH_F32 if dtype == "f32" else mathlib.MATH_F64
         return opcode in table
 

@@ -3,7 +3,7 @@ and kernel bookkeeping, the skeleton of one emitted driver function, and the low
 rename values (parameters' tuples, views, aliases, tokens, calls)."""
 from __future__ import annotations
 
-from ..errors import ExecutionError
+from ...errors import ExecutionError
 
 
 class DriverBuilder:
@@ -27,7 +27,7 @@ class DriverBuilder:
     @property
     def evaluator(self):
         if self._evaluator is None:
-            from ..reference.evaluator import Evaluator
+            from ...reference.evaluator import Evaluator
             self._evaluator = Evaluator(self.module)
         return self._evaluator
 
