@@ -1,17 +1,70 @@
-"""What the CPU and CUDA drivers (cpu/driver.py, cuda/driver.py) share: the builder's naming
-and kernel bookkeeping, the skeleton of one emitted driver function, and the lowerings that only
-rename values (parameters' tuples, views, aliases, tokens, calls)."""
+"""The driver both backends generate: one Python function per control computation, calling
+kernels and host work in schedule order.
+
+What is shared is here: the builder's naming and kernel bookkeeping, the dispatch that decides
+how each instruction is computed (`DriverBuilder.decide`), the skeleton of one emitted driver
+function, and the lowerings that only rename values (parameters' tuples, views, aliases,
+tokens, calls), run control flow or call a host fallback.
+
+A backend is a table of hooks (`Hooks`): the rules it tries, in order, for the instructions
+the shared dispatch does not settle itself; how its host fallback runs the interpreter; and
+the lowerings of the kinds its rules return (kernel launches, thunks, in-place updates).
+Its builder subclass adds what is really its own: the buffer plan it asks for, the namespace
+values live in, kernel specs.
+"""
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
 from ...errors import ExecutionError
+from .plan import constant_value, is_view_op
+from .scalar import NotEmittable
+
+CONTROL = frozenset({"while", "conditional", "call"})
+ALIASES = frozenset({"opt-barrier", "domain", "add-dependency"})
+TOKENS = frozenset({"after-all"})
+LEAVES = frozenset({"parameter", "constant", "tuple", "get-tuple-element"})
+
+# (builder, instr) -> (how, detail), or None when the rule does not apply; a rule may raise
+# NotEmittable, whose message is the fallback's reason unless a later rule takes the op.
+Rule = Callable[..., "tuple[str, object] | None"]
+Lowering = Callable[..., None]
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """A backend's part of the driver."""
+    rules: tuple[Rule, ...]  # tried in order after the ops every backend lowers alike
+    fallback: Callable  # (instr, evaluator) -> run(*operands): the interpreter, on its values
+    lowering: dict[str, Lowering] = field(default_factory=dict)  # over the shared LOWERING
+
+    def lowering_for(self, how: str) -> Lowering:
+        return self.lowering[how] if how in self.lowering else LOWERING[how]
 
 
 class DriverBuilder:
-    """Naming, kernel and evaluator bookkeeping; subclasses set `module`, `kernels`,
-    `kernel_names`, `counter` and `_evaluator` in their __init__, and provide
-    `bind_host(prefix, fn)` (a name for a host function in the driver's namespace)."""
+    """Naming, kernel and evaluator bookkeeping and the shared dispatch. Subclasses set
+    `hooks`, and provide `bind_host(prefix, fn)` (a name for a host function in the driver's
+    namespace), `dtype(shape)` (a name for an element type), `kernel_spec(comp)` (the target's
+    kernel for a fused computation; raises NotEmittable) and `new_function` (the planned driver
+    function of one computation)."""
 
+    hooks: Hooks
     max_while_iterations: int | None = None  # the compile option; None: loops are unbounded
+
+    def __init__(self, module, options: dict):
+        self.module = module
+        self.max_while_iterations = options.get("max_while_iterations")
+        self.kernels: dict = {}  # global name -> spec
+        self.kernel_names: dict[str, str] = {}  # spec.kid -> global name
+        self.functions: dict[int, str] = {}  # id(computation) -> driver function name
+        self.chunks: list[str] = []
+        self.fallbacks: Counter = Counter()
+        self.fallback_reasons: list[tuple] = []  # (instruction, why no kernel)
+        self.counter = 0
+        self._evaluator = None
 
     def fresh_name(self, prefix: str) -> str:
         self.counter += 1
@@ -31,12 +84,87 @@ class DriverBuilder:
             self._evaluator = Evaluator(self.module)
         return self._evaluator
 
+    def bind_host(self, prefix: str, fn) -> str:
+        raise NotImplementedError
+
+    def decide(self, instr) -> tuple[str, object]:
+        """(how, detail): how the driver computes `instr`. `how` is one of plan.py's kinds
+        (kernel/thunk/dus/scatter write into storage the plan provides; fallback, call, while
+        and conditional return values of their own)."""
+        op = instr.opcode
+        if op in LEAVES or op in TOKENS:
+            return op, None
+        if op in ALIASES:
+            return "alias", None
+        if constant_value(instr) is not None:
+            return "constant", None
+        reason = "no native implementation"
+        for rule in self.hooks.rules:
+            try:
+                decision = rule(self, instr)
+            except NotEmittable as exc:
+                reason = str(exc)
+                continue
+            if decision is not None:
+                return decision
+        self.fallback_reasons.append((instr, reason))
+        return "fallback", self.hooks.fallback(instr, self.evaluator)
+
+    def function(self, comp, *, is_entry: bool = False) -> str:
+        """The name of `comp`'s driver function, emitting it the first time."""
+        if id(comp) in self.functions:
+            return self.functions[id(comp)]
+        name = self.functions[id(comp)] = self.fresh_name("entry_" if is_entry else "f_")
+        decisions = {id(i): self.decide(i) for i in comp.instructions}
+        # A scheduled module runs in its schedule's order (buffer assignment relies on it).
+        order = list(comp.instructions) if self.module.is_scheduled else comp.post_order()
+        self.chunks.append(self.new_function(comp, order, decisions, is_entry).emit(name))
+        return name
+
+    def new_function(self, comp, order, decisions, is_entry: bool) -> DriverFunction:
+        raise NotImplementedError
+
+
+# ---- rules both backends use ------------------------------------------------------------------
+
+def view_rule(b: DriverBuilder, instr):
+    """Ops that are a view of operand 0 (reshape, a bitcast between row-major layouts)."""
+    return ("view", None) if is_view_op(instr) else None
+
+
+def control_rule(b: DriverBuilder, instr):
+    """while, conditional and call: Python control flow around other driver functions."""
+    return (instr.opcode, None) if instr.opcode in CONTROL else None
+
+
+def fusion_rule(b, instr):
+    """A fusion is one kernel (`b.kernel_spec`), or else a driver function of its own."""
+    if instr.opcode != "fusion":
+        return None
+    try:
+        return "kernel", b.kernel_spec(instr.attrs["calls"])
+    except NotEmittable:
+        return "call", None
+
+
+def single_op_rule(opcodes: frozenset, *, tuples: frozenset = frozenset()) -> Rule:
+    """A lone elementwise op, or one of `opcodes`, as the kernel of a one-instruction
+    computation; tuple-shaped results only for `tuples`."""
+    from .kernels import single_op_computation
+
+    def rule(b, instr):
+        if instr.opdef.kind != "elementwise" and instr.opcode not in opcodes:
+            return None
+        if instr.shape.is_tuple and instr.opcode not in tuples:
+            return None
+        return "kernel", b.kernel_spec(single_op_computation(instr))
+    return rule
+
 
 class DriverFunction:
-    """Source of one driver function; subclasses provide `lowering` (how -> lowering),
-    `exit(value, kinds, shape)` (the returned expression) and `operands`."""
+    """Source of one driver function; subclasses provide `exit(value, kinds, shape)` (the
+    returned expression) and `outputs(instr)` (a buffer name per array leaf)."""
 
-    lowering: dict = {}
     # How the driver reads a predicate (while, two-way conditional) and a branch index.
     truth, index = "{}", "int({})"
 
@@ -51,7 +179,7 @@ class DriverFunction:
         for instr in self.plan.order:
             how, detail = self.decisions[id(instr)]
             self.lines.append(f"# {instr.name} = {instr.opcode} {instr.shape}")
-            self.lowering[how](self, instr, detail)
+            self.b.hooks.lowering_for(how)(self, instr, detail)
         root = self.comp.root
         result = self.exit(self.names[id(root)], self.plan.kinds[id(root)], root.shape)
         body = "\n".join("    " + line for line in self.lines)
@@ -59,6 +187,13 @@ class DriverFunction:
 
     def value(self, instr):
         return self.names[id(instr)]
+
+    def operands(self, instr) -> list[str]:
+        return [source(self.value(op)) for op in instr.operands]
+
+    def host_value(self, expr: str) -> str:
+        """The expression a host fallback's result is used as (a backend may wrap it)."""
+        return expr
 
     def assign(self, instr, expr: str) -> None:
         var = self.b.fresh_name("v")
@@ -80,7 +215,7 @@ def source(value) -> str:
     return value
 
 
-# ---- lowerings both drivers use ---------------------------------------------------------------
+# ---- lowerings both backends use ---------------------------------------------------------------
 
 def lower_tuple(fn: DriverFunction, instr, _):
     fn.names[id(instr)] = tuple(fn.value(op) for op in instr.operands)
@@ -163,4 +298,18 @@ def lower_conditional(fn: DriverFunction, instr, _):
 def lower_call(fn: DriverFunction, instr, _):
     comp = instr.attrs["to_apply"] if instr.opcode == "call" else instr.attrs["calls"]
     name = fn.b.function(comp)
-    fn.assign(instr, f"{name}({', '.join(source(o) for o in fn.operands(instr))})")
+    fn.assign(instr, f"{name}({', '.join(fn.operands(instr))})")
+
+
+def lower_fallback(fn: DriverFunction, instr, run):
+    """The interpreter's handler on the operands' values (counted as `fallback.<opcode>`)."""
+    fn.b.fallbacks[instr.opcode] += 1
+    name = fn.b.bind_host("t", run)
+    fn.assign(instr, fn.host_value(f"{name}({', '.join(fn.operands(instr))})"))
+
+
+LOWERING: dict[str, Lowering] = {
+    "tuple": lower_tuple, "get-tuple-element": lower_get_tuple_element, "view": lower_view,
+    "alias": lower_alias, "after-all": lower_token, "while": lower_while,
+    "conditional": lower_conditional, "call": lower_call, "fallback": lower_fallback,
+}

@@ -55,8 +55,9 @@ except ImportError:  # pragma: no cover - Windows: no inter-process locking
 
 DEFAULT_MAX_BYTES = 2 << 30
 # Relative to backends/: the shared codegen layer and the CPU's own kernel code.
-_CODEGEN_FILES = ("codegen/scalar.py", "codegen/elemental.py", "cpu/helpers.py", "cpu/kernels.py",
-                  "cpu/loops.py", "cpu/mathlib.py", "cpu/jit.py", "cpu/cache.py")
+_CODEGEN_FILES = ("codegen/helpers.py", "codegen/scalar.py", "codegen/elemental.py",
+                  "codegen/kernels.py", "cpu/helpers.py", "cpu/kernels.py", "cpu/loops.py",
+                  "cpu/mathlib.py", "cpu/jit.py", "cpu/cache.py")
 
 
 def default_root() -> Path:

@@ -71,7 +71,7 @@ class _Emitter:
         return name
 
     def constant(self, instr) -> str:
-        from .thunks import constant_value
+        from ..codegen.plan import constant_value
         value = constant_value(instr)
         value = instr.literal if value is None else value
         if instr.shape.is_tuple:
