@@ -137,6 +137,10 @@ def test_ops_without_kernels_are_counted_host_fallbacks():
     }"""
     prog = program(text, optimize=False)
     assert prog.fallbacks["sort"] == 1 and prog.fallbacks["multiply"] == 1
+    # the shared dispatch says why, as it does for the CPU
+    reasons = {instr.opcode: why for instr, why in prog.fallback_reasons}
+    assert reasons["sort"] == "no native implementation"
+    assert reasons["multiply"] == "element type f16 has no kernel representation"
 
 
 def test_while_loops_read_their_predicate_on_the_host():

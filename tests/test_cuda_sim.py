@@ -402,16 +402,15 @@ def test_host_fallbacks_are_reported_in_metrics():
 
 
 def test_kernels_only_call_helpers_that_exist():
-    """Every `h.<name>` the shared scalar rules and elemental emitter can write is defined for
-    CUDA kernels, and the math tables cover the emitter's list."""
+    """Every `h.<name>` the shared code generator and the CUDA kernel builders can write is
+    defined for CUDA kernels, and the math tables cover the emitter's list."""
     from pathlib import Path
 
-    from minixla.backends import cpu
+    from minixla.backends import codegen, cuda
     from minixla.backends.cuda import helpers, kernels
     names = set()
-    for name in ("scalar.py", "elemental.py", "loops.py", "kernels.py"):
-        path = Path(cpu.__file__).parent / name
-        if path.exists():
+    for package in (codegen, cuda):
+        for path in sorted(Path(package.__file__).parent.glob("*.py")):
             names |= set(re.findall(r"\bh\.([a-z_0-9]+)\(", path.read_text()))
     assert names and not [n for n in sorted(names) if not hasattr(helpers, n)]
     assert set(helpers.MATH_F32) == set(helpers.MATH_F64) == kernels.MATH_OPCODES

@@ -59,7 +59,8 @@ def test_cpu_agrees_with_the_interpreter(request):
 
 
 def test_a_planted_wrong_kernel_is_caught(monkeypatch):
-    from minixla.backends.cpu import jit, scalar
+    from minixla.backends.codegen import scalar
+    from minixla.backends.cpu import jit
     wrong = scalar.SCALAR["add"]
 
     def subtract_instead(ctx, instr, args):

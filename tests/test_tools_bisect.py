@@ -128,7 +128,7 @@ def test_a_planted_rule_is_found_through_the_cpu_backend(planted_rule, monkeypat
 
 @needs_cpu
 def test_a_planted_wrong_kernel_is_named(monkeypatch, module_file, capsys):
-    from minixla.backends.cpu import scalar
+    from minixla.backends.codegen import scalar
     from minixla.runtime import compile_memo
     right = scalar.SCALAR["divide"]
 
@@ -174,7 +174,7 @@ def test_the_documented_broken_rule_is_found_and_reduced(monkeypatch):
 
 @needs_cpu
 def test_a_kernel_wrong_only_when_fused_is_pinned_on_the_fusion_pass(monkeypatch):
-    from minixla.backends.cpu import scalar
+    from minixla.backends.codegen import scalar
     right = scalar.SCALAR["negate"]
 
     def negate_wrong_in_fusions(ctx, instr, args):  # a lone negate stays right

@@ -535,7 +535,7 @@ class _GridRunner:
         `fallback_reason` (logged, and dumped beside the kernel source)."""
         import importlib
         import logging
-        from ..backends.cpu.scalar import NotEmittable
+        from ..backends.codegen.scalar import NotEmittable
         from ..runtime.metrics import count
         call = self.call
         module_name, _, class_name = NATIVE_GRIDS[backend].partition(":")

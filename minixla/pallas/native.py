@@ -29,9 +29,9 @@ import math
 
 import numpy as np
 
-from ..backends.cpu.elemental import Writer
-from ..backends.cpu.kernels import PARALLEL_THRESHOLD, storage_dtype
-from ..backends.cpu.scalar import NotEmittable
+from ..backends.codegen.elemental import Writer
+from ..backends.cpu.kernels import PARALLEL_THRESHOLD, CpuWriter, storage_dtype
+from ..backends.codegen.scalar import NotEmittable
 from ..frontend import dtypes as dt
 from .step_source import StepEmitter, Target, array_dims, offset_index, storage_type
 
@@ -122,7 +122,7 @@ class GridSource:
                  threads: bool, target: Target | None = None, writer: Writer | None = None):
         self.module, self.ins, self.outs, self.scratch = module, ins, outs, scratch
         self.plan, self.checks, self.threads = plan, checks, threads
-        self.w = writer or Writer()
+        self.w = writer or CpuWriter()
         self.em = StepEmitter(self.w, target or Target())
 
     def arg_names(self) -> list[str]:

@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from ..backends.cpu.scalar import NotEmittable
+from ..backends.codegen.scalar import NotEmittable
 from ..backends.cuda.kernels import HEADER, CudaElemental, CudaWriter
 from ..frontend import dtypes as dt
 from .native import GridSource, GridSpec, array_dims_of, kernel_array, padded_input

@@ -1,10 +1,10 @@
 """The step computation of a kernel as Numba statements, to be inlined into a grid loop.
 
 The step is HLO over blocks (core.py traces it). Most of its instructions are computed per
-element where they are used, by the cpu backend's elemental emitter (backends/cpu/elemental.py):
-a loop nest over an output block asks for the value of the root at `(i0, i1)` and the emitter
-walks the operands at the indices each op maps that to. A few values become block arrays
-("materialized") instead:
+element where they are used, by the backends' shared elemental emitter
+(backends/codegen/elemental.py): a loop nest over an output block asks for the value of the
+root at `(i0, i1)` and the emitter walks the operands at the indices each op maps that to. A
+few values become block arrays ("materialized") instead:
 
 * reductions, dots and while loops (fori_loop), which are not a function of one index;
 * values with several users that are not cheap to recompute (the `e` of a softmax feeds its sum
@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import math
 
-from ..backends.cpu.elemental import Elemental, Writer
+from ..backends.codegen.elemental import Elemental, Writer
 from ..backends.cpu.kernels import storage_dtype
-from ..backends.cpu.scalar import NotEmittable, kernel_type
+from ..backends.codegen.scalar import NotEmittable, kernel_type
 
 # Reading these through an index costs no more than reading their operand.
 CHEAP = frozenset({"parameter", "constant", "iota", "broadcast", "reshape", "bitcast", "copy",

@@ -2,8 +2,9 @@
 
 compile_module(module, options) -> Executable:
   emit    driver.build_program: one kernel source per fusion / lone op (kernels.py, with
-          elemental.py and scalar.py), one driver function per control computation, a buffer
-          plan with a preallocated arena (plan.py). Needs no compiler.
+          the shared emitter and scalar rules of codegen/), one driver function per control
+          computation, a buffer plan with a preallocated arena (codegen/plan.py). Needs no
+          compiler.
   compile jit.obtain for every kernel: in-process memo, persistent cache (cache.py), Numba.
   run     the entry driver function, under a lock (the arena is per executable).
 

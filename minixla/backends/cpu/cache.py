@@ -62,8 +62,10 @@ DEFAULT_MAX_BYTES = 2 << 30
 RESCAN_SECONDS = 30.0
 # (root, cap) -> (when, bytes) of this process's last measurement of a cache's size
 _MEASURED: dict[tuple[str, int], tuple[float, int]] = {}
-_CODEGEN_FILES = ("helpers.py", "scalar.py", "elemental.py", "kernels.py", "loops.py", "mathlib.py",
-                  "jit.py", "cache.py")
+# Relative to backends/: the shared codegen layer and the CPU's own kernel code.
+_CODEGEN_FILES = ("codegen/helpers.py", "codegen/scalar.py", "codegen/elemental.py",
+                  "codegen/kernels.py", "cpu/helpers.py", "cpu/kernels.py", "cpu/loops.py",
+                  "cpu/mathlib.py", "cpu/jit.py", "cpu/cache.py")
 
 
 def default_root() -> Path:
@@ -86,7 +88,7 @@ def environment() -> dict:
     import numba
 
     from ...version import __version__
-    here = Path(__file__).parent
+    here = Path(__file__).parent.parent
     codegen = hashlib.sha256()
     for name in _CODEGEN_FILES:
         path = here / name

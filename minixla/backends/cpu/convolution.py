@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..codegen.scalar import NotEmittable
 from .blas_threads import libraries_loaded, threads_for, use_threads
 from .libcalls import _finish, _gemm_dtype, _work_dtype
-from .scalar import NotEmittable
 
 # When shifted GEMMs beat im2col (measured on [8, 1024, c] 1-D and [8, h, w, c] 2-D cases):
 SHIFT_MIN_FEATURES = 16  # fewer input features per group make each tap's GEMM too thin

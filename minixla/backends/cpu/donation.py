@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .plan import BUFFER_KINDS, MAY_ALIAS_KINDS, VIEW_KINDS
+from ..codegen.plan import BUFFER_KINDS, MAY_ALIAS_KINDS, VIEW_KINDS
 
 
 @dataclass

@@ -13,8 +13,11 @@ once and emits straight-line source such as
         k1(a3, v4)
         return v4
 
-Per-instruction lowering is a table (`LOWERING`): kernel (generated Numba), thunk (BLAS, NumPy
-copies, custom calls), fallback (the interpreter's handler), view, control flow.
+The dispatch and the lowerings both backends share are in codegen/driver.py; this module is the
+CPU's hook table (`HOOKS`): the rules that pick kernel (generated Numba), thunk (BLAS, NumPy
+copies, library and custom calls) or scatter for an instruction, the interpreter's handler as
+the fallback, and the lowerings of those kinds. Its builder adds the CPU's buffer assignment,
+donated arguments and native while loops.
 """
 from __future__ import annotations
 
@@ -25,19 +28,14 @@ import numpy as np
 
 from ...reference import denormals
 from .. import flush_denormals_requested
-from ..common_driver import (DriverBuilder, DriverFunction, lower_alias, lower_call,
-                             lower_conditional, lower_get_tuple_element, lower_token,
-                             lower_tuple, lower_view, loop_limit,
-                             nest as _nest, source as _source, while_lines)
+from ..codegen.driver import (CONTROL, DriverBuilder, DriverFunction, Hooks, fusion_rule,
+                              loop_limit, single_op_rule, while_lines)
+from ..codegen.driver import nest as _nest
+from ..codegen.driver import source as _source
+from ..codegen.plan import (ALIGNMENT, constant_value, is_view_op, loop_carried_updates,
+                            needs_copy, plan_computation)
 from . import donation, libcalls, native_loop, opkernels, thunks
-from .kernels import (PARALLEL_THRESHOLD, KernelSpec, build_kernel, kernel_arg, reading_outputs,
-                      single_op_computation)
-from .plan import ALIGNMENT, is_view_op, loop_carried_updates, needs_copy, plan_computation
-from .scalar import NotEmittable
-
-CONTROL = {"while", "conditional", "call"}
-ALIASES = {"opt-barrier", "domain", "add-dependency"}
-TOKENS = {"after-all"}
+from .kernels import PARALLEL_THRESHOLD, KernelSpec, build_kernel, kernel_arg, reading_outputs
 
 
 @dataclass
@@ -64,24 +62,15 @@ class Program:
 
 class _Builder(DriverBuilder):
     def __init__(self, module, options: dict):
-        self.module = module
+        super().__init__(module, options)
         self.parallel_threshold = int(options.get("parallel_threshold", PARALLEL_THRESHOLD))
-        self.max_while_iterations = options.get("max_while_iterations")
         self.allow_native_loops = bool(options.get("native_loops", True))
         self.ns: dict = {"np": np, "_contiguous": _contiguous, "_loop_input": _loop_input,
                          "_into_donated": donation.into_donated}
-        self.kernels: dict[str, KernelSpec] = {}
-        self.kernel_names: dict[str, str] = {}  # spec.kid -> global name
-        self.functions: dict[int, str] = {}
-        self.chunks: list[str] = []
         self.views: list[tuple[str, int, object]] = []  # (name, arena offset, shape)
         self.view_names: set[str] = set()
         self.view_bytes: dict[str, tuple] = {}  # arena view -> (offset, dims, dtype)
         self.kernel_args: dict[str, tuple[str, str]] = {}  # argument expr -> (global, expr)
-        self.fallbacks: Counter = Counter()
-        self.fallback_reasons: list[tuple] = []  # (instruction, why no kernel)
-        self.counter = 0
-        self._evaluator = None
         self.carried: dict[int, dict] = {}  # id(while body) -> {state leaf: in-place DUS}
         self.native_loops: dict[int, tuple | None] = {}  # id(while) -> native_while's answer
         self.assignment = _buffer_assignment(module, options)
@@ -115,61 +104,7 @@ class _Builder(DriverBuilder):
         self.ns.setdefault(name, shape.numpy_dtype)
         return name
 
-    # -- lowering decisions ----------------------------------------------------------------
-    def decide(self, instr):
-        """(how, detail): how the driver computes `instr`."""
-        op = instr.opcode
-        if op in ("parameter", "constant", "tuple", "get-tuple-element") or op in ALIASES \
-                or op in TOKENS:
-            return op if op not in ALIASES else "alias", None
-        if thunks.constant_value(instr) is not None:
-            return "constant", None
-        if is_view_op(instr):
-            if instr.opcode == "reshape" and not self._shares_operand_buffer(instr):
-                return "thunk", thunks.reshape_copy(instr)
-            return "view", None
-        if op in CONTROL:
-            return op, self.native_loop(instr) if op == "while" else None
-        if op == "fusion":
-            try:
-                return "kernel", self._spec(instr.attrs["calls"])
-            except NotEmittable:
-                return "call", None
-        if op == "dot" and opkernels.is_small_dot(instr):
-            return "kernel", opkernels.small_dot(instr)
-        if op == "dot" and thunks.blas_dot_ok(instr):
-            return "thunk", thunks.dot(instr)
-        if op == "custom-call":
-            return "thunk", thunks.custom_call(instr)
-        if op in thunks.MOVEMENT and not instr.shape.is_tuple:
-            return "thunk", thunks.MOVEMENT[op](instr)
-        if op == "dynamic-update-slice":
-            return "dus", None
-        reason = "no native implementation"
-        if instr.opdef.kind == "elementwise" or op in ("reduce", "transpose", "bitcast"):
-            try:
-                return "kernel", self._spec(single_op_computation(instr))
-            except NotEmittable as exc:
-                reason = str(exc)
-        if op in libcalls.LIBCALLS and not instr.shape.is_tuple:
-            try:
-                return "thunk", libcalls.LIBCALLS[op](instr)
-            except NotEmittable as exc:
-                reason = str(exc)
-        if op == "scatter" and not instr.shape.is_tuple:
-            try:  # a copying kernel and one that updates operand 0 where the plan allows
-                return "scatter", (opkernels.scatter(instr), opkernels.scatter(instr, True))
-            except NotEmittable as exc:
-                reason = str(exc)
-        if op in opkernels.BUILDERS:
-            try:
-                return "kernel", opkernels.BUILDERS[op](instr)
-            except NotEmittable as exc:
-                reason = str(exc)
-        self.fallback_reasons.append((instr, reason))
-        return "fallback", thunks.fallback(instr, self.evaluator)
-
-    def _spec(self, comp) -> KernelSpec:
+    def kernel_spec(self, comp) -> KernelSpec:
         return build_kernel(comp, parallel_threshold=self.parallel_threshold,
                             flush_denormals=self.flush_denormals)
 
@@ -244,13 +179,7 @@ class _Builder(DriverBuilder):
             self.carried[id(body)] = updates
         return self.carried[id(body)]
 
-    def function(self, comp, *, is_entry: bool = False) -> str:
-        if id(comp) in self.functions:
-            return self.functions[id(comp)]
-        name = self.functions[id(comp)] = self.fresh_name("entry_" if is_entry else "f_")
-        decisions = {id(i): self.decide(i) for i in comp.instructions}
-        # A scheduled module runs in its schedule's order (buffer assignment relies on it).
-        order = list(comp.instructions) if self.module.is_scheduled else comp.post_order()
+    def new_function(self, comp, order, decisions, is_entry: bool) -> _Function:
         shared = None
         if self.assignment is not None:
             def shared(i, leaf):
@@ -269,8 +198,7 @@ class _Builder(DriverBuilder):
         self.arena_bytes += -(-plan.arena_bytes // ALIGNMENT) * ALIGNMENT
         fn = _Function(self, comp, plan, decisions, base, is_entry)
         fn.donated = donated
-        self.chunks.append(fn.emit(name))
-        return name
+        return fn
 
 
 class _Function(DriverFunction):
@@ -284,8 +212,8 @@ class _Function(DriverFunction):
             return donation.exit_expression(self, value, kinds, shape, outputs, _exit, _source)
         return _exit(value, kinds, shape, self.is_entry)
 
-    def operands(self, instr) -> list[str]:
-        return [self.value(op) for op in instr.operands]
+    def host_value(self, expr: str) -> str:
+        return f"_flushed({expr})" if self.b.flush_denormals else expr
 
     def outputs(self, instr) -> list[str]:
         """A buffer name per array leaf: an arena view, or a fresh array made here."""
@@ -349,7 +277,7 @@ def _parameter(fn: _Function, instr, _):
 
 
 def _constant(fn: _Function, instr, _):
-    value = thunks.constant_value(instr)
+    value = constant_value(instr)
     value = np.array(instr.literal if value is None else value, copy=True, order="C") \
         if not instr.shape.is_tuple else instr.literal
     if fn.b.flush_denormals:
@@ -402,7 +330,7 @@ def _thunk(fn: _Function, instr, run):
     outs = fn.outputs(instr)
     out = outs[0] if not instr.shape.is_tuple else _source(fn.value(instr))
     name = fn.b.bind("t", run)
-    fn.lines.append(f"{name}({', '.join([out] + [_source(o) for o in fn.operands(instr)])})")
+    fn.lines.append(f"{name}({', '.join([out] + fn.operands(instr))})")
     _flush_outputs(fn, instr, outs)
 
 
@@ -426,7 +354,7 @@ def _scatter(fn: _Function, instr, specs):
         _kernel(fn, instr, copying)
 
 
-def _dus(fn: _Function, instr, _):
+def _dus_lowering(fn: _Function, instr, _):
     in_place = id(instr) in fn.plan.in_place
     run = thunks.dynamic_update_slice(instr, in_place)
     if in_place:
@@ -435,7 +363,7 @@ def _dus(fn: _Function, instr, _):
     else:
         (out,) = fn.outputs(instr)
     name = fn.b.bind("t", run)
-    fn.lines.append(f"{name}({', '.join([out] + [_source(o) for o in fn.operands(instr)])})")
+    fn.lines.append(f"{name}({', '.join([out] + fn.operands(instr))})")
 
 
 def _while(fn: _Function, instr, native):
@@ -494,28 +422,80 @@ def _owned_by_loop(decisions, loop, i: int) -> bool:
         init.operands.count(leaf) == 1 and leaf.shape.is_array
 
 
-def _fallback(fn: _Function, instr, run):
-    fn.b.fallbacks[instr.opcode] += 1
-    name = fn.b.bind("t", run)
-    operands = ", ".join(_source(o) for o in fn.operands(instr))
-    fn.assign(instr, f"{name}({operands})" if not fn.b.flush_denormals else
-              f"_flushed({name}({operands}))")
-
-
-LOWERING = {
-    "parameter": _parameter, "constant": _constant, "tuple": lower_tuple,
-    "get-tuple-element": lower_get_tuple_element, "view": lower_view, "alias": lower_alias,
-    "after-all": lower_token, "kernel": _kernel, "thunk": _thunk, "dus": _dus,
-    "scatter": _scatter,
-    "fallback": _fallback, "while": _while, "conditional": lower_conditional,
-    "call": lower_call,
-}
-_Function.lowering = LOWERING
-
-
 def _can_share(instr, number: int) -> bool:
     from ...passes.dataflow import can_share_operand_buffer
     return can_share_operand_buffer(instr, number)
+
+
+# ---- the hook table ---------------------------------------------------------------------------
+
+def _view(b: _Builder, instr):
+    """A view of operand 0; a reshape that buffer assignment gave storage of its own copies."""
+    if not is_view_op(instr):
+        return None
+    if instr.opcode == "reshape" and not b._shares_operand_buffer(instr):
+        return "thunk", thunks.reshape_copy(instr)
+    return "view", None
+
+
+def _control(b: _Builder, instr):
+    if instr.opcode not in CONTROL:
+        return None
+    return instr.opcode, b.native_loop(instr) if instr.opcode == "while" else None
+
+
+def _dot(b: _Builder, instr):
+    if instr.opcode != "dot":
+        return None
+    if opkernels.is_small_dot(instr):
+        return "kernel", opkernels.small_dot(instr)
+    return ("thunk", thunks.dot(instr)) if thunks.blas_dot_ok(instr) else None
+
+
+def _custom_call(b: _Builder, instr):
+    return ("thunk", thunks.custom_call(instr)) if instr.opcode == "custom-call" else None
+
+
+def _movement(b: _Builder, instr):
+    """Data movement as NumPy copies (memcpy-speed, no compile time)."""
+    if instr.opcode in thunks.MOVEMENT and not instr.shape.is_tuple:
+        return "thunk", thunks.MOVEMENT[instr.opcode](instr)
+    return None
+
+
+def _dus(b: _Builder, instr):
+    return ("dus", None) if instr.opcode == "dynamic-update-slice" else None
+
+
+def _libcall(b: _Builder, instr):
+    if instr.opcode in libcalls.LIBCALLS and not instr.shape.is_tuple:
+        return "thunk", libcalls.LIBCALLS[instr.opcode](instr)
+    return None
+
+
+def _scatter_kernels(b: _Builder, instr):
+    """A copying kernel and one that updates operand 0 where the plan allows."""
+    if instr.opcode == "scatter" and not instr.shape.is_tuple:
+        return "scatter", (opkernels.scatter(instr), opkernels.scatter(instr, True))
+    return None
+
+
+def _op_kernel(b: _Builder, instr):
+    build = opkernels.BUILDERS.get(instr.opcode)
+    return ("kernel", build(instr)) if build is not None else None
+
+
+# How the CPU computes what the shared dispatch leaves to it, in order; then the interpreter.
+HOOKS = Hooks(
+    rules=(_view, _control, fusion_rule, _dot, _custom_call, _movement, _dus,
+           single_op_rule(frozenset({"reduce", "transpose", "bitcast"}),
+                          tuples=frozenset({"reduce"})),
+           _libcall, _scatter_kernels, _op_kernel),
+    fallback=thunks.fallback,
+    lowering={"parameter": _parameter, "constant": _constant, "kernel": _kernel,
+              "thunk": _thunk, "dus": _dus_lowering, "scatter": _scatter, "while": _while},
+)
+_Builder.hooks = HOOKS
 
 
 def _buffer_assignment(module, options: dict):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import hashlib
 
-from .elemental import Elemental, Writer
-from .kernels import _HEADER, KernelSpec
-from .scalar import kernel_type
+from ..codegen.elemental import Elemental
+from ..codegen.scalar import kernel_type
+from .kernels import _HEADER, CpuWriter, KernelSpec
 
 
 class OpSource:
@@ -16,7 +16,7 @@ class OpSource:
 
     def __init__(self, instr):
         self.instr = instr
-        self.w = Writer()
+        self.w = CpuWriter()
         self.w.depth = 1
         self.params = [f"p{i}" for i in range(len(instr.operands))]
         leaves = [s for _, s in instr.shape.leaves()]

@@ -20,10 +20,10 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
-from .elemental import Elemental, Writer
-from .loops import emit_nest, leaf_shape, plan_nests
-from .plan import is_view_op
-from .scalar import NotEmittable, kernel_type
+from ..codegen.elemental import Elemental, Writer
+from ..codegen.kernels import is_flat, kernel_signature, leaf_shape, outputs_of
+from .loops import emit_nest, plan_nests
+
 
 def _default_parallel_threshold() -> int:
     """Elements a kernel touches before it runs on threads: 2^18, below which threads cost
@@ -70,42 +70,16 @@ from minixla.backends.cpu.mathlib import MATH_F32, MATH_F64
 '''
 
 
-def outputs_of(comp) -> list:
-    """The fusion's results: root tuple elements, or the root (variadic reduce: its leaves)."""
-    root = comp.root
-    if root.opcode == "tuple":
-        if any(op.shape.is_tuple for op in root.operands):
-            raise NotEmittable("nested tuple outputs")
-        return [(op, None) for op in root.operands]
-    if root.shape.is_tuple:
-        if root.opcode != "reduce":
-            raise NotEmittable(f"tuple-shaped {root.opcode} root")
-        return [(root, k) for k in range(len(root.shape.tuple_shapes))]
-    return [(root, None)]
+class CpuWriter(Writer):
+    """Kernel text for Numba on the CPU: transcendental functions come from mathlib's
+    vectorizable tables (`MATH_F32`/`MATH_F64`, imported by the kernel header)."""
 
-
-def is_flat(comp, outputs) -> bool:
-    """Every array in the fusion has the output's dims (or is a scalar) and nothing moves data,
-    so one flat index addresses all of them."""
-    dims = leaf_shape(*outputs[0]).dims
-    for instr, k in outputs:
-        if leaf_shape(instr, k).dims != dims:
-            return False
-    for instr in comp.instructions:
-        if instr.shape.is_tuple or instr.opcode == "tuple":
-            if instr is not comp.root:
-                return False
-            continue
-        if instr.shape.rank and instr.shape.dims != dims:
-            return False
-        if instr.opcode in ("broadcast",) and instr.operand(0).shape.rank != 0:
-            return False
-        if instr.opcode == "bitcast" and not is_view_op(instr):
-            return False  # moves elements through layouts
-        if instr.opcode in ("iota", "reduce", "transpose", "slice", "reverse", "pad",
-                            "concatenate", "dynamic-slice", "dynamic-update-slice", "gather"):
-            return False
-    return True
+    def math_table(self, dtype: str):
+        if dtype not in ("f32", "f64"):
+            return None
+        from . import mathlib
+        table = mathlib.MATH_F32 if dtype == "f32" else mathlib.MATH_F64
+        return table, f"MATH_{dtype.upper()}"
 
 
 def build_kernel(comp, name: str = "kernel", *, parallel_threshold: int = PARALLEL_THRESHOLD,
@@ -115,7 +89,7 @@ def build_kernel(comp, name: str = "kernel", *, parallel_threshold: int = PARALL
     become zeros of their sign."""
     outputs = outputs_of(comp)
     flat = is_flat(comp, outputs)
-    writer = Writer()
+    writer = CpuWriter()
     writer.flush_denormals = flush_denormals
     params, arrays, args, ndims, dtypes, arg_names = kernel_signature(comp, outputs, flat)
     touched = max([p.shape.numel() for p in params]
@@ -166,50 +140,6 @@ def reading_outputs(spec: KernelSpec, pairs: dict[int, int]) -> KernelSpec:
                          spec.flat, spec.parallel, spec.loop_nests)
     variant.kid = hashlib.sha256((source + variant.signature_text()).encode()).hexdigest()[:32]
     return variant
-
-
-def kernel_signature(comp, outputs, flat: bool):
-    """The kernel's arguments: parameters (by number), array constants, then outputs.
-
-    Returns (params, arrays, args, ndims, dtypes, arg_names): `arrays` maps id(instr) to the
-    name the kernel body reads it by, `args` says what each argument is ("param"/"const"/"out").
-    Raises NotEmittable when some argument's dtype has no kernel type."""
-    params = sorted(comp.parameters, key=lambda p: p.parameter_number)
-    constants = [i for i in comp.post_order() if i.opcode == "constant" and i.shape.rank]
-    arrays, args, ndims, dtypes = {}, [], [], []
-    for p in params:
-        arrays[id(p)] = f"p{p.parameter_number}"
-        args.append(("param", p.parameter_number))
-        _add_arg(p.shape, flat, ndims, dtypes)
-    for k, c in enumerate(constants):
-        arrays[id(c)] = f"c{k}"
-        args.append(("const", c))
-        _add_arg(c.shape, flat, ndims, dtypes)
-    for k, (instr, leaf) in enumerate(outputs):
-        args.append(("out", k))
-        _add_arg(leaf_shape(instr, leaf), flat, ndims, dtypes)
-    for d in dtypes:
-        kernel_type(d)
-    arg_names = [arrays[id(p)] for p in params] + [arrays[id(c)] for c in constants] + \
-        [f"o{k}" for k in range(len(outputs))]
-    return params, arrays, args, ndims, dtypes, arg_names
-
-
-def _add_arg(shape, flat: bool, ndims: list, dtypes: list) -> None:
-    ndims.append(1 if flat or shape.rank == 0 else shape.rank)  # scalars: 1-element arrays
-    dtypes.append(shape.dtype)
-
-
-def single_op_computation(instr):
-    """A fused computation holding just `instr` (operands become parameters), so a lone op
-    goes through the same kernel builder as a fusion."""
-    from ...ir.computation import HloComputation
-    from ...ir.instruction import HloInstruction
-    params = [HloInstruction.parameter(i, op.shape, name=f"param_{i}")
-              for i, op in enumerate(instr.operands)]
-    clone = instr.clone(params)
-    clone.name = instr.name
-    return HloComputation(f"single.{instr.name}", params + [clone], clone)
 
 
 def storage_dtype(dtype: str):

@@ -13,8 +13,8 @@ import math
 
 import numpy as np
 
+from ..codegen.scalar import NotEmittable
 from .blas_threads import libraries_loaded, threads_for, use_threads
-from .scalar import NotEmittable
 
 _NARROW_FLOATS = ("f16", "bf16")
 _FLOATS = ("f16", "bf16", "f32", "f64")
@@ -115,7 +115,7 @@ def bitcast_convert(instr):
     """Same bytes, other type: one byte copy (pieces of a wider type in little-endian order,
     the host's, as XLA specifies)."""
     import sys
-    from .scalar import BITS
+    from ..codegen.scalar import BITS
     src, dst = instr.operand(0).shape.dtype, instr.shape.dtype
     if "pred" in (src, dst) or BITS.get(src, 1) % 8 or BITS.get(dst, 1) % 8 or \
             sys.byteorder != "little":

@@ -10,7 +10,7 @@
 """
 from __future__ import annotations
 
-from .elemental import Elemental, Writer, accumulates_in_f32
+from ..codegen.elemental import Elemental, Writer, accumulates_in_f32
 
 
 def leaf_shape(instr, k):
@@ -201,7 +201,7 @@ def minor_source(instr):
     if instr.opcode != "bitcast" or instr.shape.dims == instr.operand(0).shape.dims and \
             instr.shape.minor_to_major() == instr.operand(0).shape.minor_to_major():
         return None
-    from .elemental import physical_order
+    from ..codegen.elemental import physical_order
     out_order, in_order = physical_order(instr.shape), physical_order(instr.operand(0).shape)
     if sorted(instr.shape.dims) != sorted(instr.operand(0).shape.dims) or \
             [instr.shape.dims[d] for d in out_order] != \

@@ -32,7 +32,7 @@ import numpy as np
 from .cache import module_name
 from .jit import kernel_id
 from .kernels import KernelSpec
-from .scalar import KERNEL_TYPES
+from ..codegen.scalar import KERNEL_TYPES
 
 # Temporaries of a native loop live for the executable's lifetime; beyond this many bytes
 # the loop is not "small" and keeps the Python path (whose temporaries share the arena).
@@ -71,7 +71,7 @@ class _Emitter:
         return name
 
     def constant(self, instr) -> str:
-        from .thunks import constant_value
+        from ..codegen.plan import constant_value
         value = constant_value(instr)
         value = instr.literal if value is None else value
         if instr.shape.is_tuple:
@@ -161,7 +161,7 @@ class _Emitter:
         self.lines.append(f"{callee}({', '.join(args)})")
         if not instr.shape.is_tuple:
             return outs[0]
-        from ..common_driver import nest
+        from ..codegen.driver import nest
         return nest(instr.shape, iter(outs))
 
     def dynamic_update_slice(self, instr, names):

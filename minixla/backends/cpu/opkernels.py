@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import math
 
-from .elemental import accumulates_in_f32
+from ..codegen.elemental import accumulates_in_f32
+from ..codegen.scalar import NotEmittable
 from .kernel_source import OpSource
 from .kernels import KernelSpec
 from .rng_kernels import rng_bit_generator
-from .scalar import NotEmittable
 from .sort_kernels import sort, topk
 
 _COMMUTATIVE = {"add", "multiply", "maximum", "minimum", "and", "or", "xor"}

@@ -6,7 +6,7 @@ import math
 
 from .kernel_source import OpSource
 from .kernels import KernelSpec
-from .scalar import NotEmittable, kernel_type
+from ..codegen.scalar import NotEmittable, kernel_type
 
 
 def rng_bit_generator(instr) -> KernelSpec:
@@ -14,7 +14,7 @@ def rng_bit_generator(instr) -> KernelSpec:
     128-bit counter (state[1], state[2]) + b with key state[0]; 32-bit outputs take the four
     words of each block in order, 64-bit outputs two words each. The new state advances the
     counter by the blocks used. Other algorithms and states are not emittable."""
-    from .scalar import BITS
+    from ..codegen.scalar import BITS
     algorithm = str(instr.attrs.get("algorithm", "rng_default"))
     state, data = instr.shape.tuple_shapes
     if algorithm == "rng_three_fry":
@@ -71,7 +71,7 @@ def _threefry(instr) -> KernelSpec:
     outputs take both words of counter n (row-major position n); 32-bit outputs split one dim
     (the first even one, else the largest) in halves: counter n gives the two neighbours
     2h and 2h + 1 along it."""
-    from .scalar import BITS
+    from ..codegen.scalar import BITS
     state, data = instr.shape.tuple_shapes
     if state.dtype != "u64" or instr.operand(0).shape.dtype != "u64" or state.numel() < 2 or \
             data.dtype not in BITS or data.dtype in ("pred", "bf16"):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .kernel_source import OpSource
 from .kernels import KernelSpec
-from .scalar import kernel_type
+from ..codegen.scalar import kernel_type
 
 _SMALL_TOPK = 32  # up to this k, a sorted buffer of k; above, a sort of the whole row
 

@@ -209,17 +209,5 @@ def _unshared(value, operands):
     return value
 
 
-def constant_value(instr) -> np.ndarray | None:
-    """The value of ops that depend on nothing (iota): computed once, at compile. replica-id
-    and partition-id depend on the device and run through the interpreter's handler."""
-    if instr.opcode == "iota":
-        dim, dims = instr.attrs["iota_dimension"], instr.shape.dims
-        line = np.arange(dims[dim]).astype(instr.shape.numpy_dtype)
-        shape = [1] * len(dims)
-        shape[dim] = dims[dim]
-        return np.ascontiguousarray(np.broadcast_to(line.reshape(shape), dims))
-    return None
-
-
 MOVEMENT = {"broadcast": broadcast, "slice": slice_, "concatenate": concatenate, "pad": pad,
             "reverse": reverse, "copy": copy, "dynamic-slice": dynamic_slice}

@@ -1,8 +1,8 @@
 """The CUDA backend: fused kernels generated as numba.cuda source, driven by generated Python.
 
 compile_module(module, options) -> Executable:
-  emit    driver.build_program: one kernel source per fusion / lone op (kernels.py with the CPU
-          backend's elemental emitter; reduce.py, tiles.py, matmul.py, indexing.py for the GPU
+  emit    driver.build_program: one kernel source per fusion / lone op (kernels.py with the shared
+          elemental emitter of codegen/; reduce.py, tiles.py, matmul.py, indexing.py for the GPU
           shapes of work), one driver function per control computation, a buffer plan whose
           temporaries are views of one device arena. Needs no GPU and no numba.cuda.
   compile runtime.load: numba.cuda compiles every kernel, constants are uploaded.
@@ -32,9 +32,9 @@ def available() -> tuple[bool, str]:
 
 
 def pipeline():
-    """The CPU backend's pipeline: the same optimized module (fusion, layouts, schedule). The
-    GPU-specific choices (how a fusion is run) are made when kernels are generated."""
-    from ..cpu import pipeline as cpu_pipeline
+    """The CPU backend's pass pipeline: the same optimized module (fusion, layouts, schedule).
+    The GPU-specific choices (how a fusion is run) are made when kernels are generated."""
+    from ...passes.pipelines import cpu_pipeline
     return cpu_pipeline()
 
 

@@ -1,8 +1,9 @@
 """Driver code for the CUDA backend: one generated Python function per control computation.
 
-As on the CPU (cpu/driver.py), a driver function runs its computation's instructions in
-schedule order on buffers the plan (cpu/plan.py) placed: parameters, constants, views of one
-device arena, fresh device arrays for values that leave the computation. Every value is a
+The shared driver (codegen/driver.py) decides and emits; this module is CUDA's hook table. A
+driver function runs its computation's instructions in schedule order on buffers the shared
+plan (codegen/plan.py) placed: parameters, constants, views of one device arena, fresh device
+arrays for values that leave the computation. Every value is a
 device array; the only host<->device copies are the executable's edges (parameters in, results
 out), the predicate of a `while` and the selector of a `conditional` (one scalar each), and
 ops that run on the host (fallbacks, reported as `fallback.<opcode>`):
@@ -24,24 +25,22 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ...reference.custom_call import lookup_custom_call
-from ..common_driver import (DriverBuilder, DriverFunction, lower_alias, lower_call,
-                             lower_conditional, lower_get_tuple_element, lower_while,
-                             lower_token, lower_tuple, lower_view,
-                             nest as _nest, source as _src)
-from ..cpu import thunks
-from ..cpu.kernels import single_op_computation
-from ..cpu.plan import is_view_op, needs_copy, plan_computation
-from ..cpu.scalar import NotEmittable
+from ..codegen.driver import (DriverBuilder, DriverFunction, Hooks, control_rule, fusion_rule,
+                              single_op_rule, view_rule)
+from ..codegen.driver import nest as _nest
+from ..codegen.driver import source as _src
+from ..codegen.kernels import single_op_computation
+from ..codegen.plan import constant_value, needs_copy, plan_computation
+from ..codegen.scalar import NotEmittable
 from .indexing import build_scatter_kernel, build_window_kernel, window_ok
 from .kernels import KernelSpec, build_kernel, storage_dtype
 from .matmul import build_dot_kernel
 from .target import geometry
 
-CONTROL = {"while", "conditional", "call"}
-ALIASES = {"opt-barrier", "domain", "add-dependency"}
 # Lone ops that become single-op kernels (besides elementwise ones).
-KERNEL_OPS = {"reduce", "transpose", "bitcast", "broadcast", "slice", "concatenate", "pad",
-              "reverse", "copy", "dynamic-slice", "gather", "map", "reduce-window"}
+KERNEL_OPS = frozenset({"reduce", "transpose", "bitcast", "broadcast", "slice", "concatenate",
+                        "pad", "reverse", "copy", "dynamic-slice", "gather", "map",
+                        "reduce-window"})
 
 
 @dataclass
@@ -56,26 +55,19 @@ class Program:
     params: dict[str, object]  # entry parameter converters: global name -> Shape
     arena_bytes: int
     fallbacks: Counter = field(default_factory=Counter)
+    fallback_reasons: list = field(default_factory=list)  # (instruction, why no kernel)
 
 
 class _Builder(DriverBuilder):
     def __init__(self, module, options: dict):
-        self.module = module
+        super().__init__(module, options)
         self.geometry = geometry(options)
-        self.max_while_iterations = options.get("max_while_iterations")
-        self.kernels: dict[str, KernelSpec] = {}
-        self.kernel_names: dict[str, str] = {}
         self.host: dict[str, object] = {}
         self.constants: dict[str, object] = {}
         self.views: list = []
         self.dtypes: dict[str, object] = {}
         self.params: dict[str, object] = {}
-        self.functions: dict[int, str] = {}
-        self.chunks: list[str] = []
-        self.fallbacks: Counter = Counter()
         self.arena_bytes = 0
-        self.counter = 0
-        self._evaluator = None
 
     def dtype(self, shape) -> str:
         name = f"dt_{shape.dtype}"
@@ -87,58 +79,21 @@ class _Builder(DriverBuilder):
         self.host[name] = fn
         return name
 
-    def decide(self, instr):
-        """(how, detail); `how` uses plan.py's kinds (kernel/thunk/dus write into storage the
-        plan provides, fallback/call/while/conditional return arrays of their own)."""
-        op = instr.opcode
-        if op in ("parameter", "constant", "tuple", "get-tuple-element", "after-all"):
-            return op, None
-        if op in ALIASES:
-            return "alias", None
-        if thunks.constant_value(instr) is not None:
-            return "constant", None
-        if is_view_op(instr):
-            return "view", None
-        if op in CONTROL:
-            return op, None
-        if op == "fusion":
-            try:
-                return "kernel", build_kernel(instr.attrs["calls"], self.geometry)
-            except NotEmittable:
-                return "call", None
-        if op == "dynamic-update-slice":
-            return "dus", None
-        if op == "custom-call":
-            return "thunk", _custom_call(instr)
-        try:
-            if op == "dot":
-                return "kernel", build_dot_kernel(instr, self.geometry)
-            if op == "scatter":
-                return "kernel", build_scatter_kernel(instr, self.geometry)
-            if (instr.opdef.kind == "elementwise" or op in KERNEL_OPS) and \
-                    (not instr.shape.is_tuple or op == "reduce"):
-                return "kernel", build_kernel(single_op_computation(instr), self.geometry)
-        except NotEmittable:
-            pass
-        return "fallback", host_fallback(instr, self.evaluator)
+    def kernel_spec(self, comp) -> KernelSpec:
+        return build_kernel(comp, self.geometry)
 
-    def function(self, comp, *, is_entry: bool = False) -> str:
-        if id(comp) in self.functions:
-            return self.functions[id(comp)]
-        name = self.functions[id(comp)] = self.fresh_name("entry_" if is_entry else "f_")
-        decisions = {id(i): self.decide(i) for i in comp.instructions}
-        order = list(comp.instructions) if self.module.is_scheduled else comp.post_order()
+    def new_function(self, comp, order, decisions, is_entry: bool) -> _Function:
         plan = plan_computation(comp, order=order, is_entry=is_entry,
                                 how=lambda i: decisions[id(i)][0])
         base, self.arena_bytes = self.arena_bytes, self.arena_bytes + \
             -(-plan.arena_bytes // 256) * 256
-        self.chunks.append(_Function(self, comp, plan, decisions, base, is_entry).emit(name))
-        return name
+        return _Function(self, comp, plan, decisions, base, is_entry)
 
 
 class _Function(DriverFunction):
     # Predicates and selectors are device scalars, read back to the host.
     truth, index = "_truth({})", "_scalar({})"
+
     def exit(self, value, kinds, shape) -> str:
         """The returned expression; leaves that may be reused storage are copied (entry: the
         runtime's `_own`, a device copy only when results stay on the device)."""
@@ -149,9 +104,6 @@ class _Function(DriverFunction):
         if shape.is_token or not needs_copy(kinds, self.is_entry):
             return _src(value)
         return f"{'_own' if self.is_entry else '_dcopy'}({_src(value)})"
-
-    def operands(self, instr) -> list[str]:
-        return [_src(self.value(op)) for op in instr.operands]
 
     def outputs(self, instr) -> list[str]:
         names = []
@@ -195,7 +147,7 @@ def _parameter(fn: _Function, instr, _):
 
 
 def _constant(fn: _Function, instr, _):
-    value = thunks.constant_value(instr)
+    value = constant_value(instr)
     name = fn.b.fresh_name("c")
     fn.b.constants[name] = (instr.literal if value is None else value, instr.shape)
     fn.names[id(instr)] = name
@@ -250,21 +202,6 @@ def _thunk(fn: _Function, instr, run):
     fn.lines.append(f"{name}({', '.join([_src(fn.value(instr))] + fn.operands(instr))})")
 
 
-def _fallback(fn: _Function, instr, run):
-    fn.b.fallbacks[instr.opcode] += 1
-    fn.assign(instr, f"{fn.b.bind_host('t', run)}({', '.join(fn.operands(instr))})")
-
-
-LOWERING = {
-    "parameter": _parameter, "constant": _constant, "tuple": lower_tuple,
-    "get-tuple-element": lower_get_tuple_element, "view": lower_view, "alias": lower_alias,
-    "after-all": lower_token, "kernel": _kernel, "thunk": _thunk, "dus": _dus,
-    "fallback": _fallback, "while": lower_while, "conditional": lower_conditional,
-    "call": lower_call,
-}
-_Function.lowering = LOWERING
-
-
 # ---- host work ----------------------------------------------------------------------------------
 
 def host_fallback(instr, evaluator):
@@ -306,6 +243,38 @@ def _custom_call(instr):
     return run
 
 
+# ---- the hook table ---------------------------------------------------------------------------
+
+def _dus_rule(b: _Builder, instr):
+    return ("dus", None) if instr.opcode == "dynamic-update-slice" else None
+
+
+def _custom_call_rule(b: _Builder, instr):
+    return ("thunk", _custom_call(instr)) if instr.opcode == "custom-call" else None
+
+
+def _dot_rule(b: _Builder, instr):
+    return ("kernel", build_dot_kernel(instr, b.geometry)) if instr.opcode == "dot" else None
+
+
+def _scatter_rule(b: _Builder, instr):
+    if instr.opcode != "scatter":
+        return None
+    return "kernel", build_scatter_kernel(instr, b.geometry)
+
+
+# How CUDA computes what the shared dispatch leaves to it, in order; then the interpreter on
+# host copies.
+HOOKS = Hooks(
+    rules=(view_rule, control_rule, fusion_rule, _dus_rule, _custom_call_rule, _dot_rule,
+           _scatter_rule, single_op_rule(KERNEL_OPS, tuples=frozenset({"reduce"}))),
+    fallback=host_fallback,
+    lowering={"parameter": _parameter, "constant": _constant, "kernel": _kernel,
+              "thunk": _thunk, "dus": _dus},
+)
+_Builder.hooks = HOOKS
+
+
 def build_program(module, options: dict) -> Program:
     """Driver source, kernel sources and what the runtime must bind (nothing compiled yet)."""
     builder = _Builder(module, options)
@@ -313,4 +282,4 @@ def build_program(module, options: dict) -> Program:
     source = "\n\n".join(reversed(builder.chunks))
     return Program(source, entry, builder.kernels, builder.host, builder.constants,
                    builder.views, builder.dtypes, builder.params, builder.arena_bytes,
-                   builder.fallbacks)
+                   builder.fallbacks, builder.fallback_reasons)

@@ -1,12 +1,12 @@
 """What generated CUDA kernels call: `h.<helper>`, the math tables, and their `np`/`math`.
 
-The per-element source comes from the CPU backend's scalar rules (cpu/scalar.py), which call
+The per-element source comes from the shared scalar rules (codegen/scalar.py), which call
 helpers as `h.sdiv(...)`, `h.fmax(...)`, `h.bitcast(x, np.int32)`, ... This module is that `h`
 for CUDA kernels:
 
-* the CPU helpers written in plain Python (integer division, NaN-propagating max, saturating
-  converts, bf16 rounding) are reused as they are: their code is rebound to this module's
-  primitives and, on a GPU, registered as device functions (`register_jitable`);
+* the shared scalar helpers (codegen/helpers.py: integer division, NaN-propagating max,
+  saturating converts, bf16 rounding) are built over this module's primitives and, on a GPU,
+  registered as device functions (`register_jitable`);
 * the primitives the CPU builds from LLVM intrinsics (bitcast, signbit, copysign, rounding,
   popcount, count-leading-zeros) are libdevice calls on a GPU and NumPy in the simulator;
 * MATH_F32 / MATH_F64 map transcendental opcodes to CUDA's math library (libdevice) on a GPU
@@ -25,7 +25,7 @@ import types as pytypes
 import numpy as _np
 from numba import cuda
 
-from ..cpu import helpers as _cpu
+from ..codegen.helpers import scalar_helpers
 from .target import simulating
 
 SIMULATOR = simulating()
@@ -135,48 +135,39 @@ def _device(fn):
     return fn
 
 
-globals().update(_sim_primitives() if SIMULATOR else _device_primitives())
-_PRIMITIVES = ("bitcast", "signbit", "copysign", "floor", "ceil", "rint", "trunc", "round_afz",
-               "popcount", "count_leading_zeros")
+_prims = _sim_primitives() if SIMULATOR else _device_primitives()
+bitcast = _prims["bitcast"]
+signbit = _prims["signbit"]
+copysign = _prims["copysign"]
+floor = _prims["floor"]
+ceil = _prims["ceil"]
+rint = _prims["rint"]
+trunc = _prims["trunc"]
+round_afz = _prims["round_afz"]
+popcount = _prims["popcount"]
+count_leading_zeros = _prims["count_leading_zeros"]
 
+# ---- the shared helpers (codegen/helpers.py), over the primitives above ---------------------
 
-# The CPU computes these with llvm.maximum/minimum; here they are written out.
-@_device
-def fmax(a, b):
-    # NaN wins; +0 beats -0 in either order.
-    if a != a:
-        return a
-    if b != b:
-        return b
-    if a == b:
-        return b if signbit(a) else a  # noqa: F821 - a primitive bound above
-    return a if a > b else b  # noqa: FURB136 - keeps the dtype, as on the device
-
-
-@_device
-def fmin(a, b):
-    if a != a:
-        return a
-    if b != b:
-        return b
-    if a == b:
-        return a if signbit(a) else b  # noqa: F821
-    return a if a < b else b  # noqa: FURB136
-
-
-def _rebind_cpu_helpers() -> None:
-    """The CPU helpers that are plain Python under @njit, rebound to the primitives above."""
-    namespace = {"np": _np, **{name: globals()[name] for name in _PRIMITIVES + ("fmax", "fmin")}}
-    for name, obj in vars(_cpu).items():
-        py_func = getattr(obj, "py_func", None)
-        if py_func is None or name in namespace:
-            continue
-        fn = pytypes.FunctionType(py_func.__code__, namespace, name, py_func.__defaults__,
-                                  py_func.__closure__)
-        namespace[name] = globals()[name] = _device(fn)
-
-
-_rebind_cpu_helpers()
+_shared = scalar_helpers(_device, bitcast=bitcast, copysign=copysign, signbit=signbit)
+fmax = _shared.fmax  # written out with selects: CUDA has no NaN-propagating max for both types
+fmin = _shared.fmin
+ftz = _shared.ftz
+complex_divide = _shared.complex_divide
+fsign = _shared.fsign
+total_order_key = _shared.total_order_key
+float_to_int = _shared.float_to_int
+sdiv = _shared.sdiv
+srem = _shared.srem
+udiv = _shared.udiv
+urem = _shared.urem
+ipow = _shared.ipow
+bf16_load = _shared.bf16_load
+bf16_store = _shared.bf16_store
+round_bf16 = _shared.round_bf16
+reduce_precision_bits = _shared.reduce_precision_bits
+philox4x32 = _shared.philox4x32
+threefry2x32 = _shared.threefry2x32
 
 
 # ---- math tables --------------------------------------------------------------------------------

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import math
 
-from ..cpu.elemental import Elemental
-from ..cpu.scalar import NotEmittable, kernel_type
+from ..codegen.elemental import Elemental
+from ..codegen.scalar import NotEmittable, kernel_type
 from .kernels import CudaWriter, KernelSpec, assemble, blocks_for, delinearize
 
 

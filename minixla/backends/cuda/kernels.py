@@ -1,8 +1,8 @@
 """CUDA kernel sources: one numba.cuda kernel per fused computation (or lone op), as Python text.
 
-The per-element code is the CPU backend's: the same elemental emitter (cpu/elemental.py) and
-scalar rules (cpu/scalar.py) produce the value of every output at a symbolic index. Only the
-loops around it are GPU-specific. A kernel is one of:
+The per-element code is the shared codegen layer's: the same elemental emitter
+(codegen/elemental.py) and scalar rules (codegen/scalar.py) as the CPU's produce the value of
+every output at a symbolic index. Only the loops around it are GPU-specific. A kernel is one of:
 
 * loop: one thread per output element, a grid-stride loop over the flattened output
   (`for lin in range(cuda.grid(1), N, cuda.gridsize(1))`), the index recovered with // and %;
@@ -21,9 +21,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from ..cpu.elemental import Elemental, Writer
-from ..cpu.kernels import is_flat, kernel_signature, outputs_of
-from ..cpu.scalar import NotEmittable
+from ..codegen.elemental import Elemental, Writer
+from ..codegen.kernels import is_flat, kernel_signature, leaf_shape, outputs_of
 from .target import Geometry
 
 # Opcodes the math tables in helpers.py provide (f32 and f64).
@@ -90,26 +89,8 @@ class CudaWriter(Writer):
         super().__init__()
         self.shared: list[str] = []  # shared/local array declarations, at the kernel's top
 
-    def const(self, value, dtype: str) -> str:
-        # Integer constants wrap into their type (the scalar rules ask for -1 as an all-ones
-        # unsigned fill; NumPy 2 refuses np.uint8(-1)).
-        if dtype[0] in "su" and dtype[1:].isdigit():
-            bits = int(dtype[1:])
-            value = int(value) & ((1 << bits) - 1)
-            if dtype[0] == "s" and value >= 1 << (bits - 1):
-                value -= 1 << bits
-        return super().const(value, dtype)
-
-    def has_math(self, opcode: str, dtype: str) -> bool:
-        return opcode in MATH_OPCODES and dtype in ("f32", "f64")
-
-    def math(self, opcode: str, dtype: str) -> str:
-        if not self.has_math(opcode, dtype):
-            raise NotEmittable(f"no CUDA {opcode} for {dtype}")
-        key = f"h.MATH_{dtype.upper()}[{opcode!r}]"
-        if key not in self.math_names:
-            self.math_names[key] = f"{opcode.replace('-', '_')}_{dtype}"
-        return self.math_names[key]
+    def math_table(self, dtype: str):
+        return (MATH_OPCODES, f"h.MATH_{dtype.upper()}") if dtype in ("f32", "f64") else None
 
     def declare(self, prefix: str, text: str) -> str:
         name = self.var(prefix)
@@ -118,7 +99,7 @@ class CudaWriter(Writer):
 
 
 class CudaElemental(Elemental):
-    """The CPU elemental emitter plus the GPU's own handlers: reductions done by a block of
+    """The shared elemental emitter plus the GPU's own handlers: reductions done by a block of
     threads and reduce-window (reduce.py), transposes read from a shared tile (tiles.py),
     gather (indexing.py)."""
 
@@ -156,10 +137,6 @@ def _reduce_window(em, instr, index):
 
 
 GPU_ELEMENTAL = {"gather": _gather, "reduce-window": _reduce_window}
-
-
-def leaf_shape(instr, k):
-    return instr.shape if k is None else instr.shape.tuple_shapes[k]
 
 
 def group_by_dims(outputs):

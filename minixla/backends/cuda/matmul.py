@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from ..cpu.scalar import NotEmittable, kernel_type
+from ..codegen.scalar import NotEmittable, kernel_type
 from .kernels import CudaWriter, KernelSpec, assemble, blocks_for
 
 _FLOATS = ("f32", "f64")

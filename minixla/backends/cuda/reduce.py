@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..cpu.scalar import NotEmittable, kernel_type
+from ..codegen.scalar import NotEmittable, kernel_type
 from .kernels import blocks_for, delinearize, leaf_shape, pointwise_reach, store
 
 

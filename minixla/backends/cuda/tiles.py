@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import math
 
-from ..cpu.elemental import physical_order
-from ..cpu.scalar import kernel_type
+from ..codegen.elemental import physical_order
+from ..codegen.scalar import kernel_type
 from .kernels import blocks_for, delinearize, leaf_shape, pointwise_reach, store
 
 

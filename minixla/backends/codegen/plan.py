@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 ALIGNMENT = 64
 
 # Ops whose result can be a NumPy view of operand 0 (no new storage).
@@ -269,3 +271,15 @@ def _pack(buffers):
         slots[key] = Slot(offset, size)
         total = max(total, offset + size)
     return slots, total
+
+
+def constant_value(instr) -> np.ndarray | None:
+    """The value of ops that depend on nothing (iota): computed once, at compile. replica-id
+    and partition-id depend on the device and run through the interpreter's handler."""
+    if instr.opcode == "iota":
+        dim, dims = instr.attrs["iota_dimension"], instr.shape.dims
+        line = np.arange(dims[dim]).astype(instr.shape.numpy_dtype)
+        shape = [1] * len(dims)
+        shape[dim] = dims[dim]
+        return np.ascontiguousarray(np.broadcast_to(line.reshape(shape), dims))
+    return None

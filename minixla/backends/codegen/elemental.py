@@ -10,11 +10,15 @@ Values at index () do not depend on any loop variable; the top-level emitter hoi
 front of the loops (the reduce init values, dynamic-slice offsets, scalar parameters).
 Nested loops (a reduce inside a fusion) open a new memo scope, so nothing computed inside them
 is reused outside.
+
+Both backends use it: the CPU for Numba loops, CUDA inside its thread loops. What a target
+changes is in its Writer subclass (`math_table`: where its transcendental functions are) and in
+the handlers a subclass of Elemental adds (CUDA's block reductions and tiles).
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from .scalar import NotEmittable, emit_scalar, kernel_type
 
@@ -24,7 +28,10 @@ FLUSHED = {"f32": 2.0 ** -126, "bf16": 2.0 ** -126, "f64": 2.0 ** -1022}
 
 
 class Writer:
-    """One kernel's source under construction: module-level constants and body lines."""
+    """One kernel's source under construction: module-level constants and body lines.
+
+    A target subclasses it and overrides `math_table` (cpu: mathlib's vector functions, cuda:
+    its helpers' libdevice tables); without one, transcendental ops use libm (`math.*`)."""
 
     def __init__(self):
         self.constants: dict[str, str] = {}  # literal source -> global name
@@ -44,6 +51,13 @@ class Writer:
 
     def const(self, value, dtype: str) -> str:
         from .scalar import literal
+        if dtype[0] in "su" and dtype[1:].isdigit():
+            # Integer constants wrap into their type (the scalar rules may ask for -1 as an
+            # all-ones unsigned fill; NumPy 2 refuses np.uint8(-1)).
+            bits = int(dtype[1:])
+            value = int(value) & ((1 << bits) - 1)
+            if dtype[0] == "s" and value >= 1 << (bits - 1):
+                value -= 1 << bits
         text = literal(value, dtype)
         if text not in self.constants:
             self.constants[text] = f"K{len(self.constants)}"
@@ -52,15 +66,20 @@ class Writer:
     def cast(self, expr: str, dtype: str) -> str:
         return f"{kernel_type(dtype)}({expr})"
 
+    def math_table(self, dtype: str) -> tuple[Collection[str], str] | None:
+        """The target's math functions for float type `dtype`: the opcodes its table holds
+        and the table's name in kernel source. None: the target has no table."""
+        return None
+
     def has_math(self, opcode: str, dtype: str) -> bool:
-        from . import mathlib
-        table = mathlib.MATH_F32 if dtype == "f32" else mathlib.MATH_F64
-        return opcode in table
+        table = self.math_table(dtype)
+        return table is not None and opcode in table[0]
 
     def math(self, opcode: str, dtype: str) -> str:
-        if not self.has_math(opcode, dtype):
-            raise NotEmittable(f"no vectorized {opcode} for {dtype}")
-        key = f"{'MATH_F32' if dtype == 'f32' else 'MATH_F64'}[{opcode!r}]"
+        table = self.math_table(dtype)
+        if table is None or opcode not in table[0]:
+            raise NotEmittable(f"no {opcode} for {dtype} in the target's math table")
+        key = f"{table[1]}[{opcode!r}]"
         if key not in self.math_names:
             self.math_names[key] = f"{opcode.replace('-', '_')}_{dtype}"
         return self.math_names[key]
