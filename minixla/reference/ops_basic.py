@@ -14,6 +14,8 @@ from .evaluator import as_dtype
 
 def _unary(ev, instr, ops):
     operand = ops[0]
+    if instr.shape.is_tuple:  # copy of a tuple
+        return UNARY[instr.opcode](operand)
     result = instr.shape.numpy_dtype
     if _mixed_float(operand.dtype, result) and result.itemsize >= operand.dtype.itemsize:
         # a mixed-precision op computes in the wider type (f64 = cbrt(bf16 x) is cbrt of x
