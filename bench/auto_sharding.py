@@ -15,6 +15,7 @@ auto-sharding pass takes (strategies + ILP), and the chosen sharding of every pa
 
 Run: python bench/auto_sharding.py   (sets MINIXLA_NUM_CPU_DEVICES=8)
 """
+
 import os
 import sys
 import time
@@ -60,13 +61,11 @@ def run_case(name, fn, args, n, weights, options=None, hand_specs=None):
     start = time.perf_counter()
     result = auto_shard(module, n, options)
     solve = time.perf_counter() - start
-    exe = minixla.compile(module, backend=BACKEND, num_partitions=n,
-                          auto_sharding=options or True)
+    exe = minixla.compile(module, backend=BACKEND, num_partitions=n, auto_sharding=options or True)
     got = exe(*args)
     outs = got if isinstance(got, tuple) else (got,)
     wants = want if isinstance(want, tuple) else (want,)
-    diff = max(float(np.max(np.abs(np.asarray(g) - np.asarray(w)))) for g, w in
-               zip(outs, wants))
+    diff = max(float(np.max(np.abs(np.asarray(g) - np.asarray(w)))) for g, w in zip(outs, wants))
     params = exe.partitioned_module.entry.parameters
     per_device = sum(params[i].shape.byte_size() for i in weights)
     replicated = sum(args[i].nbytes for i in weights)
@@ -74,40 +73,66 @@ def run_case(name, fn, args, n, weights, options=None, hand_specs=None):
     hand = "-"
     if hand_specs is not None:
         mesh = Mesh(np.array(minixla.devices()[:n]), ("d",))
-        annotated = minixla.jit(fn, backend=BACKEND, in_shardings=[
-            NamedSharding(mesh, p) for p in hand_specs]).lower(*args).compile()
+        annotated = (
+            minixla.jit(
+                fn, backend=BACKEND, in_shardings=[NamedSharding(mesh, p) for p in hand_specs]
+            )
+            .lower(*args)
+            .compile()
+        )
         hand = collective_bytes(annotated.partitioned_module, n)["total"]
-    print(f"{name:22s} {n:2d} {diff:10.2e} {per_device:12d} {per_device / replicated:7.3f} "
-          f"{result.communication_bytes:10.0f} {moved:10d} {hand!s:>10} {solve:7.2f}")
-    chosen = ", ".join(f"{p.name}={result.sharding_of(p.name)}"
-                       for p in result.module.entry.parameters)
+    print(
+        f"{name:22s} {n:2d} {diff:10.2e} {per_device:12d} {per_device / replicated:7.3f} "
+        f"{result.communication_bytes:10.0f} {moved:10d} {hand!s:>10} {solve:7.2f}"
+    )
+    chosen = ", ".join(
+        f"{p.name}={result.sharding_of(p.name)}" for p in result.module.entry.parameters
+    )
     print(f"    {chosen}")
     return result
 
 
 def main():
     import scipy.optimize  # noqa: F401  (imported once here, not inside the first timing)
+
     rng = np.random.default_rng(0)
     print(f"backend={BACKEND}; bytes are what one device sends (ring cost model)")
-    print(f"{'case':22s} {'n':>2s} {'max |diff|':>10s} {'param B/dev':>12s} {'of rep':>7s} "
-          f"{'est bytes':>10s} {'moved':>10s} {'hand':>10s} {'solve s':>7s}")
+    print(
+        f"{'case':22s} {'n':>2s} {'max |diff|':>10s} {'param B/dev':>12s} {'of rep':>7s} "
+        f"{'est bytes':>10s} {'moved':>10s} {'hand':>10s} {'solve s':>7s}"
+    )
     x = rng.standard_normal((BATCH, WIDTH)).astype(np.float32)
-    ws = [(rng.standard_normal((WIDTH, WIDTH)) / np.sqrt(WIDTH)).astype(np.float32)
-          for _ in range(4)]
+    ws = [
+        (rng.standard_normal((WIDTH, WIDTH)) / np.sqrt(WIDTH)).astype(np.float32) for _ in range(4)
+    ]
     result = run_case("mlp4 1024 wide", mlp4, [x] + ws, 8, (1, 2, 3, 4))
     for line in str(result).splitlines()[1:]:
         if "dot" in line or "parameter" in line:
             print("   ", line.strip())
-    run_case("mlp4, no memory term", mlp4, [x] + ws, 8, (1, 2, 3, 4),
-             AutoShardingOptions(memory_weight=0.0))
+    run_case(
+        "mlp4, no memory term",
+        mlp4,
+        [x] + ws,
+        8,
+        (1, 2, 3, 4),
+        AutoShardingOptions(memory_weight=0.0),
+    )
     limit = int(result.replicated_peak_memory_bytes // 2)
-    run_case(f"mlp4, limit {limit // 1024} KiB", mlp4, [x] + ws, 8, (1, 2, 3, 4),
-             AutoShardingOptions(memory_limit_bytes=limit, memory_weight=0.0))
+    run_case(
+        f"mlp4, limit {limit // 1024} KiB",
+        mlp4,
+        [x] + ws,
+        8,
+        (1, 2, 3, 4),
+        AutoShardingOptions(memory_limit_bytes=limit, memory_weight=0.0),
+    )
     for name, (fn, shapes, specs, weights) in PATTERNS.items():
         args = [(rng.standard_normal(s) / np.sqrt(s[-1])).astype(np.float32) for s in shapes]
         run_case(name, fn, args, 4, weights, hand_specs=specs)
-    step_args = [(rng.standard_normal(s) / np.sqrt(s[0])).astype(np.float32)
-                 for s in [(256, 512), (512, 256), (64, 256), (64, 256)]]
+    step_args = [
+        (rng.standard_normal(s) / np.sqrt(s[0])).astype(np.float32)
+        for s in [(256, 512), (512, 256), (64, 256), (64, 256)]
+    ]
     run_case("sgd step", sgd_step, step_args, 8, (0, 1))
     mesh = AutoShardingOptions(mesh_shape=(2, 4))
     run_case("mlp4 on a 2x4 mesh", mlp4, [x] + ws, 8, (1, 2, 3, 4), mesh)

@@ -8,6 +8,7 @@ Rank 0 prints, per float32 array size, the median seconds of `allreduce` (sum) a
 in the same run, the median of folding P local arrays of that size with np.add (the
 arithmetic an allreduce does on every rank, without moving any data).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,12 +52,16 @@ def main() -> None:
         rows.append((count, reduce, gather, received / reduce / 1e9, fold, reduce / fold))
     if transport.rank == 0:
         print(f"{size} processes; medians of {args.repeat} runs")
-        print("| elements | allreduce s | allgather s | allreduce GB/s in | local fold s | "
-              "allreduce / fold |")
+        print(
+            "| elements | allreduce s | allgather s | allreduce GB/s in | local fold s | "
+            "allreduce / fold |"
+        )
         print("|---|---|---|---|---|---|")
         for count, reduce, gather, rate, fold, ratio in rows:
-            print(f"| {count:,} | {reduce:.2e} | {gather:.2e} | {rate:.2f} | {fold:.2e} | "
-                  f"{ratio:.0f}x |")
+            print(
+                f"| {count:,} | {reduce:.2e} | {gather:.2e} | {rate:.2f} | {fold:.2e} | "
+                f"{ratio:.0f}x |"
+            )
 
 
 if __name__ == "__main__":

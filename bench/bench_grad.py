@@ -5,6 +5,7 @@ Ratios are medians of REPS timed calls of each compiled step, taking turns in th
 Run: NUMBA_NUM_THREADS=1 OMP_NUM_THREADS=1 python bench/bench_grad.py
 (one thread each keeps the figures steady on a shared machine)
 """
+
 import os
 import statistics
 import sys
@@ -50,18 +51,20 @@ def interleaved_medians(steps: dict, *args) -> dict:
 
 def main():
     rng = np.random.default_rng(0)
-    params = {"w1": rng.standard_normal((WIDTH, WIDTH)).astype(np.float32) / 16,
-              "b1": np.zeros(WIDTH, np.float32),
-              "w2": rng.standard_normal((WIDTH, 8)).astype(np.float32) / 16}
+    params = {
+        "w1": rng.standard_normal((WIDTH, WIDTH)).astype(np.float32) / 16,
+        "b1": np.zeros(WIDTH, np.float32),
+        "w2": rng.standard_normal((WIDTH, 8)).astype(np.float32) / 16,
+    }
     x = rng.standard_normal((BATCH, WIDTH)).astype(np.float32)
     y = rng.standard_normal((BATCH, 8)).astype(np.float32)
-    auto = minixla.jit(minixla.value_and_grad(lambda p, a, b: loss(p, a, b, mnp)),
-                       backend="cpu")
+    auto = minixla.jit(minixla.value_and_grad(lambda p, a, b: loss(p, a, b, mnp)), backend="cpu")
     manual = minixla.jit(hand_written, backend="cpu")
     steps = {"hand-written gradients (baseline)": manual, "minixla.value_and_grad": auto}
     try:
         import jax
         import jax.numpy as jnp
+
         step = jax.jit(jax.value_and_grad(lambda p, a, b: loss(p, a, b, jnp)))
         steps["jax.jit(jax.value_and_grad)"] = lambda *a: jax.block_until_ready(step(*a))
     except ImportError:

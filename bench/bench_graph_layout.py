@@ -11,6 +11,7 @@ Then, for GRAPHS random DAGs of 5-10 nodes small enough to try every order of ev
 how often the layout's crossings are more than the fewest possible.
 Run: python bench/bench_graph_layout.py [N]
 """
+
 import itertools
 import math
 import os
@@ -28,8 +29,11 @@ REPS, GRAPHS = 3, 400
 
 
 def chain(n: int) -> str:
-    lines = ["HloModule chain", "ENTRY %main (p: f32[4]) -> f32[4] {",
-             "  %v0 = f32[4] parameter(0)"]
+    lines = [
+        "HloModule chain",
+        "ENTRY %main (p: f32[4]) -> f32[4] {",
+        "  %v0 = f32[4] parameter(0)",
+    ]
     for i in range(1, n):
         other = f"%v{i - 50}" if i % 50 == 0 else f"%v{i - 1}"
         lines.append(f"  %v{i} = f32[4] add(%v{i - 1}, {other})")
@@ -38,11 +42,14 @@ def chain(n: int) -> str:
 
 def wide(n: int) -> str:
     lanes = n // 4
-    lines = ["HloModule wide", "ENTRY %main (p: f32[4]) -> f32[4] {",
-             "  %p = f32[4] parameter(0)"]
+    lines = ["HloModule wide", "ENTRY %main (p: f32[4]) -> f32[4] {", "  %p = f32[4] parameter(0)"]
     for k in range(lanes):
-        lines += [f"  %a{k} = f32[4] negate(%p)", f"  %b{k} = f32[4] exponential(%a{k})",
-                  f"  %c{k} = f32[4] tanh(%b{k})", f"  %d{k} = f32[4] add(%c{k}, %p)"]
+        lines += [
+            f"  %a{k} = f32[4] negate(%p)",
+            f"  %b{k} = f32[4] exponential(%a{k})",
+            f"  %c{k} = f32[4] tanh(%b{k})",
+            f"  %d{k} = f32[4] add(%c{k}, %p)",
+        ]
     shape = "(" + ", ".join(["f32[4]"] * lanes) + ")"
     operands = ", ".join(f"%d{k}" for k in range(lanes))
     return "\n".join(lines + [f"  ROOT %t = {shape} tuple({operands})", "}"])
@@ -66,10 +73,14 @@ def main() -> None:
         blocks = layout_blocks(graph)
         layout = blocks[0][1]
         dummies = sum(len(row) for row in layout.order) - len(layout.boxes)
-        print(f"{name}: {len(graph.nodes())} nodes, {len(graph.edges)} edges, "
-              f"{len(layout.order)} layers, {dummies} dummies, {layout.crossings()} crossings")
-        print(f"  layout {median_seconds(lambda: layout_blocks(graph))}, "
-              f"svg {median_seconds(lambda: module_to_svg(module, expand=expand))}")
+        print(
+            f"{name}: {len(graph.nodes())} nodes, {len(graph.edges)} edges, "
+            f"{len(layout.order)} layers, {dummies} dummies, {layout.crossings()} crossings"
+        )
+        print(
+            f"  layout {median_seconds(lambda: layout_blocks(graph))}, "
+            f"svg {median_seconds(lambda: module_to_svg(module, expand=expand))}"
+        )
 
     tried = above = 0
     rng = random.Random(1)
@@ -83,8 +94,10 @@ def main() -> None:
         layout = layered_layout(sizes, sorted(edges))
         if math.prod(math.factorial(len(row)) for row in layout.order) > 20000:
             continue
-        fewest = min(count_crossings([list(row) for row in rows], layout.down) for rows in
-                     itertools.product(*(itertools.permutations(r) for r in layout.order)))
+        fewest = min(
+            count_crossings([list(row) for row in rows], layout.down)
+            for rows in itertools.product(*(itertools.permutations(r) for r in layout.order))
+        )
         tried += 1
         above += layout.crossings() > fewest
     print(f"crossings: above the minimum on {above} of {tried} small random graphs")

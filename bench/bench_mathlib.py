@@ -4,6 +4,7 @@
 
 Run: env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/bench_mathlib.py
 """
+
 import math
 import os
 import sys
@@ -16,7 +17,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from minixla.backends.cpu import mathlib  # noqa: E402
 
 N, REPS = 4 * 1024 * 1024, 30
-HALF = np.float32(0.5)        # a float32 constant keeps the chain in float32
+HALF = np.float32(0.5)  # a float32 constant keeps the chain in float32
 tanh32 = mathlib.MATH_F32["tanh"]
 
 
@@ -43,20 +44,29 @@ def apply_op(f, x, out):
         out[i] = f(x[i])
 
 
-NUMPY_OPS = {"exponential": np.exp, "exponential-minus-one": np.expm1, "log": np.log,
-             "log-plus-one": np.log1p, "tanh": np.tanh, "sine": np.sin, "cosine": np.cos,
-             "tan": np.tan, "cbrt": np.cbrt, "sqrt": np.sqrt,
-             "logistic": lambda x, out: np.divide(1, 1 + np.exp(-x), out=out)}
+NUMPY_OPS = {
+    "exponential": np.exp,
+    "exponential-minus-one": np.expm1,
+    "log": np.log,
+    "log-plus-one": np.log1p,
+    "tanh": np.tanh,
+    "sine": np.sin,
+    "cosine": np.cos,
+    "tan": np.tan,
+    "cbrt": np.cbrt,
+    "sqrt": np.sqrt,
+    "logistic": lambda x, out: np.divide(1, 1 + np.exp(-x), out=out),
+}
 
 
 def median_ms(fn, *args):
-    fn(*args)                                   # warm up / compile
+    fn(*args)  # warm up / compile
     times = []
     for _ in range(REPS):
         t0 = time.perf_counter()
         fn(*args)
         times.append(time.perf_counter() - t0)
-    BEST[fn] = 1e3 * min(times)                 # the minimum shows less scheduler noise
+    BEST[fn] = 1e3 * min(times)  # the minimum shows less scheduler noise
     return 1e3 * float(np.median(times))
 
 
@@ -77,14 +87,20 @@ def main():
         print(f" numba threads={nt}:")
         b_np, b_libm, b_ml = BEST[numpy_eager], BEST[numba_libm], BEST[numba_mathlib]
         print(f"  numpy eager            {t_np:8.2f} ms   (min {b_np:7.2f})")
-        print(f"  numba + math.tanh      {t_libm:8.2f} ms   (min {b_libm:7.2f})   "
-              f"{t_np / t_libm:5.2f}x vs numpy")
-        print(f"  numba + mathlib tanh   {t_ml:8.2f} ms   (min {b_ml:7.2f})   "
-              f"{t_np / t_ml:5.2f}x vs numpy, {t_libm / t_ml:5.2f}x vs math.tanh")
+        print(
+            f"  numba + math.tanh      {t_libm:8.2f} ms   (min {b_libm:7.2f})   "
+            f"{t_np / t_libm:5.2f}x vs numpy"
+        )
+        print(
+            f"  numba + mathlib tanh   {t_ml:8.2f} ms   (min {b_ml:7.2f})   "
+            f"{t_np / t_ml:5.2f}x vs numpy, {t_libm / t_ml:5.2f}x vs math.tanh"
+        )
     set_num_threads(threads)
     ref = np.tanh((x * a + b).astype(np.float64)) * 0.5 + c.astype(np.float64) ** 2
-    print("  max abs err vs float64: " + ", ".join(
-        f"{k} {np.max(np.abs(o - ref)):.1e}" for k, o in outs.items()))
+    print(
+        "  max abs err vs float64: "
+        + ", ".join(f"{k} {np.max(np.abs(o - ref)):.1e}" for k, o in outs.items())
+    )
     print(f"single ops, |x| < 4: numpy ufunc vs mathlib in a prange loop ({threads} threads)")
     xs = (4 * x / np.abs(x).max()).astype(np.float32)
     for op, fn in mathlib.MATH_F32.items():
@@ -95,8 +111,10 @@ def main():
         t_ml = median_ms(apply_op, fn, arg, outs["mathlib"])
         if op in NUMPY_OPS:
             t_np = median_ms(NUMPY_OPS[op], arg, outs["numpy"])
-            print(f"  {op:22s} numpy {t_np:6.2f} ms   mathlib {t_ml:6.2f} ms   "
-                  f"{t_np / t_ml:5.2f}x  (min {BEST[NUMPY_OPS[op]]:5.2f} / {BEST[apply_op]:5.2f})")
+            print(
+                f"  {op:22s} numpy {t_np:6.2f} ms   mathlib {t_ml:6.2f} ms   "
+                f"{t_np / t_ml:5.2f}x  (min {BEST[NUMPY_OPS[op]]:5.2f} / {BEST[apply_op]:5.2f})"
+            )
         else:
             print(f"  {op:22s} {'':18s}mathlib {t_ml:6.2f} ms {'':10s}(min {BEST[apply_op]:5.2f})")
 

@@ -15,6 +15,7 @@ the kernel was compiled (native-cpu: the whole grid one Numba function; step: th
 compiled, the grid a Python loop). Targets: compiled kernel within 3x of jit, and at least 3x
 faster than interpret=True.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -79,24 +80,35 @@ def main(argv=None) -> None:
     br, bt = args.block_rows, args.block
     n = args.size
     workloads = [
-        (f"softmax {args.rows}x{args.cols}",
-         lambda **o: kernels.make_softmax(args.rows, args.cols, br, **o),
-         minixla.jit(jit_softmax), (x,)),
-        (f"matmul {n}^3", lambda **o: kernels.make_matmul(n, n, n, bt, bt, bt, **o),
-         minixla.jit(lambda p, q: p @ q), (a, b)),
+        (
+            f"softmax {args.rows}x{args.cols}",
+            lambda **o: kernels.make_softmax(args.rows, args.cols, br, **o),
+            minixla.jit(jit_softmax),
+            (x,),
+        ),
+        (
+            f"matmul {n}^3",
+            lambda **o: kernels.make_matmul(n, n, n, bt, bt, bt, **o),
+            minixla.jit(lambda p, q: p @ q),
+            (a, b),
+        ),
     ]
-    print(f"{'workload':18s} {'kernel cpu':>11s} {'jit':>9s} {'interpret':>10s} "
-          f"{'kernel/jit':>10s} {'interp/kernel':>13s}  agree  lowering  {'step path':>9s}")
+    print(
+        f"{'workload':18s} {'kernel cpu':>11s} {'jit':>9s} {'interpret':>10s} "
+        f"{'kernel/jit':>10s} {'interp/kernel':>13s}  agree  lowering  {'step path':>9s}"
+    )
     for name, make, plain, inputs in workloads:
         kernel = make(backend="cpu")
         compiled, baseline, interpreted, stepped = interleaved_medians(
-            [kernel, plain, make(interpret=True), on_step_path(make, inputs)], inputs,
-            args.repeat)
+            [kernel, plain, make(interpret=True), on_step_path(make, inputs)], inputs, args.repeat
+        )
         agree = np.allclose(kernel(*inputs), plain(*inputs), rtol=1e-4, atol=1e-4)
         lowering = kernel.runner([np.asarray(a) for a in inputs], "cpu").lowering
-        print(f"{name:18s} {compiled * 1e3:9.2f}ms {baseline * 1e3:7.2f}ms "
-              f"{interpreted * 1e3:8.2f}ms {compiled / baseline:9.2f}x "
-              f"{interpreted / compiled:12.2f}x  {agree}   {lowering} {stepped * 1e3:7.2f}ms")
+        print(
+            f"{name:18s} {compiled * 1e3:9.2f}ms {baseline * 1e3:7.2f}ms "
+            f"{interpreted * 1e3:8.2f}ms {compiled / baseline:9.2f}x "
+            f"{interpreted / compiled:12.2f}x  {agree}   {lowering} {stepped * 1e3:7.2f}ms"
+        )
 
 
 if __name__ == "__main__":

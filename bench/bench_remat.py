@@ -18,6 +18,7 @@ hidden width 4 * width), once as written and once with every layer under minixla
 on each backend; it prints the same figures for the two, and whether the gradients are
 bit-identical. Target: the checkpointed gradient needs measurably less temporary memory.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -68,9 +69,15 @@ def checkpoint_rows(backend: str, ws, x, repeat: int) -> tuple[list, bool]:
         exe = step.lower(ws, x, remat).compile()
         memory, cost = exe.memory_analysis(), exe.cost_analysis()
         grads.append(exe(*flat))
-        rows.append(("checkpoint" if remat else "as written", memory.temp_peak_in_bytes,
-                     memory.temp_size_in_bytes, cost["flops"],
-                     median_seconds(exe, flat, repeat)))
+        rows.append(
+            (
+                "checkpoint" if remat else "as written",
+                memory.temp_peak_in_bytes,
+                memory.temp_size_in_bytes,
+                cost["flops"],
+                median_seconds(exe, flat, repeat),
+            )
+        )
     same = all(np.array_equal(a, b) for a, b in zip(*grads))
     return rows, same
 
@@ -78,25 +85,34 @@ def checkpoint_rows(backend: str, ws, x, repeat: int) -> tuple[list, bool]:
 def checkpoint_main(args) -> int:
     rng = np.random.default_rng(0)
     hidden = 4 * args.width
-    ws = [((rng.standard_normal((args.width, hidden)) / np.sqrt(args.width))
-           .astype(np.float32),
-           (rng.standard_normal((hidden, args.width)) / np.sqrt(hidden) / args.layers)
-           .astype(np.float32)) for _ in range(args.layers)]
+    ws = [
+        (
+            (rng.standard_normal((args.width, hidden)) / np.sqrt(args.width)).astype(np.float32),
+            (rng.standard_normal((hidden, args.width)) / np.sqrt(hidden) / args.layers).astype(
+                np.float32
+            ),
+        )
+        for _ in range(args.layers)
+    ]
     x = rng.standard_normal((args.batch, args.width)).astype(np.float32)
-    print(f"gradient of a {args.layers}-layer residual network (h + tanh(h @ w1) @ w2), width "
-          f"{args.width}, hidden {hidden}, batch {args.batch}; every layer checkpointed or not")
+    print(
+        f"gradient of a {args.layers}-layer residual network (h + tanh(h @ w1) @ w2), width "
+        f"{args.width}, hidden {hidden}, batch {args.batch}; every layer checkpointed or not"
+    )
     ok = True
     for backend in args.backends.split(","):
         rows, same = checkpoint_rows(backend, ws, x, args.repeat)
         print(f"{backend}:")
-        print(f"  {'':12s} {'temp peak B':>12s} {'temp arena B':>13s} {'GFLOP':>8s} "
-              f"{'run ms':>8s}")
+        print(f"  {'':12s} {'temp peak B':>12s} {'temp arena B':>13s} {'GFLOP':>8s} {'run ms':>8s}")
         for name, temp_peak, arena, flops, seconds in rows:
-            print(f"  {name:12s} {temp_peak:12d} {arena:13d} {flops / 1e9:8.3f} "
-                  f"{seconds * 1e3:8.1f}")
+            print(
+                f"  {name:12s} {temp_peak:12d} {arena:13d} {flops / 1e9:8.3f} {seconds * 1e3:8.1f}"
+            )
         (_, p0, a0, f0, s0), (_, p1, a1, f1, s1) = rows
-        print(f"  ratios: temp peak {p1 / p0:.3f}, temp arena {a1 / a0:.3f}, flops "
-              f"{f1 / f0:.3f}, run time {s1 / s0:.3f}; gradients bit-identical: {same}")
+        print(
+            f"  ratios: temp peak {p1 / p0:.3f}, temp arena {a1 / a0:.3f}, flops "
+            f"{f1 / f0:.3f}, run time {s1 / s0:.3f}; gradients bit-identical: {same}"
+        )
         ok = ok and same and p1 < p0
     return 0 if ok else 1
 
@@ -113,13 +129,18 @@ def median_seconds(exe, args, repeat: int) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--checkpoint", action="store_true",
-                        help="per-layer minixla.checkpoint instead of a memory limit")
-    parser.add_argument("--backends", default="interpreter,cpu",
-                        help="with --checkpoint: comma-separated backends")
+    parser.add_argument(
+        "--checkpoint",
+        action="store_true",
+        help="per-layer minixla.checkpoint instead of a memory limit",
+    )
+    parser.add_argument(
+        "--backends", default="interpreter,cpu", help="with --checkpoint: comma-separated backends"
+    )
     parser.add_argument("--layers", type=int, default=16)
-    parser.add_argument("--width", type=int, default=None,
-                        help="512 by default, 256 with --checkpoint (hidden 4x)")
+    parser.add_argument(
+        "--width", type=int, default=None, help="512 by default, 256 with --checkpoint (hidden 4x)"
+    )
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--fraction", type=float, default=1 / 3)
     parser.add_argument("--repeat", type=int, default=3)
@@ -129,33 +150,47 @@ def main() -> int:
     if args.checkpoint:
         return checkpoint_main(args)
     rng = np.random.default_rng(0)
-    ws = [(rng.standard_normal((args.width, args.width)) / np.sqrt(args.width))
-          .astype(np.float32) for _ in range(args.layers)]
+    ws = [
+        (rng.standard_normal((args.width, args.width)) / np.sqrt(args.width)).astype(np.float32)
+        for _ in range(args.layers)
+    ]
     x = rng.standard_normal((args.batch, args.width)).astype(np.float32)
     lowered = minixla.jit(mlp_gradient, backend="cpu").lower(ws, x)
     plain = lowered.compile()
     peak = plain.memory_analysis().temp_peak_in_bytes
     limit = int(peak * args.fraction)
     start = time.perf_counter()
-    limited = minixla.jit(mlp_gradient, backend="cpu", memory_limit_bytes=limit) \
-        .lower(ws, x).compile()
+    limited = (
+        minixla.jit(mlp_gradient, backend="cpu", memory_limit_bytes=limit).lower(ws, x).compile()
+    )
     compile_seconds = time.perf_counter() - start
     flat = ws + [x]
     same = all(np.array_equal(a, b) for a, b in zip(plain(*flat), limited(*flat)))
     rows = []
     for name, exe in (("no limit", plain), (f"limit {limit}", limited)):
         memory, cost = exe.memory_analysis(), exe.cost_analysis()
-        rows.append((name, memory.temp_peak_in_bytes, memory.temp_size_in_bytes,
-                     cost["flops"], median_seconds(exe, flat, args.repeat)))
+        rows.append(
+            (
+                name,
+                memory.temp_peak_in_bytes,
+                memory.temp_size_in_bytes,
+                cost["flops"],
+                median_seconds(exe, flat, args.repeat),
+            )
+        )
     print(f"gradient of a {args.layers}-layer MLP, width {args.width}, batch {args.batch}")
     print(f"{'':16s} {'temp peak B':>12s} {'temp arena B':>13s} {'GFLOP':>8s} {'run ms':>8s}")
     for name, temp_peak, arena, flops, seconds in rows:
         print(f"{name:16s} {temp_peak:12d} {arena:13d} {flops / 1e9:8.3f} {seconds * 1e3:8.1f}")
     (_, p0, a0, f0, s0), (_, p1, a1, f1, s1) = rows
-    print(f"ratios: temp peak {p1 / p0:.3f}, temp arena {a1 / a0:.3f}, flops {f1 / f0:.3f}, "
-          f"run time {s1 / s0:.3f}")
-    print(f"{len(limited.rematerialization.remats)} instructions recomputed; compile with the "
-          f"limit took {compile_seconds:.1f} s; results bit-identical: {same}")
+    print(
+        f"ratios: temp peak {p1 / p0:.3f}, temp arena {a1 / a0:.3f}, flops {f1 / f0:.3f}, "
+        f"run time {s1 / s0:.3f}"
+    )
+    print(
+        f"{len(limited.rematerialization.remats)} instructions recomputed; compile with the "
+        f"limit took {compile_seconds:.1f} s; results bit-identical: {same}"
+    )
     return 0 if same and p1 <= limit else 1
 
 

@@ -8,6 +8,7 @@
 Prints medians over REPS runs, compiled before timing, and the ratios to vmap.
 Run: python bench/bench_vmap.py
 """
+
 import os
 import statistics
 import sys
@@ -43,14 +44,17 @@ def main() -> None:
     w2 = rng.standard_normal((WIDTH, WIDTH), dtype=np.float32) / 16
     one = minixla.jit(mlp, backend="cpu")
     batched = minixla.jit(minixla.vmap(mlp, in_axes=(0, None, None)), backend="cpu")
-    np.testing.assert_allclose(batched(xs, w1, w2), np.stack([one(x, w1, w2) for x in xs]),
-                               rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+        batched(xs, w1, w2), np.stack([one(x, w1, w2) for x in xs]), rtol=1e-4, atol=1e-4
+    )
     vmap_s = median_seconds(lambda: batched(xs, w1, w2))
     hand_s = median_seconds(lambda: one(xs, w1, w2))
     loop_s = median_seconds(lambda: [one(x, w1, w2) for x in xs])
-    print(f"batch {BATCH}, width {WIDTH}: vmap {vmap_s * 1e3:.2f} ms, by hand "
-          f"{hand_s * 1e3:.2f} ms, loop {loop_s * 1e3:.2f} ms; by hand/vmap "
-          f"{hand_s / vmap_s:.2f}x, loop/vmap {loop_s / vmap_s:.2f}x")
+    print(
+        f"batch {BATCH}, width {WIDTH}: vmap {vmap_s * 1e3:.2f} ms, by hand "
+        f"{hand_s * 1e3:.2f} ms, loop {loop_s * 1e3:.2f} ms; by hand/vmap "
+        f"{hand_s / vmap_s:.2f}x, loop/vmap {loop_s / vmap_s:.2f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ The project's targets: warm at most 50 ms for the MLP and at most 5% of cold for
 program, memo under 1 ms, cold at most 1.5x XLA's (geo-mean). `--chain N` adds chains of N
 elementwise ops (one fused kernel), whose cold compile should grow linearly with N.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,8 +65,9 @@ print(json.dumps({"compile": time.perf_counter() - begin}))
 
 def _python(code: str, *args: str) -> dict:
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                         env=env, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, check=False
+    )
     if out.returncode != 0:
         raise RuntimeError(out.stderr.strip().splitlines()[-1] if out.stderr else "failed")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -82,8 +84,12 @@ def measure(path: Path, repeat: int, xla_name: str | None) -> dict:
             imported.append(again["import"])
         if xla_name is not None:
             xla.append(_python(_XLA, str(ROOT / "bench"), xla_name)["compile"])
-    row = {"cold": statistics.median(cold), "warm": statistics.median(warm),
-           "memo": statistics.median(memo), "import": statistics.median(imported)}
+    row = {
+        "cold": statistics.median(cold),
+        "warm": statistics.median(warm),
+        "memo": statistics.median(memo),
+        "import": statistics.median(imported),
+    }
     if xla:
         row["xla"] = statistics.median(xla)
     return row
@@ -134,14 +140,18 @@ def main(argv=None) -> None:
             ratio = f"{row['cold'] / row['xla']:.2f}x" if "xla" in row else "-"
             if "xla" in row:
                 ratios.append(row["cold"] / row["xla"])
-            print(f"| {label} | {row['cold']:.2f} | {1e3 * row['warm']:.1f} | "
-                  f"{100 * share:.1f}% | {1e3 * row['memo']:.3f} | {xla} | {ratio} |",
-                  flush=True)
+            print(
+                f"| {label} | {row['cold']:.2f} | {1e3 * row['warm']:.1f} | "
+                f"{100 * share:.1f}% | {1e3 * row['memo']:.3f} | {xla} | {ratio} |",
+                flush=True,
+            )
         if ratios:
             geo = statistics.geometric_mean(ratios)
             print(f"cold/xla geo-mean {geo:.2f}x over {len(ratios)} programs")
-        print(f"largest warm/cold over the programs: {100 * worst:.1f}%; "
-              f"`import minixla` {1e3 * row['import']:.0f} ms (not counted in warm)")
+        print(
+            f"largest warm/cold over the programs: {100 * worst:.1f}%; "
+            f"`import minixla` {1e3 * row['import']:.0f} ms (not counted in warm)"
+        )
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ CuPy and JAX with CUDA. Missing pieces are reported and skipped; work stops when
 (default 420 s) is spent. Exit status: 0 when everything that ran passed, 1 on failures,
 2 when the cuda backend is not available.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,37 +60,48 @@ def version(module: str) -> str:
 
 def environment():
     import minixla
-    print(f"python {platform.python_version()}, numpy {np.__version__}, numba "
-          f"{version('numba')}, numba-cuda {version('numba_cuda')}, cupy {version('cupy')}, "
-          f"jax {version('jax')}")
+
+    print(
+        f"python {platform.python_version()}, numpy {np.__version__}, numba "
+        f"{version('numba')}, numba-cuda {version('numba_cuda')}, cupy {version('cupy')}, "
+        f"jax {version('jax')}"
+    )
     status = minixla.backends.available().get("cuda")
     if status is not True:
         print(f"cuda backend not available: {status}")
         return False
     from numba import cuda
+
     device = cuda.get_current_device()
     name = getattr(device, "name", "numba's CUDA simulator (not a GPU)")
     name = name.decode() if isinstance(name, bytes) else name
     print(f"GPU: {name}, compute capability {device.compute_capability}")
     try:  # one tiny kernel first: a missing toolkit (NVVM) fails here, once, with its reason
-        exe = minixla.compile("HloModule smoke\nENTRY e {\n  x = f32[4] parameter(0)\n"
-                              "  ROOT y = f32[4] add(x, x)\n}\n", backend="cuda")
+        exe = minixla.compile(
+            "HloModule smoke\nENTRY e {\n  x = f32[4] parameter(0)\n"
+            "  ROOT y = f32[4] add(x, x)\n}\n",
+            backend="cuda",
+        )
         assert list(exe(np.arange(4, dtype=np.float32))) == [0, 2, 4, 6]
     except Exception as exc:  # noqa: BLE001
-        print(f"a first CUDA kernel does not compile or run: {type(exc).__name__}: "
-              f"{str(exc).splitlines()[0] if str(exc) else ''}\n(is a CUDA toolkit installed "
-              f"where numba-cuda finds it, e.g. numba-cuda[cu12]?)")
+        print(
+            f"a first CUDA kernel does not compile or run: {type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''}\n(is a CUDA toolkit installed "
+            f"where numba-cuda finds it, e.g. numba-cuda[cu12]?)"
+        )
         return False
     return True
 
 
 # ---- the conformance corpus ---------------------------------------------------------------------
 
+
 def run_corpus(budget: float) -> tuple[int, int]:
     import ml_dtypes
     from conformance_paths import CONFORMANCE, case_dirs
 
     import minixla
+
     cases = case_dirs()
     if not cases:
         print(f"conformance corpus not found at {CONFORMANCE}: skipped")
@@ -108,14 +120,23 @@ def run_corpus(budget: float) -> tuple[int, int]:
             meta = json.loads((case / "meta.json").read_text())
             data = np.load(case / "data.npz")
             args = [data[f"arg{i}"] for i in range(meta["num_args"])]
-            args = [a.view(ml_dtypes.bfloat16) if f"arg{i}" in meta.get("bf16_args", []) else a
-                    for i, a in enumerate(args)]
+            args = [
+                a.view(ml_dtypes.bfloat16) if f"arg{i}" in meta.get("bf16_args", []) else a
+                for i, a in enumerate(args)
+            ]
             exe = minixla.compile((case / "module.hlo").read_text(), backend="cuda")
             outputs = runner.flatten_result(exe(*args))
-            problems = [runner.compare_output(f"out{i}", got, data[f"out{i}"],
-                                              f"out{i}" in meta.get("bf16_outs", []),
-                                              meta["rtol"], meta["atol"])
-                        for i, got in enumerate(outputs)]
+            problems = [
+                runner.compare_output(
+                    f"out{i}",
+                    got,
+                    data[f"out{i}"],
+                    f"out{i}" in meta.get("bf16_outs", []),
+                    meta["rtol"],
+                    meta["atol"],
+                )
+                for i, got in enumerate(outputs)
+            ]
             problems = [p for p in problems if p]
             if len(outputs) != meta["num_outputs"]:
                 problems.append(f"{len(outputs)} outputs, expected {meta['num_outputs']}")
@@ -126,16 +147,20 @@ def run_corpus(budget: float) -> tuple[int, int]:
             traceback.print_exc(limit=3)
         ok = verdict == "ok"
         passed, failed = passed + ok, failed + (not ok)
-        print(f"  {case.name:34s} {time.perf_counter() - start:6.2f}s  {verdict}"
-              + (f"  [host: {fallbacks}]" if fallbacks else ""))
+        print(
+            f"  {case.name:34s} {time.perf_counter() - start:6.2f}s  {verdict}"
+            + (f"  [host: {fallbacks}]" if fallbacks else "")
+        )
     print(f"corpus: {passed} passed, {failed} failed")
     return passed, failed
 
 
 # ---- benchmark workloads ------------------------------------------------------------------------
 
+
 def cupy_ops():
     import cupy as cp
+
     if cp.cuda.runtime.getDeviceCount() == 0:
         raise ImportError("CuPy sees no GPU")
 
@@ -147,6 +172,7 @@ def cupy_ops():
         max = staticmethod(lambda x, axis, keepdims=False: cp.max(x, axis=axis, keepdims=keepdims))
         rsqrt = staticmethod(lambda x: 1 / cp.sqrt(x))
         swap_last = staticmethod(lambda x: cp.swapaxes(x, -1, -2))
+
     return CupyOps
 
 
@@ -164,6 +190,7 @@ def bench_minixla(text, inputs, repeat):
     from numba import cuda
 
     import minixla
+
     start = time.perf_counter()
     exe = minixla.compile(text, backend="cuda", device_results=True)
     compile_s = time.perf_counter() - start
@@ -172,11 +199,17 @@ def bench_minixla(text, inputs, repeat):
     def resident():
         exe(*device_inputs)
         cuda.synchronize()
+
     host = minixla.compile(text, backend="cuda")
     result = host(*inputs)
-    return {"compile": compile_s, "device": median_ms(resident, repeat),
-            "host": median_ms(lambda: host(*inputs), repeat), "result": result,
-            "kernels": len(exe.program.kernels), "fallbacks": dict(exe.program.fallbacks)}
+    return {
+        "compile": compile_s,
+        "device": median_ms(resident, repeat),
+        "host": median_ms(lambda: host(*inputs), repeat),
+        "result": result,
+        "kernels": len(exe.program.kernels),
+        "fallbacks": dict(exe.program.fallbacks),
+    }
 
 
 def bench_library(make_ops, ref, inputs, repeat):
@@ -185,6 +218,7 @@ def bench_library(make_ops, ref, inputs, repeat):
         ops = make_ops()
         if ops.name == "jax":
             import jax
+
             if jax.default_backend() != "gpu":
                 return None, f"JAX runs on {jax.default_backend()}"
             args = [jax.device_put(x) for x in inputs]
@@ -193,6 +227,7 @@ def bench_library(make_ops, ref, inputs, repeat):
             to_host = lambda r: np.asarray(r)
         else:
             import cupy as cp
+
             args = [cp.asarray(x) for x in inputs]
             run = lambda: (ref(ops, *args), cp.cuda.Device().synchronize())[0]
             to_host = cp.asnumpy
@@ -207,8 +242,17 @@ def close(got, want) -> bool:
 
 def run_benchmarks(names, repeat: int, budget: float) -> int:
     print("\n== benchmark workloads, full size ==")
-    header = ["workload", "compile s", "minixla ms", "incl. copies ms", "cupy ms", "jax ms",
-              "kernels", "host fallbacks", "ok"]
+    header = [
+        "workload",
+        "compile s",
+        "minixla ms",
+        "incl. copies ms",
+        "cupy ms",
+        "jax ms",
+        "kernels",
+        "host fallbacks",
+        "ok",
+    ]
     rows, failures, notes = [], 0, set()
     rng = np.random.default_rng(0)
     for name, (text, make_inputs, ref) in WORKLOADS.items():
@@ -237,9 +281,18 @@ def run_benchmarks(names, repeat: int, budget: float) -> int:
         ok = close(mine["result"], want)
         failures += not ok
         fallbacks = ", ".join(f"{k} x{v}" for k, v in mine["fallbacks"].items()) or "-"
-        rows.append([name, f"{mine['compile']:.2f}", f"{mine['device']:.3f}",
-                     f"{mine['host']:.3f}", *cells, str(mine["kernels"]), fallbacks,
-                     "yes" if ok else "NO"])
+        rows.append(
+            [
+                name,
+                f"{mine['compile']:.2f}",
+                f"{mine['device']:.3f}",
+                f"{mine['host']:.3f}",
+                *cells,
+                str(mine["kernels"]),
+                fallbacks,
+                "yes" if ok else "NO",
+            ]
+        )
         print(f"  {name}: {rows[-1][2]} ms on device, {rows[-1][3]} ms with copies")
     widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
     for row in [header, ["-" * w for w in widths]] + rows:

@@ -6,6 +6,7 @@ which is what the benchmark runs when JAX is not installed.
 Programs JAX would lower to LAPACK custom calls (cholesky, triangular solves) have a
 hand-written HLO in HLO_TEXT instead; the JAX function computes the same math for timing.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,17 +24,24 @@ def _normal(rng, *shape, scale=1.0):
 
 # ---- networks ------------------------------------------------------------------------------------
 
+
 def _conv(x, w, stride=1, padding="SAME", dilation=1):
     from jax import lax
-    return lax.conv_general_dilated(x, w, (stride,) * (x.ndim - 2), padding,
-                                    rhs_dilation=(dilation,) * (x.ndim - 2),
-                                    dimension_numbers=("NHWC", "HWIO", "NHWC") if x.ndim == 4
-                                    else ("NWC", "WIO", "NWC"))
+
+    return lax.conv_general_dilated(
+        x,
+        w,
+        (stride,) * (x.ndim - 2),
+        padding,
+        rhs_dilation=(dilation,) * (x.ndim - 2),
+        dimension_numbers=("NHWC", "HWIO", "NHWC") if x.ndim == 4 else ("NWC", "WIO", "NWC"),
+    )
 
 
 def _cnn(x, w1, w2, dense):
     import jax.numpy as jnp
     from jax import lax
+
     h = jnp.maximum(_conv(x, w1), 0)
     h = lax.reduce_window(h, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
     h = jnp.maximum(_conv(h, w2), 0)
@@ -42,19 +50,25 @@ def _cnn(x, w1, w2, dense):
 
 def cnn_forward():
     rng = _rng()
-    return _cnn, [_normal(rng, 16, 32, 32, 3), _normal(rng, 3, 3, 3, 16, scale=0.3),
-                  _normal(rng, 3, 3, 16, 32, scale=0.1), _normal(rng, 32, 10, scale=0.2)]
+    return _cnn, [
+        _normal(rng, 16, 32, 32, 3),
+        _normal(rng, 3, 3, 3, 16, scale=0.3),
+        _normal(rng, 3, 3, 16, 32, scale=0.1),
+        _normal(rng, 32, 10, scale=0.2),
+    ]
 
 
 def cnn_grad():
     import jax
     import jax.numpy as jnp
+
     fn, args = cnn_forward()
 
     def loss(x, w1, w2, dense, labels):
         logits = fn(x, w1, w2, dense)
         picked = jnp.take_along_axis(jax.nn.log_softmax(logits), labels[:, None], axis=1)
         return -jnp.mean(picked)
+
     labels = _rng().integers(0, 10, 16).astype(np.int32)
     return jax.grad(loss, argnums=(1, 2, 3)), args + [labels]
 
@@ -62,6 +76,7 @@ def cnn_grad():
 def _recurrent(kind):
     import jax
     import jax.numpy as jnp
+
     gates = 3 if kind == "gru" else 4
 
     def run(xs, wx, wh, b):
@@ -72,19 +87,26 @@ def _recurrent(kind):
             z = x @ wx + h @ wh + b
             if kind == "gru":
                 r, u, n = jnp.split(z, 3, axis=-1)
-                h = (1 - jax.nn.sigmoid(u)) * jnp.tanh(n * jax.nn.sigmoid(r)) + \
-                    jax.nn.sigmoid(u) * h
+                h = (1 - jax.nn.sigmoid(u)) * jnp.tanh(n * jax.nn.sigmoid(r)) + jax.nn.sigmoid(
+                    u
+                ) * h
             else:
                 i, f, g, o = jnp.split(z, 4, axis=-1)
                 c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
                 h = jax.nn.sigmoid(o) * jnp.tanh(c)
             return (h, c), h
+
         zeros = jnp.zeros((batch, hidden), xs.dtype)
         _, hs = jax.lax.scan(step, (zeros, zeros), xs)
         return hs
+
     rng = _rng()
-    return run, [_normal(rng, 64, 16, 64), _normal(rng, 64, gates * 128, scale=0.1),
-                 _normal(rng, 128, gates * 128, scale=0.1), _normal(rng, gates * 128)]
+    return run, [
+        _normal(rng, 64, 16, 64),
+        _normal(rng, 64, gates * 128, scale=0.1),
+        _normal(rng, 128, gates * 128, scale=0.1),
+        _normal(rng, gates * 128),
+    ]
 
 
 def gru_scan():
@@ -97,6 +119,7 @@ def lstm_scan():
 
 def _layernorm(x, g):
     import jax.numpy as jnp
+
     mean = jnp.mean(x, -1, keepdims=True)
     var = jnp.mean((x - mean) ** 2, -1, keepdims=True)
     return (x - mean) / jnp.sqrt(var + 1e-5) * g
@@ -105,6 +128,7 @@ def _layernorm(x, g):
 def _attention(q, k, v, causal=True):
     import jax
     import jax.numpy as jnp
+
     s = jnp.einsum("bhtd,bhsd->bhts", q, k) / np.sqrt(q.shape[-1]).astype(np.float32)
     if causal:
         t = q.shape[2]
@@ -119,16 +143,25 @@ def gpt2_block():
         b, t, d = x.shape
         heads = 4
         qkv = _layernorm(x, g1) @ wqkv
-        q, k, v = (a.reshape(b, t, heads, d // heads).transpose(0, 2, 1, 3)
-                   for a in jax.numpy.split(qkv, 3, -1))
+        q, k, v = (
+            a.reshape(b, t, heads, d // heads).transpose(0, 2, 1, 3)
+            for a in jax.numpy.split(qkv, 3, -1)
+        )
         a = _attention(q, k, v).transpose(0, 2, 1, 3).reshape(b, t, d)
         x = x + a @ wo
         return x + jax.nn.gelu(_layernorm(x, g2) @ w1) @ w2
+
     rng = _rng()
     d = 256
-    return block, [_normal(rng, 4, 128, d), _normal(rng, d), _normal(rng, d, 3 * d, scale=0.05),
-                   _normal(rng, d, d, scale=0.05), _normal(rng, d),
-                   _normal(rng, d, 4 * d, scale=0.05), _normal(rng, 4 * d, d, scale=0.05)]
+    return block, [
+        _normal(rng, 4, 128, d),
+        _normal(rng, d),
+        _normal(rng, d, 3 * d, scale=0.05),
+        _normal(rng, d, d, scale=0.05),
+        _normal(rng, d),
+        _normal(rng, d, 4 * d, scale=0.05),
+        _normal(rng, 4 * d, d, scale=0.05),
+    ]
 
 
 def kv_cache_decode():
@@ -148,16 +181,23 @@ def kv_cache_decode():
             a = jnp.einsum("hqs,hsd->hqd", jax.nn.softmax(s, -1), cv[:, 0]).reshape(512)
             token = jnp.argmax(a @ wout).astype(jnp.int32)
             return token, ck, cv, out.at[i].set(token)
+
         state = (jnp.int32(0), cache_k, cache_v, jnp.zeros(32, jnp.int32))
         return jax.lax.fori_loop(0, 32, step, state)[3]
+
     rng = _rng()
-    return decode, [_normal(rng, 1000, 512), _normal(rng, 512, 512, scale=0.05),
-                    _normal(rng, 8, 1, 160, 64), _normal(rng, 8, 1, 160, 64),
-                    _normal(rng, 512, 1000, scale=0.05)]
+    return decode, [
+        _normal(rng, 1000, 512),
+        _normal(rng, 512, 512, scale=0.05),
+        _normal(rng, 8, 1, 160, 64),
+        _normal(rng, 8, 1, 160, 64),
+        _normal(rng, 512, 1000, scale=0.05),
+    ]
 
 
 def _mlp_loss(x, y, w1, w2):
     import jax.numpy as jnp
+
     return jnp.mean((jnp.tanh(x @ w1) @ w2 - y) ** 2)
 
 
@@ -173,10 +213,19 @@ def adam_step():
             v = 0.999 * v + 0.001 * g * g
             out += [w - 1e-3 * m / (jnp.sqrt(v) + 1e-8), m, v]
         return tuple(out)
+
     rng = _rng()
     w1, w2 = _normal(rng, 256, 512, scale=0.05), _normal(rng, 512, 64, scale=0.05)
-    return step, [_normal(rng, 128, 256), _normal(rng, 128, 64), w1, w2,
-                  np.zeros_like(w1), np.zeros_like(w2), np.zeros_like(w1), np.zeros_like(w2)]
+    return step, [
+        _normal(rng, 128, 256),
+        _normal(rng, 128, 64),
+        w1,
+        w2,
+        np.zeros_like(w1),
+        np.zeros_like(w2),
+        np.zeros_like(w1),
+        np.zeros_like(w2),
+    ]
 
 
 def vae_elbo_grad():
@@ -189,17 +238,24 @@ def vae_elbo_grad():
         z = mu + jnp.exp(0.5 * logvar) * eps
         recon = jax.nn.sigmoid(jnp.tanh(z @ wd1) @ wd2)
         nll = -jnp.sum(x * jnp.log(recon + 1e-6) + (1 - x) * jnp.log(1 - recon + 1e-6))
-        kl = -0.5 * jnp.sum(1 + logvar - mu ** 2 - jnp.exp(logvar))
+        kl = -0.5 * jnp.sum(1 + logvar - mu**2 - jnp.exp(logvar))
         return (nll + kl) / x.shape[0]
+
     rng = _rng()
     x = (rng.random((128, 784)) > 0.5).astype(np.float32)
     return jax.grad(elbo, argnums=(2, 3, 4, 5, 6)), [
-        x, _normal(rng, 128, 32), _normal(rng, 784, 256, scale=0.05),
-        _normal(rng, 256, 32, scale=0.05), _normal(rng, 256, 32, scale=0.05),
-        _normal(rng, 32, 256, scale=0.1), _normal(rng, 256, 784, scale=0.05)]
+        x,
+        _normal(rng, 128, 32),
+        _normal(rng, 784, 256, scale=0.05),
+        _normal(rng, 256, 32, scale=0.05),
+        _normal(rng, 256, 32, scale=0.05),
+        _normal(rng, 32, 256, scale=0.1),
+        _normal(rng, 256, 784, scale=0.05),
+    ]
 
 
 # ---- data processing -------------------------------------------------------------------------
+
 
 def sort_topk():
     import jax
@@ -208,6 +264,7 @@ def sort_topk():
     def run(x):
         values, indices = jax.lax.top_k(x, 16)
         return jnp.sort(x, axis=-1), values, indices, jnp.argsort(-x[:, :256], axis=-1)
+
     return run, [_normal(_rng(), 64, 1024)]
 
 
@@ -218,9 +275,14 @@ def gnn_message_passing():
         messages = h[src] @ w
         agg = jax.ops.segment_sum(messages, dst, num_segments=h.shape[0])
         return jax.nn.relu(agg + h @ w)
+
     rng = _rng()
-    return layer, [_normal(rng, 2048, 64), rng.integers(0, 2048, 16384).astype(np.int32),
-                   rng.integers(0, 2048, 16384).astype(np.int32), _normal(rng, 64, 64, scale=0.1)]
+    return layer, [
+        _normal(rng, 2048, 64),
+        rng.integers(0, 2048, 16384).astype(np.int32),
+        rng.integers(0, 2048, 16384).astype(np.int32),
+        _normal(rng, 64, 64, scale=0.1),
+    ]
 
 
 def fft_filter():
@@ -228,6 +290,7 @@ def fft_filter():
 
     def run(x, response):
         return jnp.fft.irfft(jnp.fft.rfft(x, axis=-1) * response, n=x.shape[-1], axis=-1)
+
     rng = _rng()
     return run, [_normal(rng, 64, 1024), _normal(rng, 513)]
 
@@ -241,12 +304,14 @@ def preprocessing():
         running = jnp.cumsum(x, axis=0)
         peak = jax.lax.cummax(running, axis=0)
         return jnp.clip(running - peak, -3, 3), jax.nn.one_hot(labels, 32)
+
     rng = _rng()
     return run, [_normal(rng, 1024, 64), rng.integers(0, 32, 1024).astype(np.int32)]
 
 
 def cumsum_rows():
     import jax.numpy as jnp
+
     return (lambda x: jnp.cumsum(x, axis=1)), [_normal(_rng(), 256, 2048)]
 
 
@@ -256,9 +321,13 @@ def int8_matmul():
     def run(a, b, scale):
         acc = jnp.matmul(a, b, preferred_element_type=jnp.int32)
         return acc.astype(jnp.float32) * scale
+
     rng = _rng()
-    return run, [rng.integers(-127, 127, (256, 512)).astype(np.int8),
-                 rng.integers(-127, 127, (512, 256)).astype(np.int8), _normal(rng, 256)]
+    return run, [
+        rng.integers(-127, 127, (256, 512)).astype(np.int8),
+        rng.integers(-127, 127, (512, 256)).astype(np.int8),
+        _normal(rng, 256),
+    ]
 
 
 def dilated_conv1d():
@@ -268,9 +337,11 @@ def dilated_conv1d():
         for dilation, w in zip((1, 2, 4, 8), (w1, w2, w3, w4)):
             x = jax.nn.relu(_conv(x, w, dilation=dilation)) + x
         return x
+
     rng = _rng()
-    return stack, [_normal(rng, 8, 1024, 32)] + [_normal(rng, 3, 32, 32, scale=0.1)
-                                                 for _ in range(4)]
+    return stack, [_normal(rng, 8, 1024, 32)] + [
+        _normal(rng, 3, 32, 32, scale=0.1) for _ in range(4)
+    ]
 
 
 def cross_entropy_labels():
@@ -280,14 +351,16 @@ def cross_entropy_labels():
     def run(logits, labels):
         logp = jax.nn.log_softmax(logits)
         return -jnp.mean(jnp.take_along_axis(logp, labels[:, None], axis=1))
+
     rng = _rng()
     return run, [_normal(rng, 512, 1000), rng.integers(0, 1000, 512).astype(np.int32)]
 
 
 def attention():
     rng = _rng()
-    return (lambda q, k, v: _attention(q, k, v, causal=False)), \
-        [_normal(rng, 8, 8, 256, 64) for _ in range(3)]
+    return (lambda q, k, v: _attention(q, k, v, causal=False)), [
+        _normal(rng, 8, 8, 256, 64) for _ in range(3)
+    ]
 
 
 def layernorm_mlp():
@@ -295,9 +368,14 @@ def layernorm_mlp():
 
     def run(x, g, w1, w2):
         return jax.nn.gelu(_layernorm(x, g) @ w1) @ w2
+
     rng = _rng()
-    return run, [_normal(rng, 1024, 512), _normal(rng, 512), _normal(rng, 512, 1024, scale=0.05),
-                 _normal(rng, 1024, 512, scale=0.05)]
+    return run, [
+        _normal(rng, 1024, 512),
+        _normal(rng, 512),
+        _normal(rng, 512, 1024, scale=0.05),
+        _normal(rng, 1024, 512, scale=0.05),
+    ]
 
 
 def embedding_grad():
@@ -306,9 +384,13 @@ def embedding_grad():
 
     def loss(table, ids, target):
         return jnp.sum((table[ids] - target) ** 2)
+
     rng = _rng()
-    return jax.grad(loss), [_normal(rng, 10000, 64), rng.integers(0, 10000, 4096).astype(np.int32),
-                            _normal(rng, 4096, 64)]
+    return jax.grad(loss), [
+        _normal(rng, 10000, 64),
+        rng.integers(0, 10000, 4096).astype(np.int32),
+        _normal(rng, 4096, 64),
+    ]
 
 
 def maxpool_grad():
@@ -318,7 +400,8 @@ def maxpool_grad():
 
     def loss(x):
         pooled = lax.reduce_window(x, -jnp.inf, lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME")
-        return jnp.sum(pooled ** 2)
+        return jnp.sum(pooled**2)
+
     return jax.grad(loss), [_normal(_rng(), 8, 64, 64, 16)]
 
 
@@ -327,9 +410,13 @@ def switch_sort():
     import jax.numpy as jnp
 
     def run(x, which):
-        branches = [lambda v: jnp.sort(v, axis=-1), lambda v: -jnp.sort(-v, axis=-1),
-                    lambda v: jnp.cumsum(v, axis=-1)]
+        branches = [
+            lambda v: jnp.sort(v, axis=-1),
+            lambda v: -jnp.sort(-v, axis=-1),
+            lambda v: jnp.cumsum(v, axis=-1),
+        ]
         return jax.lax.switch(which, branches, x)
+
     return run, [_normal(_rng(), 128, 512), np.int32(1)]
 
 
@@ -338,6 +425,7 @@ def small_while_loop():
 
     def run(x, w):
         return jax.lax.fori_loop(0, 200, lambda i, h: jax.numpy.tanh(h @ w + x), x)
+
     rng = _rng()
     return run, [_normal(rng, 1, 32), _normal(rng, 32, 32, scale=0.2)]
 
@@ -347,7 +435,9 @@ def dus_loop():
 
     def run(buf, row):
         return jax.lax.fori_loop(
-            0, 512, lambda i, b: jax.lax.dynamic_update_slice(b, row * i, (i, 0)), buf)
+            0, 512, lambda i, b: jax.lax.dynamic_update_slice(b, row * i, (i, 0)), buf
+        )
+
     rng = _rng()
     return run, [np.zeros((4096, 1024), np.float32), _normal(rng, 1, 1024)]
 
@@ -361,14 +451,17 @@ def cholesky_solves():
             factor = jnp.linalg.cholesky(a + (i + 1.0) * jnp.eye(a.shape[-1], dtype=a.dtype))
             y = jax.scipy.linalg.solve_triangular(factor, x, lower=True)
             return jax.scipy.linalg.solve_triangular(factor, y, lower=True, trans="T")
+
         return jax.lax.fori_loop(0, 10, step, b)
+
     rng = _rng()
     m = _normal(rng, 128, 128)
     return run, [(m @ m.T / 128).astype(np.float32), _normal(rng, 128, 16)]
 
 
 # The same loop as cholesky_solves in HLO (JAX lowers these to LAPACK custom calls on CPU).
-HLO_TEXT = {"cholesky_solves": """
+HLO_TEXT = {
+    "cholesky_solves": """
 HloModule cholesky_solves
 cond {
   s = (s32[], f32[128,128], f32[128,16]) parameter(0)
@@ -396,13 +489,38 @@ ENTRY main {
   w = (s32[], f32[128,128], f32[128,16]) while((s32[], f32[128,128], f32[128,16]) tuple(s32[] constant(0), a, b)), condition=cond, body=body
   ROOT x = f32[128,16] get-tuple-element(w), index=2
 }
-"""}
+"""
+}
 
-PROGRAMS = {fn.__name__: fn for fn in (
-    cnn_forward, cnn_grad, gru_scan, lstm_scan, gpt2_block, kv_cache_decode, adam_step,
-    vae_elbo_grad, sort_topk, gnn_message_passing, fft_filter, preprocessing, cumsum_rows,
-    int8_matmul, dilated_conv1d, cross_entropy_labels, attention, layernorm_mlp,
-    embedding_grad, maxpool_grad, switch_sort, small_while_loop, dus_loop, cholesky_solves)}
+PROGRAMS = {
+    fn.__name__: fn
+    for fn in (
+        cnn_forward,
+        cnn_grad,
+        gru_scan,
+        lstm_scan,
+        gpt2_block,
+        kv_cache_decode,
+        adam_step,
+        vae_elbo_grad,
+        sort_topk,
+        gnn_message_passing,
+        fft_filter,
+        preprocessing,
+        cumsum_rows,
+        int8_matmul,
+        dilated_conv1d,
+        cross_entropy_labels,
+        attention,
+        layernorm_mlp,
+        embedding_grad,
+        maxpool_grad,
+        switch_sort,
+        small_while_loop,
+        dus_loop,
+        cholesky_solves,
+    )
+}
 
 
 def hlo_text(name: str, fn, args) -> str:
@@ -410,11 +528,13 @@ def hlo_text(name: str, fn, args) -> str:
     if name in HLO_TEXT:
         return HLO_TEXT[name]
     import jax
+
     return jax.jit(fn).lower(*args).compiler_ir("hlo").as_hlo_text()
 
 
 def export(folder) -> None:
     from pathlib import Path
+
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     for name, build in PROGRAMS.items():

@@ -13,6 +13,7 @@ peak memory during one call (tracemalloc; minixla's arena is allocated at compil
 listed separately), and whether minixla's result matches NumPy's. The machine's copy bandwidth
 is measured in the same run, so times can be read against the memory system.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,6 +66,7 @@ def jax_ops():
         max = staticmethod(lambda x, axis, keepdims=False: jnp.max(x, axis=axis, keepdims=keepdims))
         rsqrt = staticmethod(lambda x: 1 / jnp.sqrt(x))
         swap_last = staticmethod(lambda x: jnp.swapaxes(x, -1, -2))
+
     return JaxOps
 
 
@@ -73,14 +75,23 @@ def torch_ops():
 
     class TorchOps(NumpyOps):
         name = "torch"
-        tanh, exp, maximum = staticmethod(torch.tanh), staticmethod(torch.exp), staticmethod(
-            lambda a, b: torch.clamp_min(a, b) if not torch.is_tensor(b) else torch.maximum(a, b))
+        tanh, exp, maximum = (
+            staticmethod(torch.tanh),
+            staticmethod(torch.exp),
+            staticmethod(
+                lambda a, b: (
+                    torch.clamp_min(a, b) if not torch.is_tensor(b) else torch.maximum(a, b)
+                )
+            ),
+        )
         minimum, matmul = staticmethod(torch.minimum), staticmethod(torch.matmul)
         sum = staticmethod(lambda x, axis, keepdims=False: torch.sum(x, dim=axis, keepdim=keepdims))
-        max = staticmethod(lambda x, axis, keepdims=False:
-                           torch.amax(x, dim=axis, keepdim=keepdims))
+        max = staticmethod(
+            lambda x, axis, keepdims=False: torch.amax(x, dim=axis, keepdim=keepdims)
+        )
         rsqrt = staticmethod(torch.rsqrt)
         swap_last = staticmethod(lambda x: torch.swapaxes(x, -1, -2))
+
     return TorchOps
 
 
@@ -123,6 +134,7 @@ def _timed(fn) -> float:
 def bench_minixla(text, inputs, repeat):
     import minixla
     from minixla.backends.cpu import jit
+
     jit.forget_in_memory()
     start = time.perf_counter()
     exe = minixla.compile(text, backend="cpu")
@@ -135,10 +147,16 @@ def bench_minixla(text, inputs, repeat):
     run = lambda: exe(*inputs)
     result = run()
     threaded = minixla.compile(text, backend="cpu", parallel_threshold=1 << 18)
-    return {"time": median_time(run, repeat), "cold": cold, "warm": warm,
-            "peak": peak_bytes(run), "arena": exe.program.arena_bytes, "result": result,
-            "kernels": len(exe.program.kernels),
-            "threaded": median_time(lambda: threaded(*inputs), repeat)}
+    return {
+        "time": median_time(run, repeat),
+        "cold": cold,
+        "warm": warm,
+        "peak": peak_bytes(run),
+        "arena": exe.program.arena_bytes,
+        "result": result,
+        "kernels": len(exe.program.kernels),
+        "threaded": median_time(lambda: threaded(*inputs), repeat),
+    }
 
 
 def bench_library(make_ops, ref, inputs, repeat):
@@ -148,11 +166,13 @@ def bench_library(make_ops, ref, inputs, repeat):
         return None
     if ops.name == "jax":
         import jax
+
         args = [jax.device_put(x) for x in inputs]
         fn = jax.jit(lambda *a: ref(ops, *a))
         run = lambda: fn(*args).block_until_ready()
     else:
         import torch
+
         args = [torch.from_numpy(x) for x in inputs]
         fn = torch.compile(lambda *a: ref(ops, *a))
         run = lambda: fn(*args)
@@ -173,18 +193,33 @@ def main() -> int:
     cache_dir = tempfile.mkdtemp(prefix="minixla-bench-cache-")
     os.environ["MINIXLA_CACHE_DIR"] = cache_dir  # cold compiles really start cold
     import minixla
-    minixla.compile("HloModule w\nENTRY m {\n  ROOT x = f32[2] parameter(0)\n}\n",
-                    backend="cpu")  # Numba's one-time start-up, outside every workload
+
+    minixla.compile(
+        "HloModule w\nENTRY m {\n  ROOT x = f32[2] parameter(0)\n}\n", backend="cpu"
+    )  # Numba's one-time start-up, outside every workload
     bandwidth = copy_bandwidth()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    header = (f"machine: {platform.machine()} {platform.processor() or ''}, {os.cpu_count()} "
-              f"cores (load average {load:.1f} at start), Python {platform.python_version()}, "
-              f"NumPy {np.__version__}; copy bandwidth {bandwidth:.1f} GB/s (read+write)")
+    header = (
+        f"machine: {platform.machine()} {platform.processor() or ''}, {os.cpu_count()} "
+        f"cores (load average {load:.1f} at start), Python {platform.python_version()}, "
+        f"NumPy {np.__version__}; copy bandwidth {bandwidth:.1f} GB/s (read+write)"
+    )
     print(header)
-    columns = ["workload", "minixla ms", "threaded ms", "numpy ms", "numpy/minixla", "jax ms",
-               "torch ms",
-               "cold compile s", "warm compile s", "peak MB minixla (+arena)", "peak MB numpy",
-               "kernels", "ok"]
+    columns = [
+        "workload",
+        "minixla ms",
+        "threaded ms",
+        "numpy ms",
+        "numpy/minixla",
+        "jax ms",
+        "torch ms",
+        "cold compile s",
+        "warm compile s",
+        "peak MB minixla (+arena)",
+        "peak MB numpy",
+        "kernels",
+        "ok",
+    ]
     rows = []
     rng = np.random.default_rng(0)
     for name, (text, make_inputs, ref) in WORKLOADS.items():
@@ -192,6 +227,7 @@ def main() -> int:
             continue
         inputs = make_inputs(rng)
         mine = bench_minixla(text, inputs, args.repeat)
+
         def numpy_run(ref=ref, inputs=inputs):
             return ref(NumpyOps, *inputs)
 
@@ -200,18 +236,27 @@ def main() -> int:
         jax_result = bench_library(jax_ops, ref, inputs, args.repeat)
         torch_result = bench_library(torch_ops, ref, inputs, args.repeat)
         ok = np.allclose(mine["result"], want, rtol=1e-3, atol=1e-3)
-        row = [name, fmt_ms(mine["time"]), fmt_ms(mine["threaded"]), fmt_ms(numpy_time),
-               f"{numpy_time / mine['time']:.2f}x",
-               fmt_ms(jax_result and jax_result["time"]),
-               fmt_ms(torch_result and torch_result["time"]),
-               f"{mine['cold']:.2f}", f"{mine['warm']:.3f}",
-               f"{mine['peak'] / 2**20:.0f} (+{mine['arena'] / 2**20:.0f})",
-               f"{peak_bytes(numpy_run) / 2**20:.0f}", str(mine["kernels"]),
-               "yes" if ok else "NO"]
+        row = [
+            name,
+            fmt_ms(mine["time"]),
+            fmt_ms(mine["threaded"]),
+            fmt_ms(numpy_time),
+            f"{numpy_time / mine['time']:.2f}x",
+            fmt_ms(jax_result and jax_result["time"]),
+            fmt_ms(torch_result and torch_result["time"]),
+            f"{mine['cold']:.2f}",
+            f"{mine['warm']:.3f}",
+            f"{mine['peak'] / 2**20:.0f} (+{mine['arena'] / 2**20:.0f})",
+            f"{peak_bytes(numpy_run) / 2**20:.0f}",
+            str(mine["kernels"]),
+            "yes" if ok else "NO",
+        ]
         rows.append(row)
         print(" | ".join(row), flush=True)
-    table = "\n".join(["| " + " | ".join(columns) + " |",
-                       "|" + "---|" * len(columns)] + ["| " + " | ".join(r) + " |" for r in rows])
+    table = "\n".join(
+        ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+        + ["| " + " | ".join(r) + " |" for r in rows]
+    )
     print()
     print(header)
     print(table)

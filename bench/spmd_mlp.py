@@ -9,13 +9,15 @@ annotations.
 
 Run: python bench/spmd_mlp.py   (sets MINIXLA_NUM_CPU_DEVICES and XLA_FLAGS for 4 devices)
 """
+
 import os
 import sys
 import time
 
 os.environ["MINIXLA_NUM_CPU_DEVICES"] = "4"
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                           + " --xla_force_host_platform_device_count=4").strip()
+os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
+).strip()
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import numpy as np  # noqa: E402
@@ -48,12 +50,24 @@ def attention(q, k, v, wo):
 
 PATTERNS = {
     # name: (function, argument shapes, partition spec per argument, names of parameters)
-    "megatron-mlp": (mlp, [(BATCH, MODEL), (MODEL, HIDDEN), (HIDDEN, MODEL)],
-                     [P(), P(None, "d"), P("d", None)], (1, 2)),
-    "data-parallel": (data_parallel, [(BATCH * 4, MODEL), (MODEL, MODEL)],
-                      [P("d", None), P()], (1,)),
-    "attention-heads": (attention, [(HEADS, SEQ, HEAD_DIM)] * 3 + [(HEADS, HEAD_DIM, MODEL)],
-                        [P("d", None, None)] * 4, (3,)),
+    "megatron-mlp": (
+        mlp,
+        [(BATCH, MODEL), (MODEL, HIDDEN), (HIDDEN, MODEL)],
+        [P(), P(None, "d"), P("d", None)],
+        (1, 2),
+    ),
+    "data-parallel": (
+        data_parallel,
+        [(BATCH * 4, MODEL), (MODEL, MODEL)],
+        [P("d", None), P()],
+        (1,),
+    ),
+    "attention-heads": (
+        attention,
+        [(HEADS, SEQ, HEAD_DIM)] * 3 + [(HEADS, HEAD_DIM, MODEL)],
+        [P("d", None, None)] * 4,
+        (3,),
+    ),
 }
 
 
@@ -69,12 +83,16 @@ def xla_bytes(fn_name, shapes, specs, n):
         "megatron-mlp": lambda x, w1, w2: jnp.tanh(x @ w1) @ w2,
         "data-parallel": lambda x, w: ((x @ w) ** 2).sum(),
         "attention-heads": lambda q, k, v, wo: jnp.einsum(
-            "hsd,hde->se", jax.nn.softmax(jnp.einsum("hsd,htd->hst", q, k) /
-                                          np.sqrt(HEAD_DIM), -1) @ v, wo),
+            "hsd,hde->se",
+            jax.nn.softmax(jnp.einsum("hsd,htd->hst", q, k) / np.sqrt(HEAD_DIM), -1) @ v,
+            wo,
+        ),
     }
     mesh = JMesh(np.array(jax.devices()[:n]), ("d",))
-    args = [jax.ShapeDtypeStruct(s, jnp.float32, sharding=JNamed(mesh, JP(*p)))
-            for s, p in zip(shapes, specs)]
+    args = [
+        jax.ShapeDtypeStruct(s, jnp.float32, sharding=JNamed(mesh, JP(*p)))
+        for s, p in zip(shapes, specs)
+    ]
     text = jax.jit(jax_fns[fn_name]).lower(*args).compile().as_text()
     module = minixla.parse_hlo_module(text, verify=False)
     return collective_bytes(module, n)["total"]
@@ -83,16 +101,19 @@ def xla_bytes(fn_name, shapes, specs, n):
 def main():
     rng = np.random.default_rng(0)
     print(f"backend={BACKEND}; bytes are what one device sends (ring cost model)")
-    print(f"{'pattern':16s} {'n':>2s} {'max |diff|':>11s} {'param bytes/dev':>16s} "
-          f"{'of replicated':>13s} {'minixla bytes':>14s} {'XLA bytes':>10s} {'run s':>7s}")
+    print(
+        f"{'pattern':16s} {'n':>2s} {'max |diff|':>11s} {'param bytes/dev':>16s} "
+        f"{'of replicated':>13s} {'minixla bytes':>14s} {'XLA bytes':>10s} {'run s':>7s}"
+    )
     for name, (fn, shapes, specs, weights) in PATTERNS.items():
         args = [(rng.standard_normal(s) / np.sqrt(s[-1])).astype(np.float32) for s in shapes]
         want = minixla.jit(fn, backend=BACKEND)(*args)
         replicated = sum(args[i].nbytes for i in weights)
         for n in (2, 4):
             mesh = Mesh(np.array(minixla.devices()[:n]), ("d",))
-            jitted = minixla.jit(fn, backend=BACKEND,
-                                 in_shardings=[NamedSharding(mesh, p) for p in specs])
+            jitted = minixla.jit(
+                fn, backend=BACKEND, in_shardings=[NamedSharding(mesh, p) for p in specs]
+            )
             exe = jitted.lower(*args).compile()
             start = time.perf_counter()
             got = exe(*args)
@@ -102,9 +123,11 @@ def main():
             moved = collective_bytes(exe.partitioned_module, n)["total"]
             xla = xla_bytes(name, shapes, specs, n)
             diff = float(np.max(np.abs(np.asarray(got) - np.asarray(want))))
-            print(f"{name:16s} {n:2d} {diff:11.2e} {per_device:16d} "
-                  f"{per_device / replicated:13.3f} {moved:14d} "
-                  f"{'-' if xla is None else xla:>10} {seconds:7.3f}")
+            print(
+                f"{name:16s} {n:2d} {diff:11.2e} {per_device:16d} "
+                f"{per_device / replicated:13.3f} {moved:14d} "
+                f"{'-' if xla is None else xla:>10} {seconds:7.3f}"
+            )
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ wall clock: on a machine shared with other work, waiting for a core then does no
 work on extra threads still does. Torch runs on one thread; minixla's kernels run on one
 thread at these sizes and BLAS gets one thread below 2^26 flops (blas_threads.py).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,9 +33,15 @@ import minixla.torch  # noqa: F401  (registers the "minixla" backend)
 class ConvNet(nn.Module):
     def __init__(self):
         super().__init__()
-        self.body = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
-                                  nn.MaxPool2d(2), nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
-                                  nn.MaxPool2d(2))
+        self.body = nn.Sequential(
+            nn.Conv2d(3, 16, 3, padding=1),
+            nn.BatchNorm2d(16),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+        )
         self.head = nn.Linear(32 * 4 * 4, 10)
 
     def forward(self, x):
@@ -81,23 +88,29 @@ class LSTMRegressor(nn.Module):
 
 
 MODELS = {
-    "mlp": (lambda: nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 10)),
-            lambda: torch.randn(32, 64)),
+    "mlp": (
+        lambda: nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 10)),
+        lambda: torch.randn(32, 64),
+    ),
     "cnn": (ConvNet, lambda: torch.randn(8, 3, 16, 16)),
     "resnet_block": (ResidualBlock, lambda: torch.randn(4, 16, 8, 8)),
-    "transformer_layer": (lambda: nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0,
-                                                             batch_first=True),
-                          lambda: torch.randn(4, 16, 32)),
+    "transformer_layer": (
+        lambda: nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True),
+        lambda: torch.randn(4, 16, 32),
+    ),
     "attention_lm": (AttentionLM, lambda: torch.randint(0, 64, (4, 16))),
     "lstm": (LSTMRegressor, lambda: torch.randn(4, 8, 16)),
 }
 
 
 def systems(model, backend: str):
-    return {"eager": model,
-            "inductor": torch.compile(copy.deepcopy(model)),
-            "minixla": torch.compile(copy.deepcopy(model), backend="minixla",
-                                     options={"backend": backend})}
+    return {
+        "eager": model,
+        "inductor": torch.compile(copy.deepcopy(model)),
+        "minixla": torch.compile(
+            copy.deepcopy(model), backend="minixla", options={"backend": backend}
+        ),
+    }
 
 
 def forward(fn, x):
@@ -138,9 +151,12 @@ def bench(name: str, backend: str, repeat: int, clock=time.perf_counter) -> list
                 times[sys_name].append(clock() - start)
         medians = {k: statistics.median(v) for k, v in times.items()}
         eager = medians["eager"]
-        cells = " | ".join(f"fails ({failed[k]})" if k in failed else
-                           f"{medians[k] * 1e3:.3f} ms ({medians[k] / eager:.2f}x)"
-                           for k in ("eager", "inductor", "minixla"))
+        cells = " | ".join(
+            f"fails ({failed[k]})"
+            if k in failed
+            else f"{medians[k] * 1e3:.3f} ms ({medians[k] / eager:.2f}x)"
+            for k in ("eager", "inductor", "minixla")
+        )
         lines.append(f"| {name} | {mode} | {cells} | {first['minixla']:.1f} s |")
     return lines
 
@@ -154,8 +170,10 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch._dynamo.config.allow_rnn = True  # dynamo traces into nn.LSTM instead of breaking
-    print(f"torch {torch.__version__}, minixla backend {args.backend}, "
-          f"median of {args.repeat}, one torch thread, {args.clock} clock")
+    print(
+        f"torch {torch.__version__}, minixla backend {args.backend}, "
+        f"median of {args.repeat}, one torch thread, {args.clock} clock"
+    )
     print("| model | pass | eager | inductor | minixla | minixla first call |")
     print("|---|---|---|---|---|---|")
     for name in args.only or MODELS:

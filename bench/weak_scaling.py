@@ -19,6 +19,7 @@ Every rank checks its outputs against the same function on one device. Rank 0 re
 median seconds of a step; the table shows the median over rounds and the efficiency
 t(1) / t(P) (1.0 is perfect weak scaling).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,20 +45,24 @@ def sgd_step(w1, w2, x, y):
 
     def loss(w1, w2):
         return ((mnp.tanh(x @ w1) @ w2 - y) ** 2).mean()
+
     g1, g2 = minixla.grad(loss, argnums=(0, 1))(w1, w2)
     return w1 - 0.1 * g1, w2 - 0.1 * g2
 
 
 def mlp(x, w1, w2):
     import minixla.numpy as mnp
+
     return mnp.tanh(x @ w1) @ w2
 
 
 def data_parallel(rng, rows, n):
     """(arguments, partition spec per argument, per output) of the data-parallel step."""
     from minixla.sharding import PartitionSpec as P
-    w1, w2 = ((rng.standard_normal((WIDTH, WIDTH)) / np.sqrt(WIDTH)).astype(np.float32)
-              for _ in range(2))
+
+    w1, w2 = (
+        (rng.standard_normal((WIDTH, WIDTH)) / np.sqrt(WIDTH)).astype(np.float32) for _ in range(2)
+    )
     x, y = (rng.standard_normal((rows * n, WIDTH)).astype(np.float32) for _ in range(2))
     return (w1, w2, x, y), [P(), P(), P("d", None), P("d", None)], [P(), P()]
 
@@ -65,6 +70,7 @@ def data_parallel(rng, rows, n):
 def model_parallel(rng, rows, n):
     """(arguments, partition spec per argument, per output) of the Megatron-style MLP."""
     from minixla.sharding import PartitionSpec as P
+
     x = rng.standard_normal((rows, WIDTH)).astype(np.float32)
     w1 = (rng.standard_normal((WIDTH, WIDTH * n)) / np.sqrt(WIDTH)).astype(np.float32)
     w2 = (rng.standard_normal((WIDTH * n, WIDTH)) / np.sqrt(WIDTH * n)).astype(np.float32)
@@ -82,6 +88,7 @@ def worker(args) -> None:
     import minixla
     import minixla.distributed as dist
     from minixla.sharding import Mesh, NamedSharding
+
     dist.initialize()
     processes, rank = dist.process_count(), dist.process_index()
     os.environ["MINIXLA_NUM_CPU_DEVICES"] = str(args.devices_per_process)
@@ -94,8 +101,13 @@ def worker(args) -> None:
         if isinstance(specs, list):
             return [NamedSharding(mesh, spec) for spec in specs]
         return NamedSharding(mesh, specs)
-    sharded = minixla.jit(function, backend="cpu", in_shardings=shardings(in_specs),
-                          out_shardings=shardings(out_specs))
+
+    sharded = minixla.jit(
+        function,
+        backend="cpu",
+        in_shardings=shardings(in_specs),
+        out_shardings=shardings(out_specs),
+    )
     got = sharded(*arguments)  # compiles and warms up
     times = []
     for _ in range(args.repeat):
@@ -114,13 +126,28 @@ def run_job(case: str, processes: int, args) -> tuple[float, float]:
     """One `mpiexec -n processes` run of a case: (rank 0's median step s, max diff of any rank)."""
     environment = dict(os.environ, PYTHONPATH=str(ROOT))
     # Open MPI refuses root and more ranks than cores unless told; MPICH ignores these.
-    environment.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                       OMPI_MCA_rmaps_base_oversubscribe="1")
-    command = ["mpiexec", "-n", str(processes), sys.executable, __file__, "--worker",
-               "--case", case, "--rows", str(args.rows), "--repeat", str(args.repeat),
-               "--devices-per-process", str(args.devices_per_process)]
-    done = subprocess.run(command, capture_output=True, text=True, env=environment,
-                          timeout=1800)
+    environment.update(
+        OMPI_ALLOW_RUN_AS_ROOT="1",
+        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+        OMPI_MCA_rmaps_base_oversubscribe="1",
+    )
+    command = [
+        "mpiexec",
+        "-n",
+        str(processes),
+        sys.executable,
+        __file__,
+        "--worker",
+        "--case",
+        case,
+        "--rows",
+        str(args.rows),
+        "--repeat",
+        str(args.repeat),
+        "--devices-per-process",
+        str(args.devices_per_process),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=1800)
     found = re.search(r"RESULT median_s=(\S+)", done.stdout)
     diffs = [float(d) for d in re.findall(r"CHECK rank=\d+ max_diff=(\S+)", done.stdout)]
     if done.returncode != 0 or found is None or len(diffs) != processes:
@@ -139,19 +166,25 @@ def launch(args) -> None:
                 step_s, diff = run_job(case, processes, args)
                 seconds[case, processes].append(step_s)
                 diffs[case, processes] = max(diffs[case, processes], diff)
-    print(f"{WIDTH}-wide 2-layer MLP, {args.rows} rows per device (data) / replicated "
-          f"(model), {args.devices_per_process} device(s) per process, cpu backend, median "
-          f"over {args.rounds} round(s) of the median of {args.repeat} steps")
-    print("| case | processes | devices | grows with devices | step s | efficiency "
-          "| max abs diff vs 1 device |")
+    print(
+        f"{WIDTH}-wide 2-layer MLP, {args.rows} rows per device (data) / replicated "
+        f"(model), {args.devices_per_process} device(s) per process, cpu backend, median "
+        f"over {args.rounds} round(s) of the median of {args.repeat} steps"
+    )
+    print(
+        "| case | processes | devices | grows with devices | step s | efficiency "
+        "| max abs diff vs 1 device |"
+    )
     print("|---|---|---|---|---|---|---|")
     for case in cases:
         base = statistics.median(seconds[case, counts[0]])
         for processes in counts:
             median = statistics.median(seconds[case, processes])
-            print(f"| {case} | {processes} | {processes * args.devices_per_process} | "
-                  f"{CASES[case][2]} | {median:.4f} | {base / median:.2f} | "
-                  f"{diffs[case, processes]:.1e} |")
+            print(
+                f"| {case} | {processes} | {processes * args.devices_per_process} | "
+                f"{CASES[case][2]} | {median:.4f} | {base / median:.2f} | "
+                f"{diffs[case, processes]:.1e} |"
+            )
 
 
 def main() -> None:
@@ -159,11 +192,13 @@ def main() -> None:
     parser.add_argument("--case", choices=[*CASES, "all"], default="all")
     parser.add_argument("--processes", default="1,2,4")
     parser.add_argument("--devices-per-process", type=int, default=1)
-    parser.add_argument("--rows", type=int, default=256,
-                        help="rows of the batch per device (data) or of x (model)")
+    parser.add_argument(
+        "--rows", type=int, default=256, help="rows of the batch per device (data) or of x (model)"
+    )
     parser.add_argument("--repeat", type=int, default=10, help="timed steps per run")
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="runs of every case and process count, interleaved")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="runs of every case and process count, interleaved"
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     worker(args) if args.worker else launch(args)

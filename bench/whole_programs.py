@@ -13,6 +13,7 @@ off, so every kernel is compiled), tracemalloc's peak during one call (fresh res
 is allocated at compile time and shown after the +), kernels, fallbacks, and whether the
 outputs match. `--export` rewrites bench/programs/*.hlo from the JAX programs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,6 +39,7 @@ STORED = HERE / "programs"
 def _jax():
     try:
         import jax
+
         return jax
     except ImportError:
         return None
@@ -60,8 +62,9 @@ def _matches(got, want) -> bool:
             # argmax/argsort may pick another index among (near-)equal values
             if np.mean(g != w) > 0.01:
                 return False
-        elif not np.allclose(g.astype(np.float64), w.astype(np.float64), rtol=2e-3, atol=2e-3,
-                             equal_nan=True):
+        elif not np.allclose(
+            g.astype(np.float64), w.astype(np.float64), rtol=2e-3, atol=2e-3, equal_nan=True
+        ):
             return False
     return True
 
@@ -88,14 +91,19 @@ def run_one(name: str, repeat: int, cold: bool, jax) -> dict:
     else:
         text = (STORED / f"{name}.hlo").read_text()
         from minixla.runtime.inputs import random_arguments
+
         args = random_arguments(minixla.parse_hlo_module(text), 0)
     options = {"cache": False} if cold else {}
     start = time.perf_counter()
     exe = minixla.compile(text, backend="cpu", **options)
     compile_s = time.perf_counter() - start
-    row = {"name": name, "compile_s": compile_s, "kernels": len(exe.program.kernels),
-           "fallbacks": sum(exe.program.fallbacks.values()),
-           "arena_mb": exe.program.arena_bytes / 2**20}
+    row = {
+        "name": name,
+        "compile_s": compile_s,
+        "kernels": len(exe.program.kernels),
+        "fallbacks": sum(exe.program.fallbacks.values()),
+        "arena_mb": exe.program.arena_bytes / 2**20,
+    }
     got = exe(*args)
     jitted = None
     if jax is not None:
@@ -125,23 +133,30 @@ def _fmt(value, digits=2) -> str:
 
 
 def report(rows) -> str:
-    lines = ["| program | minixla ms | jax ms | minixla/jax | compile s | peak MB (+arena) | "
-             "kernels | fallbacks | ok |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| program | minixla ms | jax ms | minixla/jax | compile s | peak MB (+arena) | "
+        "kernels | fallbacks | ok |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     ratios = []
     for r in rows:
         ratio = r["minixla_ms"] / r["jax_ms"] if r.get("jax_ms") else None
         if ratio is not None:
             ratios.append(ratio)
-        lines.append(f"| {r['name']} | {_fmt(r['minixla_ms'])} | {_fmt(r.get('jax_ms'))} | "
-                     f"{_fmt(ratio)}{'x' if ratio else ''} | {_fmt(r['compile_s'])} | "
-                     f"{r['peak_mb']:.0f} (+{r['arena_mb']:.0f}) | {r['kernels']} | "
-                     f"{r['fallbacks']} | {'yes' if r.get('ok', True) else 'NO'} |")
+        lines.append(
+            f"| {r['name']} | {_fmt(r['minixla_ms'])} | {_fmt(r.get('jax_ms'))} | "
+            f"{_fmt(ratio)}{'x' if ratio else ''} | {_fmt(r['compile_s'])} | "
+            f"{r['peak_mb']:.0f} (+{r['arena_mb']:.0f}) | {r['kernels']} | "
+            f"{r['fallbacks']} | {'yes' if r.get('ok', True) else 'NO'} |"
+        )
     if ratios:
         geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
         lines.append("")
-        lines.append(f"geo-mean minixla/jax: {geo:.2f}x over {len(ratios)} programs; slowest "
-                     f"{max(ratios):.2f}x; faster than jax on "
-                     f"{sum(r < 1 for r in ratios)} of {len(ratios)}")
+        lines.append(
+            f"geo-mean minixla/jax: {geo:.2f}x over {len(ratios)} programs; slowest "
+            f"{max(ratios):.2f}x; faster than jax on "
+            f"{sum(r < 1 for r in ratios)} of {len(ratios)}"
+        )
     return "\n".join(lines)
 
 
@@ -151,8 +166,9 @@ def main(argv=None) -> None:
     parser.add_argument("--only", action="append", default=[])
     parser.add_argument("--cold", action="store_true", help="compile without the disk cache")
     parser.add_argument("--export", action="store_true", help="rewrite bench/programs/*.hlo")
-    parser.add_argument("--no-jax", action="store_true",
-                        help="run the stored HLO on random inputs, minixla only")
+    parser.add_argument(
+        "--no-jax", action="store_true", help="run the stored HLO on random inputs, minixla only"
+    )
     opts = parser.parse_args(argv)
     jax = None if opts.no_jax else _jax()
     if opts.export:
@@ -160,14 +176,20 @@ def main(argv=None) -> None:
         return
     names = [n for n in programs.PROGRAMS if not opts.only or any(o in n for o in opts.only)]
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"machine: {os.cpu_count()} cores, load average {load:.1f} at start; "
-          f"jax {'%s' % jax.__version__ if jax else 'not installed'}", flush=True)
+    print(
+        f"machine: {os.cpu_count()} cores, load average {load:.1f} at start; "
+        f"jax {'%s' % jax.__version__ if jax else 'not installed'}",
+        flush=True,
+    )
     rows = []
     for name in names:
         rows.append(run_one(name, opts.repeat, opts.cold, jax))
         r = rows[-1]
-        print(f"  {name}: minixla {r['minixla_ms']:.2f} ms, jax {_fmt(r.get('jax_ms'))} ms",
-              file=sys.stderr, flush=True)
+        print(
+            f"  {name}: minixla {r['minixla_ms']:.2f} ms, jax {_fmt(r.get('jax_ms'))} ms",
+            file=sys.stderr,
+            flush=True,
+        )
     print(report(rows))
 
 

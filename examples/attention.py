@@ -2,6 +2,7 @@
 
 Run `python examples/attention.py` to print the output and the attention weights of head 0.
 """
+
 import numpy as np
 
 import minixla
@@ -12,8 +13,7 @@ from minixla import nn
 def init_params(rng, d_model: int = 16):
     scale = 1 / np.sqrt(d_model)
     names = ("wq", "wk", "wv", "wo")
-    return {n: (rng.standard_normal((d_model, d_model)) * scale).astype(np.float32)
-            for n in names}
+    return {n: (rng.standard_normal((d_model, d_model)) * scale).astype(np.float32) for n in names}
 
 
 def attention(params, x, num_heads):
@@ -23,6 +23,7 @@ def attention(params, x, num_heads):
 
     def heads(w):  # [seq, d_model] -> [heads, seq, d_head]
         return (x @ w).reshape(seq, num_heads, d_head).transpose(1, 0, 2)
+
     q, k, v = heads(params["wq"]), heads(params["wk"]), heads(params["wv"])
     scores = mnp.einsum("hqd,hkd->hqk", q, k) / np.sqrt(d_head)
     causal = mnp.arange(seq)[:, None] >= mnp.arange(seq)[None, :]

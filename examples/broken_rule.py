@@ -5,6 +5,7 @@
 The rule rewrites x - (-y) to x - y (right would be x + y) and is tried before the
 algebraic simplifier's own rules, so every compile that runs algsimp miscompiles such code.
 """
+
 import sys
 
 from minixla.passes.algsimp import ALGSIMP
@@ -15,8 +16,12 @@ def subtract_negate_fast(root, x, y):
     return new("subtract", root.shape, x, y)  # wrong on purpose: x - (-y) is x + y
 
 
-BROKEN = Rule("subtract_negate_fast", m.Subtract(m.Any("x"), m.Negate(m.Any("y"))),
-              subtract_negate_fast, ("root", "x", "y"))
+BROKEN = Rule(
+    "subtract_negate_fast",
+    m.Subtract(m.Any("x"), m.Negate(m.Any("y"))),
+    subtract_negate_fast,
+    ("root", "x", "y"),
+)
 
 
 def plant() -> None:
@@ -27,4 +32,5 @@ def plant() -> None:
 if __name__ == "__main__":
     plant()
     from minixla.cli import main
+
     sys.exit(main(sys.argv[1:]))

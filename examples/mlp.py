@@ -2,6 +2,7 @@
 
 Run `python examples/mlp.py` to print the HLO minixla builds and the class probabilities.
 """
+
 import numpy as np
 
 import minixla

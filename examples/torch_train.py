@@ -5,6 +5,7 @@ small transformer encoder learns to sort short sequences of tokens. The forward 
 backward graphs run as minixla-compiled HLO; the optimizers are torch's own.
 Run `python examples/torch_train.py [--backend interpreter|cpu] [--steps N]`.
 """
+
 import argparse
 import copy
 
@@ -18,8 +19,15 @@ class SmallCNN(nn.Module):
     def __init__(self, classes: int = 4):
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2))
+            nn.Conv2d(1, 8, 3, padding=1),
+            nn.BatchNorm2d(8),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(8, 16, 3, padding=1),
+            nn.BatchNorm2d(16),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+        )
         self.head = nn.Linear(16 * 2 * 2, classes)
 
     def forward(self, images):
@@ -55,8 +63,9 @@ def train(model, inputs, targets, steps: int, make_optimizer):
     for _ in range(steps):
         optimizer.zero_grad()
         logits = model(inputs)
-        loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                           targets.reshape(-1))
+        loss = nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)
+        )
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
@@ -67,8 +76,10 @@ def main(steps: int = 20, backend: str = "interpreter", verbose: bool = True):
     """Trains both models compiled by minixla and, from the same start, eagerly; returns
     {task: (minixla losses, eager losses)}."""
     results = {}
-    tasks = {"cnn (SGD)": (cnn_task, lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9)),
-             "transformer (Adam)": (sort_task, lambda p: torch.optim.Adam(p, lr=3e-3))}
+    tasks = {
+        "cnn (SGD)": (cnn_task, lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9)),
+        "transformer (Adam)": (sort_task, lambda p: torch.optim.Adam(p, lr=3e-3)),
+    }
     for name, (task, make_optimizer) in tasks.items():
         torch.manual_seed(0)
         model, inputs, targets = task(torch.Generator().manual_seed(1))
@@ -78,8 +89,10 @@ def main(steps: int = 20, backend: str = "interpreter", verbose: bool = True):
         theirs = train(eager, inputs, targets, steps, make_optimizer)
         results[name] = (ours, theirs)
         if verbose:
-            print(f"{name}: loss {ours[0]:.4f} -> {ours[-1]:.4f} with minixla "
-                  f"(eager: {theirs[0]:.4f} -> {theirs[-1]:.4f})")
+            print(
+                f"{name}: loss {ours[0]:.4f} -> {ours[-1]:.4f} with minixla "
+                f"(eager: {theirs[0]:.4f} -> {theirs[-1]:.4f})"
+            )
     return results
 
 

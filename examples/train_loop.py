@@ -4,6 +4,7 @@ Each call of `train` runs `steps` SGD steps inside one compiled HLO while loop
 (lax.fori_loop); the parameters are donated, so they become input_output_alias entries.
 Run `python examples/train_loop.py` to watch the loss fall.
 """
+
 import numpy as np
 
 import minixla
@@ -13,15 +14,17 @@ from minixla import lax
 
 def make_data(rng, n: int = 64):
     x = rng.uniform(-2, 2, (n, 1)).astype(np.float32)
-    y = (np.sin(x) + 0.1 * x ** 2).astype(np.float32)
+    y = (np.sin(x) + 0.1 * x**2).astype(np.float32)
     return x, y
 
 
 def init_params(rng, hidden: int = 16):
-    return {"w1": rng.standard_normal((1, hidden)).astype(np.float32),
-            "b1": np.zeros(hidden, np.float32),
-            "w2": (rng.standard_normal((hidden, 1)) / np.sqrt(hidden)).astype(np.float32),
-            "b2": np.zeros(1, np.float32)}
+    return {
+        "w1": rng.standard_normal((1, hidden)).astype(np.float32),
+        "b1": np.zeros(hidden, np.float32),
+        "w2": (rng.standard_normal((hidden, 1)) / np.sqrt(hidden)).astype(np.float32),
+        "b2": np.zeros(1, np.float32),
+    }
 
 
 def loss(params, x, y):
@@ -38,6 +41,7 @@ def sgd_steps(params, x, y, lr, steps):
     def step(_, p):
         _, grads = loss_and_grads(p, x, y)
         return {k: p[k] - lr * grads[k] for k in p}
+
     params = lax.fori_loop(0, steps, step, params)
     return params, loss(params, x, y)
 
@@ -45,8 +49,9 @@ def sgd_steps(params, x, y, lr, steps):
 train = minixla.jit(sgd_steps, donate_argnums=0, static_argnums=4)
 
 
-def main(epochs: int = 5, steps: int = 50, lr: float = 0.1, seed: int = 0,
-         verbose: bool = True) -> dict:
+def main(
+    epochs: int = 5, steps: int = 50, lr: float = 0.1, seed: int = 0, verbose: bool = True
+) -> dict:
     rng = np.random.default_rng(seed)
     x, y = make_data(rng)
     params = init_params(rng)
@@ -59,10 +64,19 @@ def main(epochs: int = 5, steps: int = 50, lr: float = 0.1, seed: int = 0,
             print(f"after {(epoch + 1) * steps:4d} steps: loss {loss:.5f}")
     if verbose:
         aliases = train.lower(params, x, y, lr, steps).module.input_output_alias
-        print(f"{len(aliases)} donated parameter buffers alias outputs; "
-              f"{train.compile_count} compilation(s)")
-    return {"x": x, "y": y, "initial": initial, "params": params, "losses": losses,
-            "lr": lr, "steps": steps}
+        print(
+            f"{len(aliases)} donated parameter buffers alias outputs; "
+            f"{train.compile_count} compilation(s)"
+        )
+    return {
+        "x": x,
+        "y": y,
+        "initial": initial,
+        "params": params,
+        "losses": losses,
+        "lr": lr,
+        "steps": steps,
+    }
 
 
 if __name__ == "__main__":

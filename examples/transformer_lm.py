@@ -7,6 +7,7 @@ token and position embeddings, trained by Adam on next-token cross-entropy; each
 `train` runs a block of steps in one compiled HLO while loop. Run
 `python examples/transformer_lm.py` to watch the loss fall.
 """
+
 import numpy as np
 
 import minixla
@@ -25,10 +26,16 @@ def make_data(rng, n: int = 32):
 def init_params(rng):
     def dense(fan_in, fan_out):
         return (rng.standard_normal((fan_in, fan_out)) / np.sqrt(fan_in)).astype(np.float32)
-    return {"embed": dense(VOCAB, WIDTH), "pos": dense(SEQ, WIDTH) * 0.1,
-            "qkv": dense(WIDTH, 3 * WIDTH), "proj": dense(WIDTH, WIDTH),
-            "up": dense(WIDTH, 2 * WIDTH), "down": dense(2 * WIDTH, WIDTH),
-            "unembed": dense(WIDTH, VOCAB)}
+
+    return {
+        "embed": dense(VOCAB, WIDTH),
+        "pos": dense(SEQ, WIDTH) * 0.1,
+        "qkv": dense(WIDTH, 3 * WIDTH),
+        "proj": dense(WIDTH, WIDTH),
+        "up": dense(WIDTH, 2 * WIDTH),
+        "down": dense(2 * WIDTH, WIDTH),
+        "unembed": dense(WIDTH, VOCAB),
+    }
 
 
 def attention(params, h):
@@ -37,6 +44,7 @@ def attention(params, h):
 
     def heads(t):
         return t.reshape(batch, seq, HEADS, WIDTH // HEADS).transpose(0, 2, 1, 3)
+
     q, k, v = heads(q), heads(k), heads(v)
     scores = mnp.einsum("bhqd,bhkd->bhqk", q, k) / np.sqrt(WIDTH // HEADS)
     causal = np.tril(np.ones((seq, seq), bool))
@@ -60,22 +68,31 @@ def loss(params, batch):
 
 def adam_steps(state, batch, lr, steps):
     """`steps` Adam updates; state is (params, first moments, second moments, step count)."""
+
     def step(_, state):
         params, m, v, t = state
         grads = minixla.grad(loss)(params, batch)
         t = t + 1
         m = {k: 0.9 * m[k] + 0.1 * grads[k] for k in params}
         v = {k: 0.999 * v[k] + 0.001 * grads[k] ** 2 for k in params}
-        params = {k: params[k] - lr * (m[k] / (1 - 0.9 ** t)) /
-                  (mnp.sqrt(v[k] / (1 - 0.999 ** t)) + 1e-8) for k in params}
+        params = {
+            k: params[k] - lr * (m[k] / (1 - 0.9**t)) / (mnp.sqrt(v[k] / (1 - 0.999**t)) + 1e-8)
+            for k in params
+        }
         return params, m, v, t
+
     state = lax.fori_loop(0, steps, step, state)
     return state, loss(state[0], batch)
 
 
-
-def main(blocks: int = 6, steps: int = 50, lr: float = 3e-3, seed: int = 0,
-         verbose: bool = True, backend: str | None = None) -> dict:
+def main(
+    blocks: int = 6,
+    steps: int = 50,
+    lr: float = 3e-3,
+    seed: int = 0,
+    verbose: bool = True,
+    backend: str | None = None,
+) -> dict:
     train = minixla.jit(adam_steps, static_argnums=3, backend=backend)
     rng = np.random.default_rng(seed)
     batch = make_data(rng)

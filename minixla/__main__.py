@@ -1,4 +1,5 @@
 """`python -m minixla ...` is the `minixla` command."""
+
 import sys
 
 from .cli import main

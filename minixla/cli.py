@@ -4,6 +4,7 @@ Each tool module provides `add_arguments(parser)` and `main(args) -> int`. Error
 (missing file, bad HLO, mismatch) print one line to stderr and exit 1; bad flags exit 2; a
 traceback only with --debug.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,8 +24,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "backends": ("minixla.tools.backends", "list backends and whether they are available"),
     "bisect": ("minixla.tools.bisect", "find the pass and rewrite after which results change"),
     "reduce": ("minixla.tools.reduce", "shrink an HLO module while a test still fails"),
-    "explain-fusion": ("minixla.tools.explain_fusion",
-                       "why each producer-consumer pair was fused or not"),
+    "explain-fusion": (
+        "minixla.tools.explain_fusion",
+        "why each producer-consumer pair was fused or not",
+    ),
 }
 
 
@@ -62,8 +65,9 @@ def main(argv=None) -> int:
     except (MinixlaError, OSError, ValueError) as exc:
         if args.debug:
             raise
-        print(f"minixla {args.command}: {one_line(exc, getattr(args, 'file', None))}",
-              file=sys.stderr)
+        print(
+            f"minixla {args.command}: {one_line(exc, getattr(args, 'file', None))}", file=sys.stderr
+        )
         return 1
     except KeyboardInterrupt:
         return 130
@@ -73,6 +77,7 @@ def one_line(exc: BaseException, path: str | None) -> str:
     """`FILE:LINE:COL: reason` for errors that know where in the file they are (parse errors,
     and verifier and backend errors about an instruction), else the first line of the message."""
     from .errors import HloParseError
+
     where = "<stdin>" if path in (None, "-") else path
     if isinstance(exc, HloParseError) and exc.line:
         return f"{where}:{exc.line}:{exc.column}: {exc.reason}"

@@ -7,6 +7,7 @@ class MinixlaError(Exception):
     `line`/`column` locate the error in the source text when known (for errors about an
     instruction: where the instruction was written); 0 when not.
     """
+
     line = 0
     column = 0
 

@@ -1,4 +1,5 @@
 """`minixla.sharding`: meshes and named shardings, as in jax.sharding (docs/sharding.md)."""
+
 from .frontend.sharding import Mesh, NamedSharding, PartitionSpec
 from .ir.sharding import HloSharding
 

@@ -9,6 +9,7 @@ lax loops and the random module all take pytrees through the same registry.
         w: np.ndarray
         b: np.ndarray
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -19,10 +20,26 @@ from .frontend.errors import FrontendTypeError
 from .frontend.pytree import TreeDef, children_of, flatten, register_node, tree_map, unflatten
 from .frontend.pytree import _REGISTRY
 
-__all__ = ["DictKey", "FlattenedIndexKey", "GetAttrKey", "SequenceKey", "TreeDef", "keystr",
-           "register_dataclass", "register_pytree_node", "register_pytree_node_class",
-           "tree_all", "tree_flatten", "tree_flatten_with_path", "tree_leaves", "tree_map",
-           "tree_map_with_path", "tree_reduce", "tree_structure", "tree_unflatten"]
+__all__ = [
+    "DictKey",
+    "FlattenedIndexKey",
+    "GetAttrKey",
+    "SequenceKey",
+    "TreeDef",
+    "keystr",
+    "register_dataclass",
+    "register_pytree_node",
+    "register_pytree_node_class",
+    "tree_all",
+    "tree_flatten",
+    "tree_flatten_with_path",
+    "tree_leaves",
+    "tree_map",
+    "tree_map_with_path",
+    "tree_reduce",
+    "tree_structure",
+    "tree_unflatten",
+]
 
 
 def register_pytree_node(nodetype: type, flatten_func, unflatten_func) -> None:
@@ -37,18 +54,23 @@ def register_pytree_node_class(cls: type) -> type:
     return cls
 
 
-def register_dataclass(nodetype: type = None, data_fields=None, meta_fields=None,
-                       drop_fields=()):
+def register_dataclass(nodetype: type = None, data_fields=None, meta_fields=None, drop_fields=()):
     """Registers a dataclass: `data_fields` are children, `meta_fields` static aux data.
     Without lists, fields marked `field(metadata={"static": True})` are meta, others data.
     Usable as a decorator."""
     if nodetype is None:
-        return functools.partial(register_dataclass, data_fields=data_fields,
-                                 meta_fields=meta_fields, drop_fields=drop_fields)
+        return functools.partial(
+            register_dataclass,
+            data_fields=data_fields,
+            meta_fields=meta_fields,
+            drop_fields=drop_fields,
+        )
     if data_fields is None and meta_fields is None:
         if not dataclasses.is_dataclass(nodetype):
-            raise FrontendTypeError(f"register_dataclass: {nodetype.__name__} is not a "
-                                    f"dataclass; pass data_fields and meta_fields")
+            raise FrontendTypeError(
+                f"register_dataclass: {nodetype.__name__} is not a "
+                f"dataclass; pass data_fields and meta_fields"
+            )
         fields = [f for f in dataclasses.fields(nodetype) if f.name not in drop_fields]
         meta_fields = [f.name for f in fields if f.metadata.get("static", False)]
         data_fields = [f.name for f in fields if not f.metadata.get("static", False)]
@@ -63,8 +85,13 @@ def register_dataclass(nodetype: type = None, data_fields=None, meta_fields=None
         for name, value in zip(data_fields + meta_fields, list(children) + list(aux)):
             object.__setattr__(node, name, value)
         return node
-    register_node(nodetype, flatten_node, unflatten_node,
-                  lambda node, count: [GetAttrKey(name) for name in data_fields])
+
+    register_node(
+        nodetype,
+        flatten_node,
+        unflatten_node,
+        lambda node, count: [GetAttrKey(name) for name in data_fields],
+    )
     return nodetype
 
 
@@ -162,6 +189,7 @@ def tree_flatten_with_path(tree, is_leaf=None) -> tuple[list, TreeDef]:
         kind, data, children = info
         for key, child in zip(_child_keys(node, kind, data, len(children)), children):
             walk(child, path + (key,))
+
     walk(tree, ())
     return pairs, tree_structure(tree, is_leaf)
 
@@ -170,7 +198,4 @@ def tree_map_with_path(fn, tree, *rest, is_leaf=None):
     """`fn(path, leaf, *other_leaves)` over the leaves of `tree`."""
     pairs, treedef = tree_flatten_with_path(tree, is_leaf)
     others = [tree_leaves(r, is_leaf) for r in rest]
-    return unflatten(treedef, [fn(path, leaf, *xs)
-                               for (path, leaf), *xs in zip(pairs, *others)])
-
-
+    return unflatten(treedef, [fn(path, leaf, *xs) for (path, leaf), *xs in zip(pairs, *others)])

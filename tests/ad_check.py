@@ -1,4 +1,5 @@
 """Finite-difference checks for the differentiation tests (float64 under x64)."""
+
 import numpy as np
 
 import minixla
@@ -32,6 +33,7 @@ def check_grads(fn, args, seed=0, rtol=1e-5, atol=1e-6, modes=("rev", "fwd")):
         def pullback(a, c):
             _, vjp_fn = minixla.vjp(fn, *a)
             return vjp_fn(c)
+
         cts = minixla.jit(pullback, backend=BACKEND)(tuple(args), ct)
         # <ct, J t> == <J^T ct, t>
         got = sum(np.sum(c * t) for c, t in zip(cts, tangents))

@@ -1,6 +1,7 @@
 """Runs a scheduled module the way a backend would under a BufferAssignment: every value is
 written into its allocation's bytes (in physical layout order) and every operand is read back
 from there, so a buffer overwritten while still needed shows up as a wrong result."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,8 +23,10 @@ class BufferSimulator:
         self.storage = {}
         for allocation in assignment.allocations:
             self.storage[id(allocation)] = (
-                arena[allocation.offset:allocation.offset + allocation.size]
-                if allocation.in_arena else np.zeros(allocation.size, np.uint8))
+                arena[allocation.offset : allocation.offset + allocation.size]
+                if allocation.in_arena
+                else np.zeros(allocation.size, np.uint8)
+            )
 
     def _bytes(self, instr, index):
         allocation = self.ba.allocation_of(instr, index)
@@ -34,7 +37,7 @@ class BufferSimulator:
         array = np.asarray(array, shape.numpy_dtype).reshape(shape.dims)
         flat = layout_math.logical_to_physical(array, shape.minor_to_major(), _tiles(shape))
         raw = flat.view(np.uint8)
-        self._bytes(instr, index)[:raw.size] = raw
+        self._bytes(instr, index)[: raw.size] = raw
 
     def read(self, instr, index=()):
         shape = instr.shape.subshape(index)
@@ -44,10 +47,11 @@ class BufferSimulator:
             return None
         dtype = shape.numpy_dtype
         count = layout_math.physical_size(shape.dims, shape.minor_to_major(), _tiles(shape))
-        raw = self._bytes(instr, index)[:count * dtype.itemsize]
+        raw = self._bytes(instr, index)[: count * dtype.itemsize]
         flat = raw.view(dtype) if count else np.zeros(0, dtype)
-        return layout_math.physical_to_logical(flat, shape.dims, shape.minor_to_major(),
-                                               _tiles(shape))
+        return layout_math.physical_to_logical(
+            flat, shape.dims, shape.minor_to_major(), _tiles(shape)
+        )
 
     def write_defined(self, instr, value):
         for index, leaf in instr.shape.leaves():

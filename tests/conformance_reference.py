@@ -1,5 +1,6 @@
 """Inputs and interpreter results of the conformance cases, computed once per test session,
 for differential tests of passes: run passes, interpret again, compare bit for bit."""
+
 from __future__ import annotations
 
 import functools
@@ -25,8 +26,10 @@ def case_inputs(case) -> tuple[str, list]:
     meta = json.loads((case / "meta.json").read_text())
     data = np.load(case / "data.npz")
     args = [data[f"arg{i}"] for i in range(meta["num_args"])]
-    args = [a.view(ml_dtypes.bfloat16) if f"arg{i}" in meta.get("bf16_args", []) else a
-            for i, a in enumerate(args)]
+    args = [
+        a.view(ml_dtypes.bfloat16) if f"arg{i}" in meta.get("bf16_args", []) else a
+        for i, a in enumerate(args)
+    ]
     return (case / "module.hlo").read_text(), args
 
 
@@ -34,8 +37,9 @@ def case_inputs(case) -> tuple[str, list]:
 def reference(case) -> list[np.ndarray]:
     text, args = case_inputs(case)
     try:
-        return flatten(minixla.compile(minixla.parse_hlo_module(text),
-                                       backend="interpreter")(*args))
+        return flatten(
+            minixla.compile(minixla.parse_hlo_module(text), backend="interpreter")(*args)
+        )
     except UnsupportedError as exc:
         pytest.skip(f"the interpreter cannot run the original: {exc}")
 
@@ -44,10 +48,12 @@ def assert_bit_identical(got, want, what: str) -> None:
     got = flatten(got)
     assert len(got) == len(want), f"{what}: {len(got)} outputs, expected {len(want)}"
     for i, (g, w) in enumerate(zip(got, want)):
-        assert g.dtype == w.dtype and g.shape == w.shape, \
+        assert g.dtype == w.dtype and g.shape == w.shape, (
             f"{what}: output {i} is {g.dtype}{g.shape}, expected {w.dtype}{w.shape}"
-        assert np.ascontiguousarray(g).tobytes() == np.ascontiguousarray(w).tobytes(), \
+        )
+        assert np.ascontiguousarray(g).tobytes() == np.ascontiguousarray(w).tobytes(), (
             f"{what}: output {i} differs"
+        )
 
 
 def check_passes_keep_values(case, pass_lists) -> None:
@@ -56,6 +62,7 @@ def check_passes_keep_values(case, pass_lists) -> None:
     text, args = case_inputs(case)
     want = reference(case)
     from minixla.passes.base import make_pipeline, run_pipeline
+
     for names in pass_lists:
         module = minixla.parse_hlo_module(text)
         run_pipeline(make_pipeline(names), module, verify=True)

@@ -5,6 +5,7 @@
 * Every tests/hlo/**/*.hlo file with `// RUN:` lines becomes test items, run in-process
   (see minixla/testing/lit.py).
 """
+
 from pathlib import Path
 
 import pytest
@@ -17,11 +18,18 @@ HLO_TESTS = Path(__file__).resolve().parent / "hlo"
 
 
 def pytest_addoption(parser):
-    parser.addoption("--fuzz-full", action="store_true", default=False,
-                     help="run the differential fuzzer's full sweep (tests/test_fuzz.py)")
-    parser.addoption("--spmd-full", action="store_true", default=False,
-                     help="partition every conformance case, not a sample "
-                          "(tests/test_spmd_partitioner.py)")
+    parser.addoption(
+        "--fuzz-full",
+        action="store_true",
+        default=False,
+        help="run the differential fuzzer's full sweep (tests/test_fuzz.py)",
+    )
+    parser.addoption(
+        "--spmd-full",
+        action="store_true",
+        default=False,
+        help="partition every conformance case, not a sample (tests/test_spmd_partitioner.py)",
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -40,6 +48,7 @@ def pytest_collect_file(parent, file_path):
     if file_path.suffix != ".hlo" or HLO_TESTS not in file_path.parents:
         return None
     from minixla.testing.lit import HloTestFile, run_lines
+
     if not run_lines(file_path.read_text()):
         return None  # not a RUN-line test (syntax corpora and the like)
     return HloTestFile.from_parent(parent, path=file_path)

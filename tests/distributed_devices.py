@@ -1,5 +1,6 @@
 """Device threads meeting in a ProcessRendezvous: shared by test_distributed.py in one
 process and by its `mpiexec` jobs (each process runs the threads of its own devices)."""
+
 from __future__ import annotations
 
 import threading
@@ -27,8 +28,11 @@ def _rotate(values):
 def patterns(num_devices: int) -> dict[str, list[tuple[int, ...]]]:
     """Each pattern splits the devices into the groups of one collective."""
     every = tuple(range(num_devices))
-    return {"all": [every], "strided": [every[0::2], every[1::2]],
-            "pairs": [every[i:i + 2] for i in range(0, num_devices, 2)]}
+    return {
+        "all": [every],
+        "strided": [every[0::2], every[1::2]],
+        "pairs": [every[i : i + 2] for i in range(0, num_devices, 2)],
+    }
 
 
 def expected(group, device, step, combine):
@@ -50,16 +54,24 @@ def run_devices(transport, num_devices: int, steps: int = 3, fail_device=None):
                     group = next(g for g in groups if device in g)
                     for combine in (_sum, _rotate):
                         key = (name, combine.__name__, group, step)
-                        got = rendezvous.exchange(key, group, device, device_value(device, step),
-                                                  combine, f"{name}{combine.__name__}")
+                        got = rendezvous.exchange(
+                            key,
+                            group,
+                            device,
+                            device_value(device, step),
+                            combine,
+                            f"{name}{combine.__name__}",
+                        )
                         want = expected(group, device, step, combine)
                         assert np.array_equal(got, want), (device, key)
         except BaseException as exc:
             errors[device] = exc
             rendezvous.fail(device, exc)
 
-    threads = [threading.Thread(target=device_thread, args=(d,))
-               for d in dist.local_devices(transport.rank, num_devices, transport.size)]
+    threads = [
+        threading.Thread(target=device_thread, args=(d,))
+        for d in dist.local_devices(transport.rank, num_devices, transport.size)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:

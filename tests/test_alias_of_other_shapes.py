@@ -2,6 +2,7 @@
 verifier allows it (it compares byte sizes only when layout-sensitive). Buffer assignment
 aliases only buffers of one byte size; the cpu driver writes an output of another shape as a
 view of the donated argument's bytes, and refuses nothing it can run. Never a wrong answer."""
+
 import numpy as np
 import pytest
 

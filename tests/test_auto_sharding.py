@@ -1,6 +1,7 @@
 """Auto-sharding: the integer program picks the optimum on cases small enough to check by
 hand, honours the memory limit, falls back to replicated with a reason, and the programs it
 shards give the unsharded program's results on N in-process devices."""
+
 import itertools
 import sys
 
@@ -10,8 +11,13 @@ import pytest
 import minixla
 import minixla.numpy as mnp
 from conformance_paths import case_dirs, requires_corpus
-from minixla.passes.auto_sharding import (AutoShardingError, AutoShardingOptions, auto_shard,
-                                          evaluate, solve)
+from minixla.passes.auto_sharding import (
+    AutoShardingError,
+    AutoShardingOptions,
+    auto_shard,
+    evaluate,
+    solve,
+)
 from minixla.passes.spmd_partitioner import collective_bytes
 from minixla.sharding import Mesh, NamedSharding, PartitionSpec
 from minixla.testing import compare_values
@@ -31,15 +37,17 @@ def eight_devices(monkeypatch):
 
 def args_for(module, seed: int = 0):
     rng = np.random.default_rng(seed)
-    return [rng.standard_normal(p.shape.dims).astype(np.float32) / 4
-            for p in module.entry.parameters]
+    return [
+        rng.standard_normal(p.shape.dims).astype(np.float32) / 4 for p in module.entry.parameters
+    ]
 
 
 def check_against_one_device(module, n: int, **options):
     args = args_for(module)
     want = minixla.compile(module)(*args)
-    exe = minixla.compile(module, num_partitions=n, auto_sharding=options.pop(
-        "auto_sharding", True), **options)
+    exe = minixla.compile(
+        module, num_partitions=n, auto_sharding=options.pop("auto_sharding", True), **options
+    )
     np.testing.assert_allclose(exe(*args), want, rtol=1e-5, atol=1e-5)
     return exe
 
@@ -60,7 +68,7 @@ def test_a_weight_split_on_its_output_dim_needs_no_communication():
     assert str(result.sharding_of("y")) == SPLIT_COLUMNS
     assert result.communication_bytes == 0
     assert result.parameter_bytes == 8 * 16 * 4 + 16 * 32 * 4 // 4
-    assert 'sharding={devices=[1,4]<=[4]}' in result.module.entry.instruction("w").to_text()
+    assert "sharding={devices=[1,4]<=[4]}" in result.module.entry.instruction("w").to_text()
 
 
 MLP_CHAIN = """HloModule chain
@@ -81,17 +89,26 @@ def test_a_replicated_result_of_two_dots_is_column_then_row_parallel():
     # 3/4 * (8 * 32 + 8 * 16) * 4 = 1152)
     module = minixla.parse_hlo_module(MLP_CHAIN)
     result = auto_shard(module, 4)
-    assert [str(result.sharding_of(n)) for n in ("w1", "h", "t", "w2")] == \
-        [SPLIT_COLUMNS, SPLIT_COLUMNS, SPLIT_COLUMNS, SPLIT_ROWS]
+    assert [str(result.sharding_of(n)) for n in ("w1", "h", "t", "w2")] == [
+        SPLIT_COLUMNS,
+        SPLIT_COLUMNS,
+        SPLIT_COLUMNS,
+        SPLIT_ROWS,
+    ]
     assert result.communication_bytes == 768
     exe = check_against_one_device(module, 4)
     assert collective_bytes(exe.partitioned_module, 4) == {"all-reduce": 768, "total": 768}
 
 
-@pytest.mark.parametrize("options", [
-    AutoShardingOptions(), AutoShardingOptions(memory_limit_bytes=5000, memory_weight=0.0),
-    AutoShardingOptions(memory_limit_bytes=4000, memory_weight=0.0, compute_weight=0.0)],
-    ids=["default", "limit-5000", "limit-4000"])
+@pytest.mark.parametrize(
+    "options",
+    [
+        AutoShardingOptions(),
+        AutoShardingOptions(memory_limit_bytes=5000, memory_weight=0.0),
+        AutoShardingOptions(memory_limit_bytes=4000, memory_weight=0.0, compute_weight=0.0),
+    ],
+    ids=["default", "limit-5000", "limit-4000"],
+)
 def test_the_integer_program_finds_the_best_of_every_assignment(options):
     # every combination of strategies of the chain on 2 devices (216 of them), costed by
     # the same measure the integer program minimizes; the replicated peak is 6656 bytes
@@ -108,8 +125,7 @@ def brute_force_best(comp, choices, n, options):
             choice.chosen = pick
         sent, flops, peak = evaluate(comp, choices, n)
         if options.memory_limit_bytes is None or peak <= options.memory_limit_bytes:
-            best = min(best, sent + options.compute_weight * flops +
-                       options.memory_weight * peak)
+            best = min(best, sent + options.compute_weight * flops + options.memory_weight * peak)
     return best
 
 
@@ -117,8 +133,9 @@ def brute_force_best(comp, choices, n, options):
 def test_on_a_2x2_mesh_the_integer_program_finds_the_best_of_every_assignment(memory_weight):
     text = ONE_DOT.replace(", sharding={replicated}", "")
     comp = minixla.parse_hlo_module(text).entry
-    options = AutoShardingOptions(mesh_shape=(2, 2), memory_weight=memory_weight,
-                                  memory_limit_bytes=2000)
+    options = AutoShardingOptions(
+        mesh_shape=(2, 2), memory_weight=memory_weight, memory_limit_bytes=2000
+    )
     choices, objective, optimal = solve(comp, 4, options)
     # each rank-2 array has 9 shardings: whole, a dim cut by either axis or both, or one
     # dim by each axis
@@ -132,17 +149,21 @@ def test_without_a_memory_term_nothing_is_split_and_a_limit_forces_it():
     free = auto_shard(module, 4, AutoShardingOptions(memory_weight=0.0, compute_weight=0.0))
     assert free.communication_bytes == 0
     limit = free.replicated_peak_memory_bytes // 2
-    bounded = auto_shard(module, 4, AutoShardingOptions(memory_limit_bytes=limit,
-                                                        memory_weight=0.0,
-                                                        compute_weight=0.0))
+    bounded = auto_shard(
+        module,
+        4,
+        AutoShardingOptions(memory_limit_bytes=limit, memory_weight=0.0, compute_weight=0.0),
+    )
     assert bounded.peak_memory_bytes <= limit < free.peak_memory_bytes
     assert bounded.communication_bytes > 0
 
 
 def test_an_infeasible_memory_limit_is_a_clear_error():
     module = minixla.parse_hlo_module(MLP_CHAIN)
-    with pytest.raises(AutoShardingError, match="no sharding on 4 devices keeps the memory "
-                                                "per device under 1000 bytes"):
+    with pytest.raises(
+        AutoShardingError,
+        match="no sharding on 4 devices keeps the memory per device under 1000 bytes",
+    ):
         auto_shard(module, 4, AutoShardingOptions(memory_limit_bytes=1000))
 
 
@@ -156,8 +177,7 @@ ENTRY e {
 }"""
     module = minixla.parse_hlo_module(text)
     result = auto_shard(module, 4)
-    assert result.fallbacks == {"r": "no auto-sharding strategies for reverse: runs "
-                                     "replicated"}
+    assert result.fallbacks == {"r": "no auto-sharding strategies for reverse: runs replicated"}
     assert str(result.sharding_of("r")) == "{replicated}"
     assert "reverse: runs replicated" in str(result)
     check_against_one_device(module, 4)
@@ -171,8 +191,10 @@ def reduce_broadcast_program(x, w):
 
 def test_reductions_broadcasts_and_transposes_give_the_unsharded_results():
     rng = np.random.default_rng(1)
-    x, w = rng.standard_normal((16, 32)).astype(np.float32), \
-        rng.standard_normal((32, 64)).astype(np.float32) / 8
+    x, w = (
+        rng.standard_normal((16, 32)).astype(np.float32),
+        rng.standard_normal((32, 64)).astype(np.float32) / 8,
+    )
     module = minixla.jit(reduce_broadcast_program).lower(x, w).module
     exe = check_against_one_device(module, 4)
     assert exe.auto_sharding.fallbacks == {}
@@ -186,12 +208,14 @@ def mlp4(x, w1, w2, w3, w4):
 
 def test_a_four_layer_mlp_on_eight_devices_holds_at_most_half_the_weights():
     rng = np.random.default_rng(2)
-    args = [rng.standard_normal((8, 128)).astype(np.float32)] + \
-        [rng.standard_normal((128, 128)).astype(np.float32) / 12 for _ in range(4)]
+    args = [rng.standard_normal((8, 128)).astype(np.float32)] + [
+        rng.standard_normal((128, 128)).astype(np.float32) / 12 for _ in range(4)
+    ]
     mesh = Mesh(np.array(minixla.devices()), ("d",))
     fn = minixla.jit(mlp4, backend="interpreter", auto_sharding=mesh)
-    np.testing.assert_allclose(fn(*args), minixla.jit(mlp4, backend="interpreter")(*args),
-                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        fn(*args), minixla.jit(mlp4, backend="interpreter")(*args), rtol=1e-5, atol=1e-5
+    )
     exe = fn.lower(*args).compile()
     params = exe.partitioned_module.entry.parameters
     per_device = sum(p.shape.byte_size() for p in params[1:])
@@ -235,25 +259,34 @@ ENTRY e {
 
 def test_a_shard_map_region_is_refused():
     from test_spmd_partitioner import SHARD_MAP_FROM_JAX
+
     with pytest.raises(AutoShardingError, match="does not handle shard_map"):
         minixla.compile(SHARD_MAP_FROM_JAX, num_partitions=4, auto_sharding=True)
 
 
 def test_a_missing_solver_is_a_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "scipy.optimize", None)
-    with pytest.raises(AutoShardingError, match=r"install scipy \(pip install "
-                                                r"'minixla\[autoshard\]'\)"):
+    with pytest.raises(
+        AutoShardingError,
+        match=r"install scipy \(pip install "
+        r"'minixla\[autoshard\]'\)",
+    ):
         auto_shard(minixla.parse_hlo_module(ONE_DOT), 4)
 
 
 def test_jit_keeps_the_shardings_it_is_given():
     rng = np.random.default_rng(3)
-    x, w1, w2 = (rng.standard_normal(s).astype(np.float32) / 4
-                 for s in [(8, 16), (16, 32), (32, 16)])
+    x, w1, w2 = (
+        rng.standard_normal(s).astype(np.float32) / 4 for s in [(8, 16), (16, 32), (32, 16)]
+    )
     mesh = Mesh(np.array(minixla.devices()[:4]), ("d",))
     by_rows = NamedSharding(mesh, PartitionSpec("d", None))
-    fn = minixla.jit(lambda x, w1, w2: mnp.tanh(x @ w1) @ w2, backend="interpreter",
-                     in_shardings=(by_rows, None, None), auto_sharding=mesh)
+    fn = minixla.jit(
+        lambda x, w1, w2: mnp.tanh(x @ w1) @ w2,
+        backend="interpreter",
+        in_shardings=(by_rows, None, None),
+        auto_sharding=mesh,
+    )
     np.testing.assert_allclose(fn(x, w1, w2), np.tanh(x @ w1) @ w2, rtol=1e-5, atol=1e-5)
     report = fn.lower(x, w1, w2).compile().auto_sharding
     assert str(report.parameter_shardings[0]) == "{devices=[4,1]<=[4]}"
@@ -263,11 +296,13 @@ def test_jit_keeps_the_shardings_it_is_given():
 
 def test_an_mlp_on_a_2x4_mesh_equals_one_device():
     rng = np.random.default_rng(4)
-    x, w1, w2 = (rng.standard_normal(s).astype(np.float32) / 8
-                 for s in [(16, 32), (32, 64), (64, 32)])
+    x, w1, w2 = (
+        rng.standard_normal(s).astype(np.float32) / 8 for s in [(16, 32), (32, 64), (64, 32)]
+    )
     mesh = Mesh(np.array(minixla.devices()).reshape(2, 4), ("data", "model"))
-    fn = minixla.jit(lambda x, w1, w2: mnp.tanh(x @ w1) @ w2, backend="interpreter",
-                     auto_sharding=mesh)
+    fn = minixla.jit(
+        lambda x, w1, w2: mnp.tanh(x @ w1) @ w2, backend="interpreter", auto_sharding=mesh
+    )
     np.testing.assert_allclose(fn(x, w1, w2), np.tanh(x @ w1) @ w2, rtol=1e-5, atol=1e-5)
     exe = fn.lower(x, w1, w2).compile()
     report = exe.auto_sharding
@@ -279,7 +314,7 @@ def test_an_mlp_on_a_2x4_mesh_equals_one_device():
 
 def sampled_cases(count: int = 12):
     cases = case_dirs()
-    return cases[::max(1, len(cases) // count)][:count]
+    return cases[:: max(1, len(cases) // count)][:count]
 
 
 @requires_corpus
@@ -289,6 +324,7 @@ def test_auto_sharded_corpus_programs_equal_the_unsharded_ones(case):
     module = minixla.parse_hlo_module((case / "module.hlo").read_text())
     want = minixla.compile(module)(*args)
     exe = minixla.compile(module, num_partitions=2, auto_sharding=True)
-    problems = compare_values(exe(*args), want, rtol=max(meta["rtol"], 1e-5),
-                              atol=max(meta["atol"], 1e-5), what=case.name)
+    problems = compare_values(
+        exe(*args), want, rtol=max(meta["rtol"], 1e-5), atol=max(meta["atol"], 1e-5), what=case.name
+    )
     assert not problems, "\n".join(problems) + "\n" + str(exe.auto_sharding)

@@ -1,6 +1,7 @@
 """One-op regressions for disagreements between the cpu backend and the interpreter found by the
 differential fuzzer (minixla.testing.fuzz) and by XLA's own test modules: HLO text in, the same
 values out of both, bit for bit (NaN payloads aside, see docs/semantics.md)."""
+
 import numpy as np
 
 import minixla
@@ -11,14 +12,16 @@ def both(text: str, *args):
     module = minixla.parse_hlo_module(text)
     want = minixla.compile(module, backend="interpreter")(*args)
     got = minixla.compile(module, backend="cpu")(*args)
-    problems = compare_values(got, want, rtol=0, atol=0, what="cpu vs interpreter",
-                              signed_zeros=True)
+    problems = compare_values(
+        got, want, rtol=0, atol=0, what="cpu vs interpreter", signed_zeros=True
+    )
     assert not problems, problems
     return want
 
 
 def bf16(values):
     import ml_dtypes
+
     return np.array(values, np.float32).astype(ml_dtypes.bfloat16)
 
 
@@ -83,10 +86,23 @@ ENTRY e {{
   ROOT d = {ctype}[8] divide(a, b)
 }}"""
         inf, nan = np.inf, np.nan
-        a = np.array([1 + 1j, 1 + 1j, complex(1, inf), complex(nan, 1), 1 + 2j, 1 - 1j, 3 + 4j,
-                      -2.5 + 0.1j], ftype)
-        b = np.array([0, complex(-0.0, 0), complex(inf, inf), 1 + 1j, 3 + 4j, complex(inf, 1),
-                      1e-30 + 1e30j, 0.3 - 7j], ftype)
+        a = np.array(
+            [1 + 1j, 1 + 1j, complex(1, inf), complex(nan, 1), 1 + 2j, 1 - 1j, 3 + 4j, -2.5 + 0.1j],
+            ftype,
+        )
+        b = np.array(
+            [
+                0,
+                complex(-0.0, 0),
+                complex(inf, inf),
+                1 + 1j,
+                3 + 4j,
+                complex(inf, 1),
+                1e-30 + 1e30j,
+                0.3 - 7j,
+            ],
+            ftype,
+        )
         both(text, a, b)
 
 
@@ -162,8 +178,7 @@ def test_bf16_reduce_window_sums_in_f32():
     # cpu rounded the running bf16 sum after every tap; XLA and the interpreter add in f32 and
     # round once per output element (the windowed loop and the running-scan kernel alike)
     values = bf16(1 + np.arange(64) / 128.0).reshape(2, 32)
-    for window in ("size=1x63 pad=0_0x31_31", "size=1x32 pad=0_0x31_0",
-                   "size=1x32 pad=0_0x0_31"):
+    for window in ("size=1x63 pad=0_0x31_31", "size=1x32 pad=0_0x31_0", "size=1x32 pad=0_0x0_31"):
         text = f"""HloModule m
 add {{
   a = bf16[] parameter(0)
@@ -195,7 +210,9 @@ ENTRY e {{
         a[5, 5] = -1  # fails at column 5
         got = both(text, a[None])[0]
         factor = got if lower == "true" else got.T
-        assert np.isfinite(factor[:, :5]).all() and np.isnan(factor[5:, 5:][np.tril_indices(3)]).all()
+        assert (
+            np.isfinite(factor[:, :5]).all() and np.isnan(factor[5:, 5:][np.tril_indices(3)]).all()
+        )
 
 
 def test_mixed_precision_identity_with_an_infinity():
@@ -236,12 +253,23 @@ def test_mixed_precision_unary_ops_compute_in_the_wider_type():
     # was rounded to bf16 first on the interpreter but not on cpu, whose pipeline computes in
     # the wider type; cpu's f64 cbrt dropped the sign of a NaN, which a TOTALORDER sort sees
     import ml_dtypes
+
     x = np.array([-np.nan, np.nan, -1.3125, 4.6875, 0.3, -0.0, np.inf, 1e-30], np.float32)
-    arrays = {"f16": x.astype(np.float16), "bf16": x.astype(ml_dtypes.bfloat16), "f32": x,
-              "f64": x.astype(np.float64)}
+    arrays = {
+        "f16": x.astype(np.float16),
+        "bf16": x.astype(ml_dtypes.bfloat16),
+        "f32": x,
+        "f64": x.astype(np.float64),
+    }
     for op in ("tanh", "cbrt", "log", "sine"):
-        for source, result in (("f32", "f64"), ("bf16", "f64"), ("f32", "bf16"),
-                               ("f64", "f32"), ("f16", "bf16"), ("f64", "f64")):
+        for source, result in (
+            ("f32", "f64"),
+            ("bf16", "f64"),
+            ("f32", "bf16"),
+            ("f64", "f32"),
+            ("f16", "bf16"),
+            ("f64", "f64"),
+        ):
             text = f"""HloModule m
 ENTRY e {{
   x = {source}[8] parameter(0)

@@ -1,5 +1,6 @@
 """The shared conformance corpus: real JAX-recorded programs, run on each backend and compared with
 XLA's outputs under the case's tolerances (the corpus's own comparison rules from run.py)."""
+
 import importlib.util
 import json
 
@@ -28,15 +29,18 @@ def run_case(case, backend: str) -> None:
     meta = json.loads((case / "meta.json").read_text())
     data = np.load(case / "data.npz")
     args = [data[f"arg{i}"] for i in range(meta["num_args"])]
-    args = [a.view(ml_dtypes.bfloat16) if f"arg{i}" in meta.get("bf16_args", []) else a
-            for i, a in enumerate(args)]
+    args = [
+        a.view(ml_dtypes.bfloat16) if f"arg{i}" in meta.get("bf16_args", []) else a
+        for i, a in enumerate(args)
+    ]
     module = minixla.parse_hlo_module((case / "module.hlo").read_text())
     outputs = runner.flatten_result(minixla.compile(module, backend=backend)(*args))
     assert len(outputs) == meta["num_outputs"]
     for i, got in enumerate(outputs):
         name = f"out{i}"
-        problem = runner.compare_output(name, got, data[name], name in meta.get("bf16_outs", []),
-                                        meta["rtol"], meta["atol"])
+        problem = runner.compare_output(
+            name, got, data[name], name in meta.get("bf16_outs", []), meta["rtol"], meta["atol"]
+        )
         assert problem is None, problem
 
 

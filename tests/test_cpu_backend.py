@@ -7,6 +7,7 @@
   against the interpreter;
 * structural checks: custom calls, in-place updates, fallbacks reported in metrics.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,9 @@ import minixla
 from minixla.reference.custom_call import register_custom_call, unregister_custom_call
 
 CASES = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "cases"
-CASE_DIRS = sorted(p for p in CASES.iterdir() if (p / "module.hlo").exists()) \
-    if CASES.exists() else []
+CASE_DIRS = (
+    sorted(p for p in CASES.iterdir() if (p / "module.hlo").exists()) if CASES.exists() else []
+)
 
 
 def cpu(text, **options):
@@ -54,16 +56,22 @@ def assert_close(got, want, rtol=1e-5, atol=1e-6):
 
 # ---- conformance corpus --------------------------------------------------------------------------
 
+
 def _load_case(path: Path):
     meta = json.loads((path / "meta.json").read_text())
     with np.load(path / "data.npz") as data:
         args = [data[f"arg{i}"] for i in range(meta["num_args"])]
         outs = [data[f"out{i}"] for i in range(meta["num_outputs"])]
     import ml_dtypes
-    args = [a.view(ml_dtypes.bfloat16) if f"arg{i}" in meta.get("bf16_args", []) else a
-            for i, a in enumerate(args)]
-    outs = [o.view(ml_dtypes.bfloat16) if f"out{i}" in meta.get("bf16_outs", []) else o
-            for i, o in enumerate(outs)]
+
+    args = [
+        a.view(ml_dtypes.bfloat16) if f"arg{i}" in meta.get("bf16_args", []) else a
+        for i, a in enumerate(args)
+    ]
+    outs = [
+        o.view(ml_dtypes.bfloat16) if f"out{i}" in meta.get("bf16_outs", []) else o
+        for i, o in enumerate(outs)
+    ]
     return meta, args, outs
 
 
@@ -304,6 +312,7 @@ ENTRY main {
 def test_custom_call_registered_for_cpu_writes_into_the_result_buffer():
     def twice(out, x, backend_config=""):
         np.multiply(x, 2, out=out)
+
     register_custom_call("twice", "cpu", twice)
     try:
         np.testing.assert_array_equal(cpu(CUSTOM)(np.arange(3, dtype=np.float32)), [0, 2, 4])
@@ -336,9 +345,16 @@ def test_fallbacks_are_reported_in_metrics():
 
 # ---- layouts and the module's buffer assignment -----------------------------------------------
 
-@pytest.mark.parametrize("src,dst", [
-    ("f32[3,4]{1,0}", "f32[4,3]{0,1}"), ("f32[3,4]{0,1}", "f32[4,3]{1,0}"),
-    ("f32[2,3,4]{1,2,0}", "f32[2,4,3]{2,1,0}"), ("f32[6,4]{0,1}", "f32[4,2,3]{2,1,0}")])
+
+@pytest.mark.parametrize(
+    "src,dst",
+    [
+        ("f32[3,4]{1,0}", "f32[4,3]{0,1}"),
+        ("f32[3,4]{0,1}", "f32[4,3]{1,0}"),
+        ("f32[2,3,4]{1,2,0}", "f32[2,4,3]{2,1,0}"),
+        ("f32[6,4]{0,1}", "f32[4,2,3]{2,1,0}"),
+    ],
+)
 def test_bitcasts_between_layouts_move_elements_like_the_interpreter(src, dst):
     text = f"""
     HloModule b
@@ -352,17 +368,29 @@ def test_bitcasts_between_layouts_move_elements_like_the_interpreter(src, dst):
     assert_close(cpu(text, passes=[])(x), interpret(text, x), rtol=0, atol=0)
 
 
-SCHEDULED = ["float-normalization", "algsimp", "dce", "cse", "layout-assignment", "fusion", "dce",
-             "copy-insertion", "scheduling"]
+SCHEDULED = [
+    "float-normalization",
+    "algsimp",
+    "dce",
+    "cse",
+    "layout-assignment",
+    "fusion",
+    "dce",
+    "copy-insertion",
+    "scheduling",
+]
 
 
 @pytest.mark.parametrize("text", [FUSED, WHILE, MOVEMENT], ids=["fused", "while", "movement"])
 def test_buffer_assignment_of_a_scheduled_module_gives_the_same_results(text):
     module = minixla.parse_hlo_module(text)
     rng = np.random.default_rng(1)
-    args = [rng.standard_normal(p.shape.dims).astype(p.shape.numpy_dtype)
-            if p.shape.dtype == "f32" else np.asarray(1, p.shape.numpy_dtype)
-            for p in module.entry.parameters]
+    args = [
+        rng.standard_normal(p.shape.dims).astype(p.shape.numpy_dtype)
+        if p.shape.dtype == "f32"
+        else np.asarray(1, p.shape.numpy_dtype)
+        for p in module.entry.parameters
+    ]
     exe = cpu(text, passes=SCHEDULED)
     assert exe.module.is_scheduled
     assert_close(exe(*args), interpret(text, *args))
@@ -391,6 +419,7 @@ ENTRY main {
 @pytest.mark.parametrize("passes", [[], None], ids=["unoptimized", "cpu-pipeline"])
 def test_bf16_kernels_round_like_the_interpreter(passes):
     import ml_dtypes
+
     rng = np.random.default_rng(0)
     x, y = ((rng.standard_normal((8, 16)) * 3).astype(ml_dtypes.bfloat16) for _ in range(2))
     exe = cpu(BF16, **({} if passes is None else {"passes": passes}))
@@ -441,8 +470,10 @@ def test_threaded_kernels_match_interpreter():
 @pytest.mark.parametrize("dtype", ["u8", "u32", "s8", "s32"])
 @pytest.mark.parametrize("op", ["shift-left", "shift-right-logical", "shift-right-arithmetic"])
 def test_shifts_of_every_integer_kind_match_the_interpreter(op, dtype):
-    text = (f"HloModule m\nENTRY e {{\n  a = {dtype}[6] parameter(0)\n  b = {dtype}[6] parameter(1)\n"
-            f"  ROOT s = {dtype}[6] {op}(a, b)\n}}\n")
+    text = (
+        f"HloModule m\nENTRY e {{\n  a = {dtype}[6] parameter(0)\n  b = {dtype}[6] parameter(1)\n"
+        f"  ROOT s = {dtype}[6] {op}(a, b)\n}}\n"
+    )
     np_dtype = minixla.parse_shape(f"{dtype}[]").numpy_dtype
     info = np.iinfo(np_dtype)
     a = np.array([info.max, info.min, 1, 7, info.max // 2 + 1, 0], np_dtype)
@@ -453,15 +484,24 @@ def test_shifts_of_every_integer_kind_match_the_interpreter(op, dtype):
 
 
 # The window starts at row 1, column 3 (the start 4 is clamped so that it fits).
-@pytest.mark.parametrize("root, at, value", [
-    ("ROOT d = f32[4,5] dynamic-update-slice(a, u, i)", (1, 3), -1),
-    ("d = f32[2,2] dynamic-slice(a, i), dynamic_slice_sizes={2,2}\n"
-     "ROOT n = f32[2,2] negate(d)", (0, 0), -8),
-    ("d = f32[4,5] dynamic-update-slice(a, u, i)\nROOT n = f32[4,5] negate(d)", (2, 4), 1),
-])
+@pytest.mark.parametrize(
+    "root, at, value",
+    [
+        ("ROOT d = f32[4,5] dynamic-update-slice(a, u, i)", (1, 3), -1),
+        (
+            "d = f32[2,2] dynamic-slice(a, i), dynamic_slice_sizes={2,2}\n"
+            "ROOT n = f32[2,2] negate(d)",
+            (0, 0),
+            -8,
+        ),
+        ("d = f32[4,5] dynamic-update-slice(a, u, i)\nROOT n = f32[4,5] negate(d)", (2, 4), 1),
+    ],
+)
 def test_legacy_vector_of_dynamic_starts_matches_interpreter(root, at, value):
-    text = ("HloModule m\nENTRY e {\na = f32[4,5] parameter(0)\nu = f32[2,2] parameter(1)\n"
-            f"i = s32[2] parameter(2)\n{root}\n}}\n")
+    text = (
+        "HloModule m\nENTRY e {\na = f32[4,5] parameter(0)\nu = f32[2,2] parameter(1)\n"
+        f"i = s32[2] parameter(2)\n{root}\n}}\n"
+    )
     a = np.arange(20, dtype=np.float32).reshape(4, 5)
     u = -np.ones((2, 2), np.float32)
     starts = np.array([1, 4], np.int32)
@@ -470,20 +510,27 @@ def test_legacy_vector_of_dynamic_starts_matches_interpreter(root, at, value):
     assert_close(cpu(text)(a, u, starts), want)
 
 
-_BF16_ADD = ("add {\n a = bf16[] parameter(0)\n b = bf16[] parameter(1)\n"
-             " ROOT s = bf16[] add(a, b)\n}\n")
+_BF16_ADD = (
+    "add {\n a = bf16[] parameter(0)\n b = bf16[] parameter(1)\n ROOT s = bf16[] add(a, b)\n}\n"
+)
 
 
-@pytest.mark.parametrize("root", [
-    "ROOT r = bf16[] reduce(p, z), dimensions={0,1}, to_apply=add",
-    "ROOT r = bf16[4] reduce(p, z), dimensions={1}, to_apply=add",
-    "n = bf16[4,300] negate(p)\nROOT r = bf16[4] reduce(n, z), dimensions={1}, to_apply=add",
-    "r = bf16[4] reduce(p, z), dimensions={1}, to_apply=add\nROOT n = bf16[4] negate(r)",
-])
+@pytest.mark.parametrize(
+    "root",
+    [
+        "ROOT r = bf16[] reduce(p, z), dimensions={0,1}, to_apply=add",
+        "ROOT r = bf16[4] reduce(p, z), dimensions={1}, to_apply=add",
+        "n = bf16[4,300] negate(p)\nROOT r = bf16[4] reduce(n, z), dimensions={1}, to_apply=add",
+        "r = bf16[4] reduce(p, z), dimensions={1}, to_apply=add\nROOT n = bf16[4] negate(r)",
+    ],
+)
 def test_bf16_sums_accumulate_in_f32_and_round_once(root):
     import ml_dtypes
-    text = (f"HloModule m\n{_BF16_ADD}ENTRY e {{\n p = bf16[4,300] parameter(0)\n"
-            f" z = bf16[] constant(0)\n {root}\n}}\n")
+
+    text = (
+        f"HloModule m\n{_BF16_ADD}ENTRY e {{\n p = bf16[4,300] parameter(0)\n"
+        f" z = bf16[] constant(0)\n {root}\n}}\n"
+    )
     x = np.ones((4, 300), ml_dtypes.bfloat16)  # a bf16 running sum would stop at 256
     want = interpret(text, x)
     assert abs(float(np.asarray(want).astype(np.float32).ravel()[0])) in (300, 1200)
@@ -501,8 +548,10 @@ ENTRY main {{
 }}"""
 
 
-ROW = "f32[64,64] broadcast(f32[64] reshape(f32[1,64] slice(a), slice={[0:1], [0:64]})), " \
+ROW = (
+    "f32[64,64] broadcast(f32[64] reshape(f32[1,64] slice(a), slice={[0:1], [0:64]})), "
     "dimensions={1}"
+)
 
 
 @pytest.mark.parametrize("other,arguments", [("d", 1), ("a", 2), (ROW, 2)])
@@ -511,8 +560,9 @@ def test_an_in_place_elementwise_kernel_reads_its_output_buffer(other, arguments
     # both (two pointers to the same bytes make LLVM's overlap check fail: a scalar loop)
     text = IN_PLACE.format(other=other)
     exe = minixla.compile(text, backend="cpu")
-    calls = [line.strip() for line in exe.program.source.splitlines()
-             if re.match(r"\s*k\d+\(", line)]
+    calls = [
+        line.strip() for line in exe.program.source.splitlines() if re.match(r"\s*k\d+\(", line)
+    ]
     assert len(calls) == 1 and calls[0].count(",") == arguments - 1, calls
     kernel = next(spec for spec in exe.program.kernels.values() if spec.args[-1][0] == "out")
     assert len(kernel.args) == arguments and kernel.flat == (other != ROW)

@@ -3,6 +3,7 @@
 Each scenario compiles in child processes (the in-process memo would hide the disk cache) with
 MINIXLA_CACHE_DIR pointing at a fresh temporary directory.
 """
+
 from __future__ import annotations
 
 import json
@@ -61,8 +62,14 @@ CHILD = textwrap.dedent("""
 def run_child(cache_dir: Path, text: str = MODULE, **env) -> dict:
     environ = dict(os.environ, MINIXLA_CACHE_DIR=str(cache_dir), **env)
     environ.pop("MINIXLA_CACHE", None)
-    done = subprocess.run([sys.executable, "-c", CHILD], input=text, capture_output=True,
-                          text=True, env=environ, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD],
+        input=text,
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -100,9 +107,17 @@ def test_corrupt_entries_are_detected_warned_about_and_recompiled(tmp_path):
 
 def test_concurrent_writers_share_one_cache(tmp_path):
     environ = dict(os.environ, MINIXLA_CACHE_DIR=str(tmp_path))
-    children = [subprocess.Popen([sys.executable, "-c", CHILD], stdin=subprocess.PIPE,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                 env=environ) for _ in range(3)]
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=environ,
+        )
+        for _ in range(3)
+    ]
     results = []
     for child in children:
         out, err = child.communicate(MODULE, timeout=300)
@@ -166,6 +181,7 @@ def compile_small(tmp_path, **options):
     jit.forget_in_memory()
     jit._WARNED.clear()
     import warnings
+
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         exe = minixla.compile(SMALL, backend="cpu", cache_dir=str(tmp_path), **options)
@@ -204,7 +220,7 @@ def test_numba_files_without_a_manifest_are_never_loaded(tmp_path):
     """A half-written entry (no manifest) or planted files: Numba must not unpickle them."""
     compile_small(tmp_path)
     marker = tmp_path / "pwned"
-    planted = (b"cos\nsystem\n(S'touch " + str(marker).encode() + b"'\ntR.")
+    planted = b"cos\nsystem\n(S'touch " + str(marker).encode() + b"'\ntR."
     for path in kernel_files(tmp_path, "*.nbi"):
         path.write_bytes(planted)
     for path in kernel_files(tmp_path, "*.json"):
@@ -214,6 +230,7 @@ def test_numba_files_without_a_manifest_are_never_loaded(tmp_path):
         code = compile(f"open({str(marker)!r}, 'w')\n", str(py), "exec")
         import importlib.util
         import marshal
+
         pyc = cache_dir / f"{py.stem}.cpython-{sys.version_info[0]}{sys.version_info[1]}.pyc"
         pyc.write_bytes(importlib.util.MAGIC_NUMBER + b"\0" * 12 + marshal.dumps(code))
     exe, _ = compile_small(tmp_path)
@@ -222,8 +239,10 @@ def test_numba_files_without_a_manifest_are_never_loaded(tmp_path):
     assert not kernel_files(tmp_path, "*.pyc")
 
 
-@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
-                    reason="giving a file to another user needs root")
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0,
+    reason="giving a file to another user needs root",
+)
 def test_files_owned_by_another_user_are_refused(tmp_path):
     compile_small(tmp_path)
     for path in kernel_files(tmp_path, "*.nbi"):
@@ -307,6 +326,7 @@ def test_a_cache_well_under_its_cap_is_measured_again_only_when_due(tmp_path, mo
     def entries(self):
         scans.append(1)
         return [(0.0, sizes["bytes"], "k", [])]
+
     monkeypatch.setattr(cpu_cache.DiskCache, "entries", entries)
     disk = cpu_cache.DiskCache(tmp_path, max_bytes=100)
     disk.evict()

@@ -3,6 +3,7 @@
 Emitting needs neither Numba's compiler nor a run, so these pin down the code generator's
 decisions (loop structure, tiling, hoisting, semantics helpers, buffer use) cheaply.
 """
+
 from __future__ import annotations
 
 import minixla
@@ -16,6 +17,7 @@ def emit(text: str, passes=None):
     module = minixla.parse_hlo_module(text)
     if passes is not None:
         from minixla.passes import make_pipeline, run_pipeline
+
         run_pipeline(make_pipeline(passes), module)
     return driver.build_program(module, {"parallel_threshold": 1 << 62})
 
@@ -36,7 +38,9 @@ def test_elementwise_fusion_is_one_flat_loop_with_typed_constants():
       x = f32[64,32] parameter(0)
       ROOT f = f32[64,32] fusion(x), kind=kLoop, calls=fused
     }""")
-    check_hlo(kernel_source(program), """
+    check_hlo(
+        kernel_source(program),
+        """
         // CHECK: K0 = np.float32(float.fromhex('0x1.0000000000000p-1'))
         // CHECK: tanh_f32 = MATH_F32['tanh']
         // CHECK: def kernel(p0, o0):
@@ -44,10 +48,14 @@ def test_elementwise_fusion_is_one_flat_loop_with_typed_constants():
         // CHECK-NEXT: v{{[0-9]+}} = p0[i0]
         // CHECK: tanh_f32(
         // CHECK-NEXT: o0[i0] = v
-    """)
-    check_hlo(program.source, """
+    """,
+    )
+    check_hlo(
+        program.source,
+        """
         // CHECK: k0(p0.reshape(-1), v{{[0-9]+}}.reshape(-1))
-    """)
+    """,
+    )
 
 
 def test_transpose_is_tiled_and_integer_division_uses_the_xla_helper():
@@ -58,16 +66,22 @@ def test_transpose_is_tiled_and_integer_division_uses_the_xla_helper():
       t = s32[48,64] transpose(x), dimensions={1,0}
       ROOT d = s32[48,64] divide(t, t)
     }""")
-    check_hlo(kernel_source(program, 0), """
+    check_hlo(
+        kernel_source(program, 0),
+        """
         // CHECK: for t0 in range(2):
         // CHECK-NEXT: for t1 in range(2):
         // CHECK-NEXT: for i0 in range(t0 * 32, min(t0 * 32 + 32, 48)):
         // CHECK-NEXT: for i1 in range(t1 * 32, min(t1 * 32 + 32, 64)):
         // CHECK-NEXT: p0[i1, i0]
-    """)
-    check_hlo(kernel_source(program, 1), """
+    """,
+    )
+    check_hlo(
+        kernel_source(program, 1),
+        """
         // CHECK: np.int32(h.sdiv(
-    """)
+    """,
+    )
 
 
 def test_column_reduction_accumulates_along_the_minor_dim():
@@ -78,13 +92,16 @@ def test_column_reduction_accumulates_along_the_minor_dim():
       x = f32[128,64] parameter(0)
       ROOT r = f32[64] reduce(x, f32[] constant(0)), dimensions={{0}}, to_apply=add
     }}""")
-    check_hlo(kernel_source(program), """
+    check_hlo(
+        kernel_source(program),
+        """
         // CHECK: o0[i0] = v
         // CHECK: for i0 in range(128):
         // CHECK-NEXT: for i1 in range(64):
         // CHECK: v[[SUM:[0-9]+]] = np.float32(o0[i1] + v
         // CHECK-NEXT: o0[i1] = v[[SUM]]
-    """)
+    """,
+    )
 
 
 def test_reduction_with_side_output_shares_one_nest():
@@ -101,7 +118,9 @@ def test_reduction_with_side_output_shares_one_nest():
       x = f32[16,32] parameter(0)
       ROOT f = (f32[16], f32[16,32]) fusion(x), kind=kInput, calls=fused
     }}""")
-    check_hlo(kernel_source(program), """
+    check_hlo(
+        kernel_source(program),
+        """
         // CHECK: fastmath={'contract', 'reassoc'}
         // CHECK: def kernel(p0, o0, o1):
         // CHECK-NEXT: for i0 in range(16):
@@ -110,24 +129,30 @@ def test_reduction_with_side_output_shares_one_nest():
         // CHECK: exponential_f32(
         // CHECK: o1[i0, i1] = v
         // CHECK: o0[i0] = acc
-    """)
+    """,
+    )
 
 
 def test_temporaries_use_the_arena_and_results_are_fresh():
-    program = emit("""
+    program = emit(
+        """
     HloModule m
     ENTRY main {
       x = f32[8] parameter(0)
       y = f32[8] exp(x)
       ROOT z = f32[8] log(y)
-    }""".replace("exp(", "exponential("))
-    check_hlo(program.source, """
+    }""".replace("exp(", "exponential(")
+    )
+    check_hlo(
+        program.source,
+        """
         // CHECK: def entry_{{[0-9]+}}(p0):
         // CHECK: k0(p0, a[[TMP:[0-9]+]])
         // CHECK: v[[OUT:[0-9]+]] = np.empty((8,), dt_f32)
         // CHECK: k1(a[[TMP]], v[[OUT]])
         // CHECK: return v[[OUT]]
-    """)
+    """,
+    )
     assert program.arena_bytes == 64
 
 
@@ -141,6 +166,7 @@ def test_max_and_nan_semantics_use_llvm_intrinsics():
     }""")
     check_hlo(kernel_source(program), "// CHECK: h.fmax(")
     from minixla.backends.cpu import helpers
+
     assert "llvm.maximum" in open(helpers.__file__).read()
 
 
@@ -162,16 +188,23 @@ def test_a_kernel_writing_over_its_operand_gets_one_array():
     # memory twice would send LLVM's vectorized loop to its scalar fallback
     from minixla.backends.cpu import pipeline
     from minixla.passes import run_pipeline
+
     module = minixla.parse_hlo_module(IN_PLACE)
     run_pipeline(pipeline(), module)
     program = driver.build_program(module, {"parallel_threshold": 1 << 62})
-    check_hlo(program.source, """
+    check_hlo(
+        program.source,
+        """
         // CHECK: t{{[0-9]+}}(a{{[0-9]+}}, p0, p1)
         // CHECK: k0(p2, a[[OUT:[0-9]+]])
         // CHECK: t{{[0-9]+}}(v{{[0-9]+}}, a[[OUT]], p1)
-    """)
-    check_hlo(kernel_source(program), """
+    """,
+    )
+    check_hlo(
+        kernel_source(program),
+        """
         // CHECK: def kernel(p1, o0):
         // CHECK: = o0[i0, i1]
         // CHECK: o0[i0, i1] =
-    """)
+    """,
+    )

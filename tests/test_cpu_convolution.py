@@ -6,6 +6,7 @@ feature and batch groups, integer and f64 operands, zero sizes.
 The thunk is NumPy and BLAS only, so these cases compile nothing; one end-to-end case checks
 the driver calls it.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -19,61 +20,140 @@ from minixla.backends.cpu import convolution as conv
 
 CASES = {
     # the dilated 1-D stack of the whole-program benchmark, smaller
-    "1d_dilated_same": ("f32[2,40,16]", "f32[3,16,8]", "f32[2,40,8]",
-                        "window={size=3 pad=4_4 rhs_dilate=4}, dim_labels=b0f_0io->b0f"),
-    "1d_feature_major": ("f32[3,2,20]", "f32[5,4,3]", "f32[2,5,15]",
-                         "window={size=4 pad=1_0 rhs_dilate=2}, dim_labels=fb0_o0i->bf0"),
-    "1d_spatial_first": ("f32[20,2,3]", "f32[3,2,4]", "f32[17,4,2]",
-                         "window={size=2 pad=-1_1 rhs_dilate=3}, dim_labels=0bf_i0o->0fb"),
-    "1d_groups": ("f32[2,30,8]", "f32[3,2,8]", "f32[2,28,8]",
-                  "window={size=3 pad=0_2 rhs_dilate=2}, dim_labels=b0f_0io->b0f, "
-                  "feature_group_count=4"),
-    "1d_depthwise": ("f32[2,25,6]", "f32[3,1,6]", "f32[2,25,6]",
-                     "window={size=3 pad=1_1}, dim_labels=b0f_0io->b0f, feature_group_count=6"),
-    "1d_reversed_lhs_dilated": ("f32[2,9,5]", "f32[3,5,4]", "f32[2,19,4]",
-                                "window={size=3 pad=2_2 lhs_dilate=2 rhs_reversal=1}, "
-                                "dim_labels=b0f_0io->b0f"),
-    "1d_strided": ("f32[2,33,4]", "f32[3,4,5]", "f32[2,15,5]",
-                   "window={size=3 stride=2 pad=1_0 rhs_dilate=2}, dim_labels=b0f_0io->b0f"),
-    "1d_batch_groups": ("f32[3,5,4]", "f32[3,5,6]", "f32[2,1,6]",
-                        "window={size=5}, dim_labels=f0b_i0o->b0f, batch_group_count=2"),
-    "1d_batch_groups_features_minor": ("f32[4,6,3]", "f32[3,3,6]", "f32[2,4,6]",
-                                       "window={size=3}, dim_labels=b0f_0io->b0f, "
-                                       "batch_group_count=2"),
-    "2d_nchw_groups": ("f32[2,6,7,5]", "f32[6,3,2,2]", "f32[2,6,6,4]",
-                       "window={size=2x2}, dim_labels=bf01_oi01->bf01, feature_group_count=2"),
-    "2d_nhwc_same": ("f32[2,9,7,5]", "f32[3,3,5,4]", "f32[2,9,7,4]",
-                     "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f"),
-    "2d_nchw_dilated": ("f32[2,3,11,8]", "f32[4,3,3,2]", "f32[2,4,7,7]",
-                        "window={size=3x2 pad=0_0x0_0 rhs_dilate=2x1}, "
-                        "dim_labels=bf01_oi01->bf01"),
-    "2d_strided": ("f32[2,3,7,6]", "f32[4,3,3,2]", "f32[2,4,4,6]",
-                   "window={size=3x2 stride=2x1 pad=1_1x0_1}, dim_labels=bf01_oi01->bf01"),
-    "2d_groups_reversed": ("f32[1,6,6,4]", "f32[2,3,2,6]", "f32[1,5,6,6]",
-                           "window={size=2x3 pad=0_0x1_1 rhs_reversal=1x1}, dim_labels=b01f_01io->b01f, "
-                           "feature_group_count=2"),
-    "2d_lhs_dilated": ("f32[1,5,5,4]", "f32[3,3,4,8]", "f32[1,11,11,8]",
-                       "window={size=3x3 pad=2_2x2_2 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f"),
-    "3d": ("f32[1,5,4,6,3]", "f32[2,2,3,3,2]", "f32[1,4,3,4,2]",
-           "window={size=2x2x3}, dim_labels=b012f_012io->b012f"),
-    "f64": ("f64[2,12,3]", "f64[3,3,2]", "f64[2,12,2]",
-            "window={size=3 pad=2_2 rhs_dilate=2}, dim_labels=b0f_0io->b0f"),
-    "s8_to_s32": ("s8[2,10,3]", "s8[3,3,2]", "s32[2,10,2]",
-                  "window={size=3 pad=1_1}, dim_labels=b0f_0io->b0f"),
-    "empty_batch": ("f32[0,10,3]", "f32[3,3,2]", "f32[0,10,2]",
-                    "window={size=3 pad=1_1}, dim_labels=b0f_0io->b0f"),
-    "window_past_input": ("f32[2,2,3]", "f32[3,3,2]", "f32[2,0,2]",
-                          "window={size=3}, dim_labels=b0f_0io->b0f"),
+    "1d_dilated_same": (
+        "f32[2,40,16]",
+        "f32[3,16,8]",
+        "f32[2,40,8]",
+        "window={size=3 pad=4_4 rhs_dilate=4}, dim_labels=b0f_0io->b0f",
+    ),
+    "1d_feature_major": (
+        "f32[3,2,20]",
+        "f32[5,4,3]",
+        "f32[2,5,15]",
+        "window={size=4 pad=1_0 rhs_dilate=2}, dim_labels=fb0_o0i->bf0",
+    ),
+    "1d_spatial_first": (
+        "f32[20,2,3]",
+        "f32[3,2,4]",
+        "f32[17,4,2]",
+        "window={size=2 pad=-1_1 rhs_dilate=3}, dim_labels=0bf_i0o->0fb",
+    ),
+    "1d_groups": (
+        "f32[2,30,8]",
+        "f32[3,2,8]",
+        "f32[2,28,8]",
+        "window={size=3 pad=0_2 rhs_dilate=2}, dim_labels=b0f_0io->b0f, feature_group_count=4",
+    ),
+    "1d_depthwise": (
+        "f32[2,25,6]",
+        "f32[3,1,6]",
+        "f32[2,25,6]",
+        "window={size=3 pad=1_1}, dim_labels=b0f_0io->b0f, feature_group_count=6",
+    ),
+    "1d_reversed_lhs_dilated": (
+        "f32[2,9,5]",
+        "f32[3,5,4]",
+        "f32[2,19,4]",
+        "window={size=3 pad=2_2 lhs_dilate=2 rhs_reversal=1}, dim_labels=b0f_0io->b0f",
+    ),
+    "1d_strided": (
+        "f32[2,33,4]",
+        "f32[3,4,5]",
+        "f32[2,15,5]",
+        "window={size=3 stride=2 pad=1_0 rhs_dilate=2}, dim_labels=b0f_0io->b0f",
+    ),
+    "1d_batch_groups": (
+        "f32[3,5,4]",
+        "f32[3,5,6]",
+        "f32[2,1,6]",
+        "window={size=5}, dim_labels=f0b_i0o->b0f, batch_group_count=2",
+    ),
+    "1d_batch_groups_features_minor": (
+        "f32[4,6,3]",
+        "f32[3,3,6]",
+        "f32[2,4,6]",
+        "window={size=3}, dim_labels=b0f_0io->b0f, batch_group_count=2",
+    ),
+    "2d_nchw_groups": (
+        "f32[2,6,7,5]",
+        "f32[6,3,2,2]",
+        "f32[2,6,6,4]",
+        "window={size=2x2}, dim_labels=bf01_oi01->bf01, feature_group_count=2",
+    ),
+    "2d_nhwc_same": (
+        "f32[2,9,7,5]",
+        "f32[3,3,5,4]",
+        "f32[2,9,7,4]",
+        "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f",
+    ),
+    "2d_nchw_dilated": (
+        "f32[2,3,11,8]",
+        "f32[4,3,3,2]",
+        "f32[2,4,7,7]",
+        "window={size=3x2 pad=0_0x0_0 rhs_dilate=2x1}, dim_labels=bf01_oi01->bf01",
+    ),
+    "2d_strided": (
+        "f32[2,3,7,6]",
+        "f32[4,3,3,2]",
+        "f32[2,4,4,6]",
+        "window={size=3x2 stride=2x1 pad=1_1x0_1}, dim_labels=bf01_oi01->bf01",
+    ),
+    "2d_groups_reversed": (
+        "f32[1,6,6,4]",
+        "f32[2,3,2,6]",
+        "f32[1,5,6,6]",
+        "window={size=2x3 pad=0_0x1_1 rhs_reversal=1x1}, dim_labels=b01f_01io->b01f, "
+        "feature_group_count=2",
+    ),
+    "2d_lhs_dilated": (
+        "f32[1,5,5,4]",
+        "f32[3,3,4,8]",
+        "f32[1,11,11,8]",
+        "window={size=3x3 pad=2_2x2_2 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f",
+    ),
+    "3d": (
+        "f32[1,5,4,6,3]",
+        "f32[2,2,3,3,2]",
+        "f32[1,4,3,4,2]",
+        "window={size=2x2x3}, dim_labels=b012f_012io->b012f",
+    ),
+    "f64": (
+        "f64[2,12,3]",
+        "f64[3,3,2]",
+        "f64[2,12,2]",
+        "window={size=3 pad=2_2 rhs_dilate=2}, dim_labels=b0f_0io->b0f",
+    ),
+    "s8_to_s32": (
+        "s8[2,10,3]",
+        "s8[3,3,2]",
+        "s32[2,10,2]",
+        "window={size=3 pad=1_1}, dim_labels=b0f_0io->b0f",
+    ),
+    "empty_batch": (
+        "f32[0,10,3]",
+        "f32[3,3,2]",
+        "f32[0,10,2]",
+        "window={size=3 pad=1_1}, dim_labels=b0f_0io->b0f",
+    ),
+    "window_past_input": (
+        "f32[2,2,3]",
+        "f32[3,3,2]",
+        "f32[2,0,2]",
+        "window={size=3}, dim_labels=b0f_0io->b0f",
+    ),
 }
 
 
 def _text(lhs: str, rhs: str, out: str, attrs: str) -> str:
-    return (f"HloModule m\nENTRY main {{\n  x = {lhs} parameter(0)\n  w = {rhs} parameter(1)\n"
-            f"  ROOT c = {out} convolution(x, w), {attrs}\n}}\n")
+    return (
+        f"HloModule m\nENTRY main {{\n  x = {lhs} parameter(0)\n  w = {rhs} parameter(1)\n"
+        f"  ROOT c = {out} convolution(x, w), {attrs}\n}}\n"
+    )
 
 
 def _inputs(module):
     from minixla.testing.compare import random_inputs
+
     return random_inputs(module, seed=1)
 
 
@@ -108,34 +188,83 @@ def test_both_strategies_match_the_interpreter(case):
 
 
 def test_the_shifted_strategy_applies_where_strides_and_batch_groups_allow():
-    expected = {"1d_dilated_same", "1d_feature_major", "1d_spatial_first", "1d_groups",
-                "1d_depthwise", "1d_reversed_lhs_dilated", "2d_nhwc_same", "2d_nchw_dilated",
-                "2d_groups_reversed", "2d_lhs_dilated", "2d_nchw_groups", "3d", "f64", "s8_to_s32",
-                "empty_batch", "window_past_input"}
-    shifting = {case for case in CASES
-                if "shifted" in _strategies(minixla.parse_hlo_module(_text(*CASES[case]))
-                                            .entry.root)}
+    expected = {
+        "1d_dilated_same",
+        "1d_feature_major",
+        "1d_spatial_first",
+        "1d_groups",
+        "1d_depthwise",
+        "1d_reversed_lhs_dilated",
+        "2d_nhwc_same",
+        "2d_nchw_dilated",
+        "2d_groups_reversed",
+        "2d_lhs_dilated",
+        "2d_nchw_groups",
+        "3d",
+        "f64",
+        "s8_to_s32",
+        "empty_batch",
+        "window_past_input",
+    }
+    shifting = {
+        case
+        for case in CASES
+        if "shifted" in _strategies(minixla.parse_hlo_module(_text(*CASES[case])).entry.root)
+    }
     assert shifting == expected
 
 
-@pytest.mark.parametrize("lhs,rhs,out,attrs,strategy", [
-    # the dilated 1-D stack: 32 features, three taps, stride 1
-    ("f32[8,1024,32]", "f32[3,32,32]", "f32[8,1024,32]",
-     "window={size=3 pad=8_8 rhs_dilate=8}, dim_labels=b0f_0io->b0f", "shifted"),
-    # an RGB first layer: three features make each tap's GEMM too thin
-    ("f32[16,32,32,3]", "f32[3,3,3,16]", "f32[16,32,32,16]",
-     "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f", "im2col"),
-    # a weight gradient: the window is the whole image (1024 taps)
-    ("f32[16,32,32,32]", "f32[16,32,32,16]", "f32[3,3,32,16]",
-     "window={size=32x32 pad=1_1x1_1}, dim_labels=f01b_i01o->01bf", "im2col"),
-    # 3x3 on 16x16 images: the padded grid is 1.27x the output
-    ("f32[16,16,16,16]", "f32[3,3,16,32]", "f32[16,16,16,32]",
-     "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f", "im2col"),
-    ("f32[8,32,32,32]", "f32[3,3,32,32]", "f32[8,32,32,32]",
-     "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f", "shifted"),
-    ("f32[8,64,32]", "f32[3,32,32]", "f32[8,32,32]",
-     "window={size=3 stride=2 pad=1_1}, dim_labels=b0f_0io->b0f", "im2col"),
-])
+@pytest.mark.parametrize(
+    "lhs,rhs,out,attrs,strategy",
+    [
+        # the dilated 1-D stack: 32 features, three taps, stride 1
+        (
+            "f32[8,1024,32]",
+            "f32[3,32,32]",
+            "f32[8,1024,32]",
+            "window={size=3 pad=8_8 rhs_dilate=8}, dim_labels=b0f_0io->b0f",
+            "shifted",
+        ),
+        # an RGB first layer: three features make each tap's GEMM too thin
+        (
+            "f32[16,32,32,3]",
+            "f32[3,3,3,16]",
+            "f32[16,32,32,16]",
+            "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f",
+            "im2col",
+        ),
+        # a weight gradient: the window is the whole image (1024 taps)
+        (
+            "f32[16,32,32,32]",
+            "f32[16,32,32,16]",
+            "f32[3,3,32,16]",
+            "window={size=32x32 pad=1_1x1_1}, dim_labels=f01b_i01o->01bf",
+            "im2col",
+        ),
+        # 3x3 on 16x16 images: the padded grid is 1.27x the output
+        (
+            "f32[16,16,16,16]",
+            "f32[3,3,16,32]",
+            "f32[16,16,16,32]",
+            "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f",
+            "im2col",
+        ),
+        (
+            "f32[8,32,32,32]",
+            "f32[3,3,32,32]",
+            "f32[8,32,32,32]",
+            "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f",
+            "shifted",
+        ),
+        (
+            "f32[8,64,32]",
+            "f32[3,32,32]",
+            "f32[8,32,32]",
+            "window={size=3 stride=2 pad=1_1}, dim_labels=b0f_0io->b0f",
+            "im2col",
+        ),
+    ],
+)
 def test_the_chosen_strategy(lhs, rhs, out, attrs, strategy):
     instr = minixla.parse_hlo_module(_text(lhs, rhs, out, attrs)).entry.root
     assert conv.plan(instr).strategy == strategy
@@ -156,13 +285,18 @@ def test_the_driver_runs_the_thunk_without_fallback():
 def _openblas_threads() -> dict[str, int]:
     """Each OpenBLAS loaded in this process: its current thread count."""
     import ctypes
+
     with open("/proc/self/maps") as maps:
         paths = sorted({line.split()[-1] for line in maps if "openblas" in line.lower()})
     counts = {}
     for path in paths:
         library = ctypes.CDLL(path)
-        for symbol in ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads",
-                       "openblas_get_num_threads64_", "openblas_get_num_threads"):
+        for symbol in (
+            "scipy_openblas_get_num_threads64_",
+            "scipy_openblas_get_num_threads",
+            "openblas_get_num_threads64_",
+            "openblas_get_num_threads",
+        ):
             getter = getattr(library, symbol, None)
             if getter is not None:
                 counts[path] = getter()
@@ -172,10 +306,12 @@ def _openblas_threads() -> dict[str, int]:
 
 def test_an_openblas_loaded_after_the_first_gemm_gets_the_thread_count_too():
     import sys
+
     pytest.importorskip("scipy")
     if not sys.platform.startswith("linux"):
         pytest.skip("the thread setters are found through /proc/self/maps")
     from minixla.backends.cpu import blas_threads, libcalls
+
     libcalls._lapack()  # SciPy's OpenBLAS is in the process from here on
     for setter in blas_threads._find_setters():
         setter(2)

@@ -5,6 +5,7 @@ arrays, so the fusion pass (when the cpu pipeline has one) and the kernel genera
 and producer/consumer patterns nobody wrote by hand. Examples are few and small: every new
 kernel costs a Numba compile.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -51,8 +52,11 @@ class Graph:
 
     def step(self) -> None:
         name, dims = self.pick()
-        kind = self.draw(st.sampled_from(["unary", "binary", "binary", "broadcast", "reduce",
-                                          "transpose", "slice", "dot"]))
+        kind = self.draw(
+            st.sampled_from(
+                ["unary", "binary", "binary", "broadcast", "reduce", "transpose", "slice", "dot"]
+            )
+        )
         if kind == "unary":
             self.add(f"{self.draw(st.sampled_from(UNARY))}({name})", dims)
         elif kind == "binary":
@@ -69,12 +73,17 @@ class Graph:
             out = tuple(d for k, d in enumerate(dims) if k not in axes)
             combiner = self.draw(st.sampled_from(["sum", "max"]))
             init = "0" if combiner == "sum" else "-inf"
-            self.add(f"reduce({name}, f32[] constant({init})), "
-                     f"dimensions={{{','.join(map(str, axes))}}}, to_apply={combiner}", out)
+            self.add(
+                f"reduce({name}, f32[] constant({init})), "
+                f"dimensions={{{','.join(map(str, axes))}}}, to_apply={combiner}",
+                out,
+            )
         elif kind == "transpose" and len(dims) > 1:
             perm = self.draw(st.permutations(range(len(dims))))
-            self.add(f"transpose({name}), dimensions={{{','.join(map(str, perm))}}}",
-                     tuple(dims[p] for p in perm))
+            self.add(
+                f"transpose({name}), dimensions={{{','.join(map(str, perm))}}}",
+                tuple(dims[p] for p in perm),
+            )
         elif kind == "slice" and dims:
             bounds = []
             for d in dims:
@@ -85,19 +94,33 @@ class Graph:
         elif kind == "dot" and len(dims) == 2:
             n = self.draw(st.integers(1, 5))
             rhs = self.same_dims((dims[1], n))
-            self.add(f"dot({name}, {rhs}), lhs_contracting_dims={{1}}, "
-                     f"rhs_contracting_dims={{0}}", (dims[0], n))
+            self.add(
+                f"dot({name}, {rhs}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}",
+                (dims[0], n),
+            )
 
     def text(self, outputs) -> str:
         root = ", ".join(name for name, _ in outputs)
         shapes = ", ".join(self.shape(d) for _, d in outputs)
-        return "\n".join([
-            "HloModule random",
-            "sum {", "  a = f32[] parameter(0)", "  b = f32[] parameter(1)",
-            "  ROOT r = f32[] add(a, b)", "}",
-            "max {", "  a = f32[] parameter(0)", "  b = f32[] parameter(1)",
-            "  ROOT r = f32[] maximum(a, b)", "}",
-            "ENTRY main {", *self.lines, f"  ROOT out = ({shapes}) tuple({root})", "}"])
+        return "\n".join(
+            [
+                "HloModule random",
+                "sum {",
+                "  a = f32[] parameter(0)",
+                "  b = f32[] parameter(1)",
+                "  ROOT r = f32[] add(a, b)",
+                "}",
+                "max {",
+                "  a = f32[] parameter(0)",
+                "  b = f32[] parameter(1)",
+                "  ROOT r = f32[] maximum(a, b)",
+                "}",
+                "ENTRY main {",
+                *self.lines,
+                f"  ROOT out = ({shapes}) tuple({root})",
+                "}",
+            ]
+        )
 
 
 @st.composite
@@ -111,8 +134,12 @@ def graphs(draw):
     return graph.text(graph.values[-count:]), graph.params
 
 
-@hypothesis.settings(max_examples=15, deadline=None, derandomize=True,
-                     suppress_health_check=list(hypothesis.HealthCheck))
+@hypothesis.settings(
+    max_examples=15,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=list(hypothesis.HealthCheck),
+)
 @hypothesis.given(graphs(), st.integers(0, 2**16))
 def test_random_graphs_match_interpreter(graph, seed):
     text, params = graph
@@ -127,6 +154,7 @@ def test_random_graphs_match_interpreter(graph, seed):
 
 def test_kernels_writing_over_their_operands_match_the_interpreter():
     from tests.test_cpu_codegen import IN_PLACE
+
     rng = np.random.default_rng(3)
     args = [rng.standard_normal(s).astype(np.float32) for s in ((16, 32), (32, 32), (32,))]
     exe = minixla.compile(IN_PLACE, backend="cpu")

@@ -1,6 +1,7 @@
 """While loops on cpu: a loop-carried dynamic-update-slice writes into the loop state in place
 (no copy of the carried buffer per iteration), the argument is never written, and readers of
 the old value that run before the update still see it. Each against the interpreter."""
+
 from __future__ import annotations
 
 import re
@@ -46,6 +47,7 @@ READ_MODIFY_WRITE = loop("""
   upd = f32[8,3] dynamic-update-slice(buf, row, i, z)
 """)
 
+
 # The old buffer is also returned elsewhere: no in-place update is allowed.
 def _returns_old() -> str:
     text = loop("""
@@ -53,13 +55,18 @@ def _returns_old() -> str:
   upd = f32[8,3] dynamic-update-slice(buf, row, i, z)
   keep = f32[8,3] negate(buf)
 """)
-    return text.replace("tuple(s32[] add(i, s32[] constant(1)), upd)",
-                        "tuple(s32[] add(i, s32[] constant(1)), add(upd, keep))")
+    return text.replace(
+        "tuple(s32[] add(i, s32[] constant(1)), upd)",
+        "tuple(s32[] add(i, s32[] constant(1)), add(upd, keep))",
+    )
 
 
 @pytest.mark.parametrize("passes", [[], None], ids=["unoptimized", "cpu-pipeline"])
-@pytest.mark.parametrize("text", [WRITE_ROW, READ_MODIFY_WRITE, _returns_old()],
-                         ids=["write-row", "read-modify-write", "old-value-escapes"])
+@pytest.mark.parametrize(
+    "text",
+    [WRITE_ROW, READ_MODIFY_WRITE, _returns_old()],
+    ids=["write-row", "read-modify-write", "old-value-escapes"],
+)
 def test_loop_carried_updates_match_the_interpreter(text, passes):
     x = np.arange(24, dtype=np.float32).reshape(8, 3)
     before = x.copy()
@@ -74,10 +81,12 @@ def test_loop_carried_updates_match_the_interpreter(text, passes):
 @pytest.mark.parametrize("text", [WRITE_ROW, READ_MODIFY_WRITE], ids=["write-row", "rmw"])
 def test_the_body_updates_the_state_buffer_in_place(text, passes):
     # the Python loop's driver source (native loops are tests/test_cpu_native_loop.py)
-    exe = minixla.compile(text, backend="cpu", native_loops=False,
-                          **({} if passes is None else {"passes": passes}))
-    body = [chunk for chunk in exe.program.source.split("\n\n\n") if "dynamic-update-slice" in
-            chunk][0]
+    exe = minixla.compile(
+        text, backend="cpu", native_loops=False, **({} if passes is None else {"passes": passes})
+    )
+    body = [
+        chunk for chunk in exe.program.source.split("\n\n\n") if "dynamic-update-slice" in chunk
+    ][0]
     # the DUS thunk writes into the buffer it read from the state: out is operand 0
     assert re.search(r"t\d+\((v\d+), \1, ", body), body
     assert "np.empty((8, 3)" not in body
@@ -85,8 +94,9 @@ def test_the_body_updates_the_state_buffer_in_place(text, passes):
 
 def test_an_update_whose_old_value_escapes_is_not_in_place():
     exe = minixla.compile(_returns_old(), backend="cpu", passes=[], native_loops=False)
-    body = [chunk for chunk in exe.program.source.split("\n\n\n") if "dynamic-update-slice" in
-            chunk][0]
+    body = [
+        chunk for chunk in exe.program.source.split("\n\n\n") if "dynamic-update-slice" in chunk
+    ][0]
     assert not re.search(r"t\d+\((v\d+), \1, ", body)
 
 
@@ -94,21 +104,28 @@ SCATTER_ROW = loop("""
   idx = s32[1,1] broadcast(i), dimensions={}
   row = f32[1,3] broadcast(f32[] convert(i)), dimensions={}
   upd = f32[8,3] scatter(buf, idx, row), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
-""").replace("HloModule w\n", """HloModule w
+""").replace(
+    "HloModule w\n",
+    """HloModule w
 add {
   a = f32[] parameter(0)
   b = f32[] parameter(1)
   ROOT s = f32[] add(a, b)
 }
-""")
+""",
+)
 
 
 @pytest.mark.parametrize("passes", [[], None], ids=["unoptimized", "cpu-pipeline"])
 def test_loop_carried_scatter_updates_the_state_in_place(passes):
     x = np.arange(24, dtype=np.float32).reshape(8, 3)
     before = x.copy()
-    exe = minixla.compile(SCATTER_ROW, backend="cpu", native_loops=False,
-                          **({} if passes is None else {"passes": passes}))
+    exe = minixla.compile(
+        SCATTER_ROW,
+        backend="cpu",
+        native_loops=False,
+        **({} if passes is None else {"passes": passes}),
+    )
     want = minixla.compile(SCATTER_ROW, backend="interpreter")(x)
     for _ in range(2):
         np.testing.assert_allclose(exe(x), want, rtol=1e-6)

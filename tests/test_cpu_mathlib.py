@@ -1,4 +1,5 @@
 """Accuracy, special values and vectorization of minixla.backends.cpu.mathlib."""
+
 import math
 import re
 
@@ -13,13 +14,32 @@ F32, F64 = np.float32, np.float64
 LD = np.longdouble if np.finfo(np.longdouble).nmant >= 63 else np.float64
 
 # Max ulp error bounds (the documented guarantees).
-BOUND_F32 = {"exponential": 1.0, "exponential-minus-one": 1.5, "log": 1.0,
-             "log-plus-one": 1.0, "tanh": 1.5, "logistic": 2.0, "sine": 0.51,
-             "cosine": 0.51, "tan": 0.51, "erf": 1.5, "power": 0.51, "atan2": 0.51,
-             "cbrt": 0.51, "sqrt": 0.5, "rsqrt": 0.51}
-BOUND_F64 = {"exponential": 1.0, "exponential-minus-one": 2.0, "log": 1.0,
-             "log-plus-one": 1.0, "tanh": 1.5, "logistic": 2.0}
-BOUND_F64_SLACK = 0.0 if LD is not np.float64 else 1.0   # numpy f64 reference error
+BOUND_F32 = {
+    "exponential": 1.0,
+    "exponential-minus-one": 1.5,
+    "log": 1.0,
+    "log-plus-one": 1.0,
+    "tanh": 1.5,
+    "logistic": 2.0,
+    "sine": 0.51,
+    "cosine": 0.51,
+    "tan": 0.51,
+    "erf": 1.5,
+    "power": 0.51,
+    "atan2": 0.51,
+    "cbrt": 0.51,
+    "sqrt": 0.5,
+    "rsqrt": 0.51,
+}
+BOUND_F64 = {
+    "exponential": 1.0,
+    "exponential-minus-one": 2.0,
+    "log": 1.0,
+    "log-plus-one": 1.0,
+    "tanh": 1.5,
+    "logistic": 2.0,
+}
+BOUND_F64_SLACK = 0.0 if LD is not np.float64 else 1.0  # numpy f64 reference error
 
 
 def _logistic(x):
@@ -28,14 +48,26 @@ def _logistic(x):
 
 
 _erf_vec = np.vectorize(math.erf, otypes=[F64])
-REF = {"exponential": np.exp, "exponential-minus-one": np.expm1, "log": np.log,
-       "log-plus-one": np.log1p, "tanh": np.tanh, "logistic": _logistic,
-       "sine": np.sin, "cosine": np.cos, "tan": np.tan,
-       "erf": lambda x: _erf_vec(x.astype(F64)), "cbrt": np.cbrt, "sqrt": np.sqrt,
-       "rsqrt": lambda x: 1 / np.sqrt(x), "power": np.power, "atan2": np.arctan2,
-       "atan": np.arctan}
+REF = {
+    "exponential": np.exp,
+    "exponential-minus-one": np.expm1,
+    "log": np.log,
+    "log-plus-one": np.log1p,
+    "tanh": np.tanh,
+    "logistic": _logistic,
+    "sine": np.sin,
+    "cosine": np.cos,
+    "tan": np.tan,
+    "erf": lambda x: _erf_vec(x.astype(F64)),
+    "cbrt": np.cbrt,
+    "sqrt": np.sqrt,
+    "rsqrt": lambda x: 1 / np.sqrt(x),
+    "power": np.power,
+    "atan2": np.arctan2,
+    "atan": np.arctan,
+}
 UNARY = [op for op in BOUND_F32 if op not in ("power", "atan2")] + ["atan"]
-BOUND_F32["atan"] = 0.51    # not an HLO opcode; mathlib.atan_f32
+BOUND_F32["atan"] = 0.51  # not an HLO opcode; mathlib.atan_f32
 
 
 @njit
@@ -68,7 +100,7 @@ def ulp_error(got, ref, dt):
         ref_r = ref.astype(dt)
     with np.errstate(all="ignore"):
         _, e = np.frexp(np.abs(ref_r).astype(F64))
-        e = np.where(ref_r == 0, fi.minexp + 1, e)       # ulp of zero: smallest subnormal
+        e = np.where(ref_r == 0, fi.minexp + 1, e)  # ulp of zero: smallest subnormal
         ulp = np.ldexp(1.0, np.maximum(e - 1, fi.minexp) - fi.nmant)
         err = (np.abs(got.astype(ref.dtype) - ref) / ulp).astype(F64)
     nan_ref, inf_ref = np.isnan(ref_r), np.isinf(ref_r)
@@ -84,17 +116,60 @@ def _worst(err, args):
 
 
 def _f32_sweep():
-    bits = np.arange(0, 2 ** 32, 4099, dtype=np.uint64).astype(np.uint32)
+    bits = np.arange(0, 2**32, 4099, dtype=np.uint64).astype(np.uint32)
     return bits.view(F32)
 
 
 def _specials_f32():
-    base = [0.0, 1e-45, 1.1754942e-38, 1.1754944e-38, 3.4028235e38, 1.0, 0.5, 2.0, 3.0,
-            1e-8, 1e-4, 0.5625, 0.6, 0.75, 1.5, 3.9, 4.0, 9.0, 9.01, 9.02, 10.0,
-            17.0, 20.0, 25.0, 87.33654, 88.0, 88.72283, 88.72284, 88.7229, 89.0,
-            100.0, 103.27893, 103.97208, 104.0, 1e6, 1e10, 1e30, math.pi,
-            math.pi / 2, math.pi / 4, 0.41421357, 2.4142137, 12867.963, 16777216.0,
-            1e5 * math.pi, 2.0 ** 100, 7.0e37]
+    base = [
+        0.0,
+        1e-45,
+        1.1754942e-38,
+        1.1754944e-38,
+        3.4028235e38,
+        1.0,
+        0.5,
+        2.0,
+        3.0,
+        1e-8,
+        1e-4,
+        0.5625,
+        0.6,
+        0.75,
+        1.5,
+        3.9,
+        4.0,
+        9.0,
+        9.01,
+        9.02,
+        10.0,
+        17.0,
+        20.0,
+        25.0,
+        87.33654,
+        88.0,
+        88.72283,
+        88.72284,
+        88.7229,
+        89.0,
+        100.0,
+        103.27893,
+        103.97208,
+        104.0,
+        1e6,
+        1e10,
+        1e30,
+        math.pi,
+        math.pi / 2,
+        math.pi / 4,
+        0.41421357,
+        2.4142137,
+        12867.963,
+        16777216.0,
+        1e5 * math.pi,
+        2.0**100,
+        7.0e37,
+    ]
     xs = np.array(base, F32)
     with np.errstate(over="ignore"):
         xs = np.concatenate([xs, np.nextafter(xs, F32(np.inf)), np.nextafter(xs, F32(0))])
@@ -120,14 +195,17 @@ def _binary_inputs32(op):
     n = 300_000
 
     def rand():
-        return rng.integers(0, 2 ** 32, n, dtype=np.uint64).astype(np.uint32).view(F32)
+        return rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32).view(F32)
+
     sp = _specials_f32()
     sx, sy = np.meshgrid(sp, sp)
     xs = [rand(), sx.ravel()]
     ys = [rand(), sy.ravel()]
-    if op == "power":   # in-range results, negative bases with integral exponents
-        xs += [np.exp(rng.uniform(-12, 12, n)).astype(F32),
-               -np.exp(rng.uniform(-5, 5, n)).astype(F32)]
+    if op == "power":  # in-range results, negative bases with integral exponents
+        xs += [
+            np.exp(rng.uniform(-12, 12, n)).astype(F32),
+            -np.exp(rng.uniform(-5, 5, n)).astype(F32),
+        ]
         ys += [rng.uniform(-10, 10, n).astype(F32), np.round(rng.uniform(-30, 30, n)).astype(F32)]
     else:
         xs.append(rng.standard_normal(n).astype(F32))
@@ -147,13 +225,40 @@ def test_f32_binary_accuracy(op):
 def _inputs64(op):
     rng = np.random.default_rng(2)
     n = 200_000
-    parts = [rng.integers(0, 2 ** 64, n, dtype=np.uint64).view(F64),
-             rng.uniform(-750, 750, n), rng.uniform(-40, 40, n), rng.uniform(-1, 1, n),
-             np.exp(rng.uniform(-700, 700, n)), rng.uniform(-1e-3, 1e-3, n),
-             np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, 2.2250738585072014e-308,
-                       1.7976931348623157e308, 709.782712893384, 709.7827128933841,
-                       -745.1332191019411, -745.2, -1.0, -0.9999999999999999, 1e-300,
-                       0.5, 19.1, -19.1, 20.0, 36.0, 0.2, -0.5])]
+    parts = [
+        rng.integers(0, 2**64, n, dtype=np.uint64).view(F64),
+        rng.uniform(-750, 750, n),
+        rng.uniform(-40, 40, n),
+        rng.uniform(-1, 1, n),
+        np.exp(rng.uniform(-700, 700, n)),
+        rng.uniform(-1e-3, 1e-3, n),
+        np.array(
+            [
+                0.0,
+                -0.0,
+                np.inf,
+                -np.inf,
+                np.nan,
+                5e-324,
+                2.2250738585072014e-308,
+                1.7976931348623157e308,
+                709.782712893384,
+                709.7827128933841,
+                -745.1332191019411,
+                -745.2,
+                -1.0,
+                -0.9999999999999999,
+                1e-300,
+                0.5,
+                19.1,
+                -19.1,
+                20.0,
+                36.0,
+                0.2,
+                -0.5,
+            ]
+        ),
+    ]
     x = np.concatenate(parts)
     return np.concatenate([x, -x])
 
@@ -181,26 +286,60 @@ def test_f64_libm_fallbacks_are_correct():
 
 NAN, INF = float("nan"), float("inf")
 EXACT = [  # (op, args, expected), checked bit-exactly (sign of zero included)
-    ("exponential", (-INF,), 0.0), ("exponential", (INF,), INF), ("exponential", (-0.0,), 1.0),
-    ("exponential", (1000.0,), INF), ("exponential", (-1000.0,), 0.0), ("exponential", (NAN,), NAN),
-    ("exponential-minus-one", (-0.0,), -0.0), ("exponential-minus-one", (-INF,), -1.0),
-    ("exponential-minus-one", (INF,), INF), ("log", (0.0,), -INF), ("log", (-0.0,), -INF),
-    ("log", (-1.0,), NAN), ("log", (INF,), INF), ("log", (-INF,), NAN), ("log", (1.0,), 0.0),
-    ("log-plus-one", (-1.0,), -INF), ("log-plus-one", (-0.0,), -0.0),
+    ("exponential", (-INF,), 0.0),
+    ("exponential", (INF,), INF),
+    ("exponential", (-0.0,), 1.0),
+    ("exponential", (1000.0,), INF),
+    ("exponential", (-1000.0,), 0.0),
+    ("exponential", (NAN,), NAN),
+    ("exponential-minus-one", (-0.0,), -0.0),
+    ("exponential-minus-one", (-INF,), -1.0),
+    ("exponential-minus-one", (INF,), INF),
+    ("log", (0.0,), -INF),
+    ("log", (-0.0,), -INF),
+    ("log", (-1.0,), NAN),
+    ("log", (INF,), INF),
+    ("log", (-INF,), NAN),
+    ("log", (1.0,), 0.0),
+    ("log-plus-one", (-1.0,), -INF),
+    ("log-plus-one", (-0.0,), -0.0),
     ("log-plus-one", (-2.0,), NAN),
-    ("log-plus-one", (INF,), INF), ("tanh", (-0.0,), -0.0), ("tanh", (INF,), 1.0),
-    ("tanh", (-INF,), -1.0), ("tanh", (NAN,), NAN), ("logistic", (-INF,), 0.0),
-    ("logistic", (INF,), 1.0), ("logistic", (0.0,), 0.5), ("sine", (INF,), NAN),
-    ("sine", (-0.0,), -0.0), ("cosine", (-INF,), NAN), ("tan", (-0.0,), -0.0),
-    ("erf", (-0.0,), -0.0), ("erf", (INF,), 1.0), ("erf", (-INF,), -1.0),
-    ("cbrt", (-0.0,), -0.0), ("cbrt", (-8.0,), -2.0), ("rsqrt", (0.0,), INF),
-    ("power", (NAN, 0.0), 1.0), ("power", (1.0, NAN), 1.0), ("power", (-2.0, 3.0), -8.0),
-    ("power", (-2.0, 0.5), NAN), ("power", (-0.0, -1.0), -INF), ("power", (-0.0, 2.0), 0.0),
-    ("power", (-1.0, INF), 1.0), ("power", (-INF, 3.0), -INF), ("power", (-INF, -3.0), -0.0),
-    ("power", (0.5, INF), 0.0), ("power", (2.0, -INF), 0.0), ("power", (2.0, 1024.0), INF),
-    ("atan2", (0.0, -0.0), math.pi), ("atan2", (-0.0, 0.0), -0.0),
+    ("log-plus-one", (INF,), INF),
+    ("tanh", (-0.0,), -0.0),
+    ("tanh", (INF,), 1.0),
+    ("tanh", (-INF,), -1.0),
+    ("tanh", (NAN,), NAN),
+    ("logistic", (-INF,), 0.0),
+    ("logistic", (INF,), 1.0),
+    ("logistic", (0.0,), 0.5),
+    ("sine", (INF,), NAN),
+    ("sine", (-0.0,), -0.0),
+    ("cosine", (-INF,), NAN),
+    ("tan", (-0.0,), -0.0),
+    ("erf", (-0.0,), -0.0),
+    ("erf", (INF,), 1.0),
+    ("erf", (-INF,), -1.0),
+    ("cbrt", (-0.0,), -0.0),
+    ("cbrt", (-8.0,), -2.0),
+    ("rsqrt", (0.0,), INF),
+    ("power", (NAN, 0.0), 1.0),
+    ("power", (1.0, NAN), 1.0),
+    ("power", (-2.0, 3.0), -8.0),
+    ("power", (-2.0, 0.5), NAN),
+    ("power", (-0.0, -1.0), -INF),
+    ("power", (-0.0, 2.0), 0.0),
+    ("power", (-1.0, INF), 1.0),
+    ("power", (-INF, 3.0), -INF),
+    ("power", (-INF, -3.0), -0.0),
+    ("power", (0.5, INF), 0.0),
+    ("power", (2.0, -INF), 0.0),
+    ("power", (2.0, 1024.0), INF),
+    ("atan2", (0.0, -0.0), math.pi),
+    ("atan2", (-0.0, 0.0), -0.0),
     ("atan2", (INF, -INF), 3 * math.pi / 4),
-    ("atan2", (-1.0, INF), -0.0), ("atan2", (1.0, -INF), math.pi), ("atan2", (NAN, 1.0), NAN),
+    ("atan2", (-1.0, INF), -0.0),
+    ("atan2", (1.0, -INF), math.pi),
+    ("atan2", (NAN, 1.0), NAN),
 ]
 
 
@@ -277,8 +416,9 @@ def test_every_op_loop_is_inlined_and_vectorized(dt):
         assert "llvm.loop.isvectorized" in text, op
         assert re.search(r"<(2|4|8|16) x (float|double)>", text), op
         assert not re.search(r"call[^\n]*@_ZN[^\s(]*7mathlib", text), f"{op}: call not inlined"
-        assert not re.search(r"call[^\n]*@(exp|log|tanh|sin|cos|tan|erf|pow|atan2|cbrt)f?\(",
-                             text), f"{op}: libm call"
+        assert not re.search(
+            r"call[^\n]*@(exp|log|tanh|sin|cos|tan|erf|pow|atan2|cbrt)f?\(", text
+        ), f"{op}: libm call"
 
 
 def test_fused_loops_vectorize_and_stay_correct():
@@ -295,7 +435,10 @@ def test_fused_loops_vectorize_and_stay_correct():
     _fused_exp(x, a, e)
     assert np.isnan(e[0]) and np.isinf(e[1]) and np.isinf(e[2])
     ir_tanh = "\n".join(_fused_tanh.inspect_llvm().values())
-    _assert_vectorized(ir_tanh, ["tanhf", "expf", "tanh", "exp", "llvm.exp.f32"],
-                       ["fmul", "fdiv", "fcmp", "select"])
+    _assert_vectorized(
+        ir_tanh,
+        ["tanhf", "expf", "tanh", "exp", "llvm.exp.f32"],
+        ["fmul", "fdiv", "fcmp", "select"],
+    )
     ir_exp = "\n".join(_fused_exp.inspect_llvm().values())
     _assert_vectorized(ir_exp, ["expf", "exp", "llvm.exp.f32"], ["fmul", "fcmp", "select"])

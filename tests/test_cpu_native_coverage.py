@@ -1,5 +1,6 @@
 """Every instruction of the conformance corpus and of the whole-program benchmark gets native
 code on cpu: the driver is emitted (no Numba compile needed) and reports no fallback."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,6 +1,7 @@
 """While loops made only of kernels run as one native function on cpu (native_loop.py): no
 Python per iteration, results equal to the interpreter's, arguments never written, and loops
 with other pieces (BLAS dots, nested loops, exchanged state leaves) keep the Python loop."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,8 +28,9 @@ def _check(text, *args, **options):
     before = [a.copy() for a in args]
     for _ in range(2):  # the second call must not see the first call's buffers
         got = exe(*args)
-        for g, w in zip(got if isinstance(got, tuple) else [got],
-                        want if isinstance(want, tuple) else [want]):
+        for g, w in zip(
+            got if isinstance(got, tuple) else [got], want if isinstance(want, tuple) else [want]
+        ):
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
     for a, b in zip(args, before):
         np.testing.assert_array_equal(a, b)  # arguments are never written
@@ -36,10 +38,13 @@ def _check(text, *args, **options):
 
 
 # Rows written past the end: the start index is clamped so the row fits (rows 8..10 -> 7).
-CLAMPED_ROWS = loop("""
+CLAMPED_ROWS = loop(
+    """
   row = f32[1,3] broadcast(f32[] convert(i)), dimensions={}
   upd = f32[8,3] dynamic-update-slice(buf, row, i, z)
-""", n=11)
+""",
+    n=11,
+)
 
 
 @pytest.mark.parametrize("text", [CLAMPED_ROWS, READ_MODIFY_WRITE], ids=["clamped", "rmw"])
@@ -157,17 +162,29 @@ def test_a_small_dot_is_a_kernel_and_a_blas_dot_keeps_the_python_loop(width):
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f64"])
-@pytest.mark.parametrize("lhs, rhs, dims", [
-    ("[3,4]", "[4,5]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
-    ("[4,3]", "[5,4]", "lhs_contracting_dims={0}, rhs_contracting_dims={1}"),
-    ("[2,3,4]", "[2,4,5]", "lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, "
-                           "rhs_contracting_dims={1}"),
-    ("[3,2,4]", "[4,5,2]", "lhs_batch_dims={1}, lhs_contracting_dims={2}, rhs_batch_dims={2}, "
-                           "rhs_contracting_dims={0}"),
-    ("[2,3,4]", "[3,4,6]", "lhs_contracting_dims={1,2}, rhs_contracting_dims={0,1}"),
-    ("[4]", "[4]", "lhs_contracting_dims={0}, rhs_contracting_dims={0}"),
-    ("[3,0]", "[0,5]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
-], ids=["nn", "tt", "batch", "batch-middle", "two-contracted", "vector", "empty-k"])
+@pytest.mark.parametrize(
+    "lhs, rhs, dims",
+    [
+        ("[3,4]", "[4,5]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
+        ("[4,3]", "[5,4]", "lhs_contracting_dims={0}, rhs_contracting_dims={1}"),
+        (
+            "[2,3,4]",
+            "[2,4,5]",
+            "lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, "
+            "rhs_contracting_dims={1}",
+        ),
+        (
+            "[3,2,4]",
+            "[4,5,2]",
+            "lhs_batch_dims={1}, lhs_contracting_dims={2}, rhs_batch_dims={2}, "
+            "rhs_contracting_dims={0}",
+        ),
+        ("[2,3,4]", "[3,4,6]", "lhs_contracting_dims={1,2}, rhs_contracting_dims={0,1}"),
+        ("[4]", "[4]", "lhs_contracting_dims={0}, rhs_contracting_dims={0}"),
+        ("[3,0]", "[0,5]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
+    ],
+    ids=["nn", "tt", "batch", "batch-middle", "two-contracted", "vector", "empty-k"],
+)
 def test_small_dots_match_the_interpreter(dtype, lhs, rhs, dims):
     text_lhs, text_rhs = f"{dtype}{lhs}", f"{dtype}{rhs}"
     result = _dot_shape(lhs, rhs, dims)
@@ -184,25 +201,34 @@ ENTRY main {{
     b = rng.standard_normal(eval(rhs)).astype(np_dtype)
     exe = minixla.compile(text, backend="cpu")
     assert any("Kernel for dot" in s.source for s in exe.program.kernels.values())
-    np.testing.assert_allclose(exe(a, b), minixla.compile(text, backend="interpreter")(a, b),
-                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        exe(a, b), minixla.compile(text, backend="interpreter")(a, b), rtol=1e-5, atol=1e-5
+    )
 
 
 def _dot_shape(lhs: str, rhs: str, dims: str) -> str:
     import re
+
     sets = {k: [int(x) for x in v.split(",")] for k, v in re.findall(r"(\w+)=\{([\d,]*)\}", dims)}
     l, r = eval(lhs), eval(rhs)
     lb, rb = sets.get("lhs_batch_dims", []), sets.get("rhs_batch_dims", [])
     lc, rc = sets["lhs_contracting_dims"], sets["rhs_contracting_dims"]
-    out = [l[d] for d in lb] + [n for d, n in enumerate(l) if d not in lb + lc] + \
-        [n for d, n in enumerate(r) if d not in rb + rc]
+    out = (
+        [l[d] for d in lb]
+        + [n for d, n in enumerate(l) if d not in lb + lc]
+        + [n for d, n in enumerate(r) if d not in rb + rc]
+    )
     return "[" + ",".join(map(str, out)) + "]"
 
 
 def test_an_inner_loop_runs_natively_inside_a_python_outer_loop():
-    inner = ELEMENTWISE.replace("HloModule e\n", "").replace("ENTRY main", "inner_main") \
-        .replace("cond {", "icond {").replace("body {", "ibody {") \
+    inner = (
+        ELEMENTWISE.replace("HloModule e\n", "")
+        .replace("ENTRY main", "inner_main")
+        .replace("cond {", "icond {")
+        .replace("body {", "ibody {")
         .replace("condition=cond, body=body", "condition=icond, body=ibody")
+    )
     text = f"""
 HloModule n
 {inner}

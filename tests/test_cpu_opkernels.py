@@ -6,6 +6,7 @@ types, f16 converts, bitcast-convert, reduce-precision, fft, cholesky, triangula
 Shapes include zero-size and odd sizes and non-default layouts; every case asserts that the
 executable has no fallback. Each case costs a Numba compile, so they are few and small.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -32,6 +33,7 @@ max {
 
 def _inputs(module, seed=0):
     from minixla.testing.compare import random_inputs
+
     return random_inputs(module, seed=seed)
 
 
@@ -46,6 +48,7 @@ def check(text, args=None, *, rtol=1e-5, atol=1e-5, passes=()):
     want = minixla.compile(text, backend="interpreter")(*args)
     got = exe(*args)
     from minixla.testing.compare import compare_values
+
     problems = compare_values(got, want, rtol=rtol, atol=atol)
     assert not problems, "\n".join(problems)
     assert not exe.program.fallbacks
@@ -58,19 +61,26 @@ def module(body: str, computations: str = ADD) -> str:
 
 # ---- reduce-window ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("shape,window,out,to_apply,init", [
-    ("f32[7,9]", "size=3x2 stride=2x1 pad=1_1x0_1", "f32[4,9]", "add", "0"),
-    ("f32[9]", "size=3 pad=2_2 lhs_dilate=2 rhs_dilate=2", "f32[17]", "add", "0"),
-    ("f32[2,5,5,3]", "size=1x2x2x1 stride=1x2x2x1", "f32[2,2,2,3]", "max", "-inf"),
-    ("f32[0,4]", "size=1x2 pad=0_0x1_0", "f32[0,4]", "add", "0"),
-    ("f32[6,11]", "size=1x11 pad=0_0x10_0", "f32[6,11]", "add", "0"),  # cumsum: a scan
-    ("f32[10,3]{0,1}", "size=10x1 pad=0_9x0_0", "f32[10,3]", "max", "-inf"),  # reversed cummax
-])
+
+@pytest.mark.parametrize(
+    "shape,window,out,to_apply,init",
+    [
+        ("f32[7,9]", "size=3x2 stride=2x1 pad=1_1x0_1", "f32[4,9]", "add", "0"),
+        ("f32[9]", "size=3 pad=2_2 lhs_dilate=2 rhs_dilate=2", "f32[17]", "add", "0"),
+        ("f32[2,5,5,3]", "size=1x2x2x1 stride=1x2x2x1", "f32[2,2,2,3]", "max", "-inf"),
+        ("f32[0,4]", "size=1x2 pad=0_0x1_0", "f32[0,4]", "add", "0"),
+        ("f32[6,11]", "size=1x11 pad=0_0x10_0", "f32[6,11]", "add", "0"),  # cumsum: a scan
+        ("f32[10,3]{0,1}", "size=10x1 pad=0_9x0_0", "f32[10,3]", "max", "-inf"),  # reversed cummax
+    ],
+)
 def test_reduce_window_matches_the_interpreter(shape, window, out, to_apply, init):
-    check(module(f"""
+    check(
+        module(f"""
   x = {shape} parameter(0)
   ROOT r = {out} reduce-window(x, f32[] constant({init})), window={{{window}}}, to_apply={to_apply}
-"""), passes=[])
+"""),
+        passes=[],
+    )
 
 
 def test_cumulative_reduce_window_is_one_pass_over_the_axis():
@@ -85,16 +95,20 @@ def test_cumulative_reduce_window_is_one_pass_over_the_axis():
 
 def test_scan_with_a_generic_reducer_in_reverse_falls_back_to_windows():
     # subtract is not commutative: the reversed scan would reorder it, so taps are looped
-    text = module("""
+    text = module(
+        """
   x = f32[3,5] parameter(0)
   ROOT r = f32[3,5] reduce-window(x, f32[] constant(0)), window={size=1x5 pad=0_0x0_4}, to_apply=sub
-""", ADD + """
+""",
+        ADD
+        + """
 sub {
   a = f32[] parameter(0)
   b = f32[] parameter(1)
   ROOT s = f32[] subtract(a, b)
 }
-""")
+""",
+    )
     exe = check(text, passes=[])
     assert any("w1" in spec.source for spec in exe.program.kernels.values())
 
@@ -121,49 +135,65 @@ argmax {
 def test_variadic_reduce_argmax(dims, reduced):
     out = [d for k, d in enumerate(dims) if k != reduced]
     shape = f"[{','.join(map(str, dims))}]"
-    text = module(f"""
+    text = module(
+        f"""
   x = f32{shape} parameter(0)
   i = s32{shape} iota(), iota_dimension={reduced}
-  ROOT r = (f32[{','.join(map(str, out))}], s32[{','.join(map(str, out))}]) reduce(x, i, f32[] constant(-inf), s32[] constant(0)), dimensions={{{reduced}}}, to_apply=argmax
-""", VARIADIC)
+  ROOT r = (f32[{",".join(map(str, out))}], s32[{",".join(map(str, out))}]) reduce(x, i, f32[] constant(-inf), s32[] constant(0)), dimensions={{{reduced}}}, to_apply=argmax
+""",
+        VARIADIC,
+    )
     check(text, passes=[])
 
 
 def test_reduce_window_variadic_argmax_pool():
-    text = module("""
+    text = module(
+        """
   x = f32[6,6] parameter(0)
   i = s32[6,6] iota(), iota_dimension=1
   ROOT r = (f32[3,3], s32[3,3]) reduce-window(x, i, f32[] constant(-inf), s32[] constant(0)), window={size=2x2 stride=2x2}, to_apply=argmax
-""", VARIADIC)
+""",
+        VARIADIC,
+    )
     check(text, passes=[])
 
 
 # ---- select-and-scatter ------------------------------------------------------------------------
 
-SELECT = ADD + """
+SELECT = (
+    ADD
+    + """
 ge {
   a = f32[] parameter(0)
   b = f32[] parameter(1)
   ROOT c = pred[] compare(a, b), direction=GE
 }
 """
+)
 
 
-@pytest.mark.parametrize("operand,source,window", [
-    ("f32[4,6]", "f32[2,3]", "size=2x2 stride=2x2"),
-    ("f32[5,7]", "f32[3,4]", "size=3x3 stride=2x2 pad=1_1x1_1"),  # overlapping windows
-    ("f32[1,0]", "f32[1,0]", "size=1x1"),
-])
+@pytest.mark.parametrize(
+    "operand,source,window",
+    [
+        ("f32[4,6]", "f32[2,3]", "size=2x2 stride=2x2"),
+        ("f32[5,7]", "f32[3,4]", "size=3x3 stride=2x2 pad=1_1x1_1"),  # overlapping windows
+        ("f32[1,0]", "f32[1,0]", "size=1x1"),
+    ],
+)
 def test_select_and_scatter(operand, source, window):
-    text = module(f"""
+    text = module(
+        f"""
   x = {operand} parameter(0)
   s = {source} parameter(1)
   ROOT r = {operand} select-and-scatter(x, s, f32[] constant(0)), window={{{window}}}, select=ge, scatter=add
-""", SELECT)
+""",
+        SELECT,
+    )
     check(text, passes=[])
 
 
 # ---- gather and scatter ------------------------------------------------------------------------
+
 
 def test_gather_rows_with_out_of_range_indices_clamps():
     text = module("""
@@ -193,7 +223,9 @@ def test_gather_with_operand_batching_dims():
     check(text, passes=[])
 
 
-SCATTERS = ADD + """
+SCATTERS = (
+    ADD
+    + """
 assign {
   a = s32[] parameter(0)
   ROOT b = s32[] parameter(1)
@@ -205,21 +237,29 @@ mul_then_add {
   ROOT s = f32[] add(m, b)
 }
 """
+)
 
 
-@pytest.mark.parametrize("dtype,combiner", [("f32", "add"), ("f32", "mul_then_add"),
-                                            ("s32", "assign")])
+@pytest.mark.parametrize(
+    "dtype,combiner", [("f32", "add"), ("f32", "mul_then_add"), ("s32", "assign")]
+)
 def test_scatter_combines_duplicates_in_order_and_drops_windows_out_of_range(dtype, combiner):
-    text = module(f"""
+    text = module(
+        f"""
   x = {dtype}[6,3] parameter(0)
   i = s32[5] parameter(1)
   u = {dtype}[5,3] parameter(2)
   ROOT s = {dtype}[6,3] scatter(x, i, u), update_window_dims={{1}}, inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply={combiner}
-""", SCATTERS)
+""",
+        SCATTERS,
+    )
     rng = np.random.default_rng(0)
     np_dtype = np.float32 if dtype == "f32" else np.int32
-    args = [rng.standard_normal((6, 3)).astype(np_dtype), np.array([2, 2, -1, 6, 5], np.int32),
-            (rng.standard_normal((5, 3)) * 10).astype(np_dtype)]
+    args = [
+        rng.standard_normal((6, 3)).astype(np_dtype),
+        np.array([2, 2, -1, 6, 5], np.int32),
+        (rng.standard_normal((5, 3)) * 10).astype(np_dtype),
+    ]
     check(text, args, passes=[])
 
 
@@ -265,19 +305,25 @@ two_keys {
 @pytest.mark.parametrize("dims,axis", [((13,), 0), ((4, 9), 1), ((7, 3), 0), ((0, 5), 1)])
 def test_sort_one_operand(dims, axis):
     shape = f"f32[{','.join(map(str, dims))}]"
-    text = module(f"""
+    text = module(
+        f"""
   x = {shape} parameter(0)
   ROOT s = {shape} sort(x), dimensions={{{axis}}}, to_apply=lt
-""", SORTS)
+""",
+        SORTS,
+    )
     check(text, passes=[])
 
 
 def test_sort_two_operands_is_stable_under_a_lexicographic_comparator():
-    text = module("""
+    text = module(
+        """
   k = s32[3,17] parameter(0)
   v = f32[3,17] parameter(1)
   ROOT s = (s32[3,17], f32[3,17]) sort(k, v), dimensions={1}, to_apply=two_keys
-""", SORTS)
+""",
+        SORTS,
+    )
     rng = np.random.default_rng(3)
     keys = rng.integers(0, 3, (3, 17)).astype(np.int32)
     values = rng.standard_normal((3, 17)).astype(np.float32)
@@ -285,8 +331,9 @@ def test_sort_two_operands_is_stable_under_a_lexicographic_comparator():
     check(text, [keys, values], passes=[])
 
 
-@pytest.mark.parametrize("dims,k,largest", [((4, 10), 3, "true"), ((2, 50), 40, "true"),
-                                            ((6,), 6, "false")])
+@pytest.mark.parametrize(
+    "dims,k,largest", [((4, 10), 3, "true"), ((2, 50), 40, "true"), ((6,), 6, "false")]
+)
 def test_topk_with_ties_and_nan(dims, k, largest):
     shape = ",".join(map(str, dims))
     out = ",".join(map(str, dims[:-1] + (k,)))
@@ -302,15 +349,31 @@ def test_topk_with_ties_and_nan(dims, k, largest):
 
 # ---- convolution ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("lhs,rhs,out,attrs", [
-    ("f32[2,3,7,6]", "f32[4,3,3,2]", "f32[2,4,4,6]",
-     "window={size=3x2 stride=2x1 pad=1_1x0_1}, dim_labels=bf01_oi01->bf01"),
-    ("f32[1,5,5,4]", "f32[3,3,4,8]", "f32[1,11,11,8]",
-     "window={size=3x3 pad=2_2x2_2 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f"),
-    ("f32[2,9,4]", "f32[3,2,4]", "f32[2,5,4]",
-     "window={size=3 rhs_dilate=2}, dim_labels=b0f_0io->b0f, feature_group_count=2"),
-    ("f32[4,6,3]", "f32[4,3,2]", "f32[2,6,1]", "window={size=3}, dim_labels=fb0_i0o->fb0"),
-])
+
+@pytest.mark.parametrize(
+    "lhs,rhs,out,attrs",
+    [
+        (
+            "f32[2,3,7,6]",
+            "f32[4,3,3,2]",
+            "f32[2,4,4,6]",
+            "window={size=3x2 stride=2x1 pad=1_1x0_1}, dim_labels=bf01_oi01->bf01",
+        ),
+        (
+            "f32[1,5,5,4]",
+            "f32[3,3,4,8]",
+            "f32[1,11,11,8]",
+            "window={size=3x3 pad=2_2x2_2 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f",
+        ),
+        (
+            "f32[2,9,4]",
+            "f32[3,2,4]",
+            "f32[2,5,4]",
+            "window={size=3 rhs_dilate=2}, dim_labels=b0f_0io->b0f, feature_group_count=2",
+        ),
+        ("f32[4,6,3]", "f32[4,3,2]", "f32[2,6,1]", "window={size=3}, dim_labels=fb0_i0o->fb0"),
+    ],
+)
 def test_convolution_matches_the_interpreter(lhs, rhs, out, attrs):
     text = module(f"""
   x = {lhs} parameter(0)
@@ -331,37 +394,51 @@ def test_convolution_batch_groups_as_in_a_weight_gradient():
 
 # ---- thunks: dots, converts, bitcasts, reduce-precision, fft, linear algebra -------------------
 
+
 def test_integer_and_bf16_dots():
-    check(module("""
+    check(
+        module("""
   a = s8[6,20] parameter(0)
   b = s8[20,5] parameter(1)
   ROOT d = s32[6,5] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-"""), passes=[])
-    check(module("""
+"""),
+        passes=[],
+    )
+    check(
+        module("""
   a = bf16[2,3,8] parameter(0)
   b = bf16[2,8,4] parameter(1)
   ROOT d = bf16[2,3,4] dot(a, b), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_contracting_dims={1}
-"""), passes=[], rtol=1e-2, atol=1e-2)
+"""),
+        passes=[],
+        rtol=1e-2,
+        atol=1e-2,
+    )
 
 
 def test_f16_converts_and_bitcasts():
-    check(module("""
+    check(
+        module("""
   x = f32[3,5] parameter(0)
   h = f16[3,5] convert(x)
   b = bf16[3,5] convert(h)
   u = u8[3,5,4] bitcast-convert(x)
   ROOT t = (f16[3,5], bf16[3,5], f32[3,5], u8[3,5,4], u16[3,5]) tuple(h, b, f32[3,5] convert(h), u, u16[3,5] bitcast-convert(b))
-"""), passes=[])
+"""),
+        passes=[],
+    )
 
 
-@pytest.mark.parametrize("dtype,e,m", [("f32", 5, 10), ("f32", 8, 7), ("f64", 8, 23),
-                                       ("bf16", 5, 2)])
+@pytest.mark.parametrize(
+    "dtype,e,m", [("f32", 5, 10), ("f32", 8, 7), ("f64", 8, 23), ("bf16", 5, 2)]
+)
 def test_reduce_precision(dtype, e, m):
     text = module(f"""
   x = {dtype}[64] parameter(0)
   ROOT r = {dtype}[64] reduce-precision(x), exponent_bits={e}, mantissa_bits={m}
 """)
     import ml_dtypes
+
     rng = np.random.default_rng(0)
     np_dtype = {"f32": np.float32, "f64": np.float64, "bf16": ml_dtypes.bfloat16}[dtype]
     x = (rng.standard_normal(64) * np.exp2(rng.integers(-40, 40, 64))).astype(np_dtype)
@@ -370,12 +447,17 @@ def test_reduce_precision(dtype, e, m):
 
 
 def test_fft_round_trip_kinds():
-    check(module("""
+    check(
+        module("""
   x = f32[3,16] parameter(0)
   f = c64[3,9] fft(x), fft_type=RFFT, fft_length={16}
   g = f32[3,16] fft(f), fft_type=IRFFT, fft_length={16}
   ROOT t = (c64[3,9], f32[3,16]) tuple(f, g)
-"""), passes=[], rtol=1e-4, atol=1e-4)
+"""),
+        passes=[],
+        rtol=1e-4,
+        atol=1e-4,
+    )
 
 
 def test_cholesky_and_triangular_solve():
@@ -392,8 +474,13 @@ def test_cholesky_and_triangular_solve():
     rng = np.random.default_rng(0)
     m = rng.standard_normal((2, 4, 4))
     a = (m @ m.transpose(0, 2, 1) + 4 * np.eye(4)).astype(np.float32)
-    check(text, [a, rng.standard_normal((2, 4, 3)).astype(np.float32)], passes=[],
-          rtol=1e-4, atol=1e-4)
+    check(
+        text,
+        [a, rng.standard_normal((2, 4, 3)).astype(np.float32)],
+        passes=[],
+        rtol=1e-4,
+        atol=1e-4,
+    )
 
 
 # ---- fallbacks that remain ----------------------------------------------------------------------
@@ -418,16 +505,23 @@ def test_strict_makes_a_fallback_a_compile_error():
 
 # ---- batched dots and BLAS threads -----------------------------------------------------------
 
+
 def test_batched_dot_with_interleaved_batch_dims_matches_the_interpreter():
-    check(module("""
+    check(
+        module("""
   q = f32[2,5,3,4] parameter(0)
   k = f32[2,6,3,4] parameter(1)
   ROOT d = f32[2,3,5,6] dot(q, k), lhs_batch_dims={0,2}, rhs_batch_dims={0,2}, lhs_contracting_dims={3}, rhs_contracting_dims={3}
-"""), passes=[], rtol=1e-5, atol=1e-5)
+"""),
+        passes=[],
+        rtol=1e-5,
+        atol=1e-5,
+    )
 
 
 def test_blas_threads_follow_the_gemm_size_and_the_idle_cores():
     from minixla.backends.cpu import blas_threads
+
     assert blas_threads.threads_for(1000) == 1
     big = blas_threads.threads_for(1e15)
     assert 1 <= big <= blas_threads.cores()
@@ -439,8 +533,10 @@ def test_blas_threads_follow_the_gemm_size_and_the_idle_cores():
 
 # ---- complex numbers ------------------------------------------------------------------------
 
+
 def test_complex_arithmetic_in_kernels():
-    check(module("""
+    check(
+        module("""
   x = f32[4,6] parameter(0)
   y = f32[4,6] parameter(1)
   z = c64[4,6] complex(x, y)
@@ -450,31 +546,50 @@ def test_complex_arithmetic_in_kernels():
   e = c64[4,6] exponential(negate(q))
   eq = pred[4,6] compare(z, w), direction=NE
   ROOT t = (f32[4,6], f32[4,6], f32[4,6], c64[4,6], pred[4,6]) tuple(f32[4,6] real(e), f32[4,6] imag(q), f32[4,6] abs(p), select(eq, e, z), eq)
-"""), passes=[], rtol=1e-4, atol=1e-5)
-    check(module("""
+"""),
+        passes=[],
+        rtol=1e-4,
+        atol=1e-5,
+    )
+    check(
+        module("""
   x = c128[5] parameter(0)
   ROOT y = c128[5] multiply(x, x)
-"""), [np.array([1 + 2j, -3j, 0.5, np.inf, 2 - 1j])], passes=[])
+"""),
+        [np.array([1 + 2j, -3j, 0.5, np.inf, 2 - 1j])],
+        passes=[],
+    )
 
 
 def test_integer_dots_on_float_blas_are_exact_and_wrap():
     # |a| * |b| * k = 128 * 128 * 4096 = 2^26: f64 BLAS, exact; the s16 -> s32 sums wrap
-    check(module("""
+    check(
+        module("""
   a = s8[3,4096] parameter(0)
   b = s8[4096,2] parameter(1)
   ROOT d = s32[3,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-"""), [np.full((3, 4096), -128, np.int8), np.full((4096, 2), -128, np.int8)], passes=[])
-    check(module("""
+"""),
+        [np.full((3, 4096), -128, np.int8), np.full((4096, 2), -128, np.int8)],
+        passes=[],
+    )
+    check(
+        module("""
   a = s16[2,64] parameter(0)
   b = s16[64,2] parameter(1)
   ROOT d = s32[2,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-"""), [np.full((2, 64), 32767, np.int16), np.full((64, 2), 32767, np.int16)], passes=[])
+"""),
+        [np.full((2, 64), 32767, np.int16), np.full((64, 2), 32767, np.int16)],
+        passes=[],
+    )
 
 
 # ---- rng-bit-generator ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("state,data", [("u64[2]", "u32[5,3]"), ("u64[3]", "u64[7]"),
-                                        ("u64[3]", "f32[9]"), ("u64[3]", "u8[6]")])
+
+@pytest.mark.parametrize(
+    "state,data",
+    [("u64[2]", "u32[5,3]"), ("u64[3]", "u64[7]"), ("u64[3]", "f32[9]"), ("u64[3]", "u8[6]")],
+)
 def test_philox_rng_bit_generator_matches_the_interpreter(state, data):
     text = module(f"""
   s = {state} parameter(0)
@@ -485,56 +600,78 @@ def test_philox_rng_bit_generator_matches_the_interpreter(state, data):
     check(text, [seed], passes=[], rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("data", ["u32[5,4]", "u32[3,5]", "u32[]", "u64[3,2]", "s32[7]",
-                                  "u16[3]"])
+@pytest.mark.parametrize("data", ["u32[5,4]", "u32[3,5]", "u32[]", "u64[3,2]", "s32[7]", "u16[3]"])
 def test_threefry_rng_bit_generator_matches_the_interpreter(data):
     text = module(f"""
   s = u64[2] parameter(0)
   ROOT r = (u64[2], {data}) rng-bit-generator(s), algorithm=rng_three_fry
 """)
-    check(text, [np.array([0x0123456789ABCDEF, 0xFFFFFFFFFFFFFFF0], np.uint64)], passes=[],
-          rtol=0, atol=0)
+    check(
+        text,
+        [np.array([0x0123456789ABCDEF, 0xFFFFFFFFFFFFFFF0], np.uint64)],
+        passes=[],
+        rtol=0,
+        atol=0,
+    )
 
 
 # ---- variadic scatter, non-default layouts ------------------------------------------------------
 
+
 def test_variadic_scatter_keeps_the_larger_value_and_its_index():
-    text = module("""
+    text = module(
+        """
   v = f32[5] parameter(0)
   k = s32[5] parameter(1)
   i = s32[6,1] parameter(2)
   uv = f32[6] parameter(3)
   uk = s32[6] parameter(4)
   ROOT s = (f32[5], s32[5]) scatter(v, k, i, uv, uk), update_window_dims={}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=argmax
-""", VARIADIC)
+""",
+        VARIADIC,
+    )
     rng = np.random.default_rng(2)
-    args = [np.full(5, -np.inf, np.float32), np.zeros(5, np.int32),
-            np.array([[0], [3], [3], [1], [0], [4]], np.int32),
-            rng.integers(0, 3, 6).astype(np.float32), np.arange(6, dtype=np.int32)]
+    args = [
+        np.full(5, -np.inf, np.float32),
+        np.zeros(5, np.int32),
+        np.array([[0], [3], [3], [1], [0], [4]], np.int32),
+        rng.integers(0, 3, 6).astype(np.float32),
+        np.arange(6, dtype=np.int32),
+    ]
     check(text, args, passes=[])
 
 
 @pytest.mark.parametrize("layout", ["{0,1}", "{1,0}"])
 def test_sort_and_gather_read_operands_with_any_layout(layout):
-    check(module(f"""
+    check(
+        module(
+            f"""
   x = f32[7,3]{layout} parameter(0)
   s = f32[7,3]{layout} sort(x), dimensions={{0}}, to_apply=lt
   i = s32[2,1] parameter(1)
   g = f32[2,3] gather(s, i), offset_dims={{1}}, collapsed_slice_dims={{0}}, start_index_map={{0}}, index_vector_dim=1, slice_sizes={{1,3}}
   ROOT t = (f32[7,3]{layout}, f32[2,3]) tuple(s, g)
-""", SORTS), passes=[])
-    check(module(f"""
+""",
+            SORTS,
+        ),
+        passes=[],
+    )
+    check(
+        module(
+            f"""
   x = f32[7,3]{layout} parameter(0)
   ROOT s = f32[7,3]{layout} sort(x), dimensions={{0}}, to_apply=lt
-""", SORTS))  # with the cpu pipeline (layout assignment, copies)
+""",
+            SORTS,
+        )
+    )  # with the cpu pipeline (layout assignment, copies)
 
 
 @pytest.mark.parametrize("left", ["true", "false"])
 @pytest.mark.parametrize("lower", ["true", "false"])
 @pytest.mark.parametrize("transpose", ["NO_TRANSPOSE", "TRANSPOSE"])
 @pytest.mark.parametrize("unit", ["true", "false"])
-def test_triangular_solve_every_side_triangle_transpose_and_diagonal(left, lower, transpose,
-                                                                     unit):
+def test_triangular_solve_every_side_triangle_transpose_and_diagonal(left, lower, transpose, unit):
     pytest.importorskip("scipy")
     b_shape = "f32[2,5,3]" if left == "true" else "f32[2,3,5]"
     text = module(f"""

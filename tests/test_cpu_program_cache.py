@@ -1,6 +1,7 @@
 """Whole programs in the cpu cache (cpu/programs.py) and the in-process compile memo
 (runtime/compile_memo.py): keys cover every option, hits skip the passes and give the same bits
 as misses, and a damaged or swapped entry is a warning and a recompile."""
+
 from __future__ import annotations
 
 import json
@@ -46,8 +47,11 @@ ENTRY main {
 }
 """
 X = np.linspace(-3, 1, 64, dtype=np.float32)
-OPTION_SETS = [{}, {"memory_limit_bytes": 1 << 20, "max_while_iterations": 10},
-               {"flush_denormals": True, "strict": True, "parallel_threshold": 1}]
+OPTION_SETS = [
+    {},
+    {"memory_limit_bytes": 1 << 20, "max_while_iterations": 10},
+    {"flush_denormals": True, "strict": True, "parallel_threshold": 1},
+]
 
 
 def fresh_compile(tmp_path, text=LOOP, **options):
@@ -109,12 +113,18 @@ ENTRY e {
 @pytest.mark.parametrize("backend", ["interpreter", "cpu"])
 def test_a_memo_hit_starts_its_own_random_stream(tmp_path, backend):
     # as a fresh compile does: the twin's first draw is the first executable's first draw
-    first = minixla.compile(RNG, backend=backend, cache_dir=str(tmp_path)) \
-        if backend == "cpu" else minixla.compile(RNG, backend=backend)
+    first = (
+        minixla.compile(RNG, backend=backend, cache_dir=str(tmp_path))
+        if backend == "cpu"
+        else minixla.compile(RNG, backend=backend)
+    )
     draws = [first(np.float32(0)) for _ in range(3)]
     assert not np.array_equal(draws[0], draws[1])
-    twin = minixla.compile(RNG, backend=backend, cache_dir=str(tmp_path)) \
-        if backend == "cpu" else minixla.compile(RNG, backend=backend)
+    twin = (
+        minixla.compile(RNG, backend=backend, cache_dir=str(tmp_path))
+        if backend == "cpu"
+        else minixla.compile(RNG, backend=backend)
+    )
     assert twin is not first and twin._run is first._run  # shared compiled code
     assert [bits(twin(np.float32(0))) for _ in range(3)] == [bits(d) for d in draws]
     assert bits(first(np.float32(0))) != bits(draws[0])  # the first one goes on with its own
@@ -207,5 +217,6 @@ def test_entries_are_private_and_counted_by_cache_info(tmp_path):
     fresh_compile(tmp_path)
     path = entry_path(tmp_path)
     assert path.stat().st_mode & 0o077 == 0 and path.parent.stat().st_mode & 0o077 == 0
-    assert any(name.startswith("program:") for _, _, name, _ in
-               cpu_cache.DiskCache(tmp_path).entries())
+    assert any(
+        name.startswith("program:") for _, _, name, _ in cpu_cache.DiskCache(tmp_path).entries()
+    )

@@ -1,6 +1,7 @@
 """CUDA backend, emit stage only: kernel and driver source for the GPU shapes of work, checked as
 text. Nothing here needs a GPU, the simulator or numba.cuda (one test checks that in a fresh
 process), so these run wherever minixla does."""
+
 from __future__ import annotations
 
 import re
@@ -36,8 +37,11 @@ def kernels_of(prog, kind: str) -> list[str]:
 def test_elementwise_fusion_is_one_grid_stride_kernel():
     prog = program(WORKLOADS["chain 4M"][0])
     (source,) = [s.source for s in prog.kernels.values()]
-    assert re.search(r"for (lin\d+) in range\(cuda\.grid\(1\), o0\.shape\[0\], "
-                     r"cuda\.gridsize\(1\)\):", source)
+    assert re.search(
+        r"for (lin\d+) in range\(cuda\.grid\(1\), o0\.shape\[0\], "
+        r"cuda\.gridsize\(1\)\):",
+        source,
+    )
     assert "tanh_f32 = h.MATH_F32['tanh']" in source
     # 4M elements: 1024 blocks of 256 threads, each thread looping 16 times.
     assert re.search(r"k0\[1024, 256\]\((p\d, ){4}v\d+\)", prog.source)
@@ -69,8 +73,9 @@ def test_transposes_go_through_a_padded_shared_memory_tile():
     (source,) = kernels_of(prog, "tile")
     assert "cuda.shared.array((32, 33), np.float32)" in source
     assert source.count("cuda.syncthreads()") == 2
-    assert re.search(r"\[k\d+, tx\d+\] = ", source) and re.search(r"= tile\d+\[tx\d+, k\d+\]",
-                                                                   source)
+    assert re.search(r"\[k\d+, tx\d+\] = ", source) and re.search(
+        r"= tile\d+\[tx\d+, k\d+\]", source
+    )
 
 
 def test_dot_is_a_tiled_matmul_kernel():
@@ -110,9 +115,16 @@ ENTRY main {
 }"""
 
 
-@pytest.mark.parametrize("combiner, how", [
-    ("add(a, b)", "cuda.atomic.add(o0, "), ("maximum(a, b)", "cuda.atomic.cas(o0, "),
-    ("multiply(a, b)", None), ("add(b, b)", None), ("copy(b)", None)])
+@pytest.mark.parametrize(
+    "combiner, how",
+    [
+        ("add(a, b)", "cuda.atomic.add(o0, "),
+        ("maximum(a, b)", "cuda.atomic.cas(o0, "),
+        ("multiply(a, b)", None),
+        ("add(b, b)", None),
+        ("copy(b)", None),
+    ],
+)
 def test_scatter_uses_atomics_only_where_order_does_not_matter(combiner, how):
     prog = program(SCATTER.replace("COMBINER", combiner), optimize=False)
     if how is None:  # float products round differently per order; assignment: last one wins
@@ -166,12 +178,14 @@ def test_while_loops_read_their_predicate_on_the_host():
 
 
 def test_emitting_imports_no_numba_cuda():
-    code = ("import sys, minixla\n"
-            "from minixla.backends.cuda import driver\n"
-            "m = minixla.parse_hlo_module('HloModule m\\nENTRY e {\\n  x = f32[8] parameter(0)\\n"
-            "  ROOT y = f32[8] exponential(x)\\n}')\n"
-            "p = driver.build_program(m, {})\n"
-            "assert p.kernels and 'numba.cuda' not in sys.modules, sorted(sys.modules)\n")
+    code = (
+        "import sys, minixla\n"
+        "from minixla.backends.cuda import driver\n"
+        "m = minixla.parse_hlo_module('HloModule m\\nENTRY e {\\n  x = f32[8] parameter(0)\\n"
+        "  ROOT y = f32[8] exponential(x)\\n}')\n"
+        "p = driver.build_program(m, {})\n"
+        "assert p.kernels and 'numba.cuda' not in sys.modules, sorted(sys.modules)\n"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 

@@ -7,6 +7,7 @@ wheel, or a CUDA toolkit) a fresh process without the simulator compiles the ker
 benchmark workloads and of corpus cases chosen to cover every kernel kind and helper. Skipped
 when NVVM or NVRTC (the CUDA toolkit's compiler libraries) are missing.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,12 +20,30 @@ import pytest
 pytest.importorskip("numba_cuda", reason="numba-cuda is not installed")
 
 ROOT = Path(__file__).resolve().parents[1]
-CASES = ["mix_float_b", "mix_int_b", "convert_int_widths", "bitcast_f32_to_s32",
-         "rounding_round_afz_f32", "special_lgamma", "gather_take_rows", "reduce_argmin_s32_ties",
-         "reduce_variadic_sum_max", "dot_s8_to_s32", "control_scan_rnn", "shape_transpose_3d",
-         "shape_pad_reflect", "nn_cross_entropy_labels", "intdiv_u32", "unary_int_popcnt_u8",
-         "scatter_max_min", "scatter_s32_add", "scatter_segment_sum", "nn_mlp_loss_grad",
-         "window_dilated_sum", "window_cummax_reverse"]
+CASES = [
+    "mix_float_b",
+    "mix_int_b",
+    "convert_int_widths",
+    "bitcast_f32_to_s32",
+    "rounding_round_afz_f32",
+    "special_lgamma",
+    "gather_take_rows",
+    "reduce_argmin_s32_ties",
+    "reduce_variadic_sum_max",
+    "dot_s8_to_s32",
+    "control_scan_rnn",
+    "shape_transpose_3d",
+    "shape_pad_reflect",
+    "nn_cross_entropy_labels",
+    "intdiv_u32",
+    "unary_int_popcnt_u8",
+    "scatter_max_min",
+    "scatter_s32_add",
+    "scatter_segment_sum",
+    "nn_mlp_loss_grad",
+    "window_dilated_sum",
+    "window_cummax_reverse",
+]
 
 SCRIPT = r"""
 import sys
@@ -80,8 +99,13 @@ if failures:
 
 def test_generated_kernels_compile_to_ptx():
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(ROOT), *CASES], env=env,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(ROOT), *CASES],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if done.returncode == 77:
         pytest.skip("NVVM/NVRTC (CUDA's compiler libraries) are not installed")
     assert done.returncode == 0, done.stderr[-6000:]

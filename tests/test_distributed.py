@@ -1,5 +1,6 @@
 """minixla.distributed: process placement, the single-process job, and `mpiexec` runs of small
 scripts (skipped when mpi4py or mpiexec is missing) for every collective and for failures."""
+
 from __future__ import annotations
 
 import os
@@ -24,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # -- placement ---------------------------------------------------------------------------------
 
+
 def test_devices_are_grouped_per_process_in_order():
     got = [(p.device, p.process, p.local_device) for p in dist.placements(8, 4)]
     assert got == [(d, d // 2, d % 2) for d in range(8)]
@@ -42,18 +44,22 @@ def test_every_device_has_exactly_one_place():
             assert dist.local_devices(where.process, devices, processes)[where.local_device] == d
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: dist.placements(6, 4), "multiple of the process count"),
-    (lambda: dist.place(8, 8, 2), "device 8 is not one of the 8"),
-    (lambda: dist.local_devices(2, 4, 2), "process 2 is not one of the 2"),
-    (lambda: dist.devices_per_process(0, 1), "must be positive"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: dist.placements(6, 4), "multiple of the process count"),
+        (lambda: dist.place(8, 8, 2), "device 8 is not one of the 8"),
+        (lambda: dist.local_devices(2, 4, 2), "process 2 is not one of the 2"),
+        (lambda: dist.devices_per_process(0, 1), "must be positive"),
+    ],
+)
 def test_placement_errors(call, message):
     with pytest.raises(dist.DistributedError, match=message):
         call()
 
 
 # -- one process, no launcher ------------------------------------------------------------------
+
 
 @pytest.fixture
 def single_process(monkeypatch):
@@ -85,8 +91,9 @@ def test_single_process_errors(single_process):
     transport = dist.initialize()
     with pytest.raises(dist.DistributedError, match="unknown reduction 'mean'"):
         transport.allreduce(np.ones(2), "mean", name="ar.1")
-    with pytest.raises(dist.DistributedError,
-                       match="all-reduce %ar.1: reduction 'and' does not apply to float64"):
+    with pytest.raises(
+        dist.DistributedError, match="all-reduce %ar.1: reduction 'and' does not apply to float64"
+    ):
         transport.allreduce(np.ones(2), "and", name="ar.1")
     with pytest.raises(dist.DistributedError, match="ranks outside 0..0"):
         transport.permute(np.ones(2), [(0, 1)])
@@ -102,8 +109,10 @@ def test_a_failing_device_fails_the_others_in_one_process(single_process):
     errors = run_devices(dist.initialize(), num_devices=4, fail_device=2)
     assert isinstance(errors.pop(2), ValueError)
     assert set(errors) == {0, 1, 3}
-    assert all(isinstance(e, dist.DeviceFailedError) and "device 2 failed" in str(e)
-               for e in errors.values())
+    assert all(
+        isinstance(e, dist.DeviceFailedError) and "device 2 failed" in str(e)
+        for e in errors.values()
+    )
 
 
 class _SilentPeerTransport(dist.PointToPointTransport):
@@ -121,9 +130,11 @@ class _SilentPeerTransport(dist.PointToPointTransport):
 def test_a_group_across_processes_names_the_devices_that_did_not_arrive():
     transport = _SilentPeerTransport()
     rendezvous = dist.ProcessRendezvous(4, transport)
-    with pytest.raises(dist.CollectiveTimeoutError,
-                       match=r"all-reduce %s timed out: ranks \[1\] did not arrive; those ranks "
-                             r"run devices \{1: \[2, 3\]\}"):
+    with pytest.raises(
+        dist.CollectiveTimeoutError,
+        match=r"all-reduce %s timed out: ranks \[1\] did not arrive; those ranks "
+        r"run devices \{1: \[2, 3\]\}",
+    ):
         rendezvous.exchange(("s", 1), (0, 2), 0, np.ones(2), lambda v: v, "all-reduce %s")
     assert transport.keys == [("rendezvous", "s", 1)]
     # a group inside this process never touches the transport
@@ -143,30 +154,47 @@ class _FourRanks(_SilentPeerTransport):
 def test_an_executable_in_a_job_runs_only_this_process_devices(monkeypatch):
     import minixla
     from minixla.runtime import spmd
+
     transport = _SilentPeerTransport()  # rank 0 of 2
     monkeypatch.setattr(spmd, "process_job", lambda: transport)
     monkeypatch.setenv("MINIXLA_NUM_CPU_DEVICES", "2")  # this process's share is enough
-    head = "HloModule m, num_partitions=4\nadd {\n a = f32[] parameter(0)\n b = f32[] " \
-           "parameter(1)\n ROOT s = f32[] add(a, b)\n}\nENTRY e {\n p = f32[2] parameter(0)\n"
-    inside = minixla.compile(head + " ROOT r = f32[2] all-reduce(p), channel_id=1, replica_groups="
-                             "{{0,1},{2,3}}, use_global_device_ids=true, to_apply=add\n}\n")
+    head = (
+        "HloModule m, num_partitions=4\nadd {\n a = f32[] parameter(0)\n b = f32[] "
+        "parameter(1)\n ROOT s = f32[] add(a, b)\n}\nENTRY e {\n p = f32[2] parameter(0)\n"
+    )
+    inside = minixla.compile(
+        head + " ROOT r = f32[2] all-reduce(p), channel_id=1, replica_groups="
+        "{{0,1},{2,3}}, use_global_device_ids=true, to_apply=add\n}\n"
+    )
     assert inside.local_devices() == [0, 1]
     x0, x1 = np.array([1, 2], np.float32), np.array([10, 20], np.float32)
     got = inside.execute_sharded([[x0], [x1]])  # groups inside this process need no peer
     assert [r.tolist() for r in got] == [[11, 22], [11, 22]] and transport.keys == []
-    with pytest.raises(minixla.ExecutionError, match=r"runs on 4 devices \(2 of them, devices "
-                                                     r"\[0, 1\], on process 0\), got arguments "
-                                                     r"for 4"):
+    with pytest.raises(
+        minixla.ExecutionError,
+        match=r"runs on 4 devices \(2 of them, devices "
+        r"\[0, 1\], on process 0\), got arguments "
+        r"for 4",
+    ):
         inside.execute_sharded([[x0]] * 4)
-    across = minixla.compile(head + " ROOT r = f32[2] all-reduce(p), channel_id=1, replica_groups="
-                             "{{0,2},{1,3}}, use_global_device_ids=true, to_apply=add\n}\n")
-    with pytest.raises(dist.CollectiveTimeoutError, match=r"ranks \[1\] did not arrive; those "
-                                                          r"ranks run devices \{1: \[2, 3\]\}"):
+    across = minixla.compile(
+        head + " ROOT r = f32[2] all-reduce(p), channel_id=1, replica_groups="
+        "{{0,2},{1,3}}, use_global_device_ids=true, to_apply=add\n}\n"
+    )
+    with pytest.raises(
+        dist.CollectiveTimeoutError,
+        match=r"ranks \[1\] did not arrive; those "
+        r"ranks run devices \{1: \[2, 3\]\}",
+    ):
         across.execute_sharded([[x0], [x1]])
-    with pytest.raises(minixla.ExecutionError, match="a program on 3 devices cannot run in a job "
-                                                     "of 2 processes: 3 devices do not spread"):
-        minixla.compile("HloModule three, num_partitions=3\nENTRY e {\n ROOT p = f32[2] "
-                        "parameter(0), sharding={replicated}\n}\n")
+    with pytest.raises(
+        minixla.ExecutionError,
+        match="a program on 3 devices cannot run in a job of 2 processes: 3 devices do not spread",
+    ):
+        minixla.compile(
+            "HloModule three, num_partitions=3\nENTRY e {\n ROOT p = f32[2] "
+            "parameter(0), sharding={replicated}\n}\n"
+        )
 
 
 def test_timeout_option_and_env(single_process, monkeypatch):
@@ -179,6 +207,7 @@ def test_timeout_option_and_env(single_process, monkeypatch):
 
 # -- mpiexec runs ------------------------------------------------------------------------------
 
+
 def _mpi_available() -> bool:
     try:
         import mpi4py  # noqa: F401
@@ -187,8 +216,9 @@ def _mpi_available() -> bool:
     return shutil.which("mpiexec") is not None
 
 
-needs_mpi = pytest.mark.skipif(not _mpi_available(),
-                               reason="needs mpi4py and mpiexec: pip install '.[distributed]'")
+needs_mpi = pytest.mark.skipif(
+    not _mpi_available(), reason="needs mpi4py and mpiexec: pip install '.[distributed]'"
+)
 
 PRELUDE = f"""\
 import sys, time
@@ -207,12 +237,20 @@ def mpiexec(tmp_path, processes: int, body: str, timeout: float = 300, env=None)
     environment = dict(os.environ, PYTHONPATH=str(ROOT), MINIXLA_COLLECTIVE_TIMEOUT="120")
     environment.update(env or {})
     # Open MPI refuses root and more ranks than cores unless told; MPICH ignores these.
-    environment.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                       OMPI_MCA_rmaps_base_oversubscribe="1")
+    environment.update(
+        OMPI_ALLOW_RUN_AS_ROOT="1",
+        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+        OMPI_MCA_rmaps_base_oversubscribe="1",
+    )
     start = time.monotonic()
-    done = subprocess.run(["mpiexec", "-n", str(processes), sys.executable, str(script)],
-                          capture_output=True, text=True, timeout=timeout, env=environment,
-                          cwd=tmp_path)
+    done = subprocess.run(
+        ["mpiexec", "-n", str(processes), sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=environment,
+        cwd=tmp_path,
+    )
     return done, time.monotonic() - start
 
 
@@ -299,22 +337,31 @@ def test_collectives_and_device_threads_match_numpy(tmp_path, processes):
 
 @needs_mpi
 def test_a_failing_device_fails_the_devices_of_other_processes(tmp_path):
-    done, _ = mpiexec(tmp_path, 2, """
+    done, _ = mpiexec(
+        tmp_path,
+        2,
+        """
         errors = run_devices(dist.initialize(collective_timeout=60), num_devices=4,
                              fail_device=3)
         for device, error in sorted(errors.items()):
             print(f"device {device}: {type(error).__name__}: {error}", flush=True)
-    """)
+    """,
+    )
     output = done.stdout + done.stderr
     assert "device 3: ValueError: device 3 failed on purpose" in output
     assert "device 2: DeviceFailedError" in output
-    assert "rank 1 failed, so the collective cannot complete: ValueError: device 3 failed on " \
-           "purpose" in output
+    assert (
+        "rank 1 failed, so the collective cannot complete: ValueError: device 3 failed on "
+        "purpose" in output
+    )
 
 
 @needs_mpi
 def test_a_failing_rank_fails_every_rank(tmp_path):
-    done, seconds = mpiexec(tmp_path, 2, """
+    done, seconds = mpiexec(
+        tmp_path,
+        2,
+        """
         transport = dist.initialize(collective_timeout=90)
         if dist.process_index() == 1:
             raise ValueError("bad batch on rank one")
@@ -323,7 +370,8 @@ def test_a_failing_rank_fails_every_rank(tmp_path):
         except dist.RankFailedError as exc:
             print("caught:", exc, flush=True)
             raise
-    """)
+    """,
+    )
     output = done.stdout + done.stderr
     assert done.returncode != 0, output
     assert seconds < 75, output  # ended by the notice, not by the 90 s timeout
@@ -334,46 +382,65 @@ def test_a_failing_rank_fails_every_rank(tmp_path):
 
 @needs_mpi
 def test_a_collective_that_times_out_names_the_missing_ranks(tmp_path):
-    done, seconds = mpiexec(tmp_path, 2, """
+    done, seconds = mpiexec(
+        tmp_path,
+        2,
+        """
         transport = dist.initialize()
         if dist.process_index() == 1:
             time.sleep(40)  # never reaches the collective
         transport.allgather(np.ones(2), name="fusion.7")
-    """, env={"MINIXLA_COLLECTIVE_TIMEOUT": "1.5"})
+    """,
+        env={"MINIXLA_COLLECTIVE_TIMEOUT": "1.5"},
+    )
     output = done.stdout + done.stderr
     assert done.returncode != 0, output
     assert seconds < 30, output
-    assert "CollectiveTimeoutError: all-gather %fusion.7 timed out after 1.5 s on rank 0: " \
-           "ranks [1] did not arrive" in output
+    assert (
+        "CollectiveTimeoutError: all-gather %fusion.7 timed out after 1.5 s on rank 0: "
+        "ranks [1] did not arrive" in output
+    )
 
 
 @needs_mpi
 def test_ranks_in_different_collectives_get_a_clear_error(tmp_path):
-    done, _ = mpiexec(tmp_path, 2, """
+    done, _ = mpiexec(
+        tmp_path,
+        2,
+        """
         transport = dist.initialize(collective_timeout=2)
         x = np.ones(4)
         if dist.process_index() == 0:
             transport.allreduce(x, name="a")
         else:
             transport.allgather(x, name="b")
-    """)
+    """,
+    )
     output = done.stdout + done.stderr
     assert done.returncode != 0, output
-    assert "CollectiveMismatchError: all-reduce %a timed out after 2 s on rank 0: ranks [1] " \
-           "did not arrive; rank 1 is in all-gather %b" in output or \
-           "CollectiveMismatchError: all-gather %b timed out after 2 s on rank 1: ranks [0] " \
-           "did not arrive; rank 0 is in all-reduce %a" in output, output
+    assert (
+        "CollectiveMismatchError: all-reduce %a timed out after 2 s on rank 0: ranks [1] "
+        "did not arrive; rank 1 is in all-gather %b"
+        in output
+        or "CollectiveMismatchError: all-gather %b timed out after 2 s on rank 1: ranks [0] "
+        "did not arrive; rank 0 is in all-reduce %a"
+        in output
+    ), output
 
 
 @needs_mpi
 def test_a_killed_rank_ends_the_job(tmp_path):
-    done, seconds = mpiexec(tmp_path, 2, """
+    done, seconds = mpiexec(
+        tmp_path,
+        2,
+        """
         import os, signal
         transport = dist.initialize(collective_timeout=90)
         if dist.process_index() == 1:
             os.kill(os.getpid(), signal.SIGKILL)
         transport.allreduce(np.ones(3))
-    """)
+    """,
+    )
     assert done.returncode != 0
     assert seconds < 75, done.stdout + done.stderr
 
@@ -425,7 +492,11 @@ p = rng.standard_normal((8, 3)).astype(np.float32)
 @needs_mpi
 @pytest.mark.parametrize("processes", [2, 4])
 def test_a_partitioned_program_over_processes_equals_one_process(tmp_path, processes):
-    done, _ = mpiexec(tmp_path, processes, SPMD_PRELUDE + textwrap.dedent("""
+    done, _ = mpiexec(
+        tmp_path,
+        processes,
+        SPMD_PRELUDE
+        + textwrap.dedent("""
         # the same executables in this process alone, before the job starts
         mlp_alone = minixla.compile(MLP, backend="cpu")(x, w1, w2)
         coll_alone = minixla.compile(COLLECTIVES, out_shardings=OUT)
@@ -470,16 +541,23 @@ def test_a_partitioned_program_over_processes_equals_one_process(tmp_path, proce
             assert f"3 devices cannot run in a job of {dist.process_count()} processes" \
                 in str(exc), exc
         print(f"rank {rank} ok", flush=True)
-    """), env={"MINIXLA_NUM_CPU_DEVICES": "4"})
+    """),
+        env={"MINIXLA_NUM_CPU_DEVICES": "4"},
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     # the ranks' lines may interleave in the launcher's output
-    assert sorted(re.findall(r"rank (\d+) ok", done.stdout)) == [str(r) for r in
-                                                                 range(processes)], done.stdout
+    assert sorted(re.findall(r"rank (\d+) ok", done.stdout)) == [
+        str(r) for r in range(processes)
+    ], done.stdout
 
 
 @needs_mpi
 def test_a_device_that_raises_on_one_process_makes_every_rank_raise(tmp_path):
-    done, seconds = mpiexec(tmp_path, 2, SPMD_PRELUDE + textwrap.dedent("""
+    done, seconds = mpiexec(
+        tmp_path,
+        2,
+        SPMD_PRELUDE
+        + textwrap.dedent("""
         class DeviceBroke(minixla.MinixlaError):
             pass
 
@@ -497,26 +575,37 @@ def test_a_device_that_raises_on_one_process_makes_every_rank_raise(tmp_path):
             notes = " ".join(getattr(exc, "__notes__", []))
             print(f"rank {dist.process_index()} raised {type(exc).__name__}: {exc} {notes}",
                   flush=True)
-    """), env={"MINIXLA_NUM_CPU_DEVICES": "4"})
+    """),
+        env={"MINIXLA_NUM_CPU_DEVICES": "4"},
+    )
     output = done.stdout + done.stderr
     assert "returned" not in output, output
-    assert "rank 1 raised DeviceBroke: partition 3 broke (raised on device 3 of 4, on process 1 " \
-           "of 2)" in output, output
-    assert "rank 0 raised RankFailedError:" in output and "rank 1 failed, so the collective " \
-           "cannot complete: DeviceBroke: partition 3 broke" in output, output
+    assert (
+        "rank 1 raised DeviceBroke: partition 3 broke (raised on device 3 of 4, on process 1 "
+        "of 2)" in output
+    ), output
+    assert (
+        "rank 0 raised RankFailedError:" in output
+        and "rank 1 failed, so the collective cannot complete: DeviceBroke: partition 3 broke"
+        in output
+    ), output
     assert seconds < 50, output  # ended by the failure notice, not by the 60 s timeout
 
 
 @needs_mpi
 def test_the_weak_scaling_benchmark_cases_match_one_device_on_two_processes(tmp_path):
     # a smoke run of bench/weak_scaling.py's worker: both cases, tiny batches, one step
-    done, _ = mpiexec(tmp_path, 2, f"""
+    done, _ = mpiexec(
+        tmp_path,
+        2,
+        f"""
         import argparse, runpy
         bench = runpy.run_path({str(ROOT / "bench" / "weak_scaling.py")!r})
         for case in ("data", "model"):
             bench["worker"](argparse.Namespace(case=case, rows=4, repeat=1,
                                                devices_per_process=1))
-    """)
+    """,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     diffs = [float(d) for d in re.findall(r"CHECK rank=\d+ max_diff=(\S+)", done.stdout)]
     assert len(diffs) == 4 and max(diffs) < 1e-5, done.stdout

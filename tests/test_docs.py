@@ -4,6 +4,7 @@ A block is runnable when the line before its opening fence is `<!-- runnable -->
 on its own in a temporary directory holding a copy of examples/; a failure names the page and
 the block's first line.
 """
+
 import os
 import re
 import shutil
@@ -34,11 +35,12 @@ def runnable_blocks(path: Path) -> list[tuple[int, str, str]]:
         if fence is None:
             raise AssertionError(f"{path.name}:{i + 1}: {MARKER} is not followed by a fence")
         indent, ticks, language = fence.groups()
-        end = next((j for j in range(i + 2, len(lines))
-                    if lines[j].strip().startswith(ticks)), None)
+        end = next(
+            (j for j in range(i + 2, len(lines)) if lines[j].strip().startswith(ticks)), None
+        )
         if end is None:
             raise AssertionError(f"{path.name}:{i + 2}: the code block is never closed")
-        code = "\n".join(text[len(indent):] for text in lines[i + 2:end])
+        code = "\n".join(text[len(indent) :] for text in lines[i + 2 : end])
         blocks.append((i + 2, language, code + "\n"))
     return blocks
 
@@ -59,9 +61,11 @@ def cache_dir(tmp_path_factory):
 @pytest.mark.parametrize("where, language, code", list(_cases()))
 def test_runnable_block(where, language, code, tmp_path, cache_dir):
     shutil.copytree(ROOT / "examples", tmp_path / "examples")
-    env = dict(os.environ, MINIXLA_CACHE_DIR=str(cache_dir),
-               PATH=os.pathsep.join([str(Path(sys.executable).parent),
-                                     os.environ.get("PATH", "")]))
+    env = dict(
+        os.environ,
+        MINIXLA_CACHE_DIR=str(cache_dir),
+        PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+    )
     env.pop("MINIXLA_FLAGS", None)
     if language == "python":
         script, command = tmp_path / "block.py", [sys.executable, "block.py"]
@@ -70,12 +74,16 @@ def test_runnable_block(where, language, code, tmp_path, cache_dir):
     else:
         pytest.fail(f"{where}: a runnable block must be python or sh, not {language!r}")
     script.write_text(code)
-    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
     if done.returncode != 0:
-        pytest.fail(f"{where}: the block exited with {done.returncode}\n"
-                    f"--- stdout ---\n{done.stdout[-3000:]}\n--- stderr ---\n"
-                    f"{done.stderr[-3000:]}", pytrace=False)
+        pytest.fail(
+            f"{where}: the block exited with {done.returncode}\n"
+            f"--- stdout ---\n{done.stdout[-3000:]}\n--- stderr ---\n"
+            f"{done.stderr[-3000:]}",
+            pytrace=False,
+        )
 
 
 def test_every_page_with_a_marker_has_well_formed_blocks():

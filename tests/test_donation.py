@@ -2,6 +2,7 @@
 output comes back in the donated argument's memory, which is then read-only; must-alias
 arguments that cannot be donated are errors; without donation results never share memory with
 arguments; values equal the interpreter's."""
+
 from __future__ import annotations
 
 import re
@@ -81,15 +82,17 @@ def test_must_alias_of_another_type_and_the_same_byte_size_holds_the_output():
     # XLA's verifier compares alias byte sizes only when layout-sensitive: an f32[8] output may
     # live in an s32[8] argument; it comes back as f32 values in that argument's memory.
     text = ADD.replace("KIND", "must-alias").replace("(0, {}, must-alias)", "(2, {}, must-alias)")
-    text = text.replace("  y = f32[8] parameter(1)",
-                        "  y = f32[8] parameter(1)\n  z = s32[8] parameter(2)")
+    text = text.replace(
+        "  y = f32[8] parameter(1)", "  y = f32[8] parameter(1)\n  z = s32[8] parameter(2)"
+    )
     x, y = args8()
     z = np.zeros(8, np.int32)
     out = compiled(text)(x, y, z)
     np.testing.assert_array_equal(out, x + y)
     assert out.dtype == np.float32 and np.shares_memory(out, z) and not z.flags.writeable
-    np.testing.assert_array_equal(compiled(text, "interpreter")(*args8(), np.zeros(8, np.int32)),
-                                  x + y)
+    np.testing.assert_array_equal(
+        compiled(text, "interpreter")(*args8(), np.zeros(8, np.int32)), x + y
+    )
 
 
 DUS = """
@@ -210,6 +213,7 @@ def test_results_never_share_memory_with_arguments_without_donation():
 def train_step(params, x):
     def loss(p):
         return mnp.sum((x @ p["w"] + p["b"]) ** 2)
+
     grads = minixla.grad(loss)(params)
     return {k: params[k] - 0.1 * grads[k] for k in params}, loss(params)
 
@@ -217,8 +221,10 @@ def train_step(params, x):
 def test_jit_train_step_with_donated_params_runs_in_place():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((4, 3)).astype(np.float32)
-    start = {"w": rng.standard_normal((3, 2)).astype(np.float32) * 0.1,
-             "b": np.zeros(2, np.float32)}
+    start = {
+        "w": rng.standard_normal((3, 2)).astype(np.float32) * 0.1,
+        "b": np.zeros(2, np.float32),
+    }
     reference = minixla.jit(train_step, backend="interpreter")
     step = minixla.jit(train_step, backend="cpu", donate_argnums=0)
     want = {k: v.copy() for k, v in start.items()}
@@ -236,10 +242,15 @@ def test_jit_train_step_with_donated_params_runs_in_place():
 
 def test_run_command_gives_every_iteration_its_own_donated_inputs(tmp_path, capsys):
     from minixla.cli import main
+
     path = tmp_path / "dus.hlo"
     path.write_text(DUS)
-    assert main(["run", str(path), "--backend", "cpu", "--iterations", "3",
-                 "--compare", "interpreter"]) == 0
+    assert (
+        main(
+            ["run", str(path), "--backend", "cpu", "--iterations", "3", "--compare", "interpreter"]
+        )
+        == 0
+    )
     assert "matches interpreter" in capsys.readouterr().out
 
 

@@ -1,14 +1,22 @@
 """Reference semantics of elementwise ops, checked against values worked out by hand from XLA's
 rules (not by re-running the code under test). Any RuntimeWarning fails a test."""
+
 import math
 
 import ml_dtypes
 import numpy as np
 import pytest
 
-from minixla.reference.elementwise import (BINARY, UNARY, bitcast_convert, clamp,
-                                                      compare, convert, reduce_precision,
-                                                      select)
+from minixla.reference.elementwise import (
+    BINARY,
+    UNARY,
+    bitcast_convert,
+    clamp,
+    compare,
+    convert,
+    reduce_precision,
+    select,
+)
 from minixla.errors import ShapeError, UnsupportedError
 
 pytestmark = pytest.mark.filterwarnings("error")
@@ -40,8 +48,15 @@ def same(actual, expected):
 # ---- integer division and remainder ----
 
 DIV_CASES = [  # lhs, rhs, quotient, remainder (truncating; x/0 = -1, x%0 = x)
-    (7, 2, 3, 1), (-7, 2, -3, -1), (7, -2, -3, 1), (-7, -2, 3, -1),
-    (6, 3, 2, 0), (-1, 2, 0, -1), (5, 0, -1, 5), (-5, 0, -1, -5), (0, 0, -1, 0),
+    (7, 2, 3, 1),
+    (-7, 2, -3, -1),
+    (7, -2, -3, 1),
+    (-7, -2, 3, -1),
+    (6, 3, 2, 0),
+    (-1, 2, 0, -1),
+    (5, 0, -1, 5),
+    (-5, 0, -1, -5),
+    (0, 0, -1, 0),
 ]
 
 
@@ -65,8 +80,10 @@ def test_unsigned_divide_and_remainder():
 
 
 def test_float_remainder_is_fmod():
-    same(BINARY["remainder"](arr([-7.5, 7.5, 5.0], np.float32), arr([2, -2, np.inf], np.float32)),
-         arr([-1.5, 1.5, 5.0], np.float32))
+    same(
+        BINARY["remainder"](arr([-7.5, 7.5, 5.0], np.float32), arr([2, -2, np.inf], np.float32)),
+        arr([-1.5, 1.5, 5.0], np.float32),
+    )
 
 
 def test_integer_arithmetic_wraps():
@@ -89,13 +106,16 @@ def test_integer_power():
 
 # ---- shifts ----
 
+
 def test_shifts_s32():
     lhs = arr([1, 1, 1, -8, -8, 8], np.int32)
     amount = arr([31, 32, -1, 1, 32, 40], np.int32)
     same(BINARY["shift-left"](lhs, amount), arr([S32_MIN, 0, 0, -16, 0, 0], np.int32))
     same(BINARY["shift-right-arithmetic"](lhs, amount), arr([0, 0, 0, -4, -1, 0], np.int32))
-    same(BINARY["shift-right-logical"](arr([-8, -8, -8], np.int32), arr([28, 32, -1], np.int32)),
-         arr([15, 0, 0], np.int32))
+    same(
+        BINARY["shift-right-logical"](arr([-8, -8, -8], np.int32), arr([28, 32, -1], np.int32)),
+        arr([15, 0, 0], np.int32),
+    )
 
 
 def test_shifts_u8():
@@ -107,6 +127,7 @@ def test_shifts_u8():
 
 
 # ---- floats: NaN, -0.0, rounding ----
+
 
 def test_maximum_minimum_propagate_nan_and_order_zeros():
     nan = np.nan
@@ -135,7 +156,7 @@ def test_compare_total_order():
     assert np.signbit(ordered[0]) and np.isnan(ordered[0])
     for i in range(len(ordered)):
         for j in range(len(ordered)):
-            lhs, rhs = ordered[i:i + 1], ordered[j:j + 1]
+            lhs, rhs = ordered[i : i + 1], ordered[j : j + 1]
             assert compare(lhs, rhs, "LT", "TOTALORDER")[0] == (i < j), (i, j)
             assert compare(lhs, rhs, "EQ", "TOTALORDER")[0] == (i == j), (i, j)
     same(compare(arr([-0.0], np.float32), arr([0.0], np.float32), "EQ"), arr([True], bool))
@@ -157,16 +178,21 @@ def test_compare_signed_and_unsigned_reading():
 
 # ---- convert ----
 
+
 def test_convert_f32_to_s32_truncates_saturates_and_zeroes_nan():
     values = arr([1.9, -1.9, 2.5, -0.5, np.nan, 3e9, -3e9, np.inf, -np.inf], np.float32)
-    same(convert(values, np.int32),
-         arr([1, -1, 2, 0, 0, S32_MAX, S32_MIN, S32_MAX, S32_MIN], np.int32))
+    same(
+        convert(values, np.int32),
+        arr([1, -1, 2, 0, 0, S32_MAX, S32_MIN, S32_MAX, S32_MIN], np.int32),
+    )
     same(convert(arr([-1.5, 300.0, 255.9], np.float32), np.uint8), arr([0, 255, 255], np.uint8))
 
 
 def test_convert_s32_to_s8_wraps():
-    same(convert(arr([300, -129, 128, 255, -128], np.int32), np.int8),
-         arr([44, 127, -128, -1, -128], np.int8))
+    same(
+        convert(arr([300, -129, 128, 255, -128], np.int32), np.int8),
+        arr([44, 127, -128, -1, -128], np.int8),
+    )
 
 
 def test_convert_f32_to_bf16_rounds_ties_to_even():
@@ -179,13 +205,17 @@ def test_convert_f32_to_bf16_rounds_ties_to_even():
 
 def test_convert_f64_to_bf16_rounds_once():
     # Through f32 this would round twice (to the tie 1+2^-8, then down to 1.0).
-    same(convert(arr([1 + 2**-8 + 2**-30], np.float64), BF16).view(np.uint16),
-         arr([0x3F81], np.uint16))
+    same(
+        convert(arr([1 + 2**-8 + 2**-30], np.float64), BF16).view(np.uint16),
+        arr([0x3F81], np.uint16),
+    )
 
 
 def test_convert_pred():
-    same(convert(arr([0.0, -0.0, 2.5, np.nan], np.float32), np.bool_),
-         arr([False, False, True, True], bool))
+    same(
+        convert(arr([0.0, -0.0, 2.5, np.nan], np.float32), np.bool_),
+        arr([False, False, True, True], bool),
+    )
     same(convert(arr([0, -7], np.int32), np.bool_), arr([False, True], bool))
     same(convert(arr([True, False], bool), np.int32), arr([1, 0], np.int32))
     same(convert(arr([True, False], bool), np.float32), arr([1.0, 0.0], np.float32))
@@ -199,40 +229,65 @@ def test_convert_complex_to_real_keeps_real_part():
 
 # ---- bitcast-convert ----
 
+
 def test_bitcast_f32_to_u8_adds_minor_dim():
-    same(bitcast_convert(arr([1.0, -2.0], np.float32), np.uint8),
-         arr([[0, 0, 0x80, 0x3F], [0, 0, 0, 0xC0]], np.uint8))
+    same(
+        bitcast_convert(arr([1.0, -2.0], np.float32), np.uint8),
+        arr([[0, 0, 0x80, 0x3F], [0, 0, 0, 0xC0]], np.uint8),
+    )
     assert bitcast_convert(np.zeros((2, 3), np.float32), np.uint8).shape == (2, 3, 4)
     assert bitcast_convert(np.float32(1.0), np.uint8).shape == (4,)
 
 
 def test_bitcast_u8_to_f32_removes_minor_dim():
-    same(bitcast_convert(arr([[0, 0, 0x80, 0x3F], [0, 0, 0, 0xC0]], np.uint8), np.float32),
-         arr([1.0, -2.0], np.float32))
+    same(
+        bitcast_convert(arr([[0, 0, 0x80, 0x3F], [0, 0, 0, 0xC0]], np.uint8), np.float32),
+        arr([1.0, -2.0], np.float32),
+    )
     with pytest.raises(ShapeError):
         bitcast_convert(np.zeros((2, 3), np.uint8), np.float32)
 
 
 def test_bitcast_bf16_u16_round_trip():
     same(bitcast_convert(arr([1.0, -2.0], BF16), np.uint16), arr([0x3F80, 0xC000], np.uint16))
-    same(bitcast_convert(arr([0x4049], np.uint16), BF16).astype(np.float32),
-         arr([3.140625], np.float32))
+    same(
+        bitcast_convert(arr([0x4049], np.uint16), BF16).astype(np.float32),
+        arr([3.140625], np.float32),
+    )
     same(bitcast_convert(arr([-1], np.int32), np.uint32), arr([0xFFFFFFFF], np.uint32))
 
 
 # ---- reduce-precision ----
 
+
 def test_reduce_precision_to_bf16_format_equals_bf16_conversion():
-    values = arr([1 + 2**-8, 1 + 3 * 2**-8, -1 + 2**-10, 3.14159, 1e-38, 3e38, -7.0, 0.0,
-                  np.inf], np.float32)
+    values = arr(
+        [1 + 2**-8, 1 + 3 * 2**-8, -1 + 2**-10, 3.14159, 1e-38, 3e38, -7.0, 0.0, np.inf], np.float32
+    )
     same(reduce_precision(values, 8, 7), values.astype(BF16).astype(np.float32))
 
 
 def test_reduce_precision_to_f16_format():
-    values = arr([2**-15, -(2**-15), 2**-14, 65504, 65519, 65520, 1e6, -1e6, np.nan,
-                  1 + 2**-11, 1 + 3 * 2**-11], np.float32)
-    expected = arr([0.0, -0.0, 2**-14, 65504, 65504, np.inf, np.inf, -np.inf, np.nan,
-                    1.0, 1 + 2**-9], np.float32)
+    values = arr(
+        [
+            2**-15,
+            -(2**-15),
+            2**-14,
+            65504,
+            65519,
+            65520,
+            1e6,
+            -1e6,
+            np.nan,
+            1 + 2**-11,
+            1 + 3 * 2**-11,
+        ],
+        np.float32,
+    )
+    expected = arr(
+        [0.0, -0.0, 2**-14, 65504, 65504, np.inf, np.inf, -np.inf, np.nan, 1.0, 1 + 2**-9],
+        np.float32,
+    )
     same(reduce_precision(values, 5, 10), expected)
 
 
@@ -242,6 +297,7 @@ def test_reduce_precision_keeps_type():
 
 
 # ---- bit counts, logic ----
+
 
 def test_popcnt_and_clz():
     s32 = arr([-1, 0, 1, S32_MIN, S32_MAX], np.int32)
@@ -264,31 +320,44 @@ def test_not_and_logic_on_pred_and_ints():
 
 
 def test_mulhi():
-    same(BINARY["mulhi"](arr([-1, 2**30], np.int32), arr([5, 8], np.int32)),
-         arr([-1, 2], np.int32))
-    same(BINARY["mulhi"](arr([0xFFFFFFFF], np.uint32), arr([0xFFFFFFFF], np.uint32)),
-         arr([0xFFFFFFFE], np.uint32))
+    same(BINARY["mulhi"](arr([-1, 2**30], np.int32), arr([5, 8], np.int32)), arr([-1, 2], np.int32))
+    same(
+        BINARY["mulhi"](arr([0xFFFFFFFF], np.uint32), arr([0xFFFFFFFF], np.uint32)),
+        arr([0xFFFFFFFE], np.uint32),
+    )
     same(BINARY["mulhi"](arr([2**62, -5], np.int64), arr([8, 3], np.int64)), arr([2, -1], np.int64))
-    same(BINARY["mulhi"](arr([2**64 - 1], np.uint64), arr([2**64 - 1], np.uint64)),
-         arr([2**64 - 2], np.uint64))
+    same(
+        BINARY["mulhi"](arr([2**64 - 1], np.uint64), arr([2**64 - 1], np.uint64)),
+        arr([2**64 - 2], np.uint64),
+    )
 
 
 # ---- ternary ----
 
+
 def test_select_and_clamp():
-    same(select(np.array(True), arr([1, 2], np.int32), arr([3, 4], np.int32)),
-         arr([1, 2], np.int32))
-    same(select(arr([True, False], bool), arr([1, 2], np.int32), arr([3, 4], np.int32)),
-         arr([1, 4], np.int32))
-    same(clamp(np.float32(0), arr([-1, 0.5, 2, np.nan], np.float32), np.float32(1)),
-         arr([0, 0.5, 1, np.nan], np.float32))
-    same(clamp(np.float32(np.nan), arr([0.5], np.float32), np.float32(1)),
-         arr([np.nan], np.float32))
-    same(clamp(arr([0, 0], np.int32), arr([-5, 9], np.int32), arr([3, 3], np.int32)),
-         arr([0, 3], np.int32))
+    same(
+        select(np.array(True), arr([1, 2], np.int32), arr([3, 4], np.int32)), arr([1, 2], np.int32)
+    )
+    same(
+        select(arr([True, False], bool), arr([1, 2], np.int32), arr([3, 4], np.int32)),
+        arr([1, 4], np.int32),
+    )
+    same(
+        clamp(np.float32(0), arr([-1, 0.5, 2, np.nan], np.float32), np.float32(1)),
+        arr([0, 0.5, 1, np.nan], np.float32),
+    )
+    same(
+        clamp(np.float32(np.nan), arr([0.5], np.float32), np.float32(1)), arr([np.nan], np.float32)
+    )
+    same(
+        clamp(arr([0, 0], np.int32), arr([-5, 9], np.int32), arr([3, 3], np.int32)),
+        arr([0, 3], np.int32),
+    )
 
 
 # ---- transcendental and narrow floats ----
+
 
 def test_transcendentals_and_special_values():
     same(UNARY["logistic"](arr([-1000, 0, 1000], np.float32)), arr([0, 0.5, 1], np.float32))
@@ -297,8 +366,10 @@ def test_transcendentals_and_special_values():
     assert UNARY["erf"](arr([0.5], np.float64))[0] == pytest.approx(math.erf(0.5), rel=1e-15)
     same(UNARY["erf"](arr([-np.inf, 0.0], np.float32)), arr([-1.0, 0.0], np.float32))
     same(UNARY["is-finite"](arr([1, np.inf, np.nan], np.float32)), arr([True, False, False], bool))
-    same(BINARY["power"](arr([np.nan, 1.0], np.float32), arr([0.0, np.nan], np.float32)),
-         arr([1.0, 1.0], np.float32))
+    same(
+        BINARY["power"](arr([np.nan, 1.0], np.float32), arr([0.0, np.nan], np.float32)),
+        arr([1.0, 1.0], np.float32),
+    )
 
 
 def test_narrow_float_results_are_rounded_each_op():
@@ -329,8 +400,18 @@ def test_unsupported_combinations_name_op_and_type():
 
 # ---- every op on empty arrays and 0-d scalars ----
 
-SWEEP_DTYPES = [np.float32, np.float64, BF16, np.float16, np.int32, np.uint8, np.int64, np.bool_,
-                np.complex64, np.dtype(ml_dtypes.int4)]
+SWEEP_DTYPES = [
+    np.float32,
+    np.float64,
+    BF16,
+    np.float16,
+    np.int32,
+    np.uint8,
+    np.int64,
+    np.bool_,
+    np.complex64,
+    np.dtype(ml_dtypes.int4),
+]
 
 
 @pytest.mark.parametrize("shape", [(), (0,), (0, 3), (2, 3)])

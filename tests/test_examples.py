@@ -1,4 +1,5 @@
 """The examples run and agree with straightforward NumPy implementations."""
+
 import importlib.util
 import math
 import pathlib
@@ -22,7 +23,7 @@ def _softmax(z, axis=-1):
 
 
 def _gelu(z):
-    return 0.5 * z * (1 + np.tanh(math.sqrt(2 / math.pi) * (z + 0.044715 * z ** 3)))
+    return 0.5 * z * (1 + np.tanh(math.sqrt(2 / math.pi) * (z + 0.044715 * z**3)))
 
 
 def test_mlp_matches_numpy():
@@ -40,6 +41,7 @@ def test_attention_matches_numpy():
 
     def heads(w):
         return (x @ w).reshape(seq, h, d // h).transpose(1, 0, 2)
+
     q, k, v = heads(p["wq"]), heads(p["wk"]), heads(p["wv"])
     scores = q @ k.transpose(0, 2, 1) / np.sqrt(d // h)
     scores = np.where(np.tril(np.ones((seq, seq), bool)), scores, -1e9)
@@ -59,11 +61,10 @@ def test_train_loop_matches_numpy_sgd():
             h = np.tanh(x @ p["w1"] + p["b1"])
             d_pred = 2 * (h @ p["w2"] + p["b2"] - y) / len(x)
             d_h = d_pred @ p["w2"].T * (1 - h * h)
-            grads = {"w2": h.T @ d_pred, "b2": d_pred.sum(0), "w1": x.T @ d_h,
-                     "b1": d_h.sum(0)}
+            grads = {"w2": h.T @ d_pred, "b2": d_pred.sum(0), "w1": x.T @ d_h, "b1": d_h.sum(0)}
             p = {k: p[k] - out["lr"] * grads[k] for k in p}
         err = np.tanh(x @ p["w1"] + p["b1"]) @ p["w2"] + p["b2"] - y
-        losses.append((err ** 2).mean())
+        losses.append((err**2).mean())
     np.testing.assert_allclose(out["losses"], losses, rtol=1e-3)
     for k in p:
         np.testing.assert_allclose(out["params"][k], p[k], rtol=1e-3, atol=1e-4)

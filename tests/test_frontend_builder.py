@@ -1,5 +1,6 @@
 """The XlaBuilder-style Builder and minixla.ops: shapes inferred at build time, sub-computations
 from Python callables, modules that verify, print, parse back and run."""
+
 import numpy as np
 import pytest
 
@@ -39,8 +40,9 @@ def test_elementwise_broadcast_and_reduce(backend):
     shifted = ops.Add(x, row, broadcast_dimensions=[1])
     scaled = ops.Mul(shifted, b.constant(2.0))
     total = ops.Reduce(b, scaled, b.constant(0.0), ops.Add, [1])
-    out = run(b, ops.Tuple(b, [total, ops.Exp(ops.Neg(x))]), X, np.ones(4, np.float32),
-              backend=backend)
+    out = run(
+        b, ops.Tuple(b, [total, ops.Exp(ops.Neg(x))]), X, np.ones(4, np.float32), backend=backend
+    )
     np.testing.assert_allclose(out[0], ((X + 1) * 2).sum(1))
     np.testing.assert_allclose(out[1], np.exp(-X), rtol=1e-6)
 
@@ -53,6 +55,7 @@ def test_reducer_from_callable_and_variadic_reduce():
     def argmax(va, ia, vb, ib):
         take_a = ops.Ge(va, vb)
         return ops.Select(take_a, va, vb), ops.Select(take_a, ia, ib)
+
     out = ops.Reduce(b, [x, iota], [b.constant(-np.inf, np.float32), b.constant(0)], argmax, [1])
     values, indices = run(b, out, X)
     np.testing.assert_array_equal(values, X.max(1))
@@ -63,22 +66,38 @@ def test_movement_ops():
     b = Builder("m")
     x = b.parameter("f32[3,4]")
     parts = [
-        ops.Transpose(x, [1, 0]), ops.Reshape(x, [2, 6]), ops.Slice(x, [0, 1], [3, 4], [2, 2]),
-        ops.Concatenate([x, x], 0), ops.Pad(x, b.constant(9.0), [(1, 0, 0), (0, 1, 1)]),
-        ops.Reverse(x, [1]), ops.Broadcast(ops.Slice(x, [0, 0], [1, 4]), [0, 2], (1, 2, 4)),
+        ops.Transpose(x, [1, 0]),
+        ops.Reshape(x, [2, 6]),
+        ops.Slice(x, [0, 1], [3, 4], [2, 2]),
+        ops.Concatenate([x, x], 0),
+        ops.Pad(x, b.constant(9.0), [(1, 0, 0), (0, 1, 1)]),
+        ops.Reverse(x, [1]),
+        ops.Broadcast(ops.Slice(x, [0, 0], [1, 4]), [0, 2], (1, 2, 4)),
         ops.DynamicSlice(x, [b.constant(1), b.constant(3)], [2, 2]),
-        ops.DynamicUpdateSlice(x, ops.Broadcast(b.constant(0.0), [], (1, 2)),
-                               [b.constant(2), b.constant(1)]),
-        ops.Convert(x, "s32"), ops.Clamp(b.constant(-1.0), x, b.constant(1.0)),
+        ops.DynamicUpdateSlice(
+            x, ops.Broadcast(b.constant(0.0), [], (1, 2)), [b.constant(2), b.constant(1)]
+        ),
+        ops.Convert(x, "s32"),
+        ops.Clamp(b.constant(-1.0), x, b.constant(1.0)),
     ]
     got = run(b, ops.Tuple(b, parts), X)
     padded = np.full((4, 8), 9.0, np.float32)  # 4 columns + 3 interior + 1 high
     padded[1:, 0:8:2] = X
     dus = X.copy()
     dus[2, 1:3] = 0
-    want = [X.T, X.reshape(2, 6), X[0:3:2, 1:4:2], np.concatenate([X, X]), padded, X[:, ::-1],
-            np.broadcast_to(X[:1, None, :], (1, 2, 4)), X[1:3, 2:4], dus, X.astype(np.int32),
-            np.clip(X, -1, 1)]
+    want = [
+        X.T,
+        X.reshape(2, 6),
+        X[0:3:2, 1:4:2],
+        np.concatenate([X, X]),
+        padded,
+        X[:, ::-1],
+        np.broadcast_to(X[:1, None, :], (1, 2, 4)),
+        X[1:3, 2:4],
+        dus,
+        X.astype(np.int32),
+        np.clip(X, -1, 1),
+    ]
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
 
@@ -87,12 +106,26 @@ def test_gather_and_scatter():
     b = Builder("m")
     x = b.parameter("f32[3,4]")
     idx = b.constant(np.array([[2], [0]], np.int32))
-    rows = ops.Gather(x, idx, offset_dims=[1], collapsed_slice_dims=[0], start_index_map=[0],
-                      index_vector_dim=1, slice_sizes=[1, 4])
+    rows = ops.Gather(
+        x,
+        idx,
+        offset_dims=[1],
+        collapsed_slice_dims=[0],
+        start_index_map=[0],
+        index_vector_dim=1,
+        slice_sizes=[1, 4],
+    )
     updates = ops.Broadcast(b.constant(1.0), [], (2, 4))
-    added = ops.Scatter(x, idx, updates, ops.Add, update_window_dims=[1],
-                        inserted_window_dims=[0], scatter_dims_to_operand_dims=[0],
-                        index_vector_dim=1)
+    added = ops.Scatter(
+        x,
+        idx,
+        updates,
+        ops.Add,
+        update_window_dims=[1],
+        inserted_window_dims=[0],
+        scatter_dims_to_operand_dims=[0],
+        index_vector_dim=1,
+    )
     got_rows, got_added = run(b, ops.Tuple(b, [rows, added]), X)
     np.testing.assert_array_equal(got_rows, X[[2, 0]])
     want = X.copy()
@@ -105,8 +138,14 @@ def test_sort_with_custom_comparator_and_dot():
     x = b.parameter("f32[3,4]")
     descending = ops.Sort(x, lambda a, c: ops.Gt(a, c), dimension=1)
     product = ops.Dot(x, ops.Transpose(x, [1, 0]))
-    batched = ops.Dot(ops.Reshape(x, [3, 4, 1]), ops.Reshape(x, [3, 1, 4]), lhs_batch=[0],
-                      rhs_batch=[0], lhs_contracting=[2], rhs_contracting=[1])
+    batched = ops.Dot(
+        ops.Reshape(x, [3, 4, 1]),
+        ops.Reshape(x, [3, 1, 4]),
+        lhs_batch=[0],
+        rhs_batch=[0],
+        lhs_contracting=[2],
+        rhs_contracting=[1],
+    )
     got = run(b, ops.Tuple(b, [descending, product, batched]), X)
     np.testing.assert_array_equal(got[0], -np.sort(-X, axis=1))
     np.testing.assert_allclose(got[1], X @ X.T)
@@ -124,11 +163,14 @@ def test_while_and_conditional_from_callables():
     def body(state):
         i, acc = ops.GetTupleElement(state, 0), ops.GetTupleElement(state, 1)
         one = ops.Constant(state.builder, 1)
-        return ops.Tuple(state.builder, [ops.Add(i, one), ops.Mul(acc, ops.Constant(
-            state.builder, 2))])
+        return ops.Tuple(
+            state.builder, [ops.Add(i, one), ops.Mul(acc, ops.Constant(state.builder, 2))]
+        )
+
     loop = ops.While(cond, body, init)
-    picked = ops.Conditional(n, [n, n, n], [
-        lambda v: ops.Neg(v), lambda v: ops.Mul(v, v), lambda v: ops.Add(v, v)])
+    picked = ops.Conditional(
+        n, [n, n, n], [lambda v: ops.Neg(v), lambda v: ops.Mul(v, v), lambda v: ops.Add(v, v)]
+    )
     result, choice = run(b, ops.Tuple(b, [ops.GetTupleElement(loop, 1), picked]), np.int32(1))
     assert result == 1024 and choice == 1
     assert run_choice(2) == 4 and run_choice(7) == 14  # out of range: the last branch
@@ -137,8 +179,9 @@ def test_while_and_conditional_from_callables():
 def run_choice(value):
     b = Builder("m")
     n = b.parameter("s32[]")
-    picked = ops.Conditional(n, [n, n, n], [
-        lambda v: ops.Neg(v), lambda v: ops.Mul(v, v), lambda v: ops.Add(v, v)])
+    picked = ops.Conditional(
+        n, [n, n, n], [lambda v: ops.Neg(v), lambda v: ops.Mul(v, v), lambda v: ops.Add(v, v)]
+    )
     return minixla.compile(b.module(picked))(np.int32(value))
 
 
@@ -149,7 +192,7 @@ def test_map_and_reduce_window():
     pooled = ops.ReduceWindow(b, x, b.constant(-np.inf, np.float32), ops.Max, [2, 2], [1, 2])
     got = run(b, ops.Tuple(b, [mapped, pooled]), X)
     np.testing.assert_array_equal(got[0], np.maximum(X, X * 0.5))
-    want = np.array([[X[i:i + 2, j:j + 2].max() for j in (0, 2)] for i in (0, 1)])
+    want = np.array([[X[i : i + 2, j : j + 2].max() for j in (0, 2)] for i in (0, 1)])
     np.testing.assert_array_equal(got[1], want)
 
 

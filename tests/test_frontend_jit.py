@@ -1,5 +1,6 @@
 """minixla.jit: lowering to parseable HLO text, the signature cache, donation, static
 arguments, pytrees and argument canonicalization."""
+
 import warnings
 
 import numpy as np
@@ -14,18 +15,24 @@ X = np.arange(6, dtype=np.float32).reshape(2, 3)
 def test_lowered_text_parses_back_and_verifies():
     def f(x, y):
         return mnp.tanh(x @ y.T).sum(axis=1), mnp.argmax(x, axis=0)
+
     lowered = minixla.jit(f).lower(X, X + 1)
     text = lowered.as_text()
     parsed = minixla.parse_hlo_module(text)
     assert parsed.to_text() == text
     minixla.verify(lowered.module)
-    assert text.startswith("HloModule jit_f, entry_computation_layout={(f32[2,3]{1,0}, "
-                           "f32[2,3]{1,0})->(f32[2]{0}, s32[3]{0})}")
+    assert text.startswith(
+        "HloModule jit_f, entry_computation_layout={(f32[2,3]{1,0}, "
+        "f32[2,3]{1,0})->(f32[2]{0}, s32[3]{0})}"
+    )
 
 
 def test_parameters_take_the_python_argument_names():
-    text = minixla.jit(lambda x, params: x + params["w"] * params["b"]).lower(
-        X, {"w": X, "b": X}).as_text()
+    text = (
+        minixla.jit(lambda x, params: x + params["w"] * params["b"])
+        .lower(X, {"w": X, "b": X})
+        .as_text()
+    )
     assert "%x.1 = f32[2,3]{1,0} parameter(0)" in text
     assert "%params_0.2 = f32[2,3]{1,0} parameter(1)" in text
 
@@ -44,8 +51,9 @@ def test_signature_cache_reuses_executables():
 
 
 def test_static_arguments_are_part_of_the_signature():
-    f = minixla.jit(lambda x, axis, keep: mnp.sum(x, axis=axis, keepdims=keep),
-                    static_argnums=(1, 2))
+    f = minixla.jit(
+        lambda x, axis, keep: mnp.sum(x, axis=axis, keepdims=keep), static_argnums=(1, 2)
+    )
     np.testing.assert_array_equal(f(X, 0, False), X.sum(0))
     np.testing.assert_array_equal(f(X, 1, True), X.sum(1, keepdims=True))
     f(X + 5, 0, False)
@@ -57,6 +65,7 @@ def test_python_control_flow_on_static_arguments_is_fine():
         for _ in range(n):
             x = x * 2 if n > 1 else x
         return x
+
     np.testing.assert_array_equal(minixla.jit(f, static_argnums=1)(X, 3), X * 8)
 
 
@@ -64,6 +73,7 @@ def test_pytree_arguments_and_results():
     def f(params, xs):
         w, b = params["w"], params["b"]
         return {"out": [x @ w + b for x in xs], "n": len(xs)}
+
     params = {"w": np.ones((3, 2), np.float32), "b": np.float32(0.5)}
     out = minixla.jit(f)(params, (X, X * 2))
     assert set(out) == {"out", "n"} and out["n"] == 2
@@ -73,6 +83,7 @@ def test_pytree_arguments_and_results():
 def test_donation_becomes_input_output_alias():
     def step(w, g):
         return w - 0.1 * g, mnp.sum(g)
+
     lowered = minixla.jit(step, donate_argnums=0).lower(X, X)
     assert "input_output_alias={ {0}: (0, {}, may-alias) }" in lowered.as_text()
     parsed = minixla.parse_hlo_module(lowered.as_text())
@@ -101,7 +112,7 @@ def test_float64_and_int64_inputs_are_narrowed_unless_x64():
     assert out.dtype == np.float32
     assert f(np.arange(3, dtype=np.int64)).dtype == np.int32
     with pytest.raises(minixla.FrontendTypeError, match="do not fit in int32"):
-        f(np.array([2 ** 40]))
+        f(np.array([2**40]))
 
 
 def test_python_scalar_outputs_and_constant_outputs():
@@ -122,6 +133,7 @@ def test_decorator_form_with_options():
     @minixla.jit(static_argnums=(1,))
     def scale(x, k):
         return x * k
+
     np.testing.assert_array_equal(scale(X, 4), X * 4)
 
 

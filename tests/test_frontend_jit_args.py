@@ -1,4 +1,5 @@
 """jit's static_argnames / donate_argnames and arguments from other array libraries."""
+
 import warnings
 
 import numpy as np
@@ -11,13 +12,14 @@ import minixla.numpy as mnp
 def test_static_argnames_by_keyword_and_by_position():
     @minixla.jit(backend="interpreter", static_argnames=("power",))
     def raise_to(x, power=2):
-        return x ** power
+        return x**power
+
     x = np.float32([1, 2, 3])
-    np.testing.assert_allclose(raise_to(x, power=3), x ** 3)
-    np.testing.assert_allclose(raise_to(x, 3), x ** 3)  # the same argument by position
-    np.testing.assert_allclose(raise_to(x, power=2), x ** 2)
+    np.testing.assert_allclose(raise_to(x, power=3), x**3)
+    np.testing.assert_allclose(raise_to(x, 3), x**3)  # the same argument by position
+    np.testing.assert_allclose(raise_to(x, power=2), x**2)
     count = raise_to.compile_count
-    np.testing.assert_allclose(raise_to(x, power=3), x ** 3)
+    np.testing.assert_allclose(raise_to(x, power=3), x**3)
     assert raise_to.compile_count == count  # a static value seen before hits the cache
     assert "power" not in raise_to.lower(x, power=3).as_text()
 
@@ -37,8 +39,7 @@ def test_unknown_argnames_are_errors():
 
 
 def test_donate_argnames_alias_positional_and_keyword_arguments():
-    fn = minixla.jit(lambda x, y: (x + y, y * 2), backend="interpreter",
-                     donate_argnames=("y",))
+    fn = minixla.jit(lambda x, y: (x + y, y * 2), backend="interpreter", donate_argnames=("y",))
     x, y = np.float32([1, 2]), np.float32([3, 4])
     by_position = fn.lower(x, y).module.input_output_alias
     by_keyword = fn.lower(x, y=y).module.input_output_alias

@@ -1,4 +1,5 @@
 """`jit` says why it traced again: shape, dtype, weak type, static value, pytree, x64."""
+
 import logging
 
 import numpy as np
@@ -60,8 +61,10 @@ def test_the_flag_logs_each_recompile(monkeypatch, caplog):
         f(A3, A3, 2)
         f(A4, A4, 2)
     messages = [r.getMessage() for r in caplog.records if r.name == "minixla.jit"]
-    assert messages == ["minixla.jit: scale recompiled (argument x: shape (3,) -> (4,); "
-                        "argument y: shape (3,) -> (4,))"]
+    assert messages == [
+        "minixla.jit: scale recompiled (argument x: shape (3,) -> (4,); "
+        "argument y: shape (3,) -> (4,))"
+    ]
 
 
 def test_without_the_flag_nothing_is_logged(monkeypatch, caplog):
@@ -73,9 +76,14 @@ def test_without_the_flag_nothing_is_logged(monkeypatch, caplog):
     assert not [r for r in caplog.records if r.name == "minixla.jit"]
 
 
-@pytest.mark.parametrize("text, on", [("--explain_recompiles", True),
-                                      ("--dump_to=d --explain_recompiles=false", False),
-                                      ("", False)])
+@pytest.mark.parametrize(
+    "text, on",
+    [
+        ("--explain_recompiles", True),
+        ("--dump_to=d --explain_recompiles=false", False),
+        ("", False),
+    ],
+)
 def test_the_flag_is_read_from_minixla_flags(text, on):
     assert explain_flag(text) is on
 
@@ -83,6 +91,7 @@ def test_the_flag_is_read_from_minixla_flags(text, on):
 def test_the_dump_flags_parser_accepts_the_flag():
     from minixla.passes.base import DumpOptions
     from minixla.passes.flags import FlagError
+
     assert DumpOptions.from_flags("--explain_recompiles --dump_to=out").dump_to == "out"
     with pytest.raises(FlagError, match="--explain_recompiles"):
         DumpOptions.from_flags("--bogus")
@@ -90,6 +99,7 @@ def test_the_dump_flags_parser_accepts_the_flag():
 
 def test_a_backend_change_is_named():
     from minixla.frontend.recompiles import differences
+
     spec = (((3,), np.dtype("float32"), False),)
     old = ("tree", spec, (), False, "cpu")
     new = ("tree", spec, (), False, "interpreter")

@@ -5,6 +5,7 @@ CI runs a sample; `pytest tests/test_fuzz.py --fuzz-full` runs 10,000 modules (i
 and pipeline) and 1,000 on cpu. A mismatch it finds becomes a one-op regression test in the
 file of the op's family.
 """
+
 import numpy as np
 
 from minixla.ir.opcodes import OPCODES
@@ -29,8 +30,9 @@ def test_the_same_seed_gives_the_same_module():
 
 def test_generated_modules_cover_most_generators():
     made = {i.opcode for seed in range(300) for i in fuzz.random_module(seed).entry.instructions}
-    assert len(set(fuzz.GENERATORS) & made) >= 0.9 * len(fuzz.GENERATORS), \
-        sorted(set(fuzz.GENERATORS) - made)
+    assert len(set(fuzz.GENERATORS) & made) >= 0.9 * len(fuzz.GENERATORS), sorted(
+        set(fuzz.GENERATORS) - made
+    )
 
 
 def test_special_values_include_the_corner_cases():
@@ -54,22 +56,28 @@ def test_cpu_agrees_with_the_interpreter(request):
     for seed in seeds(request, 12, 1_000):
         module = fuzz.random_module(10_000 + seed)
         problems = fuzz.check_module(module, fuzz.random_inputs(module, seed))
-        assert not problems, f"seed {10_000 + seed}:\n" + "\n".join(problems) + "\n" + \
-            module.to_text()
+        assert not problems, (
+            f"seed {10_000 + seed}:\n" + "\n".join(problems) + "\n" + module.to_text()
+        )
 
 
 def test_a_planted_wrong_kernel_is_caught(monkeypatch):
     from minixla.backends.codegen import scalar
     from minixla.backends.cpu import jit
+
     wrong = scalar.SCALAR["add"]
 
     def subtract_instead(ctx, instr, args):
         return wrong(ctx, instr, args).replace("+", "-")
+
     monkeypatch.setitem(scalar.SCALAR, "add", subtract_instead)
     jit.forget_in_memory()
-    text = "HloModule m\nENTRY e {\n  x = f32[8] parameter(0)\n  y = f32[8] exponential(x)\n" \
-           "  ROOT a = f32[8] add(x, y)\n}"
+    text = (
+        "HloModule m\nENTRY e {\n  x = f32[8] parameter(0)\n  y = f32[8] exponential(x)\n"
+        "  ROOT a = f32[8] add(x, y)\n}"
+    )
     import minixla
+
     module = minixla.parse_hlo_module(text)
     problems = fuzz.check_module(module, fuzz.random_inputs(module, 0))
     jit.forget_in_memory()

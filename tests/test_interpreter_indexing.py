@@ -1,5 +1,6 @@
 """Interpreter gather and scatter against hand-worked values and naive per-element loops that
 follow XLA's operation-semantics definitions literally."""
+
 import itertools
 
 import numpy as np
@@ -14,14 +15,24 @@ def run(text, *args):
     return Evaluator(module).evaluate(module.entry, list(args))
 
 
-def ref_gather(operand, indices, offset_dims, collapsed, start_map, ivd, sizes,
-               operand_batching=(), indices_batching=()):
+def ref_gather(
+    operand,
+    indices,
+    offset_dims,
+    collapsed,
+    start_map,
+    ivd,
+    sizes,
+    operand_batching=(),
+    indices_batching=(),
+):
     """XLA's gather, one output element at a time."""
     if ivd == indices.ndim:
         indices = indices[..., None]
     batch_shape = [s for d, s in enumerate(indices.shape) if d != ivd]
-    window_operand_dims = [d for d in range(operand.ndim)
-                           if d not in collapsed and d not in operand_batching]
+    window_operand_dims = [
+        d for d in range(operand.ndim) if d not in collapsed and d not in operand_batching
+    ]
     out_rank = len(batch_shape) + len(offset_dims)
     batch_out_dims = [d for d in range(out_rank) if d not in offset_dims]
     out_shape = [0] * out_rank
@@ -44,16 +55,27 @@ def ref_gather(operand, indices, offset_dims, collapsed, start_map, ivd, sizes,
     return out
 
 
-def ref_scatter(operands, indices, updates, window_dims, inserted, to_operand, ivd, combine,
-                input_batching=(), indices_batching=()):
+def ref_scatter(
+    operands,
+    indices,
+    updates,
+    window_dims,
+    inserted,
+    to_operand,
+    ivd,
+    combine,
+    input_batching=(),
+    indices_batching=(),
+):
     """XLA's scatter, one update element at a time in row-major order; a window that does not
     fit entirely is skipped."""
     outs = [o.copy() for o in operands]
     if ivd == indices.ndim:
         indices = indices[..., None]
     shape = operands[0].shape
-    window_operand_dims = [d for d in range(len(shape))
-                           if d not in inserted and d not in input_batching]
+    window_operand_dims = [
+        d for d in range(len(shape)) if d not in inserted and d not in input_batching
+    ]
     window_size = [1] * len(shape)
     for ud, od in zip(window_dims, window_operand_dims):
         window_size[od] = updates[0].shape[ud]
@@ -77,6 +99,7 @@ def ref_scatter(operands, indices, updates, window_dims, inserted, to_operand, i
 
 
 # ---- gather -----------------------------------------------------------------------------------
+
 
 def test_gather_take_rows_implicit_index_vector_dim():
     hlo = """HloModule m
@@ -140,7 +163,9 @@ ENTRY e {
     idx = rng.integers(0, 5, (3, 4, 1)).astype(np.int32)
     want = np.stack([x[b, idx[b, :, 0]] for b in range(3)])
     np.testing.assert_array_equal(run(hlo, x, idx), want)
-    np.testing.assert_array_equal(want, ref_gather(x, idx, (2,), (1,), (1,), 2, (1, 1, 2), (0,), (0,)))
+    np.testing.assert_array_equal(
+        want, ref_gather(x, idx, (2,), (1,), (1,), 2, (1, 1, 2), (0,), (0,))
+    )
 
 
 def test_gather_index_vector_dim_first_and_offset_dims_in_middle():
@@ -159,6 +184,7 @@ ENTRY e {
 
 # ---- scatter ----------------------------------------------------------------------------------
 
+
 def _combiner(name, body, dtype="f32"):
     return f"""{name} {{
   a = {dtype}[] parameter(0)
@@ -168,28 +194,35 @@ def _combiner(name, body, dtype="f32"):
 
 
 def test_scatter_add_duplicates():
-    hlo = _combiner("add_f32", "  ROOT r = f32[] add(a, b)") + """
+    hlo = (
+        _combiner("add_f32", "  ROOT r = f32[] add(a, b)")
+        + """
 ENTRY e {
   x = f32[5] parameter(0)
   i = s32[4,1] parameter(1)
   u = f32[4] parameter(2)
   ROOT s = f32[5] scatter(x, i, u), update_window_dims={}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add_f32
 }"""
+    )
     x = np.ones(5, np.float32)
-    out = run(hlo, x, np.array([[1], [3], [1], [1]], np.int32),
-              np.array([10, 20, 30, 40], np.float32))
+    out = run(
+        hlo, x, np.array([[1], [3], [1], [1]], np.int32), np.array([10, 20, 30, 40], np.float32)
+    )
     np.testing.assert_array_equal(out, [1, 81, 1, 21, 1])
     np.testing.assert_array_equal(x, np.ones(5))  # the input is not mutated
 
 
 def test_scatter_skips_window_that_does_not_fit_whole():
-    hlo = _combiner("add_f32", "  ROOT r = f32[] add(a, b)") + """
+    hlo = (
+        _combiner("add_f32", "  ROOT r = f32[] add(a, b)")
+        + """
 ENTRY e {
   x = f32[5] parameter(0)
   i = s32[4,1] parameter(1)
   u = f32[4,2] parameter(2)
   ROOT s = f32[5] scatter(x, i, u), update_window_dims={1}, inserted_window_dims={}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add_f32
 }"""
+    )
     upd = np.array([[1, 2], [10, 20], [100, 200], [1000, 2000]], np.float32)
     # start 4 would write [4, 5]: element 4 fits, but the whole window is skipped
     out = run(hlo, np.zeros(5, np.float32), np.array([[0], [4], [-1], [3]], np.int32), upd)
@@ -199,13 +232,16 @@ ENTRY e {
 @pytest.mark.parametrize("op,fn", [("maximum", max), ("minimum", min)])
 @pytest.mark.parametrize("dtype", ["f32", "s32"])
 def test_scatter_max_min(op, fn, dtype):
-    hlo = _combiner("comb", f"  ROOT r = {dtype}[] {op}(a, b)", dtype) + f"""
+    hlo = (
+        _combiner("comb", f"  ROOT r = {dtype}[] {op}(a, b)", dtype)
+        + f"""
 ENTRY e {{
   x = {dtype}[6] parameter(0)
   i = s32[5] parameter(1)
   u = {dtype}[5] parameter(2)
   ROOT s = {dtype}[6] scatter(x, i, u), update_window_dims={{}}, inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply=comb
 }}"""
+    )
     npt = np.float32 if dtype == "f32" else np.int32
     x = np.array([5, 5, 5, 5, 5, 5], npt)
     idx = np.array([2, 2, 0, 9, 2], np.int32)
@@ -232,8 +268,12 @@ ENTRY e {
   u = f32[4] parameter(2)
   ROOT s = f32[3] scatter(x, i, u), update_window_dims={}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=comb
 }"""
-    out = run(hlo, np.array([1, 1, 1], np.float32), np.array([[0], [2], [0], [0]], np.int32),
-              np.array([3, 5, 7, 11], np.float32))
+    out = run(
+        hlo,
+        np.array([1, 1, 1], np.float32),
+        np.array([[0], [2], [0], [0]], np.int32),
+        np.array([3, 5, 7, 11], np.float32),
+    )
     # position 0: ((1*2+3)*2+7)*2+11 = 45; position 2: 1*2+5 = 7
     np.testing.assert_array_equal(out, [45, 1, 7])
 
@@ -250,21 +290,32 @@ ENTRY e {
   u = s32[4] parameter(2)
   ROOT s = s32[4] scatter(x, i, u), update_window_dims={}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=comb
 }"""
-    out = run(hlo, np.zeros(4, np.int32), np.array([[1], [3], [1], [1]], np.int32),
-              np.array([7, 8, 9, 10], np.int32))
+    out = run(
+        hlo,
+        np.zeros(4, np.int32),
+        np.array([[1], [3], [1], [1]], np.int32),
+        np.array([7, 8, 9, 10], np.int32),
+    )
     np.testing.assert_array_equal(out, [0, 10, 0, 8])
 
 
 def test_scatter_s8_add_wraps():
-    hlo = _combiner("comb", "  ROOT r = s8[] add(a, b)", "s8") + """
+    hlo = (
+        _combiner("comb", "  ROOT r = s8[] add(a, b)", "s8")
+        + """
 ENTRY e {
   x = s8[2] parameter(0)
   i = s32[3,1] parameter(1)
   u = s8[3] parameter(2)
   ROOT s = s8[2] scatter(x, i, u), update_window_dims={}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=comb
 }"""
-    out = run(hlo, np.array([100, 0], np.int8), np.array([[0], [0], [1]], np.int32),
-              np.array([100, 100, -5], np.int8))
+    )
+    out = run(
+        hlo,
+        np.array([100, 0], np.int8),
+        np.array([[0], [0], [1]], np.int32),
+        np.array([100, 100, -5], np.int8),
+    )
     np.testing.assert_array_equal(out, np.array([300 - 256, -5], np.int8))
 
 
@@ -306,35 +357,52 @@ ENTRY e {
 
 
 def test_scatter_batching_dims_and_middle_window_dim():
-    hlo = _combiner("add_f32", "  ROOT r = f32[] add(a, b)") + """
+    hlo = (
+        _combiner("add_f32", "  ROOT r = f32[] add(a, b)")
+        + """
 ENTRY e {
   x = f32[3,6,4] parameter(0)
   i = s32[3,5,1] parameter(1)
   u = f32[3,2,5] parameter(2)
   ROOT s = f32[3,6,4] scatter(x, i, u), update_window_dims={1}, inserted_window_dims={2}, scatter_dims_to_operand_dims={2}, input_batching_dims={0}, scatter_indices_batching_dims={0}, index_vector_dim=2, to_apply=add_f32
 }"""
+    )
     rng = np.random.default_rng(2)
     x = rng.standard_normal((3, 6, 4)).astype(np.float32)
     idx = rng.integers(-1, 5, (3, 5, 1)).astype(np.int32)
     u = rng.standard_normal((3, 2, 5)).astype(np.float32)
     # operand dim 1 is the window dim (size 2, start 0); the batch dim picks x[b]
-    want = ref_scatter([x], idx, [u], (1,), (2,), (2,), 2,
-                       lambda cur, new: [np.float32(cur[0] + new[0])], (0,), (0,))[0]
+    want = ref_scatter(
+        [x],
+        idx,
+        [u],
+        (1,),
+        (2,),
+        (2,),
+        2,
+        lambda cur, new: [np.float32(cur[0] + new[0])],
+        (0,),
+        (0,),
+    )[0]
     np.testing.assert_allclose(run(hlo, x, idx, u), want, rtol=1e-6)
 
 
 def test_scatter_2d_windows_against_loop_reference():
-    hlo = _combiner("add_f32", "  ROOT r = f32[] add(a, b)") + """
+    hlo = (
+        _combiner("add_f32", "  ROOT r = f32[] add(a, b)")
+        + """
 ENTRY e {
   x = f32[5,6] parameter(0)
   i = s32[2,4] parameter(1)
   u = f32[2,4,3] parameter(2)
   ROOT s = f32[5,6] scatter(x, i, u), update_window_dims={0,2}, inserted_window_dims={}, scatter_dims_to_operand_dims={1,0}, index_vector_dim=0, to_apply=add_f32
 }"""
+    )
     rng = np.random.default_rng(3)
     x = rng.standard_normal((5, 6)).astype(np.float32)
     idx = rng.integers(-1, 5, (2, 4)).astype(np.int32)
     u = rng.standard_normal((2, 4, 3)).astype(np.float32)
-    want = ref_scatter([x], idx, [u], (0, 2), (), (1, 0), 0,
-                       lambda cur, new: [np.float32(cur[0] + new[0])])[0]
+    want = ref_scatter(
+        [x], idx, [u], (0, 2), (), (1, 0), 0, lambda cur, new: [np.float32(cur[0] + new[0])]
+    )[0]
     np.testing.assert_allclose(run(hlo, x, idx, u), want, rtol=1e-6)

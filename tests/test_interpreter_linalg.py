@@ -1,5 +1,6 @@
 """Interpreter dot, convolution, fft, triangular-solve, cholesky and batch norm against NumPy
 formulas and a naive convolution loop that follows XLA's definition term by term."""
+
 import itertools
 
 import ml_dtypes
@@ -24,12 +25,16 @@ def module(params, root):
 
 # ---- dot --------------------------------------------------------------------------------------
 
+
 def test_dot_batched():
     rng = np.random.default_rng(0)
     a = rng.standard_normal((2, 3, 4)).astype(np.float32)
     b = rng.standard_normal((2, 4, 5)).astype(np.float32)
-    hlo = module(["f32[2,3,4]", "f32[2,4,5]"], "f32[2,3,5] dot(p0, p1), lhs_batch_dims={0}, "
-                 "lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}")
+    hlo = module(
+        ["f32[2,3,4]", "f32[2,4,5]"],
+        "f32[2,3,5] dot(p0, p1), lhs_batch_dims={0}, "
+        "lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}",
+    )
     out = run(hlo, a, b)
     assert out.dtype == np.float32
     np.testing.assert_allclose(out, np.einsum("bik,bkj->bij", a, b), rtol=1e-5)
@@ -39,29 +44,39 @@ def test_dot_batch_dims_not_leading_and_transposed_contraction():
     rng = np.random.default_rng(1)
     a = rng.standard_normal((4, 3, 2)).astype(np.float32)  # [k, i, b]
     b = rng.standard_normal((5, 2, 4)).astype(np.float32)  # [j, b, k]
-    hlo = module(["f32[4,3,2]", "f32[5,2,4]"], "f32[2,3,5] dot(p0, p1), lhs_batch_dims={2}, "
-                 "lhs_contracting_dims={0}, rhs_batch_dims={1}, rhs_contracting_dims={2}")
+    hlo = module(
+        ["f32[4,3,2]", "f32[5,2,4]"],
+        "f32[2,3,5] dot(p0, p1), lhs_batch_dims={2}, "
+        "lhs_contracting_dims={0}, rhs_batch_dims={1}, rhs_contracting_dims={2}",
+    )
     np.testing.assert_allclose(run(hlo, a, b), np.einsum("kib,jbk->bij", a, b), rtol=1e-5)
 
 
 def test_dot_matvec_and_outer():
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
     v = np.array([1, -1, 2], np.float32)
-    matvec = module(["f32[2,3]", "f32[3]"],
-                    "f32[2] dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}")
+    matvec = module(
+        ["f32[2,3]", "f32[3]"],
+        "f32[2] dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+    )
     np.testing.assert_array_equal(run(matvec, a, v), [3, 9])
-    outer = module(["f32[3]", "f32[2]"],
-                   "f32[3,2] dot(p0, p1), lhs_contracting_dims={}, rhs_contracting_dims={}")
-    np.testing.assert_array_equal(run(outer, v, np.array([2, 3], np.float32)),
-                                  [[2, 3], [-2, -3], [4, 6]])
+    outer = module(
+        ["f32[3]", "f32[2]"],
+        "f32[3,2] dot(p0, p1), lhs_contracting_dims={}, rhs_contracting_dims={}",
+    )
+    np.testing.assert_array_equal(
+        run(outer, v, np.array([2, 3], np.float32)), [[2, 3], [-2, -3], [4, 6]]
+    )
 
 
 def test_dot_s8_to_s32_is_exact():
     a = np.full((2, 40), -128, np.int8)
     b = np.full((40, 3), -128, np.int8)
     b[:, 1] = 127
-    hlo = module(["s8[2,40]", "s8[40,3]"],
-                 "s32[2,3] dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}")
+    hlo = module(
+        ["s8[2,40]", "s8[40,3]"],
+        "s32[2,3] dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+    )
     out = run(hlo, a, b)
     assert out.dtype == np.int32
     np.testing.assert_array_equal(out, [[655360, -650240, 655360]] * 2)
@@ -70,8 +85,10 @@ def test_dot_s8_to_s32_is_exact():
 def test_dot_s32_wraps():
     a = np.array([[65537, 1]], np.int32)
     b = np.array([[65537], [2147483647]], np.int32)
-    hlo = module(["s32[1,2]", "s32[2,1]"],
-                 "s32[1,1] dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}")
+    hlo = module(
+        ["s32[1,2]", "s32[2,1]"],
+        "s32[1,1] dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+    )
     want = (65537 * 65537 + 2147483647) % 2**32
     want = want - 2**32 if want >= 2**31 else want
     np.testing.assert_array_equal(run(hlo, a, b), [[want]])
@@ -82,8 +99,10 @@ def test_dot_bf16_rounds_once_at_the_end():
     # rounding after every addition would lose both small terms
     a = np.array([[1, 2**-8, 2**-8]], BF16)
     b = np.ones((3, 1), BF16)
-    hlo = module(["bf16[1,3]", "bf16[3,1]"],
-                 "bf16[1,1] dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}")
+    hlo = module(
+        ["bf16[1,3]", "bf16[3,1]"],
+        "bf16[1,1] dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+    )
     out = run(hlo, a, b)
     assert out.dtype == BF16
     assert float(out[0, 0]) == 1.0078125
@@ -92,12 +111,15 @@ def test_dot_bf16_rounds_once_at_the_end():
 def test_dot_mixed_inputs_f32_result():
     a = np.array([[1.5, 2]], BF16)
     b = np.array([[2], [0.25]], np.float32)
-    hlo = module(["bf16[1,2]", "f32[2,1]"],
-                 "f32[1,1] dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}")
+    hlo = module(
+        ["bf16[1,2]", "f32[2,1]"],
+        "f32[1,1] dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+    )
     np.testing.assert_array_equal(run(hlo, a, b), np.array([[3.5]], np.float32))
 
 
 # ---- convolution ------------------------------------------------------------------------------
+
 
 def ref_conv(x, w, strides, pads, lhs_dil, rhs_dil, groups=1, batch_groups=1, reversal=None):
     """x [N, C, spatial...], w [O, I, spatial...] -> [N', O, spatial...], one term at a time."""
@@ -107,8 +129,10 @@ def ref_conv(x, w, strides, pads, lhs_dil, rhs_dil, groups=1, batch_groups=1, re
     ksz = w.shape[2:]
     dilated = [(s - 1) * d + 1 for s, d in zip(x.shape[2:], lhs_dil)]
     span = [(k - 1) * d + 1 for k, d in zip(ksz, rhs_dil)]
-    outs = [max((dl + lo + hi - sp) // st + 1, 0)
-            for dl, (lo, hi), sp, st in zip(dilated, pads, span, strides)]
+    outs = [
+        max((dl + lo + hi - sp) // st + 1, 0)
+        for dl, (lo, hi), sp, st in zip(dilated, pads, span, strides)
+    ]
     out = np.zeros([n // batch_groups, o] + outs)
     for b, f, *pos in itertools.product(range(n // batch_groups), range(o), *map(range, outs)):
         fg = f // (o // groups)
@@ -123,8 +147,9 @@ def ref_conv(x, w, strides, pads, lhs_dil, rhs_dil, groups=1, batch_groups=1, re
                 src.append(p // lhs_dil[d])
             else:
                 kidx = [ksz[d] - 1 - kpos[d] if reversal[d] else kpos[d] for d in range(nsp)]
-                total += (float(x[(bg * (n // batch_groups) + b, fg * i + ci, *src)])
-                          * float(w[(f, ci, *kidx)]))
+                total += float(x[(bg * (n // batch_groups) + b, fg * i + ci, *src)]) * float(
+                    w[(f, ci, *kidx)]
+                )
         out[(b, f, *pos)] = total
     return out
 
@@ -132,6 +157,7 @@ def ref_conv(x, w, strides, pads, lhs_dil, rhs_dil, groups=1, batch_groups=1, re
 def window_text(sizes, strides, pads, lhs_dil, rhs_dil, reversal=None):
     def join(values):
         return "x".join(map(str, values))
+
     text = f"size={join(sizes)} stride={join(strides)} "
     text += "pad=" + "x".join(f"{lo}_{hi}" for lo, hi in pads)
     text += f" lhs_dilate={join(lhs_dil)} rhs_dilate={join(rhs_dil)}"
@@ -167,14 +193,20 @@ def test_convolution_2d(case, labels):
     if labels == "nchw":
         dim_labels, xa, wa, to_out = "bf01_oi01->bf01", x, w, (0, 1, 2, 3)
     else:
-        dim_labels, xa, wa, to_out = ("b01f_01io->b01f", x.transpose(0, 2, 3, 1),
-                                      w.transpose(2, 3, 1, 0), (0, 2, 3, 1))
+        dim_labels, xa, wa, to_out = (
+            "b01f_01io->b01f",
+            x.transpose(0, 2, 3, 1),
+            w.transpose(2, 3, 1, 0),
+            (0, 2, 3, 1),
+        )
     want = want.transpose(to_out)
     window = window_text(ws[2:], strides, pads, lhs_dil, rhs_dil)
-    hlo = module([_shape("f32", xa.shape), _shape("f32", wa.shape)],
-                 f"{_shape('f32', want.shape)} convolution(p0, p1), window={window}, "
-                 f"dim_labels={dim_labels}, feature_group_count={groups}, "
-                 f"batch_group_count={batch_groups}")
+    hlo = module(
+        [_shape("f32", xa.shape), _shape("f32", wa.shape)],
+        f"{_shape('f32', want.shape)} convolution(p0, p1), window={window}, "
+        f"dim_labels={dim_labels}, feature_group_count={groups}, "
+        f"batch_group_count={batch_groups}",
+    )
     out = run(hlo, xa, wa)
     assert out.dtype == np.float32 and out.shape == want.shape
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
@@ -188,10 +220,12 @@ def test_convolution_with_three_and_four_spatial_dims(nsp):
     strides, pads, ones = [1] * nsp, [(1, 0)] * nsp, [1] * nsp
     want = ref_conv(x, w, strides, pads, ones, ones)
     spatial = "".join(map(str, range(nsp)))
-    hlo = module([_shape("f32", x.shape), _shape("f32", w.shape)],
-                 f"{_shape('f32', want.shape)} convolution(p0, p1), "
-                 f"window={window_text(w.shape[2:], strides, pads, ones, ones)}, "
-                 f"dim_labels=bf{spatial}_oi{spatial}->bf{spatial}")
+    hlo = module(
+        [_shape("f32", x.shape), _shape("f32", w.shape)],
+        f"{_shape('f32', want.shape)} convolution(p0, p1), "
+        f"window={window_text(w.shape[2:], strides, pads, ones, ones)}, "
+        f"dim_labels=bf{spatial}_oi{spatial}->bf{spatial}",
+    )
     np.testing.assert_allclose(run(hlo, x, w), want, rtol=1e-4, atol=1e-5)
 
 
@@ -199,12 +233,15 @@ def test_convolution_1d_with_reversal():
     rng = np.random.default_rng(7)
     x = rng.standard_normal((2, 9, 3)).astype(np.float32)  # b0f
     w = rng.standard_normal((4, 3, 5)).astype(np.float32)  # 0io
-    want = ref_conv(x.transpose(0, 2, 1), w.transpose(2, 1, 0), [2], [(2, 1)], [1], [2],
-                    reversal=[True]).transpose(0, 2, 1)
-    hlo = module(["f32[2,9,3]", "f32[4,3,5]"],
-                 f"{_shape('f32', want.shape)} convolution(p0, p1), "
-                 f"window={{size=4 stride=2 pad=2_1 rhs_dilate=2 rhs_reversal=1}}, "
-                 f"dim_labels=b0f_0io->b0f")
+    want = ref_conv(
+        x.transpose(0, 2, 1), w.transpose(2, 1, 0), [2], [(2, 1)], [1], [2], reversal=[True]
+    ).transpose(0, 2, 1)
+    hlo = module(
+        ["f32[2,9,3]", "f32[4,3,5]"],
+        f"{_shape('f32', want.shape)} convolution(p0, p1), "
+        f"window={{size=4 stride=2 pad=2_1 rhs_dilate=2 rhs_reversal=1}}, "
+        f"dim_labels=b0f_0io->b0f",
+    )
     np.testing.assert_allclose(run(hlo, x, w), want, rtol=1e-4, atol=1e-5)
 
 
@@ -212,25 +249,31 @@ def test_convolution_unusual_dim_labels():
     rng = np.random.default_rng(8)
     x = rng.standard_normal((3, 2, 4, 5)).astype(np.float32)  # 01bf: [H, W, N, C]
     w = rng.standard_normal((6, 2, 2, 5)).astype(np.float32)  # o01i: [O, H, W, I]
-    want = ref_conv(x.transpose(2, 3, 0, 1), w.transpose(0, 3, 1, 2), (1, 1),
-                    ((0, 0), (0, 0)), (1, 1), (1, 1))
+    want = ref_conv(
+        x.transpose(2, 3, 0, 1), w.transpose(0, 3, 1, 2), (1, 1), ((0, 0), (0, 0)), (1, 1), (1, 1)
+    )
     want = want.transpose(1, 2, 3, 0)  # f01b
-    hlo = module(["f32[3,2,4,5]", "f32[6,2,2,5]"],
-                 f"{_shape('f32', want.shape)} convolution(p0, p1), window={{size=2x2}}, "
-                 f"dim_labels=01bf_o01i->f01b")
+    hlo = module(
+        ["f32[3,2,4,5]", "f32[6,2,2,5]"],
+        f"{_shape('f32', want.shape)} convolution(p0, p1), window={{size=2x2}}, "
+        f"dim_labels=01bf_o01i->f01b",
+    )
     np.testing.assert_allclose(run(hlo, x, w), want, rtol=1e-4, atol=1e-5)
 
 
 def test_convolution_s32():
     x = np.arange(10, dtype=np.int32).reshape(1, 10, 1)
     w = np.array([1, -2, 3], np.int32).reshape(3, 1, 1)
-    hlo = module(["s32[1,10,1]", "s32[3,1,1]"],
-                 "s32[1,8,1] convolution(p0, p1), window={size=3}, dim_labels=b0f_0io->b0f")
+    hlo = module(
+        ["s32[1,10,1]", "s32[3,1,1]"],
+        "s32[1,8,1] convolution(p0, p1), window={size=3}, dim_labels=b0f_0io->b0f",
+    )
     want = [x[0, k, 0] - 2 * x[0, k + 1, 0] + 3 * x[0, k + 2, 0] for k in range(8)]
     np.testing.assert_array_equal(run(hlo, x, w)[0, :, 0], want)
 
 
 # ---- fft --------------------------------------------------------------------------------------
+
 
 def test_fft_ifft_round_trip():
     rng = np.random.default_rng(3)
@@ -256,6 +299,7 @@ def test_rfft_irfft():
 
 # ---- triangular-solve and cholesky ------------------------------------------------------------
 
+
 def _op_a(a, lower, unit, transpose):
     tri = np.tril(a) if lower else np.triu(a)
     if unit:
@@ -275,14 +319,21 @@ def test_triangular_solve(left, lower, unit, transpose):
     rows, cols = np.triu_indices(4, 1) if lower else np.tril_indices(4, -1)
     a[:, rows, cols] = 1e3  # the other triangle is never read
     b = rng.standard_normal((2, 4, 3) if left else (2, 3, 4))
-    want = np.stack([np.linalg.solve(_op_a(a[k], lower, unit, transpose), b[k]) if left else
-                     np.linalg.solve(_op_a(a[k], lower, unit, transpose).T, b[k].T).T
-                     for k in range(2)])
+    want = np.stack(
+        [
+            np.linalg.solve(_op_a(a[k], lower, unit, transpose), b[k])
+            if left
+            else np.linalg.solve(_op_a(a[k], lower, unit, transpose).T, b[k].T).T
+            for k in range(2)
+        ]
+    )
     shape_b = "f32[2,4,3]" if left else "f32[2,3,4]"
-    hlo = module(["f32[2,4,4]", shape_b],
-                 f"{shape_b} triangular-solve(p0, p1), left_side={str(left).lower()}, "
-                 f"lower={str(lower).lower()}, unit_diagonal={str(unit).lower()}, "
-                 f"transpose_a={transpose}")
+    hlo = module(
+        ["f32[2,4,4]", shape_b],
+        f"{shape_b} triangular-solve(p0, p1), left_side={str(left).lower()}, "
+        f"lower={str(lower).lower()}, unit_diagonal={str(unit).lower()}, "
+        f"transpose_a={transpose}",
+    )
     out = run(hlo, a.astype(np.float32), b.astype(np.float32))
     assert out.dtype == np.float32
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
@@ -292,11 +343,14 @@ def test_triangular_solve_complex_adjoint():
     rng = np.random.default_rng(5)
     a = np.tril(rng.standard_normal((3, 3)) + 1j * rng.standard_normal((3, 3))) + 3 * np.eye(3)
     b = rng.standard_normal((3, 2)) + 1j * rng.standard_normal((3, 2))
-    hlo = module(["c64[3,3]", "c64[3,2]"], "c64[3,2] triangular-solve(p0, p1), left_side=true, "
-                 "lower=true, transpose_a=ADJOINT")
+    hlo = module(
+        ["c64[3,3]", "c64[3,2]"],
+        "c64[3,2] triangular-solve(p0, p1), left_side=true, lower=true, transpose_a=ADJOINT",
+    )
     want = np.linalg.solve(a.conj().T, b)
-    np.testing.assert_allclose(run(hlo, a.astype(np.complex64), b.astype(np.complex64)), want,
-                               rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        run(hlo, a.astype(np.complex64), b.astype(np.complex64)), want, rtol=1e-4, atol=1e-5
+    )
 
 
 @pytest.mark.parametrize("lower", [True, False])
@@ -316,6 +370,7 @@ def test_cholesky(lower):
 
 # ---- batch norm -------------------------------------------------------------------------------
 
+
 def _bn_forward(x, scale, offset, eps, feature):
     axes = tuple(d for d in range(x.ndim) if d != feature)
     shape = [1] * x.ndim
@@ -329,17 +384,23 @@ def test_batch_norm_training_and_inference():
     rng = np.random.default_rng(9)
     x = rng.standard_normal((2, 3, 4)).astype(np.float32)
     scale, offset = np.array([1, 2, 0.5], np.float32), np.array([0, -1, 3], np.float32)
-    train = module(["f32[2,3,4]", "f32[3]", "f32[3]"], "(f32[2,3,4], f32[3], f32[3]) "
-                   "batch-norm-training(p0, p1, p2), epsilon=0.001, feature_index=1")
+    train = module(
+        ["f32[2,3,4]", "f32[3]", "f32[3]"],
+        "(f32[2,3,4], f32[3], f32[3]) "
+        "batch-norm-training(p0, p1, p2), epsilon=0.001, feature_index=1",
+    )
     out, mean, var = run(train, x, scale, offset)
     want = _bn_forward(x.astype(np.float64), scale, offset, 0.001, 1)
     for got, expected in zip((out, mean, var), want):
         assert got.dtype == np.float32
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
-    infer = module(["f32[2,3,4]", "f32[3]", "f32[3]", "f32[3]", "f32[3]"], "f32[2,3,4] "
-                   "batch-norm-inference(p0, p1, p2, p3, p4), epsilon=0.001, feature_index=1")
-    np.testing.assert_allclose(run(infer, x, scale, offset, mean, var), want[0],
-                               rtol=1e-5, atol=1e-5)
+    infer = module(
+        ["f32[2,3,4]", "f32[3]", "f32[3]", "f32[3]", "f32[3]"],
+        "f32[2,3,4] batch-norm-inference(p0, p1, p2, p3, p4), epsilon=0.001, feature_index=1",
+    )
+    np.testing.assert_allclose(
+        run(infer, x, scale, offset, mean, var), want[0], rtol=1e-5, atol=1e-5
+    )
 
 
 def test_batch_norm_grad_matches_finite_differences():
@@ -362,9 +423,11 @@ def test_batch_norm_grad_matches_finite_differences():
         return grad
 
     _, mean, var = _bn_forward(x, scale, offset, eps, 1)
-    hlo = module(["f64[3,2,2]", "f64[2]", "f64[2]", "f64[2]", "f64[3,2,2]"],
-                 "(f64[3,2,2], f64[2], f64[2]) batch-norm-grad(p0, p1, p2, p3, p4), "
-                 "epsilon=0.01, feature_index=1")
+    hlo = module(
+        ["f64[3,2,2]", "f64[2]", "f64[2]", "f64[2]", "f64[3,2,2]"],
+        "(f64[3,2,2], f64[2], f64[2]) batch-norm-grad(p0, p1, p2, p3, p4), "
+        "epsilon=0.01, feature_index=1",
+    )
     gx, gscale, goffset = run(hlo, x, scale, mean, var, grad_out)
     np.testing.assert_allclose(gx, numeric(lambda v: loss(v, scale, offset), x), atol=1e-6)
     np.testing.assert_allclose(gscale, numeric(lambda v: loss(x, v, offset), scale), atol=1e-6)

@@ -1,5 +1,6 @@
 """Interpreter reductions, windows, sort, topk and RNG, checked against hand-worked values and
 naive loop references written here."""
+
 import itertools
 import math
 
@@ -26,13 +27,16 @@ def binary_comp(name, dtype, op):
 
 
 def reduce_module(in_shape, out_shape, dims, op, init, dtype="f32"):
-    return binary_comp("comb", dtype, op) + f"""
+    return (
+        binary_comp("comb", dtype, op)
+        + f"""
 ENTRY e {{
   x = {dtype}[{in_shape}] parameter(0)
   i = {dtype}[] constant({init})
   ROOT r = {dtype}[{out_shape}] reduce(x, i), dimensions={{{dims}}}, to_apply=comb
 }}
 """
+    )
 
 
 def naive_reduce(x, dims, fn, init):
@@ -49,9 +53,15 @@ def naive_reduce(x, dims, fn, init):
 X34 = np.arange(12, dtype=np.float32).reshape(3, 4) * 0.5 - 2
 
 
-@pytest.mark.parametrize("op,fn,init", [
-    ("add", lambda a, b: a + b, 0), ("multiply", lambda a, b: a * b, 1),
-    ("maximum", max, "-inf"), ("minimum", min, "inf")])
+@pytest.mark.parametrize(
+    "op,fn,init",
+    [
+        ("add", lambda a, b: a + b, 0),
+        ("multiply", lambda a, b: a * b, 1),
+        ("maximum", max, "-inf"),
+        ("minimum", min, "inf"),
+    ],
+)
 @pytest.mark.parametrize("dims,out_shape", [("0", "4"), ("1", "3"), ("0,1", "")])
 def test_reduce_ops_over_axes(op, fn, init, dims, out_shape):
     got = run(reduce_module("3,4", out_shape, dims, op, init), X34)
@@ -129,6 +139,7 @@ def test_variadic_argmin_lowest_index_wins_ties(rows):
 
 # ---- reduce-window ---------------------------------------------------------------------------
 
+
 def naive_reduce_window(x, init, fn, size, stride, pad, lhs, rhs):
     """Loops over output positions and window offsets in padded-and-dilated coordinates."""
     out_dims = []
@@ -154,12 +165,16 @@ def naive_reduce_window(x, init, fn, size, stride, pad, lhs, rhs):
 
 def window_text(size, stride, pad, lhs, rhs):
     join = lambda v: "x".join(map(str, v))  # noqa: E731
-    return (f"size={join(size)} stride={join(stride)} pad={join(f'{a}_{b}' for a, b in pad)} "
-            f"lhs_dilate={join(lhs)} rhs_dilate={join(rhs)}")
+    return (
+        f"size={join(size)} stride={join(stride)} pad={join(f'{a}_{b}' for a, b in pad)} "
+        f"lhs_dilate={join(lhs)} rhs_dilate={join(rhs)}"
+    )
 
 
 def window_module(dtype, shape, out_shape, window, op, init=0):
-    return binary_comp("comb", dtype, op) + f"""
+    return (
+        binary_comp("comb", dtype, op)
+        + f"""
 ENTRY e {{
   x = {dtype}[{shape}] parameter(0)
   i = {dtype}[] constant({init})
@@ -167,16 +182,21 @@ ENTRY e {{
     window={{{window}}}, to_apply=comb
 }}
 """
+    )
 
 
-@pytest.mark.parametrize("op,fn,init", [("add", lambda a, b: a + b, 0.0),
-                                        ("maximum", max, -math.inf)])
-@pytest.mark.parametrize("size,stride,pad,lhs,rhs", [
-    ((2, 2), (2, 2), ((0, 0), (0, 0)), (1, 1), (1, 1)),
-    ((3, 2), (2, 1), ((1, 1), (0, 2)), (1, 1), (1, 1)),
-    ((2, 3), (1, 2), ((1, 0), (2, 1)), (2, 1), (1, 2)),
-    ((3, 1), (1, 1), ((-1, 2), (0, 0)), (1, 3), (2, 1)),
-])
+@pytest.mark.parametrize(
+    "op,fn,init", [("add", lambda a, b: a + b, 0.0), ("maximum", max, -math.inf)]
+)
+@pytest.mark.parametrize(
+    "size,stride,pad,lhs,rhs",
+    [
+        ((2, 2), (2, 2), ((0, 0), (0, 0)), (1, 1), (1, 1)),
+        ((3, 2), (2, 1), ((1, 1), (0, 2)), (1, 1), (1, 1)),
+        ((2, 3), (1, 2), ((1, 0), (2, 1)), (2, 1), (1, 2)),
+        ((3, 1), (1, 1), ((-1, 2), (0, 0)), (1, 3), (2, 1)),
+    ],
+)
 def test_reduce_window_against_naive(op, fn, init, size, stride, pad, lhs, rhs):
     x = np.random.default_rng(1).normal(size=(5, 6)).astype(np.float32)
     want = naive_reduce_window(x.astype(np.float64), init, fn, size, stride, pad, lhs, rhs)
@@ -199,7 +219,9 @@ def test_reduce_window_hand_worked_dilations():
 
 
 def test_variadic_reduce_window_general_path():
-    text = ARGMIN.split("ENTRY")[0] + """
+    text = (
+        ARGMIN.split("ENTRY")[0]
+        + """
 ENTRY e {
   x = s32[6] parameter(0)
   io = s32[6] iota(), iota_dimension=0
@@ -209,6 +231,7 @@ ENTRY e {
     window={size=3 stride=2 pad=0_1}, to_apply=argmin_comp
 }
 """
+    )
     values, indices = run(text, np.array([4, 2, 2, 7, 1, 1], np.int32))
     np.testing.assert_array_equal(values, [2, 1, 1])
     np.testing.assert_array_equal(indices, [1, 4, 4])
@@ -216,14 +239,18 @@ ENTRY e {
 
 # ---- select-and-scatter ------------------------------------------------------------------------
 
+
 def sas_module(shape, src_shape, window):
-    return binary_comp("add", "f32", "add") + """
+    return (
+        binary_comp("add", "f32", "add")
+        + """
 ge {
   a = f32[] parameter(0)
   b = f32[] parameter(1)
   ROOT r = pred[] compare(a, b), direction=GE
 }
-""" + f"""
+"""
+        + f"""
 ENTRY e {{
   x = f32[{shape}] parameter(0)
   s = f32[{src_shape}] parameter(1)
@@ -231,6 +258,7 @@ ENTRY e {{
   ROOT r = f32[{shape}] select-and-scatter(x, s, z), window={{{window}}}, select=ge, scatter=add
 }}
 """
+    )
 
 
 def test_select_and_scatter_maxpool_gradient():
@@ -259,6 +287,7 @@ def test_select_and_scatter_overlapping_padded_windows():
 
 # ---- sort ------------------------------------------------------------------------------------
 
+
 def cmp_comp(dtype, direction, ctype=""):
     type_attr = f", type={ctype}" if ctype else ""
     return f"""less {{
@@ -270,12 +299,15 @@ def cmp_comp(dtype, direction, ctype=""):
 
 
 def sort1(dtype, shape, dim, direction, ctype=""):
-    return cmp_comp(dtype, direction, ctype) + f"""
+    return (
+        cmp_comp(dtype, direction, ctype)
+        + f"""
 ENTRY e {{
   x = {dtype}[{shape}] parameter(0)
   ROOT r = {dtype}[{shape}] sort(x), dimensions={{{dim}}}, is_stable=true, to_apply=less
 }}
 """
+    )
 
 
 def test_sort_ascending_descending_along_each_axis():
@@ -366,6 +398,7 @@ def two_key_reference(k1, k2):
     def key(i):
         f = k2[i]
         return (k1[i], (1, 0.0) if math.isnan(f) else (0, f + 0.0))
+
     return sorted(range(len(k1)), key=key)
 
 
@@ -416,6 +449,7 @@ def test_float_compare_with_nan_still_permutes():
 
 # ---- topk ------------------------------------------------------------------------------------
 
+
 def topk_module(n, k, largest):
     return f"""
 ENTRY e {{
@@ -447,6 +481,7 @@ def test_topk_nan_is_largest():
 
 # ---- random numbers --------------------------------------------------------------------------
 
+
 def rbg_module(algorithm, state_n, out):
     return f"""
 ENTRY e {{
@@ -458,8 +493,9 @@ ENTRY e {{
 
 def test_random123_known_answers():
     words = lambda *v: [np.array([w], np.uint32) for w in v]  # noqa: E731
-    out = ops_reduce._philox4x32(words(0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344),
-                                 (0xA4093822, 0x299F31D0))
+    out = ops_reduce._philox4x32(
+        words(0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0)
+    )
     assert [int(w[0]) for w in out] == [0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1]
     out = ops_reduce._threefry2x32(words(0x243F6A88, 0x85A308D3), (0x13198A2E, 0x03707344))
     assert [int(w[0]) for w in out] == [0xC4923A9C, 0x483DF7A0]
@@ -485,9 +521,9 @@ def test_rng_bit_generator_shapes_and_determinism(algorithm, out):
     np.testing.assert_array_equal(b1, b2)
     np.testing.assert_array_equal(s1, s2)
     assert s1.dtype == np.uint64 and s1.shape == (2,) and s1[0] == 42 and s1[1] != 7
-    dtype = {"u32": np.uint32, "u64": np.uint64, "u8": np.uint8}[out[:out.index("[")]]
+    dtype = {"u32": np.uint32, "u64": np.uint64, "u8": np.uint8}[out[: out.index("[")]]
     assert b1.dtype == dtype
-    assert b1.shape == tuple(int(d) for d in out[out.index("[") + 1:-1].split(",") if d)
+    assert b1.shape == tuple(int(d) for d in out[out.index("[") + 1 : -1].split(",") if d)
     _, b3 = run(text, s1)
     if b1.size > 2:
         assert not np.array_equal(b1, b3) and len(set(b1.ravel().tolist())) > 1
@@ -531,8 +567,10 @@ ENTRY e {
 
 
 def test_rng_draws_the_same_sequence_on_every_backend():
-    text = ("HloModule m\nENTRY e {\n lo = f32[] constant(0)\n hi = f32[] constant(1)\n"
-            " ROOT r = f32[64] rng(lo, hi), distribution=rng_uniform\n}\n")
+    text = (
+        "HloModule m\nENTRY e {\n lo = f32[] constant(0)\n hi = f32[] constant(1)\n"
+        " ROOT r = f32[64] rng(lo, hi), distribution=rng_uniform\n}\n"
+    )
     interpreter = minixla.compile(text, backend="interpreter")
     cpu = minixla.compile(text, backend="cpu")
     first = interpreter()

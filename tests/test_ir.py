@@ -1,4 +1,5 @@
 """The mutable IR: users, rewiring, removal, post-order, cloning, equality, shapes and layouts."""
+
 import numpy as np
 import pytest
 
@@ -52,8 +53,9 @@ def test_replacing_the_root_moves_the_root():
 
 def test_post_order_puts_operands_first_and_keeps_dead_code():
     comp = module().entry
-    comp.add_instruction(HloInstruction("abs", comp.root.shape,
-                                               [comp.instruction("p")], name="dead"))
+    comp.add_instruction(
+        HloInstruction("abs", comp.root.shape, [comp.instruction("p")], name="dead")
+    )
     order = [i.name for i in comp.post_order()]
     assert order.index("p") < order.index("n") < order.index("a") < order.index("m")
     assert "dead" in order
@@ -81,15 +83,25 @@ def test_build_a_module_by_hand():
     assert "%constant = f32[2] constant({1.5, -0})" in text
     reparsed = minixla.parse_hlo_module(text)
     np.testing.assert_array_equal(
-        minixla.compile(reparsed, backend="interpreter")(np.array([1, 2], np.float32)),
-        [2.5, 2.0])
+        minixla.compile(reparsed, backend="interpreter")(np.array([1, 2], np.float32)), [2.5, 2.0]
+    )
 
 
-@pytest.mark.parametrize("text", [
-    "f32[2,<=8,?]", "(s32[], (f32[4]{0}, pred[]))", "bf16[16,256]{1,0:T(8,128)(2,1)}",
-    "s4[1024]{0:E(4)}", "f32[2,3]{1,0:S(1)}", "u32[]{:S(2)}", "f32[8,8]{0,1:T(2,*)L(4)}",
-    "token[]", "c64[3]{0}", "f8e4m3fn[2]{0}",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "f32[2,<=8,?]",
+        "(s32[], (f32[4]{0}, pred[]))",
+        "bf16[16,256]{1,0:T(8,128)(2,1)}",
+        "s4[1024]{0:E(4)}",
+        "f32[2,3]{1,0:S(1)}",
+        "u32[]{:S(2)}",
+        "f32[8,8]{0,1:T(2,*)L(4)}",
+        "token[]",
+        "c64[3]{0}",
+        "f8e4m3fn[2]{0}",
+    ],
+)
 def test_shapes_print_back_as_parsed(text):
     assert str(minixla.parse_shape(text)) == text
 
@@ -97,8 +109,10 @@ def test_shapes_print_back_as_parsed(text):
 def test_shape_queries():
     shape = minixla.parse_shape("(f32[2,3]{0,1}, (s8[4]{0}))")
     assert shape.is_tuple
-    assert [(idx, str(s)) for idx, s in shape.leaves()] == [((0,), "f32[2,3]{0,1}"),
-                                                            ((1, 0), "s8[4]{0}")]
+    assert [(idx, str(s)) for idx, s in shape.leaves()] == [
+        ((0,), "f32[2,3]{0,1}"),
+        ((1, 0), "s8[4]{0}"),
+    ]
     assert shape.byte_size() == 2 * 3 * 4 + 4
     assert shape.subshape((0,)).minor_to_major() == (0, 1)
     assert shape.tuple_shapes[0].compatible(Shape.array("f32", (2, 3)))
@@ -115,11 +129,31 @@ def test_tile_layout_fields():
 def test_element_types_map_to_numpy():
     import ml_dtypes
     from minixla.ir import ELEMENT_TYPES, from_numpy, numpy_dtype
+
     assert numpy_dtype("bf16") == np.dtype(ml_dtypes.bfloat16)
     assert numpy_dtype("pred") == np.dtype(bool)
     assert numpy_dtype("s4") == np.dtype(ml_dtypes.int4)
     assert from_numpy(np.float16).name == "f16"
     assert ELEMENT_TYPES["c128"].bits == 128
-    for name in ("pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "f16", "bf16",
-                 "f32", "f64", "f8e4m3fn", "f8e5m2", "c64", "c128", "s4", "u4"):
+    for name in (
+        "pred",
+        "s8",
+        "s16",
+        "s32",
+        "s64",
+        "u8",
+        "u16",
+        "u32",
+        "u64",
+        "f16",
+        "bf16",
+        "f32",
+        "f64",
+        "f8e4m3fn",
+        "f8e5m2",
+        "c64",
+        "c128",
+        "s4",
+        "u4",
+    ):
         assert numpy_dtype(name) is not None, name

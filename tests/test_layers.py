@@ -1,6 +1,7 @@
 """The floors of the package, checked from its imports: a module imports only from its own
 floor or the floors below it, at module level or inside a function alike (a function-level
 import does not make a climb legal). docs/architecture.md draws the same picture."""
+
 from __future__ import annotations
 
 import ast
@@ -19,8 +20,21 @@ FLOORS = [
     ("passes", {"passes"}),
     ("runtime", {"runtime", "distributed"}),
     ("backends", {"backends"}),
-    ("frontend", {"frontend", "transforms", "pallas", "torch",
-                  "lax", "numpy", "nn", "random", "tree_util", "sharding"}),
+    (
+        "frontend",
+        {
+            "frontend",
+            "transforms",
+            "pallas",
+            "torch",
+            "lax",
+            "numpy",
+            "nn",
+            "random",
+            "tree_util",
+            "sharding",
+        },
+    ),
     ("tools", {"tools"}),
     ("cli", {"cli", "__main__"}),
     ("facade", {"__init__", "testing"}),
@@ -44,7 +58,7 @@ def _imported_names(tree: ast.Module, package: str) -> list[tuple[int, str]]:
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 here = package.split(".")
-                base = here[:len(here) - node.level + 1]
+                base = here[: len(here) - node.level + 1]
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
@@ -85,11 +99,15 @@ def climbs() -> list[str]:
         tree = ast.parse(path.read_text(), str(path))
         for line, target in _imported_parts(tree, _package_name(path)):
             if target not in LEVEL:
-                problems.append(f"{path.relative_to(PACKAGE)}:{line}: imports minixla.{target},"
-                                f" which is on no floor")
+                problems.append(
+                    f"{path.relative_to(PACKAGE)}:{line}: imports minixla.{target},"
+                    f" which is on no floor"
+                )
             elif LEVEL[target] > LEVEL[source]:
-                problems.append(f"{path.relative_to(PACKAGE)}:{line}: {NAME[source]} imports "
-                                f"minixla.{target} from the {NAME[target]} floor above it")
+                problems.append(
+                    f"{path.relative_to(PACKAGE)}:{line}: {NAME[source]} imports "
+                    f"minixla.{target} from the {NAME[target]} floor above it"
+                )
     return problems
 
 
@@ -105,13 +123,19 @@ def test_the_checker_sees_a_climb(tmp_path, monkeypatch):
     (fake / "backends").mkdir()
     (fake / "backends" / "__init__.py").write_text("from ..ir import bad\n")
     monkeypatch.setattr(__import__(__name__), "PACKAGE", fake)
-    assert climbs() == ["ir/bad.py:2: ir imports minixla.backends from the backends floor "
-                        "above it"]
+    assert climbs() == ["ir/bad.py:2: ir imports minixla.backends from the backends floor above it"]
 
 
-@pytest.mark.parametrize("part", sorted({p.relative_to(PACKAGE).parts[0].removesuffix(".py")
-                                         for p in PACKAGE.iterdir()
-                                         if p.suffix == ".py" or (p / "__init__.py").exists()}))
+@pytest.mark.parametrize(
+    "part",
+    sorted(
+        {
+            p.relative_to(PACKAGE).parts[0].removesuffix(".py")
+            for p in PACKAGE.iterdir()
+            if p.suffix == ".py" or (p / "__init__.py").exists()
+        }
+    ),
+)
 def test_every_part_of_the_package_is_on_a_floor(part):
     assert part in LEVEL
 
@@ -131,8 +155,10 @@ def sideways_imports() -> list[str]:
             for line, name in _imported_names(tree, _package_name(path)):
                 hit = [o for o in others if name == o or name.startswith(o + ".")]
                 if hit:
-                    problems.append(f"{path.relative_to(PACKAGE)}:{line}: {backend} imports "
-                                    f"{name}; shared code belongs in backends/codegen")
+                    problems.append(
+                        f"{path.relative_to(PACKAGE)}:{line}: {backend} imports "
+                        f"{name}; shared code belongs in backends/codegen"
+                    )
     return problems
 
 
@@ -146,12 +172,15 @@ def test_the_checker_sees_a_sideways_import(tmp_path, monkeypatch):
     for backend in BACKEND_PACKAGES:
         (fake / backend).mkdir(parents=True)
         (fake / backend / "__init__.py").write_text("")
-    (fake / "cuda" / "driver.py").write_text("from ..codegen import plan\n"
-                                             "def f():\n    from ..cpu.thunks import dot\n")
+    (fake / "cuda" / "driver.py").write_text(
+        "from ..codegen import plan\ndef f():\n    from ..cpu.thunks import dot\n"
+    )
     monkeypatch.setattr(__import__(__name__), "PACKAGE", tmp_path / "minixla")
-    assert sideways_imports() == ["backends/cuda/driver.py:3: cuda imports "
-                                  "minixla.backends.cpu.thunks; shared code belongs in "
-                                  "backends/codegen"]
+    assert sideways_imports() == [
+        "backends/cuda/driver.py:3: cuda imports "
+        "minixla.backends.cpu.thunks; shared code belongs in "
+        "backends/codegen"
+    ]
 
 
 def test_backends_reuse_code_by_calling_it_not_by_rebinding_it():
@@ -159,7 +188,10 @@ def test_backends_reuse_code_by_calling_it_not_by_rebinding_it():
     copying code objects into another namespace or writing into a module's globals()."""
     # (llvmlite's ir.FunctionType is an LLVM function type, not a Python function)
     rebinding = re.compile(r"(?<!ir\.)FunctionType\(|\.__code__\b|globals\(\)\.update")
-    found = [f"{path.relative_to(PACKAGE)}:{n}"
-             for path in sorted((PACKAGE / "backends").rglob("*.py"))
-             for n, line in enumerate(path.read_text().splitlines(), 1) if rebinding.search(line)]
+    found = [
+        f"{path.relative_to(PACKAGE)}:{n}"
+        for path in sorted((PACKAGE / "backends").rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if rebinding.search(line)
+    ]
     assert found == []

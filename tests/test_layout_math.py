@@ -1,12 +1,18 @@
 """Physical offsets and sizes under XLA layouts; every expected number is worked out by hand."""
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minixla.ir.layout_math import (
-    logical_to_physical, physical_offset, physical_shape, physical_size, physical_size_bytes,
-    physical_to_logical)
+    logical_to_physical,
+    physical_offset,
+    physical_shape,
+    physical_size,
+    physical_size_bytes,
+    physical_to_logical,
+)
 
 T8_128 = ((8, 128),)
 
@@ -142,20 +148,47 @@ def test_padding_is_zero_and_layout_round_trips():
     array = np.arange(1, 16, dtype=np.float32).reshape(3, 5)
     buffer = logical_to_physical(array, (1, 0), ((2, 2),))
     # Tiles in row-major order, each 2x2 row-major; value = 5*i + j + 1.
-    assert buffer.tolist() == [1, 2, 6, 7, 3, 4, 8, 9, 5, 0, 10, 0,
-                               11, 12, 0, 0, 13, 14, 0, 0, 15, 0, 0, 0]
+    assert buffer.tolist() == [
+        1,
+        2,
+        6,
+        7,
+        3,
+        4,
+        8,
+        9,
+        5,
+        0,
+        10,
+        0,
+        11,
+        12,
+        0,
+        0,
+        13,
+        14,
+        0,
+        0,
+        15,
+        0,
+        0,
+        0,
+    ]
     assert (physical_to_logical(buffer, (3, 5), (1, 0), ((2, 2),)) == array).all()
 
 
-@pytest.mark.parametrize("call", [
-    lambda: physical_offset((0, 0), (2, 2), (0, 0)),  # not a permutation
-    lambda: physical_offset((0,), (2, 2), (1, 0)),  # wrong index rank
-    lambda: physical_offset((2, 0), (2, 2), (1, 0)),  # out of bounds
-    lambda: physical_offset((0, -1), (2, 2), (1, 0)),  # negative
-    lambda: physical_shape((2, 2), (1, 0), ((0, 2),)),  # zero tile size
-    lambda: physical_shape((2, 2), (1, 0), ((2, -1),)),  # * with nothing minor to merge into
-    lambda: physical_to_logical(np.zeros(3), (2, 2), (1, 0)),  # buffer too small
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: physical_offset((0, 0), (2, 2), (0, 0)),  # not a permutation
+        lambda: physical_offset((0,), (2, 2), (1, 0)),  # wrong index rank
+        lambda: physical_offset((2, 0), (2, 2), (1, 0)),  # out of bounds
+        lambda: physical_offset((0, -1), (2, 2), (1, 0)),  # negative
+        lambda: physical_shape((2, 2), (1, 0), ((0, 2),)),  # zero tile size
+        lambda: physical_shape((2, 2), (1, 0), ((2, -1),)),  # * with nothing minor to merge into
+        lambda: physical_to_logical(np.zeros(3), (2, 2), (1, 0)),  # buffer too small
+    ],
+)
 def test_invalid_inputs_raise(call):
     with pytest.raises(ValueError):
         call()
@@ -168,7 +201,7 @@ def _reference_buffer(array, minor_to_major, tiles):
         out = out.reshape((1,) * max(0, len(tile) - out.ndim) + out.shape)
         head = out.shape[: out.ndim - len(tile)]
         merged, sizes, run = [], [], 1
-        for dim, t in zip(out.shape[len(head):], tile):
+        for dim, t in zip(out.shape[len(head) :], tile):
             run *= dim
             if t != -1:
                 merged, sizes, run = merged + [run], sizes + [t], 1

@@ -1,4 +1,5 @@
 """memory_analysis() against hand counts, and cost_analysis() flops against formulas."""
+
 import numpy as np
 import pytest
 
@@ -64,6 +65,7 @@ def test_donated_parameter_counts_as_aliased():
 
 def test_jit_executables_report_memory_and_cost():
     import minixla.numpy as mnp
+
     f = minixla.jit(lambda x, w: mnp.tanh(x @ w))
     exe = f.lower(np.ones((8, 16), np.float32), np.ones((16, 32), np.float32)).compile()
     cost = exe.cost_analysis()

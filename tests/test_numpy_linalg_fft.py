@@ -1,5 +1,6 @@
 """minixla.numpy.linalg, minixla.lax.linalg and minixla.numpy.fft against NumPy, inside jit on
 the interpreter and cpu, and eagerly; float32 and float64 (x64), batched, complex."""
+
 import contextlib
 
 import numpy as np
@@ -25,8 +26,11 @@ def dtype(request):
 
 
 def _mode(dtype):
-    return minixla.config.x64() if np.dtype(dtype).itemsize == 8 or \
-        np.dtype(dtype) == np.complex128 else contextlib.nullcontext()
+    return (
+        minixla.config.x64()
+        if np.dtype(dtype).itemsize == 8 or np.dtype(dtype) == np.complex128
+        else contextlib.nullcontext()
+    )
 
 
 def _tol(dtype):
@@ -53,32 +57,53 @@ def _run(fn, backend, dtype, *args):
 # -- linalg: results NumPy defines uniquely ---------------------------------------------------
 UNIQUE = [
     ("cholesky", lambda ns: ns.linalg.cholesky, lambda d: [_spd((2, 3, 4, 4), d)]),
-    ("solve", lambda ns: ns.linalg.solve, lambda d: [_square((3, 4, 4), d),
-                                                      _square((3, 4, 2), d)]),
-    ("solve_vector", lambda ns: ns.linalg.solve, lambda d: [_square((4, 4), d),
-                                                             _square((4,), d)]),
-    ("solve_broadcast", lambda ns: ns.linalg.solve, lambda d: [_square((2, 1, 3, 3), d),
-                                                                _square((5, 3, 2), d)]),
+    ("solve", lambda ns: ns.linalg.solve, lambda d: [_square((3, 4, 4), d), _square((3, 4, 2), d)]),
+    ("solve_vector", lambda ns: ns.linalg.solve, lambda d: [_square((4, 4), d), _square((4,), d)]),
+    (
+        "solve_broadcast",
+        lambda ns: ns.linalg.solve,
+        lambda d: [_square((2, 1, 3, 3), d), _square((5, 3, 2), d)],
+    ),
     ("inv", lambda ns: ns.linalg.inv, lambda d: [_square((2, 5, 5), d)]),
     ("det", lambda ns: ns.linalg.det, lambda d: [_square((3, 4, 4), d)]),
-    ("slogdet", lambda ns: lambda a: tuple(ns.linalg.slogdet(a)),
-     lambda d: [_square((3, 4, 4), d)]),
+    (
+        "slogdet",
+        lambda ns: lambda a: tuple(ns.linalg.slogdet(a)),
+        lambda d: [_square((3, 4, 4), d)],
+    ),
     ("eigvalsh", lambda ns: ns.linalg.eigvalsh, lambda d: [_spd((2, 5, 5), d)]),
-    ("svdvals", lambda ns: lambda a: ns.linalg.svd(a, compute_uv=False),
-     lambda d: [_square((2, 5, 3), d)]),
-    ("norm_vector", lambda ns: lambda a: ns.linalg.norm(a, axis=-1),
-     lambda d: [_square((3, 4), d)]),
+    (
+        "svdvals",
+        lambda ns: lambda a: ns.linalg.svd(a, compute_uv=False),
+        lambda d: [_square((2, 5, 3), d)],
+    ),
+    (
+        "norm_vector",
+        lambda ns: lambda a: ns.linalg.norm(a, axis=-1),
+        lambda d: [_square((3, 4), d)],
+    ),
     ("norm_fro", lambda ns: ns.linalg.norm, lambda d: [_square((3, 4), d)]),
-    ("norm_ord3_keepdims", lambda ns: lambda a: ns.linalg.norm(a, 3, axis=0, keepdims=True),
-     lambda d: [_square((3, 4), d)]),
-    ("norm_inf", lambda ns: lambda a: ns.linalg.norm(a, np.inf, axis=1),
-     lambda d: [_square((3, 4), d)]),
-    ("norm_matrix_1", lambda ns: lambda a: ns.linalg.norm(a, 1, axis=(1, 2)),
-     lambda d: [_square((2, 3, 4), d)]),
-    ("norm_matrix_2", lambda ns: lambda a: ns.linalg.norm(a, 2, axis=(-2, -1)),
-     lambda d: [_square((2, 3, 4), d)]),
-    ("norm_nuc", lambda ns: lambda a: ns.linalg.norm(a, "nuc"),
-     lambda d: [_square((3, 4), d)]),
+    (
+        "norm_ord3_keepdims",
+        lambda ns: lambda a: ns.linalg.norm(a, 3, axis=0, keepdims=True),
+        lambda d: [_square((3, 4), d)],
+    ),
+    (
+        "norm_inf",
+        lambda ns: lambda a: ns.linalg.norm(a, np.inf, axis=1),
+        lambda d: [_square((3, 4), d)],
+    ),
+    (
+        "norm_matrix_1",
+        lambda ns: lambda a: ns.linalg.norm(a, 1, axis=(1, 2)),
+        lambda d: [_square((2, 3, 4), d)],
+    ),
+    (
+        "norm_matrix_2",
+        lambda ns: lambda a: ns.linalg.norm(a, 2, axis=(-2, -1)),
+        lambda d: [_square((2, 3, 4), d)],
+    ),
+    ("norm_nuc", lambda ns: lambda a: ns.linalg.norm(a, "nuc"), lambda d: [_square((3, 4), d)]),
 ]
 
 
@@ -87,8 +112,9 @@ def test_linalg_matches_numpy(name, make, inputs, backend, dtype):
     args = inputs(dtype)
     got = _run(make(mnp), backend, dtype, *args)
     want = make(np)(*args)
-    for g, w in zip(got if isinstance(want, tuple) else [got],
-                    want if isinstance(want, tuple) else [want]):
+    for g, w in zip(
+        got if isinstance(want, tuple) else [got], want if isinstance(want, tuple) else [want]
+    ):
         assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
         np.testing.assert_allclose(g, w, rtol=_tol(dtype), atol=_tol(dtype))
 
@@ -99,8 +125,9 @@ def test_qr_reconstructs_and_is_orthonormal(backend, dtype):
     q, r = _run(lambda x: mnp.linalg.qr(x), backend, dtype, a)
     assert q.shape == (2, 5, 3) and r.shape == (2, 3, 3) and q.dtype == dtype
     np.testing.assert_allclose(q @ r, a, atol=_tol(dtype) * 10)
-    np.testing.assert_allclose(np.swapaxes(q, -1, -2) @ q, np.broadcast_to(np.eye(3), (2, 3, 3)),
-                               atol=_tol(dtype) * 10)
+    np.testing.assert_allclose(
+        np.swapaxes(q, -1, -2) @ q, np.broadcast_to(np.eye(3), (2, 3, 3)), atol=_tol(dtype) * 10
+    )
     assert np.allclose(np.tril(r, -1), 0)
     qc, rc = _run(lambda x: mnp.linalg.qr(x, mode="complete"), backend, dtype, a)
     assert qc.shape == (2, 5, 5) and rc.shape == (2, 5, 3)
@@ -114,8 +141,9 @@ def test_eigh_diagonalizes(backend, dtype):
     w, v = _run(lambda x: mnp.linalg.eigh(x), backend, dtype, a)
     assert w.shape == (3, 4) and v.shape == (3, 4, 4) and w.dtype == dtype
     assert np.all(np.diff(w, axis=-1) >= 0)
-    np.testing.assert_allclose(a @ v, v * w[..., None, :], rtol=_tol(dtype) * 10,
-                               atol=_tol(dtype) * 100)
+    np.testing.assert_allclose(
+        a @ v, v * w[..., None, :], rtol=_tol(dtype) * 10, atol=_tol(dtype) * 100
+    )
     np.testing.assert_allclose(w, np.linalg.eigvalsh(a), rtol=_tol(dtype))
 
 
@@ -139,10 +167,10 @@ def test_complex_solve_and_eigh(backend):
     w = _run(mnp.linalg.eigvalsh, backend, np.complex64, h.astype(np.complex64))
     assert w.dtype == np.float32
     np.testing.assert_allclose(w, np.linalg.eigvalsh(h), rtol=1e-4)
-    upper = _run(lambda x: mnp.linalg.cholesky(x, upper=True), backend, np.complex64,
-                 h.astype(np.complex64))
-    np.testing.assert_allclose(np.conj(np.swapaxes(upper, -1, -2)) @ upper, h, rtol=1e-4,
-                               atol=1e-4)
+    upper = _run(
+        lambda x: mnp.linalg.cholesky(x, upper=True), backend, np.complex64, h.astype(np.complex64)
+    )
+    np.testing.assert_allclose(np.conj(np.swapaxes(upper, -1, -2)) @ upper, h, rtol=1e-4, atol=1e-4)
 
 
 def test_eager_calls_return_numpy_results():
@@ -163,13 +191,22 @@ def test_singular_and_indefinite_inputs_give_nan(backend):
     assert np.isnan(_run(mnp.linalg.cholesky, backend, np.float32, indefinite)).any()
 
 
-@pytest.mark.parametrize("left_side,lower,transpose_a", [
-    (True, True, False), (True, False, True), (False, True, False), (False, False, True)])
+@pytest.mark.parametrize(
+    "left_side,lower,transpose_a",
+    [(True, True, False), (True, False, True), (False, True, False), (False, False, True)],
+)
 def test_lax_triangular_solve(backend, dtype, left_side, lower, transpose_a):
     a = _spd((2, 4, 4), dtype)
     b = _square((2, 4, 3) if left_side else (2, 3, 4), dtype)
-    x = _run(lambda a, b: lax.linalg.triangular_solve(
-        a, b, left_side=left_side, lower=lower, transpose_a=transpose_a), backend, dtype, a, b)
+    x = _run(
+        lambda a, b: lax.linalg.triangular_solve(
+            a, b, left_side=left_side, lower=lower, transpose_a=transpose_a
+        ),
+        backend,
+        dtype,
+        a,
+        b,
+    )
     tri = np.tril(a) if lower else np.triu(a)
     op = np.swapaxes(tri, -1, -2) if transpose_a else tri
     np.testing.assert_allclose(op @ x if left_side else x @ op, b, atol=_tol(dtype) * 10)
@@ -208,8 +245,7 @@ FFT = [
     ("fft", lambda ns: ns.fft.fft, _csignal, (3, 8)),
     ("fft_real_input", lambda ns: ns.fft.fft, _signal, (3, 8)),
     ("fft_n_pad_axis0", lambda ns: lambda x: ns.fft.fft(x, n=6, axis=0), _csignal, (4, 3)),
-    ("fft_n_crop_ortho", lambda ns: lambda x: ns.fft.fft(x, n=5, norm="ortho"), _csignal,
-     (2, 8)),
+    ("fft_n_crop_ortho", lambda ns: lambda x: ns.fft.fft(x, n=5, norm="ortho"), _csignal, (2, 8)),
     ("ifft", lambda ns: ns.fft.ifft, _csignal, (2, 3, 8)),
     ("ifft_forward", lambda ns: lambda x: ns.fft.ifft(x, norm="forward"), _csignal, (4, 6)),
     ("rfft", lambda ns: ns.fft.rfft, _signal, (3, 10)),
@@ -222,8 +258,12 @@ FFT = [
     ("irfft2", lambda ns: ns.fft.irfft2, _csignal, (2, 4, 4)),
     ("fftn_4d", lambda ns: ns.fft.fftn, _csignal, (2, 3, 2, 4)),
     ("rfftn_4d", lambda ns: ns.fft.rfftn, _signal, (2, 3, 2, 4)),
-    ("irfftn_4d_s", lambda ns: lambda x: ns.fft.irfftn(x, s=(2, 3, 2, 6), axes=(0, 1, 2, 3)),
-     _csignal, (2, 3, 2, 4)),
+    (
+        "irfftn_4d_s",
+        lambda ns: lambda x: ns.fft.irfftn(x, s=(2, 3, 2, 6), axes=(0, 1, 2, 3)),
+        _csignal,
+        (2, 3, 2, 4),
+    ),
     ("fftshift", lambda ns: ns.fft.fftshift, _signal, (3, 5)),
     ("ifftshift", lambda ns: lambda x: ns.fft.ifftshift(x, axes=1), _signal, (3, 4)),
 ]
@@ -269,14 +309,17 @@ def test_vmap_batches_linalg_custom_calls_and_fft(backend):
     a = _square((5, 3, 3), np.float32)
     b = _square((3,), np.float32)
     solved = minixla.jit(minixla.vmap(lambda m: mnp.linalg.solve(m, b)), backend=backend)(a)
-    np.testing.assert_allclose(solved, np.stack([np.linalg.solve(m, b) for m in a]),
-                               rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+        solved, np.stack([np.linalg.solve(m, b) for m in a]), rtol=1e-4, atol=1e-4
+    )
     u, s, vh = minixla.jit(minixla.vmap(mnp.linalg.svd), backend=backend)(a)
-    np.testing.assert_allclose(s, np.stack([np.linalg.svd(m, compute_uv=False) for m in a]),
-                               rtol=1e-4)
+    np.testing.assert_allclose(
+        s, np.stack([np.linalg.svd(m, compute_uv=False) for m in a]), rtol=1e-4
+    )
     spectra = minixla.jit(minixla.vmap(mnp.fft.rfft, in_axes=1), backend=backend)(a)
-    np.testing.assert_allclose(spectra, np.stack([np.fft.rfft(a[:, i]) for i in range(3)]),
-                               rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+        spectra, np.stack([np.fft.rfft(a[:, i]) for i in range(3)]), rtol=1e-4, atol=1e-4
+    )
 
 
 def test_grad_of_linalg_custom_call_names_the_target():
@@ -286,10 +329,13 @@ def test_grad_of_linalg_custom_call_names_the_target():
 
 def test_vmap_refuses_an_unknown_custom_call():
     from minixla.frontend.linalg_api import _call
+
     with pytest.raises(minixla.MinixlaError, match="batching behaviour is unknown"):
-        minixla.jit(minixla.vmap(lambda x: _call("not_a_routine", [mnp.asarray(x)],
-                                                 [(np.float32, (3,))])[0]))(np.ones((2, 3),
-                                                                                    np.float32))
+        minixla.jit(
+            minixla.vmap(
+                lambda x: _call("not_a_routine", [mnp.asarray(x)], [(np.float32, (3,))])[0]
+            )
+        )(np.ones((2, 3), np.float32))
 
 
 # -- differentiation: cholesky and triangular-solve -------------------------------------------
@@ -298,28 +344,47 @@ def _spd64(shape):
     return a @ np.swapaxes(a, -1, -2) + shape[-1] * np.eye(shape[-1])
 
 
-@pytest.mark.parametrize("left_side,lower,transpose_a,unit_diagonal", [
-    (True, True, False, False), (True, False, True, False), (False, True, True, False),
-    (False, False, False, True)])
+@pytest.mark.parametrize(
+    "left_side,lower,transpose_a,unit_diagonal",
+    [
+        (True, True, False, False),
+        (True, False, True, False),
+        (False, True, True, False),
+        (False, False, False, True),
+    ],
+)
 def test_triangular_solve_gradients(left_side, lower, transpose_a, unit_diagonal):
     from ad_check import check_grads
+
     a = _spd64((2, 3, 3))
     b = rng.standard_normal((2, 3, 2) if left_side else (2, 2, 3))
     with minixla.config.x64():
-        check_grads(lambda a, b: lax.linalg.triangular_solve(
-            a, b, left_side=left_side, lower=lower, transpose_a=transpose_a,
-            unit_diagonal=unit_diagonal), [a, b], rtol=1e-5, atol=1e-6)
+        check_grads(
+            lambda a, b: lax.linalg.triangular_solve(
+                a,
+                b,
+                left_side=left_side,
+                lower=lower,
+                transpose_a=transpose_a,
+                unit_diagonal=unit_diagonal,
+            ),
+            [a, b],
+            rtol=1e-5,
+            atol=1e-6,
+        )
 
 
 def test_cholesky_gradients():
     from ad_check import check_grads
+
     with minixla.config.x64():
-        check_grads(lambda a: lax.linalg.cholesky(a), [_spd64((2, 3, 3))], rtol=1e-5,
-                    atol=1e-6)
+        check_grads(lambda a: lax.linalg.cholesky(a), [_spd64((2, 3, 3))], rtol=1e-5, atol=1e-6)
         # logdet through the factor: d/dA = inv(A) for a symmetric A
         a = _spd64((3, 3))
+
         def logdet(a):
             diagonal = mnp.sum(lax.linalg.cholesky(a) * mnp.eye(3), axis=-1)
             return 2 * mnp.sum(mnp.log(diagonal))
+
         grad = minixla.grad(logdet)(a)
         np.testing.assert_allclose(grad, np.linalg.inv(a), rtol=1e-6, atol=1e-8)

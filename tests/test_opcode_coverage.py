@@ -1,6 +1,7 @@
 """Every row of the opcode table is implemented or explicitly declined, with a reason, by each
 layer that keeps a per-opcode table: the reference semantics, automatic differentiation,
 batching, and the builder's functions. A new row fails here until each layer decides."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,8 +14,12 @@ from minixla.reference.evaluator import handlers
 from minixla.transforms import autodiff, batching_rules
 
 # Ops every walker handles itself (a parameter is an input; tuples are how values are grouped).
-WALKED = {"reference": {"parameter"}, "autodiff": {"tuple", "get-tuple-element"},
-          "batching": set(), "builder": set()}
+WALKED = {
+    "reference": {"parameter"},
+    "autodiff": {"tuple", "get-tuple-element"},
+    "batching": set(),
+    "builder": set(),
+}
 
 LAYERS = {
     "reference": (lambda: handlers(), REFERENCE_DECLINED),
@@ -27,8 +32,11 @@ LAYERS = {
 @pytest.mark.parametrize("layer", sorted(LAYERS))
 def test_every_row_is_implemented_or_declined_with_a_reason(layer):
     implemented, declined = LAYERS[layer][0](), LAYERS[layer][1]
-    undecided = [op for op in OPCODES
-                 if op not in implemented and op not in declined and op not in WALKED[layer]]
+    undecided = [
+        op
+        for op in OPCODES
+        if op not in implemented and op not in declined and op not in WALKED[layer]
+    ]
     both = [op for op in OPCODES if op in implemented and op in declined]
     assert not undecided, f"{layer}: no rule and no declined reason for {undecided}"
     assert not both, f"{layer}: both a rule and a declined reason for {both}"
@@ -44,6 +52,7 @@ ENTRY e {
 }"""
     module = minixla.parse_hlo_module(text)
     from minixla.transforms.batching_values import Batching, BatchingError
+
     batching = Batching(3, batching_rules.BATCHING_RULES, batching_rules.DECLINED)
     with pytest.raises(BatchingError, match="domain .*no rule yet"):
         batching.apply(module.entry.root, [(None, 0)])  # one operand batched along dim 0
@@ -55,18 +64,30 @@ def test_row_traits_name_the_ops_passes_treat_alike():
     assert "add" not in FORWARDING
     # f(f(x)) = f(x): the simplifier folds the repeat for exactly these
     assert opcodes_with("idempotent", arity=1) == {
-        "abs", "sign", "floor", "ceil", "round-nearest-afz", "round-nearest-even"}
+        "abs",
+        "sign",
+        "floor",
+        "ceil",
+        "round-nearest-afz",
+        "round-nearest-even",
+    }
 
 
-@pytest.mark.parametrize("opcode", sorted(op for op, row in OPCODES.items()
-                                          if row.kind == "elementwise" and row.arity == 1
-                                          and row.kinds != OPCODES["add"].kinds))
+@pytest.mark.parametrize(
+    "opcode",
+    sorted(
+        op
+        for op, row in OPCODES.items()
+        if row.kind == "elementwise" and row.arity == 1 and row.kinds != OPCODES["add"].kinds
+    ),
+)
 def test_element_kinds_of_the_row_are_what_the_verifier_accepts(opcode):
     row = OPCODES[opcode]
-    for dtype, kind in (("f32", "float"), ("s32", "signed"), ("u32", "unsigned"),
-                        ("pred", "pred")):
-        text = f"HloModule m\nENTRY e {{\n  p = {dtype}[2] parameter(0)\n" \
-               f"  ROOT r = {dtype}[2] {opcode}(p)\n}}\n"
+    for dtype, kind in (("f32", "float"), ("s32", "signed"), ("u32", "unsigned"), ("pred", "pred")):
+        text = (
+            f"HloModule m\nENTRY e {{\n  p = {dtype}[2] parameter(0)\n"
+            f"  ROOT r = {dtype}[2] {opcode}(p)\n}}\n"
+        )
         if opcode == "reduce-precision":
             text = text.replace("(p)", "(p), exponent_bits=5, mantissa_bits=10")
         if kind in row.kinds:

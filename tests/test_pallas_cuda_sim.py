@@ -5,6 +5,7 @@ call on cuda), and lowering="loop" (the whole grid one device-resident while loo
 
 numba-cuda picks the simulator when numba.cuda is first imported, from NUMBA_ENABLE_CUDASIM;
 it is set for that import only (see test_cuda_sim.py)."""
+
 from __future__ import annotations
 
 import os
@@ -30,8 +31,10 @@ if "numba.cuda" not in sys.modules:
             os.environ["NUMBA_ENABLE_CUDASIM"] = _saved
 
 if not simulating():
-    pytest.skip("numba.cuda was imported for a GPU before this module could enable the "
-                "simulator", allow_module_level=True)
+    pytest.skip(
+        "numba.cuda was imported for a GPU before this module could enable the simulator",
+        allow_module_level=True,
+    )
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -60,6 +63,7 @@ def test_example_kernels_as_cuda_grids_match_numpy():
     import importlib.util
     import pathlib
     from minixla.runtime.metrics import metrics
+
     path = pathlib.Path(__file__).resolve().parent.parent / "examples" / "pallas_kernels.py"
     spec = importlib.util.spec_from_file_location("example_pallas_kernels_cuda", path)
     module = importlib.util.module_from_spec(spec)
@@ -67,8 +71,11 @@ def test_example_kernels_as_cuda_grids_match_numpy():
     before = metrics().get("pallas.native.cuda", {}).get("count", 0)
     results = module.main(verbose=False, backend="cuda")
     assert metrics()["pallas.native.cuda"]["count"] == before + len(results) == before + 7
-    wrong = [name for name, (got, want) in results.items()
-             if not np.allclose(got, want, rtol=2e-5, atol=2e-5)]
+    wrong = [
+        name
+        for name, (got, want) in results.items()
+        if not np.allclose(got, want, rtol=2e-5, atol=2e-5)
+    ]
     if wrong == ["flash_attention"]:
         # Seen once in a full run under load (NaNs in some rows), never alone: the same
         # intermittent simulator race as the corpus's nn_cnn_loss_grad, not yet found.
@@ -77,8 +84,9 @@ def test_example_kernels_as_cuda_grids_match_numpy():
 
 
 def test_a_block_beyond_shared_memory_runs_step_by_step():
-    call, args, want = KERNELS["row_softmax"](np.random.default_rng(2), rows=8, cols=2048,
-                                              block_rows=8, backend="cuda")
+    call, args, want = KERNELS["row_softmax"](
+        np.random.default_rng(2), rows=8, cols=2048, block_rows=8, backend="cuda"
+    )
     np.testing.assert_allclose(call(*args), want, rtol=1e-5, atol=1e-6)
     runner = call.runner([np.asarray(a) for a in args], "cuda")
     assert runner.lowering == "step" and "shared memory" in runner.fallback_reason

@@ -1,5 +1,6 @@
 """examples/pallas_kernels.py: every kernel against NumPy, compiled for cpu (each grid one
 native function) and interpreted."""
+
 import importlib.util
 import pathlib
 
@@ -16,10 +17,12 @@ def _load():
     return module
 
 
-@pytest.mark.parametrize("options", [{"backend": "cpu"}, {"interpret": True}],
-                         ids=["cpu", "interpret"])
+@pytest.mark.parametrize(
+    "options", [{"backend": "cpu"}, {"interpret": True}], ids=["cpu", "interpret"]
+)
 def test_example_kernels_match_numpy(options):
     from minixla.runtime.metrics import metrics
+
     before = metrics().get("pallas.native.cpu", {}).get("count", 0)
     results = _load().main(verbose=False, **options)
     assert len(results) == 7

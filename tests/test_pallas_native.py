@@ -1,5 +1,6 @@
 """minixla.pallas on cpu: the whole grid compiled into one Numba function (pallas/native.py),
 its parallel grid axes, its fallback to the step-by-step runner, and its errors."""
+
 from __future__ import annotations
 
 import logging
@@ -49,15 +50,22 @@ def test_parallel_axes_default_to_those_with_disjoint_output_blocks():
 
 def _accumulate_call(rows=8, cols=24, bm=4, bk=8, **options):
     """Output block i is revisited by every step (i, k): only axis 0 may run in parallel."""
+
     def accumulate_kernel(x_ref, o_ref):
         @pl.when(pl.program_id(1) == 0)
         def _():
             o_ref[...] = mnp.zeros((bm,), F32)
+
         o_ref[...] += mnp.sum(x_ref[...], axis=1)
-    return pl.pallas_call(accumulate_kernel, out_shape=minixla.ShapeDtypeStruct((rows,), F32),
-                          grid=(rows // bm, cols // bk),
-                          in_specs=[pl.BlockSpec((bm, bk), lambda i, k: (i, k))],
-                          out_specs=pl.BlockSpec((bm,), lambda i, k: (i,)), **options)
+
+    return pl.pallas_call(
+        accumulate_kernel,
+        out_shape=minixla.ShapeDtypeStruct((rows,), F32),
+        grid=(rows // bm, cols // bk),
+        in_specs=[pl.BlockSpec((bm, bk), lambda i, k: (i, k))],
+        out_specs=pl.BlockSpec((bm,), lambda i, k: (i,)),
+        **options,
+    )
 
 
 def test_a_reduction_over_the_last_grid_axis_leaves_the_first_axis_parallel():
@@ -72,20 +80,25 @@ def test_a_reduction_over_the_last_grid_axis_leaves_the_first_axis_parallel():
 
 def test_declared_parallel_axes_that_write_one_block_are_an_error():
     call = _accumulate_call(compiler_params={"dimension_semantics": ("parallel", "parallel")})
-    with pytest.raises(pl.PallasError, match=r"kernel accumulate_kernel \(test_pallas_native.py:"
-                                             r"\d+\): the grid axes \[0, 1\] are declared "
-                                             r"parallel.*same output block"):
+    with pytest.raises(
+        pl.PallasError,
+        match=r"kernel accumulate_kernel \(test_pallas_native.py:"
+        r"\d+\): the grid axes \[0, 1\] are declared "
+        r"parallel.*same output block",
+    ):
         call(np.zeros((8, 24), F32))
-    declared = _accumulate_call(compiler_params={"dimension_semantics": ("arbitrary",
-                                                                         "arbitrary")})
+    declared = _accumulate_call(compiler_params={"dimension_semantics": ("arbitrary", "arbitrary")})
     x = np.random.default_rng(3).standard_normal((8, 24)).astype(F32)
     np.testing.assert_allclose(declared(x), x.sum(axis=1), rtol=1e-5, atol=1e-5)
     assert _runner(declared, [x]).native.plan.parallel_axes == 0
 
 
 def test_bad_compiler_params_are_errors():
-    with pytest.raises(pl.PallasError, match=r"dimension_semantics must give 'parallel' or "
-                                             r"'arbitrary' for each of the 2 grid axes"):
+    with pytest.raises(
+        pl.PallasError,
+        match=r"dimension_semantics must give 'parallel' or "
+        r"'arbitrary' for each of the 2 grid axes",
+    ):
         _accumulate_call(compiler_params={"dimension_semantics": ("parallel",)})
     with pytest.raises(pl.PallasError, match=r"unknown compiler_params \['mosaic'\]"):
         _accumulate_call(compiler_params={"mosaic": {}})
@@ -94,9 +107,16 @@ def test_bad_compiler_params_are_errors():
 def test_an_op_without_native_code_falls_back_to_the_step_runner_with_a_reason(caplog):
     def sort_kernel(x_ref, o_ref):
         o_ref[...] = mnp.sort(x_ref[...], axis=1)
+
     spec = pl.BlockSpec((2, 8), lambda i: (i, 0))
-    call = pl.pallas_call(sort_kernel, out_shape=minixla.ShapeDtypeStruct((4, 8), F32),
-                          grid=(2,), in_specs=[spec], out_specs=spec, backend="cpu")
+    call = pl.pallas_call(
+        sort_kernel,
+        out_shape=minixla.ShapeDtypeStruct((4, 8), F32),
+        grid=(2,),
+        in_specs=[spec],
+        out_specs=spec,
+        backend="cpu",
+    )
     x = np.random.default_rng(4).standard_normal((4, 8)).astype(F32)
     with caplog.at_level(logging.WARNING, logger="minixla.pallas"):
         np.testing.assert_array_equal(call(x), np.sort(x, axis=1))
@@ -121,11 +141,18 @@ def test_int_and_scalar_blocks_and_a_kernel_reading_its_output():
         o_ref[...] = x_ref[...] * k_ref[0]
         o_ref[...] = o_ref[...][::-1] + 1  # reads its own output block, reversed
         total_ref[...] = total_ref[...] + mnp.sum(x_ref[...])
+
     call = pl.pallas_call(
-        kernel, out_shape=(minixla.ShapeDtypeStruct((n,), np.int32),
-                           minixla.ShapeDtypeStruct((), np.int32)), grid=(n // block,),
+        kernel,
+        out_shape=(
+            minixla.ShapeDtypeStruct((n,), np.int32),
+            minixla.ShapeDtypeStruct((), np.int32),
+        ),
+        grid=(n // block,),
         in_specs=[pl.BlockSpec((block,), lambda i: (i,)), None],
-        out_specs=[pl.BlockSpec((block,), lambda i: (i,)), None], backend="cpu")
+        out_specs=[pl.BlockSpec((block,), lambda i: (i,)), None],
+        backend="cpu",
+    )
     x = np.arange(n, dtype=np.int32)
     out, total = call(x, np.array([3], np.int32))
     want = (x * 3).reshape(-1, block)[:, ::-1].reshape(-1) + 1
@@ -137,8 +164,9 @@ def test_int_and_scalar_blocks_and_a_kernel_reading_its_output():
 def test_a_masked_store_through_ds_writes_only_its_window():
     """Whole-array refs (no BlockSpec): each step stores one window, so the grid kernel
     writes that window, not the whole array, and the tail past the end is skipped."""
-    call, args, want = KERNELS["masked_tail"](np.random.default_rng(6), n=45, block=8,
-                                              backend="cpu")
+    call, args, want = KERNELS["masked_tail"](
+        np.random.default_rng(6), n=45, block=8, backend="cpu"
+    )
     np.testing.assert_allclose(call(*args), want, rtol=1e-6)
     lines = [line.strip() for line in _runner(call, args).native.source.splitlines()]
     guard = next(k for k, line in enumerate(lines) if re.fullmatch(r"if s\d+ \+ i\d+ < 45:", line))
@@ -155,17 +183,22 @@ def test_threaded_grid_runs_parallel_rows_under_prange_with_a_scratch_buffer_eac
         @pl.when(k == 0)
         def _():
             acc_ref[...] = mnp.zeros((bm,), F32)
+
         acc_ref[...] += mnp.sum(x_ref[...], axis=1)
 
         @pl.when(k == pl.num_programs(1) - 1)
         def _():
             o_ref[...] = acc_ref[...]
+
     call = pl.pallas_call(
-        rowsum_kernel, out_shape=minixla.ShapeDtypeStruct((rows,), F32),
-        grid=(rows // bm, cols // bk), in_specs=[pl.BlockSpec((bm, bk), lambda i, k: (i, k))],
-        out_specs=pl.BlockSpec((bm,), lambda i, k: (i,)), scratch_shapes=[pl.VMEM((bm,), F32)],
-        compiler_params={"dimension_semantics": ("parallel", "arbitrary"),
-                         "parallel_threshold": 0})
+        rowsum_kernel,
+        out_shape=minixla.ShapeDtypeStruct((rows,), F32),
+        grid=(rows // bm, cols // bk),
+        in_specs=[pl.BlockSpec((bm, bk), lambda i, k: (i, k))],
+        out_specs=pl.BlockSpec((bm,), lambda i, k: (i,)),
+        scratch_shapes=[pl.VMEM((bm,), F32)],
+        compiler_params={"dimension_semantics": ("parallel", "arbitrary"), "parallel_threshold": 0},
+    )
     x = np.random.default_rng(7).standard_normal((rows, cols)).astype(F32)
     np.testing.assert_allclose(call(x), x.sum(axis=1), rtol=1e-5, atol=1e-5)
     native = _runner(call, [x]).native
@@ -180,12 +213,20 @@ def test_native_grid_reports_an_unmasked_window_past_the_end_at_its_step():
     def unmasked_store(x_ref, o_ref):
         start = pl.program_id(0) * block
         o_ref[pl.ds(start, block)] = mnp.ones((block,), F32)
-    call = pl.pallas_call(unmasked_store, out_shape=minixla.ShapeDtypeStruct((n,), F32),
-                          grid=(pl.cdiv(n, block),), backend="cpu")
+
+    call = pl.pallas_call(
+        unmasked_store,
+        out_shape=minixla.ShapeDtypeStruct((n,), F32),
+        grid=(pl.cdiv(n, block),),
+        backend="cpu",
+    )
     x = np.zeros(n, F32)
-    with pytest.raises(pl.PallasError, match=r"test_pallas_native.py:\d+: store of output 0 "
-                                             r"\(shape \(20,\)\).*reaches outside the ref.*"
-                                             r"grid step \(2,\); kernel unmasked_store"):
+    with pytest.raises(
+        pl.PallasError,
+        match=r"test_pallas_native.py:\d+: store of output 0 "
+        r"\(shape \(20,\)\).*reaches outside the ref.*"
+        r"grid step \(2,\); kernel unmasked_store",
+    ):
         call(x)
     assert _runner(call, [x]).lowering == "native-cpu"
 
@@ -193,16 +234,23 @@ def test_native_grid_reports_an_unmasked_window_past_the_end_at_its_step():
 def test_bf16_blocks_travel_as_bits_and_compute_like_the_interpreter():
     import ml_dtypes
     from types import SimpleNamespace
+
     bf16 = ml_dtypes.bfloat16
 
     def scale_kernel(x_ref, o_ref):
         v = x_ref[...]
         o_ref[...] = (v * 3 + mnp.max(v, axis=1, keepdims=True)).astype(bf16)
+
     spec = pl.BlockSpec((2, 8), lambda i: (i, 0))
-    options = dict(out_shape=minixla.ShapeDtypeStruct((4, 8), bf16), grid=(2,), in_specs=[spec],
-                   out_specs=spec)
-    native = pl.pallas_call(scale_kernel, backend="cpu", **options,
-                            compiler_params=SimpleNamespace(dimension_semantics=("parallel",)))
+    options = dict(
+        out_shape=minixla.ShapeDtypeStruct((4, 8), bf16), grid=(2,), in_specs=[spec], out_specs=spec
+    )
+    native = pl.pallas_call(
+        scale_kernel,
+        backend="cpu",
+        **options,
+        compiler_params=SimpleNamespace(dimension_semantics=("parallel",)),
+    )
     x = np.random.default_rng(8).standard_normal((4, 8)).astype(bf16)
     got = native(x)
     want = pl.pallas_call(scale_kernel, interpret=True, **options)(x)

@@ -1,6 +1,7 @@
 """Property test: on random expressions over special values (NaN, +-0.0, +-inf, INT_MIN...),
 algsimp and constant folding keep every result bit-exact up to NaN payloads, signed zeros
 included."""
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -10,11 +11,36 @@ from minixla.testing import assert_same_results, run_pass
 FLOAT_SPECIALS = ["nan", "-0.0", "0", "1", "-1", "2", "0.5", "inf", "-inf"]
 INT_SPECIALS = ["0", "1", "-1", "2", "2147483647", "-2147483648"]
 UINT_SPECIALS = ["0", "1", "2", "127", "128", "255"]
-FLOAT_OPS = {"add": 2, "subtract": 2, "multiply": 2, "divide": 2, "maximum": 2, "minimum": 2,
-             "power": 2, "negate": 1, "abs": 1, "floor": 1, "sign": 1, "select": 3}
-INT_OPS = {"add": 2, "subtract": 2, "multiply": 2, "maximum": 2, "minimum": 2, "and": 2,
-           "or": 2, "xor": 2, "negate": 1, "not": 1, "abs": 1, "shift-left": 2, "select": 3,
-           "divide": 2}
+FLOAT_OPS = {
+    "add": 2,
+    "subtract": 2,
+    "multiply": 2,
+    "divide": 2,
+    "maximum": 2,
+    "minimum": 2,
+    "power": 2,
+    "negate": 1,
+    "abs": 1,
+    "floor": 1,
+    "sign": 1,
+    "select": 3,
+}
+INT_OPS = {
+    "add": 2,
+    "subtract": 2,
+    "multiply": 2,
+    "maximum": 2,
+    "minimum": 2,
+    "and": 2,
+    "or": 2,
+    "xor": 2,
+    "negate": 1,
+    "not": 1,
+    "abs": 1,
+    "shift-left": 2,
+    "select": 3,
+    "divide": 2,
+}
 
 
 def build(dtype, ops, specials, steps):
@@ -25,11 +51,12 @@ def build(dtype, ops, specials, steps):
     for i, (op_pick, a, b, c, const_pick, use_const) in enumerate(steps):
         if use_const:
             value = specials[const_pick % len(specials)]
-            lines.append(f"  k{i} = {dtype}[9] broadcast({dtype}[] constant({value})), "
-                         f"dimensions={{}}")
+            lines.append(
+                f"  k{i} = {dtype}[9] broadcast({dtype}[] constant({value})), dimensions={{}}"
+            )
             values.append(f"k{i}")
         op = names[op_pick % len(names)]
-        args = [values[j % len(values)] for j in (a, b, c)][:ops[op]]
+        args = [values[j % len(values)] for j in (a, b, c)][: ops[op]]
         if op == "select":
             lines.append(f"  c{i} = pred[9] compare({args[0]}, {args[1]}), direction=LT")
             args[0] = f"c{i}"
@@ -48,7 +75,7 @@ def inputs(dtype):
     elif dtype == "u8":
         base = np.array([0, 1, 2, 7, 8, 127, 128, 254, 255], np.uint8)
     else:
-        base = np.array([0, 1, -1, 2, 7, -7, 2**31 - 1, -2**31, 31], np.int32)
+        base = np.array([0, 1, -1, 2, 7, -7, 2**31 - 1, -(2**31), 31], np.int32)
     return [base, np.roll(base, 3)]
 
 
@@ -92,8 +119,11 @@ def movement_chain(seed: int, steps: int = 6) -> str:
         prev = f"v{i - 1}"
         if kind == 0:
             perm = [int(p) for p in rng.permutation(len(dims))]
-            dims = emit(i, [dims[p] for p in perm],
-                        f"transpose({prev}), dimensions={{{','.join(map(str, perm))}}}")
+            dims = emit(
+                i,
+                [dims[p] for p in perm],
+                f"transpose({prev}), dimensions={{{','.join(map(str, perm))}}}",
+            )
         elif kind == 1:
             chosen = [d for d in range(len(dims)) if rng.integers(0, 2)]
             dims = emit(i, dims, f"reverse({prev}), dimensions={{{','.join(map(str, chosen))}}}")
@@ -108,8 +138,7 @@ def movement_chain(seed: int, steps: int = 6) -> str:
             dims = emit(i, out, f"slice({prev}), slice={{{', '.join(spec)}}}")
         elif kind == 3:
             choice = rng.integers(0, 3)
-            new = ([int(np.prod(dims))] if choice == 0 else dims + [1] if choice == 1
-                   else [1] + dims)
+            new = [int(np.prod(dims))] if choice == 0 else dims + [1] if choice == 1 else [1] + dims
             dims = emit(i, new, f"reshape({prev})")
         else:
             at = int(rng.integers(0, len(dims) + 1))

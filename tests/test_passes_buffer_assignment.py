@@ -1,16 +1,26 @@
 """copy-insertion, scheduling and buffer assignment: in-place loops, reuse, aliasing, the report,
 and a memory-level simulation of every conformance case under its assignment."""
+
 import numpy as np
 import pytest
 
 import minixla
 from buffer_simulator import BufferSimulator
-from conformance_reference import assert_bit_identical, case_dirs, case_inputs, flatten, \
-    reference, requires_corpus
+from conformance_reference import (
+    assert_bit_identical,
+    case_dirs,
+    case_inputs,
+    flatten,
+    reference,
+    requires_corpus,
+)
 from minixla.errors import MinixlaError
 from minixla.passes import make_pipeline
-from minixla.passes.buffer_assignment import BufferAssignmentError, InputOutputAliasError, \
-    assign_buffers
+from minixla.passes.buffer_assignment import (
+    BufferAssignmentError,
+    InputOutputAliasError,
+    assign_buffers,
+)
 from minixla.passes.pipelines import cpu_pipeline
 
 
@@ -60,8 +70,12 @@ ENTRY main {
 def test_loop_updating_a_64mib_buffer_in_place_copies_nothing():
     module, assignment = prepared(BIG_LOOP)
     big = 16384 * 1024 * 4
-    copies = [i for c in module.computations for i in c.instructions
-              if i.opcode == "copy" and i.shape.byte_size() == big]
+    copies = [
+        i
+        for c in module.computations
+        for i in c.instructions
+        if i.opcode == "copy" and i.shape.byte_size() == big
+    ]
     assert copies == []
     body = module.computation("body")
     param, upd = body.parameter(0), body.instruction("upd")
@@ -71,8 +85,11 @@ def test_loop_updating_a_64mib_buffer_in_place_copies_nothing():
     big_allocations = [a for a in assignment.allocations if a.size >= big]
     assert len(big_allocations) == 1 and assignment.arena_size < big + 64 * 1024
     report = assignment.report()
-    header = next(line for line in report.splitlines() if line.startswith(
-        f"allocation {big_allocations[0].index}:"))
+    header = next(
+        line
+        for line in report.splitlines()
+        if line.startswith(f"allocation {big_allocations[0].index}:")
+    )
     assert f"size {big}" in header and "maybe-live-out" in header
     block = report.split(header)[1].split("allocation ")[0]
     for name in ("upd>", "init_buf>", "w{1} (phi)>", "st.1{1} (phi)>"):
@@ -107,8 +124,9 @@ def test_swapping_loop_state_gets_the_copies_it_needs():
       a = f32[4] get-tuple-element(w), index=1
       ROOT s = f32[4] add(a, x)
     }"""
-    simulate_matches_interpreter(text, [np.arange(4, dtype=np.float32),
-                                        np.arange(4, 8, dtype=np.float32)])
+    simulate_matches_interpreter(
+        text, [np.arange(4, dtype=np.float32), np.arange(4, 8, dtype=np.float32)]
+    )
 
 
 def test_elementwise_chain_reuses_one_buffer():
@@ -128,13 +146,24 @@ def test_elementwise_chain_reuses_one_buffer():
 
 
 def test_scheduler_finishes_one_chain_before_starting_the_next():
-    lines = ["HloModule chains", "add {", "a = f32[] parameter(0)", "b = f32[] parameter(1)",
-             "ROOT s = f32[] add(a, b)", "}", "ENTRY main {", "x = f32[4096] parameter(0)",
-             "zero = f32[] constant(0)"]
+    lines = [
+        "HloModule chains",
+        "add {",
+        "a = f32[] parameter(0)",
+        "b = f32[] parameter(1)",
+        "ROOT s = f32[] add(a, b)",
+        "}",
+        "ENTRY main {",
+        "x = f32[4096] parameter(0)",
+        "zero = f32[] constant(0)",
+    ]
     sums = []
     for k in range(6):
-        lines += [f"e{k} = f32[4096] exponential(x)", f"m{k} = f32[4096] multiply(e{k}, x)",
-                  f"r{k} = f32[] reduce(m{k}, zero), dimensions={{0}}, to_apply=add"]
+        lines += [
+            f"e{k} = f32[4096] exponential(x)",
+            f"m{k} = f32[4096] multiply(e{k}, x)",
+            f"r{k} = f32[] reduce(m{k}, zero), dimensions={{0}}, to_apply=add",
+        ]
         sums.append(f"r{k}")
     lines += [f"ROOT t = ({', '.join(['f32[]'] * 6)}) tuple({', '.join(sums)})", "}"]
     module, assignment = prepared("\n".join(lines))
@@ -178,10 +207,11 @@ def test_may_alias_and_donors_reuse_the_parameter_buffer():
     }""")
     params = assignment.parameter_allocations()
     assert all(p.is_aliased for p in params)
-    assert {(e.output_index, e.param_number) for e in assignment.aliases} == {((0,), 0),
-                                                                              ((1,), 1)}
-    assert "parameter 0, shape |f32[8]| at ShapeIndex {}, output shape is |f32[8]|" in \
-        assignment.report()
+    assert {(e.output_index, e.param_number) for e in assignment.aliases} == {((0,), 0), ((1,), 1)}
+    assert (
+        "parameter 0, shape |f32[8]| at ShapeIndex {}, output shape is |f32[8]|"
+        in assignment.report()
+    )
 
 
 def test_may_alias_that_cannot_hold_is_skipped_with_a_reason():
@@ -193,7 +223,7 @@ def test_may_alias_that_cannot_hold_is_skipped_with_a_reason():
       ROOT t = (f32[8], f32[8]) tuple(r, x)
     }""")
     assert assignment.aliases == []
-    (entry, reason), = assignment.skipped_aliases
+    ((entry, reason),) = assignment.skipped_aliases
     assert entry.param_number == 0 and "still read when %r writes" in reason
 
 
@@ -231,8 +261,10 @@ def test_report_lists_allocations_like_xla():
       ROOT m = f32[8] multiply(x, b)
     }""")
     report = assignment.report()
-    assert report.startswith("BufferAssignment:\nallocation 0: size 32, parameter 0, shape |f32[8]|"
-                             " at ShapeIndex {}:\n value: <")
+    assert report.startswith(
+        "BufferAssignment:\nallocation 0: size 32, parameter 0, shape |f32[8]|"
+        " at ShapeIndex {}:\n value: <"
+    )
     assert ", constant:" in report and "maybe-live-out" in report
     assert "Total bytes used:" in report and "Live ranges:" in report
 
@@ -247,5 +279,6 @@ def test_cpu_pipeline_buffers_keep_conformance_values(case):
     assignment = assign_buffers(module)
     assert_bit_identical(BufferSimulator(module, assignment).run(args), want, "buffers")
     reparsed = minixla.parse_hlo_module(module.to_text())
-    assert_bit_identical(minixla.compile(reparsed, backend="interpreter")(*args), want,
-                         "cpu_pipeline")
+    assert_bit_identical(
+        minixla.compile(reparsed, backend="interpreter")(*args), want, "cpu_pipeline"
+    )

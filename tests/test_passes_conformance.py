@@ -1,5 +1,6 @@
 """Differential test of the cleanup passes over the conformance corpus: every module.hlo gives
 the same values on the interpreter before and after each pass, and after all of them."""
+
 import json
 
 import ml_dtypes
@@ -13,16 +14,20 @@ from minixla.passes.base import make_pipeline, run_pipeline
 from minixla.testing import compare_values
 
 ALL = ["dce", "cse", "algsimp", "constant-folding", "tuple-simplifier", "call-inliner"]
-PIPELINES = [[name] for name in ALL] + [ALL, ["call-inliner", "tuple-simplifier", "algsimp",
-                                              "cse", "constant-folding", "algsimp", "dce"]]
+PIPELINES = [[name] for name in ALL] + [
+    ALL,
+    ["call-inliner", "tuple-simplifier", "algsimp", "cse", "constant-folding", "algsimp", "dce"],
+]
 
 
 def load_args(case):
     meta = json.loads((case / "meta.json").read_text())
     data = np.load(case / "data.npz")
     args = [data[f"arg{i}"] for i in range(meta["num_args"])]
-    return meta, [a.view(ml_dtypes.bfloat16) if f"arg{i}" in meta.get("bf16_args", []) else a
-                  for i, a in enumerate(args)]
+    return meta, [
+        a.view(ml_dtypes.bfloat16) if f"arg{i}" in meta.get("bf16_args", []) else a
+        for i, a in enumerate(args)
+    ]
 
 
 @requires_corpus
@@ -39,6 +44,7 @@ def test_passes_keep_values(case):
         module = original.clone()
         run_pipeline(make_pipeline(names), module, verify=True)
         got = minixla.compile(module, backend="interpreter")(*args)
-        problems += compare_values(got, want, rtol=meta["rtol"], atol=meta["atol"],
-                                   what=",".join(names))
+        problems += compare_values(
+            got, want, rtol=meta["rtol"], atol=meta["atol"], what=",".join(names)
+        )
     assert not problems, "\n".join(problems)

@@ -1,4 +1,5 @@
 """while-loop-simplifier and conditional-simplifier."""
+
 import pytest
 
 from conformance_reference import case_dirs, check_passes_keep_values, requires_corpus
@@ -32,36 +33,50 @@ ENTRY main {
 
 
 def test_loop_that_never_runs_is_its_init():
-    check_pass("while-loop-simplifier", LOOP.replace("START", "5"), """
+    check_pass(
+        "while-loop-simplifier",
+        LOOP.replace("START", "5"),
+        """
     // CHECK-NOT: while(
     // CHECK: ROOT %r = f32[8]{0} get-tuple-element(%init), index=1
-    """)
+    """,
+    )
 
 
 def test_loop_that_runs_once_is_its_body_inlined():
-    check_pass("while-loop-simplifier", LOOP.replace("START", "0"), """
+    check_pass(
+        "while-loop-simplifier",
+        LOOP.replace("START", "0"),
+        """
     // CHECK-NOT: while(
     // CHECK: negate(
-    """)
+    """,
+    )
 
 
 def test_loop_with_unknown_trip_count_stays():
     text = LOOP.replace("start = s32[] constant(START)", "start = s32[] parameter(1)")
-    check_pass("while-loop-simplifier", text.replace("ENTRY main {", "ENTRY main {"),
-               expected=None)
+    check_pass("while-loop-simplifier", text.replace("ENTRY main {", "ENTRY main {"), expected=None)
 
 
 def test_unused_loop_is_removed():
     text = LOOP.replace("START", "-3").replace(
-        "ROOT r = f32[8] get-tuple-element(w), index=1", "ROOT r = f32[8] negate(x)")
-    check_pass("while-loop-simplifier", text, """
+        "ROOT r = f32[8] get-tuple-element(w), index=1", "ROOT r = f32[8] negate(x)"
+    )
+    check_pass(
+        "while-loop-simplifier",
+        text,
+        """
     // CHECK-NOT: while(
     // CHECK: ROOT %r = f32[8]{0} negate(%{{x.*}})
-    """)
+    """,
+    )
 
 
 def test_invariant_code_is_hoisted_out_of_the_loop():
-    check_pass("while-loop-simplifier", """
+    check_pass(
+        "while-loop-simplifier",
+        """
     HloModule licm
     cond {
       st = (s32[], f32[8], f32[8]) parameter(0)
@@ -90,14 +105,16 @@ def test_invariant_code_is_hoisted_out_of_the_loop():
       init = (s32[], f32[8], f32[8]) tuple(zero, x, y)
       w = (s32[], f32[8], f32[8]) while(init), condition=cond, body=body
       ROOT r = f32[8] get-tuple-element(w), index=1
-    }""", """
+    }""",
+        """
     // CHECK: %body
     // CHECK-NOT: exponential
     // CHECK: ROOT {{.*}} tuple(
     // CHECK: ENTRY %main
     // CHECK: exponential(%y)
     // CHECK: while(
-    """)
+    """,
+    )
 
 
 CONDITIONAL = """
@@ -119,29 +136,46 @@ ENTRY main {
 """
 
 
-@pytest.mark.parametrize("selector,branches,expected", [
-    ("k = pred[] constant(true)", "true_computation=t, false_computation=f", "negate(%x)"),
-    ("k = pred[] constant(false)", "true_computation=t, false_computation=f", "exponential(%y)"),
-    ("k = s32[] constant(1)", "branch_computations={t, f}", "exponential(%y)"),
-    ("k = s32[] constant(7)", "branch_computations={t, f}", "exponential(%y)"),
-    ("k = s32[] constant(-1)", "branch_computations={t, f}", "exponential(%y)"),
-])
+@pytest.mark.parametrize(
+    "selector,branches,expected",
+    [
+        ("k = pred[] constant(true)", "true_computation=t, false_computation=f", "negate(%x)"),
+        (
+            "k = pred[] constant(false)",
+            "true_computation=t, false_computation=f",
+            "exponential(%y)",
+        ),
+        ("k = s32[] constant(1)", "branch_computations={t, f}", "exponential(%y)"),
+        ("k = s32[] constant(7)", "branch_computations={t, f}", "exponential(%y)"),
+        ("k = s32[] constant(-1)", "branch_computations={t, f}", "exponential(%y)"),
+    ],
+)
 def test_constant_selector_inlines_the_taken_branch(selector, branches, expected):
     text = CONDITIONAL.replace("SELECTOR", selector).replace("BRANCHES", branches)
-    check_pass("conditional-simplifier", text, f"""
+    check_pass(
+        "conditional-simplifier",
+        text,
+        f"""
     // CHECK-NOT: conditional(
     // CHECK: ROOT %{{{{.*}}}} = f32[8]{{0}} {expected}
-    """)
+    """,
+    )
 
 
 def test_unknown_selector_stays():
     text = CONDITIONAL.replace("SELECTOR", "k = pred[] parameter(2)").replace(
-        "BRANCHES", "true_computation=t, false_computation=f")
+        "BRANCHES", "true_computation=t, false_computation=f"
+    )
     check_pass("conditional-simplifier", text, expected=None)
 
 
 @requires_corpus
 @pytest.mark.parametrize("case", case_dirs(), ids=lambda p: p.name)
 def test_control_flow_simplifiers_keep_conformance_values(case):
-    check_passes_keep_values(case, [["while-loop-simplifier", "conditional-simplifier"],
-                                    ["constant-folding", "while-loop-simplifier"]])
+    check_passes_keep_values(
+        case,
+        [
+            ["while-loop-simplifier", "conditional-simplifier"],
+            ["constant-folding", "while-loop-simplifier"],
+        ],
+    )

@@ -1,4 +1,5 @@
 """FixedPoint stops when a round changes nothing, and says so when its cap stops it first."""
+
 from __future__ import annotations
 
 import logging
@@ -16,15 +17,18 @@ ENTRY e {
 
 class NegateTwice(Pass):
     """Wraps the root in two negates each run: always 'changes', never converges."""
+
     name = "negate-twice"
 
     def run(self, module) -> bool:
         comp = module.entry
         root = comp.root
         once = comp.add_instruction(
-            minixla.HloInstruction("negate", root.shape, [root], name=f"n{len(comp)}"))
+            minixla.HloInstruction("negate", root.shape, [root], name=f"n{len(comp)}")
+        )
         comp.root = comp.add_instruction(
-            minixla.HloInstruction("negate", root.shape, [once], name=f"n{len(comp)}"))
+            minixla.HloInstruction("negate", root.shape, [once], name=f"n{len(comp)}")
+        )
         return True
 
 
@@ -52,6 +56,7 @@ def test_a_fixed_point_stopped_by_its_cap_says_which_passes_still_changed(caplog
     assert report.capped == [("loop", ["negate-twice"])]
     assert [r.getMessage() for r in caplog.records] == [
         "fixed point loop stopped after 3 rounds with passes still changing the module: "
-        "negate-twice"]
+        "negate-twice"
+    ]
     assert "fixed point loop stopped at its cap; still changing: negate-twice" in str(report)
     assert sum(i.opcode == "negate" for i in module.entry.instructions) == 7

@@ -1,45 +1,61 @@
 """float-normalization: narrow-float arithmetic in f32 with converts, bit-identical results."""
+
 import ml_dtypes
 import numpy as np
 import pytest
 
 import minixla
-from conformance_reference import assert_bit_identical, case_dirs, check_passes_keep_values, \
-    flatten, requires_corpus
+from conformance_reference import (
+    assert_bit_identical,
+    case_dirs,
+    check_passes_keep_values,
+    flatten,
+    requires_corpus,
+)
 from minixla.passes.float_normalization import FloatNormalization
 from minixla.testing import check_pass
 
 
 def test_bf16_add_computes_in_f32_and_rounds_back():
-    check_pass("float-normalization", """
+    check_pass(
+        "float-normalization",
+        """
     HloModule add
     ENTRY main {
       x = bf16[8] parameter(0)
       y = bf16[8] parameter(1)
       ROOT s = bf16[8] add(x, y)
-    }""", """
+    }""",
+        """
     // CHECK-DAG: %[[X:.*]] = f32[8]{0} convert(%x)
     // CHECK-DAG: %[[Y:.*]] = f32[8]{0} convert(%y)
     // CHECK: %[[S:.*]] = f32[8]{0} add(%[[X]], %[[Y]])
     // CHECK: ROOT %{{.*}} = bf16[8]{0} convert(%[[S]])
-    """)
+    """,
+    )
 
 
 def test_compare_reads_f32_and_keeps_its_pred_result():
-    check_pass("float-normalization", """
+    check_pass(
+        "float-normalization",
+        """
     HloModule cmp
     ENTRY main {
       x = f16[8] parameter(0)
       y = f16[8] parameter(1)
       ROOT c = pred[8] compare(x, y), direction=LT
-    }""", """
+    }""",
+        """
     // CHECK: ROOT %{{.*}} = pred[8]{0} compare(%{{.*}}, %{{.*}}), direction=LT
     // CHECK-NOT: convert(%c
-    """)
+    """,
+    )
 
 
 def test_data_movement_and_f32_ops_are_left_alone():
-    check_pass("float-normalization", """
+    check_pass(
+        "float-normalization",
+        """
     HloModule move
     ENTRY main {
       x = bf16[8] parameter(0)
@@ -47,7 +63,9 @@ def test_data_movement_and_f32_ops_are_left_alone():
       b = bf16[3,2,4] broadcast(t), dimensions={1,2}
       f = f32[3,2,4] convert(b)
       ROOT n = f32[3,2,4] negate(f)
-    }""", expected=None)
+    }""",
+        expected=None,
+    )
 
 
 def test_backend_supported_ops_stay_narrow():
@@ -61,7 +79,9 @@ def test_backend_supported_ops_stay_narrow():
 
 
 def test_reduction_combiners_keep_their_narrow_type():
-    module = check_pass("float-normalization", """
+    module = check_pass(
+        "float-normalization",
+        """
     HloModule red
     add {
       a = bf16[] parameter(0)
@@ -73,10 +93,12 @@ def test_reduction_combiners_keep_their_narrow_type():
       e = bf16[64] exponential(x)
       zero = bf16[] constant(0)
       ROOT r = bf16[] reduce(e, zero), dimensions={0}, to_apply=add
-    }""", """
+    }""",
+        """
     // CHECK: ROOT %s = bf16[] add(%a, %b)
     // CHECK: f32[64]{0} exponential(
-    """)
+    """,
+    )
     assert module.entry.root.opcode == "reduce"
 
 
@@ -102,8 +124,13 @@ def test_chain_of_narrow_ops_is_bit_identical():
     want = flatten(minixla.compile(minixla.parse_hlo_module(text), backend="interpreter")(*args))
     module = minixla.parse_hlo_module(text)
     assert FloatNormalization().run(module)
-    narrow = [i for i in module.entry.instructions if i.opcode not in ("convert", "parameter",
-              "tuple", "select") and i.shape.is_array and i.shape.dtype in ("bf16", "f16")]
+    narrow = [
+        i
+        for i in module.entry.instructions
+        if i.opcode not in ("convert", "parameter", "tuple", "select")
+        and i.shape.is_array
+        and i.shape.dtype in ("bf16", "f16")
+    ]
     assert narrow == []
     got = minixla.compile(module, backend="interpreter")(*args)
     assert_bit_identical(got, want, "float-normalization")

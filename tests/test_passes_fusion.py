@@ -1,6 +1,7 @@
 """fusion: loop, reduction and multi-output fusion, the cost model's refusals, and values.
 
 More cases are HLO text tests in tests/hlo/fusion/."""
+
 import pytest
 
 import minixla
@@ -16,7 +17,9 @@ def fusions(module):
 
 def test_elementwise_chain_becomes_one_loop_fusion():
     # tanh(x*a + b) * 0.5 + c*c
-    module = check_pass("fusion", """
+    module = check_pass(
+        "fusion",
+        """
     HloModule chain
     ENTRY main {
       x = f32[16] parameter(0)
@@ -31,29 +34,35 @@ def test_elementwise_chain_becomes_one_loop_fusion():
       th = f32[16] multiply(t, halves)
       cc = f32[16] multiply(c, c)
       ROOT out = f32[16] add(th, cc)
-    }""", """
+    }""",
+        """
     // CHECK: %fused_computation ({{.*}}) -> f32[16] {
     // CHECK-DAG: tanh(
     // CHECK-DAG: f32[] constant(0.5)
     // CHECK: ROOT %out = f32[16]{0} add(
     // CHECK: ENTRY %main
     // CHECK: ROOT %fusion = f32[16]{0} fusion({{.*}}), kind=kLoop, calls=%fused_computation
-    """)
+    """,
+    )
     assert len(fusions(module)) == 1
     assert len(module.entry.instructions) == 5  # four parameters and the fusion
 
 
 def test_fused_parameters_are_numbered_like_operands():
-    module = check_pass("fusion", """
+    module = check_pass(
+        "fusion",
+        """
     HloModule params
     ENTRY main {
       x = f32[8] parameter(0)
       y = f32[8] parameter(1)
       n = f32[8] negate(x)
       ROOT m = f32[8] multiply(n, y)
-    }""", """
+    }""",
+        """
     // CHECK: %fused_computation (param_0: f32[8], param_1: f32[8]) -> f32[8]
-    """)
+    """,
+    )
     fusion = module.entry.root
     fused = fusion.attrs["calls"]
     for i, operand in enumerate(fusion.operands):
@@ -62,13 +71,17 @@ def test_fused_parameters_are_numbered_like_operands():
 
 
 def test_a_lone_op_is_not_fused():
-    check_pass("fusion", """
+    check_pass(
+        "fusion",
+        """
     HloModule lone
     ENTRY main {
       x = f32[8] parameter(0)
       y = f32[8] parameter(1)
       ROOT s = f32[8] add(x, y)
-    }""", expected=None)
+    }""",
+        expected=None,
+    )
 
 
 def test_expensive_producer_is_never_duplicated():
@@ -124,7 +137,9 @@ def test_non_scalar_constants_stay_outside():
 
 
 def test_reduction_root_with_elementwise_producers_is_kinput():
-    check_pass("fusion", """
+    check_pass(
+        "fusion",
+        """
     HloModule red
     add {
       a = f32[] parameter(0)
@@ -136,13 +151,15 @@ def test_reduction_root_with_elementwise_producers_is_kinput():
       e = f32[8,32] exponential(x)
       zero = f32[] constant(0)
       ROOT r = f32[8] reduce(e, zero), dimensions={1}, to_apply=add
-    }""", """
+    }""",
+        """
     // CHECK: %fused_computation (param_0: f32[8,32]) -> f32[8] {
     // CHECK: exponential(%param_0)
     // CHECK: f32[] constant(0)
     // CHECK: ROOT %r = f32[8]{0} reduce(
     // CHECK: ROOT %fusion = f32[8]{0} fusion(%x), kind=kInput, calls=%fused_computation
-    """)
+    """,
+    )
 
 
 SOFTMAX = """
@@ -163,30 +180,38 @@ ENTRY main {
 
 
 def test_producer_consumer_multi_output_fusion_exports_the_shared_value():
-    module = check_pass("fusion", SOFTMAX, """
+    module = check_pass(
+        "fusion",
+        SOFTMAX,
+        """
     // CHECK: ROOT %{{.*}} = (f32[8]{0}, f32[8,32]{1,0}) tuple(
     // CHECK: ENTRY %main
     // CHECK: %[[MOF:.*]] = (f32[8]{0}, f32[8,32]{1,0}) fusion(%x), kind=kInput
     // CHECK-DAG: get-tuple-element(%[[MOF]]), index=0
     // CHECK-DAG: get-tuple-element(%[[MOF]]), index=1
     // CHECK: ROOT {{.*}} fusion({{.*}}), kind=kLoop
-    """)
+    """,
+    )
     exps = [i for c in module.computations for i in c.instructions if i.opcode == "exponential"]
     assert len(exps) == 1
 
 
 def test_sibling_multi_output_fusion_reads_the_operand_once():
-    module = check_pass("fusion", """
+    module = check_pass(
+        "fusion",
+        """
     HloModule siblings
     ENTRY main {
       y = f32[8,32] parameter(0)
       n = f32[8,32] negate(y)
       m = f32[8,32] multiply(y, y)
       ROOT t = (f32[8,32], f32[8,32]) tuple(n, m)
-    }""", """
+    }""",
+        """
     // CHECK: ROOT %{{.*}} = (f32[8,32]{1,0}, f32[8,32]{1,0}) tuple(%n, %m
     // CHECK: fusion(%y), kind=kLoop
-    """)
+    """,
+    )
     assert len(fusions(module)) == 1
 
 
@@ -203,8 +228,10 @@ def test_fusions_are_capped_in_size():
     lines.append("ROOT out = f32[8] negate(v149)")
     module = minixla.parse_hlo_module("HloModule big\nENTRY main {\n" + "\n".join(lines) + "\n}")
     InstructionFusion().run(module)
-    sizes = [sum(1 for i in f.attrs["calls"].instructions if i.opcode != "parameter")
-             for f in fusions(module)]
+    sizes = [
+        sum(1 for i in f.attrs["calls"].instructions if i.opcode != "parameter")
+        for f in fusions(module)
+    ]
     assert len(sizes) >= 3 and max(sizes) <= MAX_FUSED_OPS
 
 

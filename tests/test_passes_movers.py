@@ -1,4 +1,5 @@
 """reshape-mover, transpose-folding, broadcast-canonicalizer, and the CPU pipeline's makeup."""
+
 import pytest
 
 from conformance_reference import case_dirs, check_passes_keep_values, requires_corpus
@@ -8,7 +9,9 @@ from minixla.testing import check_pass
 
 
 def test_equal_reshapes_sink_below_an_elementwise_op():
-    check_pass("reshape-mover", """
+    check_pass(
+        "reshape-mover",
+        """
     HloModule rm
     ENTRY main {
       x = f32[4,6] parameter(0)
@@ -19,16 +22,20 @@ def test_equal_reshapes_sink_below_an_elementwise_op():
       cs = f32[24] broadcast(c), dimensions={}
       s = f32[24] add(rx, ry)
       ROOT m = f32[24] multiply(s, cs)
-    }""", """
+    }""",
+        """
     // CHECK: %[[S:.*]] = f32[4,6]{1,0} add(%x, %y)
     // CHECK: %[[C:.*]] = f32[4,6]{1,0} broadcast(%c), dimensions={}
     // CHECK: %[[M:.*]] = f32[4,6]{1,0} multiply(%[[S]], %[[C]])
     // CHECK: ROOT %{{.*}} = f32[24]{0} reshape(%[[M]])
-    """)
+    """,
+    )
 
 
 def test_different_reshapes_stay():
-    check_pass("reshape-mover", """
+    check_pass(
+        "reshape-mover",
+        """
     HloModule rm
     ENTRY main {
       x = f32[4,6] parameter(0)
@@ -36,57 +43,75 @@ def test_different_reshapes_stay():
       rx = f32[24] reshape(x)
       ry = f32[24] reshape(y)
       ROOT s = f32[24] add(rx, ry)
-    }""", expected=None)
+    }""",
+        expected=None,
+    )
 
 
 def test_transposes_sink_too():
-    check_pass("reshape-mover", """
+    check_pass(
+        "reshape-mover",
+        """
     HloModule tm
     ENTRY main {
       x = f32[4,6] parameter(0)
       tx = f32[6,4] transpose(x), dimensions={1,0}
       ROOT e = f32[6,4] exponential(tx)
-    }""", """
+    }""",
+        """
     // CHECK: %[[E:.*]] = f32[4,6]{1,0} exponential(%x)
     // CHECK: ROOT %{{.*}} = f32[6,4]{1,0} transpose(%[[E]]), dimensions={1,0}
-    """)
+    """,
+    )
 
 
 def test_transpose_folds_into_dot_contracting_dims():
-    check_pass("transpose-folding", """
+    check_pass(
+        "transpose-folding",
+        """
     HloModule tf
     ENTRY main {
       a = f32[6,4] parameter(0)
       b = f32[6,5] parameter(1)
       ta = f32[4,6] transpose(a), dimensions={1,0}
       ROOT d = f32[4,5] dot(ta, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-    }""", """
+    }""",
+        """
     // CHECK-NOT: transpose
     // CHECK: ROOT %d = f32[4,5]{1,0} dot(%a, %b), lhs_contracting_dims={0}, rhs_contracting_dims={0}
-    """)
+    """,
+    )
 
 
 def test_transpose_that_reorders_result_dims_stays():
-    check_pass("transpose-folding", """
+    check_pass(
+        "transpose-folding",
+        """
     HloModule tf
     ENTRY main {
       a = f32[2,3,6] parameter(0)
       b = f32[6] parameter(1)
       ta = f32[3,2,6] transpose(a), dimensions={1,0,2}
       ROOT d = f32[3,2] dot(ta, b), lhs_contracting_dims={2}, rhs_contracting_dims={0}
-    }""", expected=None)
+    }""",
+        expected=None,
+    )
 
 
 def test_broadcast_dimensions_are_sorted_through_a_transpose():
-    check_pass("broadcast-canonicalizer", """
+    check_pass(
+        "broadcast-canonicalizer",
+        """
     HloModule bc
     ENTRY main {
       x = f32[3,2] parameter(0)
       ROOT b = f32[2,5,3] broadcast(x), dimensions={2,0}
-    }""", """
+    }""",
+        """
     // CHECK: %[[T:.*]] = f32[2,3]{1,0} transpose(%x), dimensions={1,0}
     // CHECK: ROOT %b = f32[2,5,3]{2,1,0} broadcast(%[[T]]), dimensions={0,2}
-    """)
+    """,
+    )
 
 
 def test_cpu_pipeline_runs_every_pass_in_xla_order():
@@ -94,17 +119,35 @@ def test_cpu_pipeline_runs_every_pass_in_xla_order():
         if isinstance(item, (Pipeline, FixedPoint)):
             return [n for p in item.passes for n in names(p)]
         return [item.name]
+
     order = names(cpu_pipeline())
-    for name in ("call-inliner", "algsimp", "dce", "cse", "constant-folding", "tuple-simplifier",
-                 "while-loop-simplifier", "conditional-simplifier", "reshape-mover"):
+    for name in (
+        "call-inliner",
+        "algsimp",
+        "dce",
+        "cse",
+        "constant-folding",
+        "tuple-simplifier",
+        "while-loop-simplifier",
+        "conditional-simplifier",
+        "reshape-mover",
+    ):
         assert name in order
-    tail = ["float-normalization", "broadcast-canonicalizer", "transpose-folding",
-            "layout-assignment", "fusion", "copy-insertion", "scheduling"]
-    assert order[-len(tail):] == tail
+    tail = [
+        "float-normalization",
+        "broadcast-canonicalizer",
+        "transpose-folding",
+        "layout-assignment",
+        "fusion",
+        "copy-insertion",
+        "scheduling",
+    ]
+    assert order[-len(tail) :] == tail
 
 
 @requires_corpus
 @pytest.mark.parametrize("case", case_dirs(), ids=lambda p: p.name)
 def test_movers_keep_conformance_values(case):
-    check_passes_keep_values(case, [["reshape-mover", "transpose-folding",
-                                     "broadcast-canonicalizer"]])
+    check_passes_keep_values(
+        case, [["reshape-mover", "transpose-folding", "broadcast-canonicalizer"]]
+    )

@@ -1,4 +1,5 @@
 """`minixla opt`: passes, pipelines, --diff, -v, and one-line errors with exit status 1."""
+
 import pytest
 
 from minixla.cli import main

@@ -1,5 +1,6 @@
 """rematerialization under memory_limit_bytes: limits met, values bit-identical, errors clear,
 opt-barriers honoured, and a differential run over a sample of the conformance corpus."""
+
 import json
 import os
 
@@ -8,8 +9,14 @@ import pytest
 
 import minixla
 import minixla.numpy as mnp
-from conformance_reference import assert_bit_identical, case_dirs, case_inputs, flatten, \
-    reference, requires_corpus
+from conformance_reference import (
+    assert_bit_identical,
+    case_dirs,
+    case_inputs,
+    flatten,
+    reference,
+    requires_corpus,
+)
 from minixla.errors import MinixlaError, UnsupportedError
 from minixla.passes import RematerializationError
 from minixla.testing import compare_values
@@ -21,7 +28,9 @@ sum {
   ROOT s = f32[] add(x, y)
 }
 """
-HELD = SUM + """
+HELD = (
+    SUM
+    + """
 ENTRY main {
   p = f32[256] parameter(0)
   a = f32[256] exponential(p)
@@ -31,7 +40,10 @@ ENTRY main {
   e = f32[256] add(a, d)
   ROOT r = f32[] reduce(e, f32[] constant(0)), dimensions={0}, to_apply=sum
 }"""
-BEHIND_BARRIER = SUM + """
+)
+BEHIND_BARRIER = (
+    SUM
+    + """
 ENTRY main {
   p = f32[256] parameter(0)
   a = f32[256] exponential(p)
@@ -45,6 +57,7 @@ ENTRY main {
   e = f32[256] add(kept, d2)
   ROOT r = f32[] reduce(e, f32[] constant(0)), dimensions={0}, to_apply=sum
 }"""
+)
 
 
 def module(body: str):
@@ -59,8 +72,9 @@ def test_limit_is_met_and_values_do_not_change():
     assert plain.memory_analysis().temp_peak_in_bytes == 3072
     assert limited.memory_analysis().temp_peak_in_bytes <= 2048
     assert_bit_identical(limited(x), flatten(plain(x)), backend)
-    assert limited.cost_analysis()["transcendentals"] == \
-        plain.cost_analysis()["transcendentals"] + 256  # one exponential recomputed
+    assert (
+        limited.cost_analysis()["transcendentals"] == plain.cost_analysis()["transcendentals"] + 256
+    )  # one exponential recomputed
     assert [r.original for r in limited.rematerialization.remats] == ["a"]
 
 
@@ -154,9 +168,10 @@ def test_tight_limit_keeps_conformance_values(case):
 
 
 def test_dumps_list_each_recomputed_instruction(tmp_path):
-    minixla.compile(module(HELD), backend="interpreter", memory_limit_bytes=2048,
-                    dump_to=str(tmp_path))
-    dumped, = tmp_path.glob("*.rematerialization.txt")
+    minixla.compile(
+        module(HELD), backend="interpreter", memory_limit_bytes=2048, dump_to=str(tmp_path)
+    )
+    (dumped,) = tmp_path.glob("*.rematerialization.txt")
     text = dumped.read_text()
     assert "temporary peak 3072 -> 2048 bytes" in text
     assert "%a.remat (recomputes %a): saves 1024 bytes, adds 256 flops" in text

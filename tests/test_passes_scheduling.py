@@ -1,5 +1,6 @@
 """scheduling: a checkpointed region's recomputation waits for the backward pass, the peak the
 scheduler simulates is the one buffer assignment measures, and side effects keep their order."""
+
 from pathlib import Path
 
 import numpy as np
@@ -11,8 +12,9 @@ from minixla.passes.buffer_assignment import assign_buffers
 from minixla.passes.dataflow import Dataflow, leaf_bytes
 from minixla.passes.scheduling import list_schedule, schedule_peak_bytes
 
-CHECKPOINTED = (Path(__file__).parent / "hlo" / "scheduling" /
-                "checkpoint_recompute_late.hlo").read_text()
+CHECKPOINTED = (
+    Path(__file__).parent / "hlo" / "scheduling" / "checkpoint_recompute_late.hlo"
+).read_text()
 
 
 def scheduled(text: str, early_only: bool = False):
@@ -48,8 +50,9 @@ def test_simulated_peaks_are_those_buffer_assignment_measures():
         entry, assignment = module.entry, assign_buffers(module, allocate=False)
         peak, temp_peak = schedule_peak_bytes(entry.instructions, entry, Dataflow(module))
         assert temp_peak == assignment.temp_peak_bytes
-        fixed = sum(leaf_bytes(i.shape) for i in entry.instructions
-                    if i.opcode in ("parameter", "constant"))  # held for the whole run
+        fixed = sum(
+            leaf_bytes(i.shape) for i in entry.instructions if i.opcode in ("parameter", "constant")
+        )  # held for the whole run
         assert peak + fixed == assignment.peak_memory_bytes
 
 
@@ -60,18 +63,19 @@ def test_side_effects_keep_the_early_order_when_the_schedule_sinks():
         "  r1 = f32[] rng(lo, hi), distribution=rng_uniform\n"
         "  r2 = f32[] rng(lo, hi), distribution=rng_uniform\n"
         "  dx = f32[256] multiply(ga, ar)\n"
-        "  ROOT out = (f32[256], f32[], f32[]) tuple(dx, r2, r1)")
+        "  ROOT out = (f32[256], f32[], f32[]) tuple(dx, r2, r1)",
+    )
     early, chosen = scheduled(rngs, early_only=True), scheduled(rngs)
     order = [i.name for i in chosen.entry.instructions]
     early_order = [i.name for i in early.entry.instructions]
     assert order != early_order  # the recomputation moved
-    assert [n for n in order if n in ("r1", "r2")] == \
-        [n for n in early_order if n in ("r1", "r2")]
+    assert [n for n in order if n in ("r1", "r2")] == [n for n in early_order if n in ("r1", "r2")]
 
 
 def _residual_loss(ws, x, remat):
     def layer(w1, w2, h):
         return h + mnp.tanh(h @ w1) @ w2
+
     layer = minixla.checkpoint(layer) if remat else layer
     h = x
     for w1, w2 in ws:
@@ -82,15 +86,20 @@ def _residual_loss(ws, x, remat):
 def test_per_layer_checkpoint_lowers_the_temporary_memory_of_a_gradient():
     layers, width, batch = 6, 16, 32
     rng = np.random.default_rng(0)
-    ws = [(rng.standard_normal((width, 4 * width)).astype(np.float32) / 4,
-           rng.standard_normal((4 * width, width)).astype(np.float32) / 8)
-          for _ in range(layers)]
+    ws = [
+        (
+            rng.standard_normal((width, 4 * width)).astype(np.float32) / 4,
+            rng.standard_normal((4 * width, width)).astype(np.float32) / 8,
+        )
+        for _ in range(layers)
+    ]
     x = rng.standard_normal((batch, width)).astype(np.float32)
     flat = [w for pair in ws for w in pair] + [x]
     step = minixla.jit(minixla.grad(_residual_loss), static_argnums=2, backend="interpreter")
     plain, checkpointed = (step.lower(ws, x, remat).compile() for remat in (False, True))
-    hidden = leaf_bytes(next(i.shape for i in plain.module.entry.instructions
-                             if i.opcode == "tanh"))
+    hidden = leaf_bytes(
+        next(i.shape for i in plain.module.entry.instructions if i.opcode == "tanh")
+    )
     assert hidden == batch * 4 * width * 4
     plain_peak = plain.memory_analysis().temp_peak_in_bytes
     checkpointed_peak = checkpointed.memory_analysis().temp_peak_in_bytes

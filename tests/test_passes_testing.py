@@ -1,10 +1,18 @@
 """minixla.testing itself: matcher messages, FileCheck, no-change checks and value comparison."""
+
 import numpy as np
 import pytest
 
 import minixla
-from minixla.testing import (assert_matches, assert_same_results, check_hlo, check_pass, m,
-                             random_inputs, run_pass)
+from minixla.testing import (
+    assert_matches,
+    assert_same_results,
+    check_hlo,
+    check_pass,
+    m,
+    random_inputs,
+    run_pass,
+)
 
 TEXT = """HloModule m
 ENTRY main {
@@ -21,8 +29,9 @@ def root():
 
 
 def test_matcher_matches_commutatively_and_captures():
-    captures = assert_matches(root(), m.Add(m.Parameter(0, name="p"),
-                                            m.Broadcast(m.ConstantScalar(1), name="b")))
+    captures = assert_matches(
+        root(), m.Add(m.Parameter(0, name="p"), m.Broadcast(m.ConstantScalar(1), name="b"))
+    )
     assert captures["p"].name == "x" and captures["b"].name == "ones"
     assert_matches(root(), m.Add(m.Any(), m.Splat(1)))
     assert_matches(root(), m.Op("add"))
@@ -92,34 +101,57 @@ ENTRY main {
 # -- the differential items of tests/hlo RUN lines (minixla/testing/lit.py) ---------------------
 def hlo_file(tmp_path, body: str, header: str = "HloModule m", markers: str = ""):
     path = tmp_path / "case.hlo"
-    path.write_text(f"// RUN: minixla opt %s --passes algsimp | filecheck %s\n{markers}"
-                    f"{header}\nENTRY main {{\n{body}\n}}\n")
+    path.write_text(
+        f"// RUN: minixla opt %s --passes algsimp | filecheck %s\n{markers}"
+        f"{header}\nENTRY main {{\n{body}\n}}\n"
+    )
     return path
 
 
 def test_differential_passes_when_the_rewrite_keeps_values(tmp_path):
     from minixla.testing import lit
-    path = hlo_file(tmp_path, """  x = f32[8] parameter(0)
+
+    path = hlo_file(
+        tmp_path,
+        """  x = f32[8] parameter(0)
   one = f32[] constant(1)
   ones = f32[8] broadcast(one), dimensions={}
-  ROOT p = f32[8] multiply(x, ones)""")
+  ROOT p = f32[8] multiply(x, ones)""",
+    )
     lit.run_differential(lit.run_lines(path.read_text())[0], path)
 
 
-@pytest.mark.parametrize("after, tolerance, differs", [
-    ("ROOT n = f32[8] negate(x)", "", True),
-    ("ROOT n = f32[8] multiply(x, f32[8] broadcast(f32[] constant(1.0000001)), dimensions={})",
-     "", True),
-    ("ROOT n = f32[8] multiply(x, f32[8] broadcast(f32[] constant(1.0000001)), dimensions={})",
-     "// DIFF-TOLERANCE: 1e-6\n", False),
-])
-def test_differential_compares_exactly_unless_told(tmp_path, monkeypatch, after, tolerance,
-                                                   differs):
+@pytest.mark.parametrize(
+    "after, tolerance, differs",
+    [
+        ("ROOT n = f32[8] negate(x)", "", True),
+        (
+            "ROOT n = f32[8] multiply(x, f32[8] broadcast(f32[] constant(1.0000001)), dimensions={})",
+            "",
+            True,
+        ),
+        (
+            "ROOT n = f32[8] multiply(x, f32[8] broadcast(f32[] constant(1.0000001)), dimensions={})",
+            "// DIFF-TOLERANCE: 1e-6\n",
+            False,
+        ),
+    ],
+)
+def test_differential_compares_exactly_unless_told(
+    tmp_path, monkeypatch, after, tolerance, differs
+):
     from minixla.testing import lit
-    path = hlo_file(tmp_path, "  x = f32[8] parameter(0)\n  ROOT c = f32[8] copy(x)",
-                    markers=tolerance)
-    monkeypatch.setattr(lit, "optimized_text", lambda command, p: (
-        "HloModule m\nENTRY main {\n  x = f32[8] parameter(0)\n  " + after + "\n}\n"))
+
+    path = hlo_file(
+        tmp_path, "  x = f32[8] parameter(0)\n  ROOT c = f32[8] copy(x)", markers=tolerance
+    )
+    monkeypatch.setattr(
+        lit,
+        "optimized_text",
+        lambda command, p: (
+            "HloModule m\nENTRY main {\n  x = f32[8] parameter(0)\n  " + after + "\n}\n"
+        ),
+    )
     command = lit.run_lines(path.read_text())[0]
     if differs:
         with pytest.raises(lit.RunFailure, match="interpreter results differ"):
@@ -130,29 +162,47 @@ def test_differential_compares_exactly_unless_told(tmp_path, monkeypatch, after,
 
 def test_differential_tells_minus_zero_from_zero(tmp_path, monkeypatch):
     from minixla.testing import lit
-    path = hlo_file(tmp_path, "  x = f32[8] parameter(0)\n  ROOT z = f32[8] multiply(x, "
-                              "f32[8] broadcast(f32[] constant(0)), dimensions={})")
-    monkeypatch.setattr(lit, "optimized_text", lambda command, p: (
-        "HloModule m\nENTRY main {\n  x = f32[8] parameter(0)\n"
-        "  ROOT z = f32[8] broadcast(f32[] constant(0)), dimensions={}\n}\n"))
+
+    path = hlo_file(
+        tmp_path,
+        "  x = f32[8] parameter(0)\n  ROOT z = f32[8] multiply(x, "
+        "f32[8] broadcast(f32[] constant(0)), dimensions={})",
+    )
+    monkeypatch.setattr(
+        lit,
+        "optimized_text",
+        lambda command, p: (
+            "HloModule m\nENTRY main {\n  x = f32[8] parameter(0)\n"
+            "  ROOT z = f32[8] broadcast(f32[] constant(0)), dimensions={}\n}\n"
+        ),
+    )
     with pytest.raises(lit.RunFailure, match="differ"):  # x * 0 is -0 for negative x
         lit.run_differential(lit.run_lines(path.read_text())[0], path)
 
 
-@pytest.mark.parametrize("header, markers, reason", [
-    ("HloModule m", "// NO-DIFF: only the text matters here\n", "NO-DIFF: only the text"),
-    ("HloModule m, num_partitions=2", "", "runs on several devices"),
-])
+@pytest.mark.parametrize(
+    "header, markers, reason",
+    [
+        ("HloModule m", "// NO-DIFF: only the text matters here\n", "NO-DIFF: only the text"),
+        ("HloModule m, num_partitions=2", "", "runs on several devices"),
+    ],
+)
 def test_differential_skips_with_a_reason(tmp_path, header, markers, reason):
     from minixla.testing import lit
-    path = hlo_file(tmp_path, "  x = f32[8] parameter(0)\n  ROOT n = f32[8] negate(x)",
-                    header=header, markers=markers)
+
+    path = hlo_file(
+        tmp_path,
+        "  x = f32[8] parameter(0)\n  ROOT n = f32[8] negate(x)",
+        header=header,
+        markers=markers,
+    )
     with pytest.raises(pytest.skip.Exception, match=reason):
         lit.run_differential(lit.run_lines(path.read_text())[0], path)
 
 
 def test_only_run_lines_with_an_opt_stage_get_a_differential():
     from minixla.testing.lit import has_opt_stage
+
     assert has_opt_stage("minixla opt %s --passes dce | filecheck %s")
     assert has_opt_stage("minixla-opt %s | filecheck %s")
     assert not has_opt_stage("filecheck %s")

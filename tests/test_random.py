@@ -1,5 +1,6 @@
 """minixla.random against jax.random: golden values (tests/golden/make_random_golden.py wrote
 them), live JAX when installed, statistics, and keys through jit, vmap and loops."""
+
 import json
 from pathlib import Path
 
@@ -33,10 +34,10 @@ CASES = {
     "gumbel": lambda k: mr.gumbel(k, (8,)),
     "choice": lambda k: mr.choice(k, 7, (2, 3)),
     "choice_p": lambda k: mr.choice(k, 4, (12,), p=np.float32([0.1, 0.5, 0.15, 0.25])),
-    "choice_p_unique": lambda k: mr.choice(k, 4, (3,), replace=False,
-                                              p=np.float32([0.1, 0.5, 0.15, 0.25])),
-    "choice_unique": lambda k: mr.choice(k, np.arange(10, dtype=np.int32) * 2, (5,),
-                                            replace=False),
+    "choice_p_unique": lambda k: mr.choice(
+        k, 4, (3,), replace=False, p=np.float32([0.1, 0.5, 0.15, 0.25])
+    ),
+    "choice_unique": lambda k: mr.choice(k, np.arange(10, dtype=np.int32) * 2, (5,), replace=False),
 }
 FLOATS = {"uniform", "uniform_range", "normal", "truncated_normal", "gumbel"}
 
@@ -89,19 +90,23 @@ def test_against_live_jax():
     ours = mr.PRNGKey(1234)
     sub = jax.random.split(key, 5)[3]
     np.testing.assert_array_equal(jit(lambda k: mr.split(k, 5)[3])(ours), sub)
-    np.testing.assert_array_equal(jit(lambda k: mr.randint(k, (50,), 0, 1000))(ours),
-                                  jax.random.randint(key, (50,), 0, 1000))
-    np.testing.assert_array_equal(jit(lambda k: mr.permutation(k, 2000))(ours),
-                                  jax.random.permutation(key, 2000))  # two sorting rounds
-    np.testing.assert_allclose(jit(lambda k: mr.normal(k, (500,)))(ours),
-                               jax.random.normal(key, (500,)), atol=1e-6)
+    np.testing.assert_array_equal(
+        jit(lambda k: mr.randint(k, (50,), 0, 1000))(ours), jax.random.randint(key, (50,), 0, 1000)
+    )
+    np.testing.assert_array_equal(
+        jit(lambda k: mr.permutation(k, 2000))(ours), jax.random.permutation(key, 2000)
+    )  # two sorting rounds
+    np.testing.assert_allclose(
+        jit(lambda k: mr.normal(k, (500,)))(ours), jax.random.normal(key, (500,)), atol=1e-6
+    )
 
 
 def test_erf_inv_matches_scipy():
     special = pytest.importorskip("scipy.special")
     x = np.linspace(-0.999999, 0.999999, 2001).astype(np.float32)
-    np.testing.assert_allclose(jit(mr.erf_inv)(x), special.erfinv(x.astype(np.float64)),
-                               rtol=2e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        jit(mr.erf_inv)(x), special.erfinv(x.astype(np.float64)), rtol=2e-6, atol=1e-6
+    )
     with minixla.config.x64():
         x64 = np.linspace(-0.9999, 0.9999, 101)
         np.testing.assert_allclose(jit(mr.erf_inv)(x64), special.erfinv(x64), rtol=1e-12)
@@ -117,8 +122,9 @@ def test_sample_statistics():
     assert -0.5 < t.min() and t.max() < 1.5
     c = jit(lambda k: mr.choice(k, 5, (4000,)))(key)
     assert set(np.unique(c)) == set(range(5))
-    no_repeat = jit(lambda k: mr.choice(k, np.arange(10, dtype=np.int32), (10,),
-                                        replace=False))(key)
+    no_repeat = jit(lambda k: mr.choice(k, np.arange(10, dtype=np.int32), (10,), replace=False))(
+        key
+    )
     assert sorted(no_repeat) == list(range(10))
 
 
@@ -128,15 +134,18 @@ def test_keys_through_vmap_and_loops():
     one = jit(lambda k: mr.normal(k, (3,)))
     np.testing.assert_allclose(batched, np.stack([one(k) for k in keys]), rtol=1e-6)
     perms = jit(vmap(lambda k: mr.permutation(k, 6)))(keys)
-    np.testing.assert_array_equal(perms, np.stack([jit(lambda k: mr.permutation(k, 6))(k)
-                                                   for k in keys]))
+    np.testing.assert_array_equal(
+        perms, np.stack([jit(lambda k: mr.permutation(k, 6))(k) for k in keys])
+    )
 
     def walk(key):
         def step(carry, _):
             k, total = carry
             k, sub = mr.split(k)
             return (k, total + mr.uniform(sub)), mr.bits(sub)
+
         return lax.scan(step, (key, mnp.float32(0)), None, length=5)
+
     (_, total), drawn = jit(walk)(mr.PRNGKey(0))
     k, want_total, want_bits = mr.PRNGKey(0), 0.0, []
     for _ in range(5):

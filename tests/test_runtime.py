@@ -1,4 +1,5 @@
 """compile/Executable argument checking, the backend registry and the custom-call registry."""
+
 import numpy as np
 import pytest
 
@@ -23,14 +24,17 @@ def test_compile_from_text_and_call():
     assert exe.module.name == "neg"
 
 
-@pytest.mark.parametrize("args, message", [
-    ((np.ones((2, 3), np.float32),), "takes 2 argument"),
-    ((np.ones((3, 2), np.float32), 1), r"argument 0 \(p\): expected shape \(2, 3\)"),
-    ((np.ones((2, 3), np.float64), 1), "expected dtype float32"),
-    ((np.ones((2, 3), np.float32), 1.5), "Python float does not match s32"),
-    ((np.ones((2, 3), np.float32), 2**40), "out of range for s32"),
-    (([[1.0] * 3] * 2, 1), "expected a NumPy array"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ((np.ones((2, 3), np.float32),), "takes 2 argument"),
+        ((np.ones((3, 2), np.float32), 1), r"argument 0 \(p\): expected shape \(2, 3\)"),
+        ((np.ones((2, 3), np.float64), 1), "expected dtype float32"),
+        ((np.ones((2, 3), np.float32), 1.5), "Python float does not match s32"),
+        ((np.ones((2, 3), np.float32), 2**40), "out of range for s32"),
+        (([[1.0] * 3] * 2, 1), "expected a NumPy array"),
+    ],
+)
 def test_bad_arguments_are_clear_errors(args, message):
     exe = minixla.compile(NEG, backend="interpreter")
     with pytest.raises(minixla.ExecutionError, match=message):
@@ -64,8 +68,9 @@ def test_register_a_third_party_backend():
 
     backends.register("mine", factory)
     try:
-        exe = minixla.compile("HloModule x\nENTRY e {\n ROOT p = f32[2] parameter(0)\n}",
-                              backend="mine")
+        exe = minixla.compile(
+            "HloModule x\nENTRY e {\n ROOT p = f32[2] parameter(0)\n}", backend="mine"
+        )
         np.testing.assert_array_equal(exe(np.array([1, 2], np.float32)), [2, 4])
         assert calls == ["x"]
         assert backends.available()["mine"] is True
@@ -75,6 +80,7 @@ def test_register_a_third_party_backend():
 
 def test_unsupported_opcode_is_a_compile_error_naming_it(monkeypatch):
     from minixla.reference import evaluator
+
     table = dict(evaluator.handlers())
     del table["negate"]
     monkeypatch.setattr(evaluator, "handlers", lambda: table)
@@ -109,8 +115,7 @@ def test_custom_call_never_resolves_python_names():
 
 
 def test_custom_call_result_is_checked():
-    minixla.register_custom_call("bad.shape", "interpreter",
-                                 lambda x, **_: np.zeros(4, np.float32))
+    minixla.register_custom_call("bad.shape", "interpreter", lambda x, **_: np.zeros(4, np.float32))
     try:
         exe = minixla.compile(CUSTOM.replace("{target}", "bad.shape"), backend="interpreter")
         with pytest.raises(CustomCallError, match="returned float32\\[4\\]"):
@@ -142,6 +147,7 @@ def test_ops_doc_is_generated_from_the_opcode_table():
     from pathlib import Path
 
     from minixla.tools.docgen import ops_markdown
+
     committed = (Path(__file__).resolve().parents[1] / "docs" / "ops.md").read_text()
     assert committed == ops_markdown(), "run: python -m minixla.tools.docgen > docs/ops.md"
 
@@ -170,6 +176,7 @@ def test_cpu_custom_call_gets_the_same_config_string_and_rejects_interpreter_onl
 @pytest.mark.skipif(backends.available().get("cpu") is not True, reason="cpu backend unavailable")
 def test_dumps_hold_passes_kernels_and_the_buffer_assignment(tmp_path):
     from pathlib import Path
+
     text = (Path(__file__).resolve().parents[1] / "examples" / "mlp.hlo").read_text()
     minixla.compile(text, backend="cpu", dump_to=str(tmp_path), dump_pass_re="fusion")
     names = sorted(p.name for p in tmp_path.iterdir())
@@ -187,8 +194,11 @@ def test_dumps_hold_passes_kernels_and_the_buffer_assignment(tmp_path):
 
 def test_random_arguments_for_four_bit_integers_stay_in_range():
     from minixla.runtime.inputs import random_arguments
-    text = ("HloModule m\nENTRY e {\n p = s4[64] parameter(0)\n q = u4[64] parameter(1)\n"
-            " ROOT t = (s4[64], u4[64]) tuple(p, q)\n}\n")
+
+    text = (
+        "HloModule m\nENTRY e {\n p = s4[64] parameter(0)\n q = u4[64] parameter(1)\n"
+        " ROOT t = (s4[64], u4[64]) tuple(p, q)\n}\n"
+    )
     signed, unsigned = random_arguments(minixla.parse_hlo_module(text), seed=0)
     assert signed.dtype.name == "int4" and unsigned.dtype.name == "uint4"
     assert -8 <= int(signed.astype(np.int8).min()) and int(signed.astype(np.int8).max()) <= 7

@@ -1,5 +1,6 @@
 """Programs too large to run are refused at compile time with the byte count; deep call
 nesting runs on the interpreter."""
+
 import numpy as np
 import pytest
 
@@ -16,8 +17,9 @@ PAST_INT64 = "HloModule m\nENTRY e {\n  ROOT x = f32[99999999999999999999] param
 
 
 @pytest.mark.parametrize("backend", ["interpreter", "cpu"])
-@pytest.mark.parametrize("text,name,size", [(HUGE_PARAMETER, "%x", 4 * 10**12),
-                                            (HUGE_BROADCAST, "%b", 4 * 10**10)])
+@pytest.mark.parametrize(
+    "text,name,size", [(HUGE_PARAMETER, "%x", 4 * 10**12), (HUGE_BROADCAST, "%b", 4 * 10**10)]
+)
 def test_values_over_the_budget_are_refused_with_their_size(backend, text, name, size):
     with pytest.raises(minixla.ResourceExhaustedError, match=f"{name}: .* needs {size} bytes"):
         minixla.compile(text, backend=backend, memory_budget_bytes=1 << 30)
@@ -27,8 +29,9 @@ def test_the_budget_comes_from_the_environment(monkeypatch):
     small = "HloModule m\nENTRY e {\n  ROOT x = f32[1024] parameter(0)\n}"
     minixla.compile(small, backend="interpreter")
     monkeypatch.setenv("MINIXLA_MEMORY_BUDGET_BYTES", "4000")
-    with pytest.raises(minixla.ResourceExhaustedError, match="4096 bytes, over the memory "
-                                                            "budget of 4000 bytes"):
+    with pytest.raises(
+        minixla.ResourceExhaustedError, match="4096 bytes, over the memory budget of 4000 bytes"
+    ):
         minixla.compile(small, backend="interpreter")
 
 
@@ -48,10 +51,13 @@ def test_the_cli_reports_a_too_large_program_in_one_line(tmp_path, capsys):
 def nested_calls(depth: int) -> str:
     lines = ["HloModule m", "c0 {\n  p = f32[2] parameter(0)\n  ROOT r = f32[2] negate(p)\n}"]
     for i in range(1, depth):
-        lines.append(f"c{i} {{\n  p = f32[2] parameter(0)\n  ROOT r = f32[2] call(p), "
-                     f"to_apply=c{i - 1}\n}}")
-    lines.append(f"ENTRY e {{\n  p = f32[2] parameter(0)\n  ROOT r = f32[2] call(p), "
-                 f"to_apply=c{depth - 1}\n}}")
+        lines.append(
+            f"c{i} {{\n  p = f32[2] parameter(0)\n  ROOT r = f32[2] call(p), to_apply=c{i - 1}\n}}"
+        )
+    lines.append(
+        f"ENTRY e {{\n  p = f32[2] parameter(0)\n  ROOT r = f32[2] call(p), "
+        f"to_apply=c{depth - 1}\n}}"
+    )
     return "\n".join(lines)
 
 

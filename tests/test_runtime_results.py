@@ -1,4 +1,5 @@
 """What executables hand back: exactly the declared shapes, never the caller's own arrays."""
+
 import numpy as np
 import pytest
 
@@ -18,8 +19,9 @@ ENTRY e {
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_gather_with_a_scalar_result_returns_a_scalar(backend):
-    out = minixla.compile(SCALAR_GATHER, backend=backend)(np.arange(5, dtype=np.float32),
-                                                           np.array([3], np.int32))
+    out = minixla.compile(SCALAR_GATHER, backend=backend)(
+        np.arange(5, dtype=np.float32), np.array([3], np.int32)
+    )
     assert out.shape == () and out == 3
 
 
@@ -37,8 +39,10 @@ ENTRY e {
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_pass_through_results_are_copies(backend):
-    text = "HloModule m\nENTRY e {\n  x = f32[4] parameter(0)\n  ROOT t = (f32[4], f32[4]) " \
-           "tuple(x, x)\n}"
+    text = (
+        "HloModule m\nENTRY e {\n  x = f32[4] parameter(0)\n  ROOT t = (f32[4], f32[4]) "
+        "tuple(x, x)\n}"
+    )
     x = np.arange(4, dtype=np.float32)
     a, b = minixla.compile(text, backend=backend)(x)
     assert a is not x and b is not x and not np.shares_memory(a, x)
@@ -49,15 +53,18 @@ def test_pass_through_results_are_copies(backend):
 def test_check_results_names_the_wrong_part():
     shape = minixla.parse_shape("(f32[2], s32[])")
     check_results((np.zeros(2, np.float32), np.array(1, np.int32)), shape, "m")
-    with pytest.raises(minixla.ExecutionError, match=r"result\[1\] should be s32\[\].*got int32\[1\]"):
+    with pytest.raises(
+        minixla.ExecutionError, match=r"result\[1\] should be s32\[\].*got int32\[1\]"
+    ):
         check_results((np.zeros(2, np.float32), np.array([1], np.int32)), shape, "m")
     with pytest.raises(minixla.ExecutionError, match=r"result\[0\] should be f32\[2\].*float64"):
         check_results((np.zeros(2), np.array(1, np.int32)), shape, "m")
 
 
 def test_masked_arrays_are_refused():
-    exe = minixla.compile("HloModule m\nENTRY e {\n  ROOT x = f32[3] parameter(0)\n}",
-                          backend="interpreter")
+    exe = minixla.compile(
+        "HloModule m\nENTRY e {\n  ROOT x = f32[3] parameter(0)\n}", backend="interpreter"
+    )
     masked = np.ma.masked_array(np.ones(3, np.float32), mask=[0, 1, 0])
     with pytest.raises(minixla.ExecutionError, match="masked arrays are not supported"):
         exe(masked)
@@ -76,14 +83,23 @@ ENTRY e {
 def test_invalid_operations_give_the_same_nan_on_every_backend():
     """x86's default NaN has its sign bit set; a TOTALORDER sort sees the difference."""
     x = np.array([2, -1, 1, -3], np.float32)
-    signs = {b: [np.signbit(r).tolist() for r in minixla.compile(NAN_SIGNS, backend=b)(x)]
-             for b in BACKENDS}
+    signs = {
+        b: [np.signbit(r).tolist() for r in minixla.compile(NAN_SIGNS, backend=b)(x)]
+        for b in BACKENDS
+    }
     assert signs["interpreter"] == signs["cpu"]
     assert signs["cpu"][0] == [False, True, False, True]
 
 
-@pytest.mark.parametrize("op", [op for op in __import__("minixla.testing.fuzz", fromlist=["x"])
-                                .FLOAT_UNARY if op != "is-finite"] + ["abs", "negate", "sign"])
+@pytest.mark.parametrize(
+    "op",
+    [
+        op
+        for op in __import__("minixla.testing.fuzz", fromlist=["x"]).FLOAT_UNARY
+        if op != "is-finite"
+    ]
+    + ["abs", "negate", "sign"],
+)
 def test_a_nan_operand_keeps_its_sign_through_unary_ops(op):
     """Found by the fuzzer: NumPy's log(-nan) is +nan; hardware (and XLA) pass the NaN on."""
     text = f"HloModule m\nENTRY e {{\n  x = f32[2] parameter(0)\n  ROOT y = f32[2] {op}(x)\n}}"

@@ -1,6 +1,7 @@
 """Modules XLA:CPU printed after optimization load and run: element-type-changing bitcasts in
 sort comparators, XLA:CPU's TopK and LAPACK custom calls (tests/stablehlo/*.optimized.hlo, with
 JAX's results), and each LAPACK routine against NumPy on its own."""
+
 from pathlib import Path
 
 import numpy as np
@@ -11,14 +12,16 @@ from minixla.errors import ExecutionError
 from minixla.reference.xla_custom_calls import TARGETS, ffi_attributes
 
 CORPUS = Path(__file__).parent / "stablehlo"
-DUMPS = sorted(p.name[:-len(".optimized.hlo")] for p in CORPUS.glob("*.optimized.hlo"))
+DUMPS = sorted(p.name[: -len(".optimized.hlo")] for p in CORPUS.glob("*.optimized.hlo"))
 
 
 def _case(name):
     data = np.load(CORPUS / f"{name}.npz")
     count = lambda prefix: sum(k.startswith(prefix) for k in data)  # noqa: E731
-    return ([data[f"arg{i}"] for i in range(count("arg"))],
-            [data[f"out{i}"] for i in range(count("out"))])
+    return (
+        [data[f"arg{i}"] for i in range(count("arg"))],
+        [data[f"out{i}"] for i in range(count("out"))],
+    )
 
 
 @pytest.mark.parametrize("backend", ["interpreter", "cpu"])
@@ -35,9 +38,18 @@ def test_xla_cpu_optimized_dumps_run_and_match_jax(name, backend):
 
 def test_the_dumps_contain_what_they_are_here_for():
     text = "".join((CORPUS / f"{n}.optimized.hlo").read_text() for n in DUMPS)
-    for needle in ('custom_call_target="TopK"', "lapack_spotrf_ffi", "lapack_sgetrf_ffi",
-                   "lapack_strsm_ffi", "lapack_sgeqrf_ffi", "lapack_sorgqr_ffi",
-                   "lapack_ssyevd_ffi", "lapack_sgesdd_ffi", "s32[] bitcast(", "is_scheduled"):
+    for needle in (
+        'custom_call_target="TopK"',
+        "lapack_spotrf_ffi",
+        "lapack_sgetrf_ffi",
+        "lapack_strsm_ffi",
+        "lapack_sgeqrf_ffi",
+        "lapack_sorgqr_ffi",
+        "lapack_ssyevd_ffi",
+        "lapack_sgesdd_ffi",
+        "s32[] bitcast(",
+        "is_scheduled",
+    ):
         assert needle in text, needle
 
 
@@ -75,8 +87,10 @@ def test_getrf_gives_pivots_and_factors_that_rebuild_the_matrix():
         np.testing.assert_allclose(rebuilt, permuted, atol=1e-12)
 
 
-@pytest.mark.parametrize("side, uplo, trans, diag", [
-    ("L", "L", "N", "N"), ("L", "U", "T", "N"), ("R", "L", "N", "U"), ("R", "U", "C", "N")])
+@pytest.mark.parametrize(
+    "side, uplo, trans, diag",
+    [("L", "L", "N", "N"), ("L", "U", "T", "N"), ("R", "L", "N", "U"), ("R", "U", "C", "N")],
+)
 def test_trsm_solves_each_side_triangle_and_transpose(side, uplo, trans, diag):
     a = RNG.standard_normal((3, 3)) + 3 * np.eye(3)
     b = RNG.standard_normal((3, 2) if side == "L" else (2, 3))
@@ -116,6 +130,7 @@ def test_top_k_orders_largest_first_with_nan_on_top():
 
 def test_a_user_registration_wins_over_the_builtin():
     from minixla.reference.custom_call import register_custom_call, unregister_custom_call
+
     text = """HloModule m
 ENTRY e {
   p = f32[2,4]{1,0} parameter(0)
@@ -123,8 +138,14 @@ ENTRY e {
 }"""
     x = np.arange(8, dtype=np.float32).reshape(2, 4)
     assert minixla.compile(text)(x)[0].tolist() == [[3.0], [7.0]]
-    register_custom_call("TopK", "interpreter", lambda p, result_shape, backend_config: (
-        np.zeros((2, 1), np.float32), np.zeros((2, 1), np.int32)))
+    register_custom_call(
+        "TopK",
+        "interpreter",
+        lambda p, result_shape, backend_config: (
+            np.zeros((2, 1), np.float32),
+            np.zeros((2, 1), np.int32),
+        ),
+    )
     try:
         assert minixla.compile(text)(x)[0].tolist() == [[0.0], [0.0]]
     finally:

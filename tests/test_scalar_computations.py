@@ -1,5 +1,6 @@
 """Called scalar computations (reducers, comparators, combiners) holding ops that are not
 elementwise at array scale: XLA reads a dot of scalars as a multiply; every backend must too."""
+
 import numpy as np
 import pytest
 
@@ -8,8 +9,10 @@ import minixla
 # A scalar multiply written as a dot, and one written through a reshape to f32[1] and back.
 MULTIPLY = {
     "dot": "ROOT m = f32[] dot(a, b), lhs_contracting_dims={}, rhs_contracting_dims={}",
-    "reshape": ("ra = f32[1] reshape(a)\n  rb = f32[1] reshape(b)\n"
-                "  p = f32[1] multiply(ra, rb)\n  ROOT m = f32[] reshape(p)"),
+    "reshape": (
+        "ra = f32[1] reshape(a)\n  rb = f32[1] reshape(b)\n"
+        "  p = f32[1] multiply(ra, rb)\n  ROOT m = f32[] reshape(p)"
+    ),
 }
 
 
@@ -26,19 +29,28 @@ ENTRY e {{
 
 
 CASES = {
-    "reduce": ("x = f32[4,6] parameter(0)\n  ROOT r = f32[4] reduce(x, f32[] constant(1)), "
-               "dimensions={1}, to_apply=mul", lambda x: np.prod(x, axis=1)),
-    "reduce-window": ("x = f32[4,6] parameter(0)\n  ROOT r = f32[4,3] reduce-window(x, f32[] "
-                      "constant(1)), window={size=1x2 stride=1x2}, to_apply=mul",
-                      lambda x: x[:, 0::2] * x[:, 1::2]),
-    "map": ("x = f32[4,6] parameter(0)\n  ROOT r = f32[4,6] map(x, x), dimensions={0,1}, "
-            "to_apply=mul", lambda x: x * x),
-    "scatter": ("x = f32[4,6] parameter(0)\n  i = s32[2,1] constant({{1},{3}})\n"
-                "  u = f32[2,6] slice(x), slice={[0:2], [0:6]}\n"
-                "  ROOT r = f32[4,6] scatter(x, i, u), update_window_dims={1}, "
-                "inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, "
-                "index_vector_dim=1, to_apply=mul",
-                lambda x: np.concatenate([x[:1], x[1:2] * x[0:1], x[2:3], x[3:4] * x[1:2]])),
+    "reduce": (
+        "x = f32[4,6] parameter(0)\n  ROOT r = f32[4] reduce(x, f32[] constant(1)), "
+        "dimensions={1}, to_apply=mul",
+        lambda x: np.prod(x, axis=1),
+    ),
+    "reduce-window": (
+        "x = f32[4,6] parameter(0)\n  ROOT r = f32[4,3] reduce-window(x, f32[] "
+        "constant(1)), window={size=1x2 stride=1x2}, to_apply=mul",
+        lambda x: x[:, 0::2] * x[:, 1::2],
+    ),
+    "map": (
+        "x = f32[4,6] parameter(0)\n  ROOT r = f32[4,6] map(x, x), dimensions={0,1}, to_apply=mul",
+        lambda x: x * x,
+    ),
+    "scatter": (
+        "x = f32[4,6] parameter(0)\n  i = s32[2,1] constant({{1},{3}})\n"
+        "  u = f32[2,6] slice(x), slice={[0:2], [0:6]}\n"
+        "  ROOT r = f32[4,6] scatter(x, i, u), update_window_dims={1}, "
+        "inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, "
+        "index_vector_dim=1, to_apply=mul",
+        lambda x: np.concatenate([x[:1], x[1:2] * x[0:1], x[2:3], x[3:4] * x[1:2]]),
+    ),
 }
 
 

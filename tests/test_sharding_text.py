@@ -1,20 +1,24 @@
 """Shardings, replica groups and source-target pairs: parsed into structured values, printed
 back in the form they were written, and verified against the module's device counts."""
+
 import numpy as np
 import pytest
 
 from minixla import HloParseError, VerificationError, parse_hlo_module
-from minixla.ir.sharding import (HloSharding, parse_replica_groups, parse_sharding,
-                                 participants)
+from minixla.ir.sharding import HloSharding, parse_replica_groups, parse_sharding, participants
 
 SHARDINGS = [
-    "{replicated}", "{maximal device=0}", "{manual}", "{unknown}",
-    "{devices=[4,1,2]<=[8] last_tile_dim_replicate}", "{devices=[2,2]0,2,1,3}",
+    "{replicated}",
+    "{maximal device=0}",
+    "{manual}",
+    "{unknown}",
+    "{devices=[4,1,2]<=[8] last_tile_dim_replicate}",
+    "{devices=[2,2]0,2,1,3}",
     "{devices=[2,1,2]<=[2,2]T(1,0) last_tile_dim_replicate}",
     "{devices=[2,1,2]<=[4] last_tile_dims={manual}}",
     "{devices=[2,1,2,2]<=[8] last_tile_dims={manual, replicated}}",
     "{{replicated}, {devices=[2]0,1}}",
-    "{replicated metadata={op_name=\"a\"}}",
+    '{replicated metadata={op_name="a"}}',
 ]
 
 
@@ -36,7 +40,11 @@ def test_uneven_tiles_round_up_and_clip():
     sharding = parse_sharding("{devices=[4]<=[4]}")
     assert sharding.shard_dims((10,)) == (3,)
     assert [sharding.shard_bounds((10,), d) for d in range(4)] == [
-        ((0, 3),), ((3, 6),), ((6, 9),), ((9, 10),)]
+        ((0, 3),),
+        ((3, 6),),
+        ((6, 9),),
+        ((9, 10),),
+    ]
 
 
 def test_a_grid_of_ones_normalizes_to_replicated():
@@ -44,15 +52,18 @@ def test_a_grid_of_ones_normalizes_to_replicated():
     assert str(HloSharding.tiled((2, 1))) == "{devices=[2,1]<=[2]}"
 
 
-@pytest.mark.parametrize("text, groups", [
-    ("{{0,1},{2,3}}", ((0, 1), (2, 3))),
-    ("{}", ()),
-    ("[4,2]<=[8]", ((0, 1), (2, 3), (4, 5), (6, 7))),
-    ("[2,4]<=[4,2]T(1,0)", ((0, 2, 4, 6), (1, 3, 5, 7))),
-    ("mesh['axis_0'=4,'axis_1'=1,'axis_2'=2] {'axis_0'}", ((0, 2, 4, 6), (1, 3, 5, 7))),
-    ("mesh['a'=2,'b'=2] {'b'}", ((0, 1), (2, 3))),
-    ("mesh['a'=2,'b'=3] {'b','a'}", ((0, 3, 1, 4, 2, 5),)),
-])
+@pytest.mark.parametrize(
+    "text, groups",
+    [
+        ("{{0,1},{2,3}}", ((0, 1), (2, 3))),
+        ("{}", ()),
+        ("[4,2]<=[8]", ((0, 1), (2, 3), (4, 5), (6, 7))),
+        ("[2,4]<=[4,2]T(1,0)", ((0, 2, 4, 6), (1, 3, 5, 7))),
+        ("mesh['axis_0'=4,'axis_1'=1,'axis_2'=2] {'axis_0'}", ((0, 2, 4, 6), (1, 3, 5, 7))),
+        ("mesh['a'=2,'b'=2] {'b'}", ((0, 1), (2, 3))),
+        ("mesh['a'=2,'b'=3] {'b','a'}", ((0, 3, 1, 4, 2, 5),)),
+    ],
+)
 def test_replica_groups_in_every_form(text, groups):
     parsed = parse_replica_groups(text)
     assert parsed.groups == groups
@@ -79,9 +90,12 @@ ENTRY e {
 def test_a_module_round_trips_with_structured_attributes():
     module = parse_hlo_module(MODULE)
     text = module.to_text()
-    for fragment in ("sharding={devices=[2,2]<=[4]}", "replica_groups=[2,2]<=[4]",
-                     "replica_groups=mesh['x'=2,'y'=2] {'x'}",
-                     "source_target_pairs={{0,1},{1,2},{2,3},{3,0}}"):
+    for fragment in (
+        "sharding={devices=[2,2]<=[4]}",
+        "replica_groups=[2,2]<=[4]",
+        "replica_groups=mesh['x'=2,'y'=2] {'x'}",
+        "source_target_pairs={{0,1},{1,2},{2,3},{3,0}}",
+    ):
         assert fragment in text
     assert parse_hlo_module(text).to_text() == text
     ag = next(i for i in module.entry.instructions if i.opcode == "all-gather")
@@ -127,11 +141,14 @@ def test_sharding_rank_must_match_the_shape():
         parse_hlo_module(text)
 
 
-@pytest.mark.parametrize("bad, message", [
-    ("sharding={devices=[2,2]0,1,2}", "needs 4 device ids"),
-    ("sharding={tiles=[2]}", "unknown sharding"),
-    ("sharding={devices=[2,2]<=[4] last_tile_dims={sideways}}", "unknown last_tile_dims"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ("sharding={devices=[2,2]0,1,2}", "needs 4 device ids"),
+        ("sharding={tiles=[2]}", "unknown sharding"),
+        ("sharding={devices=[2,2]<=[4] last_tile_dims={sideways}}", "unknown last_tile_dims"),
+    ],
+)
 def test_malformed_shardings_are_parse_errors_at_the_value(bad, message):
     text = MODULE.replace("sharding={devices=[2,2]<=[4]}", bad)
     with pytest.raises(HloParseError, match=message) as info:

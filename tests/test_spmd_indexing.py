@@ -2,6 +2,7 @@
 every sharding of their operands drawn from a fixed list (cut along each dim, 2x2 grids,
 splits with replicated copies, uneven splits), with indices out of bounds on both sides. The
 partitioned forms themselves are checked as HLO text in tests/hlo/spmd-partitioner/."""
+
 import itertools
 
 import numpy as np
@@ -20,58 +21,81 @@ ADD = """add {
 
 CASES = {
     # name: (entry body, argument shapes and kinds)
-    "embedding-lookup": ("""
+    "embedding-lookup": (
+        """
   t = f32[10,6] parameter(0)
   i = s32[5,1] parameter(1)
   ROOT g = f32[5,6] gather(t, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,6}""",
-                         [("f32", (10, 6)), ("idx", (5, 1), 10)]),
-    "gather-two-indexed-dims": ("""
+        [("f32", (10, 6)), ("idx", (5, 1), 10)],
+    ),
+    "gather-two-indexed-dims": (
+        """
   t = f32[8,4,6] parameter(0)
   i = s32[3,2] parameter(1)
   ROOT g = f32[3,6] gather(t, i), offset_dims={1}, collapsed_slice_dims={0,1}, start_index_map={0,1}, index_vector_dim=1, slice_sizes={1,1,6}""",
-                                [("f32", (8, 4, 6)), ("idx", (3, 2), 8)]),
-    "gather-scalar-indices": ("""
+        [("f32", (8, 4, 6)), ("idx", (3, 2), 8)],
+    ),
+    "gather-scalar-indices": (
+        """
   t = f32[8,6] parameter(0)
   i = s32[4,2] parameter(1)
   ROOT g = f32[4,2,6] gather(t, i), offset_dims={2}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=2, slice_sizes={1,6}""",
-                              [("f32", (8, 6)), ("idx", (4, 2), 8)]),
-    "gather-window": ("""
+        [("f32", (8, 6)), ("idx", (4, 2), 8)],
+    ),
+    "gather-window": (
+        """
   t = f32[8,6] parameter(0)
   i = s32[3,1] parameter(1)
   ROOT g = f32[3,2,6] gather(t, i), offset_dims={1,2}, collapsed_slice_dims={}, start_index_map={0}, index_vector_dim=1, slice_sizes={2,6}""",
-                      [("f32", (8, 6)), ("idx", (3, 1), 8)]),
-    "gather-batching": ("""
+        [("f32", (8, 6)), ("idx", (3, 1), 8)],
+    ),
+    "gather-batching": (
+        """
   t = f32[4,8,6] parameter(0)
   i = s32[4,3,1] parameter(1)
   ROOT g = f32[4,3,6] gather(t, i), offset_dims={2}, collapsed_slice_dims={1}, start_index_map={1}, operand_batching_dims={0}, start_indices_batching_dims={0}, index_vector_dim=2, slice_sizes={1,1,6}""",
-                        [("f32", (4, 8, 6)), ("idx", (4, 3, 1), 8)]),
-    "scatter-add-rows": (ADD + """
+        [("f32", (4, 8, 6)), ("idx", (4, 3, 1), 8)],
+    ),
+    "scatter-add-rows": (
+        ADD
+        + """
   t = f32[10,6] parameter(0)
   i = s32[5,1] parameter(1)
   u = f32[5,6] parameter(2)
   ROOT s = f32[10,6] scatter(t, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add""",
-                         [("f32", (10, 6)), ("idx", (5, 1), 10), ("f32", (5, 6))]),
-    "scatter-two-indexed-dims": (ADD + """
+        [("f32", (10, 6)), ("idx", (5, 1), 10), ("f32", (5, 6))],
+    ),
+    "scatter-two-indexed-dims": (
+        ADD
+        + """
   t = f32[8,4,6] parameter(0)
   i = s32[3,2] parameter(1)
   u = f32[3,6] parameter(2)
   ROOT s = f32[8,4,6] scatter(t, i, u), update_window_dims={1}, inserted_window_dims={0,1}, scatter_dims_to_operand_dims={0,1}, index_vector_dim=1, to_apply=add""",
-                                 [("f32", (8, 4, 6)), ("idx", (3, 2), 8), ("f32", (3, 6))]),
-    "scatter-batching": (ADD + """
+        [("f32", (8, 4, 6)), ("idx", (3, 2), 8), ("f32", (3, 6))],
+    ),
+    "scatter-batching": (
+        ADD
+        + """
   t = f32[4,8,6] parameter(0)
   i = s32[4,3,1] parameter(1)
   u = f32[4,3,6] parameter(2)
   ROOT s = f32[4,8,6] scatter(t, i, u), update_window_dims={2}, inserted_window_dims={1}, scatter_dims_to_operand_dims={1}, input_batching_dims={0}, scatter_indices_batching_dims={0}, index_vector_dim=2, to_apply=add""",
-                         [("f32", (4, 8, 6)), ("idx", (4, 3, 1), 8), ("f32", (4, 3, 6))]),
-    "sort-keys-values": ("""
+        [("f32", (4, 8, 6)), ("idx", (4, 3, 1), 8), ("f32", (4, 3, 6))],
+    ),
+    "sort-keys-values": (
+        """
   k = f32[8,6] parameter(0)
   v = s32[8,6] parameter(1)
   ROOT s = (f32[8,6], s32[8,6]) sort(k, v), dimensions={0}, is_stable=true, to_apply=less""",
-                         [("f32", (8, 6)), ("s32", (8, 6))]),
-    "sort-last-dim": ("""
+        [("f32", (8, 6)), ("s32", (8, 6))],
+    ),
+    "sort-last-dim": (
+        """
   k = f32[6,10] parameter(0)
   ROOT s = f32[6,10] sort(k), dimensions={1}, to_apply=less1""",
-                      [("f32", (6, 10))]),
+        [("f32", (6, 10))],
+    ),
 }
 
 LESS = """less {
@@ -158,8 +182,9 @@ def test_partitioned_equals_one_device(name, n):
                 param.attrs["sharding"] = sharding
         got = minixla.compile(module, num_partitions=n)(*args)
         what = f"{name} on {n} with {[str(s) for s in picks]}"
-        for g, w in zip(got if isinstance(got, tuple) else (got,),
-                        want if isinstance(want, tuple) else (want,)):
+        for g, w in zip(
+            got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)
+        ):
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=what)
 
 
@@ -184,13 +209,14 @@ def test_ids_cut_along_their_batch_dim_gather_without_communication():
 def test_a_table_cut_along_its_rows_sends_one_all_reduce_of_the_rows():
     module = partitioned("embedding-lookup", "{devices=[4,1]<=[4]}", "{replicated}")
     rows_bytes = 5 * 6 * 4
-    assert collective_bytes(module, 4) == {"all-reduce": 2 * 3 * rows_bytes // 4,
-                                           "total": 2 * 3 * rows_bytes // 4}
+    assert collective_bytes(module, 4) == {
+        "all-reduce": 2 * 3 * rows_bytes // 4,
+        "total": 2 * 3 * rows_bytes // 4,
+    }
 
 
 def test_a_scatter_into_rows_cut_along_the_indexed_dim_needs_no_communication():
-    module = partitioned("scatter-add-rows", "{devices=[4,1]<=[4]}", "{replicated}",
-                         "{replicated}")
+    module = partitioned("scatter-add-rows", "{devices=[4,1]<=[4]}", "{replicated}", "{replicated}")
     assert collective_bytes(module)["total"] == 0
 
 

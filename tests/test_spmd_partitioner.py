@@ -2,6 +2,7 @@
 unpartitioned program on one, for the conformance corpus (../shared/conformance/) with random
 shardings of its parameters: a seeded sample by default, every case with --spmd-full. (The
 per-op rules are checked as HLO text in tests/hlo/spmd-partitioner/.)"""
+
 import zlib
 
 import numpy as np
@@ -78,8 +79,9 @@ def test_partitioned_program_equals_the_unpartitioned_one(case, n):
     module = sharded_copy(original, n, zlib.crc32(f"{case.name}/{n}".encode()))
     exe = minixla.compile(module, num_partitions=n)
     assert exe.num_devices == n
-    problems = compare_values(exe(*args), want, rtol=max(meta["rtol"], 1e-5),
-                              atol=max(meta["atol"], 1e-5), what=case.name)
+    problems = compare_values(
+        exe(*args), want, rtol=max(meta["rtol"], 1e-5), atol=max(meta["atol"], 1e-5), what=case.name
+    )
     assert not problems, "\n".join(problems) + "\n" + exe.partitioned_module.to_text()
 
 
@@ -99,8 +101,7 @@ ENTRY e {
 @pytest.mark.parametrize("n", [2, 4])
 def test_megatron_mlp_on_the_cpu_backend(n):
     rng = np.random.default_rng(n)
-    x, w1, w2 = (rng.standard_normal(s).astype(np.float32) for s in [(8, 16), (16, 32),
-                                                                     (32, 16)])
+    x, w1, w2 = (rng.standard_normal(s).astype(np.float32) for s in [(8, 16), (16, 32), (32, 16)])
     exe = minixla.compile(MLP.replace("@", str(n)), backend="cpu", num_partitions=n)
     np.testing.assert_allclose(exe(x, w1, w2), np.tanh(x @ w1) @ w2, rtol=1e-4, atol=1e-4)
     params = exe.partitioned_module.entry.parameters
@@ -205,8 +206,10 @@ def test_megatron_mlp_moves_one_all_reduce_of_the_output(n):
     exe = minixla.compile(MLP.replace("@", str(n)), num_partitions=n)
     volume = collective_bytes(exe.partitioned_module)
     output_bytes = 8 * 16 * 4
-    assert volume == {"all-reduce": 2 * (n - 1) * output_bytes // n,
-                      "total": 2 * (n - 1) * output_bytes // n}
+    assert volume == {
+        "all-reduce": 2 * (n - 1) * output_bytes // n,
+        "total": 2 * (n - 1) * output_bytes // n,
+    }
 
 
 # What jax.jit(g, out_shardings=...).lower(...).as_text(dialect="hlo") prints for
@@ -270,8 +273,10 @@ ENTRY e {
     x = np.arange(4, dtype=np.float32)
     np.testing.assert_array_equal(minixla.compile(text)(x), x)
     exe = minixla.compile(text, num_partitions=4)
-    assert str(exe.partitioned_module.entry.root.attrs["sharding"]) == \
-        "{devices=[2,2]<=[4] last_tile_dim_replicate}"
+    assert (
+        str(exe.partitioned_module.entry.root.attrs["sharding"])
+        == "{devices=[2,2]<=[4] last_tile_dim_replicate}"
+    )
     np.testing.assert_array_equal(exe(x), x)
 
 

@@ -1,6 +1,7 @@
 """Subnormals: kept by default (IEEE gradual underflow); with flush_denormals (compile option or
 MINIXLA_FLAGS=--flush_denormals) arguments, constants and every op's result are flushed to
 zero with their sign on the interpreter and cpu, as XLA:CPU's FTZ/DAZ do."""
+
 from __future__ import annotations
 
 import ml_dtypes
@@ -102,16 +103,16 @@ def test_f64_and_bf16_are_flushed_at_their_own_smallest_normal(backend):
     y = np.array([1e-39, 1e-30], ml_dtypes.bfloat16)
     wide, narrow = minixla.compile(text, backend=backend, flush_denormals=True)(x, y)
     np.testing.assert_array_equal(wide, [0, 2e-300])
-    np.testing.assert_array_equal(narrow.astype(np.float32),
-                                  [0, np.float32(ml_dtypes.bfloat16(1e-30)) * 2])
+    np.testing.assert_array_equal(
+        narrow.astype(np.float32), [0, np.float32(ml_dtypes.bfloat16(1e-30)) * 2]
+    )
 
 
 def test_the_flag_comes_from_minixla_flags_and_the_option_wins(monkeypatch):
     monkeypatch.setenv("MINIXLA_FLAGS", "--flush_denormals")
     for backend in BACKENDS:
         assert minixla.compile(COMPARE, backend=backend)(TINY_F32)[0]
-        assert not minixla.compile(COMPARE, backend=backend,
-                                   flush_denormals=False)(TINY_F32)[0]
+        assert not minixla.compile(COMPARE, backend=backend, flush_denormals=False)(TINY_F32)[0]
 
 
 def test_flushed_leaves_clean_values_alone_and_keeps_signs():

@@ -1,4 +1,5 @@
 """Malformed HLO text gives HloParseError with line, column and a caret, never a crash."""
+
 import random
 
 import pytest
@@ -33,15 +34,18 @@ def test_error_reports_line_column_and_caret():
     assert lines[2] == " " * 25 + "^"
 
 
-@pytest.mark.parametrize("old, new, message", [
-    ("add(p, b)", "addd(p, b)", "unknown opcode 'addd'"),
-    ("f32[4] add", "f33[4] add", "unknown element type 'f33'"),
-    ("dimensions={}", "dimensions={x}", "expected an integer"),
-    ("constant(1)", "constant({1, 2})", "expected a f32 value"),
-    ("f32[4] parameter(0)", "f32[4]{1,0} parameter(0)", "not a permutation"),
-    ("ROOT a", "ROOT ROOT a", "expected '=', found 'a'"),
-    ("b)\n}\n", "b)\n", "expected an instruction name, found end of input"),
-])
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        ("add(p, b)", "addd(p, b)", "unknown opcode 'addd'"),
+        ("f32[4] add", "f33[4] add", "unknown element type 'f33'"),
+        ("dimensions={}", "dimensions={x}", "expected an integer"),
+        ("constant(1)", "constant({1, 2})", "expected a f32 value"),
+        ("f32[4] parameter(0)", "f32[4]{1,0} parameter(0)", "not a permutation"),
+        ("ROOT a", "ROOT ROOT a", "expected '=', found 'a'"),
+        ("b)\n}\n", "b)\n", "expected an instruction name, found end of input"),
+    ],
+)
 def test_malformed_inputs_raise_parse_errors(old, new, message):
     assert old in GOOD
     error = parse_error(GOOD.replace(old, new))
@@ -49,23 +53,36 @@ def test_malformed_inputs_raise_parse_errors(old, new, message):
     assert error.line >= 1 and error.column >= 1
 
 
-@pytest.mark.parametrize("text, message", [
-    ("HloModule m\nENTRY e {\n  ROOT c = u8[] constant(256)\n}", "out of range for u8"),
-    ("HloModule m\nENTRY e {\n  ROOT c = f32[2] constant({1})\n}", "needs 2"),
-    ("HloModule m\nENTRY e {\n  ROOT c = s32[] constant(1.5)\n}", "not an integer"),
-    ("HloModule m\nENTRY e {\n  ROOT c = pred[] constant(2)\n}", "pred values"),
-    ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT r = f32[2] reshape(p, p)\n}",
-     "reshape takes 1 operands, got 2"),
-    ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT t = f32[2] transpose(p)\n}",
-     "missing required attribute dimensions"),
-    ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  p = f32[2] parameter(1)\n}",
-     "defined twice"),
-    ("HloModule m\n", "expected at least one computation"),
-    ("HloModule m\nENTRY e {\n  ROOT r = f32[] call(), to_apply=nowhere\n}",
-     "unknown computation 'nowhere'"),
-    ('HloModule m\nENTRY e {\n  ROOT c = f32[] custom-call(), custom_call_target="x\n}',
-     "unexpected character"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("HloModule m\nENTRY e {\n  ROOT c = u8[] constant(256)\n}", "out of range for u8"),
+        ("HloModule m\nENTRY e {\n  ROOT c = f32[2] constant({1})\n}", "needs 2"),
+        ("HloModule m\nENTRY e {\n  ROOT c = s32[] constant(1.5)\n}", "not an integer"),
+        ("HloModule m\nENTRY e {\n  ROOT c = pred[] constant(2)\n}", "pred values"),
+        (
+            "HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT r = f32[2] reshape(p, p)\n}",
+            "reshape takes 1 operands, got 2",
+        ),
+        (
+            "HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT t = f32[2] transpose(p)\n}",
+            "missing required attribute dimensions",
+        ),
+        (
+            "HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  p = f32[2] parameter(1)\n}",
+            "defined twice",
+        ),
+        ("HloModule m\n", "expected at least one computation"),
+        (
+            "HloModule m\nENTRY e {\n  ROOT r = f32[] call(), to_apply=nowhere\n}",
+            "unknown computation 'nowhere'",
+        ),
+        (
+            'HloModule m\nENTRY e {\n  ROOT c = f32[] custom-call(), custom_call_target="x\n}',
+            "unexpected character",
+        ),
+    ],
+)
 def test_specific_messages(text, message):
     assert message in str(parse_error(text))
 
@@ -86,14 +103,13 @@ TOKEN_SPLIT = " ,(){}[]=\n"
 
 def _mutate(text: str, rnd: random.Random, kind: str) -> str:
     if kind == "truncate":
-        return text[:rnd.randrange(len(text))]
+        return text[: rnd.randrange(len(text))]
     if kind == "swap" and len(text) > 2:
         i = rnd.randrange(len(text) - 1)
-        return text[:i] + text[i + 1] + text[i] + text[i + 2:]
+        return text[:i] + text[i + 1] + text[i] + text[i + 2 :]
     if kind == "deep":
         depth = rnd.choice([50, 500, 5000])
-        return text.replace("parameter(0)", "parameter(" + "(" * depth + "0" + ")" * depth + ")",
-                            1)
+        return text.replace("parameter(0)", "parameter(" + "(" * depth + "0" + ")" * depth + ")", 1)
     if kind == "nested_literal":
         depth = rnd.choice([10, 2000])
         return text + "\nENTRY z {\n ROOT c = f32[1] constant(" + "{" * depth + "}" * depth + ")\n}"
@@ -117,9 +133,13 @@ def _mutate(text: str, rnd: random.Random, kind: str) -> str:
 
 
 @settings(max_examples=3000, deadline=None, suppress_health_check=list(HealthCheck))
-@given(index=st.integers(0, len(CORPUS) - 1), seed=st.integers(0, 2**32 - 1),
-       kind=st.sampled_from(["truncate", "swap", "delete", "duplicate", "replace", "deep",
-                             "nested_literal"]))
+@given(
+    index=st.integers(0, len(CORPUS) - 1),
+    seed=st.integers(0, 2**32 - 1),
+    kind=st.sampled_from(
+        ["truncate", "swap", "delete", "duplicate", "replace", "deep", "nested_literal"]
+    ),
+)
 def test_fuzzed_modules_only_raise_minixla_errors(index, seed, kind):
     text = _mutate(CORPUS[index], random.Random(seed), kind)
     try:

@@ -1,4 +1,5 @@
 """Parsing and printing XLA's HLO text: every conformance module round-trips."""
+
 import pytest
 
 import minixla
@@ -86,20 +87,24 @@ ENTRY e {
 
 
 def test_nested_anonymous_operands_are_expanded():
-    text = "HloModule m\nENTRY e {\n  ROOT a = f32[2] add(f32[2] parameter(0), f32[2] " \
-           "negate(f32[2] parameter(1)))\n}\n"
+    text = (
+        "HloModule m\nENTRY e {\n  ROOT a = f32[2] add(f32[2] parameter(0), f32[2] "
+        "negate(f32[2] parameter(1)))\n}\n"
+    )
     module = minixla.parse_hlo_module(text, verify=False)
     opcodes = [i.opcode for i in module.entry.post_order()]
     assert opcodes == ["parameter", "parameter", "negate", "add"]
 
 
 def test_unknown_attributes_are_kept_verbatim_when_lenient():
-    text = "HloModule m\nENTRY e {\n  ROOT p = f32[2]{0} parameter(0), " \
-           "my_flag={a=1, b=[2,3]}, backend_config={\"k\":\"v, w\"}\n}\n"
+    text = (
+        "HloModule m\nENTRY e {\n  ROOT p = f32[2]{0} parameter(0), "
+        'my_flag={a=1, b=[2,3]}, backend_config={"k":"v, w"}\n}\n'
+    )
     module = minixla.parse_hlo_module(text, verify=False, strict=False)
     assert module.unknown_attributes == ["3:36: parameter p: my_flag"]
     printed = module.to_text()
-    assert 'my_flag={a=1, b=[2,3]}' in printed
+    assert "my_flag={a=1, b=[2,3]}" in printed
     assert 'backend_config={"k":"v, w"}' in printed
 
 
@@ -136,21 +141,25 @@ ENTRY e {
 
 
 def test_module_header_attributes():
-    text = ("HloModule m, is_scheduled=true, input_output_alias={ {0}: (0, {}, must-alias), "
-            "{1}: (1, {1}) }, buffer_donor={ (2, {}) }, replica_count=2\n"
-            "ENTRY e {\n  a = f32[2] parameter(0)\n  b = (f32[2], f32[2]) parameter(1)\n"
-            "  c = f32[2] parameter(2)\n  ROOT t = (f32[2], f32[2]) tuple(a, c)\n}\n")
+    text = (
+        "HloModule m, is_scheduled=true, input_output_alias={ {0}: (0, {}, must-alias), "
+        "{1}: (1, {1}) }, buffer_donor={ (2, {}) }, replica_count=2\n"
+        "ENTRY e {\n  a = f32[2] parameter(0)\n  b = (f32[2], f32[2]) parameter(1)\n"
+        "  c = f32[2] parameter(2)\n  ROOT t = (f32[2], f32[2]) tuple(a, c)\n}\n"
+    )
     module = minixla.parse_hlo_module(text, verify=False)
     assert module.is_scheduled
-    assert [(e.output_index, e.param_number, e.param_index, e.kind)
-            for e in module.input_output_alias] == [((0,), 0, (), "must-alias"),
-                                                    ((1,), 1, (1,), "may-alias")]
+    assert [
+        (e.output_index, e.param_number, e.param_index, e.kind) for e in module.input_output_alias
+    ] == [((0,), 0, (), "must-alias"), ((1,), 1, (1,), "may-alias")]
     assert module.buffer_donors == [(2, ())]
     assert module.header_attrs == {"replica_count": "2"}
     printed = module.to_text()
-    assert printed.startswith("HloModule m, is_scheduled=true, input_output_alias={ {0}: "
-                              "(0, {}, must-alias), {1}: (1, {1}, may-alias) }, "
-                              "buffer_donor={ (2, {}) }, entry_computation_layout=")
+    assert printed.startswith(
+        "HloModule m, is_scheduled=true, input_output_alias={ {0}: "
+        "(0, {}, must-alias), {1}: (1, {1}, may-alias) }, "
+        "buffer_donor={ (2, {}) }, entry_computation_layout="
+    )
     assert minixla.parse_hlo_module(printed, verify=False).to_text() == printed
 
 
@@ -174,17 +183,20 @@ ENTRY e {
 }
 """
     module = minixla.parse_hlo_module(text, verify=False)
-    assert module.stack_frame_text.startswith("FileNames\n1 \"a.py\"")
+    assert module.stack_frame_text.startswith('FileNames\n1 "a.py"')
     assert module.stack_frame_text.endswith("1 {file_location_id=1 parent_frame_id=1}")
     assert minixla.parse_hlo_module(module.to_text(), verify=False).to_text() == module.to_text()
 
 
 def test_fingerprint_ignores_names_and_metadata_but_not_values():
-    base = "HloModule {m}\nENTRY e {{\n  {p} = f32[2] parameter(0)\n  ROOT r = f32[2] " \
-           "{op}({p}){meta}\n}}\n"
+    base = (
+        "HloModule {m}\nENTRY e {{\n  {p} = f32[2] parameter(0)\n  ROOT r = f32[2] "
+        "{op}({p}){meta}\n}}\n"
+    )
     a = minixla.parse_hlo_module(base.format(m="a", p="x", op="negate", meta=""), verify=False)
-    b = minixla.parse_hlo_module(base.format(m="b", p="y", op="negate",
-                                             meta=', metadata={op_name="n"}'), verify=False)
+    b = minixla.parse_hlo_module(
+        base.format(m="b", p="y", op="negate", meta=', metadata={op_name="n"}'), verify=False
+    )
     c = minixla.parse_hlo_module(base.format(m="a", p="x", op="abs", meta=""), verify=False)
     assert a.fingerprint() == b.fingerprint()
     assert a.fingerprint() != c.fingerprint()
@@ -208,6 +220,7 @@ ENTRY e {
     assert "to_apply=%anon_computation" in printed
     assert minixla.parse_hlo_module(printed).structurally_equal(module)
     import numpy as np
+
     assert minixla.compile(module, backend="interpreter")(np.arange(4, dtype=np.float32)) == 6
 
 
@@ -225,8 +238,11 @@ ENTRY e {
 
 def test_constants_keep_negative_zero_and_complex_scalars_round_trip():
     import numpy as np
-    text = ("HloModule m\nENTRY e {\n  a = f32[] constant(-0)\n  b = c64[] constant((1, -2.5))\n"
-            "  c = f32[2] constant({-0, 0})\n  ROOT t = (f32[], c64[], f32[2]) tuple(a, b, c)\n}\n")
+
+    text = (
+        "HloModule m\nENTRY e {\n  a = f32[] constant(-0)\n  b = c64[] constant((1, -2.5))\n"
+        "  c = f32[2] constant({-0, 0})\n  ROOT t = (f32[], c64[], f32[2]) tuple(a, b, c)\n}\n"
+    )
     module = minixla.parse_hlo_module(text)
     a, b, c = minixla.compile(module, backend="interpreter")()
     assert np.signbit(a) and b == np.complex64(1 - 2.5j)

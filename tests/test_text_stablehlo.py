@@ -4,6 +4,7 @@ Each corpus case was exported from one JAX function as StableHLO (NAME.mlir) and
 (NAME.hlo), with JAX's results (NAME.npz); both texts must parse and give JAX's values on the
 interpreter. tests/stablehlo/generate.py rebuilds the corpus (it needs jax; these tests do not).
 """
+
 import io
 import sys
 from pathlib import Path
@@ -36,17 +37,31 @@ def _close(got, want, name, rtol=2e-3):
     if got.dtype.kind in "biu":
         np.testing.assert_array_equal(got, want, err_msg=name)
     else:
-        np.testing.assert_allclose(got.astype(want.dtype), want, rtol=rtol, atol=2e-5,
-                                   equal_nan=True, err_msg=name)
+        np.testing.assert_allclose(
+            got.astype(want.dtype), want, rtol=rtol, atol=2e-5, equal_nan=True, err_msg=name
+        )
 
 
 def test_the_corpus_covers_what_jax_users_write():
     assert len(CASES) >= 40
     text = "".join((CORPUS / f"{c}.mlir").read_text() for c in CASES)
-    for op in ("stablehlo.while", '"stablehlo.case"', '"stablehlo.sort"', "stablehlo.scatter",
-               "stablehlo.gather", "stablehlo.convolution", "stablehlo.dot_general",
-               "stablehlo.reduce(", '"stablehlo.reduce_window"', "stablehlo.custom_call",
-               "chlo.top_k", "bf16", "complex", "func.call", "dense<0x"):
+    for op in (
+        "stablehlo.while",
+        '"stablehlo.case"',
+        '"stablehlo.sort"',
+        "stablehlo.scatter",
+        "stablehlo.gather",
+        "stablehlo.convolution",
+        "stablehlo.dot_general",
+        "stablehlo.reduce(",
+        '"stablehlo.reduce_window"',
+        "stablehlo.custom_call",
+        "chlo.top_k",
+        "bf16",
+        "complex",
+        "func.call",
+        "dense<0x",
+    ):
         assert op in text, op
 
 
@@ -67,9 +82,11 @@ def test_stablehlo_and_hlo_exports_give_jax_results(name):
 
 
 def test_parse_module_tells_mlir_from_hlo():
-    module = minixla.parse_module("// a comment\nmodule @m {\n  func.func @main(%a: tensor<2xf32>)"
-                                  " -> tensor<2xf32> {\n    %0 = stablehlo.negate %a : "
-                                  "tensor<2xf32>\n    return %0 : tensor<2xf32>\n  }\n}\n")
+    module = minixla.parse_module(
+        "// a comment\nmodule @m {\n  func.func @main(%a: tensor<2xf32>)"
+        " -> tensor<2xf32> {\n    %0 = stablehlo.negate %a : "
+        "tensor<2xf32>\n    return %0 : tensor<2xf32>\n  }\n}\n"
+    )
     assert module.entry.root.opcode == "negate"
     hlo = minixla.parse_module("HloModule m\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n")
     assert hlo.entry.root.opcode == "parameter"
@@ -84,23 +101,27 @@ def _func(body: str, args: str = "%a: tensor<4xf32>", result: str = "tensor<4xf3
 
 
 def test_types_with_dynamic_dims_and_bounds():
-    text = _func("  return %a : tensor<?x3xf32, #stablehlo.bounds<8, ?>>",
-                 "%a: tensor<?x3xf32, #stablehlo.bounds<8, ?>>",
-                 "tensor<?x3xf32, #stablehlo.bounds<8, ?>>")
+    text = _func(
+        "  return %a : tensor<?x3xf32, #stablehlo.bounds<8, ?>>",
+        "%a: tensor<?x3xf32, #stablehlo.bounds<8, ?>>",
+        "tensor<?x3xf32, #stablehlo.bounds<8, ?>>",
+    )
     shape = minixla.parse_module(text, verify=False).entry.parameter(0).shape
     assert (shape.dims, shape.dynamic) == ((8, 3), (True, False))
     assert str(shape).startswith("f32[<=8,3]")
 
 
 def test_dense_constants_splat_nested_hex_and_complex():
-    text = _func("""  %0 = stablehlo.constant dense<[[1.5, 0x7F800000], [-2.0, 0xFFC00000]]> : tensor<2x2xf32>
+    text = _func(
+        """  %0 = stablehlo.constant dense<[[1.5, 0x7F800000], [-2.0, 0xFFC00000]]> : tensor<2x2xf32>
   %1 = stablehlo.constant dense<"0x0000803F00000040"> : tensor<2xf32>
   %2 = stablehlo.constant dense<7> : tensor<3xi32>
   %3 = stablehlo.constant dense<[(1.0, 2.0), (3.0, -4.0)]> : tensor<2xcomplex<f32>>
   %4 = stablehlo.constant dense<[true, false]> : tensor<2xi1>
   return %0, %1, %2, %3, %4 : tensor<2x2xf32>, tensor<2xf32>, tensor<3xi32>, tensor<2xcomplex<f32>>, tensor<2xi1>""",
-                 "", "(tensor<2x2xf32>, tensor<2xf32>, tensor<3xi32>, tensor<2xcomplex<f32>>, "
-                 "tensor<2xi1>)")
+        "",
+        "(tensor<2x2xf32>, tensor<2xf32>, tensor<3xi32>, tensor<2xcomplex<f32>>, tensor<2xi1>)",
+    )
     a, b, c, d, e = _run(text)
     assert a[0, 0] == 1.5 and np.isposinf(a[0, 1]) and np.isnan(a[1, 1]) and a[1, 0] == -2
     np.testing.assert_array_equal(b, [1.0, 2.0])
@@ -110,20 +131,28 @@ def test_dense_constants_splat_nested_hex_and_complex():
 
 
 def test_dense_resource_blobs_at_the_end_of_the_file():
-    text = ("module {\n" + _func("  %0 = stablehlo.constant dense_resource<blob1> : "
-                                 "tensor<2xf32>\n  return %0 : tensor<2xf32>", "",
-                                 "tensor<2xf32>")
-            + "}\n{-#\n  dialect_resources: {\n    builtin: {\n      blob1: "
-              "\"0x040000000000803F00004040\"\n    }\n  }\n#-}\n")
+    text = (
+        "module {\n"
+        + _func(
+            "  %0 = stablehlo.constant dense_resource<blob1> : "
+            "tensor<2xf32>\n  return %0 : tensor<2xf32>",
+            "",
+            "tensor<2xf32>",
+        )
+        + "}\n{-#\n  dialect_resources: {\n    builtin: {\n      blob1: "
+        '"0x040000000000803F00004040"\n    }\n  }\n#-}\n'
+    )
     np.testing.assert_array_equal(_run(text), [1.0, 3.0])
 
 
 def test_bf16_bitcast_convert_and_reduce_precision():
-    text = _func("""  %0 = stablehlo.convert %a : (tensor<4xf32>) -> tensor<4xbf16>
+    text = _func(
+        """  %0 = stablehlo.convert %a : (tensor<4xf32>) -> tensor<4xbf16>
   %1 = stablehlo.reduce_precision %a, format = e5m2 : tensor<4xf32>
   %2 = stablehlo.bitcast_convert %a : (tensor<4xf32>) -> tensor<4xui32>
   return %0, %1, %2 : tensor<4xbf16>, tensor<4xf32>, tensor<4xui32>""",
-                 result="(tensor<4xbf16>, tensor<4xf32>, tensor<4xui32>)")
+        result="(tensor<4xbf16>, tensor<4xf32>, tensor<4xui32>)",
+    )
     x = np.array([1.0, 1.3, -2.7, 1e-3], np.float32)
     rounded, low, bits = _run(text, x)
     np.testing.assert_allclose(rounded.astype(np.float32), x, rtol=1e-2)
@@ -132,7 +161,8 @@ def test_bf16_bitcast_convert_and_reduce_precision():
 
 
 def test_case_branches_capture_outer_values():
-    text = _func("""  %c = stablehlo.constant dense<1> : tensor<i32>
+    text = _func(
+        """  %c = stablehlo.constant dense<1> : tensor<i32>
   %b = stablehlo.multiply %a, %a : tensor<4xf32>
   %0 = "stablehlo.case"(%i) ({
     stablehlo.return %a : tensor<4xf32>
@@ -140,7 +170,9 @@ def test_case_branches_capture_outer_values():
     %1 = stablehlo.add %a, %b : tensor<4xf32>
     stablehlo.return %1 : tensor<4xf32>
   }) : (tensor<i32>) -> tensor<4xf32>
-  return %0 : tensor<4xf32>""", "%i: tensor<i32>, %a: tensor<4xf32>")
+  return %0 : tensor<4xf32>""",
+        "%i: tensor<i32>, %a: tensor<4xf32>",
+    )
     x = np.arange(4, dtype=np.float32)
     np.testing.assert_array_equal(_run(text, np.int32(0), x), x)
     np.testing.assert_array_equal(_run(text, np.int32(1), x), x + x * x)
@@ -148,7 +180,8 @@ def test_case_branches_capture_outer_values():
 
 
 def test_if_and_while_with_captures():
-    text = _func("""  %k = stablehlo.constant dense<3.0> : tensor<f32>
+    text = _func(
+        """  %k = stablehlo.constant dense<3.0> : tensor<f32>
   %z = stablehlo.constant dense<0> : tensor<i32>
   %0:2 = stablehlo.while(%i = %z, %v = %a) : tensor<i32>, tensor<f32>
   cond {
@@ -168,7 +201,10 @@ def test_if_and_while_with_captures():
     %n = stablehlo.negate %k : tensor<f32>
     stablehlo.return %n : tensor<f32>
   }) : (tensor<i1>) -> tensor<f32>
-  return %r : tensor<f32>""", "%a: tensor<f32>", "tensor<f32>")
+  return %r : tensor<f32>""",
+        "%a: tensor<f32>",
+        "tensor<f32>",
+    )
     assert _run(text, np.float32(1.0)) == 13.0
     assert _run(text, np.float32(-20.0)) == -3.0
 
@@ -196,15 +232,18 @@ def test_composite_is_inlined_and_func_call_becomes_call():
     opcodes = [i.opcode for i in module.entry.instructions]
     assert "call" in opcodes and "add" in opcodes
     assert [c.name for c in module.computations] == ["plus_one", "main"]
-    np.testing.assert_array_equal(minixla.compile(module)(np.arange(3, dtype=np.float32)),
-                                  [1, 3, 5])
+    np.testing.assert_array_equal(
+        minixla.compile(module)(np.arange(3, dtype=np.float32)), [1, 3, 5]
+    )
 
 
 def test_custom_call_keeps_target_api_version_config_and_sharding():
-    text = _func('  %0 = stablehlo.custom_call @my_target(%a) {api_version = 4 : i32, '
-                 'backend_config = {alpha = 1 : i32}, mhlo.sharding = "{replicated}"} : '
-                 '(tensor<4xf32>) -> tensor<4xf32>\n  return %0 : tensor<4xf32>',
-                 '%a: tensor<4xf32> {mhlo.sharding = "{devices=[2]0,1}"}')
+    text = _func(
+        "  %0 = stablehlo.custom_call @my_target(%a) {api_version = 4 : i32, "
+        'backend_config = {alpha = 1 : i32}, mhlo.sharding = "{replicated}"} : '
+        "(tensor<4xf32>) -> tensor<4xf32>\n  return %0 : tensor<4xf32>",
+        '%a: tensor<4xf32> {mhlo.sharding = "{devices=[2]0,1}"}',
+    )
     module = minixla.parse_module(text)
     call = module.entry.root
     assert call.attrs["custom_call_target"] == "my_target"
@@ -217,10 +256,13 @@ def test_custom_call_keeps_target_api_version_config_and_sharding():
 
 
 def test_mhlo_and_chlo_ops():
-    text = _func("""  %0 = mhlo.add %a, %a : tensor<4xf32>
+    text = _func(
+        """  %0 = mhlo.add %a, %a : tensor<4xf32>
   %1 = chlo.is_inf %0 : tensor<4xf32> -> tensor<4xi1>
   %2 = chlo.sinh %a : tensor<4xf32> -> tensor<4xf32>
-  return %1, %2 : tensor<4xi1>, tensor<4xf32>""", result="(tensor<4xi1>, tensor<4xf32>)")
+  return %1, %2 : tensor<4xi1>, tensor<4xf32>""",
+        result="(tensor<4xi1>, tensor<4xf32>)",
+    )
     x = np.array([1.0, np.inf, -np.inf, 0.0], np.float32)
     inf, sinh = _run(text, x)
     np.testing.assert_array_equal(inf, [False, True, True, False])
@@ -235,12 +277,17 @@ def test_unsupported_op_names_it_with_line_and_column():
     assert "stablehlo.frobnicate" in info.value.reason
 
 
-@pytest.mark.parametrize("text, message", [
-    (_func("  return %b : tensor<4xf32>"), "undefined value %b"),
-    (_func("  %0 = stablehlo.add %a, %a : tensor<4xf32"), "unclosed"),
-    ("module {\n  func.func @main(%a: tensor<4xq9>) -> tensor<4xf32> {\n  }\n}",
-     "unsupported element type q9"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (_func("  return %b : tensor<4xf32>"), "undefined value %b"),
+        (_func("  %0 = stablehlo.add %a, %a : tensor<4xf32"), "unclosed"),
+        (
+            "module {\n  func.func @main(%a: tensor<4xq9>) -> tensor<4xf32> {\n  }\n}",
+            "unsupported element type q9",
+        ),
+    ],
+)
 def test_bad_mlir_is_a_parse_error(text, message):
     with pytest.raises(HloParseError, match=message) as info:
         minixla.parse_module(text)
@@ -261,9 +308,14 @@ def test_cli_runs_mlir_files_and_stdin(tmp_path, capsys, monkeypatch):
 def test_jax_lowered_objects_compile_directly():
     jax = pytest.importorskip("jax")
     import jax.numpy as jnp
+
     x = np.linspace(-1, 1, 6, dtype=np.float32)
     lowered = jax.jit(lambda v: jnp.tanh(v) * 3).lower(x)
     want = np.tanh(x) * 3
-    for program in (lowered, lowered.compile(), lowered.compiler_ir("hlo"),
-                    lowered.compiler_ir("stablehlo")):
+    for program in (
+        lowered,
+        lowered.compile(),
+        lowered.compiler_ir("hlo"),
+        lowered.compiler_ir("stablehlo"),
+    ):
         np.testing.assert_allclose(minixla.compile(program)(x), want, rtol=1e-6)

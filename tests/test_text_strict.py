@@ -1,5 +1,6 @@
 """Typos are errors: unknown instruction attributes (unless lenient), unknown compile options,
 out-of-range command-line numbers."""
+
 import pytest
 
 import minixla
@@ -58,9 +59,17 @@ def test_unknown_compile_options_list_the_known_ones(backend):
     minixla.compile(text, backend=backend, verify=True)  # a known one is fine
 
 
-@pytest.mark.parametrize("flag, value", [("--iterations", "0"), ("--iterations", "-3"),
-                                         ("--seed", "-1"), ("--rtol", "-1e-3"),
-                                         ("--atol", "nan"), ("--iterations", "two")])
+@pytest.mark.parametrize(
+    "flag, value",
+    [
+        ("--iterations", "0"),
+        ("--iterations", "-3"),
+        ("--seed", "-1"),
+        ("--rtol", "-1e-3"),
+        ("--atol", "nan"),
+        ("--iterations", "two"),
+    ],
+)
 def test_cli_numbers_are_range_checked(flag, value, tmp_path, capsys):
     path = tmp_path / "m.hlo"
     path.write_text("HloModule m\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n")

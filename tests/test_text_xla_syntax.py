@@ -1,6 +1,7 @@
 """HLO syntax that XLA's own tests write: async shorthand, buffer shapes, tuple-element
 shorthand, `HloModule name:`, `%name=`, reduce-window of scalars without a window, splat
 constants; printer fixes (parameter_replication once, s4/u4 constants, fast large constants)."""
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -27,8 +28,11 @@ ENTRY e {
 }
 """)
     start, update, done = (module.entry.instruction(n) for n in ("start", "update", "done"))
-    assert (start.opcode, update.opcode, done.opcode) == ("async-start", "async-update",
-                                                          "async-done")
+    assert (start.opcode, update.opcode, done.opcode) == (
+        "async-start",
+        "async-update",
+        "async-done",
+    )
     wrapped = start.attrs["calls"]
     assert wrapped.root.opcode == "negate" and update.attrs["calls"] is wrapped
     assert "metadata" in start.attrs  # generic attributes stay on the async op
@@ -80,8 +84,10 @@ ENTRY test {
 
 def test_tuple_element_shorthand_out_of_range():
     with pytest.raises(minixla.HloParseError, match="has no element 2"):
-        minixla.parse_hlo_module("HloModule m\nENTRY e {\n  p = (f32[], f32[]) parameter(0)\n"
-                                 "  ROOT n = f32[] negate(p#2)\n}\n")
+        minixla.parse_hlo_module(
+            "HloModule m\nENTRY e {\n  p = (f32[], f32[]) parameter(0)\n"
+            "  ROOT n = f32[] negate(p#2)\n}\n"
+        )
 
 
 def test_scalar_reduce_window_without_window_and_splat_constant():
@@ -104,27 +110,35 @@ ENTRY e {
 
 
 def test_parameter_replication_is_printed_once():
-    _, printed = round_trip("HloModule m\nENTRY e {\n  ROOT p = f32[] parameter(0), "
-                            "parameter_replication={true}\n}\n")
+    _, printed = round_trip(
+        "HloModule m\nENTRY e {\n  ROOT p = f32[] parameter(0), parameter_replication={true}\n}\n"
+    )
     assert printed.count("parameter_replication") == 1
 
 
 @pytest.mark.parametrize("name, dtype", [("s4", ml_dtypes.int4), ("u4", ml_dtypes.uint4)])
 def test_sub_byte_integer_constants_print(name, dtype):
-    text = f"HloModule m\nENTRY e {{\n  ROOT c = {name}[2,2] constant({{ {{1, 7}}, {{0, 2}} }})\n}}\n"
+    text = (
+        f"HloModule m\nENTRY e {{\n  ROOT c = {name}[2,2] constant({{ {{1, 7}}, {{0, 2}} }})\n}}\n"
+    )
     module, printed = round_trip(text)
     assert "constant({ { 1, 7 }, { 0, 2 } })" in printed
     assert module.entry.root.literal.dtype == np.dtype(dtype)
 
 
-@pytest.mark.parametrize("dtype, name", [(np.float32, "f32"), (np.float64, "f64"),
-                                         (ml_dtypes.bfloat16, "bf16"), (np.float16, "f16")])
+@pytest.mark.parametrize(
+    "dtype, name",
+    [(np.float32, "f32"), (np.float64, "f64"), (ml_dtypes.bfloat16, "bf16"), (np.float16, "f16")],
+)
 def test_large_constants_print_as_element_by_element_printing_would(dtype, name):
     rng = np.random.default_rng(1)
     values = (rng.standard_normal(300) * 10.0 ** rng.integers(-4, 4, 300)).astype(dtype)
     values[:6] = [np.nan, -np.inf, -0.0, 0.1, 1.5, 100]
     array = values.reshape(3, 100)
     expected = [format_float(v, np.dtype(dtype)) for v in values]
-    want = "{ " + ", ".join("{ " + ", ".join(expected[i * 100:(i + 1) * 100]) + " }"
-                            for i in range(3)) + " }"
+    want = (
+        "{ "
+        + ", ".join("{ " + ", ".join(expected[i * 100 : (i + 1) * 100]) + " }" for i in range(3))
+        + " }"
+    )
     assert format_literal(array, Shape.array(name, (3, 100))) == want

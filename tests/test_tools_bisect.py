@@ -1,4 +1,5 @@
 """`minixla bisect`: planted wrong rewrite rules, passes and kernels are named, with their diff."""
+
 import pytest
 
 from minixla.backends import available
@@ -33,8 +34,9 @@ def _divide_as_multiply(root, x, y):
     return new("multiply", root.shape, x, y)  # wrong on purpose: x / y -> x * y
 
 
-WRONG_RULE = Rule("divide_as_multiply", m.Divide(m.Any("x"), m.Any("y")), _divide_as_multiply,
-                  ("root", "x", "y"))
+WRONG_RULE = Rule(
+    "divide_as_multiply", m.Divide(m.Any("x"), m.Any("y")), _divide_as_multiply, ("root", "x", "y")
+)
 
 
 @pytest.fixture
@@ -54,8 +56,10 @@ def test_the_engine_stops_after_k_applications_and_names_each():
     module = parse_hlo_module(SIMPLIFIABLE)
     with limit_rule_applications(2) as budget:
         rewrite(module, ALGSIMP)
-    assert [str(a) for a in budget.applied] == ["algsimp.negate_negate on %nna",
-                                                "algsimp.add_negate on %s"]
+    assert [str(a) for a in budget.applied] == [
+        "algsimp.negate_negate on %nna",
+        "algsimp.add_negate on %s",
+    ]
     entry = module.entry.to_text()
     assert "negate(%na)" not in entry and "multiply(%s, %ones)" in entry  # third one not made
     with limit_rule_applications() as unlimited:
@@ -105,8 +109,7 @@ class _Raises(Pass):
 
 def test_a_non_rule_pass_is_named_by_its_pipeline_path():
     pipeline = Pipeline("p", [make_pipeline(["dce"], "inner"), _DropsRoot()])
-    finding, steps, runs = bisect(parse_hlo_module(SIMPLIFIABLE), "interpreter",
-                                  pipeline=pipeline)
+    finding, steps, runs = bisect(parse_hlo_module(SIMPLIFIABLE), "interpreter", pipeline=pipeline)
     assert finding.step.label == "p/drops-root (run 1)" and finding.rule is None
     assert (steps, runs) == (1, 2)
 
@@ -130,6 +133,7 @@ def test_a_planted_rule_is_found_through_the_cpu_backend(planted_rule, monkeypat
 def test_a_planted_wrong_kernel_is_named(monkeypatch, module_file, capsys):
     from minixla.backends.codegen import scalar
     from minixla.runtime import compile_memo
+
     right = scalar.SCALAR["divide"]
 
     def wrong_divide(ctx, instr, args):  # x / y emitted as x * y
@@ -158,6 +162,7 @@ def test_the_documented_broken_rule_is_found_and_reduced(monkeypatch):
     import importlib.util
     from pathlib import Path
     from minixla.tools.reduce import Reducer, differs_predicate
+
     examples = Path(__file__).resolve().parents[1] / "examples"
     spec = importlib.util.spec_from_file_location("broken_rule", examples / "broken_rule.py")
     broken = importlib.util.module_from_spec(spec)
@@ -175,6 +180,7 @@ def test_the_documented_broken_rule_is_found_and_reduced(monkeypatch):
 @needs_cpu
 def test_a_kernel_wrong_only_when_fused_is_pinned_on_the_fusion_pass(monkeypatch):
     from minixla.backends.codegen import scalar
+
     right = scalar.SCALAR["negate"]
 
     def negate_wrong_in_fusions(ctx, instr, args):  # a lone negate stays right
@@ -199,8 +205,9 @@ ENTRY main {
     assert finding.instruction.startswith("%fusion = f32[16]{0} fusion(")
 
 
-def test_a_rule_that_raises_is_named_with_the_instruction_it_was_rewriting(monkeypatch,
-                                                                           module_file, capsys):
+def test_a_rule_that_raises_is_named_with_the_instruction_it_was_rewriting(
+    monkeypatch, module_file, capsys
+):
     def crash(root, x, y):
         raise RuntimeError("planted crash")
 
@@ -211,6 +218,6 @@ def test_a_rule_that_raises_is_named_with_the_instruction_it_was_rewriting(monke
     assert out == [
         "first bad pass: cpu/simplification/algsimp (run 1), changing step 1 of 1",
         "  the pass raised RuntimeError: planted crash",
-        "guilty rewrite: algsimp.divide_crash on %d (application 4 of the pass run, which "
-        "raised)",
-        "  it was rewriting: %d = f32[4]{0} divide(%s, %b)"]
+        "guilty rewrite: algsimp.divide_crash on %d (application 4 of the pass run, which raised)",
+        "  it was rewriting: %d = f32[4]{0} divide(%s, %b)",
+    ]

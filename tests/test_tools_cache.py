@@ -1,12 +1,14 @@
 """`minixla cache info|clear` on a temporary $MINIXLA_CACHE_DIR."""
+
 import sys
 
 import pytest
 
 from minixla.cli import main
 
-cache = pytest.importorskip("minixla.backends.cpu.cache",
-                            reason="the CPU backend's compilation cache is not in this build")
+cache = pytest.importorskip(
+    "minixla.backends.cpu.cache", reason="the CPU backend's compilation cache is not in this build"
+)
 
 
 @pytest.fixture

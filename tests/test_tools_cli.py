@@ -1,4 +1,5 @@
 """Every `minixla` command: one-line errors, usage errors, progress output, the installed script."""
+
 import io
 import shutil
 import subprocess
@@ -32,7 +33,7 @@ def one_line_error(capsys, command: str) -> str:
     assert captured.err.count("\n") == 1, captured.err
     assert "Traceback" not in captured.err
     assert captured.err.startswith(f"minixla {command}: ")
-    return captured.err[len(f"minixla {command}: "):].rstrip("\n")
+    return captured.err[len(f"minixla {command}: ") :].rstrip("\n")
 
 
 def argv(key: str, file) -> list[str]:
@@ -54,8 +55,17 @@ def test_an_unparsable_file_is_one_line_with_its_position(key, tmp_path, capsys)
     assert one_line_error(capsys, COMMANDS[key][0]) == f"{bad}:3:18: unknown opcode 'parmeter'"
 
 
-@pytest.mark.parametrize("args", [["graph", str(MLP), "--bogus"], ["diff", str(MLP)],
-                                  ["cache"], ["backends", "--bogus"], ["run"], ["nope"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["graph", str(MLP), "--bogus"],
+        ["diff", str(MLP)],
+        ["cache"],
+        ["backends", "--bogus"],
+        ["run"],
+        ["nope"],
+    ],
+)
 def test_bad_flags_are_usage_errors_with_status_2(args, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(args)
@@ -85,15 +95,21 @@ def test_progress_reports_each_phase_on_a_terminal():
         pass
     lines = [line.split("\r\x1b[K")[-1] for line in stream.getvalue().split("\n")[:-1]]
     assert [line.split()[:2] for line in lines] == [
-        ["[1/4]", "parse"], ["[2/4]", "passes"], ["[3/4]", "codegen"], ["[4/4]", "run"]]
+        ["[1/4]", "parse"],
+        ["[2/4]", "passes"],
+        ["[3/4]", "codegen"],
+        ["[4/4]", "run"],
+    ]
     assert all(line.endswith(" ms") for line in lines)
     assert set(progress.seconds) == {"parse", "passes", "codegen", "run"}
 
 
 def test_progress_is_silent_when_piped_or_quiet():
     piped, quiet = io.StringIO(), Terminal()
-    for progress in (Progress.for_command(("parse",), stream=piped),
-                     Progress.for_command(("parse",), stream=quiet, quiet=True)):
+    for progress in (
+        Progress.for_command(("parse",), stream=piped),
+        Progress.for_command(("parse",), stream=quiet, quiet=True),
+    ):
         with progress.phase("parse"):
             pass
     assert piped.getvalue() == "" and quiet.getvalue() == ""
@@ -115,10 +131,12 @@ def test_run_prints_no_progress_when_stderr_is_captured(capsys):
 
 @pytest.mark.skipif(shutil.which("minixla") is None, reason="the minixla script is not installed")
 def test_the_installed_script(tmp_path):
-    same = subprocess.run(["minixla", "diff", str(MLP), str(MLP)], capture_output=True,
-                          text=True, cwd=tmp_path)
+    same = subprocess.run(
+        ["minixla", "diff", str(MLP), str(MLP)], capture_output=True, text=True, cwd=tmp_path
+    )
     assert (same.returncode, same.stdout, same.stderr) == (0, "", "")
-    missing = subprocess.run(["minixla", "graph", "missing.hlo"], capture_output=True,
-                             text=True, cwd=tmp_path)
+    missing = subprocess.run(
+        ["minixla", "graph", "missing.hlo"], capture_output=True, text=True, cwd=tmp_path
+    )
     assert missing.returncode == 1
     assert missing.stderr == "minixla graph: no such file: missing.hlo\n"

@@ -1,4 +1,5 @@
 """`minixla diff`: structural matching by name and shape, then by opcode and operands."""
+
 from pathlib import Path
 
 import pytest
@@ -41,9 +42,13 @@ def test_a_changed_instruction_is_listed_and_exits_1(tmp_path, capsys):
 
 
 def test_added_and_removed_instructions(tmp_path, capsys):
-    b = edited(tmp_path, ("%e = f32[8,4]{1,0} exponential(%shifted)",
-                          "%e0 = f32[8,4]{1,0} exponential(%shifted)\n"
-                          "  %e = f32[8,4]{1,0} negate(%e0)"))
+    b = edited(
+        tmp_path,
+        (
+            "%e = f32[8,4]{1,0} exponential(%shifted)",
+            "%e0 = f32[8,4]{1,0} exponential(%shifted)\n  %e = f32[8,4]{1,0} negate(%e0)",
+        ),
+    )
     assert main(["diff", str(MLP), str(b)]) == 1
     out = capsys.readouterr().out
     assert "  + %e0 = f32[8,4]{1,0} exponential(%shifted)" in out
@@ -52,8 +57,9 @@ def test_added_and_removed_instructions(tmp_path, capsys):
 
 def test_renamed_instructions_match_by_opcode_and_operands(tmp_path, capsys):
     b = edited(tmp_path, ("%bias", "%biased"))
-    result = diff_modules(minixla.parse_hlo_module(MLP.read_text()),
-                          minixla.parse_hlo_module(b.read_text()))
+    result = diff_modules(
+        minixla.parse_hlo_module(MLP.read_text()), minixla.parse_hlo_module(b.read_text())
+    )
     entry = result.computations[0]
     assert [(a.name, b.name) for a, b in entry.renamed] == [("bias", "biased")]
     assert not entry.changed and not entry.added and not entry.removed

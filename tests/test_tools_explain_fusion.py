@@ -1,4 +1,5 @@
 """`minixla explain-fusion`: every edge fused or refused with the pass's reason; counts add up."""
+
 import json
 from pathlib import Path
 
@@ -39,11 +40,19 @@ ENTRY main {
 def module_edges(module) -> int:
     """Distinct producer -> consumer pairs, counted straight from the module, outside the
     computations that reduce and the like apply per element (fusion does not look there)."""
-    per_element = {id(c) for comp in module.computations for instr in comp.instructions
-                   if instr.opcode not in ("call", "while", "conditional")
-                   for c in instr.called_computations}
-    return sum(len({id(o) for o in instr.operands}) for comp in module.computations
-               if id(comp) not in per_element for instr in comp.instructions)
+    per_element = {
+        id(c)
+        for comp in module.computations
+        for instr in comp.instructions
+        if instr.opcode not in ("call", "while", "conditional")
+        for c in instr.called_computations
+    }
+    return sum(
+        len({id(o) for o in instr.operands})
+        for comp in module.computations
+        if id(comp) not in per_element
+        for instr in comp.instructions
+    )
 
 
 def test_a_chain_fuses_into_one_loop_with_its_bytes_saved():
@@ -60,15 +69,18 @@ def test_each_refusal_carries_the_pass_reason():
     report = explain_fusion(parse_hlo_module(REFUSALS), as_is=True)
     assert report.outcomes["dot cannot head a fusion"] == 2  # u -> d, v -> d
     assert report.outcomes["tuple cannot head a fusion"] == 2
-    assert report.outcomes["exponential is expensive and has other users: fusing would "
-                           "recompute it"] >= 1
-    assert sum(report.outcomes.values()) == report.edges == module_edges(
-        parse_hlo_module(REFUSALS))
+    assert (
+        report.outcomes["exponential is expensive and has other users: fusing would recompute it"]
+        >= 1
+    )
+    assert sum(report.outcomes.values()) == report.edges == module_edges(parse_hlo_module(REFUSALS))
 
 
-@pytest.mark.parametrize("text", [CHAIN, REFUSALS, generated_module(),
-                                  (ROOT / "examples" / "mlp.hlo").read_text()],
-                         ids=["chain", "refusals", "generated", "mlp"])
+@pytest.mark.parametrize(
+    "text",
+    [CHAIN, REFUSALS, generated_module(), (ROOT / "examples" / "mlp.hlo").read_text()],
+    ids=["chain", "refusals", "generated", "mlp"],
+)
 def test_the_counts_add_up_to_the_module_edges(text):
     module = parse_hlo_module(text)
     report = explain_fusion(module, as_is=True)
@@ -86,7 +98,8 @@ def test_the_cli_prints_groups_and_writes_json(tmp_path, capsys):
     assert main(["explain-fusion", str(path), "--as-is", "--json", str(dump)]) == 0
     out = capsys.readouterr().out
     data = json.loads(dump.read_text())
-    assert out.startswith(f"refusals: {data['edges']} producer-consumer edges: "
-                          f"{data['fused']} fused, ")
+    assert out.startswith(
+        f"refusals: {data['edges']} producer-consumer edges: {data['fused']} fused, "
+    )
     assert "     2  dot cannot head a fusion: %u -> %d, %v -> %d" in out
     assert data["fused"] + sum(data["unfused"].values()) == data["edges"]

@@ -1,5 +1,6 @@
 """`minixla graph`: DOT structure, SVG, self-contained HTML, --pass, dumps (the built-in
 layout itself: test_tools_graph_layout.py)."""
+
 import html
 import re
 import shutil
@@ -62,8 +63,9 @@ ENTRY %main (x: f32[4], y: f32[4]) -> f32[4] {
 }
 """
 NODE = re.compile(r'^\s*"((?:[^"\\]|\\.)*)" \[label=', re.M)
-needs_dot = pytest.mark.skipif(shutil.which("dot") is None,
-                               reason="Graphviz's dot is not installed (CI installs graphviz)")
+needs_dot = pytest.mark.skipif(
+    shutil.which("dot") is None, reason="Graphviz's dot is not installed (CI installs graphviz)"
+)
 
 
 @pytest.fixture
@@ -93,8 +95,12 @@ def test_one_node_per_instruction_except_folded_leaves(text):
 def test_one_cluster_per_called_computation():
     dot = module_to_dot(parse())
     assert dot.count("subgraph cluster_") == 4
-    for label in ("fused_add: fusion %f1", "fused_mul: fusion %f2", "cond: condition of %w",
-                  "body: body of %w"):
+    for label in (
+        "fused_add: fusion %f1",
+        "fused_mul: fusion %f2",
+        "cond: condition of %w",
+        "body: body of %w",
+    ):
         assert f'label="{label}"' in dot
     # the fusion inside the while body is drawn inside the body's cluster (one level deeper)
     assert re.search(r'\n    subgraph cluster_\d+ \{\n      label="fused_mul: fusion %f2"', dot)
@@ -126,8 +132,9 @@ def test_cli_writes_dot_to_a_file_or_stdout(fused_file, tmp_path, capsys):
     assert capsys.readouterr().out == module_to_dot(parse())
 
 
-@pytest.mark.parametrize("argv", [pytest.param(["--graphviz"], marks=needs_dot), []],
-                         ids=["graphviz", "builtin-layout"])
+@pytest.mark.parametrize(
+    "argv", [pytest.param(["--graphviz"], marks=needs_dot), []], ids=["graphviz", "builtin-layout"]
+)
 def test_svg_is_real_svg_with_a_title_per_node(fused_file, tmp_path, argv):
     out = tmp_path / "g.svg"
     assert main(["graph", str(fused_file), "-o", str(out), *argv]) == 0
@@ -140,12 +147,14 @@ def test_svg_is_real_svg_with_a_title_per_node(fused_file, tmp_path, argv):
 def test_svg_needs_no_graphviz(fused_file, tmp_path, monkeypatch):
     monkeypatch.setattr(graph.shutil, "which", lambda name: None)
     assert main(["graph", str(fused_file), "-o", str(tmp_path / "g.svg")]) == 0
-    assert (tmp_path / "g.svg").read_text().count('<g class="node">') == \
-        len(NODE.findall(module_to_dot(parse())))
+    assert (tmp_path / "g.svg").read_text().count('<g class="node">') == len(
+        NODE.findall(module_to_dot(parse()))
+    )
 
 
-@pytest.mark.parametrize("use_dot", [pytest.param(True, marks=needs_dot), False],
-                         ids=["graphviz", "builtin-layout"])
+@pytest.mark.parametrize(
+    "use_dot", [pytest.param(True, marks=needs_dot), False], ids=["graphviz", "builtin-layout"]
+)
 def test_html_is_self_contained_and_holds_each_nodes_text(use_dot):
     module = parse()
     page = module_to_html(module, use_dot=use_dot)
@@ -186,8 +195,10 @@ class Rename(Pass):
 @pytest.fixture
 def toy_backend():
     def pipeline():
-        return Pipeline("toy", [Rename("first"), Pipeline("inner", [Rename("second")]),
-                                Rename("third")])
+        return Pipeline(
+            "toy", [Rename("first"), Pipeline("inner", [Rename("second")]), Rename("third")]
+        )
+
     backends.register("toy", lambda module, options: None, pipeline=pipeline)
     yield "toy"
     backends.unregister("toy")
@@ -202,8 +213,10 @@ def test_pass_draws_the_module_after_that_pass(fused_file, toy_backend, capsys, 
 
 def test_pass_errors_name_what_exists(fused_file, toy_backend, capsys):
     assert main(["graph", str(fused_file), "--backend", "toy", "--pass", "nope"]) == 1
-    assert "no pass 'nope' in the toy pipeline; its passes: first, second, third" in \
-        capsys.readouterr().err
+    assert (
+        "no pass 'nope' in the toy pipeline; its passes: first, second, third"
+        in capsys.readouterr().err
+    )
     backends.register("bare", lambda module, options: None)
     try:
         assert main(["graph", str(fused_file), "--backend", "bare", "--pass", "dce"]) == 1
@@ -214,8 +227,11 @@ def test_pass_errors_name_what_exists(fused_file, toy_backend, capsys):
 
 def test_dump_as_dot_writes_a_dot_file_per_dump(tmp_path):
     module = parse()
-    run_pipeline(Pipeline("p", [Rename("first")]), module,
-                 dump=DumpOptions(dump_to=str(tmp_path), pass_re=".*", as_dot=True))
+    run_pipeline(
+        Pipeline("p", [Rename("first")]),
+        module,
+        dump=DumpOptions(dump_to=str(tmp_path), pass_re=".*", as_dot=True),
+    )
     dots = sorted(p.name for p in tmp_path.glob("*.dot"))
     assert len(dots) == 3 and any("after_first" in name for name in dots)
     assert all(p.read_text().startswith("digraph") for p in tmp_path.glob("*.dot"))

@@ -1,5 +1,6 @@
 """The built-in layered layout of `minixla graph`: geometry checked on real modules, optimal
 crossings on small graphs (against brute force), the standalone SVG, and the CLI's formats."""
+
 import itertools
 import math
 import re
@@ -91,9 +92,12 @@ def suite_sample() -> list[Path]:
 
 def real_modules():
     cases = [pytest.param(RESIDUAL, id="residual"), pytest.param(CROSSED, id="crossed")]
-    cases += [pytest.param((ROOT / "examples" / name).read_text(), id=name)
-              for name in ("mlp.hlo", "layer.hlo")]
+    cases += [
+        pytest.param((ROOT / "examples" / name).read_text(), id=name)
+        for name in ("mlp.hlo", "layer.hlo")
+    ]
     from test_tools_graph import FUSED
+
     cases.append(pytest.param(FUSED, id="fused"))
     cases += [pytest.param(path.read_text(), id=path.stem) for path in suite_sample()]
     return cases
@@ -104,8 +108,12 @@ def hits(p, q, box) -> bool:
     eps = 1e-6
     low, high = 0.0, 1.0
     dx, dy = q[0] - p[0], q[1] - p[1]
-    for step, distance in ((-dx, p[0] - box.x - eps), (dx, box.right - eps - p[0]),
-                           (-dy, p[1] - box.y - eps), (dy, box.bottom - eps - p[1])):
+    for step, distance in (
+        (-dx, p[0] - box.x - eps),
+        (dx, box.right - eps - p[0]),
+        (-dy, p[1] - box.y - eps),
+        (dy, box.bottom - eps - p[1]),
+    ):
         if step == 0:
             if distance < 0:
                 return False
@@ -136,8 +144,7 @@ def check_layout(layout, edges) -> None:
         assert layout.layer[a] < layout.layer[b], (a, b)
         route, path = layout.route(a, b), layout.path(a, b)
         assert len(path) - 2 == layout.layer[b] - layout.layer[a] - 1
-        assert [layout.ranks[v] for v in path] == list(range(layout.layer[a],
-                                                             layout.layer[b] + 1))
+        assert [layout.ranks[v] for v in path] == list(range(layout.layer[a], layout.layer[b] + 1))
         assert route[0][1] == boxes[a].bottom and boxes[a].x <= route[0][0] <= boxes[a].right
         assert route[-1][1] == boxes[b].y and boxes[b].x <= route[-1][0] <= boxes[b].right
         for d in path[1:-1]:  # straight down through each of its own slots
@@ -155,8 +162,9 @@ def check_layout(layout, edges) -> None:
 def test_layout_geometry_on_real_modules(text, expand):
     g = build_graph(minixla.parse_hlo_module(text), expand=expand)
     blocks = layout_blocks(g)
-    assert sorted(n for _, layout in blocks for n in layout.boxes) == \
-        sorted(node.id for node in g.nodes())
+    assert sorted(n for _, layout in blocks for n in layout.boxes) == sorted(
+        node.id for node in g.nodes()
+    )
     for cluster, layout in blocks:
         names = {node.id for node in cluster.nodes}
         check_layout(layout, {(a, b) for a, b, _ in g.edges if a in names})
@@ -166,8 +174,9 @@ def test_long_edges_go_around_the_nodes_in_between():
     layout = layout_blocks(build_graph(minixla.parse_hlo_module(RESIDUAL), expand=True))[0][1]
     assert layout.layer["out"] - layout.layer["x"] >= 3
     assert len(layout.slots("x", "out")) == layout.layer["out"] - layout.layer["x"] - 1
-    between = {n for n, rank in layout.layer.items()
-               if layout.layer["x"] < rank < layout.layer["out"]}
+    between = {
+        n for n, rank in layout.layer.items() if layout.layer["x"] < rank < layout.layer["out"]
+    }
     assert {"a", "b", "c", "d", "e", "f"} <= between
     check_layout(layout, [("x", "out")])  # it passes beside them, through its own slots
 
@@ -175,9 +184,10 @@ def test_long_edges_go_around_the_nodes_in_between():
 def test_a_leaf_sits_right_above_its_only_user():
     """Layering shortens edges: a constant feeding only the last add moves down next to it,
     while %x, which also feeds the first multiply, stays on top."""
-    text = RESIDUAL.replace("ROOT %out = f32[4] add(%f, %x)",
-                            "%k = f32[4] constant({1, 2, 3, 4})\n"
-                            "  ROOT %out = f32[4] add(%f, %k)")
+    text = RESIDUAL.replace(
+        "ROOT %out = f32[4] add(%f, %x)",
+        "%k = f32[4] constant({1, 2, 3, 4})\n  ROOT %out = f32[4] add(%f, %k)",
+    )
     layout = layout_blocks(build_graph(minixla.parse_hlo_module(text), expand=True))[0][1]
     assert layout.layer["k"] == layout.layer["out"] - 1
     assert layout.layer["x"] == 0
@@ -186,9 +196,14 @@ def test_a_leaf_sits_right_above_its_only_user():
 def test_edges_out_of_one_value_share_one_trunk():
     """%k feeds an add in each of 40 layers: one dummy per layer it passes, not one per edge
     and layer (which would grow with the square of the depth)."""
-    lines = ["HloModule uses", "ENTRY %main (p: f32[4]) -> f32[4] {",
-             "  %p = f32[4] parameter(0)", "  %z = f32[] constant(1)",
-             "  %k = f32[4] broadcast(%z), dimensions={}", "  %v0 = f32[4] negate(%p)"]
+    lines = [
+        "HloModule uses",
+        "ENTRY %main (p: f32[4]) -> f32[4] {",
+        "  %p = f32[4] parameter(0)",
+        "  %z = f32[] constant(1)",
+        "  %k = f32[4] broadcast(%z), dimensions={}",
+        "  %v0 = f32[4] negate(%p)",
+    ]
     lines += [f"  %v{i} = f32[4] add(%v{i - 1}, %k)" for i in range(1, 41)]
     lines += ["  ROOT %r = f32[4] negate(%v40)", "}"]
     g = build_graph(minixla.parse_hlo_module("\n".join(lines)))
@@ -203,14 +218,21 @@ def test_edges_out_of_one_value_share_one_trunk():
 def brute_force_fewest(layout) -> int:
     """The fewest crossings over every order of every layer (dummies included)."""
     rows = layout.order
-    return min(count_crossings(list(choice), layout.down)
-               for choice in itertools.product(*(itertools.permutations(r) for r in rows)))
+    return min(
+        count_crossings(list(choice), layout.down)
+        for choice in itertools.product(*(itertools.permutations(r) for r in rows))
+    )
 
 
-SMALL = [pytest.param(CROSSED, True, id="crossed"), pytest.param(KNOT, True, id="knot"),
-         pytest.param(FAN, True, id="fan")]
-SMALL += [pytest.param((ROOT / "examples" / name).read_text(), False, id=name)
-          for name in ("mlp.hlo", "layer.hlo")]
+SMALL = [
+    pytest.param(CROSSED, True, id="crossed"),
+    pytest.param(KNOT, True, id="knot"),
+    pytest.param(FAN, True, id="fan"),
+]
+SMALL += [
+    pytest.param((ROOT / "examples" / name).read_text(), False, id=name)
+    for name in ("mlp.hlo", "layer.hlo")
+]
 
 
 @pytest.mark.parametrize("text, expand", SMALL)
@@ -238,8 +260,18 @@ def test_count_crossings_counts_each_pair_of_crossing_edges():
 
 def test_layout_is_deterministic_and_ignores_edge_repeats():
     sizes = {name: (40.0 + 7 * i, 30.0) for i, name in enumerate("abcdefg")}
-    edges = [("a", "c"), ("b", "c"), ("a", "g"), ("c", "d"), ("c", "e"), ("b", "f"),
-             ("d", "g"), ("e", "g"), ("f", "g"), ("a", "c")]
+    edges = [
+        ("a", "c"),
+        ("b", "c"),
+        ("a", "g"),
+        ("c", "d"),
+        ("c", "e"),
+        ("b", "f"),
+        ("d", "g"),
+        ("e", "g"),
+        ("f", "g"),
+        ("a", "c"),
+    ]
     first, second = layered_layout(sizes, edges), layered_layout(dict(sizes), edges[:-1])
     assert first.boxes == second.boxes and first.x == second.x
     assert all(first.route(a, b) == second.route(a, b) for a, b in edges)
@@ -247,8 +279,10 @@ def test_layout_is_deterministic_and_ignores_edge_repeats():
 
 
 def test_an_edge_against_the_node_order_is_drawn_upwards():
-    layout = layered_layout({"a": (30.0, 20.0), "b": (30.0, 20.0), "c": (30.0, 20.0)},
-                            [("b", "a"), ("a", "c"), ("b", "c")])
+    layout = layered_layout(
+        {"a": (30.0, 20.0), "b": (30.0, 20.0), "c": (30.0, 20.0)},
+        [("b", "a"), ("a", "c"), ("b", "c")],
+    )
     route = layout.route("b", "a")
     assert layout.layer["a"] < layout.layer["b"]
     assert route[0][1] == layout.boxes["b"].y and route[-1][1] == layout.boxes["a"].bottom
@@ -256,8 +290,11 @@ def test_an_edge_against_the_node_order_is_drawn_upwards():
 
 def test_a_chain_of_a_thousand_instructions_lays_out():
     """bench/bench_graph_layout.py times a few thousand; this only checks the shape."""
-    lines = ["HloModule chain", "ENTRY %main (p: f32[4]) -> f32[4] {",
-             "  %v0 = f32[4] parameter(0)"]
+    lines = [
+        "HloModule chain",
+        "ENTRY %main (p: f32[4]) -> f32[4] {",
+        "  %v0 = f32[4] parameter(0)",
+    ]
     for i in range(1, 1000):
         skip = f"%v{i - 1}" if i % 50 else f"%v{i - 50}"  # a residual edge every 50
         lines.append(f"  %v{i} = f32[4] add(%v{i - 1}, {skip})")
@@ -271,12 +308,16 @@ def test_a_chain_of_a_thousand_instructions_lays_out():
 # -- SVG ---------------------------------------------------------------------------------------
 def test_svg_is_well_formed_and_holds_every_instruction(tmp_path):
     from test_tools_graph import FUSED
+
     module = minixla.parse_hlo_module(FUSED)
     svg = module_to_svg(module)
     root = ET.fromstring(svg)
     assert root.tag == f"{SVG}svg"
-    nodes = {g.find(f"{SVG}title").text: g.find(f"{SVG}desc").text
-             for g in root.iter(f"{SVG}g") if g.get("class") == "node"}
+    nodes = {
+        g.find(f"{SVG}title").text: g.find(f"{SVG}desc").text
+        for g in root.iter(f"{SVG}g")
+        if g.get("class") == "node"
+    }
     for comp in module.computations:
         for instr in comp.instructions:
             if instr.name in nodes:
@@ -294,10 +335,14 @@ def test_svg_is_well_formed_and_holds_every_instruction(tmp_path):
 def test_svg_and_html_draw_the_same_layout():
     module = minixla.parse_hlo_module(RESIDUAL)
     svg, page = module_to_svg(module), module_to_html(module)
-    inline = page[page.index("<svg"):page.index("</svg>")]
-    standalone = svg[svg.index("<svg"):svg.index("</svg>")]
-    assert re.sub(r"<desc>.*?</desc>", "", standalone, flags=re.S).replace(
-        ' xmlns="http://www.w3.org/2000/svg"', "") == inline
+    inline = page[page.index("<svg") : page.index("</svg>")]
+    standalone = svg[svg.index("<svg") : svg.index("</svg>")]
+    assert (
+        re.sub(r"<desc>.*?</desc>", "", standalone, flags=re.S).replace(
+            ' xmlns="http://www.w3.org/2000/svg"', ""
+        )
+        == inline
+    )
     assert "http://" not in page
 
 
@@ -320,15 +365,21 @@ def test_format_flag_chooses_the_output(residual_file, tmp_path, capsys):
     ET.parse(tmp_path / "g.svg")
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--format", "png"], "unknown format 'png': choose one of dot, svg, html"),
-    (["--format", ""], "unknown format ''"),
-    (["-o", "g.pdf"], "cannot tell the format of g.pdf: use a .dot, .svg or .html name, or "
-                      "--format"),
-    (["-o", "noext"], "cannot tell the format of noext"),
-])
-def test_bad_formats_are_one_line_errors(residual_file, tmp_path, capsys, monkeypatch, argv,
-                                         message):
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--format", "png"], "unknown format 'png': choose one of dot, svg, html"),
+        (["--format", ""], "unknown format ''"),
+        (
+            ["-o", "g.pdf"],
+            "cannot tell the format of g.pdf: use a .dot, .svg or .html name, or --format",
+        ),
+        (["-o", "noext"], "cannot tell the format of noext"),
+    ],
+)
+def test_bad_formats_are_one_line_errors(
+    residual_file, tmp_path, capsys, monkeypatch, argv, message
+):
     monkeypatch.chdir(tmp_path)
     assert main(["graph", str(residual_file), *argv]) == 1
     captured = capsys.readouterr()
@@ -336,8 +387,9 @@ def test_bad_formats_are_one_line_errors(residual_file, tmp_path, capsys, monkey
     assert list(tmp_path.iterdir()) == [residual_file]
 
 
-def test_graphviz_layout_without_dot_is_a_one_line_error(residual_file, tmp_path, capsys,
-                                                          monkeypatch):
+def test_graphviz_layout_without_dot_is_a_one_line_error(
+    residual_file, tmp_path, capsys, monkeypatch
+):
     monkeypatch.setattr(graph.shutil, "which", lambda name: None)
     for suffix in ("svg", "html"):
         out = tmp_path / f"g.{suffix}"

@@ -1,4 +1,5 @@
 """`minixla reduce`: a 200-instruction module with a planted bug shrinks to a handful."""
+
 import random
 import shutil
 
@@ -8,17 +9,25 @@ from minixla.cli import main
 from minixla.passes.algsimp import ALGSIMP
 from minixla.passes.patterns import Rule, m
 from minixla.text import parse_hlo_module
-from minixla.tools.reduce import Reducer, count_instructions, differs_predicate, \
-    raises_predicate
+from minixla.tools.reduce import Reducer, count_instructions, differs_predicate, raises_predicate
 
 
 def generated_module(count: int = 200, seed: int = 0) -> str:
     """A chain of elementwise ops with random side inputs; a call in the middle holds
     max(x, -y), the pattern the planted rule gets wrong."""
     rng = random.Random(seed)
-    lines = ["HloModule generated", "", "planted {", "  x = f32[8] parameter(0)",
-             "  y = f32[8] parameter(1)", "  ny = f32[8] negate(y)",
-             "  ROOT mx = f32[8] maximum(x, ny)", "}", "", "ENTRY main {"]
+    lines = [
+        "HloModule generated",
+        "",
+        "planted {",
+        "  x = f32[8] parameter(0)",
+        "  y = f32[8] parameter(1)",
+        "  ny = f32[8] negate(y)",
+        "  ROOT mx = f32[8] maximum(x, ny)",
+        "}",
+        "",
+        "ENTRY main {",
+    ]
     names = [f"p{i}" for i in range(3)]
     lines += [f"  p{i} = f32[8] parameter({i})" for i in range(3)]
     while len(names) < count - 1:
@@ -44,15 +53,17 @@ def _raise(root, x, y):
 
 @pytest.fixture
 def wrong_rule(monkeypatch):
-    rule = Rule("max_negate", m.Maximum(m.Any("x"), m.Negate(m.Any("y"))), _drop_negated,
-                ("root", "x", "y"))
+    rule = Rule(
+        "max_negate", m.Maximum(m.Any("x"), m.Negate(m.Any("y"))), _drop_negated, ("root", "x", "y")
+    )
     monkeypatch.setattr(ALGSIMP, "rules", ALGSIMP.rules + [rule])
 
 
 @pytest.fixture
 def crashing_rule(monkeypatch):
-    rule = Rule("max_negate", m.Maximum(m.Any("x"), m.Negate(m.Any("y"))), _raise,
-                ("root", "x", "y"))
+    rule = Rule(
+        "max_negate", m.Maximum(m.Any("x"), m.Negate(m.Any("y"))), _raise, ("root", "x", "y")
+    )
     monkeypatch.setattr(ALGSIMP, "rules", ALGSIMP.rules + [rule])
 
 
@@ -80,18 +91,37 @@ def test_a_planted_wrong_rule_shrinks_to_at_most_ten_instructions(wrong_rule):
 
 
 def test_reduction_is_deterministic(wrong_rule):
-    runs = [Reducer(differs_predicate("interpreter", PASSES)).reduce(
-        parse_hlo_module(generated_module(60, seed=1))) for _ in range(2)]
+    runs = [
+        Reducer(differs_predicate("interpreter", PASSES)).reduce(
+            parse_hlo_module(generated_module(60, seed=1))
+        )
+        for _ in range(2)
+    ]
     assert runs[0].module.to_text() == runs[1].module.to_text()
     assert runs[0].tests == runs[1].tests
 
 
-def test_the_cli_prints_the_module_and_how_it_shrank(crashing_rule, generated_file, capsys,
-                                                      tmp_path):
+def test_the_cli_prints_the_module_and_how_it_shrank(
+    crashing_rule, generated_file, capsys, tmp_path
+):
     out_file = tmp_path / "small.hlo"
-    assert main(["reduce", str(generated_file), "--predicate", "raises:planted crash",
-                 "--backend", "interpreter", "--passes", "call-inliner,algsimp",
-                 "-o", str(out_file)]) == 0
+    assert (
+        main(
+            [
+                "reduce",
+                str(generated_file),
+                "--predicate",
+                "raises:planted crash",
+                "--backend",
+                "interpreter",
+                "--passes",
+                "call-inliner,algsimp",
+                "-o",
+                str(out_file),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     summary = out.splitlines()[-1]
     assert summary.startswith("reduced 204 -> ") and "1 computations" in summary
@@ -105,13 +135,14 @@ def test_a_shell_test_command_drives_the_reduction(generated_file, capsys):
     assert main(["reduce", str(generated_file), "--test", "grep -q maximum {}"]) == 0
     out = capsys.readouterr().out
     assert "maximum(" in out
-    small = parse_hlo_module(out[:out.rindex("reduced")])
+    small = parse_hlo_module(out[: out.rindex("reduced")])
     assert count_instructions(small) == 3  # two parameters and the maximum
 
 
 def test_the_budget_bounds_the_work(wrong_rule):
     result = Reducer(differs_predicate("interpreter", PASSES), max_tests=5).reduce(
-        parse_hlo_module(generated_module()))
+        parse_hlo_module(generated_module())
+    )
     assert result.tests == 5 and result.stopped == "5 tests"
 
 
@@ -120,8 +151,9 @@ def test_errors_are_one_line(generated_file, capsys):
     assert main(["reduce", str(generated_file), "--predicate", "sometimes"]) == 1
     assert main(["reduce", str(generated_file), "--predicate", "raises:x", "--passes", "nah"]) == 1
     errors = capsys.readouterr().err.splitlines()
-    assert errors[0] == ("minixla reduce: the test does not hold for the input module; "
-                         "nothing to reduce")
+    assert errors[0] == (
+        "minixla reduce: the test does not hold for the input module; nothing to reduce"
+    )
     assert errors[1].startswith("minixla reduce: unknown predicate 'sometimes'")
     assert errors[2].startswith("minixla reduce: unknown pass 'nah'")
     assert len(errors) == 3
@@ -131,6 +163,7 @@ def test_errors_are_one_line(generated_file, capsys):
 def test_fusions_are_undone_and_called_computations_shrink(tmp_path, capsys):
     from pathlib import Path
     from minixla.passes.pipelines import cpu_pipeline
+
     mlp = Path(__file__).resolve().parents[1] / "examples" / "mlp.hlo"
     module = parse_hlo_module(mlp.read_text())
     cpu_pipeline().run(module)
@@ -140,7 +173,7 @@ def test_fusions_are_undone_and_called_computations_shrink(tmp_path, capsys):
     assert main(["reduce", str(path), "--test", "grep -q 'exponential(' {}"]) == 0
     out = capsys.readouterr().out
     assert "accepted: " in out and "inline 1" in out
-    small = parse_hlo_module(out[:out.rindex("reduced")])
+    small = parse_hlo_module(out[: out.rindex("reduced")])
     assert count_instructions(small) == 2 and "fusion" not in small.to_text()
 
 

@@ -1,5 +1,6 @@
 """Whole models through `torch.compile(model, backend="minixla")`: outputs, every parameter's
 gradient, BatchNorm's running statistics and optimizer steps against eager torch."""
+
 import copy
 import os
 
@@ -28,8 +29,9 @@ class SmallCNN(nn.Module):
 
 
 def mlp():
-    return nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 32), nn.Tanh(),
-                         nn.Linear(32, 4))
+    return nn.Sequential(
+        nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 4)
+    )
 
 
 def transformer():
@@ -108,8 +110,10 @@ def test_training_steps_give_eager_losses(name, optimizer):
     eager = copy.deepcopy(model)
     target = torch.randn(eager(x).shape, generator=torch.Generator().manual_seed(2))
     compiled = compile_model(model)
-    make_opt = {"adam": lambda p: torch.optim.Adam(p, lr=1e-2),
-                "sgd": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9)}[optimizer]
+    make_opt = {
+        "adam": lambda p: torch.optim.Adam(p, lr=1e-2),
+        "sgd": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+    }[optimizer]
     losses = []
     for net, forward in ((model, compiled), (eager, eager)):
         opt = make_opt(net.parameters())
@@ -122,8 +126,9 @@ def test_training_steps_give_eager_losses(name, optimizer):
             run.append(loss.item())
         losses.append(run)
     assert losses[0][-1] < losses[0][0]  # it trains
-    torch.testing.assert_close(torch.tensor(losses[0]), torch.tensor(losses[1]), rtol=1e-4,
-                               atol=1e-6)
+    torch.testing.assert_close(
+        torch.tensor(losses[0]), torch.tensor(losses[1]), rtol=1e-4, atol=1e-6
+    )
     for p, q in zip(model.parameters(), eager.parameters()):
         assert_close(p, q)
 
@@ -154,8 +159,9 @@ def test_a_vae_with_sampled_noise_trains():
             mu, log_var = self.encoder(x).chunk(2, -1)
             z = mu + torch.randn_like(mu) * torch.exp(0.5 * log_var)
             recon = torch.sigmoid(self.decoder(z))
-            kl = -0.5 * torch.mean(1 + log_var - mu ** 2 - log_var.exp())
+            kl = -0.5 * torch.mean(1 + log_var - mu**2 - log_var.exp())
             return nn.functional.binary_cross_entropy(recon, torch.sigmoid(x)) + kl
+
     torch.manual_seed(0)
     model, x = VAE(), torch.randn(64, 8)
     compiled = compile_model(model)
@@ -190,12 +196,14 @@ def test_static_graphs_trace_once_and_dynamo_recompiles_on_other_signatures(monk
     # a graph without symbolic sizes keeps one compiled function and skips its signature key;
     # grad mode, requires_grad and a new batch size reach it as new graphs from dynamo
     from minixla.torch import backend
+
     graphs = []
 
     class Counted(backend.DynamoGraph):
         def __init__(self, gm, options, **kwargs):
             super().__init__(gm, options, **kwargs)
             graphs.append(self)
+
     monkeypatch.setattr(backend, "DynamoGraph", Counted)
     torch._dynamo.reset()
     model, x = make("mlp")
@@ -233,18 +241,21 @@ def test_replaced_parameter_data_is_read_again():
 
 def test_graph_breaks_are_each_compiled(monkeypatch):
     from minixla.torch import backend
+
     graphs = []
 
     class Counted(backend.DynamoGraph):
         def __init__(self, gm, options, **kwargs):
             super().__init__(gm, options, **kwargs)
             graphs.append(self)
+
     monkeypatch.setattr(backend, "DynamoGraph", Counted)
 
     def fn(x):
         y = torch.sin(x) * 2
         torch._dynamo.graph_break()
         return torch.cos(y) + 1
+
     torch._dynamo.reset()
     compiled = torch.compile(fn, backend="minixla", options=OPTIONS)
     x = torch.randn(5)
@@ -264,6 +275,7 @@ def test_unknown_options_are_errors():
 def test_unsupported_op_error_names_op_and_user_line():
     def fn(x):
         return torch.linalg.det(x)  # the line the error must name
+
     torch._dynamo.reset()
     compiled = torch.compile(fn, backend="minixla", options=OPTIONS)
     with pytest.raises(Exception) as info:
@@ -289,12 +301,14 @@ def test_dump_to_writes_fx_and_hlo_side_by_side(tmp_path, monkeypatch):
 
 def test_entry_point_registration_resolves_the_backend(monkeypatch):
     from torch._dynamo.backends import registry
+
     text = open(os.path.join(os.path.dirname(__file__), "..", "pyproject.toml")).read()
     assert 'minixla = "minixla.torch:minixla_backend"' in text
 
     class EntryPoint:  # what importlib.metadata gives dynamo for the pyproject entry
         def load(self):
             return minixla.torch.minixla_backend
+
     monkeypatch.delitem(registry._COMPILER_FNS, "minixla")
     monkeypatch.setitem(registry._BACKENDS, "minixla", EntryPoint())
     minixla.torch.register()  # an import after discovery leaves registration to dynamo
@@ -304,12 +318,12 @@ def test_entry_point_registration_resolves_the_backend(monkeypatch):
 
 def test_example_trains_both_models_with_eager_losses():
     import importlib.util
+
     path = os.path.join(os.path.dirname(__file__), "..", "examples", "torch_train.py")
     spec = importlib.util.spec_from_file_location("example_torch_train", path)
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
     torch._dynamo.reset()
     for name, (ours, theirs) in example.main(steps=3, verbose=False).items():
-        torch.testing.assert_close(torch.tensor(ours), torch.tensor(theirs), rtol=1e-4,
-                                   atol=1e-6)
+        torch.testing.assert_close(torch.tensor(ours), torch.tensor(theirs), rtol=1e-4, atol=1e-6)
         assert ours[-1] < ours[0], name

@@ -5,6 +5,7 @@ Each function is traced to an ATen graph above autograd (make_fx, pre-dispatch) 
 AOTAutograd path (decompositions, functionalization, forward and backward graphs lowered)
 without dynamo's own tracing, which keeps these tests fast. They run on the interpreter.
 """
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -31,7 +32,8 @@ def as_tuple(value):
 def compiled(fn, *inputs):
     """`fn` as the minixla backend runs it: a tuple-returning graph through DynamoGraph."""
     traced = make_fx(lambda *args: as_tuple(fn(*args)), pre_dispatch=True)(
-        *[x.clone() for x in inputs])
+        *[x.clone() for x in inputs]
+    )
     return DynamoGraph(traced, OPTIONS)
 
 
@@ -60,89 +62,171 @@ CASES = {
     "rsub_div": (lambda x, y: (1 - x) / y, rand(5), rand(5).abs() + 1),
     "int_float_promotion": (lambda i, x: i + x, ints(5, 3), rand(3)),
     "int_true_divide": (lambda i: i / 2, ints(9, 4)),
-    "floor_divide": (lambda i, j: torch.div(i, j, rounding_mode="floor"), ints(9, 4) - 4,
-                     ints(3, 4) + 1),
+    "floor_divide": (
+        lambda i, j: torch.div(i, j, rounding_mode="floor"),
+        ints(9, 4) - 4,
+        ints(3, 4) + 1,
+    ),
     "trunc_divide": (lambda x, y: torch.div(x, y, rounding_mode="trunc"), rand(6), rand(6)),
     "remainder": (lambda x, y: torch.remainder(x, y), rand(6) * 4, rand(6, seed=1)),
-    "unary_math": (lambda x: torch.exp(x) + torch.log(x.abs() + 1) + torch.rsqrt(x.abs() + 1)
-                   + torch.tanh(x) + torch.sigmoid(x) + torch.erf(x) + x.sin() * x.cos(),
-                   rand(3, 5)),
-    "pow_sqrt_recip": (lambda x: x ** 2 + x.abs() ** 1.5 + torch.reciprocal(x.abs() + 1),
-                       rand(4)),
+    "unary_math": (
+        lambda x: (
+            torch.exp(x)
+            + torch.log(x.abs() + 1)
+            + torch.rsqrt(x.abs() + 1)
+            + torch.tanh(x)
+            + torch.sigmoid(x)
+            + torch.erf(x)
+            + x.sin() * x.cos()
+        ),
+        rand(3, 5),
+    ),
+    "pow_sqrt_recip": (lambda x: x**2 + x.abs() ** 1.5 + torch.reciprocal(x.abs() + 1), rand(4)),
     "relu_gelu": (lambda x: F.relu(x) + F.gelu(x) + F.gelu(x, approximate="tanh"), rand(7)),
-    "silu_softplus_hardswish": (lambda x: F.silu(x) + F.softplus(x) + F.hardswish(x)
-                                + F.leaky_relu(x, 0.1) + F.elu(x), rand(9)),
+    "silu_softplus_hardswish": (
+        lambda x: F.silu(x) + F.softplus(x) + F.hardswish(x) + F.leaky_relu(x, 0.1) + F.elu(x),
+        rand(9),
+    ),
     "clamp": (lambda x: x.clamp(-0.5, 0.5) + x.clamp(min=0.1), rand(8)),
-    "compare_where": (lambda x, y: torch.where(x > y, x, y * 2) + (x <= 0.1).float(),
-                      rand(3, 4), rand(4)),
+    "compare_where": (
+        lambda x, y: torch.where(x > y, x, y * 2) + (x <= 0.1).float(),
+        rand(3, 4),
+        rand(4),
+    ),
     "logical": (lambda x: (x > 0) & ~(x > 1) | (x < -1), rand(10)),
     "masked_fill": (lambda x: x.masked_fill(x < 0, -1e9), rand(2, 6)),
     "to_dtype": (lambda x: x.to(torch.float64) * 2 + x.to(torch.int32), rand(5) * 10),
     "bf16": (lambda x: (x.to(torch.bfloat16) * 3).float(), rand(6)),
-    "view_permute_expand": (lambda x: x.view(2, 3, 4).permute(2, 0, 1).reshape(4, 6)
-                            + x.new_ones(1, 6), rand(6, 4)),
+    "view_permute_expand": (
+        lambda x: x.view(2, 3, 4).permute(2, 0, 1).reshape(4, 6) + x.new_ones(1, 6),
+        rand(6, 4),
+    ),
     "expand_unsqueeze": (lambda x: x.unsqueeze(1).expand(3, 4, 2) * 1, rand(3, 2)),
     "slice_select": (lambda x: x[1:, ::2] + x[0, 1:4:2].sum() + x[:2, -1:], rand(3, 6)),
-    "cat_stack_flip": (lambda x, y: torch.cat([x, y.flip(0)], 0) + torch.stack([x, y]).sum(0)
-                       .repeat(2, 1), rand(2, 3), rand(2, 3)),
+    "cat_stack_flip": (
+        lambda x, y: torch.cat([x, y.flip(0)], 0) + torch.stack([x, y]).sum(0).repeat(2, 1),
+        rand(2, 3),
+        rand(2, 3),
+    ),
     "pad": (lambda x: F.pad(x, (1, 2, 0, 1), value=0.5), rand(2, 3)),
     "full_arange": (lambda x: x + torch.arange(3, 15, 3) + torch.full((4,), 2.0), rand(4)),
     "sum_mean": (lambda x: x.sum() + x.sum(1).mean() + x.mean((0, 2), keepdim=True), rand(2, 3, 4)),
     "var_std": (lambda x: x.var(0) + x.std(1, keepdim=True) + x.var(unbiased=False), rand(4, 5)),
     "amax_amin": (lambda x: x.amax(1).sum() - x.amin(0) + x.max(), rand(3, 4)),
-    "argmax_argmin": (lambda x: x.argmax(1) + x.argmin() + x.argmax(0, keepdim=True).sum(),
-                      torch.tensor([[1., 3., 3.], [2., 0., 0.]])),
+    "argmax_argmin": (
+        lambda x: x.argmax(1) + x.argmin() + x.argmax(0, keepdim=True).sum(),
+        torch.tensor([[1.0, 3.0, 3.0], [2.0, 0.0, 0.0]]),
+    ),
     "max_dim": (lambda x: x.max(1), rand(3, 5)),
     "any_all": (lambda x: (x > 0).any(1) | (x > -5).all(), rand(3, 4)),
     "cumsum": (lambda x: x.cumsum(1), rand(2, 5)),
     "softmax": (lambda x: x.softmax(-1) + x.log_softmax(0), rand(3, 7)),
-    "mm_addmm_bmm": (lambda a, b, c: a @ b + torch.addmm(c, a, b, beta=0.5, alpha=2), rand(3, 4),
-                     rand(4, 5), rand(5)),
-    "bmm_baddbmm": (lambda a, b: torch.bmm(a, b) + torch.baddbmm(torch.ones(1, 3, 2), a, b),
-                    rand(2, 3, 4), rand(2, 4, 2)),
+    "mm_addmm_bmm": (
+        lambda a, b, c: a @ b + torch.addmm(c, a, b, beta=0.5, alpha=2),
+        rand(3, 4),
+        rand(4, 5),
+        rand(5),
+    ),
+    "bmm_baddbmm": (
+        lambda a, b: torch.bmm(a, b) + torch.baddbmm(torch.ones(1, 3, 2), a, b),
+        rand(2, 3, 4),
+        rand(2, 4, 2),
+    ),
     "matmul_batched": (lambda a, b: a @ b, rand(2, 3, 4), rand(4, 6)),
     "linear": (lambda x, w, b: F.linear(x, w, b), rand(2, 5, 4), rand(3, 4), rand(3)),
-    "conv2d": (lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1), rand(2, 3, 7, 7),
-               rand(4, 3, 3, 3), rand(4)),
-    "conv2d_groups_dilation": (lambda x, w: F.conv2d(x, w, padding=2, dilation=2, groups=2),
-                               rand(1, 4, 6, 6), rand(6, 2, 3, 3)),
+    "conv2d": (
+        lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1),
+        rand(2, 3, 7, 7),
+        rand(4, 3, 3, 3),
+        rand(4),
+    ),
+    "conv2d_groups_dilation": (
+        lambda x, w: F.conv2d(x, w, padding=2, dilation=2, groups=2),
+        rand(1, 4, 6, 6),
+        rand(6, 2, 3, 3),
+    ),
     "conv1d": (lambda x, w: F.conv1d(x, w, padding=1), rand(2, 3, 9), rand(5, 3, 3)),
     "conv3d": (lambda x, w: F.conv3d(x, w), rand(1, 2, 4, 4, 4), rand(3, 2, 2, 2, 2)),
-    "conv_transpose2d": (lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1,
-                                                         output_padding=1),
-                         rand(1, 3, 4, 4), rand(3, 2, 3, 3)),
+    "conv_transpose2d": (
+        lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1, output_padding=1),
+        rand(1, 3, 4, 4),
+        rand(3, 2, 3, 3),
+    ),
     "max_pool2d": (lambda x: F.max_pool2d(x, 2), rand(2, 3, 6, 6)),
-    "max_pool2d_pad_ceil": (lambda x: F.max_pool2d(x, 3, 2, padding=1, ceil_mode=True),
-                            rand(1, 2, 7, 7)),
-    "avg_pool2d": (lambda x: F.avg_pool2d(x, 3, 2, padding=1) + F.avg_pool2d(
-        x, 3, 2, padding=1, count_include_pad=False), rand(1, 2, 7, 7)),
+    "max_pool2d_pad_ceil": (
+        lambda x: F.max_pool2d(x, 3, 2, padding=1, ceil_mode=True),
+        rand(1, 2, 7, 7),
+    ),
+    "avg_pool2d": (
+        lambda x: (
+            F.avg_pool2d(x, 3, 2, padding=1)
+            + F.avg_pool2d(x, 3, 2, padding=1, count_include_pad=False)
+        ),
+        rand(1, 2, 7, 7),
+    ),
     "adaptive_avg_pool": (lambda x: F.adaptive_avg_pool2d(x, 1), rand(2, 3, 4, 4)),
     "layer_norm": (lambda x, w, b: F.layer_norm(x, (4,), w, b), rand(2, 3, 4), rand(4), rand(4)),
-    "batch_norm_eval": (lambda x, m, v: F.batch_norm(x, m, v, training=False), rand(4, 3, 2),
-                        rand(3), rand(3).abs() + 0.5),
+    "batch_norm_eval": (
+        lambda x, m, v: F.batch_norm(x, m, v, training=False),
+        rand(4, 3, 2),
+        rand(3),
+        rand(3).abs() + 0.5,
+    ),
     "group_norm": (lambda x: F.group_norm(x, 2), rand(2, 4, 3)),
     "gather": (lambda x, i: x.gather(1, i), rand(3, 5), ints(5, 3, 2)),
     "scatter_add": (lambda x, i, s: x.scatter_add(0, i, s), rand(4, 3), ints(4, 2, 3), rand(2, 3)),
-    "scatter": (lambda x, i, s: x.scatter(1, i, s), rand(2, 4), torch.tensor([[0, 2], [3, 1]]),
-                rand(2, 2)),
-    "index_tensor": (lambda x, i, j: x[i] + x[:, j].sum() + x[i, j].sum(), rand(5, 4),
-                     torch.tensor([4, 0, -1]), torch.tensor([1, 3, 0])),
-    "index_put": (lambda x, i, v: x.index_put((i,), v, accumulate=True), rand(5, 2),
-                  torch.tensor([0, 3, 0]), rand(3, 2)),
+    "scatter": (
+        lambda x, i, s: x.scatter(1, i, s),
+        rand(2, 4),
+        torch.tensor([[0, 2], [3, 1]]),
+        rand(2, 2),
+    ),
+    "index_tensor": (
+        lambda x, i, j: x[i] + x[:, j].sum() + x[i, j].sum(),
+        rand(5, 4),
+        torch.tensor([4, 0, -1]),
+        torch.tensor([1, 3, 0]),
+    ),
+    "index_put": (
+        lambda x, i, v: x.index_put((i,), v, accumulate=True),
+        rand(5, 2),
+        torch.tensor([0, 3, 0]),
+        rand(3, 2),
+    ),
     "index_select": (lambda x, i: x.index_select(1, i), rand(3, 4), torch.tensor([3, 1])),
     "embedding": (lambda w, i: F.embedding(i, w), rand(10, 4), ints(10, 2, 3)),
-    "sdpa_causal": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
-                    rand(1, 2, 4, 8), rand(1, 2, 4, 8, seed=1), rand(1, 2, 4, 8, seed=2)),
-    "sort_topk": (lambda x: (torch.sort(x, 0, descending=True), torch.topk(x, 2),
-                             x.argsort(-1)),
-                  torch.tensor([[1., 2., 5.], [1., float("nan"), -1.], [3., 0., 2.]])),
-    "split_unbind": (lambda x: [p * (i + 1) for i, p in enumerate(x.split([1, 3], 1))]
-                     + list(x.unbind(0)), rand(2, 4)),
-    "interpolate": (lambda x: (F.interpolate(x, scale_factor=2, mode="nearest"),
-                               F.interpolate(x, size=(5, 7), mode="bilinear")), rand(1, 2, 3, 4)),
-    "losses": (lambda x, t, y: F.cross_entropy(x, t) + F.mse_loss(x, y) + F.l1_loss(x, y)
-               + F.binary_cross_entropy_with_logits(x, y.sigmoid()), rand(4, 5), ints(5, 4),
-               rand(4, 5)),
+    "sdpa_causal": (
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        rand(1, 2, 4, 8),
+        rand(1, 2, 4, 8, seed=1),
+        rand(1, 2, 4, 8, seed=2),
+    ),
+    "sort_topk": (
+        lambda x: (torch.sort(x, 0, descending=True), torch.topk(x, 2), x.argsort(-1)),
+        torch.tensor([[1.0, 2.0, 5.0], [1.0, float("nan"), -1.0], [3.0, 0.0, 2.0]]),
+    ),
+    "split_unbind": (
+        lambda x: [p * (i + 1) for i, p in enumerate(x.split([1, 3], 1))] + list(x.unbind(0)),
+        rand(2, 4),
+    ),
+    "interpolate": (
+        lambda x: (
+            F.interpolate(x, scale_factor=2, mode="nearest"),
+            F.interpolate(x, size=(5, 7), mode="bilinear"),
+        ),
+        rand(1, 2, 3, 4),
+    ),
+    "losses": (
+        lambda x, t, y: (
+            F.cross_entropy(x, t)
+            + F.mse_loss(x, y)
+            + F.l1_loss(x, y)
+            + F.binary_cross_entropy_with_logits(x, y.sigmoid())
+        ),
+        rand(4, 5),
+        ints(5, 4),
+        rand(4, 5),
+    ),
 }
 
 
@@ -176,31 +260,54 @@ def test_eager_fallback_warns_and_still_computes():
 
 
 GRAD_CASES = {
-    "conv2d_stride_groups": (lambda x, w: F.conv2d(x, w, stride=2, padding=1, groups=2),
-                             rand(2, 4, 7, 7), rand(6, 2, 3, 3)),
+    "conv2d_stride_groups": (
+        lambda x, w: F.conv2d(x, w, stride=2, padding=1, groups=2),
+        rand(2, 4, 7, 7),
+        rand(6, 2, 3, 3),
+    ),
     "conv1d_dilation": (lambda x, w: F.conv1d(x, w, dilation=2), rand(2, 3, 9), rand(4, 3, 3)),
     "max_pool2d": (lambda x: F.max_pool2d(x, 3, 2, padding=1), rand(1, 2, 7, 7)),
-    "layer_norm_softmax": (lambda x, w: F.layer_norm(x, (4,), w).softmax(-1), rand(3, 4),
-                           rand(4)),
-    "embedding": (lambda w: F.embedding(torch.tensor([[1, 2], [1, 0]]), w, padding_idx=0),
-                  rand(4, 3)),
-    "sdpa_mask": (lambda q, k, v: F.scaled_dot_product_attention(
-        q, k, v, attn_mask=torch.tril(torch.ones(4, 4, dtype=torch.bool))),
-        rand(1, 2, 4, 8), rand(1, 2, 4, 8, seed=1), rand(1, 2, 4, 8, seed=2)),
-    "conv_transpose_groups": (lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1,
-                                                              output_padding=1, groups=3),
-                              rand(2, 3, 4, 4), rand(3, 2, 3, 3)),
-    "conv1d_stride_overhang": (lambda x, w: F.conv1d(x, w, stride=3, padding=2),
-                               rand(2, 3, 10), rand(4, 3, 4)),
-    "avg_pool2d_ceil": (lambda x: F.avg_pool2d(x, 3, 2, padding=1, ceil_mode=True,
-                                               count_include_pad=False), rand(1, 2, 7, 7)),
+    "layer_norm_softmax": (lambda x, w: F.layer_norm(x, (4,), w).softmax(-1), rand(3, 4), rand(4)),
+    "embedding": (
+        lambda w: F.embedding(torch.tensor([[1, 2], [1, 0]]), w, padding_idx=0),
+        rand(4, 3),
+    ),
+    "sdpa_mask": (
+        lambda q, k, v: F.scaled_dot_product_attention(
+            q, k, v, attn_mask=torch.tril(torch.ones(4, 4, dtype=torch.bool))
+        ),
+        rand(1, 2, 4, 8),
+        rand(1, 2, 4, 8, seed=1),
+        rand(1, 2, 4, 8, seed=2),
+    ),
+    "conv_transpose_groups": (
+        lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1, output_padding=1, groups=3),
+        rand(2, 3, 4, 4),
+        rand(3, 2, 3, 3),
+    ),
+    "conv1d_stride_overhang": (
+        lambda x, w: F.conv1d(x, w, stride=3, padding=2),
+        rand(2, 3, 10),
+        rand(4, 3, 4),
+    ),
+    "avg_pool2d_ceil": (
+        lambda x: F.avg_pool2d(x, 3, 2, padding=1, ceil_mode=True, count_include_pad=False),
+        rand(1, 2, 7, 7),
+    ),
     "adaptive_avg_pool": (lambda x: F.adaptive_avg_pool2d(x, (3, 2)), rand(1, 2, 7, 5)),
     "instance_group_norm": (lambda x: F.instance_norm(x) + F.group_norm(x, 2), rand(2, 4, 5)),
-    "lstm_cell": (lambda x, h, w1, w2: torch.lstm_cell(x, (h, h), w1, w2)[0], rand(2, 4),
-                  rand(2, 3), rand(12, 4), rand(12, 3)),
+    "lstm_cell": (
+        lambda x, h, w1, w2: torch.lstm_cell(x, (h, h), w1, w2)[0],
+        rand(2, 4),
+        rand(2, 3),
+        rand(12, 4),
+        rand(12, 3),
+    ),
     "bilinear": (lambda x: F.interpolate(x, size=(5, 7), mode="bilinear"), rand(1, 2, 3, 4)),
-    "gather_index": (lambda x: x.gather(1, torch.tensor([[0, 0], [2, 1]])).sum()
-                     + x[torch.tensor([1, 1])].sum(), rand(2, 3)),
+    "gather_index": (
+        lambda x: x.gather(1, torch.tensor([[0, 0], [2, 1]])).sum() + x[torch.tensor([1, 1])].sum(),
+        rand(2, 3),
+    ),
 }
 
 
@@ -240,6 +347,7 @@ def test_outputs_never_share_memory_with_each_other():
     def fn(t):
         doubled = t * 2
         return doubled, doubled  # one HLO value in two result slots
+
     x = rand(3)
     gm = make_fx(fn, decomposition_table=DECOMPOSITIONS)(x)
     first, second = compile_graph(gm, [x], OPTIONS)([x])

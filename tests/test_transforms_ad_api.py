@@ -1,5 +1,6 @@
 """The differentiation API: grad, vjp, jvp, Jacobians, checkpoint, custom rules, composition
 with jit and loops, and the errors for bad input."""
+
 import numpy as np
 import pytest
 
@@ -23,14 +24,16 @@ def loss_grads(params, x, y):
     """Hand-derived gradients of `loss`, in NumPy."""
     hidden = np.tanh(x @ params["w"] + params["b"])
     err = 2 * (hidden @ params["v"] - y) / y.size
-    d_hidden = (err @ params["v"].T) * (1 - hidden ** 2)
+    d_hidden = (err @ params["v"].T) * (1 - hidden**2)
     return {"w": x.T @ d_hidden, "b": d_hidden.sum(0), "v": hidden.T @ err}
 
 
 R = np.random.default_rng(0)
-PARAMS = {"w": R.standard_normal((3, 4)).astype(np.float32),
-          "b": R.standard_normal(4).astype(np.float32),
-          "v": R.standard_normal((4, 2)).astype(np.float32)}
+PARAMS = {
+    "w": R.standard_normal((3, 4)).astype(np.float32),
+    "b": R.standard_normal(4).astype(np.float32),
+    "v": R.standard_normal((4, 2)).astype(np.float32),
+}
 XS = R.standard_normal((5, 3)).astype(np.float32)
 YS = R.standard_normal((5, 2)).astype(np.float32)
 
@@ -54,9 +57,9 @@ def test_grad_inside_jit_with_argnums_and_has_aux():
 
     @jit
     def step(params, x, y):
-        (grads_p, grads_x), aux = minixla.grad(with_aux, argnums=(0, 1), has_aux=True)(
-            params, x, y)
+        (grads_p, grads_x), aux = minixla.grad(with_aux, argnums=(0, 1), has_aux=True)(params, x, y)
         return grads_p, grads_x, aux
+
     grads_p, grads_x, aux = step(PARAMS, XS, YS)
     assert_trees_close(grads_p, loss_grads(PARAMS, XS, YS))
     np.testing.assert_allclose(aux["scale"], XS.sum(), rtol=1e-5)
@@ -67,7 +70,7 @@ def test_grad_of_grad_and_jit_of_grad():
     second = jit(minixla.grad(minixla.grad(lambda x: mnp.sin(x) * x)))
     x = np.float32(0.7)
     np.testing.assert_allclose(second(x), 2 * np.cos(x) - x * np.sin(x), rtol=1e-5)
-    third = jit(minixla.grad(minixla.grad(minixla.grad(lambda x: x ** 4))))
+    third = jit(minixla.grad(minixla.grad(minixla.grad(lambda x: x**4))))
     np.testing.assert_allclose(third(np.float32(2.0)), 48.0, rtol=1e-5)
 
 
@@ -104,6 +107,7 @@ def test_vjp_and_jvp_inside_and_outside_jit():
     def inside(x, y):
         _, fn = minixla.vjp(f, x, y)
         return fn((x, y))
+
     np.testing.assert_allclose(inside(x, y)[0], np.cos(x) * y * x + y, rtol=1e-6)
 
 
@@ -114,20 +118,26 @@ def test_jacobians_and_hessian():
     want = (1 - np.tanh(a @ x) ** 2)[:, None] * a
     np.testing.assert_allclose(jit(minixla.jacfwd(f))(x), want, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(jit(minixla.jacrev(f))(x), want, rtol=1e-5, atol=1e-6)
-    quadratic = lambda v: v @ a @ v + mnp.sum(v ** 3)  # noqa: E731
-    np.testing.assert_allclose(jit(minixla.hessian(quadratic))(x),
-                               a + a.T + np.diag(6 * x), rtol=1e-5, atol=1e-5)
+    quadratic = lambda v: v @ a @ v + mnp.sum(v**3)  # noqa: E731
+    np.testing.assert_allclose(
+        jit(minixla.hessian(quadratic))(x), a + a.T + np.diag(6 * x), rtol=1e-5, atol=1e-5
+    )
     matrix = jit(minixla.jacrev(lambda m: m @ m))(a)
     assert matrix.shape == (3, 3, 3, 3)
-    np.testing.assert_allclose(matrix[0, 1], np.outer(np.eye(3)[0], a[:, 1]) +
-                               np.outer(a[0], np.eye(3)[1]), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        matrix[0, 1],
+        np.outer(np.eye(3)[0], a[:, 1]) + np.outer(a[0], np.eye(3)[1]),
+        rtol=1e-5,
+        atol=1e-6,
+    )
 
 
 def test_linearize():
     out, f_jvp = minixla.linearize(lambda x: mnp.exp(x) * 2, np.float32([0.0, 1.0]))
     np.testing.assert_allclose(out, 2 * np.exp([0.0, 1.0]), rtol=1e-6)
-    np.testing.assert_allclose(f_jvp(np.float32([1.0, 3.0])), 2 * np.exp([0.0, 1.0]) *
-                               [1, 3], rtol=1e-6)
+    np.testing.assert_allclose(
+        f_jvp(np.float32([1.0, 3.0])), 2 * np.exp([0.0, 1.0]) * [1, 3], rtol=1e-6
+    )
 
 
 def test_stop_gradient_blocks_both_modes():
@@ -138,8 +148,14 @@ def test_stop_gradient_blocks_both_modes():
     np.testing.assert_allclose(minixla.stop_gradient(x), x)
 
 
-@pytest.mark.parametrize("policy", [None, minixla.checkpoint_policies.everything_saveable,
-                                    minixla.checkpoint_policies.dots_saveable])
+@pytest.mark.parametrize(
+    "policy",
+    [
+        None,
+        minixla.checkpoint_policies.everything_saveable,
+        minixla.checkpoint_policies.dots_saveable,
+    ],
+)
 def test_checkpoint_gives_the_same_gradient_and_recomputes_behind_a_barrier(policy):
     def block(params, x, y):
         inner = minixla.checkpoint(lambda p: loss(p, x, y), policy=policy)
@@ -149,8 +165,9 @@ def test_checkpoint_gives_the_same_gradient_and_recomputes_behind_a_barrier(poli
     want = {k: 2 * v for k, v in loss_grads(PARAMS, XS, YS).items()}
     assert_trees_close(step(PARAMS, XS, YS), want)
     text = step.lower(PARAMS, XS, YS).as_text()
-    assert ("opt-barrier" in text) == (policy is not
-                                       minixla.checkpoint_policies.everything_saveable)
+    assert ("opt-barrier" in text) == (
+        policy is not minixla.checkpoint_policies.everything_saveable
+    )
     assert minixla.remat is minixla.checkpoint
 
 
@@ -165,12 +182,15 @@ def test_custom_vjp_with_nondiff_argnums():
 
     def scaled(k, x):
         return mnp.sin(x) * k
+
     scaled = minixla.custom_vjp(scaled, nondiff_argnums=(0,))
-    scaled.defvjp(lambda k, x: (mnp.sin(x) * k, mnp.cos(x)),
-                  lambda k, cos_x, g: (g * cos_x * k * 10,))
+    scaled.defvjp(
+        lambda k, x: (mnp.sin(x) * k, mnp.cos(x)), lambda k, cos_x, g: (g * cos_x * k * 10,)
+    )
     x = np.float32(0.3)
-    np.testing.assert_allclose(jit(minixla.grad(lambda v: scaled(2.0, v)))(x),
-                               np.cos(x) * 20, rtol=1e-6)
+    np.testing.assert_allclose(
+        jit(minixla.grad(lambda v: scaled(2.0, v)))(x), np.cos(x) * 20, rtol=1e-6
+    )
     np.testing.assert_allclose(scaled(2.0, x), np.sin(x) * 2, rtol=1e-6)
 
 
@@ -196,6 +216,7 @@ def test_gradient_programs_agree_on_interpreter_and_cpu():
     def train_step(params, x, y):
         grads = minixla.grad(loss)(params, x, y)
         return {k: params[k] - 0.1 * grads[k] for k in params}
+
     ref = minixla.jit(train_step, backend="interpreter")(PARAMS, XS, YS)
     cpu = minixla.jit(train_step, backend="cpu")(PARAMS, XS, YS)
     assert_trees_close(cpu, ref, rtol=1e-5, atol=1e-6)
@@ -203,14 +224,20 @@ def test_gradient_programs_agree_on_interpreter_and_cpu():
 
 # -- errors name the user's line ------------------------------------------------------------
 def test_integer_input_is_an_error():
-    with pytest.raises(minixla.FrontendTypeError, match=r"test_transforms_ad_api.py:\d+: grad "
-                                                         r"requires real floating-point"):
+    with pytest.raises(
+        minixla.FrontendTypeError,
+        match=r"test_transforms_ad_api.py:\d+: grad "
+        r"requires real floating-point",
+    ):
         minixla.grad(lambda n: n * 2.0)(np.int32(3))
 
 
 def test_non_scalar_output_for_grad_is_an_error():
-    with pytest.raises(minixla.FrontendTypeError, match=r"test_transforms_ad_api.py:\d+: "
-                                                         r"grad requires a real scalar output"):
+    with pytest.raises(
+        minixla.FrontendTypeError,
+        match=r"test_transforms_ad_api.py:\d+: "
+        r"grad requires a real scalar output",
+    ):
         minixla.grad(lambda x: x * 2)(np.ones(3, np.float32))
 
 
@@ -221,9 +248,13 @@ def test_custom_vjp_with_a_wrong_cotangent_structure_is_an_error():
 
     def bad_bwd(res, g):
         return g  # should be a pair
+
     f.defvjp(lambda x, y: (x * y, None), bad_bwd)
-    with pytest.raises(minixla.DifferentiationError, match=r"custom_vjp bwd bad_bwd \(defined "
-                                                           r"at .*test_transforms_ad_api.py"):
+    with pytest.raises(
+        minixla.DifferentiationError,
+        match=r"custom_vjp bwd bad_bwd \(defined "
+        r"at .*test_transforms_ad_api.py",
+    ):
         minixla.grad(f)(np.float32(1), np.float32(2))
 
 
@@ -232,6 +263,7 @@ def test_an_opcode_without_a_rule_names_itself():
         builder = x.op.builder
         call = minixla.ops.CustomCall(builder, "my_kernel", [x.op], x.op.shape)
         return mnp.sum(minixla.frontend.tracer.Tracer(call))
+
     with pytest.raises(minixla.DifferentiationError, match="custom-call 'my_kernel'"):
         minixla.jit(minixla.grad(f), backend=BACKEND).lower(np.ones(2, np.float32))
 
@@ -245,6 +277,7 @@ def test_reverse_mode_of_a_dynamic_while_loop_is_an_error():
 def test_every_opcode_has_a_rule_or_a_reason():
     from minixla.ir.opcodes import OPCODES
     from minixla.transforms.autodiff import DECLINED, RULES
+
     structural = {"tuple", "get-tuple-element"}
     assert set(OPCODES) == set(RULES) | set(DECLINED) | structural
     assert not set(RULES) & set(DECLINED)
@@ -253,17 +286,19 @@ def test_every_opcode_has_a_rule_or_a_reason():
 
 def _many_ops(x, w):
     """One program touching most differentiation rules (for the cpu-vs-interpreter test)."""
-    h = lax.conv_general_dilated(x, w, (2, 1), "SAME", dimension_numbers=("NHWC", "HWIO",
-                                                                          "NHWC"))
+    h = lax.conv_general_dilated(x, w, (2, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
     h = lax.reduce_window(nn.relu(h), -np.inf, lax.max, (1, 2, 2, 1), (1, 1, 1, 1), "SAME")
     flat = h.reshape(h.shape[0], -1)
     ordered = mnp.sort(flat, axis=1)[:, ::2]
     picked = mnp.take_along_axis(flat, mnp.argsort(flat, axis=1), 1)[:, :3]
-    carry, ys = lax.scan(lambda c, r: (mnp.tanh(c + r[:3]), mnp.sum(c * r[:3])),
-                         picked[0], ordered)
+    carry, ys = lax.scan(lambda c, r: (mnp.tanh(c + r[:3]), mnp.sum(c * r[:3])), picked[0], ordered)
     gathered = flat[np.array([1, 0, 1]), 2:5] * mnp.cumsum(carry)
-    return (mnp.sum(gathered ** 2) + nn.logsumexp(ys) + mnp.prod(mnp.cos(carry)) +
-            lax.cond(mnp.sum(x) > 0, lambda a: mnp.max(a), lambda a: mnp.min(a), flat))
+    return (
+        mnp.sum(gathered**2)
+        + nn.logsumexp(ys)
+        + mnp.prod(mnp.cos(carry))
+        + lax.cond(mnp.sum(x) > 0, lambda a: mnp.max(a), lambda a: mnp.min(a), flat)
+    )
 
 
 def test_a_program_of_many_rules_agrees_on_interpreter_and_cpu():
@@ -290,21 +325,25 @@ def test_checkpointed_forward_survives_the_cpu_pipeline():
     def loss(w, x, remat):
         f = lambda v: mnp.sum(mnp.tanh(x @ v) ** 2)  # noqa: E731
         return (minixla.checkpoint(f) if remat else f)(w)
+
     w, x = np.eye(3, dtype=np.float32), np.ones((2, 3), np.float32)
     counts = []
     for remat in (False, True):
         step = minixla.jit(minixla.value_and_grad(loss), static_argnums=2, backend="cpu")
         optimized = step.lower(w, x, remat).compile().module.to_text()
         counts.append(optimized.count(" tanh("))
-        np.testing.assert_allclose(step(w, x, remat)[1], minixla.jit(
-            minixla.grad(loss), static_argnums=2, backend="interpreter")(w, x, False),
-            rtol=1e-6)
+        np.testing.assert_allclose(
+            step(w, x, remat)[1],
+            minixla.jit(minixla.grad(loss), static_argnums=2, backend="interpreter")(w, x, False),
+            rtol=1e-6,
+        )
     assert counts == [1, 2]  # the backward pass recomputes tanh instead of reusing it
 
 
 def test_custom_jvp_with_nondiff_argnums_and_jvp_structure_errors():
     def power(n, x):
-        return x ** n
+        return x**n
+
     power = minixla.custom_jvp(power, nondiff_argnums=(0,))
 
     @power.defjvp
@@ -313,12 +352,13 @@ def test_custom_jvp_with_nondiff_argnums_and_jvp_structure_errors():
         return power(n, x), n * x ** (n - 1) * t
 
     x = np.float32(1.5)
-    np.testing.assert_allclose(jit(minixla.grad(lambda v: power(3, v)))(x), 3 * x ** 2,
-                               rtol=1e-6)
-    np.testing.assert_allclose(minixla.jvp(lambda v: power(2, v), (x,), (np.float32(2),))[1],
-                               4 * x, rtol=1e-6)
-    with pytest.raises(minixla.FrontendTypeError, match="tangents must have the primals' "
-                                                         "structure"):
+    np.testing.assert_allclose(jit(minixla.grad(lambda v: power(3, v)))(x), 3 * x**2, rtol=1e-6)
+    np.testing.assert_allclose(
+        minixla.jvp(lambda v: power(2, v), (x,), (np.float32(2),))[1], 4 * x, rtol=1e-6
+    )
+    with pytest.raises(
+        minixla.FrontendTypeError, match="tangents must have the primals' structure"
+    ):
         minixla.jvp(mnp.sin, (x,), (x, x))
     with pytest.raises(minixla.FrontendTypeError, match="tangent leaf 0 has shape"):
         minixla.jvp(mnp.sin, (np.ones(2, np.float32),), (np.ones(3, np.float32),))

@@ -1,4 +1,5 @@
 """The tracing layer every transformation is built on: trace a function into HLO, replay it."""
+
 import numpy as np
 
 import minixla

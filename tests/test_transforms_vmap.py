@@ -1,4 +1,5 @@
 """vmap against a Python loop: every batching rule, in_axes/out_axes, nesting, control flow."""
+
 import numpy as np
 import pytest
 
@@ -25,8 +26,10 @@ def loop(fn, args, in_axes=0, out_axis=0):
     axes = [ax if isinstance(ax, int) else None for ax in axes]  # dict specs: all None here
     size = next(a.shape[ax] for a, ax in zip(args, axes) if ax is not None)
     one = jit(fn)
-    outs = [one(*[a if ax is None else np.take(a, i, axis=ax) for a, ax in zip(args, axes)])
-            for i in range(size)]
+    outs = [
+        one(*[a if ax is None else np.take(a, i, axis=ax) for a, ax in zip(args, axes)])
+        for i in range(size)
+    ]
     if isinstance(out_axis, dict):
         return {k: np.stack([o[k] for o in outs], out_axis[k]) for k in out_axis}
     return tree_map(lambda *xs: np.stack(xs, out_axis), *outs)
@@ -56,8 +59,12 @@ def test_elementwise_with_moved_and_unbatched_operands(in_axes):
 
 def test_compare_select_clamp_convert():
     x, y = f32(4, 5), f32(5)
-    check(lambda a, b: mnp.where(a > b, mnp.clip(a, -0.5, 0.5), (b * 3).astype(np.int32)),
-          x, y, in_axes=(0, None))
+    check(
+        lambda a, b: mnp.where(a > b, mnp.clip(a, -0.5, 0.5), (b * 3).astype(np.int32)),
+        x,
+        y,
+        in_axes=(0, None),
+    )
 
 
 def test_movement_ops():
@@ -73,6 +80,7 @@ def test_pad_with_a_batched_padding_value():
 
     def fn(a, value):
         return t(ops.Pad(a.op, value.op, [(1, 2, 1)]))
+
     check(fn, x, v)
 
 
@@ -80,6 +88,7 @@ def test_iota_and_constants_stay_unbatched():
     @jit
     def fn(x):
         return vmap(lambda a: (a + mnp.arange(3.0), mnp.arange(2)), out_axes=(0, None))(x)
+
     x = f32(4, 3)
     out, iota = fn(x)
     np.testing.assert_allclose(out, x + np.arange(3.0))
@@ -108,6 +117,7 @@ def test_cumsum_and_reduce_window():
         builder = a.op.builder
         zero = builder.constant(np.float32(-np.inf))
         return t(ops.ReduceWindow(builder, a.op, zero, ops.Max, [2, 2], [1, 2]))
+
     check(pool, x)
 
 
@@ -117,8 +127,12 @@ def test_select_and_scatter():
     def fn(a, src):
         builder = a.op.builder
         zero = builder.constant(np.float32(0))
-        return t(ops.SelectAndScatter(a.op, ops.Ge, [2, 2], [2, 2], [(0, 0), (0, 0)], src.op,
-                                      zero, ops.Add))
+        return t(
+            ops.SelectAndScatter(
+                a.op, ops.Ge, [2, 2], [2, 2], [(0, 0), (0, 0)], src.op, zero, ops.Add
+            )
+        )
+
     check(fn, x, s)
     check(fn, x, s[0], in_axes=(0, None))
 
@@ -146,8 +160,12 @@ def test_convolution(in_axes, groups):
     x, w = f32(3, 2, 6, 4), f32(3, 3, 4 // groups, 4)
 
     def conv(lhs, rhs):
-        return t(ops.Convolution(lhs.op, rhs.op, [1], [(1, 1)], dim_labels="b0f_0io->b0f",
-                                 feature_group_count=groups))
+        return t(
+            ops.Convolution(
+                lhs.op, rhs.op, [1], [(1, 1)], dim_labels="b0f_0io->b0f", feature_group_count=groups
+            )
+        )
+
     args = (x if in_axes[0] is not None else x[0], w if in_axes[1] is not None else w[0])
     check(conv, *args, in_axes=in_axes, rtol=1e-4)
 
@@ -157,10 +175,19 @@ def test_linalg_and_fft():
     spd = np.einsum("bij,bkj->bik", a, a) + 4 * np.eye(4, dtype=np.float32)
     rhs = f32(3, 4, 2)
     check(lambda m: t(ops.Cholesky(m.op, lower=True)), spd)
-    check(lambda m, r: t(ops.TriangularSolve(m.op, r.op, True, True, False)),
-          np.tril(spd), rhs, rtol=1e-4)
-    check(lambda m, r: t(ops.TriangularSolve(m.op, r.op, True, True, False)),
-          np.tril(spd[0]), rhs, in_axes=(None, 0), rtol=1e-4)
+    check(
+        lambda m, r: t(ops.TriangularSolve(m.op, r.op, True, True, False)),
+        np.tril(spd),
+        rhs,
+        rtol=1e-4,
+    )
+    check(
+        lambda m, r: t(ops.TriangularSolve(m.op, r.op, True, True, False)),
+        np.tril(spd[0]),
+        rhs,
+        in_axes=(None, 0),
+        rtol=1e-4,
+    )
     z = (f32(3, 8) + 1j * f32(3, 8)).astype(np.complex64)
     check(lambda v: t(ops.Fft(v.op, "FFT", [8])), z, rtol=1e-4)
 
@@ -170,14 +197,17 @@ def test_dynamic_slice_and_update_with_batched_indices():
     x, i = f32(4, 6, 3), np.array([0, 2, 5, -1], np.int32)
     check(lambda a, k: lax.dynamic_slice(a, (k, 1), (2, 2)), x, i)
     check(lambda a, k: lax.dynamic_slice(a, (k, 1), (2, 2)), x[0], i, in_axes=(None, 0))
-    check(lambda a, k: lax.dynamic_slice(a, (k, 0), (3, 3)), x, np.int32(1),
-          in_axes=(0, None))
+    check(lambda a, k: lax.dynamic_slice(a, (k, 0), (3, 3)), x, np.int32(1), in_axes=(0, None))
     u = f32(4, 2, 3)
     check(lambda a, k, v: lax.dynamic_update_slice(a, v, (k, 0)), x, i, u)
-    check(lambda a, k, v: lax.dynamic_update_slice(a, v, (k, 0)), x[0], i, u,
-          in_axes=(None, 0, 0))
-    check(lambda a, k, v: lax.dynamic_update_slice(a, v, (k, 0)), x, np.int32(3), u[0],
-          in_axes=(0, None, None))
+    check(lambda a, k, v: lax.dynamic_update_slice(a, v, (k, 0)), x[0], i, u, in_axes=(None, 0, 0))
+    check(
+        lambda a, k, v: lax.dynamic_update_slice(a, v, (k, 0)),
+        x,
+        np.int32(3),
+        u[0],
+        in_axes=(0, None, None),
+    )
     scalars = f32(4)
     check(lambda a: lax.dynamic_slice(a, (), ()), scalars)
     check(lambda a, v: lax.dynamic_update_slice(a, v, ()), scalars, scalars[0], in_axes=(0, None))
@@ -198,14 +228,19 @@ def test_while_with_a_batched_predicate_freezes_finished_lanes():
     n = np.array([1, 4, 0, 2], np.int32)
 
     def fn(count, x):
-        return lax.while_loop(lambda s: s[0] < count, lambda s: (s[0] + 1, s[1] * 2.0 + 1.0),
-                              (0, x))
+        return lax.while_loop(
+            lambda s: s[0] < count, lambda s: (s[0] + 1, s[1] * 2.0 + 1.0), (0, x)
+        )
+
     check(fn, n, f32(4, 3))
 
 
 def test_while_with_an_unbatched_predicate_keeps_the_counter_unbatched():
-    text = jit(vmap(lambda x: lax.fori_loop(0, 3, lambda i, v: v * 2.0 + i, x))).lower(
-        f32(4, 2)).as_text()
+    text = (
+        jit(vmap(lambda x: lax.fori_loop(0, 3, lambda i, v: v * 2.0 + i, x)))
+        .lower(f32(4, 2))
+        .as_text()
+    )
     assert "s32[4]" not in text
     check(lambda x: lax.fori_loop(0, 3, lambda i, v: v * 2.0 + i, x), f32(4, 2))
 
@@ -213,6 +248,7 @@ def test_while_with_an_unbatched_predicate_keeps_the_counter_unbatched():
 def test_scan_over_batched_inputs():
     def cumulative(c, xs):
         return lax.scan(lambda carry, x: (carry + x, carry * x), c, xs)
+
     check(cumulative, f32(3, 2), f32(3, 5, 2))
     check(cumulative, f32(2), f32(3, 5, 2), in_axes=(None, 0))
 
@@ -223,6 +259,7 @@ def test_cond(batched_pred):
 
     def fn(pred, x):
         return lax.cond(pred, lambda v: mnp.sin(v), lambda v: v * 2.0, x)
+
     check(fn, p, f32(3, 4), in_axes=(0 if batched_pred else None, 0))
 
 
@@ -237,17 +274,20 @@ def test_call_opt_barrier_and_rng_bit_generator():
 
     def called(a):
         return t(ops.Call(a.op.builder, lambda p: ops.Mul(p, p), [a.op]))
+
     check(called, x)
 
     def fenced(a):
         both = ops.OptBarrier(ops.Tuple(a.op.builder, [a.op, (a * 2).op]))
         return t(ops.GetTupleElement(both, 0)) + t(ops.GetTupleElement(both, 1))
+
     check(fenced, x)
     state = np.arange(12, dtype=np.uint32).reshape(3, 4)
 
     def bits(s):
         out = ops.RngBitGenerator("rng_three_fry", s.op, ("u32", (4,)))
         return t(ops.GetTupleElement(out, 1))
+
     check(bits, state)
 
 
@@ -258,12 +298,14 @@ def test_pytree_in_axes_prefix_and_out_axes():
 
     def layer(p, x):
         return {"y": x @ p["w"] + p["b"], "n": mnp.sum(x)}
+
     check(layer, params, xs, in_axes=({"w": None, "b": None}, 0))
     check(layer, params, xs, in_axes=(None, 0), out_axes={"y": 1, "n": 0})
     stacked = {"w": f32(5, 4, 3), "b": params["b"]}
     got = jit(vmap(layer, in_axes=({"w": 0, "b": None}, 0)))(stacked, xs)
-    np.testing.assert_allclose(got["y"], np.einsum("bi,bij->bj", xs, stacked["w"]) +
-                               params["b"], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        got["y"], np.einsum("bi,bij->bj", xs, stacked["w"]) + params["b"], rtol=1e-5, atol=1e-5
+    )
     got = jit(vmap(lambda x: (x, mnp.ones(2)), out_axes=(0, 1)))(xs)
     assert got[1].shape == (2, 5)
 
@@ -302,6 +344,7 @@ def test_an_op_without_a_rule_is_named():
 
     def custom(a):
         return t(ops.CustomCall(a.op.builder, "my_target", [a.op], ("f32", (2,))))
+
     with pytest.raises(minixla.FrontendError, match="custom-call"):
         jit(vmap(custom))(x)
 
@@ -316,6 +359,7 @@ def test_on_the_cpu_backend():
     def fn(n, a, k):
         doubled = lax.while_loop(lambda s: s[0] < n, lambda s: (s[0] + 1, s[1] * 2.0), (0, a))
         return doubled[1][k.astype(np.int32)]
+
     cpu = minixla.jit(vmap(fn), backend="cpu")(counts, x, idx)
     np.testing.assert_allclose(cpu, jit(vmap(fn))(counts, x, idx), rtol=1e-6)
 
@@ -324,6 +368,7 @@ def test_closed_over_values_of_the_enclosing_trace_stay_unbatched():
     @jit
     def fn(xs, w):
         return vmap(lambda x: mnp.tanh(x @ w))(xs)
+
     xs, w = f32(5, 3), f32(3, 2)
     np.testing.assert_allclose(fn(xs, w), np.tanh(xs @ w), rtol=1e-5)
     assert "f32[5,3,2]" not in jit(lambda a, b: vmap(lambda x: x @ b)(a)).lower(xs, w).as_text()
@@ -333,17 +378,42 @@ def test_closed_over_values_of_the_enclosing_trace_stay_unbatched():
 from minixla.ir.opcodes import ELEMENTWISE, OPCODES  # noqa: E402
 from minixla.transforms.batching_rules import BATCHING_RULES  # noqa: E402
 
-_SPECIAL = {"map", "compare", "reduce-precision", "convert", "bitcast-convert",
-            "stochastic-convert", "complex", "real", "imag", "is-finite"}
-_INTEGER = {"and", "or", "xor", "not", "popcnt", "count-leading-zeros", "shift-left",
-            "shift-right-arithmetic", "shift-right-logical", "mulhi", "remainder"}
-_SWEEP = sorted(name for name, row in OPCODES.items()
-                if row.kind == ELEMENTWISE and name not in _SPECIAL)
+_SPECIAL = {
+    "map",
+    "compare",
+    "reduce-precision",
+    "convert",
+    "bitcast-convert",
+    "stochastic-convert",
+    "complex",
+    "real",
+    "imag",
+    "is-finite",
+}
+_INTEGER = {
+    "and",
+    "or",
+    "xor",
+    "not",
+    "popcnt",
+    "count-leading-zeros",
+    "shift-left",
+    "shift-right-arithmetic",
+    "shift-right-logical",
+    "mulhi",
+    "remainder",
+}
+_SWEEP = sorted(
+    name for name, row in OPCODES.items() if row.kind == ELEMENTWISE and name not in _SPECIAL
+)
 
 
 def test_every_elementwise_opcode_has_a_rule():
-    missing = [name for name, row in OPCODES.items()
-               if row.kind == ELEMENTWISE and name not in BATCHING_RULES]
+    missing = [
+        name
+        for name, row in OPCODES.items()
+        if row.kind == ELEMENTWISE and name not in BATCHING_RULES
+    ]
     assert missing == []
 
 
@@ -362,6 +432,7 @@ def test_elementwise_opcode_against_a_loop(opcode):
     def single(*xs):
         builder = xs[0].op.builder
         return t(builder.emit(opcode, [x.op for x in xs]))
+
     in_axes = (0,) + (None,) * (arity - 1) if arity > 1 else 0
     unbatched_rest = [a if i == 0 else a[0] for i, a in enumerate(args)]
     check(single, *unbatched_rest, in_axes=in_axes)
@@ -372,8 +443,7 @@ def test_a_batched_vector_matrix_product_becomes_a_matrix_product():
     text = jit(vmap(lambda x, w: x @ w, in_axes=(0, None))).lower(f32(8, 3), f32(3, 2)).as_text()
     assert "f32[8,2]{1,0} dot(" in text and "lhs_batch_dims" not in text
     check(lambda w, x: w @ x, f32(2, 3), f32(5, 3), in_axes=(None, 0))
-    check(lambda a, b: mnp.einsum("ij,jk->ik", a, b), f32(4, 2, 3), f32(3, 5),
-          in_axes=(0, None))
+    check(lambda a, b: mnp.einsum("ij,jk->ik", a, b), f32(4, 2, 3), f32(3, 5), in_axes=(0, None))
     check(lambda a, b: mnp.einsum("ij,jk->ik", a, b), f32(2, 3), f32(3, 4, 5), in_axes=(None, 1))
 
 
@@ -390,6 +460,7 @@ def test_switch_with_an_unbatched_index_and_negative_axes():
 
 def test_a_transformer_block_per_example():
     from minixla import nn
+
     d, seq = 8, 5
     params = {"wq": f32(d, d), "wk": f32(d, d), "wv": f32(d, d), "g": f32(d), "b": f32(d)}
 
@@ -401,8 +472,15 @@ def test_a_transformer_block_per_example():
         attention = nn.softmax(mnp.where(visible, scores, -1e9), axis=-1)
         out = tokens + nn.gelu(attention @ v)
         return out, mnp.argmax(out[length - 1]), mnp.cumsum(out, 0)[-1]
-    check(block, params, f32(3, seq, d), np.array([5, 2, 3], np.int32),
-          in_axes=(None, 0, 0), rtol=1e-4)
+
+    check(
+        block,
+        params,
+        f32(3, seq, d),
+        np.array([5, 2, 3], np.int32),
+        in_axes=(None, 0, 0),
+        rtol=1e-4,
+    )
 
 
 def test_vmap_inside_a_loop_body_closing_over_the_loop_index():
@@ -411,6 +489,7 @@ def test_vmap_inside_a_loop_body_closing_over_the_loop_index():
     @jit
     def fn(xs, w):
         return lax.fori_loop(0, 3, lambda i, v: vmap(lambda r: mnp.tanh(r @ w) + i)(v), xs)
+
     xs = f32(3, 2)
     want = xs
     for i in range(3):
@@ -430,12 +509,14 @@ def test_random_shapes_and_axes(dims, data):
     example_rank = len(dims) - 1
     out_axis = data.draw(st.integers(0, example_rank - 1)) if example_rank else 0
     x = RNG.standard_normal(dims).astype(np.float32)
-    bias = RNG.standard_normal(dims[-1:] if in_axis % len(dims) != len(dims) - 1
-                               else dims[-2:-1]).astype(np.float32)
+    bias = RNG.standard_normal(
+        dims[-1:] if in_axis % len(dims) != len(dims) - 1 else dims[-2:-1]
+    ).astype(np.float32)
 
     def fn(a, b):
         moved = mnp.transpose(a)[::-1] if a.ndim > 1 else a[::-1]
         return (mnp.sum(mnp.exp(-a * a) + b, axis=-1, keepdims=True) * 2.0, moved)
+
     got = jit(vmap(fn, in_axes=(in_axis, None), out_axes=(out_axis, 0)))(x, bias)
     rows = [jit(fn)(np.take(x, i, axis=in_axis), bias) for i in range(x.shape[in_axis])]
     np.testing.assert_allclose(got[0], np.stack([r[0] for r in rows], out_axis), rtol=1e-5)

@@ -1,4 +1,5 @@
 """minixla.tree_util: registered nodes through flatten/unflatten, jit, vmap and lax loops."""
+
 import collections
 import dataclasses
 
@@ -34,8 +35,11 @@ Point = collections.namedtuple("Point", "x y")
 
 
 def test_flatten_unflatten_round_trips_every_kind_of_node():
-    tree = {"layer": Linear(np.ones(2), np.zeros(1)), "pair": Pair(1, (2, None)),
-            "pt": Point(3, [4, 5])}
+    tree = {
+        "layer": Linear(np.ones(2), np.zeros(1)),
+        "pair": Pair(1, (2, None)),
+        "pt": Point(3, [4, 5]),
+    }
     leaves, treedef = tree_util.tree_flatten(tree)
     assert [np.asarray(x).tolist() for x in leaves] == [[1.0, 1.0], [0.0], 1, 2, 3, 4, 5]
     rebuilt = tree_util.tree_unflatten(treedef, leaves)
@@ -79,14 +83,16 @@ def test_registered_nodes_through_jit_vmap_and_loops():
         ys = vmap(lambda x: x @ p.w + p.b)(xs)
         grown = lax.fori_loop(0, 2, lambda i, q: Linear(q.w * 2, q.b + 1, q.name), p)
         return ys, grown
+
     xs = np.float32([[1, 0], [0, 1], [1, 1]])
     ys, grown = apply(layer, xs)
     np.testing.assert_allclose(ys, xs @ layer.w + layer.b)
     assert isinstance(grown, Linear)
     np.testing.assert_allclose(grown.w, layer.w * 4)
     stacked = Linear(np.stack([layer.w] * 3), layer.b)
-    ys = minixla.jit(vmap(lambda p, x: x @ p.w + p.b, in_axes=(Linear(0, None), 0)),
-                     backend="interpreter")(stacked, xs)
+    ys = minixla.jit(
+        vmap(lambda p, x: x @ p.w + p.b, in_axes=(Linear(0, None), 0)), backend="interpreter"
+    )(stacked, xs)
     np.testing.assert_allclose(ys, xs @ layer.w + layer.b)
 
 

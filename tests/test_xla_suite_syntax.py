@@ -4,6 +4,7 @@ Each case is inline HLO text: parsed, printed, parsed again to a fixed point, ve
 where the op runs, evaluated against NumPy. The modules of the suite that minixla rejects on
 purpose are listed at the end with the reason.
 """
+
 import re
 from pathlib import Path
 
@@ -26,6 +27,7 @@ def run(module, *args):
 
 
 # -- late-binding async ops ---------------------------------------------------------------
+
 
 def test_async_update_binds_the_operands_the_start_left_out():
     module, printed = round_trip("""HloModule m
@@ -105,23 +107,38 @@ ENTRY e {
 """
 
 
-@pytest.mark.parametrize("body, message", [
-    # the done comes before the one operand is bound
-    ("start = ((), (f32[3], f32[3]), s32[]) async-start(), calls=async_computation\n"
-     "ROOT done = (f32[3], f32[3]) async-done(start)", "takes 1 operands, 0 were passed"),
-    # an output element that is not a prefix of the result
-    ("start = ((f32[3]), (), s32[]) async-start(p0), calls=async_computation\n"
-     "update = ((f32[3]), (f32[100]), s32[]) async-update(start)\n"
-     "ROOT done = (f32[3], f32[3]) async-done(update)", "outputs bound so far"),
-    # binding more operands than the computation takes
-    ("start = ((f32[3]), (), s32[]) async-start(p0), calls=async_computation\n"
-     "update = ((f32[3], f32[3]), (), s32[]) async-update(start, p0)\n"
-     "ROOT done = (f32[3], f32[3]) async-done(update)", "takes ['f32[3]{0}'], given"),
-    # the operands listed in the shape are not the ones bound
-    ("start = ((), (), s32[]) async-start(), calls=async_computation\n"
-     "update = ((f32[9]), (), s32[]) async-update(start, p0)\n"
-     "ROOT done = (f32[3], f32[3]) async-done(update)", "the shape lists ['f32[9]{0}']"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        # the done comes before the one operand is bound
+        (
+            "start = ((), (f32[3], f32[3]), s32[]) async-start(), calls=async_computation\n"
+            "ROOT done = (f32[3], f32[3]) async-done(start)",
+            "takes 1 operands, 0 were passed",
+        ),
+        # an output element that is not a prefix of the result
+        (
+            "start = ((f32[3]), (), s32[]) async-start(p0), calls=async_computation\n"
+            "update = ((f32[3]), (f32[100]), s32[]) async-update(start)\n"
+            "ROOT done = (f32[3], f32[3]) async-done(update)",
+            "outputs bound so far",
+        ),
+        # binding more operands than the computation takes
+        (
+            "start = ((f32[3]), (), s32[]) async-start(p0), calls=async_computation\n"
+            "update = ((f32[3], f32[3]), (), s32[]) async-update(start, p0)\n"
+            "ROOT done = (f32[3], f32[3]) async-done(update)",
+            "takes ['f32[3]{0}'], given",
+        ),
+        # the operands listed in the shape are not the ones bound
+        (
+            "start = ((), (), s32[]) async-start(), calls=async_computation\n"
+            "update = ((f32[9]), (), s32[]) async-update(start, p0)\n"
+            "ROOT done = (f32[3], f32[3]) async-done(update)",
+            "the shape lists ['f32[9]{0}']",
+        ),
+    ],
+)
 def test_async_binding_errors(body, message):
     module = minixla.parse_hlo_module(_ASYNC_NEGATE % body, verify=False)
     with pytest.raises(VerificationError, match=re.escape(message)):
@@ -165,13 +182,16 @@ ENTRY e {
 """
 
 
-@pytest.mark.parametrize("body", [
-    # nothing bound before the done: it returns the whole result all the same
-    "ROOT done = (f32[3], f32[3]) async-done(start)",
-    # an update binds the first output, the done returns both
-    "update = ((f32[3], f32[3]), (f32[3]), s32[]) async-update(start)\n"
-    "ROOT done = (f32[3], f32[3]) async-done(update)",
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        # nothing bound before the done: it returns the whole result all the same
+        "ROOT done = (f32[3], f32[3]) async-done(start)",
+        # an update binds the first output, the done returns both
+        "update = ((f32[3], f32[3]), (f32[3]), s32[]) async-update(start)\n"
+        "ROOT done = (f32[3], f32[3]) async-done(update)",
+    ],
+)
 def test_async_done_returns_the_result_whatever_the_updates_bound(body):
     module, _ = round_trip(_ASYNC_PAIR % body)
     a, b = np.array([1, 2, 3], np.float32), np.array([4, 5, 6], np.float32)
@@ -180,14 +200,20 @@ def test_async_done_returns_the_result_whatever_the_updates_bound(body):
     np.testing.assert_array_equal(second, -b)
 
 
-@pytest.mark.parametrize("body, message", [
-    # an update cannot unbind what the one before bound
-    ("update = ((f32[3], f32[3]), (f32[3]), s32[]) async-update(start)\n"
-     "update2 = ((f32[3], f32[3]), (), s32[]) async-update(update)\n"
-     "ROOT done = (f32[3], f32[3]) async-done(update2)", "outputs bound so far are ()"),
-    ("ROOT done = (f32[3]) async-done(start)", "every output must be bound"),
-    ("ROOT done = f32[3] async-done(start)", "async-done returns %async_computation's result"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        # an update cannot unbind what the one before bound
+        (
+            "update = ((f32[3], f32[3]), (f32[3]), s32[]) async-update(start)\n"
+            "update2 = ((f32[3], f32[3]), (), s32[]) async-update(update)\n"
+            "ROOT done = (f32[3], f32[3]) async-done(update2)",
+            "outputs bound so far are ()",
+        ),
+        ("ROOT done = (f32[3]) async-done(start)", "every output must be bound"),
+        ("ROOT done = f32[3] async-done(start)", "async-done returns %async_computation's result"),
+    ],
+)
 def test_async_output_binding_errors(body, message):
     module = minixla.parse_hlo_module(_ASYNC_PAIR % body, verify=False)
     with pytest.raises(VerificationError, match=re.escape(message)):
@@ -264,18 +290,22 @@ ENTRY e {
 
 
 def test_async_sugar_chain_without_a_done_still_prints_and_parses():
-    module, printed = round_trip("""HloModule m
+    module, printed = round_trip(
+        """HloModule m
 ENTRY e {
   p0 = f32[] parameter(0)
   ROOT start = ((), (), s32[]) custom-call-start(), custom_call_target="foo"
 }
-""", verify=False)
+""",
+        verify=False,
+    )
     assert '%custom-call.wrapped = () custom-call(), custom_call_target="foo"' in printed
     with pytest.raises(VerificationError, match="has no async-done"):
         minixla.verify(module)
 
 
 # -- scaled-dot ---------------------------------------------------------------------------
+
 
 def test_scaled_dot_multiplies_each_block_by_its_scale():
     module, printed = round_trip("""HloModule m
@@ -299,6 +329,7 @@ ENTRY e {
 
 def test_scaled_dot_of_mx_types_rounds_once_to_the_result_type():
     import ml_dtypes
+
     module, _ = round_trip("""HloModule m
 ENTRY e {
   a = f8e4m3fn[2,64] parameter(0)
@@ -313,18 +344,19 @@ ENTRY e {
     a = rng.uniform(-2, 2, (2, 64)).astype(ml_dtypes.float8_e4m3fn)
     b = rng.uniform(-2, 2, (3, 64)).astype(ml_dtypes.float8_e4m3fn)
     a_scale = np.array([[0.5, 2], [4, 1]], np.float32).astype(ml_dtypes.float8_e8m0fnu)
-    b_scale = np.array([[1, 1], [2, 0.25], [8, 1]], np.float32).astype(
-        ml_dtypes.float8_e8m0fnu)
+    b_scale = np.array([[1, 1], [2, 0.25], [8, 1]], np.float32).astype(ml_dtypes.float8_e8m0fnu)
     f32 = np.float32
-    want = (a.astype(f32) * np.repeat(a_scale.astype(f32), 32, 1)) @ \
-        (b.astype(f32) * np.repeat(b_scale.astype(f32), 32, 1)).T
+    want = (a.astype(f32) * np.repeat(a_scale.astype(f32), 32, 1)) @ (
+        b.astype(f32) * np.repeat(b_scale.astype(f32), 32, 1)
+    ).T
     got = run(module, a, b, a_scale, b_scale)
     assert got.dtype == ml_dtypes.bfloat16
     np.testing.assert_array_equal(got, want.astype(ml_dtypes.bfloat16))
 
 
-@pytest.mark.parametrize("scales", ["bf16[] parameter(2)", "bf16[2,2,2] parameter(2)",
-                                    "bf16[2,6] parameter(2)"])
+@pytest.mark.parametrize(
+    "scales", ["bf16[] parameter(2)", "bf16[2,2,2] parameter(2)", "bf16[2,6] parameter(2)"]
+)
 def test_scaled_dot_scale_must_tile_its_operand(scales):
     with pytest.raises(VerificationError, match="lhs_scale .* must have"):
         minixla.parse_hlo_module(f"""HloModule m
@@ -340,6 +372,7 @@ ENTRY e {{
 
 
 # -- op variants XLA's verifier accepts ---------------------------------------------------
+
 
 def test_after_all_orders_after_any_operand():
     module, printed = round_trip("""HloModule m
@@ -362,6 +395,7 @@ def test_collective_and_scatter_reducers_may_work_in_another_float_width():
     reduce-window need the operands' own types unless mixed precision is allowed (the
     default)."""
     import ml_dtypes
+
     bf16 = ml_dtypes.bfloat16
     module, _ = round_trip("""HloModule m
 add {
@@ -386,25 +420,28 @@ ENTRY e {
     want = x.astype(np.float32)
     want[2] += 0.5
     np.testing.assert_array_equal(scattered, want.astype(bf16))
-    reduced = module.to_text().replace("all-reduce(%p), ",
-                                       "reduce(%p, bf16[] constant(0)), dimensions={}, ")
+    reduced = module.to_text().replace(
+        "all-reduce(%p), ", "reduce(%p, bf16[] constant(0)), dimensions={}, "
+    )
     minixla.parse_hlo_module(reduced)  # mixed precision is allowed by default
     with pytest.raises(VerificationError, match="parameter 0 is f32"):
-        minixla.verify(minixla.parse_hlo_module(reduced, verify=False),
-                       allow_mixed_precision=False)
+        minixla.verify(minixla.parse_hlo_module(reduced, verify=False), allow_mixed_precision=False)
 
 
 def test_rng_with_a_third_operand_parses_but_does_not_verify():
     """XLA's parser takes any operands (its rng_expander tests pass a shape constant as a
     third), its verifier exactly the two bounds; minixla does the same."""
-    module, printed = round_trip("""HloModule m
+    module, printed = round_trip(
+        """HloModule m
 ENTRY e {
   lo = f32[] constant(0)
   hi = f32[] constant(1)
   shape = u64[3] constant({2, 4, 8})
   ROOT r = f32[] rng(lo, hi, shape), distribution=rng_uniform
 }
-""", verify=False)
+""",
+        verify=False,
+    )
     assert "rng(%lo, %hi, %shape)" in printed
     with pytest.raises(VerificationError, match="rng takes its two bounds, got 3"):
         minixla.verify(module)
@@ -425,8 +462,9 @@ ENTRY e {
     x = (np.arange(8) + 1j * np.arange(8)[::-1]).astype(np.complex64)
     longer, shorter, none = run(module, x)
     np.testing.assert_allclose(longer, np.fft.fft(x, 32)[:8], rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(shorter, np.concatenate([np.fft.ifft(x[:4]), np.zeros(4)]),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        shorter, np.concatenate([np.fft.ifft(x[:4]), np.zeros(4)]), rtol=1e-5, atol=1e-6
+    )
     np.testing.assert_array_equal(none, np.zeros(8))
 
 
@@ -444,7 +482,10 @@ ENTRY e {
 }
 """)
     assert sorted(c.name for c in module.computations) == [
-        "anon_computation", "anon_computation.1", "e"]
+        "anon_computation",
+        "anon_computation.1",
+        "e",
+    ]
     np.testing.assert_array_equal(run(module, np.ones(4, np.float32)), -np.ones(4))
 
 
@@ -465,16 +506,19 @@ ENTRY e {
 """
 
 
-@pytest.mark.parametrize("body", [
-    "ROOT m = bf16[4] multiply(a, b)",                          # operands of two widths
-    "ROOT m = multiply(a, b)",                                  # inferred: the wider, f32
-    "ROOT s = f32[4] select(p, a, b)",
-    "ROOT c = f32[4] copy(b)",                                  # a result of another width
-    "ROOT t = f64[4] transpose(a), dimensions={0}",
-    "ROOT q = bf16[6] pad(b, f32[] constant(0)), padding=1_1",
-    "ROOT r = bf16[] reduce(b, bf16[] constant(0)), dimensions={0}, to_apply=add",
-    "ROOT r = reduce-window(b, bf16[] constant(0)), window={size=2}, to_apply=add",
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "ROOT m = bf16[4] multiply(a, b)",  # operands of two widths
+        "ROOT m = multiply(a, b)",  # inferred: the wider, f32
+        "ROOT s = f32[4] select(p, a, b)",
+        "ROOT c = f32[4] copy(b)",  # a result of another width
+        "ROOT t = f64[4] transpose(a), dimensions={0}",
+        "ROOT q = bf16[6] pad(b, f32[] constant(0)), padding=1_1",
+        "ROOT r = bf16[] reduce(b, bf16[] constant(0)), dimensions={0}, to_apply=add",
+        "ROOT r = reduce-window(b, bf16[] constant(0)), window={size=2}, to_apply=add",
+    ],
+)
 def test_mixed_precision_verifies_by_default_and_not_when_strict(body):
     module, printed = round_trip(_MIXED % body)
     if "multiply(a, b)" in body and "bf16" not in body:
@@ -485,6 +529,7 @@ def test_mixed_precision_verifies_by_default_and_not_when_strict(body):
 
 def test_the_interpreter_computes_mixed_precision_in_the_widest_float():
     import ml_dtypes
+
     module = minixla.parse_hlo_module(_MIXED % "ROOT m = bf16[4] multiply(a, b)")
     a = np.array([1.5, 2, 3, 1e-3], np.float32)
     b = np.array([3, 0.5, 1, 7], ml_dtypes.bfloat16)
@@ -493,10 +538,13 @@ def test_the_interpreter_computes_mixed_precision_in_the_widest_float():
     np.testing.assert_array_equal(got, (a * b.astype(np.float32)).astype(ml_dtypes.bfloat16))
 
 
-@pytest.mark.parametrize("body", [
-    "ROOT t = (bf16[4]) tuple(a)",                              # ops that pass data on
-    "ROOT d = bf16[4] dynamic-update-slice(a, b, s32[] constant(0))",
-])  # (a bitcast to bf16 verifies, as in XLA, and is refused at compile: see below)
+@pytest.mark.parametrize(
+    "body",
+    [
+        "ROOT t = (bf16[4]) tuple(a)",  # ops that pass data on
+        "ROOT d = bf16[4] dynamic-update-slice(a, b, s32[] constant(0))",
+    ],
+)  # (a bitcast to bf16 verifies, as in XLA, and is refused at compile: see below)
 def test_mixed_precision_leaves_ops_that_pass_data_on_exact(body):
     with pytest.raises(MinixlaError):
         minixla.parse_hlo_module(_MIXED % body)
@@ -533,6 +581,7 @@ ENTRY e {
 
 
 # -- smaller syntax -----------------------------------------------------------------------
+
 
 def test_select_and_scatter_of_scalars_needs_no_window():
     module, _ = round_trip("""HloModule m
@@ -581,7 +630,7 @@ ENTRY e {
 
 
 def test_module_attribute_strings_may_span_lines():
-    module, printed = round_trip('''HloModule m, origin_recovery_table={
+    module, printed = round_trip("""HloModule m, origin_recovery_table={
   {"c"} : {"c__ovp0"},
   "
     HloModule recovery
@@ -591,7 +640,7 @@ def test_module_attribute_strings_may_span_lines():
 ENTRY e {
   ROOT c = s32[] constant(1), origin={{"c__ovp0"}}
 }
-''')
+""")
     assert '"\n    HloModule recovery\n' in printed
 
 
@@ -623,26 +672,36 @@ def test_sparse_convolution_verifies_on_its_dense_operands_and_is_refused_at_com
     module, printed = round_trip(SPARSE_CONV)  # rhs f32[1,1] keeps 1 of 4: dense f32[4,1]
     assert "convolution(%p0, %p1, %p2)" in printed
     assert "sparsity_config={rhs={sparsity=1x4 dimension=0 stride=1 idx=2}}" in printed
-    with pytest.raises(UnsupportedError, match=r"convolution %c: structured-sparse convolution "
-                                               r"\(sparsity_config\) is not supported"):
+    with pytest.raises(
+        UnsupportedError,
+        match=r"convolution %c: structured-sparse convolution "
+        r"\(sparsity_config\) is not supported",
+    ):
         minixla.compile(module, backend="interpreter")
 
 
-@pytest.mark.parametrize("edit, message", [
-    (("1x4", "1x2"), r"input features \(4\) must be kernel input features \(2\)"),
-    (("1x4", "4x4"), r"sparsity=4x4 must keep n of m elements with 1 <= n < m"),
-    (("1x4", "2x3"), r"dim 0 stores 1 elements, not a whole number of 2-of-3 groups"),
-    (("dimension=0", "dimension=2"), r"dimension=2 is not a dim of f32\[1,1\]"),
-    (("s32[1,1] parameter(2)", "f32[1,1] parameter(2)"),
-     r"metadata \(operand 2\) must be an integer array of rank 2"),
-    (("idx=2}", "idx=2} rhs={sparsity=1x4 dimension=0 idx=3}"), r"rhs is given twice"),
-    (("convolution(p0, p1, p2)", "convolution(p0, p1)"),
-     r"names 1 metadata operand\(s\), so the convolution takes 3 operands"),
-    ((" idx=2", ""), r"names 0 metadata operand\(s\), so the convolution takes 2 operands"),
-    ((", dim_labels", ", dimension=0, dim_labels"), None),
-    (("stride=1 ", "stride=1 block=2 "), r"needs sparsity=NxM and dimension="),
-    (("dimension=0 ", ""), r"needs sparsity=NxM and dimension="),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (("1x4", "1x2"), r"input features \(4\) must be kernel input features \(2\)"),
+        (("1x4", "4x4"), r"sparsity=4x4 must keep n of m elements with 1 <= n < m"),
+        (("1x4", "2x3"), r"dim 0 stores 1 elements, not a whole number of 2-of-3 groups"),
+        (("dimension=0", "dimension=2"), r"dimension=2 is not a dim of f32\[1,1\]"),
+        (
+            ("s32[1,1] parameter(2)", "f32[1,1] parameter(2)"),
+            r"metadata \(operand 2\) must be an integer array of rank 2",
+        ),
+        (("idx=2}", "idx=2} rhs={sparsity=1x4 dimension=0 idx=3}"), r"rhs is given twice"),
+        (
+            ("convolution(p0, p1, p2)", "convolution(p0, p1)"),
+            r"names 1 metadata operand\(s\), so the convolution takes 3 operands",
+        ),
+        ((" idx=2", ""), r"names 0 metadata operand\(s\), so the convolution takes 2 operands"),
+        ((", dim_labels", ", dimension=0, dim_labels"), None),
+        (("stride=1 ", "stride=1 block=2 "), r"needs sparsity=NxM and dimension="),
+        (("dimension=0 ", ""), r"needs sparsity=NxM and dimension="),
+    ],
+)
 def test_sparse_convolution_rules(edit, message):
     text = SPARSE_CONV.replace(*edit)
     if message is None:  # a misplaced field is an unknown attribute of convolution
@@ -669,8 +728,11 @@ ENTRY e {
 
 def test_a_dense_convolution_takes_no_metadata_operands():
     with pytest.raises(VerificationError, match="metadata operands only with a sparsity_config"):
-        minixla.parse_hlo_module(SPARSE_CONV.replace(
-            ",\n      sparsity_config={rhs={sparsity=1x4 dimension=0 stride=1 idx=2}}", ""))
+        minixla.parse_hlo_module(
+            SPARSE_CONV.replace(
+                ",\n      sparsity_config={rhs={sparsity=1x4 dimension=0 stride=1 idx=2}}", ""
+            )
+        )
 
 
 def test_a_bitcast_that_changes_the_byte_size_verifies_and_is_refused_at_compile():
@@ -681,9 +743,12 @@ ENTRY e {
   ROOT b = bf16[4,4] bitcast(p)
 }
 """)
-    with pytest.raises(UnsupportedError, match=r"bitcast %b: reinterprets the 64-byte buffer of "
-                                               r"f32\[4,4\]\{1,0\} as bf16\[4,4\]\{1,0\}, "
-                                               r"32 bytes"):
+    with pytest.raises(
+        UnsupportedError,
+        match=r"bitcast %b: reinterprets the 64-byte buffer of "
+        r"f32\[4,4\]\{1,0\} as bf16\[4,4\]\{1,0\}, "
+        r"32 bytes",
+    ):
         minixla.compile(module, backend="interpreter")
     with pytest.raises(UnsupportedError, match="bitcast %b"):
         minixla.compile(module, backend="cpu")
@@ -703,12 +768,17 @@ ENTRY e {
 
 def test_constant_folding_leaves_a_bitcast_that_changes_the_byte_size():
     from minixla.testing import check_pass
-    check_pass("constant-folding", """HloModule m
+
+    check_pass(
+        "constant-folding",
+        """HloModule m
 ENTRY e {
   c = f32[4] constant({1, 2, 3, 4})
   ROOT b = f32[2] bitcast(c)
 }
-""", expected=None)
+""",
+        expected=None,
+    )
 
 
 def test_reduce_with_a_tuple_returning_reducer_returns_a_tuple():
@@ -744,61 +814,87 @@ REJECTED_ON_PURPOSE = {
     # -- async parser tests whose modules break XLA's async rules (the parser test checks the
     # text form only; HloVerifier rejects each of them too)
     "an async start without a done (XLA: every async-start must reach an async-done; for 371 "
-    "384 386 the first error found is that the wrapped dot/call/fusion gets no operands)":
-        {PARSER_TEST: "307 371 384 386"},
-    "an async-update whose bound operands (f32[9,9]) are not the start's (f32[2,3])": {PARSER_TEST: "336"},
-    "`-done`/`-update` given a plain tuple instead of the async op it continues": {PARSER_TEST: "337 338"},
+    "384 386 the first error found is that the wrapped dot/call/fusion gets no operands)": {
+        PARSER_TEST: "307 371 384 386"
+    },
+    "an async-update whose bound operands (f32[9,9]) are not the start's (f32[2,3])": {
+        PARSER_TEST: "336"
+    },
+    "`-done`/`-update` given a plain tuple instead of the async op it continues": {
+        PARSER_TEST: "337 338"
+    },
     "a wrapped dot without contracting dims is an outer product (f32[128,128,128,128]), not the "
     "declared f32[128,128] or u32[]": {PARSER_TEST: "368 369 370"},
     "a wrapped computation that returns tuple(s32[]) declared (s32[1024])": {PARSER_TEST: "381"},
-    "a wrapped call or fusion given fewer or more operands than its computation takes":
-        {PARSER_TEST: "385 387 389 390"},
+    "a wrapped call or fusion given fewer or more operands than its computation takes": {
+        PARSER_TEST: "385 387 389 390"
+    },
     "an async op whose result shape is not what its wrapped computation returns (f32[3,2] for "
     "f32[2,3]; f32[100] for (f32[3], f32[3]))": {PARSER_TEST: "391 392 393 394 397"},
     # -- XLA's rng verifier
     "rng with a third operand (an old form's shape operand): XLA's parser takes it, "
-    "ShapeVerifier::HandleRng checks for exactly two":
-        {"hlo__transforms__tests__rng_expander": "000 001 002 003 004 005 006"},
-    "a `TYPE` placeholder: a format string of the C++ test, not HLO":
-        {"service__while_loop_simplifier_test": "019 034"},
+    "ShapeVerifier::HandleRng checks for exactly two": {
+        "hlo__transforms__tests__rng_expander": "000 001 002 003 004 005 006"
+    },
+    "a `TYPE` placeholder: a format string of the C++ test, not HLO": {
+        "service__while_loop_simplifier_test": "019 034"
+    },
     # -- modules that contradict XLA's shape inference or signatures, in tests that parse only
     # or rewrite the module before verifying
     "entry_computation_layout gives the parameter another element type (f32 for f8e5m2fnuz, "
-    "f32 for f16)": {"hlo__builder__tests__math_next_after": "001",
-                     "hlo__translate__hlo_to_mhlo__tests__layouts_and_names": "001"},
+    "f32 for f16)": {
+        "hlo__builder__tests__math_next_after": "001",
+        "hlo__translate__hlo_to_mhlo__tests__layouts_and_names": "001",
+    },
     "a call or fusion passes arrays where its computation takes scalars (f32[4] for f32[], "
-    "s32[1024] for s32[])": {"hlo__tools__tests__generate_hlo_test_checks_test_input": "004",
-                              "tools__print_indexing_test": "000"},
-    "a copy declared f32[16384,126] of an f32[126,16384] (copy keeps dims)":
-        {"hlo__transforms__simplifiers__algebraic_simplifier_test": "361"},
+    "s32[1024] for s32[])": {
+        "hlo__tools__tests__generate_hlo_test_checks_test_input": "004",
+        "tools__print_indexing_test": "000",
+    },
+    "a copy declared f32[16384,126] of an f32[126,16384] (copy keeps dims)": {
+        "hlo__transforms__simplifiers__algebraic_simplifier_test": "361"
+    },
     "an all-reduce whose reducer takes f32[2,1] or s32[] parameters, not scalars of the "
-    "operand's type": {"hlo__transforms__simplifiers__ar_crs_combiner_test": "016",
-                       "service__collective_pipeliner_test": "069"},
-    "a dot declared s32[8] whose dims give s32[8,8] (no contracting dims)":
-        {"hlo__transforms__tests__operand_upcaster": "000"},
+    "operand's type": {
+        "hlo__transforms__simplifiers__ar_crs_combiner_test": "016",
+        "service__collective_pipeliner_test": "069",
+    },
+    "a dot declared s32[8] whose dims give s32[8,8] (no contracting dims)": {
+        "hlo__transforms__tests__operand_upcaster": "000"
+    },
     "a convolution declared with other output dims than its window gives (bf16[8,0,5,5,32] for "
-    "bf16[4,4,5,5,32]; 27x27 for 28x28)": {"hlo__transforms__tests__rewrite_bf16_conv_to_onednn":
-                                             "001", "service__hlo_verifier_test": "023"},
-    "a broadcast that maps a size-1 dim to a size-3 one, or maps no dims of a rank-2 operand":
-        {"hlo__translate__hlo_to_mhlo__tests__while": "000", "service__cpu__ir_emitter_test":
-         "001"},
-    "a gather whose batching dims pair dims of different sizes":
-        {"service__batched_gather_scatter_normalizer_test": "002"},
-    "a dynamic-update-slice whose start index is an f32[1] constant":
-        {"service__buffer_assignment_test": "018"},
-    "a dynamic-slice declared s32[] whose slice sizes give s32[1]":
-        {"service__collective_opt_utils_test": "016 017 018 022"},
+    "bf16[4,4,5,5,32]; 27x27 for 28x28)": {
+        "hlo__transforms__tests__rewrite_bf16_conv_to_onednn": "001",
+        "service__hlo_verifier_test": "023",
+    },
+    "a broadcast that maps a size-1 dim to a size-3 one, or maps no dims of a rank-2 operand": {
+        "hlo__translate__hlo_to_mhlo__tests__while": "000",
+        "service__cpu__ir_emitter_test": "001",
+    },
+    "a gather whose batching dims pair dims of different sizes": {
+        "service__batched_gather_scatter_normalizer_test": "002"
+    },
+    "a dynamic-update-slice whose start index is an f32[1] constant": {
+        "service__buffer_assignment_test": "018"
+    },
+    "a dynamic-slice declared s32[] whose slice sizes give s32[1]": {
+        "service__collective_opt_utils_test": "016 017 018 022"
+    },
     "a tuple or while declared with other element shapes than its operands have (token[] for "
-    "bf16[8], f32[16,64] for f32[64,64], (u32[2], u32[], token[]) for (u32[2], token[]))":
-        {"service__latency_hiding_scheduler_test": "066",
-         "service__legalize_scheduling_annotations_test": "038",
-         "service__p2p_schedule_preparation_test": "003"},
-    "an rng-bit-generator declared as a bare array, not (state, bits)":
-        {"service__sharding_propagation_test": "293"},
-    "a while whose body returns a 3-tuple for a 2-tuple loop state":
-        {"service__while_loop_constant_sinking_test": "008"},
-    "a concatenate of f32[3,1] and f32[2,1] along dim 1 (the test's input is meant to fail)":
-        {"tools__tests__data__invalid_concat": "000"},
+    "bf16[8], f32[16,64] for f32[64,64], (u32[2], u32[], token[]) for (u32[2], token[]))": {
+        "service__latency_hiding_scheduler_test": "066",
+        "service__legalize_scheduling_annotations_test": "038",
+        "service__p2p_schedule_preparation_test": "003",
+    },
+    "an rng-bit-generator declared as a bare array, not (state, bits)": {
+        "service__sharding_propagation_test": "293"
+    },
+    "a while whose body returns a 3-tuple for a 2-tuple loop state": {
+        "service__while_loop_constant_sinking_test": "008"
+    },
+    "a concatenate of f32[3,1] and f32[2,1] along dim 1 (the test's input is meant to fail)": {
+        "tools__tests__data__invalid_concat": "000"
+    },
 }
 SUITE = Path(__file__).resolve().parents[1] / ".." / "shared" / "xla-suite" / "modules"
 
@@ -825,15 +921,18 @@ def test_the_modules_rejected_on_purpose_are_rejected():
 
 
 @pytest.mark.skipif(not SUITE.is_dir(), reason="../shared/xla-suite absent")
-@pytest.mark.parametrize("name, error", [
-    (f"{PARSER_TEST}.307", "has no async-done"),
-    (f"{PARSER_TEST}.337", "needs the async op it continues as its first operand, got tuple"),
-    (f"{PARSER_TEST}.368", "declared f32[128,128], inferred f32[128,128,128,128]"),
-    ("hlo__transforms__tests__rng_expander.000", "rng takes its two bounds, got 3 operands"),
-    ("service__while_loop_simplifier_test.019", "unknown element type 'TYPE'"),
-    ("service__collective_opt_utils_test.016", "declared s32[], inferred s32[1]"),
-    ("service__buffer_assignment_test.018", "start indices must be integers"),
-])
+@pytest.mark.parametrize(
+    "name, error",
+    [
+        (f"{PARSER_TEST}.307", "has no async-done"),
+        (f"{PARSER_TEST}.337", "needs the async op it continues as its first operand, got tuple"),
+        (f"{PARSER_TEST}.368", "declared f32[128,128], inferred f32[128,128,128,128]"),
+        ("hlo__transforms__tests__rng_expander.000", "rng takes its two bounds, got 3 operands"),
+        ("service__while_loop_simplifier_test.019", "unknown element type 'TYPE'"),
+        ("service__collective_opt_utils_test.016", "declared s32[], inferred s32[1]"),
+        ("service__buffer_assignment_test.018", "start indices must be integers"),
+    ],
+)
 def test_a_module_rejected_on_purpose_fails_for_the_reason_given(name, error):
     with pytest.raises(MinixlaError) as caught:
         minixla.parse_hlo_module((SUITE / f"{name}.hlo").read_text())

@@ -5,6 +5,7 @@ A backend is a factory `(module: HloModule, options: dict) -> Executable`, plus 
 register with `register(name, factory)` or through the `minixla.backends` entry-point group
 (the entry point loads to such a factory, or to an object with `compile` and `available`).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -62,6 +63,7 @@ def _load_entry_points() -> None:
         return
     _entry_points_loaded = True
     from importlib.metadata import entry_points
+
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         if ep.name not in _registry:
             _registry[ep.name] = f"{ep.value}"
@@ -78,15 +80,22 @@ def _resolve(name: str) -> Backend:
         return entry
     module_name, _, attr = entry.partition(":")
     try:
-        target = getattr(importlib.import_module(module_name), attr) if attr \
+        target = (
+            getattr(importlib.import_module(module_name), attr)
+            if attr
             else importlib.import_module(module_name)
+        )
     except (ImportError, AttributeError) as exc:
         raise BackendError(f"backend {name!r} cannot be loaded: {exc}") from None
     if isinstance(target, Backend):
         backend = target
     elif hasattr(target, "compile"):
-        backend = Backend(name, target.compile, getattr(target, "available", lambda: (True, "")),
-                          getattr(target, "pipeline", None))
+        backend = Backend(
+            name,
+            target.compile,
+            getattr(target, "available", lambda: (True, "")),
+            getattr(target, "pipeline", None),
+        )
     else:
         backend = Backend(name, target)
     _registry[name] = backend
@@ -124,6 +133,7 @@ def flush_denormals_requested(options: dict) -> bool:
     flushes)."""
     from ..passes.flags import read_flags
     from ..reference.denormals import OPTION
+
     if OPTION in options:
         return bool(options[OPTION])
     return bool(read_flags().get(OPTION, False))

@@ -5,6 +5,7 @@ given with `passes=[...]` instead. Dump flags come from the options (`dump_to`, 
 `dump_module_re`, `dump_as_text`, `dump_as_dot`, `dump_as_html`) or from $MINIXLA_FLAGS and
 $XLA_FLAGS.
 """
+
 from __future__ import annotations
 
 import time
@@ -37,8 +38,9 @@ def compile(module_or_text, backend: str | None = None, **options):
     returns a new executable sharing the first one's compiled code (runtime/compile_memo.py); a
     backend with a program cache (the cpu's) may skip the passes across processes too."""
     text = None if isinstance(module_or_text, HloModule) else program_text(module_or_text)
-    key = compile_memo.key(text if text is not None else module_or_text,
-                           backend or DEFAULT_BACKEND, options)
+    key = compile_memo.key(
+        text if text is not None else module_or_text, backend or DEFAULT_BACKEND, options
+    )
     if key is None:
         return _compile(module_or_text, text, backend, options, None)
     found = compile_memo.lookup(key)
@@ -57,14 +59,17 @@ def compile(module_or_text, backend: str | None = None, **options):
 def _compile(module_or_text, text, backend, options: dict, key):
     if text is not None:
         from ..text import parse_module
+
         start = time.perf_counter()
         module = parse_module(text)
         record_phase("parse", time.perf_counter() - start)
     elif isinstance(module_or_text, HloModule):
         module = module_or_text
     else:
-        raise TypeError(f"compile expects an HloModule, HLO or StableHLO text, or a JAX "
-                        f"Lowered/Compiled object, got {type(module_or_text).__name__}")
+        raise TypeError(
+            f"compile expects an HloModule, HLO or StableHLO text, or a JAX "
+            f"Lowered/Compiled object, got {type(module_or_text).__name__}"
+        )
     name = backend or DEFAULT_BACKEND
     target = get_backend(name)
     check_options(options, target)
@@ -73,15 +78,29 @@ def _compile(module_or_text, text, backend, options: dict, key):
     num_partitions = options.pop("num_partitions", None)
     out_shardings = options.pop("out_shardings", None)
     header = module.header_attrs
-    if num_partitions is not None or options.get("auto_sharding") or \
-            "num_partitions" in header or "replica_count" in header:
+    if (
+        num_partitions is not None
+        or options.get("auto_sharding")
+        or "num_partitions" in header
+        or "replica_count" in header
+    ):
         from ..runtime import spmd  # imported only when it may be needed: it is not light
+
         if options.get("auto_sharding") and not spmd.is_multi_device(module, num_partitions):
-            raise MinixlaError("auto_sharding chooses shardings for several devices: pass "
-                               "num_partitions=N (N > 1) or set it in the module header")
+            raise MinixlaError(
+                "auto_sharding chooses shardings for several devices: pass "
+                "num_partitions=N (N > 1) or set it in the module header"
+            )
         if spmd.is_multi_device(module, num_partitions):
-            return spmd.compile_spmd(module, name, target, options, _optimize,
-                                     num_partitions=num_partitions, out_shardings=out_shardings)
+            return spmd.compile_spmd(
+                module,
+                name,
+                target,
+                options,
+                _optimize,
+                num_partitions=num_partitions,
+                out_shardings=out_shardings,
+            )
     check_participants(module)
     stored = target.programs if key is not None else None
     if stored is not None:
@@ -105,9 +124,18 @@ def _compile(module_or_text, text, backend, options: dict, key):
 
 
 # Options minixla.compile itself reads; each backend declares its own (Backend.options).
-COMPILE_OPTIONS = ("passes", "verify", *DUMP_OPTIONS, "memory_budget_bytes", "memory_limit_bytes",
-                   "num_partitions", "out_shardings", "collective_timeout",
-                   "already_partitioned", "auto_sharding")
+COMPILE_OPTIONS = (
+    "passes",
+    "verify",
+    *DUMP_OPTIONS,
+    "memory_budget_bytes",
+    "memory_limit_bytes",
+    "num_partitions",
+    "out_shardings",
+    "collective_timeout",
+    "already_partitioned",
+    "auto_sharding",
+)
 
 
 def backend_options(options: dict) -> dict:
@@ -122,9 +150,12 @@ def check_options(options: dict, target) -> None:
     unknown = sorted(set(options) - set(known))
     if unknown:
         from ..errors import UnsupportedError
-        raise UnsupportedError(f"unknown compile option{'s' if len(unknown) > 1 else ''} "
-                               f"{', '.join(unknown)} for backend {target.name!r}; known "
-                               f"options: {', '.join(sorted(known))}")
+
+        raise UnsupportedError(
+            f"unknown compile option{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(unknown)} for backend {target.name!r}; known "
+            f"options: {', '.join(sorted(known))}"
+        )
 
 
 def program_text(program) -> str | None:
@@ -146,6 +177,7 @@ def program_text(program) -> str | None:
 
 def _optimize(module: HloModule, target, options: dict):
     from ..passes.base import DumpOptions, Dumper, Pipeline, make_pipeline, run_pipeline
+
     passes = options.pop("passes", None)
     limit = _memory_limit(options.pop("memory_limit_bytes", None))
     if passes is not None:
@@ -159,6 +191,7 @@ def _optimize(module: HloModule, target, options: dict):
     remat = None
     if limit is not None:
         from ..passes.rematerialization import Rematerialization
+
         remat = Rematerialization(limit)
         pipeline = Pipeline(pipeline.name, [pipeline, remat])
     dump = DumpOptions.from_flags()
@@ -179,6 +212,5 @@ def _memory_limit(value):
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise MinixlaError(f"memory_limit_bytes must be a non-negative int of bytes, got "
-                           f"{value!r}")
+        raise MinixlaError(f"memory_limit_bytes must be a non-negative int of bytes, got {value!r}")
     return value

@@ -11,6 +11,7 @@ timeout (naming the ranks that did not arrive) and a failure notice from a rank 
 When an exception leaves the script, the failing rank prints it, notifies every other rank,
 gives them a moment to report, and ends the job with MPI_Abort, so no rank hangs.
 """
+
 from __future__ import annotations
 
 import sys
@@ -21,8 +22,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .transport import (CollectiveMismatchError, CollectiveTimeoutError, DistributedError,
-                        PointToPointTransport, RankFailedError)
+from .transport import (
+    CollectiveMismatchError,
+    CollectiveTimeoutError,
+    DistributedError,
+    PointToPointTransport,
+    RankFailedError,
+)
 
 _DATA_TAG = 1
 _BYTES_TAG = 3
@@ -62,6 +68,7 @@ class _KeepAlive:
 class MPITransport(PointToPointTransport):
     def __init__(self, timeout: float):
         from mpi4py import MPI
+
         self._mpi = MPI
         world = MPI.COMM_WORLD
         self.rank, self.size = world.Get_rank(), world.Get_size()
@@ -76,8 +83,9 @@ class MPITransport(PointToPointTransport):
         self._notice_requests: list = []
 
     # -- the primitive -------------------------------------------------------------------
-    def route(self, what: str, sends: dict[int, Any], sources: Sequence[int],
-              key=None) -> dict[int, Any]:
+    def route(
+        self, what: str, sends: dict[int, Any], sources: Sequence[int], key=None
+    ) -> dict[int, Any]:
         """Messages are matched by `key`, or by default by `what` and how many messages for
         `what` the sender sent the receiver before (so collectives over any group of ranks
         match). Threads of one process may route concurrently with explicit keys."""
@@ -89,8 +97,11 @@ class MPITransport(PointToPointTransport):
                 if dest != self.rank:
                     their_key = key if key is not None else self._count(("to", dest, what))
                     requests += [(dest, r) for r in self._send(their_key, what, value, dest)]
-            expected = {source: key if key is not None else self._count(("from", source, what))
-                        for source in sources if source != self.rank}
+            expected = {
+                source: key if key is not None else self._count(("from", source, what))
+                for source in sources
+                if source != self.rank
+            }
         pending = [s for s in sources if s != self.rank]
         start = time.monotonic()
         deadline = start + self.timeout
@@ -127,10 +138,13 @@ class MPITransport(PointToPointTransport):
     def _raise_if_broken(self, what: str) -> None:
         if self._broken is not None:
             # after another rank's failure, still a RankFailedError: the cause is elsewhere
-            kind = RankFailedError if isinstance(self._broken, RankFailedError) else \
-                DistributedError
-            raise kind(f"{what} on rank {self.rank}: the transport is unusable after an "
-                       f"earlier failure ({self._broken})")
+            kind = (
+                RankFailedError if isinstance(self._broken, RankFailedError) else DistributedError
+            )
+            raise kind(
+                f"{what} on rank {self.rank}: the transport is unusable after an "
+                f"earlier failure ({self._broken})"
+            )
 
     def _send(self, key, what: str, value, dest: int) -> list:
         """A NumPy array goes as a small header and its raw bytes (no pickling of the
@@ -138,9 +152,12 @@ class MPITransport(PointToPointTransport):
         if isinstance(value, np.ndarray) and not value.dtype.hasobject:
             data = np.ascontiguousarray(value).reshape(-1).view(np.uint8)
             header = (key, what, (value.dtype, value.shape))
-            return [self._data.isend(header, dest=dest, tag=_DATA_TAG),
-                    _KeepAlive(self._data.Isend([data, self._mpi.BYTE], dest=dest,
-                                                tag=_BYTES_TAG), data)]
+            return [
+                self._data.isend(header, dest=dest, tag=_DATA_TAG),
+                _KeepAlive(
+                    self._data.Isend([data, self._mpi.BYTE], dest=dest, tag=_BYTES_TAG), data
+                ),
+            ]
         return [self._data.isend((key, what, value), dest=dest, tag=_DATA_TAG)]
 
     def _drain(self) -> None:
@@ -153,8 +170,7 @@ class MPITransport(PointToPointTransport):
             if isinstance(payload, tuple):
                 dtype, shape = payload
                 data = np.empty(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, np.uint8)
-                request = self._data.Irecv([data, self._mpi.BYTE], source=source,
-                                           tag=_BYTES_TAG)
+                request = self._data.Irecv([data, self._mpi.BYTE], source=source, tag=_BYTES_TAG)
                 letter = _Letter(what, data.view(dtype).reshape(shape), request)
             else:
                 letter = _Letter(what, payload)
@@ -162,14 +178,21 @@ class MPITransport(PointToPointTransport):
 
     def _timed_out(self, what, missing, unfinished_sends):
         stuck = sorted(set(missing) | set(unfinished_sends))
-        elsewhere = sorted({(source, letter.what) for (source, _), letter
-                            in self._mailbox.items() if source in stuck})
+        elsewhere = sorted(
+            {
+                (source, letter.what)
+                for (source, _), letter in self._mailbox.items()
+                if source in stuck
+            }
+        )
         hint = "".join(f"; rank {source} is in {their_what}" for source, their_what in elsewhere)
         error = CollectiveMismatchError if elsewhere else CollectiveTimeoutError
         raise error(
             f"{what} timed out after {self.timeout:g} s on rank {self.rank}: ranks {stuck} "
             f"did not arrive{hint} (set the timeout with MINIXLA_COLLECTIVE_TIMEOUT or "
-            f"initialize(collective_timeout=...))", missing=stuck)
+            f"initialize(collective_timeout=...))",
+            missing=stuck,
+        )
 
     # -- failure notices -----------------------------------------------------------------
     def _poll_notices(self) -> None:
@@ -181,8 +204,10 @@ class MPITransport(PointToPointTransport):
         self._poll_notices()
         if self._failed:
             rank = min(self._failed)
-            raise RankFailedError(f"{what} on rank {self.rank}: rank {rank} failed, so the "
-                                  f"collective cannot complete: {self._failed[rank]}")
+            raise RankFailedError(
+                f"{what} on rank {self.rank}: rank {rank} failed, so the "
+                f"collective cannot complete: {self._failed[rank]}"
+            )
 
     def notify_failure(self, error: BaseException) -> None:
         """Tells every other rank that this one stopped with `error`."""
@@ -190,7 +215,8 @@ class MPITransport(PointToPointTransport):
         for dest in range(self.size):
             if dest != self.rank:
                 self._notice_requests.append(
-                    self._notices.isend((self.rank, text), dest=dest, tag=_NOTICE_TAG))
+                    self._notices.isend((self.rank, text), dest=dest, tag=_NOTICE_TAG)
+                )
 
     def abort(self, error: BaseException) -> None:
         """Ends the job after `error` escaped on this rank: notify, let the others report
@@ -202,8 +228,9 @@ class MPITransport(PointToPointTransport):
             if len(self._failed) >= self.size - 1:
                 break
             time.sleep(0.01)
-        sys.stderr.write(f"[minixla rank {self.rank}] aborting the job after "
-                         f"{type(error).__name__}\n")
+        sys.stderr.write(
+            f"[minixla rank {self.rank}] aborting the job after {type(error).__name__}\n"
+        )
         sys.stderr.flush()
         # mpiexec drops output still in flight when the job is killed: let it drain first.
         time.sleep(OUTPUT_DRAIN_SECONDS)
@@ -217,7 +244,10 @@ class MPITransport(PointToPointTransport):
 def report_and_abort(transport: MPITransport, kind, error, tb) -> None:
     """sys.excepthook of a multi-process job: the traceback with the rank, then abort."""
     lines = traceback.format_exception(kind, error, tb)
-    sys.stderr.write("".join(f"[rank {transport.rank}] {line}" for line in
-                             "".join(lines).splitlines(keepends=True)))
+    sys.stderr.write(
+        "".join(
+            f"[rank {transport.rank}] {line}" for line in "".join(lines).splitlines(keepends=True)
+        )
+    )
     sys.stderr.flush()
     transport.abort(error)

@@ -5,6 +5,7 @@ d // (N/P) as that process's local device d % (N/P). A collective over a group o
 combines the devices of one process in memory and crosses processes only between the
 processes that `processes_of` names.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,19 +16,22 @@ from .transport import DistributedError
 
 @dataclass(frozen=True)
 class DevicePlacement:
-    device: int        # the global device id, 0..N-1
-    process: int       # the rank that runs it
+    device: int  # the global device id, 0..N-1
+    process: int  # the rank that runs it
     local_device: int  # its index among that process's devices
 
 
 def devices_per_process(num_devices: int, num_processes: int) -> int:
     if num_devices < 1 or num_processes < 1:
-        raise DistributedError(f"{num_devices} devices over {num_processes} processes: both "
-                               f"counts must be positive")
+        raise DistributedError(
+            f"{num_devices} devices over {num_processes} processes: both counts must be positive"
+        )
     if num_devices % num_processes:
-        raise DistributedError(f"{num_devices} devices do not spread evenly over "
-                               f"{num_processes} processes; the device count must be a "
-                               f"multiple of the process count")
+        raise DistributedError(
+            f"{num_devices} devices do not spread evenly over "
+            f"{num_processes} processes; the device count must be a "
+            f"multiple of the process count"
+        )
     return num_devices // num_processes
 
 

@@ -4,6 +4,7 @@ Under a launcher (`mpiexec -n P python script.py`) rank and size come from MPI; 
 plainly, the job is this one process and no MPI library is loaded. The launcher is
 recognized by the environment it gives each rank (MPICH/Hydra, Intel MPI, Open MPI, PMIx).
 """
+
 from __future__ import annotations
 
 import os
@@ -34,8 +35,10 @@ def _timeout_from(collective_timeout) -> float:
     except (TypeError, ValueError):
         seconds = -1.0
     if not seconds > 0:
-        raise MinixlaError(f"{source}={collective_timeout!r}: the collective timeout must be "
-                           f"a positive number of seconds")
+        raise MinixlaError(
+            f"{source}={collective_timeout!r}: the collective timeout must be "
+            f"a positive number of seconds"
+        )
     return seconds
 
 
@@ -56,11 +59,14 @@ def initialize(collective_timeout: float | None = None) -> PointToPointTransport
         return _transport
     try:
         from .mpi_transport import MPITransport, report_and_abort
+
         _transport = MPITransport(timeout)
     except ImportError as exc:
-        raise MinixlaError(f"this process was started by an MPI launcher, but mpi4py cannot "
-                           f"be imported ({exc}); install it with "
-                           f"pip install 'minixla[distributed]'") from None
+        raise MinixlaError(
+            f"this process was started by an MPI launcher, but mpi4py cannot "
+            f"be imported ({exc}); install it with "
+            f"pip install 'minixla[distributed]'"
+        ) from None
     if _transport.size > 1:
         _saved_excepthook = sys.excepthook
         transport = _transport

@@ -9,6 +9,7 @@ receives theirs, and runs `combine` on all values in group order. Every process 
 same `combine` on the same values, so all get the same results; each local device takes its
 own entry. A group inside one process never touches the transport.
 """
+
 from __future__ import annotations
 
 import threading
@@ -37,8 +38,9 @@ class ProcessRendezvous:
     """The meeting point of one run of `num_devices` devices spread over the transport's
     processes (placement.py decides which process runs which device)."""
 
-    def __init__(self, num_devices: int, transport: PointToPointTransport,
-                 timeout: float | None = None):
+    def __init__(
+        self, num_devices: int, transport: PointToPointTransport, timeout: float | None = None
+    ):
         self.num_devices = num_devices
         self.transport = transport
         self.timeout = timeout if timeout is not None else getattr(transport, "timeout", 60.0)
@@ -62,11 +64,20 @@ class ProcessRendezvous:
         if first and notify is not None:
             notify(error)
 
-    def exchange(self, key: tuple, group: tuple[int, ...], device: int, value,
-                 combine: Callable[[list], list], what: str):
+    def exchange(
+        self,
+        key: tuple,
+        group: tuple[int, ...],
+        device: int,
+        value,
+        combine: Callable[[list], list],
+        what: str,
+    ):
         if self.process_of(device) != self.transport.rank:
-            raise DistributedError(f"{what}: device {device} runs on process "
-                                   f"{self.process_of(device)}, not on {self.transport.rank}")
+            raise DistributedError(
+                f"{what}: device {device} runs on process "
+                f"{self.process_of(device)}, not on {self.transport.rank}"
+            )
         me = self.transport.rank
         local = [d for d in group if self.process_of(d) == me]
         with self._cond:
@@ -101,11 +112,13 @@ class ProcessRendezvous:
 
     def _across_processes(self, values: dict, processes: list[int], key, what) -> dict:
         try:
-            received = self.transport.route(what, {p: values for p in processes}, processes,
-                                            key=("rendezvous",) + tuple(key))
+            received = self.transport.route(
+                what, {p: values for p in processes}, processes, key=("rendezvous",) + tuple(key)
+            )
         except CollectiveTimeoutError as exc:
-            devices = {r: local_devices(r, self.num_devices, self.transport.size)
-                       for r in exc.missing}
+            devices = {
+                r: local_devices(r, self.num_devices, self.transport.size) for r in exc.missing
+            }
             raise type(exc)(f"{exc}; those ranks run devices {devices}", exc.missing) from None
         merged = {}
         for process in processes:
@@ -117,13 +130,16 @@ class ProcessRendezvous:
         with self._cond:
             while slot.outputs is None and slot.error is None:
                 if self._failed is not None:
-                    raise DeviceFailedError(f"{what}: device {self._failed[0]} failed, so the "
-                                            f"collective cannot complete")
+                    raise DeviceFailedError(
+                        f"{what}: device {self._failed[0]} failed, so the "
+                        f"collective cannot complete"
+                    )
                 left = deadline - time.monotonic()
                 if left <= 0:
                     missing = [d for d in local if d not in slot.inputs]
                     raise CollectiveTimeoutError(
                         f"{what} timed out after {self.timeout:g} s on process "
                         f"{self.transport.rank}: devices {missing} did not arrive (arrived: "
-                        f"{sorted(slot.inputs)})")
+                        f"{sorted(slot.inputs)})"
+                    )
                 self._cond.wait(min(left, 0.05))

@@ -14,6 +14,7 @@ The in-process counterpart is the multi-device runtime's rendezvous, where devic
 meet in shared memory; a process that runs several devices combines its own devices there
 and uses a transport only between processes (see placement.py).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ import numpy as np
 from ..errors import MinixlaError
 
 Reducer = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
 
 @dataclass(frozen=True)
 class Reduction:
@@ -73,11 +75,12 @@ def reducer_for(op: Union[str, Reducer], dtype: np.dtype, collective: str) -> Re
     if callable(op):
         return op
     if op not in REDUCTIONS:
-        raise DistributedError(f"{collective}: unknown reduction {op!r}; the named ones are "
-                               f"{sorted(REDUCTIONS)}, or pass a function of two arrays")
+        raise DistributedError(
+            f"{collective}: unknown reduction {op!r}; the named ones are "
+            f"{sorted(REDUCTIONS)}, or pass a function of two arrays"
+        )
     if dtype.kind not in REDUCTIONS[op].dtype_kinds:
-        raise DistributedError(f"{collective}: reduction {op!r} does not apply to {dtype} "
-                               f"arrays")
+        raise DistributedError(f"{collective}: reduction {op!r} does not apply to {dtype} arrays")
     return REDUCTIONS[op].apply
 
 
@@ -88,29 +91,33 @@ def fold(values: Sequence[np.ndarray], reducer: Reducer, collective: str) -> np.
         try:
             total = np.asarray(reducer(total, value))
         except TypeError as exc:
-            raise DistributedError(f"{collective}: the reduction does not apply to "
-                                   f"{total.dtype} arrays ({exc})") from None
+            raise DistributedError(
+                f"{collective}: the reduction does not apply to {total.dtype} arrays ({exc})"
+            ) from None
     return total
 
 
 class Transport(Protocol):
     """What the multi-process runtime needs from a transport (see PointToPointTransport)."""
+
     rank: int
     size: int
 
-    def route(self, what: str, sends: dict[int, Any], sources: Sequence[int],
-              key=None) -> dict[int, Any]:
-        ...
+    def route(
+        self, what: str, sends: dict[int, Any], sources: Sequence[int], key=None
+    ) -> dict[int, Any]: ...
 
 
 class PointToPointTransport:
     """Every collective, written once on top of `route`. Subclasses set rank and size and
     implement `route`; `group` arguments are sorted lists of ranks (default: all)."""
+
     rank: int
     size: int
 
-    def route(self, what: str, sends: dict[int, Any], sources: Sequence[int],
-              key=None) -> dict[int, Any]:
+    def route(
+        self, what: str, sends: dict[int, Any], sources: Sequence[int], key=None
+    ) -> dict[int, Any]:
         """Sends sends[r] to each rank r, returns {s: what s sent} for each s of sources.
         `what` names the collective in errors; messages of one call share `key`."""
         raise NotImplementedError
@@ -118,8 +125,9 @@ class PointToPointTransport:
     def _members(self, group, collective: str) -> list[int]:
         members = list(range(self.size)) if group is None else sorted(set(group))
         if any(not 0 <= r < self.size for r in members):
-            raise DistributedError(f"{collective}: group {list(group)} names ranks outside "
-                                   f"0..{self.size - 1}")
+            raise DistributedError(
+                f"{collective}: group {list(group)} names ranks outside 0..{self.size - 1}"
+            )
         if self.rank not in members:
             raise DistributedError(f"{collective}: rank {self.rank} is not in group {members}")
         return members
@@ -148,8 +156,9 @@ class PointToPointTransport:
         values = self._gather(np.asarray(array), self._members(group, what), what)
         return np.concatenate(values, axis=axis)
 
-    def reduce_scatter(self, array, op: Union[str, Reducer] = "sum", axis: int = 0,
-                       group=None, *, name=None):
+    def reduce_scatter(
+        self, array, op: Union[str, Reducer] = "sum", axis: int = 0, group=None, *, name=None
+    ):
         """The reduction of the members' arrays, cut into equal pieces along `axis`; member
         i gets piece i. Each piece is folded in rank order by its owner."""
         what = describe("reduce-scatter", name)
@@ -162,8 +171,7 @@ class PointToPointTransport:
         _check_same_shapes(values, members, what)
         return fold(values, reducer, what)
 
-    def alltoall(self, array, split_axis: int = 0, concat_axis: int = 0, group=None, *,
-                 name=None):
+    def alltoall(self, array, split_axis: int = 0, concat_axis: int = 0, group=None, *, name=None):
         """Piece j of this rank's array (cut along `split_axis`) goes to member j; the pieces
         received are concatenated along `concat_axis` in rank order."""
         what = describe("all-to-all", name)
@@ -180,12 +188,12 @@ class PointToPointTransport:
         targets = [t for s, t in pairs if s == self.rank]
         sources = [s for s, t in pairs if t == self.rank]
         if len(sources) > 1 or len(set(t for _, t in pairs)) != len(pairs):
-            raise DistributedError(f"{what}: pairs {list(pairs)} give a rank more than one "
-                                   f"source")
+            raise DistributedError(f"{what}: pairs {list(pairs)} give a rank more than one source")
         ranks = {r for pair in pairs for r in pair}
         if any(not 0 <= r < self.size for r in ranks):
-            raise DistributedError(f"{what}: pairs {list(pairs)} name ranks outside "
-                                   f"0..{self.size - 1}")
+            raise DistributedError(
+                f"{what}: pairs {list(pairs)} name ranks outside 0..{self.size - 1}"
+            )
         received = self.route(what, {t: array for t in targets}, sources)
         return received[sources[0]] if sources else np.zeros_like(array)
 
@@ -210,8 +218,10 @@ class PointToPointTransport:
 
 def _split(array: np.ndarray, pieces: int, axis: int, what: str) -> list[np.ndarray]:
     if array.ndim == 0 or array.shape[axis] % pieces:
-        raise DistributedError(f"{what}: an array of shape {array.shape} does not split into "
-                               f"{pieces} equal pieces along axis {axis}")
+        raise DistributedError(
+            f"{what}: an array of shape {array.shape} does not split into "
+            f"{pieces} equal pieces along axis {axis}"
+        )
     return np.split(array, pieces, axis=axis)
 
 
@@ -219,9 +229,11 @@ def _check_same_shapes(values: list[np.ndarray], members: list[int], what: str) 
     first = values[0]
     for rank, value in zip(members, values):
         if value.shape != first.shape or value.dtype != first.dtype:
-            raise DistributedError(f"{what}: rank {rank} has a {value.dtype}{list(value.shape)}"
-                                   f" array, rank {members[0]} a {first.dtype}"
-                                   f"{list(first.shape)}")
+            raise DistributedError(
+                f"{what}: rank {rank} has a {value.dtype}{list(value.shape)}"
+                f" array, rank {members[0]} a {first.dtype}"
+                f"{list(first.shape)}"
+            )
 
 
 class LocalTransport(PointToPointTransport):
@@ -230,6 +242,7 @@ class LocalTransport(PointToPointTransport):
     def __init__(self):
         self.rank, self.size = 0, 1
 
-    def route(self, what: str, sends: dict[int, Any], sources: Sequence[int],
-              key=None) -> dict[int, Any]:
+    def route(
+        self, what: str, sends: dict[int, Any], sources: Sequence[int], key=None
+    ) -> dict[int, Any]:
         return {source: sends[source] for source in sources}

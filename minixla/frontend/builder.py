@@ -11,6 +11,7 @@ condition and body, or by all branches of a conditional), so Python closures ins
 `lax.while_loop` bodies just work. Reducer and comparator children cannot capture: HLO gives
 them scalar parameters only.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,7 +23,6 @@ from ..ir.dtypes import ELEMENT_TYPES, from_numpy
 from ..ir.shape_inference import infer_shape
 from ..ir.shape_rules_base import same
 from .errors import EscapedTracerError, FrontendError, FrontendShapeError, FrontendTypeError
-
 
 
 class XlaOp:
@@ -101,6 +101,7 @@ def as_shape(shape) -> Shape:
         return shape
     if isinstance(shape, str):
         from ..text import parse_shape
+
         return parse_shape(shape)
     if isinstance(shape, tuple) and len(shape) == 2:
         dtype, dims = shape
@@ -112,8 +113,13 @@ def as_shape(shape) -> Shape:
 class Builder:
     """Builds one computation; `build(root)` returns it, `module(root)` a whole HloModule."""
 
-    def __init__(self, name: str = "main", *, parent: "Builder | None" = None,
-                 captures: Captures | None = None):
+    def __init__(
+        self,
+        name: str = "main",
+        *,
+        parent: "Builder | None" = None,
+        captures: Captures | None = None,
+    ):
         self.name = name
         self.parent = parent
         self.depth = parent.depth + 1 if parent is not None else 0
@@ -140,16 +146,18 @@ class Builder:
         number = len(self._parameters) if number is None else number
         if number in self._parameters:
             raise FrontendError(f"{self.name} already has a parameter {number}")
-        op = self.emit("parameter", shape=shape, parameter_number=number,
-                       name=name or f"Arg_{number}")
+        op = self.emit(
+            "parameter", shape=shape, parameter_number=number, name=name or f"Arg_{number}"
+        )
         self._parameters[number] = op.instr
         return op
 
     def constant(self, value, dtype=None) -> XlaOp:
         """A constant from a NumPy value; Python floats become f32 and ints s32."""
         if dtype is None and isinstance(value, (bool, int, float, complex)):
-            dtype = {bool: np.bool_, int: np.int32, float: np.float32,
-                     complex: np.complex64}[type(value)]
+            dtype = {bool: np.bool_, int: np.int32, float: np.float32, complex: np.complex64}[
+                type(value)
+            ]
         if isinstance(dtype, str):
             dtype = Shape.array(dtype).numpy_dtype
         array = np.asarray(value, dtype=dtype)
@@ -171,17 +179,31 @@ class Builder:
         return [self.tuple_element(i) for i in range(self._captures.num_state)]
 
     # -- emission ---------------------------------------------------------------------------
-    def emit(self, opcode: str, operands=(), attrs: dict | None = None, *,
-             shape: Shape | None = None, literal=None, parameter_number: int | None = None,
-             name: str | None = None) -> XlaOp:
+    def emit(
+        self,
+        opcode: str,
+        operands=(),
+        attrs: dict | None = None,
+        *,
+        shape: Shape | None = None,
+        literal=None,
+        parameter_number: int | None = None,
+        name: str | None = None,
+    ) -> XlaOp:
         """Adds one instruction; its shape comes from the shape rules (a declared `shape` is
         checked against them, and is required where the rules need one, e.g. reshape)."""
         if self.built:
             raise EscapedTracerError(f"computation {self.name} is already built")
         operands = [self.lift(as_op(o, opcode)) for o in operands]
-        instr = HloInstruction(opcode, shape, [o.instr for o in operands], attrs or {},
-                               name=self._names.instruction(name or opcode), literal=literal,
-                               parameter_number=parameter_number)
+        instr = HloInstruction(
+            opcode,
+            shape,
+            [o.instr for o in operands],
+            attrs or {},
+            name=self._names.instruction(name or opcode),
+            literal=literal,
+            parameter_number=parameter_number,
+        )
         if opcode not in ("parameter", "constant"):
             try:
                 inferred = infer_shape(instr)
@@ -190,8 +212,10 @@ class Builder:
                 raise FrontendShapeError(str(exc)) from None
             if shape is not None and not same(inferred, shape):
                 instr.drop_operands()
-                raise FrontendShapeError(f"{opcode}: declared shape {shape.without_layout()} "
-                                         f"but the operands give {inferred}")
+                raise FrontendShapeError(
+                    f"{opcode}: declared shape {shape.without_layout()} "
+                    f"but the operands give {inferred}"
+                )
             instr.shape = inferred.with_default_layout()
         self._instructions.append(instr)
         return XlaOp(self, instr)
@@ -206,11 +230,14 @@ class Builder:
         if not self._is_ancestor(op.builder):
             raise EscapedTracerError(
                 f"%{op.instr.name} belongs to computation {op.builder.name}, which does not "
-                f"enclose {self.name} (a traced value escaped its trace?)")
+                f"enclose {self.name} (a traced value escaped its trace?)"
+            )
         if self._captures is None:
-            raise FrontendError(f"computation {self.name} cannot use %{op.instr.name} of the "
-                                f"enclosing computation {op.builder.name}; only loop and "
-                                f"branch bodies capture values")
+            raise FrontendError(
+                f"computation {self.name} cannot use %{op.instr.name} of the "
+                f"enclosing computation {op.builder.name}; only loop and "
+                f"branch bodies capture values"
+            )
         index = self._captures.index_of(self.parent.lift(op))
         lifted = self.emit("get-tuple-element", [self._tuple_param], {"index": index})
         self._lifted[key] = lifted
@@ -234,8 +261,9 @@ class Builder:
         if isinstance(fn, HloComputation):
             return self.adopt(fn)
         if not callable(fn):
-            raise FrontendTypeError(f"expected a callable or HloComputation, got "
-                                    f"{type(fn).__name__}")
+            raise FrontendTypeError(
+                f"expected a callable or HloComputation, got {type(fn).__name__}"
+            )
         sub = self.child(name)
         params = [sub.parameter(shape, f"p{i}") for i, shape in enumerate(param_shapes)]
         out = fn(*params)
@@ -249,11 +277,15 @@ class Builder:
             shape = Shape.array(dtype, ())
 
             def body(*params):
-                outs = [params[i].builder.emit(opcode, [params[i], params[i + count]])
-                        for i in range(count)]
+                outs = [
+                    params[i].builder.emit(opcode, [params[i], params[i + count]])
+                    for i in range(count)
+                ]
                 return outs[0] if count == 1 else tuple(outs)
+
             self._reducers[key] = self._root().computation(
-                body, [shape] * (2 * count), f"{opcode.replace('-', '_')}_{dtype}")
+                body, [shape] * (2 * count), f"{opcode.replace('-', '_')}_{dtype}"
+            )
         return self._reducers[key]
 
     def adopt(self, comp: HloComputation) -> HloComputation:
@@ -330,8 +362,10 @@ def as_op(value, what: str) -> XlaOp:
     op = getattr(value, "op", None)  # a Tracer carries its XlaOp
     if isinstance(op, XlaOp):
         return op
-    raise FrontendTypeError(f"{what} expects XlaOp operands, got {type(value).__name__} "
-                            f"(make constants with builder.constant(...))")
+    raise FrontendTypeError(
+        f"{what} expects XlaOp operands, got {type(value).__name__} "
+        f"(make constants with builder.constant(...))"
+    )
 
 
 def _reachable(root: HloInstruction) -> set[int]:
@@ -356,5 +390,6 @@ def _callees(comp: HloComputation) -> list[HloComputation]:
                 seen.add(id(callee))
                 visit(callee)
                 order.append(callee)
+
     visit(comp)
     return order

@@ -11,6 +11,7 @@ Values are typed with NumPy dtypes on this side; the builder speaks HLO names (`
 * Two strongly typed arrays promote like JAX: bool joins anything, int + float gives the float,
   ints of mixed signedness widen, bf16 + f16 gives f32.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -23,9 +24,12 @@ from ..ir.dtypes import from_numpy, numpy_dtype
 from .errors import FrontendTypeError
 
 BOOL, INT, FLOAT, COMPLEX = 0, 1, 2, 3  # kind order of the promotion lattice
-_NARROW = {np.dtype(np.int64): np.dtype(np.int32), np.dtype(np.uint64): np.dtype(np.uint32),
-           np.dtype(np.float64): np.dtype(np.float32),
-           np.dtype(np.complex128): np.dtype(np.complex64)}
+_NARROW = {
+    np.dtype(np.int64): np.dtype(np.int32),
+    np.dtype(np.uint64): np.dtype(np.uint32),
+    np.dtype(np.float64): np.dtype(np.float32),
+    np.dtype(np.complex128): np.dtype(np.complex64),
+}
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
 
@@ -74,9 +78,14 @@ def canonicalize(dtype) -> np.dtype:
 
 def default_dtype(k: int) -> np.dtype:
     wide = config.enable_x64
-    return np.dtype({BOOL: np.bool_, INT: np.int64 if wide else np.int32,
-                     FLOAT: np.float64 if wide else np.float32,
-                     COMPLEX: np.complex128 if wide else np.complex64}[k])
+    return np.dtype(
+        {
+            BOOL: np.bool_,
+            INT: np.int64 if wide else np.int32,
+            FLOAT: np.float64 if wide else np.float32,
+            COMPLEX: np.complex128 if wide else np.complex64,
+        }[k]
+    )
 
 
 def hlo_name(dtype) -> str:
@@ -138,8 +147,7 @@ def host_array(value, dtype=None) -> np.ndarray:
     are an error rather than a silent wrap."""
     array = np.asarray(value)
     if array.dtype == object:
-        raise FrontendTypeError(f"cannot make an array out of {type(value).__name__} "
-                                f"{value!r:.60}")
+        raise FrontendTypeError(f"cannot make an array out of {type(value).__name__} {value!r:.60}")
     target = canonicalize(dtype if dtype is not None else array.dtype)
     if target == array.dtype:
         return array
@@ -147,8 +155,9 @@ def host_array(value, dtype=None) -> np.ndarray:
         info = np.iinfo(target)
         if array.min() < info.min or array.max() > info.max:
             hint = "" if config.enable_x64 else " (set minixla.config.enable_x64 = True)"
-            raise FrontendTypeError(f"integer values in [{array.min()}, {array.max()}] do not "
-                                    f"fit in {target}{hint}")
+            raise FrontendTypeError(
+                f"integer values in [{array.min()}, {array.max()}] do not fit in {target}{hint}"
+            )
     return array.astype(target)
 
 

@@ -3,6 +3,7 @@
 `minixla.numpy.exp(np_array)` called outside jit traces the one call into a module (NumPy inputs
 become constants), compiles it and returns NumPy arrays, so the API works in both worlds.
 """
+
 from __future__ import annotations
 
 import functools
@@ -13,23 +14,27 @@ from .tracer import Tracer, current_builder, tracing
 
 
 def default_backend() -> str:
-    """"cpu" when that backend is usable, else the interpreter."""
+    """ "cpu" when that backend is usable, else the interpreter."""
     from ..backends import available
+
     return "cpu" if available().get("cpu") is True else "interpreter"
 
 
 def api(fn):
     """Runs `fn` inside the current trace, or eagerly when there is none."""
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         if current_builder() is not None:
             return fn(*args, **kwargs)
         return run_eagerly(fn, args, kwargs)
+
     return wrapper
 
 
 def run_eagerly(fn, args, kwargs, backend: str | None = None):
     from ..backends.compile import compile
+
     builder = Builder(f"eager_{fn.__name__}")
     with tracing(builder):
         out = fn(*args, **kwargs)

@@ -3,6 +3,7 @@
 The location is the innermost stack frame outside the minixla package, so a shape mismatch deep
 inside `mnp.matmul` or the builder names the line of the user's program that asked for it.
 """
+
 from __future__ import annotations
 
 import os

@@ -1,6 +1,7 @@
 """`minixla.numpy.fft`: NumPy's FFT functions lowered to HLO `fft` (which transforms the last
 one to three dims), with the wanted axes moved last, inputs cropped or zero-padded to the
 requested lengths, and the `norm` scaling applied around it."""
+
 from __future__ import annotations
 
 import math
@@ -16,8 +17,10 @@ from .numpy_shape import normalize_axis, pad, roll, transpose
 from .ops_core import Op
 from .tracer import Tracer
 
-_COMPLEX_OF = {np.dtype(np.float32): np.dtype(np.complex64),
-               np.dtype(np.float64): np.dtype(np.complex128)}
+_COMPLEX_OF = {
+    np.dtype(np.float32): np.dtype(np.complex64),
+    np.dtype(np.float64): np.dtype(np.complex128),
+}
 _NORMS = (None, "backward", "ortho", "forward")
 
 
@@ -28,8 +31,7 @@ def _as_complex(name: str, a) -> Tracer:
         return x
     float_type = x.dtype if x.dtype in _COMPLEX_OF else dt.default_dtype(dt.FLOAT)
     if k == dt.FLOAT and x.dtype not in _COMPLEX_OF:
-        raise FrontendTypeError(f"fft.{name} supports float32/64 and complex64/128, "
-                                f"got {x.dtype}")
+        raise FrontendTypeError(f"fft.{name} supports float32/64 and complex64/128, got {x.dtype}")
     return cast(x, _COMPLEX_OF[np.dtype(float_type)])
 
 
@@ -71,11 +73,16 @@ def _hlo_fft(x: Tracer, axes: tuple[int, ...], fft_type: str, lengths) -> Tracer
 
 def _scale(x: Tracer, norm, n: int, inverse: bool) -> Tracer:
     if norm not in _NORMS:
-        raise FrontendTypeError(f"fft: unknown norm {norm!r} (use 'backward', 'ortho' or "
-                                f"'forward')")
+        raise FrontendTypeError(
+            f"fft: unknown norm {norm!r} (use 'backward', 'ortho' or 'forward')"
+        )
     # HLO's IFFT already divides by n (NumPy's 'backward')
-    factor = {None: 1.0, "backward": 1.0, "ortho": math.sqrt(n) if inverse else 1 / math.sqrt(n),
-              "forward": n if inverse else 1 / n}[norm]
+    factor = {
+        None: 1.0,
+        "backward": 1.0,
+        "ortho": math.sqrt(n) if inverse else 1 / math.sqrt(n),
+        "forward": n if inverse else 1 / n,
+    }[norm]
     return x if factor == 1.0 else multiply(x, cast(factor, x.dtype))
 
 
@@ -100,7 +107,7 @@ def _complex_nd(name: str, a, s, axes, norm, inverse: bool) -> Tracer:
             x = _resize(x, axis, length)
     kind = "IFFT" if inverse else "FFT"
     for start in range(0, len(axes), 3):  # separable: three axes per HLO fft
-        group = tuple(axes[start:start + 3])
+        group = tuple(axes[start : start + 3])
         x = _hlo_fft(x, group, kind, [x.shape[d] for d in group])
     n = math.prod(x.shape[d] for d in axes)
     return _scale(x, norm, n, inverse)

@@ -8,14 +8,24 @@ positions `arange(x.size).reshape(x.shape)[idx]` (computed on the host when the 
 static), so every index form `getitem` accepts works for `.at[]` too. Traced out-of-range
 indices are clamped (HLO gather/dynamic-slice semantics); static ones raise.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 from . import dtypes as dt
 from .errors import FrontendIndexError, FrontendTypeError
-from .numpy_api import (_builder, add, asarray, broadcast_arrays, broadcast_to, cast, constant,
-                        less, where)
+from .numpy_api import (
+    _builder,
+    add,
+    asarray,
+    broadcast_arrays,
+    broadcast_to,
+    cast,
+    constant,
+    less,
+    where,
+)
 from .numpy_creation import iota
 from .numpy_shape import reshape, transpose
 from .ops_core import DynamicSlice, Gather, Reverse, Scatter, Slice
@@ -41,12 +51,14 @@ def _normalize(index, ndim: int) -> list:
                 out.extend(np.nonzero(item))
                 continue
             if item.dtype.kind not in "iu":
-                raise FrontendIndexError(f"arrays used as indices must be of integer type, "
-                                         f"got {item.dtype}")
+                raise FrontendIndexError(
+                    f"arrays used as indices must be of integer type, got {item.dtype}"
+                )
         elif isinstance(item, Tracer):
             if item.dtype == np.bool_:
-                raise FrontendIndexError("a traced boolean mask gives a data-dependent shape; "
-                                         "use mnp.where instead")
+                raise FrontendIndexError(
+                    "a traced boolean mask gives a data-dependent shape; use mnp.where instead"
+                )
             if dt.kind(item.dtype) != dt.INT:
                 raise FrontendIndexError(f"traced indices must be integers, got {item.dtype}")
         elif isinstance(item, (bool, np.bool_)):
@@ -54,18 +66,20 @@ def _normalize(index, ndim: int) -> list:
         elif isinstance(item, (np.integer, np.ndarray)):
             item = int(item)
         elif not (item is None or item is Ellipsis or isinstance(item, (int, slice))):
-            raise FrontendIndexError(f"unsupported index {item!r:.60} of type "
-                                     f"{type(item).__name__}")
+            raise FrontendIndexError(
+                f"unsupported index {item!r:.60} of type {type(item).__name__}"
+            )
         out.append(item)
     if sum(item is Ellipsis for item in out) > 1:
         raise FrontendIndexError("an index can only have a single ellipsis ('...')")
     used = sum(item is not None and item is not Ellipsis for item in out)
     if used > ndim:
-        raise FrontendIndexError(f"too many indices for array: array is {ndim}-dimensional, "
-                                 f"but {used} were indexed")
+        raise FrontendIndexError(
+            f"too many indices for array: array is {ndim}-dimensional, but {used} were indexed"
+        )
     fill = [slice(None)] * (ndim - used)
     at = next((k for k, item in enumerate(out) if item is Ellipsis), None)
-    return out + fill if at is None else out[:at] + fill + out[at + 1:]
+    return out + fill if at is None else out[:at] + fill + out[at + 1 :]
 
 
 def _static_int(i: int, n: int, axis: int) -> int:
@@ -155,8 +169,7 @@ def _advanced(tracer: Tracer, items: list) -> Tracer:
             host = np.asarray(item)
             if host.size and (host.min() < -n or host.max() >= n):
                 bad = host.min() if host.min() < -n else host.max()
-                raise FrontendIndexError(f"index {bad} is out of bounds for axis {k} with size "
-                                         f"{n}")
+                raise FrontendIndexError(f"index {bad} is out of bounds for axis {k} with size {n}")
             arrays.append(constant(np.where(host < 0, host + n, host), index_dtype))
     arrays = broadcast_arrays(*arrays)
     batch = arrays[0].shape
@@ -164,9 +177,15 @@ def _advanced(tracer: Tracer, items: list) -> Tracer:
     rest = [k for k in range(tracer.ndim) if k not in positions]
     moved = transpose(tracer, positions + rest)
     nb, k = len(batch), len(positions)
-    op = Gather(moved.op, indices.op, offset_dims=range(nb, nb + len(rest)),
-                collapsed_slice_dims=range(k), start_index_map=range(k), index_vector_dim=nb,
-                slice_sizes=[1] * k + [tracer.shape[r] for r in rest])
+    op = Gather(
+        moved.op,
+        indices.op,
+        offset_dims=range(nb, nb + len(rest)),
+        collapsed_slice_dims=range(k),
+        start_index_map=range(k),
+        index_vector_dim=nb,
+        slice_sizes=[1] * k + [tracer.shape[r] for r in rest],
+    )
     out = Tracer(op, tracer.weak)
     if positions == list(range(positions[0], positions[0] + k)) and positions[0] > 0:
         p = positions[0]  # adjacent advanced indices keep their place
@@ -178,6 +197,7 @@ def _advanced(tracer: Tracer, items: list) -> Tracer:
 def reshape_stack(arrays: list[Tracer]) -> Tracer:
     """Index arrays of one shape B stacked into B + (k,): the gather's index vectors."""
     from .numpy_shape import concatenate, expand_dims
+
     return concatenate([expand_dims(a, -1) for a in arrays], -1)
 
 
@@ -247,9 +267,11 @@ def _combiner(builder, update: str, dtype: str):
     key = ("set", dtype)
     if key not in builder._reducers:
         from ..ir import Shape
+
         scalar = Shape.array(dtype, ())
         builder._reducers[key] = builder._root().computation(
-            lambda old, new: new, [scalar, scalar], f"set_{dtype}")
+            lambda old, new: new, [scalar, scalar], f"set_{dtype}"
+        )
     return builder._reducers[key]
 
 
@@ -262,7 +284,14 @@ def _scatter(x, index, values, update: str) -> Tracer:
     flat = reshape(tracer, (-1,))
     builder = _builder()
     combiner = _combiner(builder, update, dt.hlo_name(tracer.dtype))
-    op = Scatter(flat.op, reshape(positions, (-1, 1)).op, reshape(updates, (-1,)).op, combiner,
-                 update_window_dims=(), inserted_window_dims=(0,),
-                 scatter_dims_to_operand_dims=(0,), index_vector_dim=1)
+    op = Scatter(
+        flat.op,
+        reshape(positions, (-1, 1)).op,
+        reshape(updates, (-1,)).op,
+        combiner,
+        update_window_dims=(),
+        inserted_window_dims=(0,),
+        scatter_dims_to_operand_dims=(0,),
+        index_vector_dim=1,
+    )
     return reshape(Tracer(op, tracer.weak), tracer.shape)

@@ -7,6 +7,7 @@ values of static arguments, the x64 switch and the backend. Donated arguments be
 output can use are reported with a warning, as JAX does. On cpu the output then reuses the
 donated array's memory and the array is made read-only (runtime/donation.py).
 """
+
 from __future__ import annotations
 
 import functools
@@ -38,8 +39,10 @@ def _spec(leaf, where: str) -> tuple[tuple[int, ...], np.dtype, bool]:
         return (), dtype, weak
     if isinstance(leaf, (np.ndarray, np.generic)):
         return tuple(leaf.shape), dt.canonicalize(leaf.dtype), False
-    raise FrontendTypeError(f"{where} of type {type(leaf).__name__} is not an array; pass "
-                            f"NumPy arrays or scalars (or mark the argument static)")
+    raise FrontendTypeError(
+        f"{where} of type {type(leaf).__name__} is not an array; pass "
+        f"NumPy arrays or scalars (or mark the argument static)"
+    )
 
 
 def _host(leaf):
@@ -62,8 +65,9 @@ def _hashable(value, argnum):
     try:
         hash(value)
     except TypeError:
-        raise FrontendTypeError(f"static argument {argnum} must be hashable, got "
-                                f"{type(value).__name__}") from None
+        raise FrontendTypeError(
+            f"static argument {argnum} must be hashable, got {type(value).__name__}"
+        ) from None
     return value
 
 
@@ -82,6 +86,7 @@ class Lowered:
 
     def compile(self):
         from ..backends.compile import compile
+
         return compile(self.module, backend=self.backend, **self.options)
 
     def __repr__(self) -> str:
@@ -91,9 +96,19 @@ class Lowered:
 class Jitted:
     """The callable `jit` returns; `compile_count` counts cache misses."""
 
-    def __init__(self, fn, backend, donate_argnums, static_argnums, static_argnames=(),
-                 donate_argnames=(), memory_limit_bytes=None, in_shardings=None,
-                 out_shardings=None, auto_sharding=None):
+    def __init__(
+        self,
+        fn,
+        backend,
+        donate_argnums,
+        static_argnums,
+        static_argnames=(),
+        donate_argnames=(),
+        memory_limit_bytes=None,
+        in_shardings=None,
+        out_shardings=None,
+        auto_sharding=None,
+    ):
         functools.update_wrapper(self, fn)
         self.auto_sharding = auto_sharding
         self.in_shardings, self.out_shardings = in_shardings, out_shardings
@@ -105,22 +120,28 @@ class Jitted:
         except (TypeError, ValueError):
             parameters = {}
         self._names = list(parameters)
-        positional = [n for n, p in parameters.items()
-                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        positional = [
+            n
+            for n, p in parameters.items()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
         open_kwargs = any(p.kind == p.VAR_KEYWORD for p in parameters.values())
         static_names = _argnames(static_argnames, parameters, open_kwargs)
         donate_names = _argnames(donate_argnames, parameters, open_kwargs)
-        self.static_argnums = frozenset(_argnums(static_argnums)) | \
-            {positional.index(n) for n in static_names if n in positional}
-        self.donate_argnums = frozenset(_argnums(donate_argnums)) | \
-            {positional.index(n) for n in donate_names if n in positional}
+        self.static_argnums = frozenset(_argnums(static_argnums)) | {
+            positional.index(n) for n in static_names if n in positional
+        }
+        self.donate_argnums = frozenset(_argnums(donate_argnums)) | {
+            positional.index(n) for n in donate_names if n in positional
+        }
         # names by which static or donated arguments may also be passed as keywords
-        self.static_argnames = frozenset(static_names) | \
-            {positional[i] for i in self.static_argnums if i < len(positional)}
-        self.donate_argnames = frozenset(donate_names) | \
-            {positional[i] for i in self.donate_argnums if i < len(positional)}
-        if self.static_argnums & self.donate_argnums or \
-                self.static_argnames & self.donate_argnames:
+        self.static_argnames = frozenset(static_names) | {
+            positional[i] for i in self.static_argnums if i < len(positional)
+        }
+        self.donate_argnames = frozenset(donate_names) | {
+            positional[i] for i in self.donate_argnums if i < len(positional)
+        }
+        if self.static_argnums & self.donate_argnums or self.static_argnames & self.donate_argnames:
             raise FrontendTypeError("an argument cannot be both static and donated")
         self.compile_count = 0
         self._cache: dict = {}
@@ -138,8 +159,10 @@ class Jitted:
             self._cache[key] = entry
             self.compile_count += 1
         executable, out_tree = entry
-        hosts = [dt.scalar_constant(leaf, spec[1]) if isinstance(leaf, _SCALARS)
-                 else dt.host_array(leaf) for leaf, spec in zip(leaves, key[1])]
+        hosts = [
+            dt.scalar_constant(leaf, spec[1]) if isinstance(leaf, _SCALARS) else dt.host_array(leaf)
+            for leaf, spec in zip(leaves, key[1])
+        ]
         result = executable(*hosts)
         outs = [result] if out_tree == LEAF else list(result)
         return unflatten(out_tree, outs)
@@ -165,12 +188,16 @@ class Jitted:
         for i in self.static_argnums | self.donate_argnums:
             passed_by_name = i < len(self._names) and self._names[i] in kwargs
             if i >= len(args) and not passed_by_name:
-                raise FrontendTypeError(f"{self.__name__} got {len(args)} positional "
-                                        f"arguments, but argnum {i} is static or donated")
-        static = tuple((i, _hashable(args[i], i)) for i in sorted(self.static_argnums)
-                       if i < len(args))
-        static += tuple((k, _hashable(v, k)) for k, v in sorted(kwargs.items())
-                        if k in self.static_argnames)
+                raise FrontendTypeError(
+                    f"{self.__name__} got {len(args)} positional "
+                    f"arguments, but argnum {i} is static or donated"
+                )
+        static = tuple(
+            (i, _hashable(args[i], i)) for i in sorted(self.static_argnums) if i < len(args)
+        )
+        static += tuple(
+            (k, _hashable(v, k)) for k, v in sorted(kwargs.items()) if k in self.static_argnames
+        )
         dynamic = tuple(a for i, a in enumerate(args) if i not in self.static_argnums)
         dynamic_kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
         leaves, tree = flatten((dynamic, dynamic_kwargs))
@@ -183,10 +210,13 @@ class Jitted:
         tree, specs, _, _, backend = key
         name = _identifier(getattr(self.fn, "__name__", "fn"))
         builder = Builder("main")
-        names = self._leaf_names(args, {k: v for k, v in kwargs.items()
-                                        if k not in self.static_argnames})
-        params = [Tracer(builder.parameter(Shape.array(dt.hlo_name(dtype), shape), nm), weak)
-                  for (shape, dtype, weak), nm in zip(specs, names)]
+        names = self._leaf_names(
+            args, {k: v for k, v in kwargs.items() if k not in self.static_argnames}
+        )
+        params = [
+            Tracer(builder.parameter(Shape.array(dt.hlo_name(dtype), shape), nm), weak)
+            for (shape, dtype, weak), nm in zip(specs, names)
+        ]
         dynamic, kw = unflatten(tree, params)
         kw.update((k, v) for k, v in kwargs.items() if k in self.static_argnames)
         it = iter(dynamic)
@@ -200,14 +230,24 @@ class Jitted:
         module.input_output_alias = self._aliases(module, args, kwargs, out_tree == LEAF)
         if self.in_shardings is not None or self.out_shardings is not None:
             from .sharding import annotate
-            counts = [len(flatten(a)[0]) for i, a in enumerate(args)
-                      if i not in self.static_argnums]
-            annotate(module, self.in_shardings, self.out_shardings,
-                     counts + [len(flatten(kwargs[k])[0]) for k in sorted(kwargs)])
-        options = {} if self.memory_limit_bytes is None else {
-            "memory_limit_bytes": self.memory_limit_bytes}
+
+            counts = [
+                len(flatten(a)[0]) for i, a in enumerate(args) if i not in self.static_argnums
+            ]
+            annotate(
+                module,
+                self.in_shardings,
+                self.out_shardings,
+                counts + [len(flatten(kwargs[k])[0]) for k in sorted(kwargs)],
+            )
+        options = (
+            {}
+            if self.memory_limit_bytes is None
+            else {"memory_limit_bytes": self.memory_limit_bytes}
+        )
         if self.auto_sharding is not None:
             from .sharding import auto_sharding_options
+
             options.update(auto_sharding_options(self.auto_sharding))
         return Lowered(module, tree, out_tree, backend, options)
 
@@ -232,18 +272,26 @@ class Jitted:
         entries, unusable = [], []
         number = 0
         # parameters follow the dynamic positional arguments, then keywords in sorted order
-        groups = [(i in self.donate_argnums, arg) for i, arg in enumerate(args)
-                  if i not in self.static_argnums]
-        groups += [(k in self.donate_argnames, kwargs[k]) for k in sorted(kwargs)
-                   if k not in self.static_argnames]
+        groups = [
+            (i in self.donate_argnums, arg)
+            for i, arg in enumerate(args)
+            if i not in self.static_argnums
+        ]
+        groups += [
+            (k in self.donate_argnames, kwargs[k])
+            for k in sorted(kwargs)
+            if k not in self.static_argnames
+        ]
         for donated, arg in groups:
             count = len(flatten(arg)[0])
             for p in range(number, number + count):
                 if not donated:
                     continue
                 shape = module.entry.parameter(p).shape
-                match = next((k for k, out in enumerate(outputs)
-                              if k not in used and out.compatible(shape)), None)
+                match = next(
+                    (k for k, out in enumerate(outputs) if k not in used and out.compatible(shape)),
+                    None,
+                )
                 if match is None:
                     unusable.append(str(shape.without_layout()))
                     continue
@@ -251,8 +299,9 @@ class Jitted:
                 entries.append(AliasEntry(() if single else (match,), p, ()))
             number += count
         if unusable:
-            warnings.warn(f"Some donated buffers were not usable: {', '.join(unusable)}",
-                          stacklevel=4)
+            warnings.warn(
+                f"Some donated buffers were not usable: {', '.join(unusable)}", stacklevel=4
+            )
         return entries
 
 
@@ -277,14 +326,26 @@ def _argnames(value, parameters, open_kwargs: bool) -> tuple[str, ...]:
     names = (value,) if isinstance(value, str) else tuple(value or ())
     for name in names:
         if name not in parameters and not open_kwargs:
-            raise FrontendTypeError(f"{name!r} is not a parameter of the jitted function "
-                                    f"(its parameters: {', '.join(parameters) or 'none'})")
+            raise FrontendTypeError(
+                f"{name!r} is not a parameter of the jitted function "
+                f"(its parameters: {', '.join(parameters) or 'none'})"
+            )
     return names
 
 
-def jit(fn=None, *, backend: str | None = None, donate_argnums=(), static_argnums=(),
-        static_argnames=(), donate_argnames=(), memory_limit_bytes: int | None = None,
-        in_shardings=None, out_shardings=None, auto_sharding=None):
+def jit(
+    fn=None,
+    *,
+    backend: str | None = None,
+    donate_argnums=(),
+    static_argnums=(),
+    static_argnames=(),
+    donate_argnames=(),
+    memory_limit_bytes: int | None = None,
+    in_shardings=None,
+    out_shardings=None,
+    auto_sharding=None,
+):
     """Compiles `fn` on first call per input signature; usable as `@jit` or
     `@jit(static_argnums=...)`. Static arguments (by position or name) are Python values
     baked into the trace; donated ones may share buffers with outputs. backend=None means
@@ -294,13 +355,27 @@ def jit(fn=None, *, backend: str | None = None, donate_argnums=(), static_argnum
     partition the program over their mesh (docs/sharding.md); auto_sharding=mesh chooses
     the shardings of the rest over the mesh's devices (docs/sharding.md#auto-sharding)."""
     if fn is None:
-        return functools.partial(jit, backend=backend, donate_argnums=donate_argnums,
-                                 static_argnums=static_argnums,
-                                 static_argnames=static_argnames,
-                                 donate_argnames=donate_argnames,
-                                 memory_limit_bytes=memory_limit_bytes,
-                                 in_shardings=in_shardings, out_shardings=out_shardings,
-                                 auto_sharding=auto_sharding)
-    return Jitted(fn, backend, donate_argnums, static_argnums, static_argnames,
-                  donate_argnames, memory_limit_bytes, in_shardings, out_shardings,
-                  auto_sharding)
+        return functools.partial(
+            jit,
+            backend=backend,
+            donate_argnums=donate_argnums,
+            static_argnums=static_argnums,
+            static_argnames=static_argnames,
+            donate_argnames=donate_argnames,
+            memory_limit_bytes=memory_limit_bytes,
+            in_shardings=in_shardings,
+            out_shardings=out_shardings,
+            auto_sharding=auto_sharding,
+        )
+    return Jitted(
+        fn,
+        backend,
+        donate_argnums,
+        static_argnums,
+        static_argnames,
+        donate_argnames,
+        memory_limit_bytes,
+        in_shardings,
+        out_shardings,
+        auto_sharding,
+    )

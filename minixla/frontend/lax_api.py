@@ -6,6 +6,7 @@ and values they close over (arrays of the enclosing trace) are captured as extra
 dtypes across iterations; a weakly typed body result (from a Python scalar) is cast to the
 carry's dtype, anything else that changes a dtype is an error.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -35,12 +36,13 @@ def _match(what: str, out, like: Tracer) -> Tracer:
     """`out` with exactly the shape and dtype of the carry element `like`."""
     value = asarray(out)
     if value.shape != like.shape:
-        raise FrontendShapeError(f"{what} has shape {value.shape}, but the carry has "
-                                 f"{like.shape}")
+        raise FrontendShapeError(f"{what} has shape {value.shape}, but the carry has {like.shape}")
     if value.dtype != like.dtype:
         if not value.weak:
-            raise FrontendTypeError(f"{what} has dtype {value.dtype}, but the carry has "
-                                    f"{like.dtype}; cast it with .astype")
+            raise FrontendTypeError(
+                f"{what} has dtype {value.dtype}, but the carry has "
+                f"{like.dtype}; cast it with .astype"
+            )
         value = cast(value, like.dtype)
     return value
 
@@ -59,8 +61,10 @@ def _loop(builder, init: list[Tracer], cond_fn, body_fn) -> list:
     with tracing(cond_b):
         pred = asarray(cond_fn(_enter(cond_b, init)))
         if pred.shape != () or pred.dtype != np.bool_:
-            raise FrontendTypeError(f"the loop condition must return a boolean scalar, got "
-                                    f"{pred.dtype}{list(pred.shape)}")
+            raise FrontendTypeError(
+                f"the loop condition must return a boolean scalar, got "
+                f"{pred.dtype}{list(pred.shape)}"
+            )
     with tracing(body_b):
         outs, overrides = body_fn(_enter(body_b, init))
     root = [o.op for o in outs]
@@ -79,11 +83,14 @@ def while_loop(cond_fun, body_fun, init_val):
     def body(state):
         out, out_tree = flatten(body_fun(unflatten(treedef, state)))
         _same_tree("while_loop body_fun output", out_tree, treedef)
-        return [_match(f"body_fun output leaf {i}", o, t)
-                for i, (o, t) in enumerate(zip(out, init))], {}
+        return [
+            _match(f"body_fun output leaf {i}", o, t) for i, (o, t) in enumerate(zip(out, init))
+        ], {}
+
     loop, _ = _loop(_builder(), init, lambda s: cond_fun(unflatten(treedef, s)), body)
-    return unflatten(treedef, [Tracer(GetTupleElement(loop, i), t.weak)
-                               for i, t in enumerate(init)])
+    return unflatten(
+        treedef, [Tracer(GetTupleElement(loop, i), t.weak) for i, t in enumerate(init)]
+    )
 
 
 @api
@@ -99,6 +106,7 @@ def fori_loop(lower, upper, body_fun, init_val):
 
     def body(carry):
         return add(carry[0], cast(1, index_dtype)), body_fun(carry[0], carry[1])
+
     return while_loop(cond, body, (start, init_val))[1]
 
 
@@ -108,10 +116,15 @@ def scan(f, init, xs=None, length: int | None = None, reverse: bool = False):
     carry, carry_tree = _leaves(init)
     xs_leaves, xs_tree = _leaves(xs)
     lengths = {x.shape[0] for x in xs_leaves if x.ndim}
-    if any(x.ndim == 0 for x in xs_leaves) or len(lengths) > 1 or \
-            (length is not None and lengths and lengths != {length}):
-        raise FrontendShapeError(f"scan: xs leaves need one common leading axis length, got "
-                                 f"{[x.shape for x in xs_leaves]} (length={length})")
+    if (
+        any(x.ndim == 0 for x in xs_leaves)
+        or len(lengths) > 1
+        or (length is not None and lengths and lengths != {length})
+    ):
+        raise FrontendShapeError(
+            f"scan: xs leaves need one common leading axis length, got "
+            f"{[x.shape for x in xs_leaves]} (length={length})"
+        )
     n = length if length is not None else lengths.pop() if lengths else None
     if n is None:
         raise FrontendShapeError("scan needs xs or an explicit length")
@@ -127,8 +140,9 @@ def scan(f, init, xs=None, length: int | None = None, reverse: bool = False):
         new_carry, y = f(unflatten(carry_tree, state[1:]), x)
         out, out_tree = flatten(new_carry)
         _same_tree("scan carry output", out_tree, carry_tree)
-        outs = [_match(f"scan carry output leaf {k}", o, t)
-                for k, (o, t) in enumerate(zip(out, carry))]
+        outs = [
+            _match(f"scan carry output leaf {k}", o, t) for k, (o, t) in enumerate(zip(out, carry))
+        ]
         ys, tree = _leaves(y)
         y_tree.append(tree)
         overrides = {}
@@ -142,8 +156,7 @@ def scan(f, init, xs=None, length: int | None = None, reverse: bool = False):
             buffers.append((index, y_leaf.weak))
         return [add(i, cast(1, index_dtype))] + outs, overrides
 
-    loop, _ = _loop(builder, [counter] + carry,
-                    lambda s: less(s[0], cast(n, index_dtype)), body)
+    loop, _ = _loop(builder, [counter] + carry, lambda s: less(s[0], cast(n, index_dtype)), body)
     final = [Tracer(GetTupleElement(loop, 1 + k), t.weak) for k, t in enumerate(carry)]
     stacked = [Tracer(GetTupleElement(loop, index), weak) for index, weak in buffers]
     return unflatten(carry_tree, final), unflatten(y_tree[0], stacked)
@@ -163,16 +176,20 @@ def _branches(selector: Tracer, branches, operands):
     out_tree = traced[0][1]
     for _, tree, _ in traced[1:]:
         _same_tree("every branch output", tree, out_tree)
-    types = [dt.result_type(*((o.dtype, o.weak) for o in leaf))
-             for leaf in zip(*(outs for _, _, outs in traced))]
+    types = [
+        dt.result_type(*((o.dtype, o.weak) for o in leaf))
+        for leaf in zip(*(outs for _, _, outs in traced))
+    ]
     comps = []
     for k, (child, _, outs) in enumerate(traced):
         with tracing(child):
             root = []
             for i, (o, (dtype, _weak)) in enumerate(zip(outs, types)):
                 if o.shape != traced[0][2][i].shape:
-                    raise FrontendShapeError(f"branch {k} output leaf {i} has shape {o.shape}, "
-                                             f"branch 0 gives {traced[0][2][i].shape}")
+                    raise FrontendShapeError(
+                        f"branch {k} output leaf {i} has shape {o.shape}, "
+                        f"branch 0 gives {traced[0][2][i].shape}"
+                    )
                 root.append(cast(o, dtype).op)
         comps.append(child.build(root))
     state = builder.emit("tuple", [t.op for t in args] + caps.outer)
@@ -181,8 +198,9 @@ def _branches(selector: Tracer, branches, operands):
     else:
         attrs = {"branch_computations": comps}
     result = builder.emit("conditional", [selector.op] + [state] * len(comps), attrs)
-    return unflatten(out_tree, [Tracer(GetTupleElement(result, i), weak)
-                                for i, (_, weak) in enumerate(types)])
+    return unflatten(
+        out_tree, [Tracer(GetTupleElement(result, i), weak) for i, (_, weak) in enumerate(types)]
+    )
 
 
 def _scalar(value, what: str) -> Tracer:
@@ -195,8 +213,9 @@ def _scalar(value, what: str) -> Tracer:
 @api
 def cond(pred, true_fun, false_fun, *operands):
     """`true_fun(*operands)` if pred else `false_fun(*operands)`, as an HLO conditional."""
-    return _branches(astype(_scalar(pred, "cond's predicate"), bool), [true_fun, false_fun],
-                     operands)
+    return _branches(
+        astype(_scalar(pred, "cond's predicate"), bool), [true_fun, false_fun], operands
+    )
 
 
 @api
@@ -213,12 +232,14 @@ def switch(index, branches, *operands):
 @api
 def select(pred, on_true, on_false):
     from .numpy_api import where
+
     return where(pred, on_true, on_false)
 
 
 @api
 def dynamic_slice(operand, start_indices, slice_sizes):
     from .ops_core import DynamicSlice
+
     tracer = asarray(operand)
     starts = [cast(s, np.int32).op for s in start_indices]
     return Tracer(DynamicSlice(tracer.op, starts, slice_sizes), tracer.weak)
@@ -228,5 +249,4 @@ def dynamic_slice(operand, start_indices, slice_sizes):
 def dynamic_update_slice(operand, update, start_indices):
     tracer = asarray(operand)
     starts = [cast(s, np.int32).op for s in start_indices]
-    return Tracer(DynamicUpdateSlice(tracer.op, cast(update, tracer.dtype).op, starts),
-                  tracer.weak)
+    return Tracer(DynamicUpdateSlice(tracer.op, cast(update, tracer.dtype).op, starts), tracer.weak)

@@ -2,6 +2,7 @@
 `triangular-solve`, are in lax_linalg.py); the factorizations HLO has no op for (solve, inv, det,
 slogdet, qr, eigh, svd) lower to the typed `minixla_linalg_*` custom calls of
 runtime/linalg_calls.py. All are batched over leading dims, as NumPy's are."""
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -12,8 +13,7 @@ from ..ir import Raw, Shape
 from . import dtypes as dt
 from .eager import api
 from .errors import FrontendShapeError, FrontendTypeError
-from .numpy_api import (abs as _abs, broadcast_shapes, broadcast_to, cast, sqrt,
-                        typeof)
+from .numpy_api import abs as _abs, broadcast_shapes, broadcast_to, cast, sqrt, typeof
 from .numpy_more import tril
 from .numpy_reduce import max as _max, min as _min, sum as _sum
 from .numpy_shape import expand_dims, squeeze, swapaxes
@@ -29,29 +29,35 @@ def _inexact(name: str, *values) -> list[Tracer]:
     if dt.kind(dtype) < dt.FLOAT:
         dtype = dt.default_dtype(dt.FLOAT)
     if dtype not in (np.float32, np.float64, np.complex64, np.complex128):
-        raise FrontendTypeError(f"linalg.{name} supports float32/64 and complex64/128, "
-                                f"got {dtype}")
+        raise FrontendTypeError(f"linalg.{name} supports float32/64 and complex64/128, got {dtype}")
     return [cast(v, dtype) for v in values]
 
 
 def _real_dtype(dtype: np.dtype) -> np.dtype:
-    return np.dtype({np.dtype(np.complex64): np.float32,
-                     np.dtype(np.complex128): np.float64}.get(np.dtype(dtype), dtype))
+    return np.dtype(
+        {np.dtype(np.complex64): np.float32, np.dtype(np.complex128): np.float64}.get(
+            np.dtype(dtype), dtype
+        )
+    )
 
 
 def _matrix(name: str, a: Tracer, square: bool = True) -> None:
     if a.ndim < 2:
-        raise FrontendShapeError(f"linalg.{name} needs an array of at least 2 dimensions, "
-                                 f"got shape {a.shape}")
+        raise FrontendShapeError(
+            f"linalg.{name} needs an array of at least 2 dimensions, got shape {a.shape}"
+        )
     if square and a.shape[-1] != a.shape[-2]:
-        raise FrontendShapeError(f"linalg.{name} needs square matrices in the last two "
-                                 f"dimensions, got shape {a.shape}")
+        raise FrontendShapeError(
+            f"linalg.{name} needs square matrices in the last two dimensions, got shape {a.shape}"
+        )
 
 
-def _call(op: str, operands: list[Tracer], results: list[tuple[np.dtype, tuple]],
-          **options) -> list[Tracer]:
+def _call(
+    op: str, operands: list[Tracer], results: list[tuple[np.dtype, tuple]], **options
+) -> list[Tracer]:
     """One `minixla_linalg_<op>` custom call; results are (dtype, dims) pairs."""
     from ..reference.linalg_calls import target_name
+
     shapes = [Shape.array(dt.hlo_name(d), dims) for d, dims in results]
     shape = shapes[0] if len(shapes) == 1 else Shape.tuple_of(shapes)
     attrs = {"custom_call_target": target_name(op)}
@@ -92,8 +98,10 @@ def solve(a, b) -> Tracer:
     if vector:
         y = expand_dims(y, -1)
     if y.shape[-2] != x.shape[-1]:
-        raise FrontendShapeError(f"linalg.solve: a of shape {x.shape} does not fit b of "
-                                 f"shape {tuple(b.shape) if hasattr(b, 'shape') else ()}")
+        raise FrontendShapeError(
+            f"linalg.solve: a of shape {x.shape} does not fit b of "
+            f"shape {tuple(b.shape) if hasattr(b, 'shape') else ()}"
+        )
     batch = broadcast_shapes(x.shape[:-2], y.shape[:-2])
     x, y = broadcast_to(x, batch + x.shape[-2:]), broadcast_to(y, batch + y.shape[-2:])
     (out,) = _call("solve", [x, y], [(y.dtype, y.shape)])
@@ -137,15 +145,20 @@ class QRResult(NamedTuple):
 def qr(a, mode: str = "reduced"):
     """numpy.linalg.qr with mode 'reduced', 'complete' or 'r'."""
     if mode not in ("reduced", "complete", "r"):
-        raise FrontendTypeError(f"linalg.qr: unknown mode {mode!r} (use 'reduced', "
-                                f"'complete' or 'r')")
+        raise FrontendTypeError(
+            f"linalg.qr: unknown mode {mode!r} (use 'reduced', 'complete' or 'r')"
+        )
     (x,) = _inexact("qr", a)
     _matrix("qr", x, square=False)
     *batch, m, n = x.shape
     batch, k = tuple(batch), min(m, n)
     q_cols, r_rows = (m, m) if mode == "complete" else (k, k)
-    q, r = _call("qr", [x], [(x.dtype, batch + (m, q_cols)), (x.dtype, batch + (r_rows, n))],
-                 full_matrices=mode == "complete")
+    q, r = _call(
+        "qr",
+        [x],
+        [(x.dtype, batch + (m, q_cols)), (x.dtype, batch + (r_rows, n))],
+        full_matrices=mode == "complete",
+    )
     return r if mode == "r" else QRResult(q, r)
 
 
@@ -162,8 +175,9 @@ def eigh(a, UPLO: str = "L") -> EighResult:  # noqa: N803 (NumPy's name)
         raise FrontendTypeError(f"linalg.eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
     (x,) = _inexact("eigh", a)
     _matrix("eigh", x)
-    w, v = _call("eigh", [x], [(_real_dtype(x.dtype), x.shape[:-1]), (x.dtype, x.shape)],
-                 lower=UPLO == "L")
+    w, v = _call(
+        "eigh", [x], [(_real_dtype(x.dtype), x.shape[:-1]), (x.dtype, x.shape)], lower=UPLO == "L"
+    )
     return EighResult(w, v)
 
 
@@ -190,9 +204,13 @@ def svd(a, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool 
     if not compute_uv:
         return _call("svd", [x], [s_type], compute_uv=False, full_matrices=False)[0]
     u_cols, v_rows = (m, n) if full_matrices else (k, k)
-    u, s, vh = _call("svd", [x], [(x.dtype, batch + (m, u_cols)), s_type,
-                                  (x.dtype, batch + (v_rows, n))],
-                     full_matrices=full_matrices, compute_uv=True)
+    u, s, vh = _call(
+        "svd",
+        [x],
+        [(x.dtype, batch + (m, u_cols)), s_type, (x.dtype, batch + (v_rows, n))],
+        full_matrices=full_matrices,
+        compute_uv=True,
+    )
     return SVDResult(u, s, vh)
 
 
@@ -209,8 +227,9 @@ def norm(x, ord=None, axis=None, keepdims: bool = False) -> Tracer:  # noqa: A00
     (t,) = _inexact("norm", x)
     if axis is None:
         if ord is not None and t.ndim > 2:
-            raise FrontendShapeError(f"linalg.norm: ord={ord!r} needs axis for an array of "
-                                     f"{t.ndim} dimensions")
+            raise FrontendShapeError(
+                f"linalg.norm: ord={ord!r} needs axis for an array of {t.ndim} dimensions"
+            )
         axis = tuple(range(t.ndim)) if ord is None or t.ndim == 1 else (0, 1)
         if ord is None:
             t_abs = _abs(t)
@@ -231,13 +250,15 @@ def norm(x, ord=None, axis=None, keepdims: bool = False) -> Tracer:  # noqa: A00
         if ord == 1:
             return _sum(mag, axis=ax, keepdims=keepdims)
         if isinstance(ord, str):
-            raise FrontendTypeError(f"linalg.norm: ord={ord!r} is a matrix norm; vector "
-                                    f"norms take a number")
+            raise FrontendTypeError(
+                f"linalg.norm: ord={ord!r} is a matrix norm; vector norms take a number"
+            )
         p = cast(ord, mag.dtype)
-        return _sum(mag ** p, axis=ax, keepdims=keepdims) ** (cast(1, mag.dtype) / p)
+        return _sum(mag**p, axis=ax, keepdims=keepdims) ** (cast(1, mag.dtype) / p)
     if len(axes) != 2 or axes[0] == axes[1]:
-        raise FrontendShapeError(f"linalg.norm: axis must name one or two distinct "
-                                 f"dimensions, got {axis!r}")
+        raise FrontendShapeError(
+            f"linalg.norm: axis must name one or two distinct dimensions, got {axis!r}"
+        )
     row, col = axes
     if ord is None or ord == "fro":
         out = sqrt(_sum(mag * mag, axis=axes))
@@ -250,6 +271,7 @@ def norm(x, ord=None, axis=None, keepdims: bool = False) -> Tracer:  # noqa: A00
     elif ord in (2, -2, "nuc"):
         rest = [d for d in range(t.ndim) if d not in axes]
         from .numpy_shape import transpose
+
         s = svd(transpose(t, rest + [row, col]), compute_uv=False)
         out = _sum(s, axis=-1) if ord == "nuc" else (_max if ord == 2 else _min)(s, axis=-1)
     else:
@@ -260,5 +282,16 @@ def norm(x, ord=None, axis=None, keepdims: bool = False) -> Tracer:  # noqa: A00
     return out
 
 
-__all__ = ["cholesky", "det", "eigh", "eigvalsh", "inv", "norm", "qr", "slogdet", "solve",
-           "svd", "svdvals"]
+__all__ = [
+    "cholesky",
+    "det",
+    "eigh",
+    "eigvalsh",
+    "inv",
+    "norm",
+    "qr",
+    "slogdet",
+    "solve",
+    "svd",
+    "svdvals",
+]

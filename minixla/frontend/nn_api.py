@@ -1,11 +1,26 @@
 """`minixla.nn`: common activation and normalization functions over the NumPy-style API."""
+
 from __future__ import annotations
 
 import numpy as np
 
 from .eager import api
-from .numpy_api import (_emit, _promoted, add, asarray, divide, erf, exp, isfinite, log,
-                        multiply, sqrt, subtract, tanh, where)
+from .numpy_api import (
+    _emit,
+    _promoted,
+    add,
+    asarray,
+    divide,
+    erf,
+    exp,
+    isfinite,
+    log,
+    multiply,
+    sqrt,
+    subtract,
+    tanh,
+    where,
+)
 from .numpy_reduce import max as _max
 from .numpy_reduce import mean, var
 from .numpy_reduce import sum as _sum
@@ -52,6 +67,7 @@ def logsumexp(x, axis=None, keepdims: bool = False):
     if keepdims:
         return out
     from .numpy_shape import normalize_axes, squeeze
+
     return squeeze(out, normalize_axes(axis, x.ndim))
 
 
@@ -80,13 +96,13 @@ def layer_norm(x, gamma=None, beta=None, axis=-1, eps: float = 1e-5):
     return out
 
 
-
 @api
 def one_hot(x, num_classes: int, dtype=np.float32, axis: int = -1):
     """x's integers as one-hot vectors along a new axis (out-of-range values give zeros)."""
     from .numpy_api import astype, equal
     from .numpy_creation import arange
     from .numpy_shape import expand_dims, moveaxis
+
     labels = asarray(x)
     hot = astype(equal(expand_dims(labels, -1), arange(num_classes)), dtype)
     return hot if axis == -1 else moveaxis(hot, -1, axis)

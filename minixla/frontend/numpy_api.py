@@ -5,6 +5,7 @@ Operands broadcast by NumPy's rules and promote by the rules in dtypes.py; an el
 op does not take raises FrontendTypeError naming the user's line. Outside a trace every
 function runs eagerly (eager.py) and returns NumPy arrays.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -74,6 +75,7 @@ def _convert(tracer: Tracer, dtype: np.dtype, weak: bool = False) -> Tracer:
         zeros = _broadcast_op(zero, tracer.shape)
         return Tracer(builder.emit("compare", [tracer.op, zeros], {"direction": "NE"}))
     from .ops_core import Convert
+
     return Tracer(Convert(tracer.op, dt.hlo_name(dtype)), weak)
 
 
@@ -91,7 +93,8 @@ def broadcast_shapes(*shapes) -> tuple[int, ...]:
         if len(sizes) > 1:
             raise FrontendShapeError(
                 "operands could not be broadcast together with shapes "
-                + " ".join(str(tuple(s)) for s in shapes))
+                + " ".join(str(tuple(s)) for s in shapes)
+            )
         out.append(sizes.pop() if sizes else 1)
     return tuple(out)
 
@@ -111,8 +114,10 @@ def _broadcast_op(op, shape):
             raise FrontendShapeError(f"cannot broadcast shape {op.dims} to {shape}")
     if len(keep) != op.rank:  # drop the size-1 dims that stretch
         from .ops_core import Reshape
+
         op = Reshape(op, [op.dims[i] for i in keep])
     from .ops_core import Broadcast
+
     return Broadcast(op, [i + lead for i in keep], shape)
 
 
@@ -136,8 +141,9 @@ KIND_NAMES = {dt.BOOL: "bool", dt.INT: "integer", dt.FLOAT: "floating", dt.COMPL
 def _check_kinds(name: str, dtype, kinds) -> None:
     if dt.kind(dtype) not in kinds:
         allowed = " or ".join(KIND_NAMES[k] for k in sorted(kinds))
-        raise FrontendTypeError(f"{name} does not accept {np.dtype(dtype)} operands "
-                                f"(expects {allowed})")
+        raise FrontendTypeError(
+            f"{name} does not accept {np.dtype(dtype)} operands (expects {allowed})"
+        )
 
 
 def _promoted(name, values, kinds=None, to_float=False):
@@ -162,6 +168,7 @@ def _binary(name: str, opcode: str, kinds=None, to_float=False):
     def op(x, y):
         operands, weak = _promoted(name, [x, y], kinds, to_float)
         return _emit(opcode, operands, weak)
+
     op.__name__ = op.__qualname__ = name
     op.__doc__ = f"numpy.{name} (HLO `{opcode}`)."
     return op
@@ -172,6 +179,7 @@ def _unary(name: str, opcode: str, kinds=None, to_float=False):
     def op(x):
         (operand,), weak = _promoted(name, [x], kinds, to_float)
         return _emit(opcode, [operand], weak)
+
     op.__name__ = op.__qualname__ = name
     op.__doc__ = f"numpy.{name} (HLO `{opcode}`)."
     return op
@@ -268,7 +276,7 @@ def round(x, decimals: int = 0) -> Tracer:  # noqa: A001 - NumPy's name
         return asarray(x)
     if decimals == 0:
         return rint(x)
-    scale = 10.0 ** decimals
+    scale = 10.0**decimals
     return divide(rint(multiply(x, scale)), scale)
 
 
@@ -285,6 +293,7 @@ def _compare(name: str, direction: str):
     def op(x, y):
         operands, _ = _promoted(name, [x, y])
         return _emit("compare", operands, attrs={"direction": direction})
+
     op.__name__ = op.__qualname__ = name
     op.__doc__ = f"numpy.{name} (HLO `compare`, direction={direction})."
     return op
@@ -392,6 +401,7 @@ def power(x, y) -> Tracer:
         acc, b, e = carry
         acc = where(not_equal(bitwise_and(e, 1), 0), multiply(acc, b), acc)
         return acc, multiply(b, b), right_shift(e, 1)
+
     one = broadcast_to(cast(1, dtype), base.shape)
     acc = fori_loop(0, dtype.itemsize * 8, step, (one, base, exponent))[0]
     return acc if not weak else Tracer(acc.op, True)
@@ -411,8 +421,9 @@ def _integer_pow(base: Tracer, n: int) -> Tracer:
 @api
 def where(condition, x=None, y=None) -> Tracer:
     if x is None or y is None:
-        raise FrontendTypeError("where(condition) with one argument has a data-dependent "
-                                "shape; pass x and y")
+        raise FrontendTypeError(
+            "where(condition) with one argument has a data-dependent shape; pass x and y"
+        )
     dtype, weak = dt.result_type(typeof(x), typeof(y))
     pred = astype(condition, bool)
     pred, a, b = broadcast_arrays(pred, cast(x, dtype, weak), cast(y, dtype, weak))

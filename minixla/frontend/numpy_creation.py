@@ -1,5 +1,6 @@
 """`minixla.numpy` array creation: zeros, ones, full, arange, linspace, eye, iota (static
 sizes; values that can be are iota-based so the HLO stays small)."""
+
 from __future__ import annotations
 
 import builtins
@@ -9,8 +10,18 @@ import numpy as np
 from . import dtypes as dt
 from .eager import api
 from .errors import FrontendTypeError
-from .numpy_api import _builder, add, asarray, astype, broadcast_to, cast, constant, equal, \
-    multiply, typeof
+from .numpy_api import (
+    _builder,
+    add,
+    asarray,
+    astype,
+    broadcast_to,
+    cast,
+    constant,
+    equal,
+    multiply,
+    typeof,
+)
 from .tracer import Tracer
 
 
@@ -59,6 +70,7 @@ def full_like(x, fill_value, dtype=None) -> Tracer:
 
 def iota(dtype, shape, dimension: int = 0) -> Tracer:
     from ..ir import Shape
+
     shape = Shape.array(dt.hlo_name(dt.canonicalize(dtype)), _shape_arg(shape))
     return Tracer(_builder().emit("iota", [], {"iota_dimension": dimension}, shape=shape))
 
@@ -70,8 +82,9 @@ def arange(start, stop=None, step=1, dtype=None) -> Tracer:
         start, stop = 0, start
     for bound in (start, stop, step):
         if isinstance(bound, Tracer):
-            raise FrontendTypeError("arange needs static bounds; the result length must be "
-                                    "known while tracing")
+            raise FrontendTypeError(
+                "arange needs static bounds; the result length must be known while tracing"
+            )
     length = builtins.max(int(np.ceil((stop - start) / step)), 0)
     if dtype is None:
         dtype = np.result_type(*(type(b) for b in (start, stop, step)))

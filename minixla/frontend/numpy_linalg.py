@@ -1,5 +1,6 @@
 """`minixla.numpy` products: matmul, dot, tensordot, inner, outer and einsum, all lowered to
 HLO dot (dot_general) plus the broadcasts, reductions and transposes NumPy's rules imply."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,11 +28,19 @@ def dot_general(a: Tracer, b: Tracer, contracting, batch=((), ()), weak=False) -
     (ca, cb), (ba, bb) = contracting, batch
     for i, j in zip(ca, cb):
         if a.shape[i] != b.shape[j]:
-            raise FrontendShapeError(f"contracting dimension {i} of shape {a.shape} (size "
-                                     f"{a.shape[i]}) does not match dimension {j} of shape "
-                                     f"{b.shape} (size {b.shape[j]})")
-    op = Dot(a.op, b.op, lhs_contracting=tuple(ca), rhs_contracting=tuple(cb),
-             lhs_batch=tuple(ba), rhs_batch=tuple(bb))
+            raise FrontendShapeError(
+                f"contracting dimension {i} of shape {a.shape} (size "
+                f"{a.shape[i]}) does not match dimension {j} of shape "
+                f"{b.shape} (size {b.shape[j]})"
+            )
+    op = Dot(
+        a.op,
+        b.op,
+        lhs_contracting=tuple(ca),
+        rhs_contracting=tuple(cb),
+        lhs_batch=tuple(ba),
+        rhs_batch=tuple(bb),
+    )
     return Tracer(op, weak)
 
 
@@ -44,9 +53,11 @@ def matmul(x, y) -> Tracer:
     a = expand_dims(a, 0) if vec_a else a
     b = expand_dims(b, -1) if vec_b else b
     if a.shape[-1] != b.shape[-2]:
-        raise FrontendShapeError(f"matmul: shapes {x_shape(x)} and {x_shape(y)} are not "
-                                 f"aligned: {a.shape[-1]} (dim {a.ndim - 1}) != "
-                                 f"{b.shape[-2]} (dim {b.ndim - 2})")
+        raise FrontendShapeError(
+            f"matmul: shapes {x_shape(x)} and {x_shape(y)} are not "
+            f"aligned: {a.shape[-1]} (dim {a.ndim - 1}) != "
+            f"{b.shape[-2]} (dim {b.ndim - 2})"
+        )
     batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
     a = broadcast_to(a, batch + a.shape[-2:])
     b = broadcast_to(b, batch + b.shape[-2:])
@@ -70,9 +81,11 @@ def dot(x, y) -> Tracer:
         return multiply(a, b)
     contract_b = 0 if b.ndim == 1 else b.ndim - 2
     if a.shape[-1] != b.shape[contract_b]:
-        raise FrontendShapeError(f"dot: shapes {a.shape} and {b.shape} not aligned: "
-                                 f"{a.shape[-1]} (dim {a.ndim - 1}) != "
-                                 f"{b.shape[contract_b]} (dim {contract_b})")
+        raise FrontendShapeError(
+            f"dot: shapes {a.shape} and {b.shape} not aligned: "
+            f"{a.shape[-1]} (dim {a.ndim - 1}) != "
+            f"{b.shape[contract_b]} (dim {contract_b})"
+        )
     return dot_general(a, b, ((a.ndim - 1,), (contract_b,)), weak=weak)
 
 
@@ -122,10 +135,11 @@ def _parse(subscripts: str, ranks: list[int]) -> tuple[list[str], str]:
     for term, rank in zip(raw, ranks):
         if "..." in term:
             n = rank - (len(term) - 3)
-            term = term.replace("...", fresh[ell - n:] if n > 0 else "")
+            term = term.replace("...", fresh[ell - n :] if n > 0 else "")
         if len(term) != rank:
-            raise FrontendShapeError(f"einsum: term {term!r} does not match an operand of rank "
-                                     f"{rank}")
+            raise FrontendShapeError(
+                f"einsum: term {term!r} does not match an operand of rank {rank}"
+            )
         terms.append(term)
     if arrow:
         return terms, output.replace("...", fresh)
@@ -144,7 +158,7 @@ def _diagonal(t: Tracer, labels: str) -> tuple[Tracer, str]:
             shape = [1] * t.ndim
             shape[p], shape[q] = n, n
             t = _sum(multiply(t, reshape(eye(n, dtype=t.dtype), shape)), q)
-            labels = labels[:q] + labels[q + 1:]
+            labels = labels[:q] + labels[q + 1 :]
     return t, labels
 
 
@@ -162,14 +176,21 @@ def einsum(subscripts: str, *operands) -> Tracer:
     acc, labels = pairs[0]
     for k in range(1, len(pairs)):
         t, lb = pairs[k]
-        needed = output + "".join(l for _, l in pairs[k + 1:])
+        needed = output + "".join(l for _, l in pairs[k + 1 :])
         batch = [c for c in labels if c in lb and c in needed]
         contract = [c for c in labels if c in lb and c not in needed]
-        acc = dot_general(acc, t, ([labels.index(c) for c in contract],
-                                   [lb.index(c) for c in contract]),
-                          ([labels.index(c) for c in batch], [lb.index(c) for c in batch]), weak)
-        labels = "".join(batch) + "".join(c for c in labels if c not in batch + contract) + \
-            "".join(c for c in lb if c not in batch + contract)
+        acc = dot_general(
+            acc,
+            t,
+            ([labels.index(c) for c in contract], [lb.index(c) for c in contract]),
+            ([labels.index(c) for c in batch], [lb.index(c) for c in batch]),
+            weak,
+        )
+        labels = (
+            "".join(batch)
+            + "".join(c for c in labels if c not in batch + contract)
+            + "".join(c for c in lb if c not in batch + contract)
+        )
     missing = [c for c in output if c not in labels]
     if missing:
         raise FrontendShapeError(f"einsum: output labels {missing} appear in no operand")

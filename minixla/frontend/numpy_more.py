@@ -1,5 +1,6 @@
 """More of NumPy's API for traced arrays: take_along_axis, tril/triu, isclose, logaddexp and
 the nan-ignoring reductions."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,13 +24,17 @@ def take_along_axis(arr, indices, axis):
     if axis is None:
         x, axis = reshape(x, (-1,)), 0
     if index.ndim != x.ndim:
-        raise FrontendShapeError(f"take_along_axis: indices of rank {index.ndim} for an array "
-                                 f"of rank {x.ndim}")
+        raise FrontendShapeError(
+            f"take_along_axis: indices of rank {index.ndim} for an array of rank {x.ndim}"
+        )
     axis = normalize_axis(axis, x.ndim)
-    shape = list(mnp.broadcast_shapes(*[tuple(s if d != axis else 1 for d, s in enumerate(v))
-                                        for v in (x.shape, index.shape)]))
-    x = mnp.broadcast_to(x, tuple(shape[:axis] + [x.shape[axis]] + shape[axis + 1:]))
-    out_shape = tuple(shape[:axis] + [index.shape[axis]] + shape[axis + 1:])
+    shape = list(
+        mnp.broadcast_shapes(
+            *[tuple(s if d != axis else 1 for d, s in enumerate(v)) for v in (x.shape, index.shape)]
+        )
+    )
+    x = mnp.broadcast_to(x, tuple(shape[:axis] + [x.shape[axis]] + shape[axis + 1 :]))
+    out_shape = tuple(shape[:axis] + [index.shape[axis]] + shape[axis + 1 :])
     index = mnp.broadcast_to(index, out_shape)
     index = where(index < 0, index + x.shape[axis], index)
     return Tracer(take_along_gather(x.op, index.op, axis), x.weak)
@@ -39,6 +44,7 @@ def take_along_gather(value, index, axis: int):
     """HLO gather: out[..i..] = value[..index[..i..]..] along `axis`; `index` (an XlaOp)
     has value's shape except along `axis`."""
     from ..ir import Shape
+
     builder = _builder()
     rank = value.rank
     index_shape = Shape.array("s32", index.dims)
@@ -46,16 +52,27 @@ def take_along_gather(value, index, axis: int):
         index = builder.emit("convert", [index], shape=index_shape)
     columns = []
     for d in range(rank):
-        column = index if d == axis else builder.emit("iota", [], {"iota_dimension": d},
-                                                      shape=index_shape)
-        columns.append(builder.emit("reshape", [column],
-                                    shape=Shape.array("s32", index.dims + (1,))))
-    indices = columns[0] if rank == 1 else builder.emit("concatenate", columns,
-                                                        {"dimensions": (rank,)})
-    attrs = {"offset_dims": (), "collapsed_slice_dims": tuple(range(rank)),
-             "start_index_map": tuple(range(rank)), "operand_batching_dims": (),
-             "start_indices_batching_dims": (), "index_vector_dim": rank,
-             "slice_sizes": (1,) * rank, "indices_are_sorted": False}
+        column = (
+            index
+            if d == axis
+            else builder.emit("iota", [], {"iota_dimension": d}, shape=index_shape)
+        )
+        columns.append(
+            builder.emit("reshape", [column], shape=Shape.array("s32", index.dims + (1,)))
+        )
+    indices = (
+        columns[0] if rank == 1 else builder.emit("concatenate", columns, {"dimensions": (rank,)})
+    )
+    attrs = {
+        "offset_dims": (),
+        "collapsed_slice_dims": tuple(range(rank)),
+        "start_index_map": tuple(range(rank)),
+        "operand_batching_dims": (),
+        "start_indices_batching_dims": (),
+        "index_vector_dim": rank,
+        "slice_sizes": (1,) * rank,
+        "indices_are_sorted": False,
+    }
     return builder.emit("gather", [value, indices], attrs)
 
 
@@ -67,8 +84,10 @@ def _tri_mask(shape, k: int, lower: bool) -> Tracer:
 
 def _iota(shape, dim: int) -> Tracer:
     from ..ir import Shape
-    return Tracer(_builder().emit("iota", [], {"iota_dimension": dim},
-                                  shape=Shape.array("s32", shape)))
+
+    return Tracer(
+        _builder().emit("iota", [], {"iota_dimension": dim}, shape=Shape.array("s32", shape))
+    )
 
 
 @api
@@ -94,8 +113,11 @@ def isclose(a, b, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = Fa
     a, b = asarray(a), asarray(b)
     close = mnp.less_equal(mnp.abs(a - b), atol + rtol * mnp.abs(b))
     both_inf = mnp.logical_and(mnp.isinf(a), mnp.equal(a, b))
-    close = mnp.logical_or(mnp.logical_and(close, mnp.isfinite(b)), both_inf) \
-        if np.issubdtype(a.dtype, np.inexact) else close
+    close = (
+        mnp.logical_or(mnp.logical_and(close, mnp.isfinite(b)), both_inf)
+        if np.issubdtype(a.dtype, np.inexact)
+        else close
+    )
     if equal_nan:
         close = mnp.logical_or(close, mnp.logical_and(mnp.isnan(a), mnp.isnan(b)))
     return close
@@ -140,8 +162,7 @@ def nanmin(a, axis=None, keepdims: bool = False):
 
 
 def _nan_count(x, axis, keepdims):
-    return red.sum(mnp.astype(mnp.logical_not(mnp.isnan(x)), x.dtype), axis,
-                   keepdims=keepdims)
+    return red.sum(mnp.astype(mnp.logical_not(mnp.isnan(x)), x.dtype), axis, keepdims=keepdims)
 
 
 @api

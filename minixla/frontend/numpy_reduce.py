@@ -5,6 +5,7 @@ Accumulation types follow JAX: sum/prod of bool or of integers narrower than the
 accumulate in the default int (int32, or int64 with x64; unsigned ones in uint32); mean, var
 and std of integers are floating point.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -14,8 +15,18 @@ import numpy as np
 from . import dtypes as dt
 from .eager import api
 from .errors import FrontendShapeError
-from .numpy_api import (_builder, asarray, astype, cast, divide, not_equal, sqrt, square,
-                        subtract, typeof)
+from .numpy_api import (
+    _builder,
+    asarray,
+    astype,
+    cast,
+    divide,
+    not_equal,
+    sqrt,
+    square,
+    subtract,
+    typeof,
+)
 from .numpy_creation import iota
 from .numpy_shape import normalize_axes, normalize_axis, ravel, reshape
 from .ops_core import And, Compare, GetTupleElement, Or, Select, make_window
@@ -45,8 +56,10 @@ def reduce(x, axis, opcode: str, dtype=None, keepdims: bool = False) -> Tracer:
     builder = _builder()
     init = builder.constant(np.asarray(_identity(opcode, dtype), dtype))
     comp = builder.reducer(opcode, dt.hlo_name(dtype))
-    out = Tracer(builder.emit("reduce", [tracer.op, init],
-                              {"dimensions": axes, "to_apply": comp}), tracer.weak)
+    out = Tracer(
+        builder.emit("reduce", [tracer.op, init], {"dimensions": axes, "to_apply": comp}),
+        tracer.weak,
+    )
     return _keep(out, tracer.shape, axes) if keepdims else out
 
 
@@ -79,10 +92,20 @@ def _extremum(x, axis, keepdims, opcode: str, name: str) -> Tracer:
     tracer = asarray(x)
     axes = normalize_axes(axis, tracer.ndim)
     if builtins.any(tracer.shape[a] == 0 for a in axes):
-        raise FrontendShapeError(f"zero-size array to reduction operation {name} which has "
-                                 f"no identity")
-    return reduce(tracer, axes, "or" if tracer.dtype == np.bool_ and opcode == "maximum"
-                  else "and" if tracer.dtype == np.bool_ else opcode, None, keepdims)
+        raise FrontendShapeError(
+            f"zero-size array to reduction operation {name} which has no identity"
+        )
+    return reduce(
+        tracer,
+        axes,
+        "or"
+        if tracer.dtype == np.bool_ and opcode == "maximum"
+        else "and"
+        if tracer.dtype == np.bool_
+        else opcode,
+        None,
+        keepdims,
+    )
 
 
 @api
@@ -148,6 +171,7 @@ def count_nonzero(x, axis=None, keepdims: bool = False) -> Tracer:
 def _arg_reducer(builder, dtype: str, index_dtype: str, direction: str):
     """(value, index) pairs -> the winner: the larger (GT) or smaller (LT) value, NaN beating
     numbers, the lower index on ties; so the first extremum (or first NaN) wins, as NumPy's."""
+
     def body(va, ia, vb, ib):
         better = Compare(va, vb, direction)
         tie = Compare(va, vb, "EQ")
@@ -158,12 +182,15 @@ def _arg_reducer(builder, dtype: str, index_dtype: str, direction: str):
             tie = Or(tie, And(a_nan, b_nan))
         take_a = Or(better, And(tie, Compare(ia, ib, "LT")))
         return Select(take_a, va, vb), Select(take_a, ia, ib)
+
     from ..ir import Shape
+
     key = ("arg" + direction, dtype, index_dtype)
     if key not in builder._reducers:
         value, index = Shape.array(dtype, ()), Shape.array(index_dtype, ())
         builder._reducers[key] = builder._root().computation(
-            body, [value, index, value, index], f"arg{direction.lower()}_{dtype}")
+            body, [value, index, value, index], f"arg{direction.lower()}_{dtype}"
+        )
     return builder._reducers[key]
 
 
@@ -182,12 +209,14 @@ def _argext(x, axis, keepdims: bool, direction: str, name: str) -> Tracer:
     indices = iota(index_dtype, tracer.shape, axis)
     builder = _builder()
     low = "maximum" if direction == "GT" else "minimum"
-    inits = [builder.constant(np.asarray(_identity(low, tracer.dtype), tracer.dtype)),
-             builder.constant(np.zeros((), index_dtype))]
-    comp = _arg_reducer(builder, dt.hlo_name(tracer.dtype), dt.hlo_name(index_dtype),
-                        direction)
-    both = builder.emit("reduce", [tracer.op, indices.op, *inits],
-                        {"dimensions": (axis,), "to_apply": comp})
+    inits = [
+        builder.constant(np.asarray(_identity(low, tracer.dtype), tracer.dtype)),
+        builder.constant(np.zeros((), index_dtype)),
+    ]
+    comp = _arg_reducer(builder, dt.hlo_name(tracer.dtype), dt.hlo_name(index_dtype), direction)
+    both = builder.emit(
+        "reduce", [tracer.op, indices.op, *inits], {"dimensions": (axis,), "to_apply": comp}
+    )
     out = Tracer(GetTupleElement(both, 1))
     return _keep(out, tracer.shape, (axis,)) if keepdims else out
 
@@ -208,8 +237,9 @@ def _cumulative(x, axis, dtype, opcode: str) -> Tracer:
     if axis is None:
         tracer, axis = ravel(tracer), 0
     axis = normalize_axis(axis, tracer.ndim)
-    tracer = cast(tracer, dt.canonicalize(dtype) if dtype is not None else tracer.dtype,
-                  tracer.weak)
+    tracer = cast(
+        tracer, dt.canonicalize(dtype) if dtype is not None else tracer.dtype, tracer.weak
+    )
     if tracer.dtype == np.bool_:
         opcode = {"maximum": "or", "minimum": "and"}.get(opcode, opcode)
     n = tracer.shape[axis]
@@ -219,8 +249,10 @@ def _cumulative(x, axis, dtype, opcode: str) -> Tracer:
     padding = [(n - 1, 0) if i == axis else (0, 0) for i in range(tracer.ndim)]
     builder = _builder()
     init = builder.constant(np.asarray(_identity(opcode, tracer.dtype), tracer.dtype))
-    attrs = {"window": make_window(sizes, None, padding),
-             "to_apply": builder.reducer(opcode, dt.hlo_name(tracer.dtype))}
+    attrs = {
+        "window": make_window(sizes, None, padding),
+        "to_apply": builder.reducer(opcode, dt.hlo_name(tracer.dtype)),
+    }
     return Tracer(builder.emit("reduce-window", [tracer.op, init], attrs), tracer.weak)
 
 
@@ -259,6 +291,7 @@ def _less_than(builder, dtype: str, operands: int):
             if dtype[0] in "fb":
                 less = Or(less, And(Compare(b, b, "NE"), Compare(a, a, "EQ")))
             return less
+
         scalars = [Shape.array(p.dtype, ()) for p in operands for _ in range(2)]
         builder._reducers[key] = builder._root().computation(body, scalars, f"less_{dtype}")
     return builder._reducers[key]
@@ -289,4 +322,3 @@ def sort(x, axis=-1) -> Tracer:
 def argsort(x, axis=-1) -> Tracer:
     tracer = asarray(x)
     return Tracer(GetTupleElement(_sort(tracer, axis, True), 1))
-

@@ -2,6 +2,7 @@
 
 All of these are static: sizes, axes and shifts must be Python values while tracing.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -18,8 +19,7 @@ from .tracer import Tracer
 
 def normalize_axis(axis: int, ndim: int, name: str = "axis") -> int:
     if not -ndim <= axis < builtins.max(ndim, 1):
-        raise FrontendShapeError(f"{name} {axis} is out of bounds for an array of dimension "
-                                 f"{ndim}")
+        raise FrontendShapeError(f"{name} {axis} is out of bounds for an array of dimension {ndim}")
     return axis % builtins.max(ndim, 1)
 
 
@@ -49,12 +49,14 @@ def reshape(x, shape, order: str = "C") -> Tracer:
     if -1 in shape:
         known = int(np.prod([s for s in shape if s != -1]))
         if known == 0 or tracer.size % known:
-            raise FrontendShapeError(f"cannot reshape array of size {tracer.size} into shape "
-                                     f"{tuple(shape)}")
+            raise FrontendShapeError(
+                f"cannot reshape array of size {tracer.size} into shape {tuple(shape)}"
+            )
         shape[shape.index(-1)] = tracer.size // known
     if int(np.prod(shape)) != tracer.size:
-        raise FrontendShapeError(f"cannot reshape array of size {tracer.size} into shape "
-                                 f"{tuple(shape)}")
+        raise FrontendShapeError(
+            f"cannot reshape array of size {tracer.size} into shape {tuple(shape)}"
+        )
     if tuple(shape) == tracer.shape:
         return tracer
     return _wrap(Reshape(tracer.op, shape), tracer)
@@ -91,8 +93,9 @@ def swapaxes(x, axis1: int, axis2: int) -> Tracer:
 def moveaxis(x, source: int, destination: int) -> Tracer:
     tracer = asarray(x)
     perm = list(range(tracer.ndim))
-    perm.insert(normalize_axis(destination, tracer.ndim),
-                perm.pop(normalize_axis(source, tracer.ndim)))
+    perm.insert(
+        normalize_axis(destination, tracer.ndim), perm.pop(normalize_axis(source, tracer.ndim))
+    )
     return transpose(tracer, perm)
 
 
@@ -114,8 +117,9 @@ def squeeze(x, axis=None) -> Tracer:
     else:
         axes = normalize_axes(axis, tracer.ndim)
         if any(tracer.shape[a] != 1 for a in axes):
-            raise FrontendShapeError(f"cannot squeeze axis {axis} of shape {tracer.shape}: "
-                                     f"its size is not 1")
+            raise FrontendShapeError(
+                f"cannot squeeze axis {axis} of shape {tracer.shape}: its size is not 1"
+            )
     return reshape(tracer, [d for i, d in enumerate(tracer.shape) if i not in axes])
 
 
@@ -147,8 +151,7 @@ def stack(arrays, axis: int = 0) -> Tracer:
         raise FrontendShapeError("need at least one array to stack")
     shapes = {asarray(a).shape for a in arrays}
     if len(shapes) != 1:
-        raise FrontendShapeError(f"all input arrays must have the same shape, got "
-                                 f"{sorted(shapes)}")
+        raise FrontendShapeError(f"all input arrays must have the same shape, got {sorted(shapes)}")
     rank = len(shapes.pop()) + 1
     axis = normalize_axis(axis, rank)
     return concatenate([expand_dims(a, axis) for a in arrays], axis)
@@ -191,6 +194,7 @@ def pad(x, pad_width, mode: str = "constant", constant_values=0) -> Tracer:
 
 def _pad_axis(tracer: Tracer, axis: int, lo: int, hi: int, mode: str) -> Tracer:
     from .indexing import take_static
+
     n = tracer.shape[axis]
     if mode == "edge":
         before, after = [0] * lo, [n - 1] * hi
@@ -239,8 +243,9 @@ def roll(x, shift, axis=None) -> Tracer:
         n = tracer.shape[a]
         s = int(s) % n if n else 0
         if s:
-            tracer = concatenate([slice_axis(tracer, a, n - s, n), slice_axis(tracer, a, 0, n - s)],
-                                 a)
+            tracer = concatenate(
+                [slice_axis(tracer, a, n - s, n), slice_axis(tracer, a, 0, n - s)], a
+            )
     return tracer
 
 
@@ -288,8 +293,8 @@ def repeat(x, repeats: int, axis=None) -> Tracer:
     axis = normalize_axis(axis, tracer.ndim)
     shape = tracer.shape
     expanded = expand_dims(tracer, axis + 1)
-    target = shape[:axis + 1] + (int(repeats),) + shape[axis + 1:]
-    out = shape[:axis] + (shape[axis] * int(repeats),) + shape[axis + 1:]
+    target = shape[: axis + 1] + (int(repeats),) + shape[axis + 1 :]
+    out = shape[:axis] + (shape[axis] * int(repeats),) + shape[axis + 1 :]
     return reshape(broadcast_to(expanded, target), out)
 
 
@@ -303,4 +308,3 @@ def ndim(x) -> int:
 
 def size(x) -> int:
     return int(np.prod(shape(x), dtype=np.int64))
-

@@ -8,6 +8,7 @@ scalar operand, or the lower-rank operand along explicit `broadcast_dimensions` 
 Computation arguments (reducers, comparators, bodies) are HloComputations or Python callables
 that receive one XlaOp per parameter.
 """
+
 from __future__ import annotations
 
 from .ops_control import *  # noqa: F401,F403 - this module is the public facade
@@ -17,17 +18,27 @@ from ..reference.evaluator import DECLINED
 from .ops_core import _camel
 
 # XLA client spellings.
-Neg, Exp, Expm1, Log1p, Sin, Cos = Negate, Exponential, ExponentialMinusOne, LogPlusOne, \
-    Sine, Cosine
+Neg, Exp, Expm1, Log1p, Sin, Cos = (
+    Negate,
+    Exponential,
+    ExponentialMinusOne,
+    LogPlusOne,
+    Sine,
+    Cosine,
+)
 Round, PopulationCount, Clz = RoundNearestAfz, Popcnt, CountLeadingZeros
-Sub, Mul, Div, Rem, Max, Min, Pow = Subtract, Multiply, Divide, Remainder, Maximum, Minimum, \
-    Power
-ConvertElementType, BitcastConvertType, Rev, ConcatInDim = Convert, BitcastConvert, Reverse, \
-    Concatenate
+Sub, Mul, Div, Rem, Max, Min, Pow = Subtract, Multiply, Divide, Remainder, Maximum, Minimum, Power
+ConvertElementType, BitcastConvertType, Rev, ConcatInDim = (
+    Convert,
+    BitcastConvert,
+    Reverse,
+    Concatenate,
+)
 DotGeneral, ConvGeneralDilated, OptimizationBarrier, TopK = Dot, Convolution, OptBarrier, Topk
 
 # Opcodes the builder has no function for, and why: the ones no backend runs.
-NO_FUNCTION = {op: f"no backend runs it: {why}" for op, why in DECLINED.items()
-               if _camel(op) not in globals()}
+NO_FUNCTION = {
+    op: f"no backend runs it: {why}" for op, why in DECLINED.items() if _camel(op) not in globals()
+}
 
 OPCODE_FUNCTIONS = {op: globals()[_camel(op)] for op in OPCODES if op not in NO_FUNCTION}

@@ -1,5 +1,6 @@
 """Control flow, calls, single-device collectives and async pairs of `minixla.ops`
 (re-exported there; see ops.py for the conventions)."""
+
 from __future__ import annotations
 
 from ..ir import Raw, Shape
@@ -23,8 +24,10 @@ def Conditional(branch_index: XlaOp, branch_operands, branch_computations) -> Xl
     """A pred[] selector picks branch 0 (true) or 1 (false); an s32[] one indexes the
     branches (out of range picks the last). Branch i receives branch_operands[i]."""
     builder = _builder(branch_index, *branch_operands)
-    comps = [builder.computation(fn, [o.shape], f"branch_{i}")
-             for i, (fn, o) in enumerate(zip(branch_computations, branch_operands))]
+    comps = [
+        builder.computation(fn, [o.shape], f"branch_{i}")
+        for i, (fn, o) in enumerate(zip(branch_computations, branch_operands))
+    ]
     if branch_index.dtype == "pred":
         if len(comps) != 2:
             raise FrontendTypeError("a pred selector needs exactly two branches")
@@ -34,10 +37,10 @@ def Conditional(branch_index: XlaOp, branch_operands, branch_computations) -> Xl
     return Op("conditional", [branch_index, *branch_operands], attrs, builder=builder)
 
 
-def Cond(pred: XlaOp, true_operand: XlaOp, true_computation, false_operand: XlaOp,
-         false_computation) -> XlaOp:
-    return Conditional(pred, [true_operand, false_operand], [true_computation,
-                                                             false_computation])
+def Cond(
+    pred: XlaOp, true_operand: XlaOp, true_computation, false_operand: XlaOp, false_computation
+) -> XlaOp:
+    return Conditional(pred, [true_operand, false_operand], [true_computation, false_computation])
 
 
 def Call(builder: Builder, computation, operands) -> XlaOp:
@@ -45,8 +48,14 @@ def Call(builder: Builder, computation, operands) -> XlaOp:
     return Op("call", list(operands), {"to_apply": comp}, builder=builder)
 
 
-def CustomCall(builder: Builder, call_target_name: str, operands, shape,
-               backend_config: str = "", has_side_effect: bool = False) -> XlaOp:
+def CustomCall(
+    builder: Builder,
+    call_target_name: str,
+    operands,
+    shape,
+    backend_config: str = "",
+    has_side_effect: bool = False,
+) -> XlaOp:
     attrs = {"custom_call_target": call_target_name}
     if has_side_effect:
         attrs["custom_call_has_side_effect"] = True
@@ -81,8 +90,13 @@ def AllGather(operand: XlaOp, dimension: int) -> XlaOp:
 def ReduceScatter(operand: XlaOp, computation, dimension: int) -> XlaOp:
     builder = operand.builder
     comp = _reducer(builder, computation, [operand], [operand], "reduce_scatter")
-    return Op("reduce-scatter", [operand], {"dimensions": (dimension,), "to_apply": comp},
-              operand.shape, builder)
+    return Op(
+        "reduce-scatter",
+        [operand],
+        {"dimensions": (dimension,), "to_apply": comp},
+        operand.shape,
+        builder,
+    )
 
 
 def AllToAll(operand: XlaOp, dimension: int | None = None) -> XlaOp:
@@ -119,12 +133,14 @@ def CollectivePermuteStart(operand: XlaOp, source_target_pairs) -> XlaOp:
 def _done(opcode: str):
     def op(start: XlaOp) -> XlaOp:
         return Op(opcode, [start], shape=start.shape)
+
     op.__name__ = op.__qualname__ = _camel(opcode)
     return op
 
 
-AllReduceDone, AllGatherDone, CollectivePermuteDone = map(_done, [
-    "all-reduce-done", "all-gather-done", "collective-permute-done"])
+AllReduceDone, AllGatherDone, CollectivePermuteDone = map(
+    _done, ["all-reduce-done", "all-gather-done", "collective-permute-done"]
+)
 
 
 def CopyStart(operand: XlaOp) -> XlaOp:
@@ -140,8 +156,9 @@ def CopyDone(start: XlaOp) -> XlaOp:
 def AsyncStart(builder: Builder, computation, operands) -> XlaOp:
     """((operands...), result, context) of `computation` run asynchronously."""
     comp = builder.computation(computation, [o.shape for o in operands], "async_computation")
-    shape = Shape.tuple_of([Shape.tuple_of([o.shape for o in operands]), comp.root.shape,
-                            Shape.array("u32", ())])
+    shape = Shape.tuple_of(
+        [Shape.tuple_of([o.shape for o in operands]), comp.root.shape, Shape.array("u32", ())]
+    )
     return Op("async-start", list(operands), {"calls": comp}, shape, builder)
 
 
@@ -150,8 +167,9 @@ def AsyncUpdate(start: XlaOp) -> XlaOp:
 
 
 def AsyncDone(start: XlaOp) -> XlaOp:
-    return Op("async-done", [start], {"calls": start.instr.attrs["calls"]},
-              start.shape.tuple_shapes[1])
+    return Op(
+        "async-done", [start], {"calls": start.instr.attrs["calls"]}, start.shape.tuple_shapes[1]
+    )
 
 
 def Rng(low: XlaOp, high: XlaOp, shape, distribution: str = "rng_uniform") -> XlaOp:
@@ -161,5 +179,4 @@ def Rng(low: XlaOp, high: XlaOp, shape, distribution: str = "rng_uniform") -> Xl
 
 def Fusion(builder: Builder, operands, computation, kind: str = "kLoop") -> XlaOp:
     comp = builder.computation(computation, [o.shape for o in operands], "fused_computation")
-    return Op("fusion", list(operands), {"kind": kind, "calls": comp}, comp.root.shape,
-              builder)
+    return Op("fusion", list(operands), {"kind": kind, "calls": comp}, comp.root.shape, builder)

@@ -1,5 +1,6 @@
 """The elementwise, data-movement, reduction and linear-algebra functions of `minixla.ops`
 (re-exported there; see ops.py for the conventions)."""
+
 from __future__ import annotations
 
 from ..ir import HloComputation, Shape, Window, WindowDim
@@ -16,12 +17,14 @@ def _builder(*ops) -> Builder:
     return max(ops, key=lambda o: o.builder.depth).builder
 
 
-def Op(opcode: str, operands, attrs: dict | None = None, shape=None,
-       builder: Builder | None = None) -> XlaOp:
+def Op(
+    opcode: str, operands, attrs: dict | None = None, shape=None, builder: Builder | None = None
+) -> XlaOp:
     """Any opcode: the escape hatch the named functions below are written with."""
     builder = builder or _builder(*operands)
-    return builder.emit(opcode, list(operands), attrs,
-                        shape=None if shape is None else as_shape(shape))
+    return builder.emit(
+        opcode, list(operands), attrs, shape=None if shape is None else as_shape(shape)
+    )
 
 
 # -- leaves ---------------------------------------------------------------------------------
@@ -59,6 +62,7 @@ def AfterAll(builder: Builder, tokens=()) -> XlaOp:
 def _unary(opcode: str):
     def op(operand: XlaOp) -> XlaOp:
         return Op(opcode, [operand])
+
     op.__name__ = op.__qualname__ = _camel(opcode)
     op.__doc__ = f"HLO `{opcode}`."
     return op
@@ -68,6 +72,7 @@ def _binary(opcode: str):
     def op(lhs: XlaOp, rhs: XlaOp, broadcast_dimensions=None) -> XlaOp:
         lhs, rhs = _implicit_broadcast(lhs, rhs, broadcast_dimensions)
         return Op(opcode, [lhs, rhs])
+
     op.__name__ = op.__qualname__ = _camel(opcode)
     op.__doc__ = f"HLO `{opcode}` (scalar operands and broadcast_dimensions broadcast)."
     return op
@@ -96,17 +101,26 @@ def _elementwise_builders() -> dict:
     """A builder function for every elementwise row of the opcode table that needs no
     attribute and no result shape: `Abs`, `Add`, `Cbrt`, `ShiftRightLogical`, ... A new row
     gets its builder here without an edit."""
-    return {_camel(row.name): (_unary if row.arity == 1 else _binary)(row.name)
-            for row in OPCODES.values()
-            if row.kind == ELEMENTWISE and row.shape_optional and not row.required_attrs
-            and row.arity in (1, 2)}
+    return {
+        _camel(row.name): (_unary if row.arity == 1 else _binary)(row.name)
+        for row in OPCODES.values()
+        if row.kind == ELEMENTWISE
+        and row.shape_optional
+        and not row.required_attrs
+        and row.arity in (1, 2)
+    }
 
 
 globals().update(_elementwise_builders())
 
 
-def Compare(lhs: XlaOp, rhs: XlaOp, direction: str, compare_type: str | None = None,
-            broadcast_dimensions=None) -> XlaOp:
+def Compare(
+    lhs: XlaOp,
+    rhs: XlaOp,
+    direction: str,
+    compare_type: str | None = None,
+    broadcast_dimensions=None,
+) -> XlaOp:
     lhs, rhs = _implicit_broadcast(lhs, rhs, broadcast_dimensions)
     attrs = {"direction": direction.upper()}
     if compare_type:
@@ -154,14 +168,22 @@ def Convert(operand: XlaOp, dtype) -> XlaOp:
 def BitcastConvert(operand: XlaOp, dtype) -> XlaOp:
     target = as_shape((dtype, ())).element_type
     old, new = operand.shape.element_type.bits, target.bits
-    dims = operand.dims if old == new else \
-        operand.dims + (old // new,) if old > new else operand.dims[:-1]
+    dims = (
+        operand.dims
+        if old == new
+        else operand.dims + (old // new,)
+        if old > new
+        else operand.dims[:-1]
+    )
     return Op("bitcast-convert", [operand], shape=Shape.array(target, dims))
 
 
 def ReducePrecision(operand: XlaOp, exponent_bits: int, mantissa_bits: int) -> XlaOp:
-    return Op("reduce-precision", [operand],
-              {"exponent_bits": exponent_bits, "mantissa_bits": mantissa_bits})
+    return Op(
+        "reduce-precision",
+        [operand],
+        {"exponent_bits": exponent_bits, "mantissa_bits": mantissa_bits},
+    )
 
 
 def Map(builder: Builder, operands, computation, dimensions=None) -> XlaOp:
@@ -177,8 +199,9 @@ def Broadcast(operand: XlaOp, dimensions, shape) -> XlaOp:
     """HLO broadcast: operand dim i becomes result dim dimensions[i] of `shape` (dims or a
     Shape); the other result dims replicate."""
     dims = shape.dims if isinstance(shape, Shape) else tuple(shape)
-    return Op("broadcast", [operand], {"dimensions": tuple(dimensions)},
-              Shape.array(operand.dtype, dims))
+    return Op(
+        "broadcast", [operand], {"dimensions": tuple(dimensions)}, Shape.array(operand.dtype, dims)
+    )
 
 
 def BroadcastInDim(operand: XlaOp, out_dims, broadcast_dimensions) -> XlaOp:
@@ -204,8 +227,9 @@ def Slice(operand: XlaOp, start_indices, limit_indices, strides=None) -> XlaOp:
 
 
 def DynamicSlice(operand: XlaOp, start_indices, slice_sizes) -> XlaOp:
-    return Op("dynamic-slice", [operand, *start_indices],
-              {"dynamic_slice_sizes": tuple(slice_sizes)})
+    return Op(
+        "dynamic-slice", [operand, *start_indices], {"dynamic_slice_sizes": tuple(slice_sizes)}
+    )
 
 
 def DynamicUpdateSlice(operand: XlaOp, update: XlaOp, start_indices) -> XlaOp:
@@ -226,34 +250,62 @@ def Reverse(operand: XlaOp, dimensions) -> XlaOp:
     return Op("reverse", [operand], {"dimensions": tuple(dimensions)})
 
 
-def Gather(operand: XlaOp, start_indices: XlaOp, *, offset_dims, collapsed_slice_dims,
-           start_index_map, index_vector_dim: int, slice_sizes, operand_batching_dims=(),
-           start_indices_batching_dims=(), indices_are_sorted: bool = False) -> XlaOp:
-    attrs = {"offset_dims": tuple(offset_dims), "collapsed_slice_dims":
-             tuple(collapsed_slice_dims), "start_index_map": tuple(start_index_map),
-             "operand_batching_dims": tuple(operand_batching_dims),
-             "start_indices_batching_dims": tuple(start_indices_batching_dims),
-             "index_vector_dim": index_vector_dim, "slice_sizes": tuple(slice_sizes),
-             "indices_are_sorted": indices_are_sorted}
+def Gather(
+    operand: XlaOp,
+    start_indices: XlaOp,
+    *,
+    offset_dims,
+    collapsed_slice_dims,
+    start_index_map,
+    index_vector_dim: int,
+    slice_sizes,
+    operand_batching_dims=(),
+    start_indices_batching_dims=(),
+    indices_are_sorted: bool = False,
+) -> XlaOp:
+    attrs = {
+        "offset_dims": tuple(offset_dims),
+        "collapsed_slice_dims": tuple(collapsed_slice_dims),
+        "start_index_map": tuple(start_index_map),
+        "operand_batching_dims": tuple(operand_batching_dims),
+        "start_indices_batching_dims": tuple(start_indices_batching_dims),
+        "index_vector_dim": index_vector_dim,
+        "slice_sizes": tuple(slice_sizes),
+        "indices_are_sorted": indices_are_sorted,
+    }
     return Op("gather", [operand, start_indices], attrs)
 
 
-def Scatter(operands, scatter_indices: XlaOp, updates, computation, *, update_window_dims,
-            inserted_window_dims, scatter_dims_to_operand_dims, index_vector_dim: int,
-            input_batching_dims=(), scatter_indices_batching_dims=(),
-            indices_are_sorted: bool = False, unique_indices: bool = False) -> XlaOp:
+def Scatter(
+    operands,
+    scatter_indices: XlaOp,
+    updates,
+    computation,
+    *,
+    update_window_dims,
+    inserted_window_dims,
+    scatter_dims_to_operand_dims,
+    index_vector_dim: int,
+    input_batching_dims=(),
+    scatter_indices_batching_dims=(),
+    indices_are_sorted: bool = False,
+    unique_indices: bool = False,
+) -> XlaOp:
     operands = [operands] if isinstance(operands, XlaOp) else list(operands)
     updates = [updates] if isinstance(updates, XlaOp) else list(updates)
     builder = _builder(*operands, scatter_indices, *updates)
     scalars = [Shape.array(o.dtype, ()) for o in operands + updates]
-    attrs = {"update_window_dims": tuple(update_window_dims),
-             "inserted_window_dims": tuple(inserted_window_dims),
-             "scatter_dims_to_operand_dims": tuple(scatter_dims_to_operand_dims),
-             "input_batching_dims": tuple(input_batching_dims),
-             "scatter_indices_batching_dims": tuple(scatter_indices_batching_dims),
-             "index_vector_dim": index_vector_dim, "indices_are_sorted": indices_are_sorted,
-             "unique_indices": unique_indices,
-             "to_apply": builder.computation(computation, scalars, "scatter")}
+    attrs = {
+        "update_window_dims": tuple(update_window_dims),
+        "inserted_window_dims": tuple(inserted_window_dims),
+        "scatter_dims_to_operand_dims": tuple(scatter_dims_to_operand_dims),
+        "input_batching_dims": tuple(input_batching_dims),
+        "scatter_indices_batching_dims": tuple(scatter_indices_batching_dims),
+        "index_vector_dim": index_vector_dim,
+        "indices_are_sorted": indices_are_sorted,
+        "unique_indices": unique_indices,
+        "to_apply": builder.computation(computation, scalars, "scatter"),
+    }
     return Op("scatter", operands + [scatter_indices] + updates, attrs, builder=builder)
 
 
@@ -283,41 +335,69 @@ def Reduce(builder: Builder, operands, init_values, computation, dimensions) -> 
     operands = [operands] if isinstance(operands, XlaOp) else list(operands)
     inits = [init_values] if isinstance(init_values, XlaOp) else list(init_values)
     comp = _reducer(builder, computation, inits, operands, "reducer")
-    return Op("reduce", operands + inits, {"dimensions": tuple(dimensions), "to_apply": comp},
-              builder=builder)
+    return Op(
+        "reduce",
+        operands + inits,
+        {"dimensions": tuple(dimensions), "to_apply": comp},
+        builder=builder,
+    )
 
 
-def make_window(window_dimensions, window_strides=None, padding=None, base_dilations=None,
-                window_dilations=None) -> Window:
+def make_window(
+    window_dimensions, window_strides=None, padding=None, base_dilations=None, window_dilations=None
+) -> Window:
     n = len(window_dimensions)
     strides = window_strides or [1] * n
     padding = padding or [(0, 0)] * n
     base = base_dilations or [1] * n
     win = window_dilations or [1] * n
-    return Window(tuple(WindowDim(int(size), int(stride), int(lo), int(hi), int(b), int(w))
-                        for size, stride, (lo, hi), b, w
-                        in zip(window_dimensions, strides, padding, base, win)))
+    return Window(
+        tuple(
+            WindowDim(int(size), int(stride), int(lo), int(hi), int(b), int(w))
+            for size, stride, (lo, hi), b, w in zip(window_dimensions, strides, padding, base, win)
+        )
+    )
 
 
-def ReduceWindow(builder: Builder, operands, init_values, computation, window_dimensions,
-                 window_strides=None, padding=None, base_dilations=None,
-                 window_dilations=None) -> XlaOp:
+def ReduceWindow(
+    builder: Builder,
+    operands,
+    init_values,
+    computation,
+    window_dimensions,
+    window_strides=None,
+    padding=None,
+    base_dilations=None,
+    window_dilations=None,
+) -> XlaOp:
     operands = [operands] if isinstance(operands, XlaOp) else list(operands)
     inits = [init_values] if isinstance(init_values, XlaOp) else list(init_values)
     comp = _reducer(builder, computation, inits, operands, "reducer")
-    window = make_window(window_dimensions, window_strides, padding, base_dilations,
-                         window_dilations)
-    return Op("reduce-window", operands + inits, {"window": window, "to_apply": comp},
-              builder=builder)
+    window = make_window(
+        window_dimensions, window_strides, padding, base_dilations, window_dilations
+    )
+    return Op(
+        "reduce-window", operands + inits, {"window": window, "to_apply": comp}, builder=builder
+    )
 
 
-def SelectAndScatter(operand: XlaOp, select, window_dimensions, window_strides, padding,
-                     source: XlaOp, init_value: XlaOp, scatter) -> XlaOp:
+def SelectAndScatter(
+    operand: XlaOp,
+    select,
+    window_dimensions,
+    window_strides,
+    padding,
+    source: XlaOp,
+    init_value: XlaOp,
+    scatter,
+) -> XlaOp:
     builder = _builder(operand, source, init_value)
     element = Shape.array(operand.dtype, ())
-    attrs = {"window": make_window(window_dimensions, window_strides, padding),
-             "select": builder.computation(select, [element, element], "select"),
-             "scatter": _reducer(builder, scatter, [init_value], [source], "scatter")}
+    attrs = {
+        "window": make_window(window_dimensions, window_strides, padding),
+        "select": builder.computation(select, [element, element], "select"),
+        "scatter": _reducer(builder, scatter, [init_value], [source], "scatter"),
+    }
     return Op("select-and-scatter", [operand, source, init_value], attrs, builder=builder)
 
 
@@ -327,8 +407,10 @@ def Sort(operands, comparator=None, dimension: int = -1, is_stable: bool = False
     operands = [operands] if isinstance(operands, XlaOp) else list(operands)
     builder = _builder(*operands)
     if comparator is None:
+
         def comparator(*params):
             return Lt(params[0], params[1])
+
     scalars = [Shape.array(o.dtype, ()) for o in operands for _ in range(2)]
     comp = builder.computation(comparator, scalars, "compare")
     dim = dimension % max(operands[0].rank, 1)
@@ -343,8 +425,16 @@ def Topk(operand: XlaOp, k: int, largest: bool = True) -> XlaOp:
 
 
 # -- linear algebra -------------------------------------------------------------------------
-def Dot(lhs: XlaOp, rhs: XlaOp, *, lhs_contracting=None, rhs_contracting=None, lhs_batch=(),
-        rhs_batch=(), preferred_element_type=None) -> XlaOp:
+def Dot(
+    lhs: XlaOp,
+    rhs: XlaOp,
+    *,
+    lhs_contracting=None,
+    rhs_contracting=None,
+    lhs_batch=(),
+    rhs_batch=(),
+    preferred_element_type=None,
+) -> XlaOp:
     """dot_general; without contracting dims, lhs's last dim contracts with rhs's first."""
     attrs = _dot_dims(lhs, rhs, lhs_contracting, rhs_contracting, lhs_batch, rhs_batch)
     lhs_contracting, rhs_contracting = attrs["lhs_contracting_dims"], attrs["rhs_contracting_dims"]
@@ -357,8 +447,17 @@ def Dot(lhs: XlaOp, rhs: XlaOp, *, lhs_contracting=None, rhs_contracting=None, l
     return Op("dot", [lhs, rhs], attrs, shape)
 
 
-def ScaledDot(lhs: XlaOp, rhs: XlaOp, lhs_scale: XlaOp, rhs_scale: XlaOp, *,
-              lhs_contracting=None, rhs_contracting=None, lhs_batch=(), rhs_batch=()) -> XlaOp:
+def ScaledDot(
+    lhs: XlaOp,
+    rhs: XlaOp,
+    lhs_scale: XlaOp,
+    rhs_scale: XlaOp,
+    *,
+    lhs_contracting=None,
+    rhs_contracting=None,
+    lhs_batch=(),
+    rhs_batch=(),
+) -> XlaOp:
     """A dot of block-scaled operands: each scale has its operand's rank, and its dims divide
     the operand's; dimensions as `Dot`."""
     attrs = _dot_dims(lhs, rhs, lhs_contracting, rhs_contracting, lhs_batch, rhs_batch)
@@ -370,22 +469,39 @@ def _dot_dims(lhs, rhs, lhs_contracting, rhs_contracting, lhs_batch, rhs_batch) 
         lhs_contracting = (lhs.rank - 1,) if lhs.rank else ()
     if rhs_contracting is None:
         rhs_contracting = (len(rhs_batch),) if rhs.rank > len(rhs_batch) else ()
-    return {"lhs_batch_dims": tuple(lhs_batch), "lhs_contracting_dims": tuple(lhs_contracting),
-            "rhs_batch_dims": tuple(rhs_batch), "rhs_contracting_dims": tuple(rhs_contracting)}
+    return {
+        "lhs_batch_dims": tuple(lhs_batch),
+        "lhs_contracting_dims": tuple(lhs_contracting),
+        "rhs_batch_dims": tuple(rhs_batch),
+        "rhs_contracting_dims": tuple(rhs_contracting),
+    }
 
 
-def Convolution(lhs: XlaOp, rhs: XlaOp, window_strides=None, padding=None, lhs_dilation=None,
-                rhs_dilation=None, dim_labels: str | None = None, feature_group_count: int = 1,
-                batch_group_count: int = 1) -> XlaOp:
+def Convolution(
+    lhs: XlaOp,
+    rhs: XlaOp,
+    window_strides=None,
+    padding=None,
+    lhs_dilation=None,
+    rhs_dilation=None,
+    dim_labels: str | None = None,
+    feature_group_count: int = 1,
+    batch_group_count: int = 1,
+) -> XlaOp:
     """ConvGeneralDilated; the default dim_labels are NHWC input, HWIO kernel, NHWC output."""
     spatial = lhs.rank - 2
     digits = "".join(str(i) for i in range(spatial))
     labels = dim_labels or f"b{digits}f_{digits}io->b{digits}f"
     from ..ir import parse_dim_labels
+
     sizes = [rhs.dims[d] for d in parse_dim_labels(labels).kernel_spatial]
     window = make_window(sizes, window_strides, padding, lhs_dilation, rhs_dilation)
-    attrs = {"window": window, "dim_labels": labels,
-             "feature_group_count": feature_group_count, "batch_group_count": batch_group_count}
+    attrs = {
+        "window": window,
+        "dim_labels": labels,
+        "feature_group_count": feature_group_count,
+        "batch_group_count": batch_group_count,
+    }
     return Op("convolution", [lhs, rhs], attrs)
 
 
@@ -393,11 +509,24 @@ def Fft(operand: XlaOp, fft_type: str, fft_length) -> XlaOp:
     return Op("fft", [operand], {"fft_type": fft_type, "fft_length": tuple(fft_length)})
 
 
-def TriangularSolve(a: XlaOp, b: XlaOp, left_side: bool, lower: bool, unit_diagonal: bool,
-                    transpose_a: str = "NO_TRANSPOSE") -> XlaOp:
-    return Op("triangular-solve", [a, b], {"left_side": left_side, "lower": lower,
-                                           "unit_diagonal": unit_diagonal,
-                                           "transpose_a": transpose_a})
+def TriangularSolve(
+    a: XlaOp,
+    b: XlaOp,
+    left_side: bool,
+    lower: bool,
+    unit_diagonal: bool,
+    transpose_a: str = "NO_TRANSPOSE",
+) -> XlaOp:
+    return Op(
+        "triangular-solve",
+        [a, b],
+        {
+            "left_side": left_side,
+            "lower": lower,
+            "unit_diagonal": unit_diagonal,
+            "transpose_a": transpose_a,
+        },
+    )
 
 
 def Cholesky(a: XlaOp, lower: bool = True) -> XlaOp:
@@ -405,17 +534,28 @@ def Cholesky(a: XlaOp, lower: bool = True) -> XlaOp:
 
 
 def BatchNormTraining(operand, scale, offset, epsilon: float, feature_index: int) -> XlaOp:
-    return Op("batch-norm-training", [operand, scale, offset],
-              {"epsilon": epsilon, "feature_index": feature_index})
+    return Op(
+        "batch-norm-training",
+        [operand, scale, offset],
+        {"epsilon": epsilon, "feature_index": feature_index},
+    )
 
 
-def BatchNormInference(operand, scale, offset, mean, variance, epsilon: float,
-                       feature_index: int) -> XlaOp:
-    return Op("batch-norm-inference", [operand, scale, offset, mean, variance],
-              {"epsilon": epsilon, "feature_index": feature_index})
+def BatchNormInference(
+    operand, scale, offset, mean, variance, epsilon: float, feature_index: int
+) -> XlaOp:
+    return Op(
+        "batch-norm-inference",
+        [operand, scale, offset, mean, variance],
+        {"epsilon": epsilon, "feature_index": feature_index},
+    )
 
 
-def BatchNormGrad(operand, scale, mean, variance, grad_output, epsilon: float,
-                  feature_index: int) -> XlaOp:
-    return Op("batch-norm-grad", [operand, scale, mean, variance, grad_output],
-              {"epsilon": epsilon, "feature_index": feature_index})
+def BatchNormGrad(
+    operand, scale, mean, variance, grad_output, epsilon: float, feature_index: int
+) -> XlaOp:
+    return Op(
+        "batch-norm-grad",
+        [operand, scale, mean, variance, grad_output],
+        {"epsilon": epsilon, "feature_index": feature_index},
+    )

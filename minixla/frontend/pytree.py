@@ -6,6 +6,7 @@ hashable aux data)) and an unflatten function ((aux data, children) -> node), th
 `register_pytree_node` does. `flatten` gives the leaves and a hashable TreeDef (jit's cache
 keys use it), `unflatten` rebuilds the structure. The public API is `minixla.tree_util`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -57,8 +58,11 @@ class TreeDef:
     def __str__(self) -> str:
         if self.kind in ("leaf", "none"):
             return "*" if self.kind == "leaf" else "None"
-        inner = ", ".join(f"{k!r}: {c}" for k, c in zip(self.keys, self.children)) \
-            if self.kind == "dict" else ", ".join(map(str, self.children))
+        inner = (
+            ", ".join(f"{k!r}: {c}" for k, c in zip(self.keys, self.children))
+            if self.kind == "dict"
+            else ", ".join(map(str, self.children))
+        )
         if self.kind == "custom":
             return f"{self.keys[0].__name__}[{self.keys[1]!r}]({inner})"
         if self.kind == "namedtuple":

@@ -7,6 +7,7 @@ output element, split and fold_in derive new keys, uniform puts random bits into
 mantissa, normal applies erf_inv. `bits`, `randint`, `bernoulli` and `permutation` therefore
 match jax.random bit for bit; float samplers match to rounding (erf_inv is XLA's polynomial).
 """
+
 from __future__ import annotations
 
 import math
@@ -17,9 +18,31 @@ import numpy as np
 from . import dtypes as dt
 from .eager import api
 from .errors import FrontendShapeError, FrontendTypeError
-from .numpy_api import (add, asarray, astype, bitwise_or, bitwise_xor, broadcast_to,
-                        cast, constant, equal, erf, exp, left_shift, less, less_equal, log,
-                        log1p, maximum, multiply, remainder, right_shift, sqrt, subtract, where)
+from .numpy_api import (
+    add,
+    asarray,
+    astype,
+    bitwise_or,
+    bitwise_xor,
+    broadcast_to,
+    cast,
+    constant,
+    equal,
+    erf,
+    exp,
+    left_shift,
+    less,
+    less_equal,
+    log,
+    log1p,
+    maximum,
+    multiply,
+    remainder,
+    right_shift,
+    sqrt,
+    subtract,
+    where,
+)
 from .numpy_creation import arange, iota, zeros
 from .numpy_reduce import argmax
 from .numpy_shape import concatenate, expand_dims, reshape, stack
@@ -37,14 +60,17 @@ def PRNGKey(seed) -> np.ndarray | Tracer:
     if isinstance(seed, Tracer):
         return _traced_seed(seed)
     if np.ndim(seed):
-        raise FrontendTypeError(f"PRNGKey takes a scalar seed, got shape {np.shape(seed)}; "
-                                f"use vmap to make many keys")
+        raise FrontendTypeError(
+            f"PRNGKey takes a scalar seed, got shape {np.shape(seed)}; use vmap to make many keys"
+        )
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
         raise FrontendTypeError(f"PRNGKey takes an integer seed, got {type(seed).__name__}")
     seed = int(seed)
-    if not dt.config.enable_x64 and not -2**31 <= seed < 2**32:
-        raise FrontendTypeError(f"seed {seed} does not fit in 32 bits (set "
-                                f"minixla.config.enable_x64 = True for 64-bit seeds)")
+    if not dt.config.enable_x64 and not -(2**31) <= seed < 2**32:
+        raise FrontendTypeError(
+            f"seed {seed} does not fit in 32 bits (set "
+            f"minixla.config.enable_x64 = True for 64-bit seeds)"
+        )
     high = (seed >> 32) & 0xFFFFFFFF if dt.config.enable_x64 else 0
     return np.array([high, seed & 0xFFFFFFFF], _U32)
 
@@ -55,8 +81,9 @@ key = PRNGKey
 @api
 def _traced_seed(seed: Tracer) -> Tracer:
     if seed.ndim or seed.dtype.kind not in "iu":
-        raise FrontendTypeError(f"PRNGKey takes an integer scalar seed, got "
-                                f"{seed.dtype}{list(seed.shape)}")
+        raise FrontendTypeError(
+            f"PRNGKey takes an integer scalar seed, got {seed.dtype}{list(seed.shape)}"
+        )
     low = astype(seed, _U32)
     if seed.dtype.itemsize == 8:
         high = astype(right_shift(astype(seed, np.uint64), 32), _U32)
@@ -68,8 +95,10 @@ def _traced_seed(seed: Tracer) -> Tracer:
 def _check_key(what: str, key) -> Tracer:
     key = asarray(key)
     if key.shape != (2,) or key.dtype != _U32:
-        raise FrontendTypeError(f"{what} expects a key (uint32[2], from PRNGKey or split), got "
-                                f"{key.dtype}{list(key.shape)}")
+        raise FrontendTypeError(
+            f"{what} expects a key (uint32[2], from PRNGKey or split), got "
+            f"{key.dtype}{list(key.shape)}"
+        )
     return key
 
 
@@ -133,8 +162,7 @@ def fold_in(key, data) -> Tracer:
     data = asarray(data)
     if data.ndim:
         raise FrontendTypeError(f"fold_in takes a scalar, got shape {data.shape}; use vmap")
-    out1, out2 = threefry_2x32(key[0], key[1], zeros((1,), _U32),
-                               reshape(astype(data, _U32), (1,)))
+    out1, out2 = threefry_2x32(key[0], key[1], zeros((1,), _U32), reshape(astype(data, _U32), (1,)))
     return concatenate([out1, out2])
 
 
@@ -160,8 +188,7 @@ def bits(key, shape=(), dtype=None) -> Tracer:
 
 # -- floats -----------------------------------------------------------------------------------
 def _float_dtype(dtype) -> np.dtype:
-    dtype = dt.canonicalize(np.dtype(dtype) if dtype is not None
-                            else dt.default_dtype(dt.FLOAT))
+    dtype = dt.canonicalize(np.dtype(dtype) if dtype is not None else dt.default_dtype(dt.FLOAT))
     if dt.kind(dtype) != dt.FLOAT:
         raise FrontendTypeError(f"expected a floating dtype, got {dtype}")
     return dtype
@@ -183,6 +210,7 @@ def _uniform(key: Tracer, shape, dtype: np.dtype, minval, maxval) -> Tracer:
 
 def _bitcast(tracer: Tracer, dtype: np.dtype):
     from .ops_core import BitcastConvert
+
     return BitcastConvert(tracer.op, dt.hlo_name(dtype))
 
 
@@ -194,10 +222,28 @@ def uniform(key, shape=(), dtype=None, minval=0.0, maxval=1.0) -> Tracer:
 
 
 # XLA's single-precision erf_inv (Giles' approximation), in two ranges of w = -log(1 - x^2)
-_ERF_INV_SMALL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06,
-                  0.00021858087, -0.00125372503, -0.00417768164, 0.246640727, 1.50140941)
-_ERF_INV_LARGE = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844,
-                  0.00573950773, -0.0076224613, 0.00943887047, 1.00167406, 2.83297682)
+_ERF_INV_SMALL = (
+    2.81022636e-08,
+    3.43273939e-07,
+    -3.5233877e-06,
+    -4.39150654e-06,
+    0.00021858087,
+    -0.00125372503,
+    -0.00417768164,
+    0.246640727,
+    1.50140941,
+)
+_ERF_INV_LARGE = (
+    -0.000200214257,
+    0.000100950558,
+    0.00134934322,
+    -0.00367342844,
+    0.00573950773,
+    -0.0076224613,
+    0.00943887047,
+    1.00167406,
+    2.83297682,
+)
 
 
 @api
@@ -210,8 +256,10 @@ def erf_inv(x) -> Tracer:
     w = -log1p(-multiply(work, work))
     small = less(w, 5.0)
     w = where(small, subtract(w, 2.5), subtract(sqrt(w), 3.0))
-    poly_small, poly_large = cast(_ERF_INV_SMALL[0], np.float32), cast(_ERF_INV_LARGE[0],
-                                                                         np.float32)
+    poly_small, poly_large = (
+        cast(_ERF_INV_SMALL[0], np.float32),
+        cast(_ERF_INV_LARGE[0], np.float32),
+    )
     for a, b in zip(_ERF_INV_SMALL[1:], _ERF_INV_LARGE[1:]):
         poly_small = add(multiply(poly_small, w), a)
         poly_large = add(multiply(poly_large, w), b)
@@ -222,8 +270,7 @@ def erf_inv(x) -> Tracer:
         result = astype(result, np.float64)
         for _ in range(2):
             error = subtract(erf(result), x)
-            step = multiply(error, multiply(math.sqrt(math.pi) / 2, exp(multiply(result,
-                                                                                  result))))
+            step = multiply(error, multiply(math.sqrt(math.pi) / 2, exp(multiply(result, result))))
             result = where(less(abs_(x), 1.0), subtract(result, step), result)
         return result
     return astype(result, dtype)
@@ -231,6 +278,7 @@ def erf_inv(x) -> Tracer:
 
 def abs_(x):
     from .numpy_api import abs as abs_value
+
     return abs_value(x)
 
 
@@ -265,6 +313,7 @@ def truncated_normal(key, lower, upper, shape=None, dtype=None) -> Tracer:
 
 def minimum_(a, b):
     from .numpy_api import minimum
+
     return minimum(a, b)
 
 
@@ -294,13 +343,14 @@ def categorical(key, logits, axis: int = -1, shape=None) -> Tracer:
     key = _check_key("categorical", key)
     logits = asarray(logits)
     axis = axis % logits.ndim
-    batch_shape = logits.shape[:axis] + logits.shape[axis + 1:]
+    batch_shape = logits.shape[:axis] + logits.shape[axis + 1 :]
     shape = batch_shape if shape is None else _shape(shape)
-    if shape[len(shape) - len(batch_shape):] != batch_shape:
-        raise FrontendShapeError(f"categorical: shape {shape} must end with the logits' batch "
-                                 f"shape {batch_shape}")
-    prefix = shape[:len(shape) - len(batch_shape)]
-    noise_shape = list(shape[len(prefix):])
+    if shape[len(shape) - len(batch_shape) :] != batch_shape:
+        raise FrontendShapeError(
+            f"categorical: shape {shape} must end with the logits' batch shape {batch_shape}"
+        )
+    prefix = shape[: len(shape) - len(batch_shape)]
+    noise_shape = list(shape[len(prefix) :])
     noise_shape.insert(axis, logits.shape[axis])
     noise = gumbel(key, (*prefix, *noise_shape), logits.dtype)
     shifted = logits
@@ -315,6 +365,7 @@ def _clip_to(value: Tracer, dtype: np.dtype) -> Tracer:
     low = max(np.iinfo(dtype).min, np.iinfo(value.dtype).min)
     high = min(np.iinfo(dtype).max, np.iinfo(value.dtype).max)
     from .numpy_api import clip
+
     return astype(clip(value, cast(low, value.dtype), cast(high, value.dtype)), dtype)
 
 
@@ -337,6 +388,7 @@ def randint(key, shape, minval, maxval, dtype=None) -> Tracer:
         dtype = np.dtype(np.int32)
         info = np.iinfo(want)
         from .numpy_api import clip
+
         minval = clip(astype(minval, dtype), int(info.min), int(info.max))
         maxval = clip(astype(maxval, dtype), int(info.min), int(info.max) + 1)
     nbits = dtype.itemsize * 8
@@ -360,6 +412,7 @@ def randint(key, shape, minval, maxval, dtype=None) -> Tracer:
 def _shuffle(key: Tracer, x: Tracer, axis: int) -> Tracer:
     """Sorts by fresh random 32-bit keys, as many rounds as JAX uses against collisions."""
     from .ops_core import GetTupleElement, Sort
+
     rounds = int(np.ceil(3 * np.log(max(1, x.size)) / np.log(np.iinfo(np.uint32).max)))
     for _ in range(rounds):
         keys = split(key)
@@ -408,6 +461,7 @@ def choice(key, a, shape=(), replace: bool = True, p=None, axis: int = 0) -> Tra
 
 def _weighted_choice(key, p: Tracer, n: int, shape, draws: int, replace: bool) -> Tracer:
     from .numpy_reduce import cumsum, sum as sum_
+
     if p.shape != (n,):
         raise FrontendShapeError(f"choice: p must have shape ({n},), got {p.shape}")
     p = astype(p, _float_dtype(p.dtype if p.dtype.kind == "f" else None))
@@ -417,6 +471,7 @@ def _weighted_choice(key, p: Tracer, n: int, shape, draws: int, replace: bool) -
         below = less(cdf, expand_dims(r, -1))
         return sum_(astype(below, dt.default_dtype(dt.INT)), axis=-1)
     from .ops_core import GetTupleElement, Topk
+
     scores = add(gumbel(key, (n,), p.dtype), log(p))  # the Gumbel top-k trick
     top = Topk(scores.op, draws)
     return reshape(astype(Tracer(GetTupleElement(top, 1)), dt.default_dtype(dt.INT)), shape)

@@ -7,6 +7,7 @@ compared with every cached one and the closest (fewest differing parts) explains
 with `MINIXLA_FLAGS=--explain_recompiles` each recompile is also logged (logger
 `minixla.jit`, level WARNING, so it reaches stderr without any logging set-up).
 """
+
 from __future__ import annotations
 
 import logging
@@ -18,12 +19,14 @@ LOGGER = logging.getLogger("minixla.jit")
 def explain_flag(text: str | None = None) -> bool:
     """Is `--explain_recompiles` (or `--explain_recompiles=true`) in $MINIXLA_FLAGS?"""
     from ..passes.flags import read_flags
+
     return bool(read_flags(text, "").get("explain_recompiles", False))
 
 
 @dataclass
 class Trace:
     """One trace of a jitted function: its number and why it happened."""
+
     number: int
     reasons: list[str] = field(default_factory=list)
 
@@ -53,8 +56,9 @@ class RecompileLog:
     def __str__(self) -> str:
         if not self.traces:
             return f"{self.function}: not traced yet"
-        return "\n".join([f"{self.function}: {len(self.traces)} trace(s)"]
-                         + [f"  {t}" for t in self.traces])
+        return "\n".join(
+            [f"{self.function}: {len(self.traces)} trace(s)"] + [f"  {t}" for t in self.traces]
+        )
 
 
 def differences(old, new, names: list[str]) -> list[str]:
@@ -70,8 +74,9 @@ def differences(old, new, names: list[str]) -> list[str]:
     old_values, values = dict(old_static), dict(static)
     for argnum in sorted(values):
         if old_values.get(argnum) != values[argnum]:
-            found.append(f"static argument {argnum}: {old_values.get(argnum)!r} -> "
-                         f"{values[argnum]!r}")
+            found.append(
+                f"static argument {argnum}: {old_values.get(argnum)!r} -> {values[argnum]!r}"
+            )
     if old_x64 != x64:
         found.append(f"enable_x64: {old_x64} -> {x64}")
     if old_backend != backend:
@@ -87,7 +92,8 @@ def _leaf_changes(name: str, before, after) -> list[str]:
     if old_dtype != dtype:
         found.append(f"argument {name}: dtype {old_dtype} -> {dtype}")
     if old_weak != weak:
-        change = "a Python scalar became an array" if old_weak else \
-            "an array became a Python scalar"
+        change = (
+            "a Python scalar became an array" if old_weak else "an array became a Python scalar"
+        )
         found.append(f"argument {name}: weak type {old_weak} -> {weak} ({change})")
     return found

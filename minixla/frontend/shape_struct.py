@@ -1,4 +1,5 @@
 """`minixla.ShapeDtypeStruct`: an abstract array (shape and dtype, no data), as in JAX."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,8 +25,11 @@ class ShapeDtypeStruct:
         return int(np.prod(self.shape, dtype=np.int64))
 
     def __eq__(self, other):
-        return (isinstance(other, ShapeDtypeStruct) and self.shape == other.shape
-                and self.dtype == other.dtype)
+        return (
+            isinstance(other, ShapeDtypeStruct)
+            and self.shape == other.shape
+            and self.dtype == other.dtype
+        )
 
     def __hash__(self):
         return hash((self.shape, self.dtype))

@@ -6,6 +6,7 @@ collectives whose replica groups are the devices along those axes (the other axe
 The traced module is already partitioned; it is compiled for `mesh.size` devices and called
 with global arrays, split by `in_specs` and assembled by `out_specs`.
 """
+
 from __future__ import annotations
 
 import threading
@@ -39,12 +40,17 @@ def _collective(opcode: str, operand, axis_name, shape, attrs=None, reducer=None
     from .numpy_api import asarray
     from .ops_core import Op, _reducer
     from .tracer import Tracer
+
     mesh = _mesh(f"lax collective {opcode}")
     tracer = asarray(operand)
     _Channels.count += 1
     attrs = dict(attrs or {})
-    attrs.update({"channel_id": _Channels.count,
-                  "replica_groups": ReplicaGroups.of(mesh.groups(_axes(axis_name)))})
+    attrs.update(
+        {
+            "channel_id": _Channels.count,
+            "replica_groups": ReplicaGroups.of(mesh.groups(_axes(axis_name))),
+        }
+    )
     if opcode in ("all-reduce", "all-gather", "reduce-scatter"):
         attrs["use_global_device_ids"] = True
     builder = tracer.op.builder
@@ -62,16 +68,19 @@ def _group_size(axis_name) -> int:
 
 def psum(x, axis_name):
     from .ops_core import Add
+
     return _collective("all-reduce", x, axis_name, None, reducer=Add)
 
 
 def pmax(x, axis_name):
     from .ops_core import Maximum as Max
+
     return _collective("all-reduce", x, axis_name, None, reducer=Max)
 
 
 def pmin(x, axis_name):
     from .ops_core import Minimum as Min
+
     return _collective("all-reduce", x, axis_name, None, reducer=Min)
 
 
@@ -84,13 +93,15 @@ def all_gather(x, axis_name, *, axis: int = 0, tiled: bool = False):
     along `axis` with tiled=True)."""
     from .. import numpy as mnp
     from .numpy_api import asarray
+
     x = asarray(x)
     if not tiled:
         x = mnp.expand_dims(x, axis)
     dims = list(x.shape)
     dims[axis] *= _group_size(axis_name)
-    return _collective("all-gather", x, axis_name, Shape.array(_dtype(x), dims),
-                       {"dimensions": (axis,)})
+    return _collective(
+        "all-gather", x, axis_name, Shape.array(_dtype(x), dims), {"dimensions": (axis,)}
+    )
 
 
 def psum_scatter(x, axis_name, *, scatter_dimension: int = 0, tiled: bool = False):
@@ -99,15 +110,24 @@ def psum_scatter(x, axis_name, *, scatter_dimension: int = 0, tiled: bool = Fals
     from .. import numpy as mnp
     from .numpy_api import asarray
     from .ops_core import Add
+
     x = asarray(x)
     n = _group_size(axis_name)
     dims = list(x.shape)
     if dims[scatter_dimension] % n:
-        raise FrontendTypeError(f"psum_scatter: dim {scatter_dimension} of size "
-                                f"{dims[scatter_dimension]} does not split {n} ways")
+        raise FrontendTypeError(
+            f"psum_scatter: dim {scatter_dimension} of size "
+            f"{dims[scatter_dimension]} does not split {n} ways"
+        )
     dims[scatter_dimension] //= n
-    out = _collective("reduce-scatter", x, axis_name, Shape.array(_dtype(x), dims),
-                      {"dimensions": (scatter_dimension,)}, reducer=Add)
+    out = _collective(
+        "reduce-scatter",
+        x,
+        axis_name,
+        Shape.array(_dtype(x), dims),
+        {"dimensions": (scatter_dimension,)},
+        reducer=Add,
+    )
     return out if tiled else mnp.squeeze(out, scatter_dimension)
 
 
@@ -117,14 +137,21 @@ def ppermute(x, axis_name, perm):
     from .numpy_api import asarray
     from .ops_core import Op
     from .tracer import Tracer
+
     mesh = _mesh("ppermute")
     tracer = asarray(x)
-    pairs = [(group[i], group[j]) for group in mesh.groups(_axes(axis_name))
-             for i, j in perm]
+    pairs = [(group[i], group[j]) for group in mesh.groups(_axes(axis_name)) for i, j in perm]
     _Channels.count += 1
-    return Tracer(Op("collective-permute", [tracer.op], {
-        "channel_id": _Channels.count, "source_target_pairs": SourceTargetPairs(tuple(pairs))},
-        tracer.op.shape.without_layout(), tracer.op.builder), tracer.weak)
+    return Tracer(
+        Op(
+            "collective-permute",
+            [tracer.op],
+            {"channel_id": _Channels.count, "source_target_pairs": SourceTargetPairs(tuple(pairs))},
+            tracer.op.shape.without_layout(),
+            tracer.op.builder,
+        ),
+        tracer.weak,
+    )
 
 
 def all_to_all(x, axis_name, split_axis: int, concat_axis: int, *, tiled: bool = False):
@@ -132,15 +159,17 @@ def all_to_all(x, axis_name, split_axis: int, concat_axis: int, *, tiled: bool =
     to device j, and concatenates what arrives along `concat_axis` (tiled=True only)."""
     from .. import numpy as mnp
     from .numpy_api import asarray
+
     if not tiled:
         raise FrontendTypeError("all_to_all: only tiled=True is supported")
     x = asarray(x)
     n = _group_size(axis_name)
     if x.shape[split_axis] % n:
-        raise FrontendTypeError(f"all_to_all: dim {split_axis} of size {x.shape[split_axis]} "
-                                f"does not split {n} ways")
+        raise FrontendTypeError(
+            f"all_to_all: dim {split_axis} of size {x.shape[split_axis]} does not split {n} ways"
+        )
     dims = list(x.shape)
-    cut = dims[:split_axis] + [n, dims[split_axis] // n] + dims[split_axis + 1:]
+    cut = dims[:split_axis] + [n, dims[split_axis] // n] + dims[split_axis + 1 :]
     y = mnp.reshape(x, cut)
     y = _collective("all-to-all", y, axis_name, None, {"dimensions": (split_axis,)})
     block = concat_axis + (1 if concat_axis > split_axis else 0)
@@ -158,6 +187,7 @@ def axis_index(axis_name):
     from .. import numpy as mnp
     from .ops_core import Op
     from .tracer import Tracer, current_builder
+
     mesh = _mesh("axis_index")
     builder = current_builder()
     pid = Tracer(Op("partition-id", [], None, None, builder))
@@ -167,6 +197,7 @@ def axis_index(axis_name):
 
 def _dtype(x) -> str:
     from . import dtypes as dt
+
     return dt.hlo_name(x.dtype)
 
 
@@ -187,9 +218,11 @@ class ShardMapped:
     def __call__(self, *args):
         from . import dtypes as dt
         from .tracer import current_builder
+
         if current_builder() is not None:
-            raise FrontendTypeError("shard_map inside jit is not supported; call it directly "
-                                    "(it compiles itself)")
+            raise FrontendTypeError(
+                "shard_map inside jit is not supported; call it directly (it compiles itself)"
+            )
         arrays = [dt.host_array(a) for a in args]
         specs = self._specs(self.in_specs, len(arrays), "in_specs")
         shardings = [NamedSharding(self.mesh, s) for s in specs]
@@ -203,6 +236,7 @@ class ShardMapped:
     def _compile(self, arrays, shardings):
         from ..backends.compile import compile
         from .jit import Jitted
+
         local = [np.zeros(s.shard_shape(a.shape), a.dtype) for a, s in zip(arrays, shardings)]
         stack = getattr(_local, "meshes", None)
         if stack is None:
@@ -221,10 +255,14 @@ class ShardMapped:
         out_specs = self._specs(self.out_specs, len(outs), "out_specs")
         out = [NamedSharding(self.mesh, s).to_hlo(o.rank) for s, o in zip(out_specs, outs)]
         from ..ir.sharding import HloSharding
+
         module.header_attrs["num_partitions"] = str(self.mesh.size)
-        exe = compile(module, backend=lowered.backend, already_partitioned=True,
-                      out_shardings=HloSharding.tuple_of(out) if root.shape.is_tuple
-                      else out[0])
+        exe = compile(
+            module,
+            backend=lowered.backend,
+            already_partitioned=True,
+            out_shardings=HloSharding.tuple_of(out) if root.shape.is_tuple else out[0],
+        )
         return _Unwrapped(exe, lowered.out_tree)
 
 
@@ -234,6 +272,7 @@ class _Unwrapped:
 
     def __call__(self, *arrays):
         from .pytree import LEAF, unflatten
+
         result = self.exe(*arrays)
         return unflatten(self.out_tree, [result] if self.out_tree == LEAF else list(result))
 

@@ -5,6 +5,7 @@ axes cut it (None: not cut); `NamedSharding(mesh, spec)` is both. `to_hlo(rank)`
 `HloSharding` XLA would print: the tile grid is the mesh transposed so that the axes of dim 0
 come first, then those of dim 1, ..., then the unused axes as one replicated subgroup dim.
 """
+
 from __future__ import annotations
 
 from math import prod
@@ -18,16 +19,19 @@ from .errors import FrontendTypeError
 class Mesh:
     def __init__(self, devices, axis_names):
         ids = np.vectorize(lambda d: getattr(d, "id", d), otypes=[np.int64])(
-            np.asarray(devices, dtype=object))
+            np.asarray(devices, dtype=object)
+        )
         names = (axis_names,) if isinstance(axis_names, str) else tuple(axis_names)
         if ids.ndim != len(names):
-            raise FrontendTypeError(f"a mesh of rank {ids.ndim} needs {ids.ndim} axis names, "
-                                    f"got {names}")
+            raise FrontendTypeError(
+                f"a mesh of rank {ids.ndim} needs {ids.ndim} axis names, got {names}"
+            )
         if len(set(names)) != len(names):
             raise FrontendTypeError(f"mesh axis names must be distinct, got {names}")
         if sorted(ids.reshape(-1).tolist()) != list(range(ids.size)):
-            raise FrontendTypeError(f"a mesh holds devices 0..{ids.size - 1} once each, got "
-                                    f"{ids.reshape(-1).tolist()}")
+            raise FrontendTypeError(
+                f"a mesh holds devices 0..{ids.size - 1} once each, got {ids.reshape(-1).tolist()}"
+            )
         self.device_ids = ids
         self.axis_names = names
 
@@ -93,10 +97,12 @@ class NamedSharding:
 
     def to_hlo(self, rank: int) -> HloSharding:
         if len(self.spec) > rank:
-            raise FrontendTypeError(f"{self.spec} has {len(self.spec)} entries for a rank "
-                                    f"{rank} array")
-        return mesh_sharding(self.mesh.shape, [self.spec.axes(d) for d in range(rank)],
-                             self.mesh.device_ids)
+            raise FrontendTypeError(
+                f"{self.spec} has {len(self.spec)} entries for a rank {rank} array"
+            )
+        return mesh_sharding(
+            self.mesh.shape, [self.spec.axes(d) for d in range(rank)], self.mesh.device_ids
+        )
 
     def shard_shape(self, shape) -> tuple[int, ...]:
         return self.to_hlo(len(shape)).shard_dims(tuple(shape))
@@ -132,6 +138,7 @@ def _per_leaf(spec, count: int, what: str) -> list:
 def annotate(module, in_shardings, out_shardings, params_per_arg: list[int]) -> None:
     """Writes jit's in/out shardings onto the traced module's parameters and root."""
     from ..ir import HloInstruction
+
     args = _per_leaf(in_shardings, len(params_per_arg), "in_shardings")
     leaves = [s for s, count in zip(args, params_per_arg) for _ in range(count)]
     entry = module.entry
@@ -142,16 +149,19 @@ def annotate(module, in_shardings, out_shardings, params_per_arg: list[int]) -> 
     if out_shardings is not None:
         outs = root.shape.tuple_shapes if root.shape.is_tuple else [root.shape]
         specs = _per_leaf(out_shardings, len(outs), "out_shardings")
-        hlo = [as_hlo_sharding(s, o.rank) if s is not None else HloSharding.replicate()
-               for s, o in zip(specs, outs)]
+        hlo = [
+            as_hlo_sharding(s, o.rank) if s is not None else HloSharding.replicate()
+            for s, o in zip(specs, outs)
+        ]
         if root.opcode == "parameter" or root.users:
             copy = HloInstruction("copy", root.shape, [root], name="out_copy")
             entry.add_instruction(copy)
             entry.root = root = copy
         root.attrs["sharding"] = HloSharding.tuple_of(hlo) if root.shape.is_tuple else hlo[0]
-    size = _mesh_size(list(_per_leaf(in_shardings, len(params_per_arg), "in_shardings")) +
-                      list(out_shardings if isinstance(out_shardings, (list, tuple))
-                           else [out_shardings]))
+    size = _mesh_size(
+        list(_per_leaf(in_shardings, len(params_per_arg), "in_shardings"))
+        + list(out_shardings if isinstance(out_shardings, (list, tuple)) else [out_shardings])
+    )
     if size is not None:
         module.header_attrs["num_partitions"] = str(size)
 
@@ -162,16 +172,23 @@ def auto_sharding_options(mesh) -> dict:
     import dataclasses
 
     from ..passes.auto_sharding import AutoShardingOptions
+
     mesh, chosen = mesh if isinstance(mesh, tuple) else (mesh, AutoShardingOptions())
     if not isinstance(mesh, Mesh) or not isinstance(chosen, AutoShardingOptions):
-        raise FrontendTypeError(f"auto_sharding takes a Mesh (or a (Mesh, "
-                                f"AutoShardingOptions) pair), got {type(mesh).__name__}")
+        raise FrontendTypeError(
+            f"auto_sharding takes a Mesh (or a (Mesh, "
+            f"AutoShardingOptions) pair), got {type(mesh).__name__}"
+        )
     if mesh.device_ids.reshape(-1).tolist() != list(range(mesh.size)):
-        raise FrontendTypeError(f"auto_sharding needs a mesh of devices 0..{mesh.size - 1} in "
-                                f"order, got {mesh.device_ids.tolist()}")
+        raise FrontendTypeError(
+            f"auto_sharding needs a mesh of devices 0..{mesh.size - 1} in "
+            f"order, got {mesh.device_ids.tolist()}"
+        )
     shape = tuple(int(d) for d in mesh.device_ids.shape)
-    return {"num_partitions": mesh.size,
-            "auto_sharding": dataclasses.replace(chosen, mesh_shape=shape)}
+    return {
+        "num_partitions": mesh.size,
+        "auto_sharding": dataclasses.replace(chosen, mesh_shape=shape),
+    }
 
 
 def with_sharding_constraint(x, sharding):
@@ -180,10 +197,15 @@ def with_sharding_constraint(x, sharding):
     from .numpy_api import asarray
     from .ops_core import Op
     from .tracer import Tracer, current_builder
+
     if current_builder() is None:
         return x
     tracer = asarray(x)
-    op = Op("custom-call", [tracer.op], {"custom_call_target": "Sharding"},
-            tracer.op.shape.without_layout())
+    op = Op(
+        "custom-call",
+        [tracer.op],
+        {"custom_call_target": "Sharding"},
+        tracer.op.shape.without_layout(),
+    )
     op.instr.attrs["sharding"] = as_hlo_sharding(sharding, tracer.ndim)
     return Tracer(op, tracer.weak)

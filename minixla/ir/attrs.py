@@ -4,6 +4,7 @@
 plain Python data (ints, tuples, strings) or the small dataclasses below. An attribute whose name
 is not in the table is kept as `Raw` text and printed back verbatim.
 """
+
 from __future__ import annotations
 
 import re
@@ -14,6 +15,7 @@ from typing import Any, Callable
 @dataclass(frozen=True)
 class Raw:
     """Attribute text kept verbatim (metadata, sharding, backend_config, unknown attributes)."""
+
     text: str
 
     def __str__(self) -> str:
@@ -27,6 +29,7 @@ def backend_config_string(value) -> str:
     text = str(value)
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
         from .strings import unescape
+
         return unescape(text[1:-1])
     return text
 
@@ -49,6 +52,7 @@ class Window:
     def __str__(self) -> str:
         def field(name, values, default):
             return f"{name}={'x'.join(values)}" if any(v != default for v in values) else ""
+
         dims = self.dims
         parts = [
             "size=" + "x".join(str(d.size) for d in dims) if dims else "",
@@ -64,6 +68,7 @@ class Window:
 @dataclass(frozen=True)
 class ConvDims:
     """Convolution dimension numbers, parsed from dim_labels like `b01f_01io->b01f`."""
+
     input_batch: int
     input_feature: int
     input_spatial: tuple[int, ...]
@@ -92,8 +97,17 @@ def parse_dim_labels(text: str) -> ConvDims:
 
     if not (len(inp) == len(ker) == len(out)):
         raise ValueError(f"dim_labels {text!r}: the three parts must have equal rank")
-    dims = ConvDims(find(inp, "b"), find(inp, "f"), spatial(inp), find(ker, "i"), find(ker, "o"),
-                    spatial(ker), find(out, "b"), find(out, "f"), spatial(out))
+    dims = ConvDims(
+        find(inp, "b"),
+        find(inp, "f"),
+        spatial(inp),
+        find(ker, "i"),
+        find(ker, "o"),
+        spatial(ker),
+        find(out, "b"),
+        find(out, "f"),
+        spatial(out),
+    )
     if not len(dims.input_spatial) == len(dims.kernel_spatial) == len(dims.output_spatial):
         raise ValueError(f"dim_labels {text!r}: spatial ranks differ")
     return dims
@@ -104,6 +118,7 @@ class Sparsity:
     """One side of a convolution's sparsity_config: at most `n` of every `m` elements along
     `dimension` are nonzero. With `idx`, the operand is compressed (only those n are stored)
     and operand `idx` holds where they sit (the metadata); without, it is dense as given."""
+
     n: int
     m: int
     dimension: int
@@ -124,23 +139,31 @@ def parse_sparsity_config(text: str) -> dict[str, Sparsity]:
     while body[pos:].strip():
         found = _SPARSITY_SIDE.match(body, pos)
         if found is None:
-            raise ValueError(f"sparsity_config: expected lhs={{...}} or rhs={{...}} at "
-                             f"{body[pos:].strip()!r}")
+            raise ValueError(
+                f"sparsity_config: expected lhs={{...}} or rhs={{...}} at {body[pos:].strip()!r}"
+            )
         side, fields = found.group(1), dict(f.partition("=")[::2] for f in found.group(2).split())
         if side in sides:
             raise ValueError(f"sparsity_config: {side} is given twice")
-        if set(fields) - {"sparsity", "dimension", "idx", "stride"} or \
-                not {"sparsity", "dimension"} <= set(fields):
-            raise ValueError(f"sparsity_config: {side} needs sparsity=NxM and dimension= "
-                             f"(idx= and stride= optional), got {found.group(2).strip()!r}")
+        if set(fields) - {"sparsity", "dimension", "idx", "stride"} or not {
+            "sparsity",
+            "dimension",
+        } <= set(fields):
+            raise ValueError(
+                f"sparsity_config: {side} needs sparsity=NxM and dimension= "
+                f"(idx= and stride= optional), got {found.group(2).strip()!r}"
+            )
         n, _, m = fields["sparsity"].partition("x")
         try:
             idx = int(fields["idx"]) if "idx" in fields else None
-            sides[side] = Sparsity(int(n), int(m), int(fields["dimension"]), idx,
-                                   int(fields.get("stride", "1")))
+            sides[side] = Sparsity(
+                int(n), int(m), int(fields["dimension"]), idx, int(fields.get("stride", "1"))
+            )
         except ValueError:
-            raise ValueError(f"sparsity_config: {side} has a field that is not an integer: "
-                             f"{found.group(2).strip()!r}") from None
+            raise ValueError(
+                f"sparsity_config: {side} has a field that is not an integer: "
+                f"{found.group(2).strip()!r}"
+            ) from None
         pos = found.end()
     if not sides:
         raise ValueError("sparsity_config names neither lhs nor rhs")
@@ -160,9 +183,14 @@ def _int_list(values) -> str:
 
 def _format_slice(value) -> str:
     with_strides = any(stride != 1 for _, _, stride in value)
-    return "{" + ", ".join(
-        f"[{start}:{limit}" + (f":{stride}]" if with_strides else "]")
-        for start, limit, stride in value) + "}"
+    return (
+        "{"
+        + ", ".join(
+            f"[{start}:{limit}" + (f":{stride}]" if with_strides else "]")
+            for start, limit, stride in value
+        )
+        + "}"
+    )
 
 
 def _format_padding(value) -> str:
@@ -190,26 +218,28 @@ BOOL = AttrKind("bool", lambda p: p.parse_bool(), lambda v: "true" if v else "fa
 ENUM = AttrKind("enum", lambda p: p.parse_identifier(), str)
 STRING = AttrKind("string", lambda p: p.parse_string(), _format_string)
 SHAPE = AttrKind("shape", lambda p: p.parse_shape(), str)
-SHAPE_LIST = AttrKind("shape_list", lambda p: p.parse_shape_list(),
-                      lambda v: "{" + ", ".join(map(str, v)) + "}")
+SHAPE_LIST = AttrKind(
+    "shape_list", lambda p: p.parse_shape_list(), lambda v: "{" + ", ".join(map(str, v)) + "}"
+)
 SLICE = AttrKind("slice", lambda p: p.parse_slice(), _format_slice)
 PADDING = AttrKind("padding", lambda p: p.parse_padding(), _format_padding)
 WINDOW = AttrKind("window", lambda p: p.parse_window(), str)
 DIM_LABELS = AttrKind("dim_labels", lambda p: p.parse_dim_labels(), str)
 COMPUTATION = AttrKind("computation", lambda p: p.parse_computation_ref(), _format_computation)
-COMPUTATION_LIST = AttrKind("computation_list", lambda p: p.parse_computation_list(),
-                            _format_names)
-INSTRUCTION_LIST = AttrKind("instruction_list", lambda p: p.parse_instruction_list(),
-                            _format_names)
+COMPUTATION_LIST = AttrKind("computation_list", lambda p: p.parse_computation_list(), _format_names)
+INSTRUCTION_LIST = AttrKind("instruction_list", lambda p: p.parse_instruction_list(), _format_names)
 RAW = AttrKind("raw", lambda p: p.parse_raw(), str)
 # gather's `{1,2}`; collective-permute's list of lists is kept Raw
-SLICE_SIZES = AttrKind("slice_sizes", lambda p: p.parse_slice_sizes(),
-                       lambda v: str(v) if isinstance(v, Raw) else _int_list(v))
-
+SLICE_SIZES = AttrKind(
+    "slice_sizes",
+    lambda p: p.parse_slice_sizes(),
+    lambda v: str(v) if isinstance(v, Raw) else _int_list(v),
+)
 
 
 def _structured(parse_text: Callable[[str], Any]) -> Callable[[Any], Any]:
     """Parses a value from its raw text span; a ValueError becomes a parse error there."""
+
     def parse(p):
         start = p.peek().start
         text = p.lexer.raw_span()
@@ -217,43 +247,114 @@ def _structured(parse_text: Callable[[str], Any]) -> Callable[[Any], Any]:
             return parse_text(text)
         except ValueError as exc:
             raise p.error(str(exc), start) from None
+
     return parse
 
 
 def _sharding_kinds() -> tuple[AttrKind, AttrKind, AttrKind]:
     from .sharding import parse_replica_groups, parse_sharding, parse_source_target_pairs
-    return (AttrKind("sharding", _structured(parse_sharding), str),
-            AttrKind("replica_groups", _structured(parse_replica_groups), str),
-            AttrKind("source_target_pairs", _structured(parse_source_target_pairs), str))
+
+    return (
+        AttrKind("sharding", _structured(parse_sharding), str),
+        AttrKind("replica_groups", _structured(parse_replica_groups), str),
+        AttrKind("source_target_pairs", _structured(parse_source_target_pairs), str),
+    )
 
 
 SHARDING, REPLICA_GROUPS, SOURCE_TARGET_PAIRS = _sharding_kinds()
 
 ATTR_KINDS: dict[str, AttrKind] = {
-    **dict.fromkeys([
-        "dimensions", "lhs_batch_dims", "rhs_batch_dims", "lhs_contracting_dims",
-        "rhs_contracting_dims", "dynamic_slice_sizes", "offset_dims", "collapsed_slice_dims",
-        "start_index_map", "operand_batching_dims", "start_indices_batching_dims",
-        "update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims",
-        "input_batching_dims", "scatter_indices_batching_dims", "fft_length"], INT_LIST),
-    **dict.fromkeys([
-        "index", "iota_dimension", "index_vector_dim", "feature_group_count",
-        "batch_group_count", "channel_id", "k", "exponent_bits", "mantissa_bits",
-        "feature_index", "delta", "inferred_dimension", "cross_program_prefetch_index",
-        "num_carries"], INT),
-    **dict.fromkeys([
-        "is_stable", "indices_are_sorted", "unique_indices", "largest", "use_global_device_ids",
-        "constrain_layout", "is_host_transfer", "custom_call_has_side_effect", "is_composite",
-        "left_side", "lower", "unit_diagonal", "is_reverse", "is_associative"], BOOL),
-    **dict.fromkeys([
-        "direction", "type", "kind", "distribution", "algorithm", "fft_type", "api_version",
-        "schedule", "transpose_a", "padding_type"], ENUM),
-    **dict.fromkeys([
-        "custom_call_target", "infeed_config", "outfeed_config", "async_execution_thread"],
-        STRING),
-    **dict.fromkeys([
-        "to_apply", "calls", "condition", "body", "select", "scatter", "true_computation",
-        "false_computation"], COMPUTATION),
+    **dict.fromkeys(
+        [
+            "dimensions",
+            "lhs_batch_dims",
+            "rhs_batch_dims",
+            "lhs_contracting_dims",
+            "rhs_contracting_dims",
+            "dynamic_slice_sizes",
+            "offset_dims",
+            "collapsed_slice_dims",
+            "start_index_map",
+            "operand_batching_dims",
+            "start_indices_batching_dims",
+            "update_window_dims",
+            "inserted_window_dims",
+            "scatter_dims_to_operand_dims",
+            "input_batching_dims",
+            "scatter_indices_batching_dims",
+            "fft_length",
+        ],
+        INT_LIST,
+    ),
+    **dict.fromkeys(
+        [
+            "index",
+            "iota_dimension",
+            "index_vector_dim",
+            "feature_group_count",
+            "batch_group_count",
+            "channel_id",
+            "k",
+            "exponent_bits",
+            "mantissa_bits",
+            "feature_index",
+            "delta",
+            "inferred_dimension",
+            "cross_program_prefetch_index",
+            "num_carries",
+        ],
+        INT,
+    ),
+    **dict.fromkeys(
+        [
+            "is_stable",
+            "indices_are_sorted",
+            "unique_indices",
+            "largest",
+            "use_global_device_ids",
+            "constrain_layout",
+            "is_host_transfer",
+            "custom_call_has_side_effect",
+            "is_composite",
+            "left_side",
+            "lower",
+            "unit_diagonal",
+            "is_reverse",
+            "is_associative",
+        ],
+        BOOL,
+    ),
+    **dict.fromkeys(
+        [
+            "direction",
+            "type",
+            "kind",
+            "distribution",
+            "algorithm",
+            "fft_type",
+            "api_version",
+            "schedule",
+            "transpose_a",
+            "padding_type",
+        ],
+        ENUM,
+    ),
+    **dict.fromkeys(
+        ["custom_call_target", "infeed_config", "outfeed_config", "async_execution_thread"], STRING
+    ),
+    **dict.fromkeys(
+        [
+            "to_apply",
+            "calls",
+            "condition",
+            "body",
+            "select",
+            "scatter",
+            "true_computation",
+            "false_computation",
+        ],
+        COMPUTATION,
+    ),
     **dict.fromkeys(["branch_computations", "called_computations"], COMPUTATION_LIST),
     "control-predecessors": INSTRUCTION_LIST,
     "epsilon": FLOAT,
@@ -271,8 +372,16 @@ ATTR_KINDS: dict[str, AttrKind] = {
 
 # Attributes any instruction may carry, in the order the printer emits them (after op-specific
 # attributes and called computations).
-GENERIC_ATTRS = ("sharding", "frontend_attributes", "statistics", "origin",
-                 "parameter_replication", "control-predecessors", "metadata", "backend_config")
+GENERIC_ATTRS = (
+    "sharding",
+    "frontend_attributes",
+    "statistics",
+    "origin",
+    "parameter_replication",
+    "control-predecessors",
+    "metadata",
+    "backend_config",
+)
 
 
 def attr_kind(name: str) -> AttrKind:

@@ -1,4 +1,5 @@
 """HloComputation: a list of instructions with a root, parameters numbered from 0."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
@@ -14,8 +15,11 @@ if TYPE_CHECKING:
 def dependencies(roots, *, include_roots: bool = False) -> set[int]:
     """ids of every instruction the roots depend on through operands and control predecessors."""
     seen: set[int] = set()
-    stack = list(roots) if include_roots else \
-        [d for r in roots for d in (*r.operands, *r.control_predecessors)]
+    stack = (
+        list(roots)
+        if include_roots
+        else [d for r in roots for d in (*r.operands, *r.control_predecessors)]
+    )
     while stack:
         node = stack.pop()
         if id(node) in seen:
@@ -27,8 +31,14 @@ def dependencies(roots, *, include_roots: bool = False) -> set[int]:
 
 
 class HloComputation:
-    def __init__(self, name: str, instructions=(), root: HloInstruction | None = None, *,
-                 execution_thread: str = ""):
+    def __init__(
+        self,
+        name: str,
+        instructions=(),
+        root: HloInstruction | None = None,
+        *,
+        execution_thread: str = "",
+    ):
         self.name = name
         self.instructions: list[HloInstruction] = []
         self._root: HloInstruction | None = None
@@ -62,6 +72,7 @@ class HloComputation:
         if self.parent is None:
             raise VerificationError(f"computation {self.name} is not in a module")
         return self.parent
+
     # -- queries --------------------------------------------------------------------------
     @property
     def parameters(self) -> list[HloInstruction]:
@@ -143,8 +154,9 @@ class HloComputation:
     def remove_instruction(self, instr: HloInstruction) -> None:
         """Removes an instruction that has no users (and is not the root)."""
         if instr.users:
-            raise ValueError(f"cannot remove %{instr.name}: it still has users "
-                             f"{[u.name for u in instr.users]}")
+            raise ValueError(
+                f"cannot remove %{instr.name}: it still has users {[u.name for u in instr.users]}"
+            )
         if instr is self.root:
             raise ValueError(f"cannot remove %{instr.name}: it is the root of {self.name}")
         instr.drop_operands()
@@ -167,8 +179,9 @@ class HloComputation:
         """Removes instructions nothing live depends on. Live: the root, parameters and
         side-effecting instructions, and everything they reach through operands and control
         predecessors."""
-        roots = [self.root] + [i for i in self.instructions
-                               if i.opcode == "parameter" or i.has_side_effect()]
+        roots = [self.root] + [
+            i for i in self.instructions if i.opcode == "parameter" or i.has_side_effect()
+        ]
         live = dependencies(roots, include_roots=True)
         dead = [i for i in reversed(self.post_order()) if id(i) not in live]
         for instr in dead:  # users come before their operands in this order
@@ -177,8 +190,9 @@ class HloComputation:
         return bool(dead)
 
     # -- copying and equality -------------------------------------------------------------
-    def clone(self, name: str | None = None, computation_map: dict | None = None
-              ) -> "HloComputation":
+    def clone(
+        self, name: str | None = None, computation_map: dict | None = None
+    ) -> "HloComputation":
         """A deep copy of the instructions; called computations are remapped through
         `computation_map` when given (used when cloning a whole module)."""
         mapping: dict[int, HloInstruction] = {}
@@ -215,13 +229,15 @@ class HloComputation:
                 return False
             if [index[id(o)] for o in a.operands] != [their_index[id(o)] for o in b.operands]:
                 return False
-            if ([index[id(o)] for o in a.control_predecessors]
-                    != [their_index[id(o)] for o in b.control_predecessors]):
+            if [index[id(o)] for o in a.control_predecessors] != [
+                their_index[id(o)] for o in b.control_predecessors
+            ]:
                 return False
         return index[id(self.root)] == their_index[id(other.root)]
 
     def to_text(self) -> str:
         from .printer import computation_to_text
+
         return computation_to_text(self)
 
     def __repr__(self) -> str:

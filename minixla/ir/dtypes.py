@@ -3,6 +3,7 @@
 Narrow floats (bf16, f8*, f4) and sub-byte ints come from `ml_dtypes`; a type that the installed
 ml_dtypes lacks is still known to the parser (so its text round-trips) but has `numpy` set to None.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -11,7 +12,15 @@ import ml_dtypes
 import numpy as np
 
 PRED, SIGNED, UNSIGNED, FLOAT, COMPLEX, TOKEN, OPAQUE, TUPLE = (
-    "pred", "signed", "unsigned", "float", "complex", "token", "opaque", "tuple")
+    "pred",
+    "signed",
+    "unsigned",
+    "float",
+    "complex",
+    "token",
+    "opaque",
+    "tuple",
+)
 
 
 @dataclass(frozen=True)
@@ -57,25 +66,39 @@ def _ml(name: str) -> np.dtype | None:
 
 _ROWS = [
     ("pred", 8, PRED, np.dtype(np.bool_)),
-    ("s1", 1, SIGNED, None), ("u1", 1, UNSIGNED, None),
-    ("s2", 2, SIGNED, _ml("int2")), ("u2", 2, UNSIGNED, _ml("uint2")),
-    ("s4", 4, SIGNED, _ml("int4")), ("u4", 4, UNSIGNED, _ml("uint4")),
-    ("s8", 8, SIGNED, np.dtype(np.int8)), ("s16", 16, SIGNED, np.dtype(np.int16)),
-    ("s32", 32, SIGNED, np.dtype(np.int32)), ("s64", 64, SIGNED, np.dtype(np.int64)),
-    ("u8", 8, UNSIGNED, np.dtype(np.uint8)), ("u16", 16, UNSIGNED, np.dtype(np.uint16)),
-    ("u32", 32, UNSIGNED, np.dtype(np.uint32)), ("u64", 64, UNSIGNED, np.dtype(np.uint64)),
-    ("f16", 16, FLOAT, np.dtype(np.float16)), ("bf16", 16, FLOAT, _ml("bfloat16")),
-    ("f32", 32, FLOAT, np.dtype(np.float32)), ("f64", 64, FLOAT, np.dtype(np.float64)),
-    ("f8e5m2", 8, FLOAT, _ml("float8_e5m2")), ("f8e4m3fn", 8, FLOAT, _ml("float8_e4m3fn")),
+    ("s1", 1, SIGNED, None),
+    ("u1", 1, UNSIGNED, None),
+    ("s2", 2, SIGNED, _ml("int2")),
+    ("u2", 2, UNSIGNED, _ml("uint2")),
+    ("s4", 4, SIGNED, _ml("int4")),
+    ("u4", 4, UNSIGNED, _ml("uint4")),
+    ("s8", 8, SIGNED, np.dtype(np.int8)),
+    ("s16", 16, SIGNED, np.dtype(np.int16)),
+    ("s32", 32, SIGNED, np.dtype(np.int32)),
+    ("s64", 64, SIGNED, np.dtype(np.int64)),
+    ("u8", 8, UNSIGNED, np.dtype(np.uint8)),
+    ("u16", 16, UNSIGNED, np.dtype(np.uint16)),
+    ("u32", 32, UNSIGNED, np.dtype(np.uint32)),
+    ("u64", 64, UNSIGNED, np.dtype(np.uint64)),
+    ("f16", 16, FLOAT, np.dtype(np.float16)),
+    ("bf16", 16, FLOAT, _ml("bfloat16")),
+    ("f32", 32, FLOAT, np.dtype(np.float32)),
+    ("f64", 64, FLOAT, np.dtype(np.float64)),
+    ("f8e5m2", 8, FLOAT, _ml("float8_e5m2")),
+    ("f8e4m3fn", 8, FLOAT, _ml("float8_e4m3fn")),
     ("f8e4m3b11fnuz", 8, FLOAT, _ml("float8_e4m3b11fnuz")),
     ("f8e5m2fnuz", 8, FLOAT, _ml("float8_e5m2fnuz")),
     ("f8e4m3fnuz", 8, FLOAT, _ml("float8_e4m3fnuz")),
-    ("f8e4m3", 8, FLOAT, _ml("float8_e4m3")), ("f8e3m4", 8, FLOAT, _ml("float8_e3m4")),
+    ("f8e4m3", 8, FLOAT, _ml("float8_e4m3")),
+    ("f8e3m4", 8, FLOAT, _ml("float8_e3m4")),
     ("f8e8m0fnu", 8, FLOAT, _ml("float8_e8m0fnu")),
     ("f4e2m1fn", 4, FLOAT, _ml("float4_e2m1fn")),
-    ("f6e2m3fn", 6, FLOAT, _ml("float6_e2m3fn")), ("f6e3m2fn", 6, FLOAT, _ml("float6_e3m2fn")),
-    ("c64", 64, COMPLEX, np.dtype(np.complex64)), ("c128", 128, COMPLEX, np.dtype(np.complex128)),
-    ("token", 0, TOKEN, None), ("opaque", 0, OPAQUE, None),
+    ("f6e2m3fn", 6, FLOAT, _ml("float6_e2m3fn")),
+    ("f6e3m2fn", 6, FLOAT, _ml("float6_e3m2fn")),
+    ("c64", 64, COMPLEX, np.dtype(np.complex64)),
+    ("c128", 128, COMPLEX, np.dtype(np.complex128)),
+    ("token", 0, TOKEN, None),
+    ("opaque", 0, OPAQUE, None),
 ]
 
 ELEMENT_TYPES: dict[str, ElementType] = {row[0]: ElementType(*row) for row in _ROWS}
@@ -101,6 +124,7 @@ def from_numpy(dtype) -> ElementType:
         return _BY_NUMPY[dtype]
     except KeyError:
         from ..errors import UnsupportedError
+
         raise UnsupportedError(f"NumPy dtype {dtype} has no HLO element type") from None
 
 
@@ -109,5 +133,6 @@ def numpy_dtype(name: str) -> np.dtype:
     etype = element_type(name)
     if etype.numpy is None:
         from ..errors import UnsupportedError
+
         raise UnsupportedError(f"element type {name} has no NumPy representation")
     return etype.numpy

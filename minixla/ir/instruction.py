@@ -4,6 +4,7 @@ The IR is mutable, as in XLA: passes rewire operands (`replace_operand`,
 `replace_all_uses_with`) and add or remove instructions in place; every instruction keeps an
 up-to-date list of its users. See docs/ir.md for why.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -19,14 +20,36 @@ if TYPE_CHECKING:
 
 
 class HloInstruction:
-    __slots__ = ("name", "opcode", "shape", "_operands", "users", "attrs", "parent",
-                 "literal", "parameter_number", "control_predecessors", "control_successors",
-                 "location", "__weakref__")
+    __slots__ = (
+        "name",
+        "opcode",
+        "shape",
+        "_operands",
+        "users",
+        "attrs",
+        "parent",
+        "literal",
+        "parameter_number",
+        "control_predecessors",
+        "control_successors",
+        "location",
+        "__weakref__",
+    )
 
-    def __init__(self, opcode: str, shape: Shape, operands=(), attrs: dict | None = None, *,
-                 name: str = "", literal: Any = None, parameter_number: int | None = None):
+    def __init__(
+        self,
+        opcode: str,
+        shape: Shape,
+        operands=(),
+        attrs: dict | None = None,
+        *,
+        name: str = "",
+        literal: Any = None,
+        parameter_number: int | None = None,
+    ):
         if opcode not in OPCODES:
             from ..errors import UnsupportedError
+
             raise UnsupportedError(f"unknown opcode {opcode!r}")
         self.name = name or opcode
         self.opcode = opcode
@@ -46,12 +69,14 @@ class HloInstruction:
     # -- construction helpers -------------------------------------------------------------
     @staticmethod
     def parameter(number: int, shape: Shape, name: str = "") -> "HloInstruction":
-        return HloInstruction("parameter", shape, name=name or f"p{number}",
-                              parameter_number=number)
+        return HloInstruction(
+            "parameter", shape, name=name or f"p{number}", parameter_number=number
+        )
 
     @staticmethod
     def constant(value, shape: Shape | None = None, name: str = "") -> "HloInstruction":
         from .dtypes import from_numpy
+
         if shape is None:
             value = np.asarray(value)
             shape = Shape.array(from_numpy(value.dtype), value.shape)
@@ -181,15 +206,22 @@ class HloInstruction:
 
     def clone(self, operands=None, name: str | None = None) -> "HloInstruction":
         """A detached copy with the given operands (default: the same operands)."""
-        copy = HloInstruction(self.opcode, self.shape, self._operands if operands is None
-                              else operands, self.attrs, name=self.name if name is None else name,
-                              literal=self.literal, parameter_number=self.parameter_number)
+        copy = HloInstruction(
+            self.opcode,
+            self.shape,
+            self._operands if operands is None else operands,
+            self.attrs,
+            name=self.name if name is None else name,
+            literal=self.literal,
+            parameter_number=self.parameter_number,
+        )
         copy.attrs.pop("control-predecessors", None)
         copy.location = self.location
         return copy
 
     def to_text(self) -> str:
         from .printer import instruction_to_text
+
         return instruction_to_text(self)
 
     def __repr__(self) -> str:
@@ -202,6 +234,7 @@ _NOT_COMPARED = frozenset({"control-predecessors", "metadata"})
 
 def _attr_equal(a, b) -> bool:
     from .computation import HloComputation
+
     if isinstance(a, HloComputation) and isinstance(b, HloComputation):
         return a is b or a.structurally_equal(b)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
@@ -213,8 +246,12 @@ def _literal_equal(a, b) -> bool:
     if a is None or b is None:
         return a is b
     if isinstance(a, tuple) or isinstance(b, tuple):
-        return (isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b)
-                and all(_literal_equal(x, y) for x, y in zip(a, b)))
+        return (
+            isinstance(a, tuple)
+            and isinstance(b, tuple)
+            and len(a) == len(b)
+            and all(_literal_equal(x, y) for x, y in zip(a, b))
+        )
     a, b = np.asarray(a), np.asarray(b)
     # Compare bit patterns so NaN payloads and -0.0 count.
     return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()

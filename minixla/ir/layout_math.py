@@ -13,6 +13,7 @@ Semantics follow XLA's docs/tiled_layout.md:
   XLA's ShapeUtil::ArraySize does for e.g. `f32[]{:T(128)}`).
 - A tile entry of COMBINE (-1, XLA's `*`) merges that dim into the next more minor one first.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -29,14 +30,18 @@ def _check_layout(dims: Sequence[int], minor_to_major: Sequence[int], tiles) -> 
     if any(d < 0 for d in dims):
         raise ShapeError(f"dimensions must be non-negative, got {tuple(dims)}")
     if sorted(minor_to_major) != list(range(len(dims))):
-        raise ShapeError(f"minor_to_major {tuple(minor_to_major)} is not a permutation of "
-                         f"range({len(dims)}) for dims {tuple(dims)}")
+        raise ShapeError(
+            f"minor_to_major {tuple(minor_to_major)} is not a permutation of "
+            f"range({len(dims)}) for dims {tuple(dims)}"
+        )
     for tile in tiles:
         if not tile or any(t != COMBINE and t < 1 for t in tile):
             raise ShapeError(f"tile {tuple(tile)} must be non-empty with sizes >= 1 or -1 (*)")
         if tile[-1] == COMBINE:
-            raise ShapeError(f"tile {tuple(tile)}: the minor-most entry cannot be * "
-                             "(there is no more minor dim to combine into)")
+            raise ShapeError(
+                f"tile {tuple(tile)}: the minor-most entry cannot be * "
+                "(there is no more minor dim to combine into)"
+            )
 
 
 def _tile_once(idx: list, shape: tuple[int, ...], tile: Sequence[int]):
@@ -93,8 +98,14 @@ def physical_size(dims, minor_to_major, tiles=()) -> int:
     return prod(physical_shape(dims, minor_to_major, tiles))
 
 
-def physical_size_bytes(dims, minor_to_major, tiles, element_bits: int,
-                        element_size_in_bits: int = 0, tail_padding_alignment: int = 1) -> int:
+def physical_size_bytes(
+    dims,
+    minor_to_major,
+    tiles,
+    element_bits: int,
+    element_size_in_bits: int = 0,
+    tail_padding_alignment: int = 1,
+) -> int:
     """Buffer bytes: slots rounded up to L(n), packed at E(n) bits if set, else whole bytes each."""
     if tail_padding_alignment < 1:
         raise ShapeError(f"tail padding alignment must be >= 1, got {tail_padding_alignment}")
@@ -137,6 +148,11 @@ def shape_bytes(shape) -> int:
     layout = shape.layout
     if layout is None:
         return physical_size_bytes(shape.dims, shape.minor_to_major(), (), shape.element_type.bits)
-    return physical_size_bytes(shape.dims, shape.minor_to_major(), layout.tiles,
-                               shape.element_type.bits, layout.element_size_bits,
-                               layout.tail_padding_alignment)
+    return physical_size_bytes(
+        shape.dims,
+        shape.minor_to_major(),
+        layout.tiles,
+        shape.element_type.bits,
+        layout.element_size_bits,
+        layout.tail_padding_alignment,
+    )

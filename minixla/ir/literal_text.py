@@ -1,5 +1,6 @@
 """Constants as XLA writes them: floats short where they round-trip, NaN payloads, nested
 braces, and all-zero constants elided to `{...}`."""
+
 from __future__ import annotations
 
 import math
@@ -59,15 +60,18 @@ def format_scalar(value, dtype: np.dtype) -> str:
         return str(int(value))
     if dtype.kind == "c":
         part = np.float32 if dtype == np.complex64 else np.float64
-        return f"({format_float(value.real, np.dtype(part))}, " \
-               f"{format_float(value.imag, np.dtype(part))})"
+        return (
+            f"({format_float(value.real, np.dtype(part))}, "
+            f"{format_float(value.imag, np.dtype(part))})"
+        )
     return format_float(value, dtype)
 
 
 def format_literal(value, shape: Shape) -> str:
     if shape.is_tuple:
-        return "( " + ", ".join(format_literal(v, s) for v, s in zip(value, shape.tuple_shapes)) \
-            + " )"
+        return (
+            "( " + ", ".join(format_literal(v, s) for v, s in zip(value, shape.tuple_shapes)) + " )"
+        )
     if shape.is_token:
         return "token"
     array = np.asarray(value)
@@ -117,5 +121,10 @@ def _format_nested(texts: list[str], dims: tuple[int, ...]) -> str:
     if len(dims) == 1:
         return "{ " + ", ".join(texts) + " }" if len(texts) > 1 else "{" + "".join(texts) + "}"
     step = len(texts) // dims[0] if dims[0] else 0
-    return "{ " + ", ".join(_format_nested(texts[i * step:(i + 1) * step], dims[1:])
-                            for i in range(dims[0])) + " }"
+    return (
+        "{ "
+        + ", ".join(
+            _format_nested(texts[i * step : (i + 1) * step], dims[1:]) for i in range(dims[0])
+        )
+        + " }"
+    )

@@ -1,4 +1,5 @@
 """HloModule: computations, the entry, and the header (layout, aliasing, donors, other flags)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -14,6 +15,7 @@ from .shapes import Shape
 class AliasEntry:
     """Output `output_index` may (or must) share the buffer of parameter `param_number`
     at `param_index`: one entry of `input_output_alias`."""
+
     output_index: tuple[int, ...]
     param_number: int
     param_index: tuple[int, ...] = ()
@@ -155,16 +157,22 @@ class HloModule:
         """The entry's parameter and result shapes, with layouts (header's, else defaults)."""
         if self.entry_computation_layout is not None:
             return self.entry_computation_layout
-        return ProgramShape(tuple(p.shape.with_default_layout() for p in self.entry.parameters),
-                            self.entry.root.shape.with_default_layout())
+        return ProgramShape(
+            tuple(p.shape.with_default_layout() for p in self.entry.parameters),
+            self.entry.root.shape.with_default_layout(),
+        )
 
     # -- copying, equality, fingerprint ---------------------------------------------------
     def clone(self, name: str | None = None) -> "HloModule":
-        copy = HloModule(name or self.name, entry_computation_layout=self.entry_computation_layout,
-                         input_output_alias=list(self.input_output_alias),
-                         buffer_donors=list(self.buffer_donors), is_scheduled=self.is_scheduled,
-                         header_attrs=dict(self.header_attrs),
-                         stack_frame_text=self.stack_frame_text)
+        copy = HloModule(
+            name or self.name,
+            entry_computation_layout=self.entry_computation_layout,
+            input_output_alias=list(self.input_output_alias),
+            buffer_donors=list(self.buffer_donors),
+            is_scheduled=self.is_scheduled,
+            header_attrs=dict(self.header_attrs),
+            stack_frame_text=self.stack_frame_text,
+        )
         mapping: dict[int, HloComputation] = {}
         for comp in self.computation_post_order():
             new = comp.clone(computation_map=mapping)
@@ -177,19 +185,23 @@ class HloModule:
         mine, theirs = self.computation_post_order(), other.computation_post_order()
         if len(mine) != len(theirs):
             return False
-        if (self.program_shape() != other.program_shape()
-                or self.input_output_alias != other.input_output_alias
-                or self.buffer_donors != other.buffer_donors):
+        if (
+            self.program_shape() != other.program_shape()
+            or self.input_output_alias != other.input_output_alias
+            or self.buffer_donors != other.buffer_donors
+        ):
             return False
         return all(a.structurally_equal(b) for a, b in zip(mine, theirs))
 
     def fingerprint(self) -> str:
         """A stable hash of the program: names, metadata and computation order do not count."""
         from .printer import canonical_text
+
         return hashlib.sha256(canonical_text(self).encode()).hexdigest()
 
     def to_text(self, **options) -> str:
         from .printer import module_to_text
+
         return module_to_text(self, **options)
 
     def __str__(self) -> str:

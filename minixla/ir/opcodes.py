@@ -6,6 +6,7 @@ computations, the shape rule (a function name in `shape_inference`), whether the
 the result shape, and traits. Parser, printer, shape inference, verifier and the backends' op
 tables all read these rows.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,10 +16,22 @@ VARIADIC = None
 AT_LEAST_1, AT_LEAST_2, AT_LEAST_3 = (1, None), (2, None), (3, None)
 # Kinds decide how passes and backends treat an op.
 ELEMENTWISE, MOVEMENT, REDUCTION, CONTRACTION, CONTROL, LEAF, COLLECTIVE, OTHER = (
-    "elementwise", "movement", "reduction", "contraction", "control", "leaf", "collective",
-    "other")
+    "elementwise",
+    "movement",
+    "reduction",
+    "contraction",
+    "control",
+    "leaf",
+    "collective",
+    "other",
+)
 COMMUTATIVE, ASSOCIATIVE, IDEMPOTENT, SIDE_EFFECT, EXPENSIVE = (
-    "commutative", "associative", "idempotent", "side_effect", "expensive")
+    "commutative",
+    "associative",
+    "idempotent",
+    "side_effect",
+    "expensive",
+)
 # IDEMPOTENT: x op x = x for a binary op, f(f(x)) = f(x) for a unary one.
 # SEQUENTIAL_CALLS: runs its called computations in line, as part of the caller's sequence
 # (while, conditional, call), so dataflow and copy insertion look through it.
@@ -55,6 +68,7 @@ class OpDef:
     def known_attrs(self) -> frozenset[str]:
         """Attributes the text may give this opcode: its own, its calls and the generic ones."""
         from .attrs import GENERIC_ATTRS
+
         return frozenset(self.attr_names) | frozenset(self.calls) | frozenset(GENERIC_ATTRS)
 
     @property
@@ -80,11 +94,20 @@ def _t(*names: str) -> frozenset[str]:
 _ACCURACY = ("result_accuracy",)
 
 
-def _unary(name: str, *traits: str, infer: str = "elementwise",
-           kinds: frozenset[str] = NUMERIC_KINDS) -> OpDef:
+def _unary(
+    name: str, *traits: str, infer: str = "elementwise", kinds: frozenset[str] = NUMERIC_KINDS
+) -> OpDef:
     attrs = _ACCURACY if EXPENSIVE in traits else ()
-    return OpDef(name, 1, ELEMENTWISE, attrs, infer=infer, shape_optional=True,
-                 traits=_t(*traits), kinds=kinds)
+    return OpDef(
+        name,
+        1,
+        ELEMENTWISE,
+        attrs,
+        infer=infer,
+        shape_optional=True,
+        traits=_t(*traits),
+        kinds=kinds,
+    )
 
 
 def _math(name: str, kinds: frozenset[str] = FLOATISH_KINDS) -> OpDef:
@@ -92,18 +115,35 @@ def _math(name: str, kinds: frozenset[str] = FLOATISH_KINDS) -> OpDef:
     return _unary(name, EXPENSIVE, kinds=kinds)
 
 
-def _binary(name: str, *traits: str, infer: str = "elementwise",
-            kinds: frozenset[str] = NUMERIC_KINDS) -> OpDef:
-    return OpDef(name, 2, ELEMENTWISE, infer=infer, shape_optional=True, traits=_t(*traits),
-                 kinds=kinds)
+def _binary(
+    name: str, *traits: str, infer: str = "elementwise", kinds: frozenset[str] = NUMERIC_KINDS
+) -> OpDef:
+    return OpDef(
+        name, 2, ELEMENTWISE, infer=infer, shape_optional=True, traits=_t(*traits), kinds=kinds
+    )
 
 
-_GATHER_DIMS = ("offset_dims!", "collapsed_slice_dims!", "start_index_map!",
-                "operand_batching_dims", "start_indices_batching_dims", "index_vector_dim!",
-                "slice_sizes!", "indices_are_sorted", "unique_indices")
-_SCATTER_DIMS = ("update_window_dims!", "inserted_window_dims!", "scatter_dims_to_operand_dims!",
-                 "input_batching_dims", "scatter_indices_batching_dims", "index_vector_dim!",
-                 "indices_are_sorted", "unique_indices")
+_GATHER_DIMS = (
+    "offset_dims!",
+    "collapsed_slice_dims!",
+    "start_index_map!",
+    "operand_batching_dims",
+    "start_indices_batching_dims",
+    "index_vector_dim!",
+    "slice_sizes!",
+    "indices_are_sorted",
+    "unique_indices",
+)
+_SCATTER_DIMS = (
+    "update_window_dims!",
+    "inserted_window_dims!",
+    "scatter_dims_to_operand_dims!",
+    "input_batching_dims",
+    "scatter_indices_batching_dims",
+    "index_vector_dim!",
+    "indices_are_sorted",
+    "unique_indices",
+)
 _COLLECTIVE = ("channel_id", "replica_groups", "use_global_device_ids", "constrain_layout")
 
 _ROWS = [
@@ -126,23 +166,50 @@ _ROWS = [
     _unary("ceil", EXACT, IDEMPOTENT, kinds=FLOAT_KINDS),
     _unary("round-nearest-afz", EXACT, IDEMPOTENT, kinds=FLOAT_KINDS),
     _unary("round-nearest-even", EXACT, IDEMPOTENT, kinds=FLOAT_KINDS),
-    _math("exponential"), _math("exponential-minus-one"), _math("log"), _math("log-plus-one"),
-    _math("logistic"), _math("sqrt"), _math("rsqrt"), _math("cbrt", FLOAT_KINDS), _math("sine"),
-    _math("cosine"), _math("tan"), _math("tanh"), _math("sinh"), _math("cosh"), _math("asin"),
-    _math("acos"), _math("atan"), _math("asinh"), _math("acosh"), _math("atanh"),
-    _math("erf", FLOAT_KINDS), _unary("not", kinds=BITWISE_KINDS),
-    _unary("popcnt", kinds=INTEGER_KINDS), _unary("count-leading-zeros", kinds=INTEGER_KINDS),
+    _math("exponential"),
+    _math("exponential-minus-one"),
+    _math("log"),
+    _math("log-plus-one"),
+    _math("logistic"),
+    _math("sqrt"),
+    _math("rsqrt"),
+    _math("cbrt", FLOAT_KINDS),
+    _math("sine"),
+    _math("cosine"),
+    _math("tan"),
+    _math("tanh"),
+    _math("sinh"),
+    _math("cosh"),
+    _math("asin"),
+    _math("acos"),
+    _math("atan"),
+    _math("asinh"),
+    _math("acosh"),
+    _math("atanh"),
+    _math("erf", FLOAT_KINDS),
+    _unary("not", kinds=BITWISE_KINDS),
+    _unary("popcnt", kinds=INTEGER_KINDS),
+    _unary("count-leading-zeros", kinds=INTEGER_KINDS),
     _unary("is-finite", EXACT, infer="is_finite"),
-    _unary("real", infer="complex_part"), _unary("imag", infer="complex_part"),
+    _unary("real", infer="complex_part"),
+    _unary("imag", infer="complex_part"),
     _unary("copy", EXACT),
     OpDef("convert", 1, ELEMENTWISE, infer="convert"),
     OpDef("bitcast-convert", 1, ELEMENTWISE, infer="bitcast_convert"),
-    OpDef("reduce-precision", 1, ELEMENTWISE, ("exponent_bits!", "mantissa_bits!"),
-          infer="elementwise", kinds=FLOAT_KINDS),
+    OpDef(
+        "reduce-precision",
+        1,
+        ELEMENTWISE,
+        ("exponent_bits!", "mantissa_bits!"),
+        infer="elementwise",
+        kinds=FLOAT_KINDS,
+    ),
     OpDef("stochastic-convert", 2, ELEMENTWISE, infer="convert"),
     # elementwise binary
-    _binary("add", COMMUTATIVE, ASSOCIATIVE), _binary("subtract"),
-    _binary("multiply", COMMUTATIVE, ASSOCIATIVE), _binary("divide"),
+    _binary("add", COMMUTATIVE, ASSOCIATIVE),
+    _binary("subtract"),
+    _binary("multiply", COMMUTATIVE, ASSOCIATIVE),
+    _binary("divide"),
     _binary("remainder", EXACT),
     _binary("maximum", EXACT, COMMUTATIVE, ASSOCIATIVE, IDEMPOTENT),
     _binary("minimum", EXACT, COMMUTATIVE, ASSOCIATIVE, IDEMPOTENT),
@@ -155,14 +222,29 @@ _ROWS = [
     _binary("xor", COMMUTATIVE, ASSOCIATIVE, kinds=BITWISE_KINDS),
     _binary("shift-left", kinds=INTEGER_KINDS),
     _binary("shift-right-arithmetic", kinds=INTEGER_KINDS),
-    _binary("shift-right-logical", kinds=INTEGER_KINDS), _binary("mulhi", kinds=INTEGER_KINDS),
-    OpDef("compare", 2, ELEMENTWISE, ("direction!", "type"), infer="compare",
-          shape_optional=True, traits=_t(EXACT)),
+    _binary("shift-right-logical", kinds=INTEGER_KINDS),
+    _binary("mulhi", kinds=INTEGER_KINDS),
+    OpDef(
+        "compare",
+        2,
+        ELEMENTWISE,
+        ("direction!", "type"),
+        infer="compare",
+        shape_optional=True,
+        traits=_t(EXACT),
+    ),
     # ternary
     OpDef("select", 3, ELEMENTWISE, infer="select", shape_optional=True, traits=_t(EXACT)),
     OpDef("clamp", 3, ELEMENTWISE, infer="clamp", shape_optional=True, traits=_t(EXACT)),
-    OpDef("map", AT_LEAST_1, ELEMENTWISE, ("dimensions",), ("to_apply",), infer="map",
-          shape_optional=True),
+    OpDef(
+        "map",
+        AT_LEAST_1,
+        ELEMENTWISE,
+        ("dimensions",),
+        ("to_apply",),
+        infer="map",
+        shape_optional=True,
+    ),
     # data movement
     OpDef("broadcast", 1, MOVEMENT, ("dimensions",), infer="broadcast", shape_optional=True),
     OpDef("reshape", 1, MOVEMENT, ("inferred_dimension",), infer="reshape"),
@@ -171,100 +253,330 @@ _ROWS = [
     OpDef("bitcast", 1, MOVEMENT, infer="bitcast", traits=_t(FORWARDS)),
     OpDef("slice", 1, MOVEMENT, ("slice!",), infer="slice"),
     OpDef("dynamic-slice", AT_LEAST_1, MOVEMENT, ("dynamic_slice_sizes!",), infer="dynamic_slice"),
-    OpDef("dynamic-update-slice", AT_LEAST_2, MOVEMENT, infer="dynamic_update_slice",
-          shape_optional=True),
-    OpDef("concatenate", AT_LEAST_1, MOVEMENT, ("dimensions!",), infer="concatenate",
-          shape_optional=True),
+    OpDef(
+        "dynamic-update-slice",
+        AT_LEAST_2,
+        MOVEMENT,
+        infer="dynamic_update_slice",
+        shape_optional=True,
+    ),
+    OpDef(
+        "concatenate",
+        AT_LEAST_1,
+        MOVEMENT,
+        ("dimensions!",),
+        infer="concatenate",
+        shape_optional=True,
+    ),
     OpDef("pad", 2, MOVEMENT, ("padding!",), infer="pad", shape_optional=True),
-    OpDef("reverse", 1, MOVEMENT, ("dimensions!",), infer="same_as_operand",
-          shape_optional=True),
+    OpDef("reverse", 1, MOVEMENT, ("dimensions!",), infer="same_as_operand", shape_optional=True),
     OpDef("gather", 2, MOVEMENT, _GATHER_DIMS, infer="gather", shape_optional=True),
-    OpDef("scatter", AT_LEAST_3, MOVEMENT, _SCATTER_DIMS, ("to_apply",), infer="scatter",
-          shape_optional=True),
+    OpDef(
+        "scatter",
+        AT_LEAST_3,
+        MOVEMENT,
+        _SCATTER_DIMS,
+        ("to_apply",),
+        infer="scatter",
+        shape_optional=True,
+    ),
     OpDef("tuple", VARIADIC, CONTROL, infer="tuple", shape_optional=True, traits=_t(FORWARDS)),
-    OpDef("get-tuple-element", 1, CONTROL, ("index!",), infer="get_tuple_element",
-          shape_optional=True, traits=_t(FORWARDS)),
-    OpDef("get-dimension-size", 1, OTHER, ("dimensions!",), infer="get_dimension_size",
-          shape_optional=True),
-    OpDef("set-dimension-size", 2, OTHER, ("dimensions!",), infer="set_dimension_size",
-          shape_optional=True),
+    OpDef(
+        "get-tuple-element",
+        1,
+        CONTROL,
+        ("index!",),
+        infer="get_tuple_element",
+        shape_optional=True,
+        traits=_t(FORWARDS),
+    ),
+    OpDef(
+        "get-dimension-size",
+        1,
+        OTHER,
+        ("dimensions!",),
+        infer="get_dimension_size",
+        shape_optional=True,
+    ),
+    OpDef(
+        "set-dimension-size",
+        2,
+        OTHER,
+        ("dimensions!",),
+        infer="set_dimension_size",
+        shape_optional=True,
+    ),
     # reductions and windows
-    OpDef("reduce", AT_LEAST_2, REDUCTION, ("dimensions!",), ("to_apply",), infer="reduce",
-          shape_optional=True),
-    OpDef("reduce-window", AT_LEAST_2, REDUCTION, ("window",), ("to_apply",),
-          infer="reduce_window", shape_optional=True),
-    OpDef("select-and-scatter", 3, REDUCTION, ("window",), ("select", "scatter"),
-          infer="select_and_scatter", shape_optional=True),
-    OpDef("sort", AT_LEAST_1, REDUCTION, ("dimensions!", "is_stable"), ("to_apply",),
-          infer="sort", shape_optional=True),
-    OpDef("topk", 1, REDUCTION, ("k!", "largest", "is_stable"), infer="topk",
-          shape_optional=True),
-    OpDef("scan", VARIADIC, REDUCTION, ("dimensions!", "num_carries", "is_reverse",
-                                        "is_associative"), ("to_apply",)),
+    OpDef(
+        "reduce",
+        AT_LEAST_2,
+        REDUCTION,
+        ("dimensions!",),
+        ("to_apply",),
+        infer="reduce",
+        shape_optional=True,
+    ),
+    OpDef(
+        "reduce-window",
+        AT_LEAST_2,
+        REDUCTION,
+        ("window",),
+        ("to_apply",),
+        infer="reduce_window",
+        shape_optional=True,
+    ),
+    OpDef(
+        "select-and-scatter",
+        3,
+        REDUCTION,
+        ("window",),
+        ("select", "scatter"),
+        infer="select_and_scatter",
+        shape_optional=True,
+    ),
+    OpDef(
+        "sort",
+        AT_LEAST_1,
+        REDUCTION,
+        ("dimensions!", "is_stable"),
+        ("to_apply",),
+        infer="sort",
+        shape_optional=True,
+    ),
+    OpDef("topk", 1, REDUCTION, ("k!", "largest", "is_stable"), infer="topk", shape_optional=True),
+    OpDef(
+        "scan",
+        VARIADIC,
+        REDUCTION,
+        ("dimensions!", "num_carries", "is_reverse", "is_associative"),
+        ("to_apply",),
+    ),
     # linear algebra
-    OpDef("dot", 2, CONTRACTION, ("lhs_batch_dims", "lhs_contracting_dims", "rhs_batch_dims",
-                                  "rhs_contracting_dims", "operand_precision", "algorithm"),
-          infer="dot", shape_optional=True, traits=_t(EXPENSIVE)),
+    OpDef(
+        "dot",
+        2,
+        CONTRACTION,
+        (
+            "lhs_batch_dims",
+            "lhs_contracting_dims",
+            "rhs_batch_dims",
+            "rhs_contracting_dims",
+            "operand_precision",
+            "algorithm",
+        ),
+        infer="dot",
+        shape_optional=True,
+        traits=_t(EXPENSIVE),
+    ),
     # dot(lhs * lhs_scale, rhs * rhs_scale), each scale element covering a block (MX formats)
-    OpDef("scaled-dot", 4, CONTRACTION, ("lhs_batch_dims", "lhs_contracting_dims",
-                                         "rhs_batch_dims", "rhs_contracting_dims",
-                                         "operand_precision", "algorithm"),
-          infer="scaled_dot", shape_optional=True, traits=_t(EXPENSIVE)),
+    OpDef(
+        "scaled-dot",
+        4,
+        CONTRACTION,
+        (
+            "lhs_batch_dims",
+            "lhs_contracting_dims",
+            "rhs_batch_dims",
+            "rhs_contracting_dims",
+            "operand_precision",
+            "algorithm",
+        ),
+        infer="scaled_dot",
+        shape_optional=True,
+        traits=_t(EXPENSIVE),
+    ),
     # operands after lhs and rhs: the metadata of a sparsity_config (XLA's sparse convolution)
-    OpDef("convolution", (2, 4), CONTRACTION, ("window", "dim_labels!", "feature_group_count",
-                                          "batch_group_count", "operand_precision",
-                                          "sparsity_config"),
-          infer="convolution", shape_optional=True, traits=_t(EXPENSIVE)),
-    OpDef("ragged-dot", 3, CONTRACTION, ("lhs_batch_dims", "lhs_contracting_dims",
-                                         "rhs_batch_dims", "rhs_contracting_dims",
-                                         "lhs_ragged_dims", "rhs_group_dims",
-                                         "operand_precision"), traits=_t(EXPENSIVE)),
-    OpDef("fft", 1, CONTRACTION, ("fft_type!", "fft_length!"), infer="fft", shape_optional=True,
-          traits=_t(EXPENSIVE)),
-    OpDef("triangular-solve", 2, CONTRACTION, ("left_side", "lower", "unit_diagonal",
-                                               "transpose_a"),
-          infer="triangular_solve", shape_optional=True, traits=_t(EXPENSIVE)),
-    OpDef("cholesky", 1, CONTRACTION, ("lower",), infer="same_as_operand", shape_optional=True,
-          traits=_t(EXPENSIVE)),
-    OpDef("batch-norm-training", 3, OTHER, ("epsilon!", "feature_index!"),
-          infer="batch_norm_training", shape_optional=True),
-    OpDef("batch-norm-inference", 5, OTHER, ("epsilon!", "feature_index!"),
-          infer="same_as_operand", shape_optional=True),
-    OpDef("batch-norm-grad", 5, OTHER, ("epsilon!", "feature_index!"),
-          infer="batch_norm_grad", shape_optional=True),
+    OpDef(
+        "convolution",
+        (2, 4),
+        CONTRACTION,
+        (
+            "window",
+            "dim_labels!",
+            "feature_group_count",
+            "batch_group_count",
+            "operand_precision",
+            "sparsity_config",
+        ),
+        infer="convolution",
+        shape_optional=True,
+        traits=_t(EXPENSIVE),
+    ),
+    OpDef(
+        "ragged-dot",
+        3,
+        CONTRACTION,
+        (
+            "lhs_batch_dims",
+            "lhs_contracting_dims",
+            "rhs_batch_dims",
+            "rhs_contracting_dims",
+            "lhs_ragged_dims",
+            "rhs_group_dims",
+            "operand_precision",
+        ),
+        traits=_t(EXPENSIVE),
+    ),
+    OpDef(
+        "fft",
+        1,
+        CONTRACTION,
+        ("fft_type!", "fft_length!"),
+        infer="fft",
+        shape_optional=True,
+        traits=_t(EXPENSIVE),
+    ),
+    OpDef(
+        "triangular-solve",
+        2,
+        CONTRACTION,
+        ("left_side", "lower", "unit_diagonal", "transpose_a"),
+        infer="triangular_solve",
+        shape_optional=True,
+        traits=_t(EXPENSIVE),
+    ),
+    OpDef(
+        "cholesky",
+        1,
+        CONTRACTION,
+        ("lower",),
+        infer="same_as_operand",
+        shape_optional=True,
+        traits=_t(EXPENSIVE),
+    ),
+    OpDef(
+        "batch-norm-training",
+        3,
+        OTHER,
+        ("epsilon!", "feature_index!"),
+        infer="batch_norm_training",
+        shape_optional=True,
+    ),
+    OpDef(
+        "batch-norm-inference",
+        5,
+        OTHER,
+        ("epsilon!", "feature_index!"),
+        infer="same_as_operand",
+        shape_optional=True,
+    ),
+    OpDef(
+        "batch-norm-grad",
+        5,
+        OTHER,
+        ("epsilon!", "feature_index!"),
+        infer="batch_norm_grad",
+        shape_optional=True,
+    ),
     # control flow and calls
-    OpDef("while", 1, CONTROL, (), ("condition", "body"), infer="while_", shape_optional=True,
-          traits=_t(SEQUENTIAL_CALLS)),
-    OpDef("conditional", AT_LEAST_1, CONTROL, (),
-          ("true_computation", "false_computation", "branch_computations"),
-          infer="conditional", shape_optional=True, traits=_t(SEQUENTIAL_CALLS)),
-    OpDef("call", VARIADIC, CONTROL, ("is_composite",), ("to_apply",), infer="call",
-          shape_optional=True, traits=_t(SEQUENTIAL_CALLS)),
-    OpDef("fusion", VARIADIC, CONTROL, ("kind!", "output_to_operand_aliasing"), ("calls",),
-          infer="call"),
-    OpDef("custom-call", VARIADIC, OTHER, (
-        "window", "dim_labels", "feature_group_count", "batch_group_count",
-        "custom_call_target!", "api_version", "schedule", "custom_call_has_side_effect",
-        "operand_layout_constraints", "output_to_operand_aliasing", "literal", "padding_type",
-        "operand_precision"), ("to_apply", "called_computations")),
-    OpDef("opt-barrier", 1, CONTROL, infer="same_as_operand", shape_optional=True,
-          traits=_t(FORWARDS)),
-    OpDef("add-dependency", 2, CONTROL, infer="same_as_operand", shape_optional=True,
-          traits=_t(FORWARDS)),
-    OpDef("domain", 1, CONTROL, ("domain",), infer="same_as_operand", shape_optional=True,
-          traits=_t(FORWARDS)),
-    OpDef("async-start", VARIADIC, CONTROL, ("async_execution_thread",
-                                              "output_to_operand_aliasing"), ("calls",)),
+    OpDef(
+        "while",
+        1,
+        CONTROL,
+        (),
+        ("condition", "body"),
+        infer="while_",
+        shape_optional=True,
+        traits=_t(SEQUENTIAL_CALLS),
+    ),
+    OpDef(
+        "conditional",
+        AT_LEAST_1,
+        CONTROL,
+        (),
+        ("true_computation", "false_computation", "branch_computations"),
+        infer="conditional",
+        shape_optional=True,
+        traits=_t(SEQUENTIAL_CALLS),
+    ),
+    OpDef(
+        "call",
+        VARIADIC,
+        CONTROL,
+        ("is_composite",),
+        ("to_apply",),
+        infer="call",
+        shape_optional=True,
+        traits=_t(SEQUENTIAL_CALLS),
+    ),
+    OpDef(
+        "fusion",
+        VARIADIC,
+        CONTROL,
+        ("kind!", "output_to_operand_aliasing"),
+        ("calls",),
+        infer="call",
+    ),
+    OpDef(
+        "custom-call",
+        VARIADIC,
+        OTHER,
+        (
+            "window",
+            "dim_labels",
+            "feature_group_count",
+            "batch_group_count",
+            "custom_call_target!",
+            "api_version",
+            "schedule",
+            "custom_call_has_side_effect",
+            "operand_layout_constraints",
+            "output_to_operand_aliasing",
+            "literal",
+            "padding_type",
+            "operand_precision",
+        ),
+        ("to_apply", "called_computations"),
+    ),
+    OpDef(
+        "opt-barrier", 1, CONTROL, infer="same_as_operand", shape_optional=True, traits=_t(FORWARDS)
+    ),
+    OpDef(
+        "add-dependency",
+        2,
+        CONTROL,
+        infer="same_as_operand",
+        shape_optional=True,
+        traits=_t(FORWARDS),
+    ),
+    OpDef(
+        "domain",
+        1,
+        CONTROL,
+        ("domain",),
+        infer="same_as_operand",
+        shape_optional=True,
+        traits=_t(FORWARDS),
+    ),
+    OpDef(
+        "async-start",
+        VARIADIC,
+        CONTROL,
+        ("async_execution_thread", "output_to_operand_aliasing"),
+        ("calls",),
+    ),
     # async-update's operands after the first bind more of the wrapped computation's
     # parameters (late binding)
-    OpDef("async-update", (1, None), CONTROL, ("async_execution_thread",
-                                                "output_to_operand_aliasing"), ("calls",)),
+    OpDef(
+        "async-update",
+        (1, None),
+        CONTROL,
+        ("async_execution_thread", "output_to_operand_aliasing"),
+        ("calls",),
+    ),
     OpDef("async-done", 1, CONTROL, ("async_execution_thread",), ("calls",)),
     OpDef("copy-start", 1, OTHER, ("cross_program_prefetch_index",)),
     OpDef("copy-done", 1, OTHER),
     # collectives (single-device semantics in the interpreter) and I/O
-    OpDef("all-reduce", AT_LEAST_1, COLLECTIVE, _COLLECTIVE, ("to_apply",), infer="all_reduce",
-          shape_optional=True),
+    OpDef(
+        "all-reduce",
+        AT_LEAST_1,
+        COLLECTIVE,
+        _COLLECTIVE,
+        ("to_apply",),
+        infer="all_reduce",
+        shape_optional=True,
+    ),
     OpDef("all-reduce-start", AT_LEAST_1, COLLECTIVE, _COLLECTIVE, ("to_apply",)),
     OpDef("all-reduce-done", 1, COLLECTIVE),
     OpDef("all-gather", AT_LEAST_1, COLLECTIVE, ("dimensions!",) + _COLLECTIVE),
@@ -273,18 +585,24 @@ _ROWS = [
     OpDef("reduce-scatter", AT_LEAST_1, COLLECTIVE, ("dimensions!",) + _COLLECTIVE, ("to_apply",)),
     OpDef("all-to-all", AT_LEAST_1, COLLECTIVE, ("dimensions",) + _COLLECTIVE),
     OpDef("ragged-all-to-all", 6, COLLECTIVE, _COLLECTIVE),
-    OpDef("collective-permute", (1, 4), COLLECTIVE, ("channel_id", "source_target_pairs!",
-                                                     "slice_sizes")),
-    OpDef("collective-permute-start", (1, 4), COLLECTIVE, ("channel_id", "source_target_pairs!",
-                                                           "slice_sizes")),
+    OpDef(
+        "collective-permute",
+        (1, 4),
+        COLLECTIVE,
+        ("channel_id", "source_target_pairs!", "slice_sizes"),
+    ),
+    OpDef(
+        "collective-permute-start",
+        (1, 4),
+        COLLECTIVE,
+        ("channel_id", "source_target_pairs!", "slice_sizes"),
+    ),
     OpDef("collective-permute-done", 1, COLLECTIVE),
     OpDef("collective-broadcast", VARIADIC, COLLECTIVE, _COLLECTIVE + ("has_dynamic_root",)),
     OpDef("send", 2, COLLECTIVE, ("channel_id", "is_host_transfer"), traits=_t(SIDE_EFFECT)),
-    OpDef("send-done", 1, COLLECTIVE, ("channel_id", "is_host_transfer"),
-          traits=_t(SIDE_EFFECT)),
+    OpDef("send-done", 1, COLLECTIVE, ("channel_id", "is_host_transfer"), traits=_t(SIDE_EFFECT)),
     OpDef("recv", 1, COLLECTIVE, ("channel_id", "is_host_transfer"), traits=_t(SIDE_EFFECT)),
-    OpDef("recv-done", 1, COLLECTIVE, ("channel_id", "is_host_transfer"),
-          traits=_t(SIDE_EFFECT)),
+    OpDef("recv-done", 1, COLLECTIVE, ("channel_id", "is_host_transfer"), traits=_t(SIDE_EFFECT)),
     OpDef("infeed", 1, OTHER, ("infeed_config",), traits=_t(SIDE_EFFECT)),
     OpDef("outfeed", 2, OTHER, ("outfeed_shape", "outfeed_config"), traits=_t(SIDE_EFFECT)),
 ]
@@ -294,8 +612,9 @@ OPCODES: dict[str, OpDef] = {row.name: row for row in _ROWS}
 
 def opcodes_with(trait: str, arity: int | None = None) -> frozenset[str]:
     """The opcodes whose row has `trait` (and, if given, exactly `arity` operands)."""
-    return frozenset(row.name for row in _ROWS
-                     if trait in row.traits and (arity is None or row.arity == arity))
+    return frozenset(
+        row.name for row in _ROWS if trait in row.traits and (arity is None or row.arity == arity)
+    )
 
 
 CONTROL_FLOW = opcodes_with(SEQUENTIAL_CALLS)

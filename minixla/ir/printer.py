@@ -4,6 +4,7 @@ Attribute order follows XLA: op-specific attributes (table order), called comput
 attributes the table does not know (kept verbatim), then the generic ones (sharding, ...,
 control-predecessors, metadata, backend_config). Parse -> print is a fixed point after one round.
 """
+
 from __future__ import annotations
 
 from .attrs import GENERIC_ATTRS, attr_kind
@@ -13,21 +14,36 @@ from .literal_text import format_literal
 from .module import HloModule
 
 
-def module_to_text(module: HloModule, *, print_metadata: bool = True,
-                   print_stack_frames: bool = True) -> str:
+def module_to_text(
+    module: HloModule, *, print_metadata: bool = True, print_stack_frames: bool = True
+) -> str:
     header = "HloModule " + module.name
     attrs = []
     if module.is_scheduled:
         attrs.append("is_scheduled=true")
     if module.input_output_alias:
-        attrs.append("input_output_alias={ " + ", ".join(
-            "{" + ",".join(map(str, e.output_index)) + "}: (" + f"{e.param_number}, {{"
-            + ",".join(map(str, e.param_index)) + f"}}, {e.kind})"
-            for e in module.input_output_alias) + " }")
+        attrs.append(
+            "input_output_alias={ "
+            + ", ".join(
+                "{"
+                + ",".join(map(str, e.output_index))
+                + "}: ("
+                + f"{e.param_number}, {{"
+                + ",".join(map(str, e.param_index))
+                + f"}}, {e.kind})"
+                for e in module.input_output_alias
+            )
+            + " }"
+        )
     if module.buffer_donors:
-        attrs.append("buffer_donor={ " + ", ".join(
-            f"({number}, {{" + ",".join(map(str, index)) + "})"
-            for number, index in module.buffer_donors) + " }")
+        attrs.append(
+            "buffer_donor={ "
+            + ", ".join(
+                f"({number}, {{" + ",".join(map(str, index)) + "})"
+                for number, index in module.buffer_donors
+            )
+            + " }"
+        )
     attrs.append(f"entry_computation_layout={module.program_shape()}")
     attrs.extend(f"{name}={value}" for name, value in module.header_attrs.items())
     lines = [header + ", " + ", ".join(attrs), ""]
@@ -43,8 +59,11 @@ def computation_to_text(comp: HloComputation, *, print_metadata: bool = True) ->
     params = ", ".join(f"{p.name}: {p.shape.without_layout()}" for p in comp.parameters)
     prefix = "ENTRY " if comp.is_entry else ""
     lines = [f"{prefix}%{comp.name} ({params}) -> {comp.root.shape.without_layout()} {{"]
-    order = comp.instructions if comp.parent is not None and comp.parent.is_scheduled \
+    order = (
+        comp.instructions
+        if comp.parent is not None and comp.parent.is_scheduled
         else comp.post_order()
+    )
     for instr in order:
         root = "ROOT " if instr is comp.root else ""
         lines.append("  " + root + instruction_to_text(instr, print_metadata=print_metadata))
@@ -81,8 +100,11 @@ def format_attrs(instr: HloInstruction, print_metadata: bool = True) -> list[str
     for name in GENERIC_ATTRS:
         if name == "control-predecessors":
             if instr.control_predecessors:
-                out.append("control-predecessors={" + ", ".join(
-                    "%" + p.name for p in instr.control_predecessors) + "}")
+                out.append(
+                    "control-predecessors={"
+                    + ", ".join("%" + p.name for p in instr.control_predecessors)
+                    + "}"
+                )
             continue
         if name == "metadata" and not print_metadata:
             continue
@@ -97,9 +119,18 @@ def _printed(name: str, value) -> bool:
         return name in ("largest",)
     if name in ("feature_group_count", "batch_group_count") and value == 1:
         return False
-    if name in ("lhs_batch_dims", "rhs_batch_dims", "operand_batching_dims",
-                "start_indices_batching_dims", "input_batching_dims",
-                "scatter_indices_batching_dims") and not value:
+    if (
+        name
+        in (
+            "lhs_batch_dims",
+            "rhs_batch_dims",
+            "operand_batching_dims",
+            "start_indices_batching_dims",
+            "input_batching_dims",
+            "scatter_indices_batching_dims",
+        )
+        and not value
+    ):
         return False
     return True
 

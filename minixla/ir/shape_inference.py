@@ -7,6 +7,7 @@ no layout (callers add default layouts). The parser calls this when the text omi
 the verifier compares it with the declared shape. Rules live by family in shape_rules_*.py;
 control-flow and leaf rules are here.
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -16,8 +17,15 @@ from . import shape_rules_base as base
 from . import shape_rules_compute as compute
 from . import shape_rules_movement as movement
 from .opcodes import OPCODES
-from .shape_rules_base import (SignatureError, array, check_reducer, check_signature, fail, fmt,
-                               require_declared)
+from .shape_rules_base import (
+    SignatureError,
+    array,
+    check_reducer,
+    check_signature,
+    fail,
+    fmt,
+    require_declared,
+)
 from .shapes import Shape
 
 
@@ -47,8 +55,11 @@ def conditional(instr) -> Shape:
     else:
         raise fail(instr, f"the selector must be pred[] or s32[], got {fmt(selector)}")
     if instr.operand_count != len(branches) + 1:
-        raise fail(instr, f"{len(branches)} branches need {len(branches)} operands after the "
-                          f"selector, got {instr.operand_count - 1}")
+        raise fail(
+            instr,
+            f"{len(branches)} branches need {len(branches)} operands after the "
+            f"selector, got {instr.operand_count - 1}",
+        )
     for i, (name, comp) in enumerate(zip(names, branches)):
         # every branch must return what the first one does
         result = branches[0].root.shape if i else None
@@ -59,12 +70,17 @@ def conditional(instr) -> Shape:
 def _check_call(instr, label: str, comp, params, result) -> None:
     got = comp.parameter_shapes
     if len(got) != len(params) or not all(base.same(a, b) for a, b in zip(got, params)):
-        raise fail(instr, f"{label}=%{comp.name} takes ({', '.join(fmt(s) for s in got)}), "
-                          f"given ({', '.join(fmt(s) for s in params)})", SignatureError)
+        raise fail(
+            instr,
+            f"{label}=%{comp.name} takes ({', '.join(fmt(s) for s in got)}), "
+            f"given ({', '.join(fmt(s) for s in params)})",
+            SignatureError,
+        )
     if not comp.has_root or (result is not None and not base.same(comp.root.shape, result)):
         root = fmt(comp.root.shape) if comp.has_root else "nothing"
-        raise fail(instr, f"{label}=%{comp.name} returns {root}, expected {fmt(result)}",
-                   SignatureError)
+        raise fail(
+            instr, f"{label}=%{comp.name} returns {root}, expected {fmt(result)}", SignatureError
+        )
 
 
 def call(instr) -> Shape:
@@ -77,7 +93,7 @@ def call(instr) -> Shape:
     if instr.opcode == "fusion":
         # XLA's verifier lets a fusion pass more operands than its computation takes (the
         # extra ones unused), never fewer
-        operands = operands[:len(called[0].parameters)]
+        operands = operands[: len(called[0].parameters)]
     _check_call(instr, label, called[0], operands, None)
     return called[0].root.shape.without_layout()
 
@@ -88,8 +104,13 @@ def all_reduce(instr) -> Shape:
         raise fail(instr, "needs at least one operand")
     types = {s.element_type for s in shapes}
     if len(types) == 1 and instr.attrs.get("to_apply") is not None:
-        check_reducer(instr, "to_apply", [shapes[0].element_type], [shapes[0].element_type],
-                      ignore_fp_precision=True)
+        check_reducer(
+            instr,
+            "to_apply",
+            [shapes[0].element_type],
+            [shapes[0].element_type],
+            ignore_fp_precision=True,
+        )
     results = [s.without_layout() for s in shapes]
     return results[0] if len(results) == 1 else Shape.tuple_of(results)
 
@@ -99,8 +120,11 @@ def rng_bit_generator(instr) -> Shape:
     """(new state, random bits): the declared shape, whose state must match the operand's."""
     target = require_declared(instr)
     state = instr.operand(0).shape
-    if not target.is_tuple or len(target.tuple_shapes) != 2 or \
-            not base.same(target.tuple_shapes[0], state):
+    if (
+        not target.is_tuple
+        or len(target.tuple_shapes) != 2
+        or not base.same(target.tuple_shapes[0], state)
+    ):
         raise fail(instr, f"result must be ({fmt(state)}, bits), got {fmt(target)}")
     return target.without_layout()
 
@@ -116,39 +140,73 @@ def token(instr) -> Shape:
 
 
 RULES: dict[str, Callable] = {
-    "elementwise": base.elementwise, "abs": base.abs_, "is_finite": base.is_finite,
-    "complex_part": base.complex_part, "convert": base.convert,
-    "bitcast_convert": base.bitcast_convert, "complex": base.complex_,
-    "compare": base.compare, "select": base.select, "clamp": base.clamp, "map": base.map_,
+    "elementwise": base.elementwise,
+    "abs": base.abs_,
+    "is_finite": base.is_finite,
+    "complex_part": base.complex_part,
+    "convert": base.convert,
+    "bitcast_convert": base.bitcast_convert,
+    "complex": base.complex_,
+    "compare": base.compare,
+    "select": base.select,
+    "clamp": base.clamp,
+    "map": base.map_,
     "same_as_operand": base.same_as_operand,
-    "broadcast": movement.broadcast, "reshape": movement.reshape,
-    "dynamic_reshape": movement.dynamic_reshape, "transpose": movement.transpose,
-    "bitcast": movement.bitcast, "slice": movement.slice_,
+    "broadcast": movement.broadcast,
+    "reshape": movement.reshape,
+    "dynamic_reshape": movement.dynamic_reshape,
+    "transpose": movement.transpose,
+    "bitcast": movement.bitcast,
+    "slice": movement.slice_,
     "dynamic_slice": movement.dynamic_slice,
     "dynamic_update_slice": movement.dynamic_update_slice,
-    "concatenate": movement.concatenate, "pad": movement.pad, "gather": movement.gather,
-    "scatter": movement.scatter, "tuple": movement.tuple_,
+    "concatenate": movement.concatenate,
+    "pad": movement.pad,
+    "gather": movement.gather,
+    "scatter": movement.scatter,
+    "tuple": movement.tuple_,
     "get_tuple_element": movement.get_tuple_element,
     "get_dimension_size": movement.get_dimension_size,
-    "set_dimension_size": movement.set_dimension_size, "iota": movement.iota,
-    "reduce": compute.reduce, "reduce_window": compute.reduce_window,
-    "select_and_scatter": compute.select_and_scatter, "sort": compute.sort,
-    "topk": compute.topk, "dot": compute.dot, "scaled_dot": compute.scaled_dot,
+    "set_dimension_size": movement.set_dimension_size,
+    "iota": movement.iota,
+    "reduce": compute.reduce,
+    "reduce_window": compute.reduce_window,
+    "select_and_scatter": compute.select_and_scatter,
+    "sort": compute.sort,
+    "topk": compute.topk,
+    "dot": compute.dot,
+    "scaled_dot": compute.scaled_dot,
     "convolution": compute.convolution,
-    "fft": compute.fft, "triangular_solve": compute.triangular_solve,
+    "fft": compute.fft,
+    "triangular_solve": compute.triangular_solve,
     "batch_norm_training": compute.batch_norm_training,
     "batch_norm_grad": compute.batch_norm_grad,
-    "while_": while_, "conditional": conditional, "call": call,
-    "rng_bit_generator": rng_bit_generator, "u32_scalar": u32_scalar, "token": token,
+    "while_": while_,
+    "conditional": conditional,
+    "call": call,
+    "rng_bit_generator": rng_bit_generator,
+    "u32_scalar": u32_scalar,
+    "token": token,
     "all_reduce": all_reduce,
 }
 
 
 # rules that take `mixed=True`: floats of different widths may meet (XLA's ShapeInference
 # allows it; its verifier only with allow_mixed_precision)
-MIXED_PRECISION_RULES = frozenset({
-    "elementwise", "compare", "select", "clamp", "map", "dynamic_update_slice", "concatenate",
-    "pad", "reduce", "reduce_window"})
+MIXED_PRECISION_RULES = frozenset(
+    {
+        "elementwise",
+        "compare",
+        "select",
+        "clamp",
+        "map",
+        "dynamic_update_slice",
+        "concatenate",
+        "pad",
+        "reduce",
+        "reduce_window",
+    }
+)
 
 
 def infer_shape(instr, *, allow_mixed_precision: bool = False) -> Shape:
@@ -162,8 +220,9 @@ def infer_shape(instr, *, allow_mixed_precision: bool = False) -> Shape:
         return instr.shape
     rule = RULES.get(opdef.infer)
     if rule is None:
-        raise ShapeError(f"{instr.opcode}: the opcode table names an unknown shape rule "
-                         f"{opdef.infer!r}")
+        raise ShapeError(
+            f"{instr.opcode}: the opcode table names an unknown shape rule {opdef.infer!r}"
+        )
     if not opdef.accepts_arity(instr.operand_count):
         raise fail(instr, f"wrong number of operands ({instr.operand_count})")
     try:

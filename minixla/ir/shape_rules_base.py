@@ -10,6 +10,7 @@ XLA's ShapeInference, floating-point operands of different widths (f16 and f32, 
 and the result takes the widest of them. XLA's verifier rejects such operands unless
 allow_mixed_precision is on; minixla's strict rules do the rejecting themselves.
 """
+
 from __future__ import annotations
 
 from ..errors import ShapeError
@@ -46,8 +47,12 @@ def require_declared(instr) -> Shape:
 def same(a: Shape, b: Shape) -> bool:
     """Same element types and dims, recursively; layouts and dynamic flags are ignored."""
     if a.is_tuple or b.is_tuple:
-        return (a.is_tuple and b.is_tuple and len(a.tuple_shapes) == len(b.tuple_shapes)
-                and all(same(x, y) for x, y in zip(a.tuple_shapes, b.tuple_shapes)))
+        return (
+            a.is_tuple
+            and b.is_tuple
+            and len(a.tuple_shapes) == len(b.tuple_shapes)
+            and all(same(x, y) for x, y in zip(a.tuple_shapes, b.tuple_shapes))
+        )
     return a.element_type == b.element_type and a.dims == b.dims
 
 
@@ -55,11 +60,15 @@ def same_ignoring_fp_precision(a: Shape, b: Shape) -> bool:
     """`same`, except that any two floating-point types match (XLA's
     CompatibleIgnoringFpPrecision, which its reducer checks use)."""
     if a.is_tuple or b.is_tuple:
-        return (a.is_tuple and b.is_tuple and len(a.tuple_shapes) == len(b.tuple_shapes)
-                and all(same_ignoring_fp_precision(x, y)
-                        for x, y in zip(a.tuple_shapes, b.tuple_shapes)))
-    both_float = a.is_array and b.is_array and a.element_type.kind == FLOAT == \
-        b.element_type.kind
+        return (
+            a.is_tuple
+            and b.is_tuple
+            and len(a.tuple_shapes) == len(b.tuple_shapes)
+            and all(
+                same_ignoring_fp_precision(x, y) for x, y in zip(a.tuple_shapes, b.tuple_shapes)
+            )
+        )
+    both_float = a.is_array and b.is_array and a.element_type.kind == FLOAT == b.element_type.kind
     return (both_float or a.element_type == b.element_type) and a.dims == b.dims
 
 
@@ -96,8 +105,9 @@ def dim_list(instr, name: str, rank: int, default=None) -> tuple[int, ...]:
     dims = tuple(dims)
     for d in dims:
         if not 0 <= d < rank:
-            raise fail(instr, f"{name}={{{','.join(map(str, dims))}}}: {d} is out of range "
-                              f"for rank {rank}")
+            raise fail(
+                instr, f"{name}={{{','.join(map(str, dims))}}}: {d} is out of range for rank {rank}"
+            )
     if len(set(dims)) != len(dims):
         raise fail(instr, f"{name}={{{','.join(map(str, dims))}}} repeats a dimension")
     return dims
@@ -114,14 +124,18 @@ def same_dims_all(instr, shapes: list[Shape], what: str = "operands") -> None:
     first = shapes[0]
     for shape in shapes[1:]:
         if shape.dims != first.dims:
-            raise fail(instr, f"{what} must have identical dims: {fmt(first)} and {fmt(shape)} "
-                              f"(no implicit broadcasting in HLO)")
+            raise fail(
+                instr,
+                f"{what} must have identical dims: {fmt(first)} and {fmt(shape)} "
+                f"(no implicit broadcasting in HLO)",
+            )
 
 
 def same_type(a: Shape, b: Shape, mixed: bool = False) -> bool:
     """One element type; with `mixed`, any two floating-point types."""
     return a.element_type == b.element_type or (
-        mixed and a.element_type.kind == FLOAT == b.element_type.kind)
+        mixed and a.element_type.kind == FLOAT == b.element_type.kind
+    )
 
 
 def widest(shapes: list[Shape]):
@@ -131,17 +145,20 @@ def widest(shapes: list[Shape]):
     return max(floats, key=lambda t: t.bits) if floats else shapes[0].element_type
 
 
-def same_type_all(instr, shapes: list[Shape], what: str = "operands", *,
-                  mixed: bool = False) -> None:
+def same_type_all(
+    instr, shapes: list[Shape], what: str = "operands", *, mixed: bool = False
+) -> None:
     first = shapes[0]
     for shape in shapes[1:]:
         if not same_type(shape, first, mixed):
-            raise fail(instr, f"{what} must have the same element type: {fmt(first)} and "
-                              f"{fmt(shape)}")
+            raise fail(
+                instr, f"{what} must have the same element type: {fmt(first)} and {fmt(shape)}"
+            )
 
 
-def check_signature(instr, attr: str, params: list[Shape], result: Shape | None = None, *,
-                    match=same):
+def check_signature(
+    instr, attr: str, params: list[Shape], result: Shape | None = None, *, match=same
+):
     """The computation in attribute `attr` must take `params` (and return `result`), shapes
     compared by `match`; returns it."""
     comp = instr.attrs.get(attr)
@@ -149,22 +166,32 @@ def check_signature(instr, attr: str, params: list[Shape], result: Shape | None 
         raise fail(instr, f"missing called computation {attr}", SignatureError)
     got = comp.parameter_shapes
     if len(got) != len(params):
-        raise fail(instr, f"{attr}=%{comp.name} takes {len(got)} parameters, expected "
-                          f"{len(params)}", SignatureError)
+        raise fail(
+            instr,
+            f"{attr}=%{comp.name} takes {len(got)} parameters, expected {len(params)}",
+            SignatureError,
+        )
     for i, (have, want) in enumerate(zip(got, params)):
         if not match(have, want):
-            raise fail(instr, f"{attr}=%{comp.name} parameter {i} is {fmt(have)}, expected "
-                              f"{fmt(want)}", SignatureError)
+            raise fail(
+                instr,
+                f"{attr}=%{comp.name} parameter {i} is {fmt(have)}, expected {fmt(want)}",
+                SignatureError,
+            )
     if not comp.has_root:
         raise fail(instr, f"{attr}=%{comp.name} has no root", SignatureError)
     if result is not None and not same(comp.root.shape, result):
-        raise fail(instr, f"{attr}=%{comp.name} returns {fmt(comp.root.shape)}, expected "
-                          f"{fmt(result)}", SignatureError)
+        raise fail(
+            instr,
+            f"{attr}=%{comp.name} returns {fmt(comp.root.shape)}, expected {fmt(result)}",
+            SignatureError,
+        )
     return comp
 
 
-def check_reducer(instr, attr: str, acc: list, values: list, *,
-                  ignore_fp_precision: bool = False) -> None:
+def check_reducer(
+    instr, attr: str, acc: list, values: list, *, ignore_fp_precision: bool = False
+) -> None:
     """A reducer takes N accumulators then N values (scalars) and returns N scalars; a
     1-tuple stands for a scalar when N == 1 (XLA accepts both). With `ignore_fp_precision`
     (XLA's VerifyReducerShape, all its verifier checks for scatter, select-and-scatter and
@@ -175,12 +202,13 @@ def check_reducer(instr, attr: str, acc: list, values: list, *,
     match = same_ignoring_fp_precision if ignore_fp_precision else same
     comp = check_signature(instr, attr, params, match=match)
     root = comp.root.shape
-    want = [array(s.element_type, ()) for s in comp.parameter_shapes[:len(acc)]]
+    want = [array(s.element_type, ()) for s in comp.parameter_shapes[: len(acc)]]
     ok = (len(want) == 1 and same(root, want[0])) or same(root, Shape.tuple_of(want))
     if not ok:
         expected = fmt(want[0]) if len(want) == 1 else fmt(Shape.tuple_of(want))
-        raise fail(instr, f"{attr}=%{comp.name} returns {fmt(root)}, expected {expected}",
-                   SignatureError)
+        raise fail(
+            instr, f"{attr}=%{comp.name} returns {fmt(root)}, expected {expected}", SignatureError
+        )
 
 
 def component_type(etype):
@@ -250,10 +278,16 @@ def convert(instr) -> Shape:
     shape = operand_array(instr, 0)
     if instr.opcode == "stochastic-convert":
         bits = operand_array(instr, 1)
-        if bits.dims != shape.dims or bits.element_type.kind != UNSIGNED or \
-                bits.element_type.bits != shape.element_type.bits:
-            raise fail(instr, f"random bits must be unsigned, of the operand's dims and bit "
-                              f"width ({shape.element_type.bits}), got {fmt(bits)}")
+        if (
+            bits.dims != shape.dims
+            or bits.element_type.kind != UNSIGNED
+            or bits.element_type.bits != shape.element_type.bits
+        ):
+            raise fail(
+                instr,
+                f"random bits must be unsigned, of the operand's dims and bit "
+                f"width ({shape.element_type.bits}), got {fmt(bits)}",
+            )
     if not target.is_array:
         raise fail(instr, f"result must be an array, got {fmt(target)}")
     return shape.with_dtype(target.element_type).without_layout()
@@ -275,8 +309,11 @@ def bitcast_convert(instr) -> Shape:
         dims = shape.dims + (old // new,)
     else:
         if new % old or not shape.rank or shape.dims[-1] != new // old:
-            raise fail(instr, f"converting {fmt(shape)} to the wider {target.dtype} needs a "
-                              f"trailing dim of {new // old if new % old == 0 else '?'}")
+            raise fail(
+                instr,
+                f"converting {fmt(shape)} to the wider {target.dtype} needs a "
+                f"trailing dim of {new // old if new % old == 0 else '?'}",
+            )
         dims = shape.dims[:-1]
     return array(target.element_type, dims)
 
@@ -299,8 +336,10 @@ def clamp(instr, mixed: bool = False) -> Shape:
     low, operand, high = operand_arrays(instr)
     for bound in (low, high):
         if not same_type(bound, operand, mixed):
-            raise fail(instr, f"bounds must have the operand's element type: {fmt(bound)} vs "
-                              f"{fmt(operand)}")
+            raise fail(
+                instr,
+                f"bounds must have the operand's element type: {fmt(bound)} vs {fmt(operand)}",
+            )
         if bound.rank and bound.dims != operand.dims:
             raise fail(instr, f"bound {fmt(bound)} must be a scalar or match {fmt(operand)}")
     return operand.without_layout()
@@ -315,12 +354,17 @@ def map_(instr, mixed: bool = False) -> Shape:
     dims = dim_list(instr, "dimensions", rank, default=tuple(range(rank)))
     if dims != tuple(range(rank)):
         raise fail(instr, f"dimensions must be {{0..{rank - 1}}} in order, got {list(dims)}")
-    comp = check_signature(instr, "to_apply", [array(s.element_type, ()) for s in shapes],
-                           match=same_ignoring_fp_precision if mixed else same)
+    comp = check_signature(
+        instr,
+        "to_apply",
+        [array(s.element_type, ()) for s in shapes],
+        match=same_ignoring_fp_precision if mixed else same,
+    )
     root = comp.root.shape
     if not root.is_array or root.rank:
-        raise fail(instr, f"to_apply=%{comp.name} must return a scalar, got {fmt(root)}",
-                   SignatureError)
+        raise fail(
+            instr, f"to_apply=%{comp.name} must return a scalar, got {fmt(root)}", SignatureError
+        )
     return array(root.element_type, shapes[0].dims)
 
 

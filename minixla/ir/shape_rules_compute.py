@@ -4,12 +4,24 @@ Window arithmetic follows XLA's: a dim of size n dilated by d spans (n-1)*d+1 el
 n == 0), and a window of span w over a padded span p with stride s has (p-w)//s+1 positions
 (0 if w > p).
 """
+
 from __future__ import annotations
 
 from .attrs import Window, parse_dim_labels, parse_sparsity_config
-from .shape_rules_base import (array, check_reducer, check_signature, declared, dim_list, fail,
-                               fmt, one_dim, operand_array, operand_arrays, same_dims_all,
-                               scalar_of)
+from .shape_rules_base import (
+    array,
+    check_reducer,
+    check_signature,
+    declared,
+    dim_list,
+    fail,
+    fmt,
+    one_dim,
+    operand_array,
+    operand_arrays,
+    same_dims_all,
+    scalar_of,
+)
 from .shapes import Shape
 
 
@@ -33,8 +45,9 @@ def _window_dims(instr, window: Window, dims) -> list[int]:
 def _inputs_and_inits(instr) -> tuple[list[Shape], list[Shape]]:
     """Variadic reductions take N inputs followed by N scalar initial values."""
     if instr.operand_count < 2 or instr.operand_count % 2:
-        raise fail(instr, f"needs N inputs and N initial values, got {instr.operand_count} "
-                          f"operands")
+        raise fail(
+            instr, f"needs N inputs and N initial values, got {instr.operand_count} operands"
+        )
     n = instr.operand_count // 2
     inputs = operand_arrays(instr, range(n))
     inits = [scalar_of(instr, i, " (an initial value)") for i in range(n, 2 * n)]
@@ -67,11 +80,16 @@ def reduce_window(instr, mixed: bool = False) -> Shape:
 def _reducer_types(instr, inputs, inits, mixed: bool) -> list:
     """The result element types: the initial values' (with `mixed`, XLA's: the reducer's
     accumulators, which may be floats of other widths than the operands)."""
-    check_reducer(instr, "to_apply", [s.element_type for s in inits],
-                  [s.element_type for s in inputs], ignore_fp_precision=mixed)
+    check_reducer(
+        instr,
+        "to_apply",
+        [s.element_type for s in inits],
+        [s.element_type for s in inputs],
+        ignore_fp_precision=mixed,
+    )
     if not mixed:
         return [s.element_type for s in inits]
-    return [s.element_type for s in instr.attrs["to_apply"].parameter_shapes[:len(inits)]]
+    return [s.element_type for s in instr.attrs["to_apply"].parameter_shapes[: len(inits)]]
 
 
 def select_and_scatter(instr) -> Shape:
@@ -82,8 +100,9 @@ def select_and_scatter(instr) -> Shape:
         raise fail(instr, f"source {fmt(source)} must have the window output dims {windows}")
     element = array(operand.element_type, ())
     check_signature(instr, "select", [element, element], array("pred", ()))
-    check_reducer(instr, "scatter", [init.element_type], [source.element_type],
-                  ignore_fp_precision=True)
+    check_reducer(
+        instr, "scatter", [init.element_type], [source.element_type], ignore_fp_precision=True
+    )
     return operand.without_layout()
 
 
@@ -136,8 +155,11 @@ def dot(instr) -> Shape:
     for kind, pairs in (("batch", zip(lb, rb)), ("contracting", zip(lc, rc))):
         for a, b in pairs:
             if lhs.dims[a] != rhs.dims[b]:
-                raise fail(instr, f"{kind} dims differ: lhs dim {a} is {lhs.dims[a]}, rhs dim "
-                                  f"{b} is {rhs.dims[b]}")
+                raise fail(
+                    instr,
+                    f"{kind} dims differ: lhs dim {a} is {lhs.dims[a]}, rhs dim "
+                    f"{b} is {rhs.dims[b]}",
+                )
     dims = [lhs.dims[d] for d in lb]
     dims += [s for i, s in enumerate(lhs.dims) if i not in lb + lc]
     dims += [s for i, s in enumerate(rhs.dims) if i not in rb + rc]
@@ -152,9 +174,13 @@ def scaled_dot(instr) -> Shape:
     for side, operand, scale in (("lhs", 0, 2), ("rhs", 1, 3)):
         values, scales = operand_arrays(instr, (operand, scale))
         if scales.rank != values.rank or any(
-                s < 1 or v % s for v, s in zip(values.dims, scales.dims)):
-            raise fail(instr, f"{side}_scale {fmt(scales)} must have {fmt(values)}'s rank and "
-                              f"dims that divide its dims")
+            s < 1 or v % s for v, s in zip(values.dims, scales.dims)
+        ):
+            raise fail(
+                instr,
+                f"{side}_scale {fmt(scales)} must have {fmt(values)}'s rank and "
+                f"dims that divide its dims",
+            )
     return dot(instr)
 
 
@@ -169,33 +195,50 @@ def _sparse_operands(instr, lhs: Shape, rhs: Shape) -> tuple[Shape, Shape]:
         raise fail(instr, str(exc)) from None
     compressed = [s.idx for s in sides.values() if s.idx is not None]
     if instr.operand_count != 2 + len(compressed):
-        raise fail(instr, f"sparsity_config names {len(compressed)} metadata operand(s), so "
-                          f"the convolution takes {2 + len(compressed)} operands, got "
-                          f"{instr.operand_count}")
+        raise fail(
+            instr,
+            f"sparsity_config names {len(compressed)} metadata operand(s), so "
+            f"the convolution takes {2 + len(compressed)} operands, got "
+            f"{instr.operand_count}",
+        )
     if len(set(compressed)) != len(compressed):
         raise fail(instr, "sparsity_config: lhs and rhs name the same metadata operand")
     dense = {"lhs": lhs, "rhs": rhs}
     for side, sp in sides.items():
         shape = dense[side]
         if not 1 <= sp.n < sp.m or sp.stride < 1:
-            raise fail(instr, f"sparsity_config: {side} sparsity={sp.n}x{sp.m} must keep n of "
-                              f"m elements with 1 <= n < m (stride >= 1)")
+            raise fail(
+                instr,
+                f"sparsity_config: {side} sparsity={sp.n}x{sp.m} must keep n of "
+                f"m elements with 1 <= n < m (stride >= 1)",
+            )
         if not 0 <= sp.dimension < shape.rank:
-            raise fail(instr, f"sparsity_config: {side} dimension={sp.dimension} is not a dim "
-                              f"of {fmt(shape)}")
+            raise fail(
+                instr,
+                f"sparsity_config: {side} dimension={sp.dimension} is not a dim of {fmt(shape)}",
+            )
         if sp.idx is None:
             continue
         if not 2 <= sp.idx < instr.operand_count:
-            raise fail(instr, f"sparsity_config: {side} idx={sp.idx} must name a metadata "
-                              f"operand after lhs and rhs")
+            raise fail(
+                instr,
+                f"sparsity_config: {side} idx={sp.idx} must name a metadata "
+                f"operand after lhs and rhs",
+            )
         meta = operand_array(instr, sp.idx)
         if not meta.element_type.is_integer or meta.rank != shape.rank:
-            raise fail(instr, f"sparsity_config: {side} metadata (operand {sp.idx}) must be an "
-                              f"integer array of rank {shape.rank}, got {fmt(meta)}")
+            raise fail(
+                instr,
+                f"sparsity_config: {side} metadata (operand {sp.idx}) must be an "
+                f"integer array of rank {shape.rank}, got {fmt(meta)}",
+            )
         stored = shape.dims[sp.dimension]
         if stored * sp.m % sp.n:
-            raise fail(instr, f"sparsity_config: {side} dim {sp.dimension} stores {stored} "
-                              f"elements, not a whole number of {sp.n}-of-{sp.m} groups")
+            raise fail(
+                instr,
+                f"sparsity_config: {side} dim {sp.dimension} stores {stored} "
+                f"elements, not a whole number of {sp.n}-of-{sp.m} groups",
+            )
         dims = list(shape.dims)
         dims[sp.dimension] = stored * sp.m // sp.n
         dense[side] = array(shape.element_type, dims)
@@ -207,16 +250,20 @@ def convolution(instr) -> Shape:
     if "sparsity_config" in instr.attrs:  # verified on its dense operands; no backend runs it
         lhs, rhs = _sparse_operands(instr, lhs, rhs)
     elif instr.operand_count != 2:
-        raise fail(instr, f"convolution takes lhs and rhs (metadata operands only with a "
-                          f"sparsity_config), got {instr.operand_count} operands")
+        raise fail(
+            instr,
+            f"convolution takes lhs and rhs (metadata operands only with a "
+            f"sparsity_config), got {instr.operand_count} operands",
+        )
     try:
         dn = parse_dim_labels(instr.attrs["dim_labels"])
     except ValueError as exc:
         raise fail(instr, str(exc)) from None
     spatial = len(dn.input_spatial)
     if lhs.rank != spatial + 2 or rhs.rank != spatial + 2:
-        raise fail(instr, f"dim_labels need rank-{spatial + 2} operands, got {fmt(lhs)} and "
-                          f"{fmt(rhs)}")
+        raise fail(
+            instr, f"dim_labels need rank-{spatial + 2} operands, got {fmt(lhs)} and {fmt(rhs)}"
+        )
     window = instr.attrs.get("window") or Window(())
     features = instr.attrs.get("feature_group_count", 1)
     batches = instr.attrs.get("batch_group_count", 1)
@@ -225,15 +272,24 @@ def convolution(instr) -> Shape:
     if features < 1 or batches < 1 or (features > 1 and batches > 1):
         raise fail(instr, "feature_group_count and batch_group_count must be >= 1, not both > 1")
     if in_features != kernel_in * features or kernel_out % features:
-        raise fail(instr, f"input features ({in_features}) must be kernel input features "
-                          f"({kernel_in}) x feature_group_count ({features})")
+        raise fail(
+            instr,
+            f"input features ({in_features}) must be kernel input features "
+            f"({kernel_in}) x feature_group_count ({features})",
+        )
     if batch % batches or kernel_out % batches:
-        raise fail(instr, f"batch_group_count={batches} must divide the batch ({batch}) and "
-                          f"the output features ({kernel_out})")
+        raise fail(
+            instr,
+            f"batch_group_count={batches} must divide the batch ({batch}) and "
+            f"the output features ({kernel_out})",
+        )
     for i, (w, d) in enumerate(zip(window.dims, dn.kernel_spatial)):
         if w.size != rhs.dims[d]:
-            raise fail(instr, f"window size {w.size} of spatial dim {i} differs from the kernel "
-                              f"size {rhs.dims[d]}")
+            raise fail(
+                instr,
+                f"window size {w.size} of spatial dim {i} differs from the kernel "
+                f"size {rhs.dims[d]}",
+            )
     outputs = _window_dims(instr, window, [lhs.dims[d] for d in dn.input_spatial])
     dims = [0] * lhs.rank
     dims[dn.output_batch], dims[dn.output_feature] = batch // batches, kernel_out
@@ -260,8 +316,11 @@ def fft(instr) -> Shape:
         return array("c64" if etype.name == "f32" else "c128", dims)
     if kind == "IRFFT":
         if not etype.is_complex or inner != lengths[:-1] + (lengths[-1] // 2 + 1,):
-            raise fail(instr, f"IRFFT needs a complex operand ending in {list(lengths[:-1])} "
-                              f"and {lengths[-1] // 2 + 1}")
+            raise fail(
+                instr,
+                f"IRFFT needs a complex operand ending in {list(lengths[:-1])} "
+                f"and {lengths[-1] // 2 + 1}",
+            )
         dims = operand.dims[:-1] + (lengths[-1],)
         return array("f32" if etype.bits == 64 else "f64", dims)
     raise fail(instr, f"unknown fft_type {kind}")
@@ -269,8 +328,9 @@ def fft(instr) -> Shape:
 
 def triangular_solve(instr) -> Shape:
     a, b = operand_arrays(instr)
-    if a.element_type != b.element_type or not (a.element_type.is_float
-                                                or a.element_type.is_complex):
+    if a.element_type != b.element_type or not (
+        a.element_type.is_float or a.element_type.is_complex
+    ):
         raise fail(instr, f"a and b must share a float or complex type: {fmt(a)}, {fmt(b)}")
     if a.rank < 2 or a.dims[-1] != a.dims[-2] or b.rank != a.rank or b.dims[:-2] != a.dims[:-2]:
         raise fail(instr, f"a {fmt(a)} must be square matrices batched like b {fmt(b)}")

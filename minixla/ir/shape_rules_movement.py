@@ -3,13 +3,27 @@
 Ops whose text must carry a result shape (reshape, bitcast, slice, dynamic-slice, iota) still
 get a rule: it rebuilds the shape from the operands and attributes, so the verifier can compare.
 """
+
 from __future__ import annotations
 
 from math import prod
 
-from .shape_rules_base import (array, check_reducer, declared, dim_list, fail, fmt, one_dim,
-                               operand_array, operand_arrays, require_declared, same_dims_all,
-                               same_type, scalar_of, widest)
+from .shape_rules_base import (
+    array,
+    check_reducer,
+    declared,
+    dim_list,
+    fail,
+    fmt,
+    one_dim,
+    operand_array,
+    operand_arrays,
+    require_declared,
+    same_dims_all,
+    same_type,
+    scalar_of,
+    widest,
+)
 from .shapes import UNBOUNDED, Shape
 
 
@@ -24,8 +38,9 @@ def broadcast(instr) -> Shape:
     default = () if operand.rank == 0 else None
     dims = dim_list(instr, "dimensions", rank, default=default)
     if len(dims) != operand.rank:
-        raise fail(instr, f"dimensions={list(dims)} must map each of the operand's "
-                          f"{operand.rank} dims")
+        raise fail(
+            instr, f"dimensions={list(dims)} must map each of the operand's {operand.rank} dims"
+        )
     if target is None:
         out = [0] * rank
         for i, d in enumerate(dims):
@@ -33,8 +48,11 @@ def broadcast(instr) -> Shape:
         return array(operand.element_type, out)
     for i, d in enumerate(dims):
         if target.dims[d] != operand.dims[i]:
-            raise fail(instr, f"operand dim {i} (size {operand.dims[i]}) maps to result dim "
-                              f"{d} of size {target.dims[d]}")
+            raise fail(
+                instr,
+                f"operand dim {i} (size {operand.dims[i]}) maps to result dim "
+                f"{d} of size {target.dims[d]}",
+            )
     return array(operand.element_type, target.dims)
 
 
@@ -44,8 +62,11 @@ def reshape(instr) -> Shape:
     if not target.is_array:
         raise fail(instr, f"result must be an array, got {fmt(target)}")
     if target.numel() != operand.numel() and not (target.is_dynamic or operand.is_dynamic):
-        raise fail(instr, f"cannot reshape {fmt(operand)} ({operand.numel()} elements) to "
-                          f"{fmt(target)} ({target.numel()} elements)")
+        raise fail(
+            instr,
+            f"cannot reshape {fmt(operand)} ({operand.numel()} elements) to "
+            f"{fmt(target)} ({target.numel()} elements)",
+        )
     return array(operand.element_type, target.dims, target.dynamic)
 
 
@@ -53,15 +74,20 @@ def dynamic_reshape(instr) -> Shape:
     target = require_declared(instr)
     operand = operand_array(instr, 0)
     if instr.operand_count != 1 + target.rank:
-        raise fail(instr, f"needs one size operand per result dim ({target.rank}), got "
-                          f"{instr.operand_count - 1}")
+        raise fail(
+            instr,
+            f"needs one size operand per result dim ({target.rank}), got {instr.operand_count - 1}",
+        )
     for i in range(1, instr.operand_count):
         if not scalar_of(instr, i, " (a size)").element_type.is_integer:
             raise fail(instr, f"size operand {i} must be an integer scalar")
     bounded = UNBOUNDED not in operand.dims + target.dims
     if bounded and prod(operand.dims) != prod(target.dims):  # bounds hold the same elements
-        raise fail(instr, f"{fmt(operand)} has {prod(operand.dims)} elements at its bounds, "
-                          f"{fmt(target)} {prod(target.dims)}")
+        raise fail(
+            instr,
+            f"{fmt(operand)} has {prod(operand.dims)} elements at its bounds, "
+            f"{fmt(target)} {prod(target.dims)}",
+        )
     return array(operand.element_type, target.dims, target.dynamic)
 
 
@@ -69,8 +95,7 @@ def transpose(instr) -> Shape:
     operand = operand_array(instr, 0)
     perm = dim_list(instr, "dimensions", operand.rank)
     if len(perm) != operand.rank:
-        raise fail(instr, f"dimensions={list(perm)} is not a permutation of rank "
-                          f"{operand.rank}")
+        raise fail(instr, f"dimensions={list(perm)} is not a permutation of rank {operand.rank}")
     return array(operand.element_type, [operand.dims[p] for p in perm])
 
 
@@ -91,8 +116,10 @@ def slice_(instr) -> Shape:
     dims = []
     for i, (start, limit, stride) in enumerate(spec):
         if stride < 1 or not 0 <= start <= limit <= operand.dims[i]:
-            raise fail(instr, f"slice [{start}:{limit}:{stride}] is out of bounds for dim {i} "
-                              f"of {fmt(operand)}")
+            raise fail(
+                instr,
+                f"slice [{start}:{limit}:{stride}] is out of bounds for dim {i} of {fmt(operand)}",
+            )
         dims.append(-(-(limit - start) // stride))
     return array(operand.element_type, dims)
 
@@ -105,10 +132,11 @@ def _start_indices(instr, first: int, rank: int) -> None:
     else:
         ok = len(indices) == rank and all(s.rank == 0 for s in indices)
     if not ok:
-        raise fail(instr, f"needs {rank} scalar start indices, got "
-                          f"{[fmt(s) for s in indices]}")
-    if any(not s.element_type.is_integer for s in indices) or \
-            len({s.element_type for s in indices}) > 1:
+        raise fail(instr, f"needs {rank} scalar start indices, got {[fmt(s) for s in indices]}")
+    if (
+        any(not s.element_type.is_integer for s in indices)
+        or len({s.element_type for s in indices}) > 1
+    ):
         raise fail(instr, "start indices must be integers of one type")
 
 
@@ -124,8 +152,11 @@ def dynamic_slice(instr) -> Shape:
 def dynamic_update_slice(instr, mixed: bool = False) -> Shape:
     operand, update = operand_arrays(instr, (0, 1))
     _start_indices(instr, 2, operand.rank)
-    if not same_type(update, operand, mixed) or update.rank != operand.rank or \
-            any(u > d for u, d in zip(update.dims, operand.dims)):
+    if (
+        not same_type(update, operand, mixed)
+        or update.rank != operand.rank
+        or any(u > d for u, d in zip(update.dims, operand.dims))
+    ):
         raise fail(instr, f"update {fmt(update)} does not fit into {fmt(operand)}")
     return operand.without_layout()
 
@@ -137,8 +168,11 @@ def concatenate(instr, mixed: bool = False) -> Shape:
     first = shapes[0]
     dim = one_dim(instr, first.rank)
     for shape in shapes[1:]:
-        if not same_type(shape, first, mixed) or shape.rank != first.rank or any(
-                a != b for i, (a, b) in enumerate(zip(shape.dims, first.dims)) if i != dim):
+        if (
+            not same_type(shape, first, mixed)
+            or shape.rank != first.rank
+            or any(a != b for i, (a, b) in enumerate(zip(shape.dims, first.dims)) if i != dim)
+        ):
             raise fail(instr, f"{fmt(shape)} cannot be joined to {fmt(first)} along dim {dim}")
     dims = list(first.dims)
     dims[dim] = sum(s.dims[dim] for s in shapes)
@@ -152,15 +186,15 @@ def pad(instr, mixed: bool = False) -> Shape:
         raise fail(instr, f"padding value {fmt(value)} must have type {operand.dtype}")
     padding = instr.attrs.get("padding", ())
     if len(padding) != operand.rank:
-        raise fail(instr, f"padding has {len(padding)} dims, operand {fmt(operand)} has "
-                          f"{operand.rank}")
+        raise fail(
+            instr, f"padding has {len(padding)} dims, operand {fmt(operand)} has {operand.rank}"
+        )
     dims = []
     for i, (lo, hi, interior) in enumerate(padding):
         size = operand.dims[i]
         out = lo + hi + size + interior * max(size - 1, 0)
         if interior < 0 or out < 0:
-            raise fail(instr, f"padding {lo}_{hi}_{interior} of dim {i} (size {size}) is "
-                              f"invalid")
+            raise fail(instr, f"padding {lo}_{hi}_{interior} of dim {i} (size {size}) is invalid")
         dims.append(out)
     return array(operand.element_type, dims)
 
@@ -169,19 +203,19 @@ def _batch_dims(instr, indices: Shape, index_vector_dim: int) -> tuple[list[int]
     """Dims of the index array other than the index vector dim (which may be the implicit
     trailing one), and the index vector length."""
     if not 0 <= index_vector_dim <= indices.rank:
-        raise fail(instr, f"index_vector_dim={index_vector_dim} is out of range for "
-                          f"{fmt(indices)}")
+        raise fail(instr, f"index_vector_dim={index_vector_dim} is out of range for {fmt(indices)}")
     if not indices.element_type.is_integer:
         raise fail(instr, f"indices must be integers, got {fmt(indices)}")
     dims = list(indices.dims) + ([1] if index_vector_dim == indices.rank else [])
-    return dims[:index_vector_dim] + dims[index_vector_dim + 1:], dims[index_vector_dim]
+    return dims[:index_vector_dim] + dims[index_vector_dim + 1 :], dims[index_vector_dim]
 
 
 def _check_batching(instr, operand, indices, op_names, idx_names) -> None:
     op_dims = dim_list(instr, op_names, operand.rank, default=())
     idx_dims = dim_list(instr, idx_names, indices.rank, default=())
     if len(op_dims) != len(idx_dims) or any(
-            operand.dims[a] != indices.dims[b] for a, b in zip(op_dims, idx_dims)):
+        operand.dims[a] != indices.dims[b] for a, b in zip(op_dims, idx_dims)
+    ):
         raise fail(instr, f"{op_names} and {idx_names} must pair dims of equal size")
 
 
@@ -193,20 +227,21 @@ def gather(instr) -> Shape:
     collapsed = dim_list(instr, "collapsed_slice_dims", operand.rank)
     start_map = dim_list(instr, "start_index_map", operand.rank)
     batching = dim_list(instr, "operand_batching_dims", operand.rank, default=())
-    _check_batching(instr, operand, indices, "operand_batching_dims",
-                    "start_indices_batching_dims")
+    _check_batching(instr, operand, indices, "operand_batching_dims", "start_indices_batching_dims")
     sizes = tuple(attrs["slice_sizes"])
     if len(start_map) != vector:
-        raise fail(instr, f"start_index_map has {len(start_map)} entries, the index vector "
-                          f"has {vector}")
+        raise fail(
+            instr, f"start_index_map has {len(start_map)} entries, the index vector has {vector}"
+        )
     if len(sizes) != operand.rank or any(not 0 <= s <= d for s, d in zip(sizes, operand.dims)):
         raise fail(instr, f"slice_sizes={list(sizes)} do not fit {fmt(operand)}")
     if set(collapsed) & set(batching) or any(sizes[d] > 1 for d in collapsed + batching):
         raise fail(instr, "collapsed and batching dims must be distinct and of slice size <= 1")
     window = [s for d, s in enumerate(sizes) if d not in collapsed and d not in batching]
     if len(offset) != len(window):
-        raise fail(instr, f"offset_dims has {len(offset)} entries for {len(window)} "
-                          f"uncollapsed slice dims")
+        raise fail(
+            instr, f"offset_dims has {len(offset)} entries for {len(window)} uncollapsed slice dims"
+        )
     rank = len(offset) + len(batch)
     if list(offset) != sorted(set(offset)) or any(not 0 <= d < rank for d in offset):
         raise fail(instr, f"offset_dims={list(offset)} must be sorted and < {rank}")
@@ -221,7 +256,7 @@ def scatter(instr) -> Shape:
         raise fail(instr, f"needs 2N+1 operands, got {instr.operand_count}")
     n = instr.operand_count // 2
     shapes = operand_arrays(instr)
-    inputs, indices, updates = shapes[:n], shapes[n], shapes[n + 1:]
+    inputs, indices, updates = shapes[:n], shapes[n], shapes[n + 1 :]
     same_dims_all(instr, inputs, "inputs")
     same_dims_all(instr, updates, "updates")
     operand, attrs = inputs[0], instr.attrs
@@ -229,31 +264,45 @@ def scatter(instr) -> Shape:
     window_dims = tuple(attrs["update_window_dims"])
     inserted = dim_list(instr, "inserted_window_dims", operand.rank)
     batching = dim_list(instr, "input_batching_dims", operand.rank, default=())
-    _check_batching(instr, operand, indices, "input_batching_dims",
-                    "scatter_indices_batching_dims")
+    _check_batching(instr, operand, indices, "input_batching_dims", "scatter_indices_batching_dims")
     to_operand = dim_list(instr, "scatter_dims_to_operand_dims", operand.rank)
     if len(to_operand) != vector:
-        raise fail(instr, f"scatter_dims_to_operand_dims has {len(to_operand)} entries, the "
-                          f"index vector has {vector}")
+        raise fail(
+            instr,
+            f"scatter_dims_to_operand_dims has {len(to_operand)} entries, the "
+            f"index vector has {vector}",
+        )
     update = updates[0]
-    if update.rank != len(window_dims) + len(batch) or \
-            any(not 0 <= d < update.rank for d in window_dims):
+    if update.rank != len(window_dims) + len(batch) or any(
+        not 0 <= d < update.rank for d in window_dims
+    ):
         raise fail(instr, f"updates {fmt(update)} need rank {len(window_dims) + len(batch)}")
-    if len(window_dims) + len(inserted) + len(batching) != operand.rank or \
-            set(inserted) & set(batching):
-        raise fail(instr, "update_window_dims, inserted_window_dims and input_batching_dims "
-                          "must cover the operand's dims once")
+    if len(window_dims) + len(inserted) + len(batching) != operand.rank or set(inserted) & set(
+        batching
+    ):
+        raise fail(
+            instr,
+            "update_window_dims, inserted_window_dims and input_batching_dims "
+            "must cover the operand's dims once",
+        )
     window_bounds = [d for i, d in enumerate(operand.dims) if i not in inserted + batching]
     for w, bound in zip(window_dims, window_bounds):
         if update.dims[w] > bound:
-            raise fail(instr, f"update window dim {w} ({update.dims[w]}) exceeds the operand "
-                              f"bound {bound}")
+            raise fail(
+                instr, f"update window dim {w} ({update.dims[w]}) exceeds the operand bound {bound}"
+            )
     scatter_dims = [s for i, s in enumerate(update.dims) if i not in window_dims]
     if scatter_dims != batch:
-        raise fail(instr, f"update scatter dims {scatter_dims} must equal the index batch dims "
-                          f"{batch}")
-    check_reducer(instr, "to_apply", [s.element_type for s in inputs],
-                  [s.element_type for s in updates], ignore_fp_precision=True)
+        raise fail(
+            instr, f"update scatter dims {scatter_dims} must equal the index batch dims {batch}"
+        )
+    check_reducer(
+        instr,
+        "to_apply",
+        [s.element_type for s in inputs],
+        [s.element_type for s in updates],
+        ignore_fp_precision=True,
+    )
     results = [s.without_layout() for s in inputs]
     return results[0] if n == 1 else Shape.tuple_of(results)
 
@@ -291,4 +340,3 @@ def iota(instr) -> Shape:
     if not target.is_array or not 0 <= dim < target.rank:
         raise fail(instr, f"iota_dimension={dim} must be < the rank of {fmt(target)}")
     return target.without_layout()
-

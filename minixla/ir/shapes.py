@@ -3,6 +3,7 @@
 Shapes and layouts are immutable values. An array shape's `layout` is None when the text gave
 none; `with_default_layout()` fills XLA's default (row-major, `{n-1,...,0}`).
 """
+
 from __future__ import annotations
 
 import math
@@ -32,9 +33,13 @@ class Layout:
         if self.dim_level_types:
             extras.append(f"D({self.dim_level_types})")
         if self.tiles:
-            extras.append("T" + "".join(
-                "(" + ",".join("*" if d == -1 else str(d) for d in tile) + ")"
-                for tile in self.tiles))
+            extras.append(
+                "T"
+                + "".join(
+                    "(" + ",".join("*" if d == -1 else str(d) for d in tile) + ")"
+                    for tile in self.tiles
+                )
+            )
         if self.tail_padding_alignment != 1:
             extras.append(f"L({self.tail_padding_alignment})")
         if self.index_type:
@@ -46,8 +51,12 @@ class Layout:
         if self.memory_space:
             extras.append(f"S({self.memory_space})")
         if self.split_configs:
-            extras.append("SC" + "".join(
-                f"({cfg[0]}:" + ",".join(map(str, cfg[1:])) + ")" for cfg in self.split_configs))
+            extras.append(
+                "SC"
+                + "".join(
+                    f"({cfg[0]}:" + ",".join(map(str, cfg[1:])) + ")" for cfg in self.split_configs
+                )
+            )
         if self.physical_shape is not None:
             extras.append(f"P({self.physical_shape})")
         if self.dynamic_metadata_bytes:
@@ -77,8 +86,12 @@ class Shape:
 
     # -- construction ---------------------------------------------------------------------
     @staticmethod
-    def array(dtype: str | ElementType, dims=(), layout: Layout | tuple | None = None,
-              dynamic: tuple[bool, ...] | None = None) -> "Shape":
+    def array(
+        dtype: str | ElementType,
+        dims=(),
+        layout: Layout | tuple | None = None,
+        dynamic: tuple[bool, ...] | None = None,
+    ) -> "Shape":
         etype = ELEMENT_TYPES[dtype] if isinstance(dtype, str) else dtype
         dims = tuple(int(d) for d in dims)
         if isinstance(layout, tuple):
@@ -130,6 +143,7 @@ class Shape:
     @property
     def numpy_dtype(self):
         from .dtypes import numpy_dtype
+
         return numpy_dtype(self.dtype)
 
     def leaves(self) -> list[tuple[tuple[int, ...], "Shape"]]:
@@ -155,8 +169,9 @@ class Shape:
     # -- transformations ------------------------------------------------------------------
     def with_default_layout(self) -> "Shape":
         if self.is_tuple:
-            return replace(self, tuple_shapes=tuple(s.with_default_layout()
-                                                    for s in self.tuple_shapes))
+            return replace(
+                self, tuple_shapes=tuple(s.with_default_layout() for s in self.tuple_shapes)
+            )
         if self.layout is not None or not self.is_array:
             return self
         return replace(self, layout=default_layout(self.rank))
@@ -174,9 +189,13 @@ class Shape:
 
     def with_dims(self, dims, dynamic=None) -> "Shape":
         dims = tuple(int(d) for d in dims)
-        return Shape(self.element_type, dims,
-                     tuple(dynamic) if dynamic else (False,) * len(dims), None,
-                     is_buffer=self.is_buffer)
+        return Shape(
+            self.element_type,
+            dims,
+            tuple(dynamic) if dynamic else (False,) * len(dims),
+            None,
+            is_buffer=self.is_buffer,
+        )
 
     def compatible(self, other: "Shape") -> bool:
         """Same element types and dims (recursively); layouts are ignored."""
@@ -195,7 +214,8 @@ class Shape:
             return f"{self.dtype}[]"
         dims = ",".join(
             ("?" if d == UNBOUNDED else f"<={d}") if dyn else str(d)
-            for d, dyn in zip(self.dims, self.dynamic))
+            for d, dyn in zip(self.dims, self.dynamic)
+        )
         text = f"{self.dtype}[{dims}]"
         if self.layout is not None and (self.rank or not self.layout.is_default_extras):
             text += str(self.layout)

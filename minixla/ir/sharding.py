@@ -16,6 +16,7 @@ Grammar (spaces between parts are optional where XLA allows them):
     groups      := '{' ( '{' INT (',' INT)* '}' )* '}' | '[' G ',' S ']' iota
                  | "mesh[" "'" AXIS "'=" INT (',' ...)* "]" "{" "'" AXIS "'" (',' ...)* "}"
 """
+
 from __future__ import annotations
 
 import functools
@@ -52,6 +53,7 @@ def _iota_devices(dims, reshape, perm) -> np.ndarray:
 @dataclass(frozen=True)
 class TileAssignment:
     """A grid of device ids: `dims`, filled from an explicit list or an iota."""
+
     dims: tuple[int, ...]
     device_list: tuple[int, ...] | None = None  # explicit form
     iota_reshape: tuple[int, ...] | None = None  # iota form: <=[reshape]T(perm)
@@ -60,8 +62,9 @@ class TileAssignment:
     @staticmethod
     def iota(dims, reshape=None, perm=None) -> "TileAssignment":
         dims = tuple(dims)
-        return TileAssignment(dims, None, tuple(reshape or (prod(dims),)),
-                              None if perm is None else tuple(perm))
+        return TileAssignment(
+            dims, None, tuple(reshape or (prod(dims),)), None if perm is None else tuple(perm)
+        )
 
     @staticmethod
     def from_array(devices: np.ndarray) -> "TileAssignment":
@@ -74,8 +77,10 @@ class TileAssignment:
     def devices(self) -> np.ndarray:
         if self.device_list is not None:
             if len(self.device_list) != prod(self.dims):
-                raise ValueError(f"[{_join(self.dims)}] needs {prod(self.dims)} device ids, "
-                                 f"got {len(self.device_list)}")
+                raise ValueError(
+                    f"[{_join(self.dims)}] needs {prod(self.dims)} device ids, "
+                    f"got {len(self.device_list)}"
+                )
             return np.array(self.device_list, dtype=np.int64).reshape(self.dims)
         return _iota_devices(self.dims, self.iota_reshape, self.iota_perm)
 
@@ -96,18 +101,18 @@ def _parse_tile(text: str) -> tuple[TileAssignment, str]:
     match = re.match(r"\[\s*(" + _INTS + r")\s*\]\s*", text)
     if not match:
         raise ValueError(f"expected a device grid like [2,2] in {text!r}")
-    dims, rest = _ints(match.group(1)), text[match.end():]
+    dims, rest = _ints(match.group(1)), text[match.end() :]
     iota = _IOTA.match(rest)
     if iota:
         perm = _ints(iota.group(2)) if iota.group(2) else None
         tile = TileAssignment(dims, None, _ints(iota.group(1)), perm)
-        rest = rest[iota.end():]
+        rest = rest[iota.end() :]
     else:
         devices = re.match(_INTS, rest)
         if not devices:
             raise ValueError(f"expected device ids or an iota after [{_join(dims)}]")
         tile = TileAssignment(dims, _ints(devices.group(0)))
-        rest = rest[devices.end():]
+        rest = rest[devices.end() :]
     tile.devices()  # validates the sizes now, at parse time
     return tile, rest.strip()
 
@@ -122,6 +127,7 @@ class HloSharding:
     tiled | tuple | named (the `mesh[...]` form, kept as text and not partitioned). A tiled
     sharding's grid has one dim per data dim, then one per entry of `subgroups` (devices
     along those dims hold replicated or manual copies)."""
+
     kind: str
     tile: TileAssignment | None = None
     subgroups: tuple[str, ...] = ()
@@ -152,8 +158,11 @@ class HloSharding:
     @staticmethod
     def tiled(devices, subgroups: tuple[str, ...] = ()) -> "HloSharding":
         """A tiled sharding over the grid `devices` (an array, or dims for an iota grid)."""
-        tile = TileAssignment.iota(devices) if isinstance(devices, (tuple, list)) \
+        tile = (
+            TileAssignment.iota(devices)
+            if isinstance(devices, (tuple, list))
             else TileAssignment.from_array(devices)
+        )
         sharding = HloSharding("tiled", tile, tuple(subgroups))
         return sharding.normalized()
 
@@ -163,9 +172,12 @@ class HloSharding:
 
     def normalized(self) -> "HloSharding":
         """Every device holding the whole array is `{replicated}` (as XLA simplifies it)."""
-        if self.kind == "tiled" and self.data_rank >= 0 and \
-                all(d == 1 for d in self.grid.dims[:self.data_rank]) and \
-                set(self.subgroups) <= {"replicated"}:
+        if (
+            self.kind == "tiled"
+            and self.data_rank >= 0
+            and all(d == 1 for d in self.grid.dims[: self.data_rank])
+            and set(self.subgroups) <= {"replicated"}
+        ):
             return HloSharding.replicate()
         return self
 
@@ -195,7 +207,7 @@ class HloSharding:
     @property
     def tile_dims(self) -> tuple[int, ...]:
         """How many pieces each data dim is cut into."""
-        return self.tile.dims[:self.data_rank] if self.tile is not None else ()
+        return self.tile.dims[: self.data_rank] if self.tile is not None else ()
 
     @property
     def num_devices(self) -> int | None:
@@ -225,8 +237,7 @@ class HloSharding:
             return tuple((0, d) for d in dims)
         index = self.tile_index(device)
         pieces = self.shard_dims(dims)
-        return tuple((min(i * p, d), min((i + 1) * p, d))
-                     for i, p, d in zip(index, pieces, dims))
+        return tuple((min(i * p, d), min((i + 1) * p, d)) for i, p, d in zip(index, pieces, dims))
 
     # -- text -----------------------------------------------------------------------------
     def body(self) -> str:
@@ -256,7 +267,7 @@ def _tile_positions(sharding: HloSharding) -> dict[int, tuple[int, ...]]:
     """device -> the grid position (data dims only) of its first shard."""
     positions: dict[int, tuple[int, ...]] = {}
     for where, device in np.ndenumerate(sharding.grid.devices()):
-        positions.setdefault(int(device), tuple(int(v) for v in where[:sharding.data_rank]))
+        positions.setdefault(int(device), tuple(int(v) for v in where[: sharding.data_rank]))
     return positions
 
 
@@ -289,22 +300,23 @@ def _parse_single(text: str) -> HloSharding:
     word = re.match(r"[a-z_]+", text)
     head = word.group(0) if word else ""
     if head in _SIMPLE:
-        return HloSharding(head, extra=text[len(head):].strip())
+        return HloSharding(head, extra=text[len(head) :].strip())
     if head == "maximal":
         match = re.match(r"maximal\s+device\s*=\s*(\d+)", text)
         if not match:
             raise ValueError(f"expected 'maximal device=N', got {text!r}")
-        return HloSharding("maximal", device=int(match.group(1)),
-                           extra=text[match.end():].strip())
+        return HloSharding("maximal", device=int(match.group(1)), extra=text[match.end() :].strip())
     if head in ("mesh", "maximal_mesh"):  # the named (Shardy-style) form, kept as text
         return HloSharding("named", extra=text)
     if head != "devices":
-        raise ValueError(f"unknown sharding {text!r}: expected replicated, maximal, manual, "
-                         f"unknown or devices=[...]")
-    tile, rest = _parse_tile(text[len("devices"):].lstrip().lstrip("=").lstrip())
+        raise ValueError(
+            f"unknown sharding {text!r}: expected replicated, maximal, manual, "
+            f"unknown or devices=[...]"
+        )
+    tile, rest = _parse_tile(text[len("devices") :].lstrip().lstrip("=").lstrip())
     subgroups: tuple[str, ...] = ()
     if rest.startswith("last_tile_dim_replicate"):
-        subgroups, rest = ("replicated",), rest[len("last_tile_dim_replicate"):].strip()
+        subgroups, rest = ("replicated",), rest[len("last_tile_dim_replicate") :].strip()
     elif rest.startswith("last_tile_dims"):
         match = re.match(r"last_tile_dims\s*=\s*\{([^}]*)\}", rest)
         if not match:
@@ -312,9 +324,11 @@ def _parse_single(text: str) -> HloSharding:
         subgroups = tuple(t.strip() for t in match.group(1).split(","))
         bad = [t for t in subgroups if t not in SUBGROUP_TYPES]
         if bad:
-            raise ValueError(f"unknown last_tile_dims type {bad[0]!r}; expected one of "
-                             f"{', '.join(SUBGROUP_TYPES)}")
-        rest = rest[match.end():].strip()
+            raise ValueError(
+                f"unknown last_tile_dims type {bad[0]!r}; expected one of "
+                f"{', '.join(SUBGROUP_TYPES)}"
+            )
+        rest = rest[match.end() :].strip()
     if len(subgroups) > len(tile.dims):
         raise ValueError(f"{len(subgroups)} subgroup dims but the grid has {len(tile.dims)}")
     return HloSharding("tiled", tile, subgroups, extra=rest)
@@ -324,6 +338,7 @@ def _parse_single(text: str) -> HloSharding:
 @dataclass(frozen=True)
 class ReplicaGroups:
     """`replica_groups=`: the groups of participant ids, and the spelling they came in."""
+
     groups: tuple[tuple[int, ...], ...]  # () means one group of every participant
     text: str = field(default="", compare=False)
 
@@ -347,15 +362,18 @@ class ReplicaGroups:
         seen = [i for g in self.expanded(count) for i in g]
         out_of_range = sorted(i for i in seen if not 0 <= i < count)
         if out_of_range:
-            raise ValueError(f"replica groups {self} name id {out_of_range[0]}, but there are "
-                             f"only {count} participants")
+            raise ValueError(
+                f"replica groups {self} name id {out_of_range[0]}, but there are "
+                f"only {count} participants"
+            )
         twice = sorted({i for i in seen if seen.count(i) > 1})
         if twice:
             raise ValueError(f"replica groups {self} list id {twice[0]} more than once")
         missing = sorted(set(range(count)) - set(seen))
         if missing:
-            raise ValueError(f"replica groups {self} do not cover participants "
-                             f"{missing} of {count}")
+            raise ValueError(
+                f"replica groups {self} do not cover participants {missing} of {count}"
+            )
 
     def __str__(self) -> str:
         return self.text or ReplicaGroups.of(self.groups).text
@@ -398,8 +416,10 @@ def _parse_mesh_groups(text: str) -> ReplicaGroups:
     chosen = []
     for name in names:
         if not (name.startswith("'") and name.endswith("'")) or name[1:-1] not in axes:
-            raise ValueError(f"replica group axis {name} is not a mesh axis of {text!r} "
-                             f"(sub-axes are not supported)")
+            raise ValueError(
+                f"replica group axis {name} is not a mesh axis of {text!r} "
+                f"(sub-axes are not supported)"
+            )
         chosen.append(list(axes).index(name[1:-1]))
     grid = np.arange(prod(axes.values())).reshape(tuple(axes.values()))
     others = [i for i in range(len(axes)) if i not in chosen]
@@ -411,6 +431,7 @@ def _parse_mesh_groups(text: str) -> ReplicaGroups:
 @dataclass(frozen=True)
 class SourceTargetPairs:
     """collective-permute's `source_target_pairs={{0,1},{1,0}}`."""
+
     pairs: tuple[tuple[int, int], ...]
 
     def __str__(self) -> str:
@@ -428,11 +449,20 @@ def parse_source_target_pairs(text: str) -> SourceTargetPairs:
 # XLA's CollectiveOpGroupMode, from channel_id and use_global_device_ids: what the ids in
 # replica_groups name, and which devices one group spans.
 CROSS_REPLICA, CROSS_PARTITION, CROSS_REPLICA_AND_PARTITION, FLATTENED_ID = (
-    "cross-replica", "cross-partition", "cross-replica-and-partition", "flattened-id")
+    "cross-replica",
+    "cross-partition",
+    "cross-replica-and-partition",
+    "flattened-id",
+)
 # collectives whose row carries use_global_device_ids (the others go cross-partition with a
 # channel_id)
-_HAS_GLOBAL_IDS_FLAG = ("all-reduce", "all-reduce-start", "all-gather", "all-gather-start",
-                        "reduce-scatter")
+_HAS_GLOBAL_IDS_FLAG = (
+    "all-reduce",
+    "all-reduce-start",
+    "all-gather",
+    "all-gather-start",
+    "reduce-scatter",
+)
 
 
 def group_mode(instr) -> str:
@@ -444,14 +474,17 @@ def group_mode(instr) -> str:
         return FLATTENED_ID
     if not has_channel:
         return CROSS_REPLICA
-    return CROSS_REPLICA_AND_PARTITION if instr.opcode in _HAS_GLOBAL_IDS_FLAG \
-        else CROSS_PARTITION
+    return CROSS_REPLICA_AND_PARTITION if instr.opcode in _HAS_GLOBAL_IDS_FLAG else CROSS_PARTITION
 
 
 def group_id_count(mode: str, replicas: int, partitions: int) -> int:
     """How many ids replica_groups ranges over in `mode`."""
-    return {CROSS_REPLICA: replicas, CROSS_PARTITION: partitions,
-            CROSS_REPLICA_AND_PARTITION: replicas, FLATTENED_ID: replicas * partitions}[mode]
+    return {
+        CROSS_REPLICA: replicas,
+        CROSS_PARTITION: partitions,
+        CROSS_REPLICA_AND_PARTITION: replicas,
+        FLATTENED_ID: replicas * partitions,
+    }[mode]
 
 
 def participants(instr, device: int, replicas: int, partitions: int) -> tuple[int, ...]:
@@ -477,16 +510,20 @@ def permute_peers(instr, device: int, replicas: int, partitions: int):
     replica, partition = divmod(device, partitions)
     by_partition = instr.attrs.get("channel_id") is not None
     me = partition if by_partition else replica
-    to_device = (lambda i: replica * partitions + i) if by_partition \
+    to_device = (
+        (lambda i: replica * partitions + i)
+        if by_partition
         else (lambda i: i * partitions + partition)
+    )
     pairs = instr.attrs["source_target_pairs"].pairs
     sources = [s for s, t in pairs if t == me]
     targets = [t for s, t in pairs if s == me]
     if len(sources) > 1:
-        raise ValueError(f"{'partition' if by_partition else 'replica'} {me} receives from "
-                         f"{len(sources)} sources")
-    return (to_device(sources[0]) if sources else None,
-            [to_device(t) for t in targets])
+        raise ValueError(
+            f"{'partition' if by_partition else 'replica'} {me} receives from "
+            f"{len(sources)} sources"
+        )
+    return (to_device(sources[0]) if sources else None, [to_device(t) for t in targets])
 
 
 def check_collective(instr, replicas: int, partitions: int) -> None:
@@ -496,11 +533,14 @@ def check_collective(instr, replicas: int, partitions: int) -> None:
         instr.attrs["replica_groups"].check_cover(group_id_count(mode, replicas, partitions))
     if "source_target_pairs" in instr.attrs:
         count = partitions if instr.attrs.get("channel_id") is not None else replicas
-        bad = [i for pair in instr.attrs["source_target_pairs"].pairs for i in pair
-               if not 0 <= i < count]
+        bad = [
+            i
+            for pair in instr.attrs["source_target_pairs"].pairs
+            for i in pair
+            if not 0 <= i < count
+        ]
         if bad:
-            raise ValueError(f"source_target_pairs name id {bad[0]}, but there are only "
-                             f"{count}")
+            raise ValueError(f"source_target_pairs name id {bad[0]}, but there are only {count}")
 
 
 def check_sharding(sharding: HloSharding, shape, num_devices: int | None) -> None:
@@ -511,25 +551,32 @@ def check_sharding(sharding: HloSharding, shape, num_devices: int | None) -> Non
             return
         leaves = leaf_shapes(shape)
         if len(sharding.elements) != len(leaves):
-            raise ValueError(f"tuple sharding has {len(sharding.elements)} elements for "
-                             f"{len(leaves)} array leaves of {shape}")
+            raise ValueError(
+                f"tuple sharding has {len(sharding.elements)} elements for "
+                f"{len(leaves)} array leaves of {shape}"
+            )
         for element, leaf in zip(sharding.elements, leaves):
             check_sharding(element, leaf, num_devices)
         return
-    if sharding.kind == "maximal" and num_devices is not None and \
-            not 0 <= (sharding.device or 0) < num_devices:
-        raise ValueError(f"maximal device={sharding.device}, but there are {num_devices} "
-                         f"devices")
+    if (
+        sharding.kind == "maximal"
+        and num_devices is not None
+        and not 0 <= (sharding.device or 0) < num_devices
+    ):
+        raise ValueError(f"maximal device={sharding.device}, but there are {num_devices} devices")
     if sharding.kind != "tiled":
         return
     if shape.is_array and sharding.data_rank != shape.rank:
-        raise ValueError(f"sharding {sharding} tiles {sharding.data_rank} dims of a rank "
-                         f"{shape.rank} array")
+        raise ValueError(
+            f"sharding {sharding} tiles {sharding.data_rank} dims of a rank {shape.rank} array"
+        )
     if num_devices is not None:
         ids = sorted(int(d) for d in sharding.grid.devices().reshape(-1))
         if ids != list(range(num_devices)):
-            raise ValueError(f"sharding {sharding} spans {len(ids)} devices, but the program "
-                             f"runs on {num_devices} (num_partitions)")
+            raise ValueError(
+                f"sharding {sharding} spans {len(ids)} devices, but the program "
+                f"runs on {num_devices} (num_partitions)"
+            )
 
 
 def leaf_shapes(shape) -> list:
@@ -544,8 +591,11 @@ def mesh_sharding(axis_sizes: dict[str, int], dim_axes, device_ids=None) -> HloS
     to minor): the mesh's device grid transposed so the axes of dim 0 come first, then those
     of dim 1, ..., then the unused axes as one replicated subgroup dim."""
     names = list(axis_sizes)
-    grid = np.arange(prod(axis_sizes.values())).reshape(tuple(axis_sizes.values())) \
-        if device_ids is None else np.asarray(device_ids).reshape(tuple(axis_sizes.values()))
+    grid = (
+        np.arange(prod(axis_sizes.values())).reshape(tuple(axis_sizes.values()))
+        if device_ids is None
+        else np.asarray(device_ids).reshape(tuple(axis_sizes.values()))
+    )
     used = [a for axes in dim_axes for a in axes]
     unknown = [a for a in used if a not in axis_sizes]
     if unknown:

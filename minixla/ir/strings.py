@@ -1,11 +1,23 @@
 """Escapes in the quoted strings of XLA's text, read by the parser and by the IR's own
 attribute accessors."""
+
 from __future__ import annotations
 
 import re
 
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "'": "'", "\\": "\\", "?": "?",
-            "a": "\a", "b": "\b", "f": "\f", "v": "\v"}
+_ESCAPES = {
+    "n": "\n",
+    "t": "\t",
+    "r": "\r",
+    '"': '"',
+    "'": "'",
+    "\\": "\\",
+    "?": "?",
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "v": "\v",
+}
 
 
 def unescape(body: str, lexer=None, offset: int = 0) -> str:
@@ -19,24 +31,28 @@ def unescape(body: str, lexer=None, offset: int = 0) -> str:
             out.append(char)
             i += 1
             continue
-        nxt = body[i + 1:i + 2]
+        nxt = body[i + 1 : i + 2]
         if nxt in _ESCAPES:
             out.append(_ESCAPES[nxt])
             i += 2
         elif nxt.isdigit():
-            octal = re.match(r"[0-7]{1,3}", body[i + 1:])
+            octal = re.match(r"[0-7]{1,3}", body[i + 1 :])
             if not octal:
-                raise (lexer.error("bad octal escape", offset) if lexer
-                       else ValueError("bad escape"))
+                raise (
+                    lexer.error("bad octal escape", offset) if lexer else ValueError("bad escape")
+                )
             out.append(chr(int(octal.group(), 8)))
             i += 1 + len(octal.group())
         elif nxt == "x":
-            hexa = re.match(r"[0-9a-fA-F]{1,2}", body[i + 2:])
+            hexa = re.match(r"[0-9a-fA-F]{1,2}", body[i + 2 :])
             if not hexa:
                 raise (lexer.error("bad \\x escape", offset) if lexer else ValueError("bad escape"))
             out.append(chr(int(hexa.group(), 16)))
             i += 2 + len(hexa.group())
         else:
-            raise (lexer.error(f"unknown escape \\{nxt}", offset) if lexer
-                   else ValueError("bad escape"))
+            raise (
+                lexer.error(f"unknown escape \\{nxt}", offset)
+                if lexer
+                else ValueError("bad escape")
+            )
     return "".join(out)

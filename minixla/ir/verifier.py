@@ -11,6 +11,7 @@ different widths may meet in an op, and a result may differ in float width from 
 one, except for the ops that only pass data on (_EXACT_RESULT_OPS). `allow_mixed_precision=False`
 is XLA's HloVerifier default, used by its compilers and its own verifier tests.
 """
+
 from __future__ import annotations
 
 from ..errors import ShapeError, VerificationError, at_instruction
@@ -27,21 +28,60 @@ DIRECTIONS = ("EQ", "NE", "LT", "LE", "GT", "GE")
 COMPARE_TYPES = ("FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED")
 FUSION_KINDS = ("kLoop", "kInput", "kOutput", "kCustom")
 # ops whose `dimensions` name dims of operand 0 (the rest: broadcast's name result dims)
-_OPERAND_DIMS = ("reverse", "reduce", "concatenate", "sort", "get-dimension-size",
-                 "set-dimension-size", "all-gather", "all-gather-start", "reduce-scatter",
-                 "all-to-all", "map", "scan")
-_SINGLE_DIM = ("concatenate", "sort", "get-dimension-size", "set-dimension-size", "all-gather",
-               "all-gather-start", "reduce-scatter")
+_OPERAND_DIMS = (
+    "reverse",
+    "reduce",
+    "concatenate",
+    "sort",
+    "get-dimension-size",
+    "set-dimension-size",
+    "all-gather",
+    "all-gather-start",
+    "reduce-scatter",
+    "all-to-all",
+    "map",
+    "scan",
+)
+_SINGLE_DIM = (
+    "concatenate",
+    "sort",
+    "get-dimension-size",
+    "set-dimension-size",
+    "all-gather",
+    "all-gather-start",
+    "reduce-scatter",
+)
 # opcode -> its checks from every rule table
 _TABLES = (INSTRUCTION_RULES, ASYNC_RULES, COLLECTIVE_RULES, ATTRIBUTE_RULES)
-_RULES = {op: tuple(table[op] for table in _TABLES if op in table)
-          for op in {op for table in _TABLES for op in table}}
+_RULES = {
+    op: tuple(table[op] for table in _TABLES if op in table)
+    for op in {op for table in _TABLES for op in table}
+}
 # ops whose result must have exactly the inferred element types even with mixed precision:
 # they reinterpret or pass data on, never convert it (XLA's ShapeVerifier::CheckShape)
-_EXACT_RESULT_OPS = frozenset({
-    "bitcast", "call", "conditional", "constant", "copy-done", "copy-start", "custom-call",
-    "get-tuple-element", "infeed", "outfeed", "opt-barrier", "parameter", "recv", "recv-done",
-    "send", "send-done", "tuple", "while", "dynamic-update-slice"})
+_EXACT_RESULT_OPS = frozenset(
+    {
+        "bitcast",
+        "call",
+        "conditional",
+        "constant",
+        "copy-done",
+        "copy-start",
+        "custom-call",
+        "get-tuple-element",
+        "infeed",
+        "outfeed",
+        "opt-barrier",
+        "parameter",
+        "recv",
+        "recv-done",
+        "send",
+        "send-done",
+        "tuple",
+        "while",
+        "dynamic-update-slice",
+    }
+)
 
 
 class _Failure(Exception):
@@ -60,20 +100,25 @@ def verify(module, *, allow_mixed_precision: bool = True) -> None:
     for comp in module.computations:  # the call-graph walk below needs known opcodes
         for instr in comp.instructions:
             if instr.opcode not in OPCODES:
-                raise at_instruction(VerificationError(
-                    f"{_where(comp, instr)}: unknown opcode: {instr.opcode}"), instr)
+                raise at_instruction(
+                    VerificationError(f"{_where(comp, instr)}: unknown opcode: {instr.opcode}"),
+                    instr,
+                )
     _check_no_recursion(module)
     known = {id(c) for c in module.computations}
     for comp in module.computations:
         _check_computation(comp, known, allow_mixed_precision)
-    for module_rule in (check_threads, check_loop_async, check_module_collectives,
-                        check_buffer_writes):
+    for module_rule in (
+        check_threads,
+        check_loop_async,
+        check_module_collectives,
+        check_buffer_writes,
+    ):
         found = module_rule(module)
         if found is None:
             continue
         instr, failure = found
-        raise at_instruction(VerificationError(f"{_where(instr.parent, instr)}: {failure}"),
-                             instr)
+        raise at_instruction(VerificationError(f"{_where(instr.parent, instr)}: {failure}"), instr)
     _check_entry(module)
     _check_distribution(module)
 
@@ -118,14 +163,17 @@ def _check_unique_names(module) -> None:
     comp_names: set[str] = set()
     for comp in module.computations:
         if comp.name in comp_names:
-            raise VerificationError(f"computation %{comp.name}: computation names must be "
-                                    f"unique: %{comp.name} is defined twice")
+            raise VerificationError(
+                f"computation %{comp.name}: computation names must be "
+                f"unique: %{comp.name} is defined twice"
+            )
         comp_names.add(comp.name)
         for instr in comp.instructions:
             if instr.name in owners:
                 raise VerificationError(
                     f"{_where(comp, instr)}: instruction names must be unique across the "
-                    f"module: %{instr.name} is also defined in %{owners[instr.name]}")
+                    f"module: %{instr.name} is also defined in %{owners[instr.name]}"
+                )
             owners[instr.name] = comp.name
 
 
@@ -138,8 +186,10 @@ def _check_no_recursion(module) -> None:
         for callee in comp.called_computations():
             if state.get(id(callee)) == 1:
                 cycle = " -> ".join(f"%{c.name}" for c in path + [callee])
-                raise VerificationError(f"computation %{comp.name}: computations may not call "
-                                        f"themselves: call cycle {cycle}")
+                raise VerificationError(
+                    f"computation %{comp.name}: computations may not call "
+                    f"themselves: call cycle {cycle}"
+                )
             if id(callee) not in state:
                 visit(callee, path + [callee])
         state[id(comp)] = 2
@@ -152,28 +202,37 @@ def _check_no_recursion(module) -> None:
 def _check_computation(comp, known: set[int], mixed: bool) -> None:
     members = {id(i) for i in comp.instructions}
     if not comp.has_root or id(comp.root) not in members:
-        raise VerificationError(f"{_where(comp)}: the root must be an instruction of the "
-                                f"computation")
+        raise VerificationError(
+            f"{_where(comp)}: the root must be an instruction of the computation"
+        )
     numbers = [p.parameter_number for p in comp.instructions if p.opcode == "parameter"]
     if sorted(numbers) != list(range(len(numbers))):
         duplicates = sorted({n for n in numbers if numbers.count(n) > 1})
-        detail = (f"parameter number(s) {duplicates} appear more than once" if duplicates
-                  else f"numbers {sorted(numbers)} have gaps")
-        raise VerificationError(f"{_where(comp)}: parameters must be numbered 0..n-1 exactly "
-                                f"once: {detail}")
+        detail = (
+            f"parameter number(s) {duplicates} appear more than once"
+            if duplicates
+            else f"numbers {sorted(numbers)} have gaps"
+        )
+        raise VerificationError(
+            f"{_where(comp)}: parameters must be numbered 0..n-1 exactly once: {detail}"
+        )
     for instr in comp.instructions:
         try:
             if instr.parent is not comp:
-                raise _Failure("instruction parent", "the instruction's parent is another "
-                                                     "computation")
+                raise _Failure(
+                    "instruction parent", "the instruction's parent is another computation"
+                )
             for operand in list(instr.operands) + list(instr.control_predecessors):
                 if id(operand) not in members:
-                    raise _Failure("operands must belong to the same computation",
-                                   f"%{operand.name} is not in %{comp.name}")
+                    raise _Failure(
+                        "operands must belong to the same computation",
+                        f"%{operand.name} is not in %{comp.name}",
+                    )
             _check_instruction(instr, known, mixed)
         except _Failure as failure:
-            raise at_instruction(VerificationError(f"{_where(comp, instr)}: {failure}"),
-                                 instr) from None
+            raise at_instruction(
+                VerificationError(f"{_where(comp, instr)}: {failure}"), instr
+            ) from None
     unpaired = check_pairs(comp)
     if unpaired is not None:
         instr, unmatched = unpaired
@@ -183,8 +242,9 @@ def _check_computation(comp, known: set[int], mixed: bool) -> None:
 def _check_instruction(instr, known: set[int], mixed: bool) -> None:
     opdef = OPCODES[instr.opcode]
     if not opdef.accepts_arity(instr.operand_count):
-        raise _Failure("operand count", f"{instr.opcode} does not take "
-                                        f"{instr.operand_count} operands")
+        raise _Failure(
+            "operand count", f"{instr.opcode} does not take {instr.operand_count} operands"
+        )
     for name in opdef.required_attrs:
         if name not in instr.attrs:
             raise _Failure("required attribute", f"{instr.opcode} needs {name}")
@@ -222,29 +282,31 @@ def _memory_space(shape) -> int:
 def _moves_between_memory_spaces(instr) -> bool:
     """A copy to or from another memory space (host offloading) moves the bytes as they are:
     it may not change the element type, mixed precision or not."""
-    return instr.opcode == "copy" and instr.operand_count == 1 and \
-        _memory_space(instr.shape) != _memory_space(instr.operand(0).shape)
+    return (
+        instr.opcode == "copy"
+        and instr.operand_count == 1
+        and _memory_space(instr.shape) != _memory_space(instr.operand(0).shape)
+    )
 
 
 def _check_compare(instr) -> None:
     direction, kind = instr.attrs.get("direction"), instr.attrs.get("type", "FLOAT")
     if direction not in DIRECTIONS:
-        raise _Failure("comparison direction", f"{direction} is not one of "
-                                               f"{', '.join(DIRECTIONS)}")
+        raise _Failure("comparison direction", f"{direction} is not one of {', '.join(DIRECTIONS)}")
     if kind not in COMPARE_TYPES:
         raise _Failure("comparison type", f"{kind} is not one of {', '.join(COMPARE_TYPES)}")
 
 
 def _check_fusion(instr) -> None:
     if instr.attrs.get("kind") not in FUSION_KINDS:
-        raise _Failure("fusion kind", f"{instr.attrs.get('kind')} is not one of "
-                                      f"{', '.join(FUSION_KINDS)}")
+        raise _Failure(
+            "fusion kind", f"{instr.attrs.get('kind')} is not one of {', '.join(FUSION_KINDS)}"
+        )
 
 
 def _check_reduce_precision(instr) -> None:
     if instr.attrs["exponent_bits"] < 1 or instr.attrs["mantissa_bits"] < 0:
-        raise _Failure("reduce-precision bits", "exponent_bits must be >= 1 and mantissa_bits "
-                                                ">= 0")
+        raise _Failure("reduce-precision bits", "exponent_bits must be >= 1 and mantissa_bits >= 0")
 
 
 def _check_tuple_index(instr) -> None:
@@ -268,29 +330,38 @@ def _check_dimensions(instr) -> None:
     shape = instr.shape if opcode == "broadcast" else instr.operand(0).shape
     rank = shape.rank if shape.is_array else 0
     if any(not 0 <= d < rank for d in dims) or len(set(dims)) != len(dims):
-        raise _Failure("dimensions", f"dimensions={list(dims)} must be unique and below the "
-                                     f"rank {rank}")
+        raise _Failure(
+            "dimensions", f"dimensions={list(dims)} must be unique and below the rank {rank}"
+        )
     if opcode == "transpose" and len(dims) != rank:
-        raise _Failure("dimensions", f"dimensions={list(dims)} is not a permutation of rank "
-                                     f"{rank}")
+        raise _Failure("dimensions", f"dimensions={list(dims)} is not a permutation of rank {rank}")
     if opcode in _SINGLE_DIM and len(dims) != 1:
         raise _Failure("dimensions", f"{opcode} takes exactly one dimension, got {list(dims)}")
 
 
 _ATTR_CHECKS = {
-    "compare": _check_compare, "fusion": _check_fusion,
-    "reduce-precision": _check_reduce_precision, "get-tuple-element": _check_tuple_index,
-    "iota": _check_iota, "broadcast": _check_dimensions, "transpose": _check_dimensions,
+    "compare": _check_compare,
+    "fusion": _check_fusion,
+    "reduce-precision": _check_reduce_precision,
+    "get-tuple-element": _check_tuple_index,
+    "iota": _check_iota,
+    "broadcast": _check_dimensions,
+    "transpose": _check_dimensions,
     **dict.fromkeys(_OPERAND_DIMS, _check_dimensions),
 }
 
 
 def _check_literal(instr) -> None:
     shape, literal = instr.shape, instr.literal
-    if shape is not None and shape.is_array and literal is not None and \
-            tuple(getattr(literal, "shape", ())) != shape.dims:
-        raise _Failure("constant literal", f"the literal has dims {literal.shape}, the shape "
-                                           f"{fmt(shape)}")
+    if (
+        shape is not None
+        and shape.is_array
+        and literal is not None
+        and tuple(getattr(literal, "shape", ())) != shape.dims
+    ):
+        raise _Failure(
+            "constant literal", f"the literal has dims {literal.shape}, the shape {fmt(shape)}"
+        )
 
 
 def _check_entry(module) -> None:
@@ -300,26 +371,38 @@ def _check_entry(module) -> None:
     where = f"computation %{entry.name}"
     for param in params:
         if any(leaf.is_buffer for _, leaf in param.shape.leaves()):
-            raise at_instruction(VerificationError(
-                f"{where}, instruction {param.to_text()}: buffer: entry parameters cannot be "
-                f"buffers (b(...)); the entry pins arrays with custom_call_target=\"Pin\""),
-                param)
+            raise at_instruction(
+                VerificationError(
+                    f"{where}, instruction {param.to_text()}: buffer: entry parameters cannot be "
+                    f'buffers (b(...)); the entry pins arrays with custom_call_target="Pin"'
+                ),
+                param,
+            )
     if layout is not None:
         if len(layout.parameters) != len(params):
             raise VerificationError(
                 f"{where}: entry_computation_layout has {len(layout.parameters)} parameters, "
-                f"the entry computation {len(params)}")
+                f"the entry computation {len(params)}"
+            )
         for param, shape in zip(params, layout.parameters):
             if not same(param.shape, shape):
-                raise at_instruction(VerificationError(
-                    f"{where}, instruction {param.to_text()}: entry_computation_layout "
-                    f"mismatch: the layout says {fmt(shape)}, the parameter is "
-                    f"{fmt(param.shape)}"), param)
+                raise at_instruction(
+                    VerificationError(
+                        f"{where}, instruction {param.to_text()}: entry_computation_layout "
+                        f"mismatch: the layout says {fmt(shape)}, the parameter is "
+                        f"{fmt(param.shape)}"
+                    ),
+                    param,
+                )
         if not same(entry.root.shape, layout.result):
-            raise at_instruction(VerificationError(
-                f"{where}, instruction {entry.root.to_text()}: entry_computation_layout "
-                f"mismatch: the layout's result is {fmt(layout.result)}, the root returns "
-                f"{fmt(entry.root.shape)}"), entry.root)
+            raise at_instruction(
+                VerificationError(
+                    f"{where}, instruction {entry.root.to_text()}: entry_computation_layout "
+                    f"mismatch: the layout's result is {fmt(layout.result)}, the root returns "
+                    f"{fmt(entry.root.shape)}"
+                ),
+                entry.root,
+            )
     _check_aliasing(module, where)
 
 
@@ -327,14 +410,17 @@ def _subshape(shape, index, what: str, where: str):
     try:
         return shape.subshape(tuple(index))
     except IndexError:
-        raise VerificationError(f"{where}: {what}: shape index {{{','.join(map(str, index))}}} "
-                                f"does not exist in {fmt(shape)}") from None
+        raise VerificationError(
+            f"{where}: {what}: shape index {{{','.join(map(str, index))}}} "
+            f"does not exist in {fmt(shape)}"
+        ) from None
 
 
 def _param_shape(params, number: int, what: str, where: str):
     if not 0 <= number < len(params):
-        raise VerificationError(f"{where}: {what}: parameter {number} does not exist (the "
-                                f"entry has {len(params)})")
+        raise VerificationError(
+            f"{where}: {what}: parameter {number} does not exist (the entry has {len(params)})"
+        )
     return params[number].shape
 
 
@@ -347,18 +433,22 @@ def _check_aliasing(module, where: str) -> None:
         param = _param_shape(params, alias.param_number, what, where)
         inp = _subshape(param, alias.param_index, what, where)
         if not (out.is_array and inp.is_array):  # XLA: both sides dense arrays
-            raise VerificationError(f"{where}: {what}: output {list(alias.output_index)} is "
-                                    f"{fmt(out)} and parameter {alias.param_number} "
-                                    f"{list(alias.param_index)} is {fmt(inp)}: only arrays "
-                                    f"alias")
+            raise VerificationError(
+                f"{where}: {what}: output {list(alias.output_index)} is "
+                f"{fmt(out)} and parameter {alias.param_number} "
+                f"{list(alias.param_index)} is {fmt(inp)}: only arrays "
+                f"alias"
+            )
         # Shapes and byte sizes may differ, as XLA's verifier allows unless layout-sensitive
         # (bf16[10,11,12] written back as its transpose); buffer assignment aliases only
         # buffers of one byte size and refuses a must-alias of two sizes.
         _check_alias_memory_space(module, alias, where)
         key = (alias.param_number, tuple(alias.param_index))
         if tuple(alias.output_index) in outputs or key in inputs:
-            raise VerificationError(f"{where}: {what}: output {list(alias.output_index)} or "
-                                    f"parameter {alias.param_number} is aliased twice")
+            raise VerificationError(
+                f"{where}: {what}: output {list(alias.output_index)} or "
+                f"parameter {alias.param_number} is aliased twice"
+            )
         outputs.add(tuple(alias.output_index))
         inputs.add(key)
     for number, index in module.buffer_donors:
@@ -375,10 +465,13 @@ def _check_alias_memory_space(module, alias, where: str) -> None:
     what = "input_output_alias"
     out = _subshape(layout.result, alias.output_index, what, where)
     inp = _subshape(layout.parameters[alias.param_number], alias.param_index, what, where)
-    spaces = [s.layout.memory_space if s.is_array and s.layout is not None else 0
-              for s in (out, inp)]
+    spaces = [
+        s.layout.memory_space if s.is_array and s.layout is not None else 0 for s in (out, inp)
+    ]
     if spaces[0] != spaces[1]:
-        raise VerificationError(f"{where}: {what}: output {list(alias.output_index)} is in "
-                                f"memory space {spaces[0]}, its parameter "
-                                f"{alias.param_number} {list(alias.param_index)} in "
-                                f"{spaces[1]}")
+        raise VerificationError(
+            f"{where}: {what}: output {list(alias.output_index)} is in "
+            f"memory space {spaces[0]}, its parameter "
+            f"{alias.param_number} {list(alias.param_index)} in "
+            f"{spaces[1]}"
+        )

@@ -16,6 +16,7 @@ op after the loop must run the computation that started it (or one structurally 
 `ASYNC_RULES` maps the three opcodes to checks `(instr) -> None` raising RuleFailure;
 `check_loop_async(module)` checks chains across loops.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -34,6 +35,7 @@ CONTINUED = ("async-start", "async-update")
 @dataclasses.dataclass(frozen=True)
 class AsyncState:
     """What an async-start or async-update holds of its chain."""
+
     operands: tuple[Shape, ...]
     output: Shape
 
@@ -43,8 +45,10 @@ def state_of(instr, shape: Shape | None = None) -> AsyncState:
     form ((operands...), output, target state...)."""
     shape = instr.shape if shape is None else shape
     if not shape.is_tuple or len(shape.tuple_shapes) < 2 or not shape.tuple_shapes[0].is_tuple:
-        raise RuleFailure("async shape", f"{instr.opcode} returns ((operands), result, "
-                                         f"state...), declared {shape}")
+        raise RuleFailure(
+            "async shape",
+            f"{instr.opcode} returns ((operands), result, state...), declared {shape}",
+        )
     return AsyncState(tuple(shape.tuple_shapes[0].tuple_shapes), shape.tuple_shapes[1])
 
 
@@ -62,30 +66,40 @@ def _bound_count(output: Shape, result: Shape) -> int | None:
     if not output.tuple_shapes:
         return 0
     bound = output.tuple_shapes
-    if not result.is_tuple or len(bound) > len(result.tuple_shapes) or not all(
-            a.compatible(b) for a, b in zip(bound, result.tuple_shapes)):
+    if (
+        not result.is_tuple
+        or len(bound) > len(result.tuple_shapes)
+        or not all(a.compatible(b) for a, b in zip(bound, result.tuple_shapes))
+    ):
         return None
     return len(bound)
 
 
-def _check_state(instr, comp, state: AsyncState, bound: list[Shape],
-                 previous: AsyncState | None) -> None:
+def _check_state(
+    instr, comp, state: AsyncState, bound: list[Shape], previous: AsyncState | None
+) -> None:
     """`state` lists the operands `bound` so far, a prefix of `comp`'s parameters, and an
     output that fits `comp`'s result and extends the `previous` op's."""
-    if len(state.operands) != len(bound) or \
-            any(not a.compatible(b) for a, b in zip(state.operands, bound)):
-        raise RuleFailure("async operands", f"the operands bound are {_shapes(bound)}, the "
-                                            f"shape lists {_shapes(state.operands)}")
+    if len(state.operands) != len(bound) or any(
+        not a.compatible(b) for a, b in zip(state.operands, bound)
+    ):
+        raise RuleFailure(
+            "async operands",
+            f"the operands bound are {_shapes(bound)}, the shape lists {_shapes(state.operands)}",
+        )
     params = comp.parameter_shapes
     if len(bound) > len(params) or any(not p.compatible(b) for p, b in zip(params, bound)):
-        raise RuleFailure("async operands", f"%{comp.name} takes {_shapes(params)}, given "
-                                            f"{_shapes(bound)}")
+        raise RuleFailure(
+            "async operands", f"%{comp.name} takes {_shapes(params)}, given {_shapes(bound)}"
+        )
     result = comp.root.shape
     count = _bound_count(state.output, result)
     before = 0 if previous is None else _bound_count(previous.output, result)
     if count is None or (before is not None and count < before):
-        raise RuleFailure("async result", f"%{comp.name} returns {result}; the outputs bound "
-                                          f"so far are {state.output}")
+        raise RuleFailure(
+            "async result",
+            f"%{comp.name} returns {result}; the outputs bound so far are {state.output}",
+        )
 
 
 def _previous(instr) -> tuple[object, AsyncState | None]:
@@ -93,8 +107,11 @@ def _previous(instr) -> tuple[object, AsyncState | None]:
     loop's state in some other form: checked where it started)."""
     previous = instr.operand(0)
     if previous.opcode == "async-done":
-        raise RuleFailure("async pair", f"{instr.opcode} continues an async-start or "
-                                        f"async-update, not the async-done %{previous.name}")
+        raise RuleFailure(
+            "async pair",
+            f"{instr.opcode} continues an async-start or "
+            f"async-update, not the async-done %{previous.name}",
+        )
     try:
         return previous, state_of(previous)
     except RuleFailure:
@@ -106,13 +123,15 @@ def _check_continuation(instr, comp, previous) -> None:
         return  # passed through a loop's state: check_loop_async
     started = previous.attrs.get("calls")
     if started is not None and started is not comp:
-        raise RuleFailure("async computation", f"{instr.opcode} names %{comp.name}, but "
-                                               f"%{previous.name} runs %{started.name}")
+        raise RuleFailure(
+            "async computation",
+            f"{instr.opcode} names %{comp.name}, but %{previous.name} runs %{started.name}",
+        )
     thread = instr.attrs.get("async_execution_thread")  # absent: the previous op's thread
-    if thread is not None and thread != previous.attrs.get("async_execution_thread",
-                                                           MAIN_THREAD):
-        raise RuleFailure("async thread", f"async_execution_thread=\"{thread}\" differs "
-                                          f"from %{previous.name}'s")
+    if thread is not None and thread != previous.attrs.get("async_execution_thread", MAIN_THREAD):
+        raise RuleFailure(
+            "async thread", f'async_execution_thread="{thread}" differs from %{previous.name}\'s'
+        )
 
 
 def _check_aliasing(instr, comp) -> None:
@@ -126,33 +145,43 @@ def _check_aliasing(instr, comp) -> None:
     pairs = output_to_operand_pairs(str(getattr(attr, "text", attr)))
     if pairs is None:
         raise RuleFailure("output_to_operand_aliasing", f"cannot read {attr}")
-    operands = comp.parameter_shapes if instr.opcode == "async-start" else \
-        [o.shape for o in instr.operands]
+    operands = (
+        comp.parameter_shapes
+        if instr.opcode == "async-start"
+        else [o.shape for o in instr.operands]
+    )
     for out_index, number, in_index in pairs:
         out, inside = (",".join(map(str, index)) for index in (out_index, in_index))
         where = f"{{{out}}}: ({number}, {{{inside}}})"
         if not out_index:
-            raise RuleFailure("output_to_operand_aliasing", "an async op cannot alias its "
-                                                            "whole result")
+            raise RuleFailure(
+                "output_to_operand_aliasing", "an async op cannot alias its whole result"
+            )
         if not 0 <= number < len(operands):
-            raise RuleFailure("output_to_operand_aliasing", f"{where}: operand {number} does "
-                                                            f"not exist ({len(operands)} "
-                                                            f"operands)")
+            raise RuleFailure(
+                "output_to_operand_aliasing",
+                f"{where}: operand {number} does not exist ({len(operands)} operands)",
+            )
         try:
-            output = comp.root.shape.subshape(out_index[1:]) if out_index[0] == 1 \
+            output = (
+                comp.root.shape.subshape(out_index[1:])
+                if out_index[0] == 1
                 else instr.shape.subshape(out_index)
+            )
             operand = operands[number].subshape(in_index)
         except IndexError:
-            raise RuleFailure("output_to_operand_aliasing", f"{where} names no shape") \
-                from None
+            raise RuleFailure("output_to_operand_aliasing", f"{where} names no shape") from None
         # aliased buffers are one buffer: the layouts must agree where both give one
-        layouts = output.is_array and operand.is_array and \
-            None not in (output.layout, operand.layout)
-        if not same_array(output, operand) or \
-                (layouts and output.minor_to_major() != operand.minor_to_major()):
-            raise RuleFailure("output_to_operand_aliasing", f"output {{{out}}} is {output}, "
-                                                            f"operand {number} {{{inside}}} "
-                                                            f"is {operand}")
+        layouts = (
+            output.is_array and operand.is_array and None not in (output.layout, operand.layout)
+        )
+        if not same_array(output, operand) or (
+            layouts and output.minor_to_major() != operand.minor_to_major()
+        ):
+            raise RuleFailure(
+                "output_to_operand_aliasing",
+                f"output {{{out}}} is {output}, operand {number} {{{inside}}} is {operand}",
+            )
 
 
 def _async_start(instr) -> None:
@@ -171,8 +200,13 @@ def _async_update(instr) -> None:
     _check_continuation(instr, comp, previous)
     state = state_of(instr)
     if before is not None:
-        _check_state(instr, comp, state,
-                     list(before.operands) + [o.shape for o in instr.operands[1:]], before)
+        _check_state(
+            instr,
+            comp,
+            state,
+            list(before.operands) + [o.shape for o in instr.operands[1:]],
+            before,
+        )
     _check_aliasing(instr, comp)
 
 
@@ -184,21 +218,31 @@ def _async_done(instr) -> None:
     _check_continuation(instr, comp, previous)
     params, result = comp.parameters, comp.root.shape
     if before is not None and len(before.operands) != len(params):
-        raise RuleFailure("async operands", f"%{comp.name} takes {len(params)} operands, "
-                                            f"{len(before.operands)} were passed by the "
-                                            f"async-done")
+        raise RuleFailure(
+            "async operands",
+            f"%{comp.name} takes {len(params)} operands, "
+            f"{len(before.operands)} were passed by the "
+            f"async-done",
+        )
     if instr.shape.compatible(result):
         return
     if instr.shape.is_tuple and _bound_count(instr.shape, result):
-        raise RuleFailure("async result", f"async-done returns {instr.shape}, but "
-                                          f"%{comp.name} returns {result}: every output must "
-                                          f"be bound by then")
-    raise RuleFailure("async shape", f"async-done returns %{comp.name}'s result {result}, "
-                                     f"declared {instr.shape}")
+        raise RuleFailure(
+            "async result",
+            f"async-done returns {instr.shape}, but "
+            f"%{comp.name} returns {result}: every output must "
+            f"be bound by then",
+        )
+    raise RuleFailure(
+        "async shape", f"async-done returns %{comp.name}'s result {result}, declared {instr.shape}"
+    )
 
 
-ASYNC_RULES = {"async-start": _async_start, "async-update": _async_update,
-               "async-done": _async_done}
+ASYNC_RULES = {
+    "async-start": _async_start,
+    "async-update": _async_update,
+    "async-done": _async_done,
+}
 
 
 def _element(value, index: int, loops: dict, seen: set):
@@ -241,21 +285,34 @@ def check_loop_async(module) -> tuple[HloInstruction, RuleFailure] | None:
     for comp in module.computations:
         for instr in comp.instructions:
             calls = instr.attrs.get("calls")
-            if instr.opcode not in ("async-update", "async-done") or calls is None or \
-                    instr.operand(0).opcode in CONTINUED:
+            if (
+                instr.opcode not in ("async-update", "async-done")
+                or calls is None
+                or instr.operand(0).opcode in CONTINUED
+            ):
                 continue
             origin = _async_origin(instr.operand(0), loops, set())
-            while origin is not None and origin.opcode == "async-update" and \
-                    origin.attrs.get("calls") is None and origin.operand_count:
+            while (
+                origin is not None
+                and origin.opcode == "async-update"
+                and origin.attrs.get("calls") is None
+                and origin.operand_count
+            ):
                 origin = _async_origin(origin.operand(0), loops, set())
             started = origin.attrs.get("calls") if origin is not None else None
             # XLA accepts another computation that does the same thing
-            if started is not None and started is not calls and \
-                    not started.structurally_equal(calls):
-                return instr, RuleFailure("async computation", f"{instr.opcode} names "
-                                                               f"%{calls.name}, but its state "
-                                                               f"comes from %{origin.name}, "
-                                                               f"which runs %{started.name}")
+            if (
+                started is not None
+                and started is not calls
+                and not started.structurally_equal(calls)
+            ):
+                return instr, RuleFailure(
+                    "async computation",
+                    f"{instr.opcode} names "
+                    f"%{calls.name}, but its state "
+                    f"comes from %{origin.name}, "
+                    f"which runs %{started.name}",
+                )
     return None
 
 

@@ -7,6 +7,7 @@ Replica-group sizes are checked only where the groups are listed: an empty `{}` 
 participant, whose count the module text does not always give. Send shapes are not checked:
 XLA's own pass tests load sends with two-element, non-tuple and mismatched shapes.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -17,8 +18,7 @@ from .verifier_rules import RuleFailure
 if TYPE_CHECKING:
     from .instruction import HloInstruction
 
-_GLOBAL_IDS = ("all-reduce", "all-reduce-start", "all-gather", "all-gather-start",
-               "reduce-scatter")
+_GLOBAL_IDS = ("all-reduce", "all-reduce-start", "all-gather", "all-gather-start", "reduce-scatter")
 
 
 def _group_size(instr) -> int | None:
@@ -34,12 +34,12 @@ def _global_device_ids(instr) -> None:
     if not instr.attrs.get("use_global_device_ids"):
         return
     if instr.attrs.get("channel_id") is None:
-        raise RuleFailure("use_global_device_ids", "use_global_device_ids=true needs a "
-                                                   "channel_id")
+        raise RuleFailure("use_global_device_ids", "use_global_device_ids=true needs a channel_id")
     groups = instr.attrs.get("replica_groups")
     if groups is None or not groups.groups:
-        raise RuleFailure("use_global_device_ids", "use_global_device_ids=true needs "
-                                                   "non-empty replica_groups")
+        raise RuleFailure(
+            "use_global_device_ids", "use_global_device_ids=true needs non-empty replica_groups"
+        )
 
 
 def _results(instr) -> list:
@@ -48,8 +48,10 @@ def _results(instr) -> list:
     if count == 1:
         return [shape]
     if not shape.is_tuple or len(shape.tuple_shapes) != count:
-        raise RuleFailure("collective shape", f"{instr.opcode} of {count} operands returns a "
-                                              f"tuple of {count}, declared {shape}")
+        raise RuleFailure(
+            "collective shape",
+            f"{instr.opcode} of {count} operands returns a tuple of {count}, declared {shape}",
+        )
     return list(shape.tuple_shapes)
 
 
@@ -66,10 +68,16 @@ def _gathered(instr) -> None:
 def _all_to_all(instr) -> None:
     """The tuple form (no split dimension) sends operand i to the i-th member of the group."""
     size = _group_size(instr)
-    if instr.attrs.get("dimensions") is None and instr.operand_count > 1 and \
-            size is not None and instr.operand_count != size:
-        raise RuleFailure("all-to-all operands", f"{instr.operand_count} operands for replica "
-                                                 f"groups of {size}: one per member needed")
+    if (
+        instr.attrs.get("dimensions") is None
+        and instr.operand_count > 1
+        and size is not None
+        and instr.operand_count != size
+    ):
+        raise RuleFailure(
+            "all-to-all operands",
+            f"{instr.operand_count} operands for replica groups of {size}: one per member needed",
+        )
 
 
 def _is_index(shape) -> bool:
@@ -94,21 +102,29 @@ def _in_place_slices(instr) -> int:
     shapes = [o.shape for o in instr.operands]
     inputs, outputs = shapes[0], shapes[1]
     count = len(inputs.tuple_shapes) if inputs.is_tuple else None
-    if inputs.is_tuple != outputs.is_tuple or \
-            (count is not None and len(outputs.tuple_shapes) != count):
-        raise RuleFailure("collective-permute buffers", f"input buffers {inputs} and output "
-                                                        f"buffers {outputs} do not match")
+    if inputs.is_tuple != outputs.is_tuple or (
+        count is not None and len(outputs.tuple_shapes) != count
+    ):
+        raise RuleFailure(
+            "collective-permute buffers",
+            f"input buffers {inputs} and output buffers {outputs} do not match",
+        )
     slices: set[int] = set()
     for what, offsets in (("input", shapes[2]), ("output", shapes[3])):
-        per_buffer = [offsets] if count is None else \
-            list(offsets.tuple_shapes) if offsets.is_tuple and \
-            len(offsets.tuple_shapes) == count else [None]
+        per_buffer = (
+            [offsets]
+            if count is None
+            else list(offsets.tuple_shapes)
+            if offsets.is_tuple and len(offsets.tuple_shapes) == count
+            else [None]
+        )
         lists = [None if s is None else _index_lists(s) for s in per_buffer]
         counts = [n for n in lists if n is not None]
         if len(counts) < len(lists):
-            raise RuleFailure("collective-permute offsets", f"{what} offsets {offsets} do not "
-                                                            f"list index tuples for each "
-                                                            f"{what} buffer")
+            raise RuleFailure(
+                "collective-permute offsets",
+                f"{what} offsets {offsets} do not list index tuples for each {what} buffer",
+            )
         slices.update(counts)
     return max(slices)
 
@@ -129,11 +145,16 @@ def _collective_permute(instr) -> None:
 def _ragged_all_to_all(instr) -> None:
     """input_offsets, send_sizes, output_offsets and recv_sizes: one shape, of rank 1 or 2."""
     shapes = [o.shape for o in instr.operands[2:]]
-    if any(not s.is_array or s.rank > 2 for s in shapes) or \
-            len({(s.dims, s.dtype) for s in shapes}) != 1:
-        raise RuleFailure("ragged-all-to-all operands", f"offsets and sizes must share one "
-                                                        f"shape of rank 1 or 2, got "
-                                                        f"{', '.join(map(str, shapes))}")
+    if (
+        any(not s.is_array or s.rank > 2 for s in shapes)
+        or len({(s.dims, s.dtype) for s in shapes}) != 1
+    ):
+        raise RuleFailure(
+            "ragged-all-to-all operands",
+            f"offsets and sizes must share one "
+            f"shape of rank 1 or 2, got "
+            f"{', '.join(map(str, shapes))}",
+        )
 
 
 def _tuple_of(instr, parts: list[str]) -> None:
@@ -141,11 +162,16 @@ def _tuple_of(instr, parts: list[str]) -> None:
     ok = shape.is_tuple and len(shape.tuple_shapes) == len(parts)
     for i, part in enumerate(parts if ok else ()):
         sub = shape.tuple_shapes[i]
-        ok = ok and (part == "T" or (part == "token" and sub.is_token) or
-                     (part == "u32" and sub.is_array and sub.dtype == "u32" and not sub.rank))
+        ok = ok and (
+            part == "T"
+            or (part == "token" and sub.is_token)
+            or (part == "u32" and sub.is_array and sub.dtype == "u32" and not sub.rank)
+        )
     if not ok:
-        raise RuleFailure(f"{instr.opcode} shape", f"{instr.opcode} returns "
-                                                   f"({', '.join(parts)}[]), declared {shape}")
+        raise RuleFailure(
+            f"{instr.opcode} shape",
+            f"{instr.opcode} returns ({', '.join(parts)}[]), declared {shape}",
+        )
 
 
 def _infeed(instr) -> None:
@@ -170,33 +196,48 @@ def _consistent_shardings(instr, parts) -> None:
     seen = [(what, _sharding_text(i)) for what, i in parts if _sharding_text(i) is not None]
     if len({text for _, text in seen}) > 1:
         listed = ", ".join(f"{what} {text}" for what, text in seen)
-        raise RuleFailure("inconsistent sharding", f"{instr.opcode} state shardings differ: "
-                                                   f"{listed}")
+        raise RuleFailure(
+            "inconsistent sharding", f"{instr.opcode} state shardings differ: {listed}"
+        )
 
 
 def _while_sharding(instr) -> None:
     body, condition = instr.attrs.get("body"), instr.attrs.get("condition")
     if body is None or condition is None or not body.parameters or not condition.parameters:
         return
-    _consistent_shardings(instr, [("while", instr), ("body parameter", body.parameters[0]),
-                                  ("body root", body.root),
-                                  ("condition parameter", condition.parameters[0])])
+    _consistent_shardings(
+        instr,
+        [
+            ("while", instr),
+            ("body parameter", body.parameters[0]),
+            ("body root", body.root),
+            ("condition parameter", condition.parameters[0]),
+        ],
+    )
 
 
 def _conditional_sharding(instr) -> None:
     branches = [c for c in instr.called_computations if c.has_root]
-    _consistent_shardings(instr, [("conditional", instr)] +
-                          [(f"%{c.name} root", c.root) for c in branches])
+    _consistent_shardings(
+        instr, [("conditional", instr)] + [(f"%{c.name} root", c.root) for c in branches]
+    )
 
 
 COLLECTIVE_RULES = {
-    "all-reduce": _global_device_ids, "all-reduce-start": _global_device_ids,
-    "all-gather": _gathered, "reduce-scatter": _gathered,
+    "all-reduce": _global_device_ids,
+    "all-reduce-start": _global_device_ids,
+    "all-gather": _gathered,
+    "reduce-scatter": _gathered,
     "all-gather-start": _global_device_ids,
-    "all-to-all": _all_to_all, "collective-permute": _collective_permute,
-    "collective-permute-start": _collective_permute, "ragged-all-to-all": _ragged_all_to_all,
-    "infeed": _infeed, "recv": _recv, "recv-done": _recv_done,
-    "while": _while_sharding, "conditional": _conditional_sharding,
+    "all-to-all": _all_to_all,
+    "collective-permute": _collective_permute,
+    "collective-permute-start": _collective_permute,
+    "ragged-all-to-all": _ragged_all_to_all,
+    "infeed": _infeed,
+    "recv": _recv,
+    "recv-done": _recv_done,
+    "while": _while_sharding,
+    "conditional": _conditional_sharding,
 }
 
 
@@ -208,23 +249,32 @@ def check_module_collectives(module) -> tuple[HloInstruction, RuleFailure] | Non
     constrained: dict[bool, HloInstruction] = {}
     for comp in module.computations:
         for instr in comp.instructions:
-            if instr.opcode == "send" and instr.attrs.get("is_host_transfer") and \
-                    instr.attrs.get("channel_id") is not None:
+            if (
+                instr.opcode == "send"
+                and instr.attrs.get("is_host_transfer")
+                and instr.attrs.get("channel_id") is not None
+            ):
                 first = channels.setdefault(instr.attrs["channel_id"], instr)
-                if not first.operand(0).shape.compatible(instr.operand(0).shape) or \
-                        str(first.attrs.get("frontend_attributes")) != \
-                        str(instr.attrs.get("frontend_attributes")):
-                    return instr, RuleFailure("host transfer channel", f"channel "
-                                              f"{instr.attrs['channel_id']} also carries "
-                                              f"%{first.name}, with another shape or "
-                                              f"frontend attributes")
+                if not first.operand(0).shape.compatible(instr.operand(0).shape) or str(
+                    first.attrs.get("frontend_attributes")
+                ) != str(instr.attrs.get("frontend_attributes")):
+                    return instr, RuleFailure(
+                        "host transfer channel",
+                        f"channel "
+                        f"{instr.attrs['channel_id']} also carries "
+                        f"%{first.name}, with another shape or "
+                        f"frontend attributes",
+                    )
             if instr.opcode == "all-reduce":
                 constrained.setdefault(bool(instr.attrs.get("constrain_layout")), instr)
     if len(constrained) == 2:
-        return constrained[True], RuleFailure("constrain_layout", f"the module mixes "
-                                              f"layout-constrained all-reduces with "
-                                              f"unconstrained ones (%"
-                                              f"{constrained[False].name})")
+        return constrained[True], RuleFailure(
+            "constrain_layout",
+            f"the module mixes "
+            f"layout-constrained all-reduces with "
+            f"unconstrained ones (%"
+            f"{constrained[False].name})",
+        )
     return None
 
 

@@ -7,6 +7,7 @@ detail)`; `check_pairs(comp)` checks that every start has exactly one done, `che
 that calls stay on their thread. minixla.ir.verifier runs them and reports failures like its
 own.
 """
+
 from __future__ import annotations
 
 import re
@@ -37,14 +38,17 @@ def _compare_type(instr) -> None:
         return
     etype = instr.operand(0).shape.element_type
     if etype.is_complex and instr.attrs.get("direction") not in ("EQ", "NE", None):
-        raise RuleFailure("comparison direction", f"{etype.name} values have no order: "
-                                                  f"compare them with EQ or NE")
+        raise RuleFailure(
+            "comparison direction", f"{etype.name} values have no order: compare them with EQ or NE"
+        )
     if kind is None:
         return
-    allowed = {"FLOAT": etype.is_float or etype.is_complex,
-               "TOTALORDER": etype.is_float or etype.is_complex,
-               "SIGNED": etype.is_signed,
-               "UNSIGNED": etype.kind in ("unsigned", "pred")}
+    allowed = {
+        "FLOAT": etype.is_float or etype.is_complex,
+        "TOTALORDER": etype.is_float or etype.is_complex,
+        "SIGNED": etype.is_signed,
+        "UNSIGNED": etype.kind in ("unsigned", "pred"),
+    }
     if not allowed.get(str(kind), True):
         raise RuleFailure("comparison type", f"type={kind} does not fit {etype.name} operands")
 
@@ -52,17 +56,16 @@ def _compare_type(instr) -> None:
 def _rng(instr) -> None:
     shapes = [o.shape for o in instr.operands]
     if len(shapes) != 2:
-        raise RuleFailure("rng operands", f"rng takes its two bounds, got {len(shapes)} "
-                                          f"operands")
+        raise RuleFailure("rng operands", f"rng takes its two bounds, got {len(shapes)} operands")
     if any(not s.is_array or s.rank for s in shapes):
         raise RuleFailure("rng operands", "the bounds of rng must be scalars")
     if len({s.dtype for s in shapes} | {instr.shape.dtype}) != 1:
-        raise RuleFailure("rng element type", "the bounds and the result must have one "
-                                              "element type")
+        raise RuleFailure(
+            "rng element type", "the bounds and the result must have one element type"
+        )
     if not (instr.shape.element_type.is_float or instr.shape.element_type.is_integer):
         raise RuleFailure("rng element type", f"rng cannot produce {instr.shape.dtype}")
-    if instr.attrs.get("distribution") == "rng_normal" and \
-            not instr.shape.element_type.is_float:
+    if instr.attrs.get("distribution") == "rng_normal" and not instr.shape.element_type.is_float:
         raise RuleFailure("rng element type", "rng_normal produces floats only")
 
 
@@ -79,8 +82,9 @@ def _select(instr) -> None:
 def _conditional(instr) -> None:
     index = instr.operand(0).shape
     if not (index.is_array and index.rank == 0 and index.dtype in ("pred", "s32")):
-        raise RuleFailure("conditional index", f"the branch index must be pred[] or s32[], "
-                                               f"got {index}")
+        raise RuleFailure(
+            "conditional index", f"the branch index must be pred[] or s32[], got {index}"
+        )
 
 
 def _composite_call(instr) -> None:
@@ -96,22 +100,31 @@ def _composite_call(instr) -> None:
 
 def _copy_start(instr) -> None:
     shape, operand = instr.shape, instr.operand(0).shape
-    if not shape.is_tuple or len(shape.tuple_shapes) != 3 or \
-            not shape.tuple_shapes[0].compatible(operand) or shape.tuple_shapes[1] != operand:
-        raise RuleFailure("copy-start shape", f"copy-start of {operand} returns (destination, "
-                                              f"{operand}, u32[]), declared {shape}")
+    if (
+        not shape.is_tuple
+        or len(shape.tuple_shapes) != 3
+        or not shape.tuple_shapes[0].compatible(operand)
+        or shape.tuple_shapes[1] != operand
+    ):
+        raise RuleFailure(
+            "copy-start shape",
+            f"copy-start of {operand} returns (destination, {operand}, u32[]), declared {shape}",
+        )
 
 
 def _done_of(start: str):
     def check(instr) -> None:
         operand = instr.operand(0)
         if operand.opcode != start:
-            raise RuleFailure("async pair", f"{instr.opcode} needs a {start} operand, got "
-                                            f"{operand.opcode}")
+            raise RuleFailure(
+                "async pair", f"{instr.opcode} needs a {start} operand, got {operand.opcode}"
+            )
         want = operand.shape.tuple_shapes[0] if start == "copy-start" else None
         if want is not None and not instr.shape.compatible(want):
-            raise RuleFailure("copy-done shape", f"copy-done returns {want}, declared "
-                                                 f"{instr.shape}")
+            raise RuleFailure(
+                "copy-done shape", f"copy-done returns {want}, declared {instr.shape}"
+            )
+
     return check
 
 
@@ -126,37 +139,52 @@ def check_threads(module) -> tuple[HloInstruction, RuleFailure] | None:
     thread), or the thread of the computation that calls it. Every other call stays on the
     caller's thread."""
     threads = {id(c): c.execution_thread for c in module.computations if c.execution_thread}
-    pending = [(instr.attrs["calls"], instr.attrs.get("async_execution_thread", MAIN_THREAD))
-               for c in module.computations for instr in c.instructions
-               if instr.opcode == "async-start" and instr.attrs.get("calls") is not None]
+    pending = [
+        (instr.attrs["calls"], instr.attrs.get("async_execution_thread", MAIN_THREAD))
+        for c in module.computations
+        for instr in c.instructions
+        if instr.opcode == "async-start" and instr.attrs.get("calls") is not None
+    ]
     pending += [(c, MAIN_THREAD) for c in module.computations if c is module.entry]
     pending += [(c, c.execution_thread) for c in module.computations if c.execution_thread]
     while pending:  # hand threads down the call graph
         comp, thread = pending.pop()
         if threads.setdefault(id(comp), thread) != thread:
             continue
-        pending += [(callee, thread) for instr in comp.instructions
-                    if instr.opcode not in ASYNC_OPS for callee in instr.called_computations
-                    if id(callee) not in threads]
+        pending += [
+            (callee, thread)
+            for instr in comp.instructions
+            if instr.opcode not in ASYNC_OPS
+            for callee in instr.called_computations
+            if id(callee) not in threads
+        ]
     for comp in module.computations:
         thread = threads.get(id(comp), MAIN_THREAD)
         for instr in comp.instructions:
             if instr.opcode in ("async-update", "async-done"):
                 continue  # they run what their async-start runs
-            want = instr.attrs.get("async_execution_thread", MAIN_THREAD) \
-                if instr.opcode == "async-start" else thread
+            want = (
+                instr.attrs.get("async_execution_thread", MAIN_THREAD)
+                if instr.opcode == "async-start"
+                else thread
+            )
             for callee in instr.called_computations:
                 got = threads.get(id(callee), MAIN_THREAD)
                 if got != want:
-                    return instr, RuleFailure("execution thread", f"%{callee.name} runs on "
-                                                                  f"thread \"{got}\", the "
-                                                                  f"caller on \"{want}\"")
+                    return instr, RuleFailure(
+                        "execution thread",
+                        f'%{callee.name} runs on thread "{got}", the caller on "{want}"',
+                    )
     return None
 
 
 INSTRUCTION_RULES = {
-    "compare": _compare_type, "rng": _rng, "iota": _iota, "select": _select,
-    "conditional": _conditional, "call": _composite_call,
+    "compare": _compare_type,
+    "rng": _rng,
+    "iota": _iota,
+    "select": _select,
+    "conditional": _conditional,
+    "call": _composite_call,
     "copy-start": _copy_start,
     "copy-done": _done_of("copy-start"),
     "all-reduce-done": _done_of("all-reduce-start"),
@@ -165,9 +193,13 @@ INSTRUCTION_RULES = {
 }
 
 # start opcode -> the opcodes that continue it, ending with the done
-_PAIRS = {"async-start": ("async-update", "async-done"), "copy-start": ("copy-done",),
-          "all-reduce-start": ("all-reduce-done",), "all-gather-start": ("all-gather-done",),
-          "collective-permute-start": ("collective-permute-done",)}
+_PAIRS = {
+    "async-start": ("async-update", "async-done"),
+    "copy-start": ("copy-done",),
+    "all-reduce-start": ("all-reduce-done",),
+    "all-gather-start": ("all-gather-done",),
+    "collective-permute-start": ("collective-permute-done",),
+}
 
 
 def check_pairs(comp) -> tuple[object, RuleFailure] | None:
@@ -180,8 +212,9 @@ def check_pairs(comp) -> tuple[object, RuleFailure] | None:
         while True:
             users = [u for u in current.users if u.opcode in follow]
             if len(users) > 1:
-                return instr, RuleFailure("async pair", f"%{current.name} has "
-                                                        f"{len(users)} continuations")
+                return instr, RuleFailure(
+                    "async pair", f"%{current.name} has {len(users)} continuations"
+                )
             if not users:
                 if current.users or (current.is_root() and not comp.is_entry):
                     dones = 1  # passed on (a loop's state, a tuple): the done is elsewhere
@@ -191,14 +224,22 @@ def check_pairs(comp) -> tuple[object, RuleFailure] | None:
                 dones += 1
                 break
         if dones != 1:
-            return instr, RuleFailure("async pair", f"%{instr.name} ({instr.opcode}) has no "
-                                                    f"{follow[-1]}")
+            return instr, RuleFailure(
+                "async pair", f"%{instr.name} ({instr.opcode}) has no {follow[-1]}"
+            )
     for instr in comp.instructions:
         if instr.opcode == "async-update" and not instr.users and not instr.is_root():
-            return instr, RuleFailure("async pair", f"%{instr.name} (async-update) is "
-                                                    f"neither continued nor passed on")
+            return instr, RuleFailure(
+                "async pair", f"%{instr.name} (async-update) is neither continued nor passed on"
+            )
     return None
 
 
-__all__ = ["ASYNC_OPS", "INSTRUCTION_RULES", "MAIN_THREAD", "RuleFailure", "check_pairs",
-           "check_threads"]
+__all__ = [
+    "ASYNC_OPS",
+    "INSTRUCTION_RULES",
+    "MAIN_THREAD",
+    "RuleFailure",
+    "check_pairs",
+    "check_threads",
+]

@@ -6,10 +6,41 @@
 
 See docs/pallas.md.
 """
-from ..frontend.shape_struct import ShapeDtypeStruct
-from .core import (BlockSpec, PallasCall, PallasError, Ref, Slice, VMEM, cdiv, ds, dslice, load,
-                   num_programs, pallas_call, program_id, store, when)
 
-__all__ = ["BlockSpec", "PallasCall", "PallasError", "Ref", "ShapeDtypeStruct", "Slice", "VMEM",
-           "cdiv", "ds", "dslice", "load", "num_programs", "pallas_call", "program_id", "store",
-           "when"]
+from ..frontend.shape_struct import ShapeDtypeStruct
+from .core import (
+    BlockSpec,
+    PallasCall,
+    PallasError,
+    Ref,
+    Slice,
+    VMEM,
+    cdiv,
+    ds,
+    dslice,
+    load,
+    num_programs,
+    pallas_call,
+    program_id,
+    store,
+    when,
+)
+
+__all__ = [
+    "BlockSpec",
+    "PallasCall",
+    "PallasError",
+    "Ref",
+    "ShapeDtypeStruct",
+    "Slice",
+    "VMEM",
+    "cdiv",
+    "ds",
+    "dslice",
+    "load",
+    "num_programs",
+    "pallas_call",
+    "program_id",
+    "store",
+    "when",
+]

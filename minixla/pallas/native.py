@@ -22,6 +22,7 @@ and none when the kernel has scratch buffers (they carry values from one step to
 Threads are used only when the grid touches at least the cpu backend's parallel threshold of
 elements (on fewer than four cores, never); each parallel iteration then gets its own scratch.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -60,7 +61,7 @@ class GridPlan:
         self.offsets = np.zeros((max(self.steps, 1), max(width, 1)), np.int64)
         for step, ids in enumerate(itertools.product(*(range(g) for g in self.grid))):
             for op, column in zip(operands, self.columns):
-                self.offsets[step, column:column + len(op.shape)] = starts_of(op, ids)
+                self.offsets[step, column : column + len(op.shape)] = starts_of(op, ids)
         self.parallel_axes = 0
 
     def inner(self, axes: int) -> int:
@@ -76,7 +77,7 @@ class GridPlan:
         for column, rank in out_columns:
             owner: dict[tuple, int] = {}
             for step in range(self.steps):
-                block = tuple(self.offsets[step, column:column + rank])
+                block = tuple(self.offsets[step, column : column + rank])
                 if owner.setdefault(block, step // inner) != step // inner:
                     return False
         return True
@@ -88,8 +89,10 @@ def plan_parallel(plan: GridPlan, out_columns, semantics, has_scratch: bool) -> 
     if semantics is not None:
         axes = next((k for k, s in enumerate(semantics) if s != "parallel"), len(semantics))
         if axes and not plan.disjoint(axes, out_columns):
-            raise ValueError(f"the grid axes {list(range(axes))} are declared parallel, but "
-                             f"steps that differ along them write the same output block")
+            raise ValueError(
+                f"the grid axes {list(range(axes))} are declared parallel, but "
+                f"steps that differ along them write the same output block"
+            )
         return axes
     if has_scratch:
         return 0
@@ -106,8 +109,10 @@ class GridSpec:
 
     def numba_signature(self):
         from numba import from_dtype, types
-        return types.void(*(types.Array(from_dtype(storage_dtype(d)), n, "C")
-                            for d, n in self.args))
+
+        return types.void(
+            *(types.Array(from_dtype(storage_dtype(d)), n, "C") for d, n in self.args)
+        )
 
     def signature_text(self) -> str:
         return ", ".join(f"{d}[{n}d]" for d, n in self.args)
@@ -118,8 +123,18 @@ class GridSource:
 
     scratch_args = True  # scratch buffers are arguments (the cuda grid keeps them per block)
 
-    def __init__(self, module, ins, outs, scratch, plan: GridPlan, checks: int,
-                 threads: bool, target: Target | None = None, writer: Writer | None = None):
+    def __init__(
+        self,
+        module,
+        ins,
+        outs,
+        scratch,
+        plan: GridPlan,
+        checks: int,
+        threads: bool,
+        target: Target | None = None,
+        writer: Writer | None = None,
+    ):
         self.module, self.ins, self.outs, self.scratch = module, ins, outs, scratch
         self.plan, self.checks, self.threads = plan, checks, threads
         self.w = writer or CpuWriter()
@@ -127,9 +142,12 @@ class GridSource:
 
     def arg_names(self) -> list[str]:
         scratch = len(self.scratch) if self.scratch_args else 0
-        return ([f"in{k}" for k in range(len(self.ins))]
-                + [f"out{k}" for k in range(len(self.outs))]
-                + [f"scratch{k}" for k in range(scratch)] + ["offsets", "failed"])
+        return (
+            [f"in{k}" for k in range(len(self.ins))]
+            + [f"out{k}" for k in range(len(self.outs))]
+            + [f"scratch{k}" for k in range(scratch)]
+            + ["offsets", "failed"]
+        )
 
     def args(self) -> list[tuple[str, int]]:
         arrays = [(dt.hlo_name(op.dtype), max(len(op.shape), 1)) for op in self.ins + self.outs]
@@ -141,7 +159,7 @@ class GridSource:
         grid = self.plan.grid
         scalars = {}
         for axis, size in enumerate(grid):
-            stride = math.prod(grid[axis + 1:])
+            stride = math.prod(grid[axis + 1 :])
             expr = "step" if stride == 1 else f"step // {stride}"
             expr = "0" if size == 1 else (f"{expr} % {size}" if axis else expr)
             w.line(f"pid{axis} = np.int32({expr})")
@@ -169,8 +187,10 @@ class GridSource:
         scratch = [f"scratch{k}" for k in range(len(self.scratch))]
         if self.threads:  # each parallel iteration has its own scratch
             for k, (shape, dtype) in enumerate(self.scratch):
-                w.line(f"local{k} = np.zeros({array_dims_of(shape)}, "
-                       f"{storage_type(dt.hlo_name(dtype))})")
+                w.line(
+                    f"local{k} = np.zeros({array_dims_of(shape)}, "
+                    f"{storage_type(dt.hlo_name(dtype))})"
+                )
                 scratch[k] = f"local{k}"
         w.line(f"for u in range({inner}):")
         w.depth += 1
@@ -185,21 +205,24 @@ class GridSource:
         scalars = self.program_ids(w)
         grid_rank = len(self.plan.grid)
         operands = self.ins + self.outs
-        names = [f"in{k}" for k in range(len(self.ins))] + \
-            [f"out{k}" for k in range(len(self.outs))]
-        windows = [(name, self.block_offsets(w, name, op, column))
-                   for name, op, column in zip(names, operands, self.plan.columns)]
+        names = [f"in{k}" for k in range(len(self.ins))] + [
+            f"out{k}" for k in range(len(self.outs))
+        ]
+        windows = [
+            (name, self.block_offsets(w, name, op, column))
+            for name, op, column in zip(names, operands, self.plan.columns)
+        ]
         windows += [(name, ("0",) * len(shape)) for name, (shape, _) in zip(scratch, self.scratch)]
         for param, window in zip(params[grid_rank:], windows):
             em.windows[id(param)] = window
-        dests = windows[len(self.ins):]
+        dests = windows[len(self.ins) :]
         em.computation(entry, scalars)
         roots = list(entry.root.operands)
         n_state = len(self.outs) + len(self.scratch)
         for k, flag in enumerate(roots[n_state:]):
             w.line(f"if {em.scalar(flag, scalars)} and failed[{k}] < 0:")
             w.line(f"    failed[{k}] = step")
-        self.store_state(roots[:n_state], params[grid_rank + len(self.ins):], dests, scalars)
+        self.store_state(roots[:n_state], params[grid_rank + len(self.ins) :], dests, scalars)
 
     def store_state(self, roots, dest_params, dests, scalars) -> None:
         """New output blocks and scratch values into their arrays. A value computed from its
@@ -207,14 +230,24 @@ class GridSource:
         a store through `pl.ds`), and every store waits until all values are computed (one
         may read another's destination)."""
         em = self.em
-        stores = [(root, param, dest) for root, param, dest in zip(roots, dest_params, dests)
-                  if root is not param]
+        stores = [
+            (root, param, dest)
+            for root, param, dest in zip(roots, dest_params, dests)
+            if root is not param
+        ]
         staged = []
         for root, param, dest in stores:
             if param.users:
                 update = window_update(root, param)
-                staged.append((root, dest, self.stage_window(update, scalars) if update
-                               else em.array_of(root, scalars)))
+                staged.append(
+                    (
+                        root,
+                        dest,
+                        self.stage_window(update, scalars)
+                        if update
+                        else em.array_of(root, scalars),
+                    )
+                )
         for root, param, dest in stores:
             if not param.users:
                 self.store(root, dest, scalars)
@@ -227,9 +260,14 @@ class GridSource:
     def store(self, root, dest, scalars) -> None:
         rank = root.shape.rank
         name, offsets = dest
-        self.em.fill(name, array_dims(root.shape),
-                     lambda el, index: el.value(root, index if rank else ()),
-                     root.shape.dtype, scalars, offsets)
+        self.em.fill(
+            name,
+            array_dims(root.shape),
+            lambda el, index: el.value(root, index if rank else ()),
+            root.shape.dtype,
+            scalars,
+            offsets,
+        )
 
     def stage_window(self, update, scalars):
         """(the new window's array, its clamped starts) of a window update."""
@@ -249,8 +287,11 @@ class GridSource:
         name, offsets = dest
         index = em.target.open_nest(em, size)
         at = tuple(f"{s} + {i}" for s, i in zip(starts, index))
-        inside = [f"{a} < {n}" for a, n, m, padded in
-                  zip(at, root.shape.dims, size, update_dims(root)) if padded > n]
+        inside = [
+            f"{a} < {n}"
+            for a, n, m, padded in zip(at, root.shape.dims, size, update_dims(root))
+            if padded > n
+        ]
         target = f"{name}[{', '.join(offset_index(offsets, at))}]"
         statement = f"{target} = {values}[{', '.join(index)}]"
         if inside:
@@ -267,9 +308,13 @@ class GridSource:
         lines = [HEADER.format(doc=doc)]
         lines += [f"{n} = {text}" for text, n in w.constants.items()]
         lines += [f"{n} = {key}" for key, n in w.math_names.items()]
-        lines += ["", "", f"@njit(parallel={self.threads}, fastmath={fastmath}, "
-                  f"error_model='numpy', boundscheck=False, nogil=True, cache=CACHE)",
-                  f"def {name}({', '.join(self.arg_names())}):"]
+        lines += [
+            "",
+            "",
+            f"@njit(parallel={self.threads}, fastmath={fastmath}, "
+            f"error_model='numpy', boundscheck=False, nogil=True, cache=CACHE)",
+            f"def {name}({', '.join(self.arg_names())}):",
+        ]
         return "\n".join(lines + body) + "\n"
 
 
@@ -288,8 +333,11 @@ def window_update(root, param):
         if not cut or any(low or interior for low, _, interior in base.attrs["padding"]):
             return None
         base = base.operand(0)
-    if base is not param or tuple(root.shape.dims) != tuple(param.shape.dims) or \
-            len(node.operands) != 2 + node.shape.rank:
+    if (
+        base is not param
+        or tuple(root.shape.dims) != tuple(param.shape.dims)
+        or len(node.operands) != 2 + node.shape.rank
+    ):
         return None
     return node
 
@@ -305,20 +353,19 @@ def array_dims_of(shape) -> tuple[int, ...]:
 
 
 def touched_elements(ins, outs, scratch) -> int:
-    return sum(math.prod(op.padded) for op in ins + outs) + \
-        sum(math.prod(s) for s, _ in scratch)
+    return sum(math.prod(op.padded) for op in ins + outs) + sum(math.prod(s) for s, _ in scratch)
 
 
 def use_threads(plan: GridPlan, ins, outs, scratch, threshold: int | None) -> bool:
     threshold = PARALLEL_THRESHOLD if threshold is None else threshold
     axes = plan.parallel_axes
-    return axes > 0 and plan.outer(axes) > 1 and \
-        touched_elements(ins, outs, scratch) >= threshold
+    return axes > 0 and plan.outer(axes) > 1 and touched_elements(ins, outs, scratch) >= threshold
 
 
 def open_disk_cache():
     """The cpu backend's compilation cache, when enabled and usable (else None)."""
     from ..backends.cpu import cache, jit
+
     if not cache.is_enabled({}):
         return None
     disk = cache.DiskCache(None)
@@ -335,6 +382,7 @@ def compile_grid(spec: GridSpec):
     NotEmittable when Numba cannot compile it, so the call runs step by step instead."""
     from numba.core.errors import NumbaError
     from ..backends.cpu import jit
+
     try:
         dispatcher, how = jit.obtain(spec, open_disk_cache())
     except NumbaError as exc:
@@ -349,16 +397,19 @@ class NativeGrid:
 
     def __init__(self, runner, plan: GridPlan):
         from ..runtime.metrics import count
+
         call = runner.call
         self.ins, self.outs, self.scratch = runner.ins, runner.outs, runner.scratch
         self.plan = plan
         self.checks = len(runner.check_messages)
-        self.threads = use_threads(plan, self.ins, self.outs, self.scratch,
-                                   call.parallel_threshold)
-        builder = GridSource(runner.module, self.ins, self.outs, self.scratch, plan,
-                             self.checks, self.threads)
-        self.source = builder.source("grid_kernel", f"The grid of pallas kernel {call.name} "
-                                     f"({list(plan.grid)}), one Numba function.")
+        self.threads = use_threads(plan, self.ins, self.outs, self.scratch, call.parallel_threshold)
+        builder = GridSource(
+            runner.module, self.ins, self.outs, self.scratch, plan, self.checks, self.threads
+        )
+        self.source = builder.source(
+            "grid_kernel",
+            f"The grid of pallas kernel {call.name} ({list(plan.grid)}), one Numba function.",
+        )
         self.spec = GridSpec("grid_kernel", self.source, builder.args())
         self.fn, how = compile_grid(self.spec)
         count(f"cpu.kernel.{how}")
@@ -369,11 +420,18 @@ class NativeGrid:
         outs = [np.zeros(op.padded, op.dtype) for op in self.outs]
         scratch = [np.zeros(shape, dtype) for shape, dtype in self.scratch]
         failed = np.full(max(self.checks, 1), -1, np.int64)
-        self.fn(*ins, *(kernel_array(o) for o in outs), *(kernel_array(s) for s in scratch),
-                self.plan.offsets, failed)
-        results = [o[tuple(slice(0, n) for n in op.shape)] if not op.divides else o
-                   for o, op in zip(outs, self.outs)]
-        return results, [int(f) for f in failed[:self.checks]]
+        self.fn(
+            *ins,
+            *(kernel_array(o) for o in outs),
+            *(kernel_array(s) for s in scratch),
+            self.plan.offsets,
+            failed,
+        )
+        results = [
+            o[tuple(slice(0, n) for n in op.shape)] if not op.divides else o
+            for o, op in zip(outs, self.outs)
+        ]
+        return results, [int(f) for f in failed[: self.checks]]
 
 
 def padded_input(array, op):

@@ -16,6 +16,7 @@ The grid axes that run as CUDA blocks are native.py's parallel axes; with none, 
 the whole grid in order. Inputs, outputs and the offsets table stay in device memory, read and
 written at each block's offsets.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -48,8 +49,9 @@ class SharedMemoryTarget(Target):
     def alloc(self, emitter, dims, dtype: str) -> str:
         self.shared_bytes += math.prod(dims) * np.dtype(storage_type(dtype)[3:]).itemsize
         if self.shared_bytes > SHARED_BYTES:
-            raise NotEmittable(f"the step's block arrays need more than {SHARED_BYTES} bytes "
-                               f"of shared memory")
+            raise NotEmittable(
+                f"the step's block arrays need more than {SHARED_BYTES} bytes of shared memory"
+            )
         return emitter.w.declare("a", f"cuda.shared.array({tuple(dims)}, {storage_type(dtype)})")
 
     def open_nest(self, emitter, dims) -> list[str]:
@@ -60,7 +62,7 @@ class SharedMemoryTarget(Target):
         index = []
         for d, size in enumerate(dims):
             var = w.var("i")
-            stride = math.prod(dims[d + 1:])
+            stride = math.prod(dims[d + 1 :])
             expr = linear if stride == 1 else f"{linear} // {stride}"
             w.line(f"{var} = {expr if d == 0 else f'{expr} % {size}'}")
             index.append(var)
@@ -153,6 +155,7 @@ class CudaGrid:
         from ..backends.cuda.runtime import compile_kernel
         from ..backends.cuda.target import geometry
         from ..runtime.metrics import count
+
         call = runner.call
         self.ins, self.outs, self.scratch = runner.ins, runner.outs, runner.scratch
         self.plan = plan
@@ -160,10 +163,22 @@ class CudaGrid:
         self.threads = geometry({}).threads
         self.blocks = plan.outer(plan.parallel_axes)
         target = SharedMemoryTarget(self.threads)
-        builder = CudaGridSource(runner.module, self.ins, self.outs, self.scratch, plan,
-                                 self.checks, False, target, CudaWriter())
-        self.source = builder.source("grid_kernel", f"The grid of pallas kernel {call.name} "
-                                     f"({list(plan.grid)}), one CUDA block per program.")
+        builder = CudaGridSource(
+            runner.module,
+            self.ins,
+            self.outs,
+            self.scratch,
+            plan,
+            self.checks,
+            False,
+            target,
+            CudaWriter(),
+        )
+        self.source = builder.source(
+            "grid_kernel",
+            f"The grid of pallas kernel {call.name} "
+            f"({list(plan.grid)}), one CUDA block per program.",
+        )
         spec = GridSpec("grid_kernel", self.source, builder.args())
         spec.kind = "pallas-grid"
         spec.kid = hashlib.sha256((self.source + spec.signature_text()).encode()).hexdigest()[:32]
@@ -173,10 +188,10 @@ class CudaGrid:
 
     def __call__(self, arrays):
         from ..backends.cuda.runtime import cuda
+
         if self._offsets is None:
             self._offsets = cuda.to_device(self.plan.offsets)
-        ins = [cuda.to_device(kernel_array(padded_input(a, op)))
-               for a, op in zip(arrays, self.ins)]
+        ins = [cuda.to_device(kernel_array(padded_input(a, op))) for a, op in zip(arrays, self.ins)]
         outs = [np.zeros(op.padded, op.dtype) for op in self.outs]
         device_outs = [cuda.to_device(kernel_array(o)) for o in outs]
         failed = cuda.to_device(np.full(max(self.checks, 1), -1, np.int64))
@@ -185,8 +200,10 @@ class CudaGrid:
         results = []
         for host, device, op in zip(outs, device_outs, self.outs):
             bits = device.copy_to_host()
-            host = bits.view(op.dtype).reshape(host.shape) if bits.dtype != op.dtype else \
-                bits.reshape(host.shape)
-            results.append(host[tuple(slice(0, n) for n in op.shape)] if not op.divides
-                           else host)
-        return results, [int(f) for f in failed.copy_to_host()[:self.checks]]
+            host = (
+                bits.view(op.dtype).reshape(host.shape)
+                if bits.dtype != op.dtype
+                else bits.reshape(host.shape)
+            )
+            results.append(host[tuple(slice(0, n) for n in op.shape)] if not op.divides else host)
+        return results, [int(f) for f in failed.copy_to_host()[: self.checks]]

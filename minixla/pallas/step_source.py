@@ -18,6 +18,7 @@ arrays are allocated and loops are run, so the same emitter serves the cpu grid 
 block's threads). An instruction it cannot emit raises NotEmittable, and the caller falls back to
 running the step through a backend.
 """
+
 from __future__ import annotations
 
 import math
@@ -27,9 +28,25 @@ from ..backends.cpu.kernels import storage_dtype
 from ..backends.codegen.scalar import NotEmittable, kernel_type
 
 # Reading these through an index costs no more than reading their operand.
-CHEAP = frozenset({"parameter", "constant", "iota", "broadcast", "reshape", "bitcast", "copy",
-                   "slice", "dynamic-slice", "transpose", "get-tuple-element", "pad", "reverse",
-                   "convert", "tuple"})
+CHEAP = frozenset(
+    {
+        "parameter",
+        "constant",
+        "iota",
+        "broadcast",
+        "reshape",
+        "bitcast",
+        "copy",
+        "slice",
+        "dynamic-slice",
+        "transpose",
+        "get-tuple-element",
+        "pad",
+        "reverse",
+        "convert",
+        "tuple",
+    }
+)
 FORWARDING = frozenset({"reshape", "bitcast", "copy"})
 
 
@@ -98,8 +115,7 @@ class Target:
     def close_nest(self, emitter: "StepEmitter", dims) -> None:
         emitter.w.depth -= len(dims)
 
-    def dot(self, emitter: "StepEmitter", instr, lhs: str, rhs: str, m: int, k: int,
-            n: int) -> str:
+    def dot(self, emitter: "StepEmitter", instr, lhs: str, rhs: str, m: int, k: int, n: int) -> str:
         out = emitter.w.var("a")
         if instr.shape.dtype in ("f32", "f64"):
             emitter.w.line(f"{out} = np.dot({lhs}, {rhs})")
@@ -140,8 +156,7 @@ class StepEmitter:
         self.shapes: dict[str, tuple[int, ...]] = {}  # their dims
 
     # -- loop nests --------------------------------------------------------------------------
-    def fill(self, dest: str, dims, value_at, dest_dtype: str, scalars=None,
-             offsets=None) -> None:
+    def fill(self, dest: str, dims, value_at, dest_dtype: str, scalars=None, offsets=None) -> None:
         """`dest[offsets + index] = value_at(elemental, index)` over `dims`; loop-invariant
         values are computed in front of the loops."""
         w = self.w
@@ -198,10 +213,14 @@ class StepEmitter:
         if init.opcode != "tuple" or body.root.opcode != "tuple":
             raise NotEmittable("a while loop whose state is not a tuple")
         param = body.parameters[0]
-        passthrough = [op.opcode == "get-tuple-element" and op.operand(0) is param
-                       and op.attrs["index"] == k for k, op in enumerate(body.root.operands)]
-        state = [self._kept(e, scalars) if keep else self.copy(e, scalars)
-                 for e, keep in zip(init.operands, passthrough)]
+        passthrough = [
+            op.opcode == "get-tuple-element" and op.operand(0) is param and op.attrs["index"] == k
+            for k, op in enumerate(body.root.operands)
+        ]
+        state = [
+            self._kept(e, scalars) if keep else self.copy(e, scalars)
+            for e, keep in zip(init.operands, passthrough)
+        ]
         for comp in (cond, body):  # a computation shared by two loops is emitted for each
             for member in comp.instructions:
                 self.arrays.pop(id(member), None)
@@ -234,8 +253,13 @@ class StepEmitter:
         dims = array_dims(instr.shape)
         name = self.target.alloc(self, dims, instr.shape.dtype)
         rank = instr.shape.rank
-        self.fill(name, dims, lambda em, index: em.value(instr, index if rank else ()),
-                  instr.shape.dtype, scalars)
+        self.fill(
+            name,
+            dims,
+            lambda em, index: em.value(instr, index if rank else ()),
+            instr.shape.dtype,
+            scalars,
+        )
         self.fresh.add(name)
         self.shapes[name] = dims
         return name
@@ -267,8 +291,7 @@ class StepEmitter:
         m = math.prod(d for i, d in enumerate(lhs.shape.dims) if i != lc)
         n = math.prod(d for i, d in enumerate(rhs.shape.dims) if i != rc)
         a = self._operand_matrix(lhs, lc, dtype, (m, k), contracting_last=True, scalars=scalars)
-        b = self._operand_matrix(rhs, rc, dtype, (k, n), contracting_last=False,
-                                 scalars=scalars)
+        b = self._operand_matrix(rhs, rc, dtype, (k, n), contracting_last=False, scalars=scalars)
         out = self.target.dot(self, instr, a, b, m, k, n)
         if tuple(instr.shape.dims) != (m, n):
             out = self.target.reshaped(self, out, array_dims(instr.shape))
@@ -276,12 +299,17 @@ class StepEmitter:
         self.shapes[out] = array_dims(instr.shape)
         self.arrays[id(instr)] = out
 
-    def _operand_matrix(self, operand, contracting: int, dtype: str, dims, *,
-                        contracting_last: bool, scalars) -> str:
+    def _operand_matrix(
+        self, operand, contracting: int, dtype: str, dims, *, contracting_last: bool, scalars
+    ) -> str:
         name = self.arrays.get(id(operand))
         natural = contracting == (operand.shape.rank - 1 if contracting_last else 0)
-        if name in self.fresh and natural and operand.shape.rank == 2 and \
-                operand.shape.dtype == dtype:
+        if (
+            name in self.fresh
+            and natural
+            and operand.shape.rank == 2
+            and operand.shape.dtype == dtype
+        ):
             return name
         out = self.target.alloc(self, dims, dtype)
         cast = kernel_type(dtype)
@@ -295,6 +323,7 @@ class StepEmitter:
                 full[contracting] = k
             value = em.value(operand, tuple(full))
             return value if operand.shape.dtype == dtype else f"{cast}({value})"
+
         self.fill(out, dims, value_at, dtype, scalars)
         self.fresh.add(out)
         self.shapes[out] = tuple(dims)

@@ -6,6 +6,7 @@ table in the order rules are tried: canonical form first, so later patterns see 
 the right. Rules never change a result: not for NaN, not for -0.0, not for integer overflow
 (stricter than XLA where the two differ; see algsimp_rules_arith.py).
 """
+
 from __future__ import annotations
 
 from ..ir.module import HloModule
@@ -17,14 +18,16 @@ from .base import Pass, register_pass
 from .patterns import RuleSet, m, new, rewrite
 
 CANONICAL = RuleSet("algsimp")
-_COMMUTATIVE_BINARY = tuple(sorted(name for name, row in OPCODES.items()
-                                   if row.has(COMMUTATIVE) and row.arity == 2))
+_COMMUTATIVE_BINARY = tuple(
+    sorted(name for name, row in OPCODES.items() if row.has(COMMUTATIVE) and row.arity == 2)
+)
 
 
 def is_constant_like(instr) -> bool:
     """A constant, or a broadcast of one."""
-    return instr.opcode == "constant" or (instr.opcode == "broadcast"
-                                          and instr.operand(0).opcode == "constant")
+    return instr.opcode == "constant" or (
+        instr.opcode == "broadcast" and instr.operand(0).opcode == "constant"
+    )
 
 
 @CANONICAL.rule(m.Op(_COMMUTATIVE_BINARY))

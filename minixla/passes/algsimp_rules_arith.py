@@ -5,6 +5,7 @@ Every rule keeps results bit-for-bit (NaN stays NaN): an identity that fails for
 than XLA's AlgebraicSimplifier, which for instance folds `x + 0.0` for floats (wrong for
 x = -0.0, since -0.0 + 0.0 = +0.0).
 """
+
 from __future__ import annotations
 
 import ml_dtypes
@@ -38,8 +39,7 @@ def _real(instr) -> bool:
 def _is(instr, value) -> bool:
     """A constant (or broadcast of one) whose elements all equal `value`."""
     source = instr.operand(0) if instr.opcode == "broadcast" else instr
-    return source.opcode == "constant" and values_equal(source.literal, value,
-                                                        _etype(source))
+    return source.opcode == "constant" and values_equal(source.literal, value, _etype(source))
 
 
 # -- add, subtract ------------------------------------------------------------------------------
@@ -293,8 +293,9 @@ def compare_constant_to_right(root, c, x):
 
 
 def _is_constant_like(instr) -> bool:
-    return instr.opcode == "constant" or (instr.opcode == "broadcast"
-                                          and instr.operand(0).opcode == "constant")
+    return instr.opcode == "constant" or (
+        instr.opcode == "broadcast" and instr.operand(0).opcode == "constant"
+    )
 
 
 @ARITH.rule(m.Compare(X, m.Splat(name="c")))
@@ -353,4 +354,3 @@ def reduce_precision_noop(root, x):
     if root.attrs["exponent_bits"] < info.nexp or root.attrs["mantissa_bits"] < info.nmant:
         return None
     return x
-

@@ -3,6 +3,7 @@ concatenate, pad, reverse, dynamic slices, copy and bitcast.
 
 These only move elements, so each rule is exact for every element type.
 """
+
 from __future__ import annotations
 
 import math
@@ -108,8 +109,10 @@ def transpose_is_reshape(root, x):
 @MOVEMENT.rule(m.Slice(X))
 def slice_full(root, x):
     # slice(x) that takes everything -> x
-    whole = all(s == 0 and stride == 1 and limit == d
-                for (s, limit, stride), d in zip(root.attrs["slice"], x.shape.dims))
+    whole = all(
+        s == 0 and stride == 1 and limit == d
+        for (s, limit, stride), d in zip(root.attrs["slice"], x.shape.dims)
+    )
     return x if whole else None
 
 
@@ -117,8 +120,9 @@ def slice_full(root, x):
 def slice_of_slice(root, inner, x):
     # slice(slice(x, s1:l1:t1), s2:l2:t2) -> slice(x, s1+s2*t1 : ... : t1*t2)
     spec = []
-    for (s1, _, t1), (s2, _, t2), size in zip(inner.attrs["slice"], root.attrs["slice"],
-                                               root.shape.dims):
+    for (s1, _, t1), (s2, _, t2), size in zip(
+        inner.attrs["slice"], root.attrs["slice"], root.shape.dims
+    ):
         start, stride = s1 + s2 * t1, t1 * t2
         spec.append((start, start + (size - 1) * stride + 1 if size else start, stride))
     return new("slice", root.shape, x, slice=tuple(spec))

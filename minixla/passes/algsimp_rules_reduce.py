@@ -4,6 +4,7 @@ A reduction's combination order is unspecified in HLO, so merging two reductions
 differently; no rule here changes which elements are combined, or adds an init value more or
 fewer times unless that init is an exact identity of the reducer.
 """
+
 from __future__ import annotations
 
 from .patterns import RuleSet, all_ones, highest, lowest, m, new, values_equal
@@ -35,10 +36,10 @@ def is_identity(init, opcode: str, *, exact: bool) -> bool:
     if opcode == "add":
         if etype.is_float:
             return values_equal(init.literal, -0.0, etype) or (
-                not exact and values_equal(init.literal, 0.0, etype))
+                not exact and values_equal(init.literal, 0.0, etype)
+            )
         return values_equal(init.literal, 0, etype)
-    value = {"multiply": 1, "maximum": lowest, "minimum": highest, "and": all_ones,
-             "or": 0}[opcode]
+    value = {"multiply": 1, "maximum": lowest, "minimum": highest, "and": all_ones, "or": 0}[opcode]
     return values_equal(init.literal, value, etype)
 
 
@@ -55,8 +56,7 @@ def reduce_of_reduce(root, inner, x, inner_init, init):
     inner_dims = set(inner.attrs["dimensions"])
     kept = [d for d in range(x.shape.rank) if d not in inner_dims]
     dims = tuple(sorted(inner_dims | {kept[d] for d in root.attrs["dimensions"]}))
-    return new("reduce", root.shape, x, init, dimensions=dims,
-               to_apply=root.attrs["to_apply"])
+    return new("reduce", root.shape, x, init, dimensions=dims, to_apply=root.attrs["to_apply"])
 
 
 @REDUCE.rule(m.Reduce(X, m.Any("init")))

@@ -25,6 +25,7 @@ resharded. Sharding propagation and the SPMD partitioner then do the rest.
 The devices form a mesh (`mesh_shape`, by default one axis of all N): each mesh axis cuts at
 most one dim of an array, evenly. Instructions that already carry a sharding keep it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -35,8 +36,13 @@ from ..errors import MinixlaError
 from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule, NameUniquer
 from ..ir.sharding import HloSharding
-from .auto_sharding_strategies import (Strategy, replicated_like, reshard_bytes, shard_bytes,
-                                       strategies)
+from .auto_sharding_strategies import (
+    Strategy,
+    replicated_like,
+    reshard_bytes,
+    shard_bytes,
+    strategies,
+)
 from .base import Pass, register_pass
 from .shardy import GLOBAL_TO_LOCAL, shardy_target
 from .spmd_partitioner import same_sharding
@@ -55,6 +61,7 @@ class AutoShardingOptions:
     of all of them); each axis cuts at most one dim of an array.
     time_limit_seconds: the solver stops there with the best choice found so far (the
     report says it is not proven optimal)."""
+
     memory_limit_bytes: int | None = None
     memory_weight: float = 0.5
     compute_weight: float = 0.1
@@ -77,6 +84,7 @@ class Choice:
 @dataclass
 class AutoShardingResult:
     """What the solver chose; `module` is the annotated program."""
+
     module: HloModule
     num_devices: int
     choices: list[Choice]
@@ -98,22 +106,29 @@ class AutoShardingResult:
     @property
     def parameter_shardings(self) -> list[HloSharding]:
         """The chosen sharding of each entry parameter, in parameter order."""
-        params = sorted((c for c in self.choices if c.instr.opcode == "parameter"),
-                        key=lambda c: c.instr.parameter_number or 0)
+        params = sorted(
+            (c for c in self.choices if c.instr.opcode == "parameter"),
+            key=lambda c: c.instr.parameter_number or 0,
+        )
         return [c.strategy.out for c in params]
 
     def __str__(self) -> str:
-        lines = [f"auto-sharding on {self.num_devices} devices"
-                 f"{'' if self.optimal else ' (time limit: best found, not proven optimal)'}"
-                 f": estimated "
-                 f"{self.communication_bytes:.0f} bytes sent per device, peak memory "
-                 f"{self.peak_memory_bytes:.0f} bytes per device (replicated: "
-                 f"{self.replicated_peak_memory_bytes:.0f}), parameters "
-                 f"{self.parameter_bytes} bytes per device (replicated: "
-                 f"{self.replicated_parameter_bytes})"]
+        lines = [
+            f"auto-sharding on {self.num_devices} devices"
+            f"{'' if self.optimal else ' (time limit: best found, not proven optimal)'}"
+            f": estimated "
+            f"{self.communication_bytes:.0f} bytes sent per device, peak memory "
+            f"{self.peak_memory_bytes:.0f} bytes per device (replicated: "
+            f"{self.replicated_peak_memory_bytes:.0f}), parameters "
+            f"{self.parameter_bytes} bytes per device (replicated: "
+            f"{self.replicated_parameter_bytes})"
+        ]
         for choice in self.choices:
-            why = f"  ({choice.reason})" if choice.reason else \
-                f"  [{len(choice.strategies)} strategies]"
+            why = (
+                f"  ({choice.reason})"
+                if choice.reason
+                else f"  [{len(choice.strategies)} strategies]"
+            )
             lines.append(f"  %{choice.instr.name}: {choice.strategy.label}{why}")
         return "\n".join(lines)
 
@@ -145,20 +160,29 @@ class _Program:
         except ImportError:
             raise AutoShardingError(
                 "auto-sharding solves an integer program with scipy.optimize.milp; install "
-                "scipy (pip install 'minixla[autoshard]')") from None
-        entries = [(r, c, v) for r, (coefficients, _, _) in enumerate(self.rows)
-                   for c, v in coefficients.items()]
+                "scipy (pip install 'minixla[autoshard]')"
+            ) from None
+        entries = [
+            (r, c, v)
+            for r, (coefficients, _, _) in enumerate(self.rows)
+            for c, v in coefficients.items()
+        ]
         rows, columns, values = zip(*entries) if entries else ((), (), ())
-        matrix = coo_matrix((values, (rows, columns)),
-                            shape=(len(self.rows), len(self.costs))).tocsr()
-        constraint = LinearConstraint(matrix, [lo for _, lo, _ in self.rows],
-                                      [hi for _, _, hi in self.rows])
+        matrix = coo_matrix(
+            (values, (rows, columns)), shape=(len(self.rows), len(self.costs))
+        ).tocsr()
+        constraint = LinearConstraint(
+            matrix, [lo for _, lo, _ in self.rows], [hi for _, _, hi in self.rows]
+        )
         # without presolve: with it, HiGHS (scipy 1.17) called a choice 0.2% above the
         # optimum optimal on the 4-layer MLP of bench/auto_sharding.py
-        return milp(np.array(self.costs), constraints=constraint,
-                    integrality=np.array(self.integral),
-                    bounds=Bounds(np.zeros(len(self.costs)), np.array(self.upper)),
-                    options={"presolve": False, "time_limit": time_limit})
+        return milp(
+            np.array(self.costs),
+            constraints=constraint,
+            integrality=np.array(self.integral),
+            bounds=Bounds(np.zeros(len(self.costs)), np.array(self.upper)),
+            options={"presolve": False, "time_limit": time_limit},
+        )
 
 
 def _live_ranges(comp, order) -> dict[int, tuple[int, int]]:
@@ -167,14 +191,18 @@ def _live_ranges(comp, order) -> dict[int, tuple[int, int]]:
     position = {id(i): t for t, i in enumerate(order)}
     end = len(order) - 1
     ranges = {}
-    outputs = {id(comp.root)} | ({id(o) for o in comp.root.operands}
-                                 if comp.root.opcode == "tuple" else set())
+    outputs = {id(comp.root)} | (
+        {id(o) for o in comp.root.operands} if comp.root.opcode == "tuple" else set()
+    )
     for instr in order:
-        last = max((position[id(u)] for u in instr.users if id(u) in position),
-                   default=position[id(instr)])
+        last = max(
+            (position[id(u)] for u in instr.users if id(u) in position), default=position[id(instr)]
+        )
         first = 0 if instr.opcode == "parameter" else position[id(instr)]
-        ranges[id(instr)] = (first, end if id(instr) in outputs or
-                             instr.opcode == "parameter" else last)
+        ranges[id(instr)] = (
+            first,
+            end if id(instr) in outputs or instr.opcode == "parameter" else last,
+        )
     return ranges
 
 
@@ -184,8 +212,10 @@ def solve(comp, n: int, options: AutoShardingOptions) -> tuple[list[Choice], flo
     order = comp.post_order()
     mesh = tuple(options.mesh_shape or (n,))
     if int(np.prod(mesh)) != n:
-        raise AutoShardingError(f"a mesh of shape {mesh} has {int(np.prod(mesh))} devices, "
-                                f"not the {n} the program runs on")
+        raise AutoShardingError(
+            f"a mesh of shape {mesh} has {int(np.prod(mesh))} devices, "
+            f"not the {n} the program runs on"
+        )
     root_tuple = comp.root if comp.root.opcode == "tuple" else None
     choices: dict[int, Choice] = {}
     for instr in order:
@@ -208,21 +238,21 @@ def solve(comp, n: int, options: AutoShardingOptions) -> tuple[list[Choice], flo
     return list(choices.values()), float(result.fun), result.status == 0
 
 
-def _no_solution(comp, result, choices, ranges, points: int, n: int,
-                 options) -> AutoShardingError:
+def _no_solution(comp, result, choices, ranges, points: int, n: int, options) -> AutoShardingError:
     limit = options.memory_limit_bytes
     smallest = _smallest_peak(choices, ranges, points)
     if limit is not None and (result.status == 2 or smallest > limit):
         return AutoShardingError(
             f"%{comp.name}: no sharding on {n} devices keeps the memory per device under "
             f"{limit} bytes (with every value at its smallest, the values alone peak at "
-            f"{smallest:.0f} bytes); raise memory_limit_bytes or use more devices")
+            f"{smallest:.0f} bytes); raise memory_limit_bytes or use more devices"
+        )
     if result.status == 1:
         return AutoShardingError(
             f"%{comp.name}: the auto-sharding solver found no sharding within "
-            f"time_limit_seconds={options.time_limit_seconds}; raise the limit")
-    return AutoShardingError(f"%{comp.name}: the auto-sharding solver failed: "
-                             f"{result.message}")
+            f"time_limit_seconds={options.time_limit_seconds}; raise the limit"
+        )
+    return AutoShardingError(f"%{comp.name}: the auto-sharding solver failed: {result.message}")
 
 
 def _memory_rows(program, choices, select, order, ranges, n, options) -> None:
@@ -234,14 +264,16 @@ def _memory_rows(program, choices, select, order, ranges, n, options) -> None:
         for k, operand in enumerate(choice.instr.operands):
             if id(operand) not in choices:
                 continue
-            extra = _edge(program, choices[id(operand)], select[id(operand)], choice,
-                          select[key], k, n)
+            extra = _edge(
+                program, choices[id(operand)], select[id(operand)], choice, select[key], k, n
+            )
             here = copies[position[key]]
             for v, m in extra.items():
                 here[v] = here.get(v, 0.0) + m
     limit = options.memory_limit_bytes
-    peak = program.variables([options.memory_weight], integral=False,
-                             upper=np.inf if limit is None else float(limit))[0]
+    peak = program.variables(
+        [options.memory_weight], integral=False, upper=np.inf if limit is None else float(limit)
+    )[0]
     for t in range(len(order)):
         live = dict(copies[t])
         for key, c in choices.items():
@@ -252,19 +284,30 @@ def _memory_rows(program, choices, select, order, ranges, n, options) -> None:
             program.row({**live, peak: -1.0}, -np.inf, 0.0)
 
 
-def _edge(program, producer: Choice, produced, consumer: Choice, consumed, k: int,
-          n: int) -> dict[int, float]:
+def _edge(
+    program, producer: Choice, produced, consumer: Choice, consumed, k: int, n: int
+) -> dict[int, float]:
     """Adds the resharding cost of operand k of `consumer`, linear where either side has one
     strategy, else through product variables; returns the bytes the resharded copy holds
     while the consumer runs, per variable."""
     shape = consumer.instr.operand(k).shape
-    cost = np.array([[reshard_bytes(shape, p.out, c.operands[k], n)
-                      for c in consumer.strategies] for p in producer.strategies])
+    cost = np.array(
+        [
+            [reshard_bytes(shape, p.out, c.operands[k], n) for c in consumer.strategies]
+            for p in producer.strategies
+        ]
+    )
     if not cost.any():
         return {}
-    copy = np.array([[shard_bytes(shape, c.operands[k]) if cost[i, j] else 0.0
-                      for j, c in enumerate(consumer.strategies)]
-                     for i in range(len(producer.strategies))])
+    copy = np.array(
+        [
+            [
+                shard_bytes(shape, c.operands[k]) if cost[i, j] else 0.0
+                for j, c in enumerate(consumer.strategies)
+            ]
+            for i in range(len(producer.strategies))
+        ]
+    )
     memory: dict[int, float] = {}
     if len(produced) == 1 or len(consumed) == 1:
         for i, v in enumerate(produced):
@@ -283,9 +326,17 @@ def _edge(program, producer: Choice, produced, consumer: Choice, consumed, k: in
 
 
 def _smallest_peak(choices, ranges, points: int) -> float:
-    return max((sum(min(s.memory for s in c.strategies) for key, c in choices.items()
-                    if ranges[key][0] <= t <= ranges[key][1]) for t in range(points)),
-               default=0.0)
+    return max(
+        (
+            sum(
+                min(s.memory for s in c.strategies)
+                for key, c in choices.items()
+                if ranges[key][0] <= t <= ranges[key][1]
+            )
+            for t in range(points)
+        ),
+        default=0.0,
+    )
 
 
 # -- annotating -------------------------------------------------------------------------------
@@ -306,9 +357,13 @@ def annotate(module: HloModule, choices: list[Choice]) -> None:
                 continue
             key = (id(operand), str(want))
             if key not in constraints:
-                call = HloInstruction("custom-call", operand.shape, [operand],
-                                      {"custom_call_target": "Sharding", "sharding": want},
-                                      name=names(f"{operand.name}.reshard"))
+                call = HloInstruction(
+                    "custom-call",
+                    operand.shape,
+                    [operand],
+                    {"custom_call_target": "Sharding", "sharding": want},
+                    name=names(f"{operand.name}.reshard"),
+                )
                 constraints[key] = comp.add_instruction(call)
             instr.replace_operand(k, constraints[key])
 
@@ -332,9 +387,18 @@ def evaluate(comp, choices: list[Choice], n: int) -> tuple[float, float, float]:
                 sent += moved
                 copies[position[id(choice.instr)]] += shard_bytes(operand.shape, want)
     ranges = _live_ranges(comp, order)
-    peak = max((copies[t] + sum(c.strategy.memory for c in choices
-                                if ranges[id(c.instr)][0] <= t <= ranges[id(c.instr)][1])
-                for t in range(len(order))), default=0.0)
+    peak = max(
+        (
+            copies[t]
+            + sum(
+                c.strategy.memory
+                for c in choices
+                if ranges[id(c.instr)][0] <= t <= ranges[id(c.instr)][1]
+            )
+            for t in range(len(order))
+        ),
+        default=0.0,
+    )
     return sent, flops, peak
 
 
@@ -347,36 +411,48 @@ def _totals(result: AutoShardingResult, comp, n: int) -> None:
     result.communication_bytes, _, result.peak_memory_bytes = evaluate(comp, choices, n)
     ranges = _live_ranges(comp, comp.post_order())
     result.replicated_peak_memory_bytes = max(
-        (sum(_whole_bytes(c.instr.shape) for c in choices
-             if ranges[id(c.instr)][0] <= t <= ranges[id(c.instr)][1])
-         for t in range(len(ranges))), default=0.0)
+        (
+            sum(
+                _whole_bytes(c.instr.shape)
+                for c in choices
+                if ranges[id(c.instr)][0] <= t <= ranges[id(c.instr)][1]
+            )
+            for t in range(len(ranges))
+        ),
+        default=0.0,
+    )
     params = [c for c in choices if c.instr.opcode == "parameter"]
     result.parameter_bytes = sum(c.strategy.memory for c in params)
     result.replicated_parameter_bytes = sum(_whole_bytes(c.instr.shape) for c in params)
-    result.fallbacks = {c.instr.name: c.reason for c in choices
-                        if c.reason and c.reason != "sharding given"}
+    result.fallbacks = {
+        c.instr.name: c.reason for c in choices if c.reason and c.reason != "sharding given"
+    }
 
 
-def auto_shard(module: HloModule, num_devices: int,
-               options: AutoShardingOptions | None = None) -> AutoShardingResult:
+def auto_shard(
+    module: HloModule, num_devices: int, options: AutoShardingOptions | None = None
+) -> AutoShardingResult:
     """A copy of `module` with shardings chosen for `num_devices` devices, and the report."""
     return auto_shard_in_place(module.clone(), num_devices, options)
 
 
-def auto_shard_in_place(module: HloModule, num_devices: int,
-                        options: AutoShardingOptions | None = None) -> AutoShardingResult:
+def auto_shard_in_place(
+    module: HloModule, num_devices: int, options: AutoShardingOptions | None = None
+) -> AutoShardingResult:
     from .call_inliner import CallInliner
+
     if num_devices < 1:
         raise AutoShardingError(f"auto-sharding needs at least one device, got {num_devices}")
     if any(shardy_target(i) == GLOBAL_TO_LOCAL for i in module.all_instructions()):
-        raise AutoShardingError(f"{module.name}: auto-sharding does not handle shard_map "
-                                f"(manual) regions; annotate this program by hand")
+        raise AutoShardingError(
+            f"{module.name}: auto-sharding does not handle shard_map "
+            f"(manual) regions; annotate this program by hand"
+        )
     CallInliner().run(module)  # shardings flow through calls, as in the partitioner
     comp = module.entry
     choices, objective, optimal = solve(comp, num_devices, options or AutoShardingOptions())
     # costs are measured on the program as written, before resharding calls go in
-    result = AutoShardingResult(module, num_devices, choices, objective=objective,
-                                optimal=optimal)
+    result = AutoShardingResult(module, num_devices, choices, objective=objective, optimal=optimal)
     _totals(result, comp, num_devices)
     annotate(module, choices)
     module.header_attrs["num_partitions"] = str(num_devices)
@@ -387,6 +463,7 @@ def auto_shard_in_place(module: HloModule, num_devices: int,
 class AutoSharding(Pass):
     """`auto-sharding`: chooses and writes shardings for the header's num_partitions devices
     (run spmd-partitioner after it); `result` keeps the last report."""
+
     name = "auto-sharding"
 
     def __init__(self, options: AutoShardingOptions | None = None):

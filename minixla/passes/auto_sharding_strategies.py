@@ -9,6 +9,7 @@ Shardings come from the device mesh: each mesh axis cuts one dim or none, evenly
 (`mesh_shardings`). Parameters may take any of them; leaves (constants, iota) start
 replicated; ops without a row run replicated and say why.
 """
+
 from __future__ import annotations
 
 import functools
@@ -79,8 +80,7 @@ def _all_operands_split(instr, mesh):
     out = []
     for sharding in _split(instr.shape, mesh):
         shapes = [o.shape for o in instr.operands if o.shape.rank == rank]
-        if all(d % t == 0 for shape in shapes for d, t in zip(shape.dims,
-                                                               sharding.tile_dims)):
+        if all(d % t == 0 for shape in shapes for d, t in zip(shape.dims, sharding.tile_dims)):
             out.append(tuple(sharding if o.shape.rank == rank else R for o in instr.operands))
     return out
 
@@ -96,8 +96,13 @@ def _dot_candidates(instr, mesh):
     lhs_free = [d for d in range(lhs.rank) if d not in lhs_batch and d not in lhs_con]
     rhs_free = [d for d in range(rhs.rank) if d not in rhs_batch and d not in rhs_con]
     # role -> (the lhs dim it cuts or None, the rhs dim or None)
-    roles = [(None, None)] + list(zip(lhs_batch, rhs_batch)) + list(zip(lhs_con, rhs_con)) + \
-        [(d, None) for d in lhs_free] + [(None, d) for d in rhs_free]
+    roles = (
+        [(None, None)]
+        + list(zip(lhs_batch, rhs_batch))
+        + list(zip(lhs_con, rhs_con))
+        + [(d, None) for d in lhs_free]
+        + [(None, d) for d in rhs_free]
+    )
     axes = {f"a{i}": size for i, size in enumerate(mesh)}
     out = []
     for picks in itertools.product(roles, repeat=len(mesh)):
@@ -105,8 +110,10 @@ def _dot_candidates(instr, mesh):
             continue
         pair = []
         for side, shape in ((0, lhs), (1, rhs)):
-            dim_axes = [tuple(a for a, pick in zip(axes, picks) if pick[side] == d)
-                        for d in range(shape.rank)]
+            dim_axes = [
+                tuple(a for a, pick in zip(axes, picks) if pick[side] == d)
+                for d in range(shape.rank)
+            ]
             pieces = [int(np.prod([axes[a] for a in cut])) for cut in dim_axes]
             if any(size % p for size, p in zip(shape.dims, pieces)):
                 break
@@ -118,17 +125,33 @@ def _dot_candidates(instr, mesh):
 
 def _elementwise_rows():
     from ..ir.opcodes import ELEMENTWISE, OPCODES
-    return {name: _all_operands_split for name, row in OPCODES.items()
-            if row.kind == ELEMENTWISE and name not in ("map", "bitcast-convert")}
+
+    return {
+        name: _all_operands_split
+        for name, row in OPCODES.items()
+        if row.kind == ELEMENTWISE and name not in ("map", "bitcast-convert")
+    }
 
 
 # opcode -> the operand shardings to try besides all-replicated; spmd_rules.plan() gives the
 # result's sharding and collective for each. Opcodes not here run replicated.
 CANDIDATES = {
     **_elementwise_rows(),
-    "concatenate": _all_operands_split, "dot": _dot_candidates,
-    **{op: _first_operand_split for op in ("broadcast", "transpose", "reshape", "reduce",
-                                           "slice", "pad", "copy", "convolution")},
+    "concatenate": _all_operands_split,
+    "dot": _dot_candidates,
+    **{
+        op: _first_operand_split
+        for op in (
+            "broadcast",
+            "transpose",
+            "reshape",
+            "reduce",
+            "slice",
+            "pad",
+            "copy",
+            "convolution",
+        )
+    },
 }
 # Values made on every device whole: they start replicated (slicing them later is free).
 LEAVES = ("constant", "iota", "partition-id", "replica-id", "rng", "rng-bit-generator")
@@ -147,8 +170,9 @@ def _work_fraction(instr, out: HloSharding, operands) -> float:
     """The share of the op's work one device does: the smallest share of any array it
     touches (a dot with K split holds all of its result but 1/N of each operand)."""
     shapes = [(instr.shape, out)] + list(zip((o.shape for o in instr.operands), operands))
-    return min((shard_bytes(s, h) / max(s.byte_size(), 1) for s, h in shapes if s.is_array),
-               default=1.0)
+    return min(
+        (shard_bytes(s, h) / max(s.byte_size(), 1) for s, h in shapes if s.is_array), default=1.0
+    )
 
 
 @functools.lru_cache(maxsize=1 << 16)  # one program asks for the same pairs many times
@@ -179,10 +203,10 @@ def _refines(have: HloSharding, want: HloSharding, shape: Shape, n: int) -> bool
     if not (even(have, shape) and even(want, shape)):
         return False
     for device in range(n):
-        inner, outer = want.shard_bounds(shape.dims, device), have.shard_bounds(shape.dims,
-                                                                                 device)
-        if any(not h_lo <= w_lo <= w_hi <= h_hi for (w_lo, w_hi), (h_lo, h_hi) in
-               zip(inner, outer)):
+        inner, outer = want.shard_bounds(shape.dims, device), have.shard_bounds(shape.dims, device)
+        if any(
+            not h_lo <= w_lo <= w_hi <= h_hi for (w_lo, w_hi), (h_lo, h_hi) in zip(inner, outer)
+        ):
             return False
     return True
 
@@ -191,31 +215,43 @@ def _strategy(instr, operands, n: int) -> Strategy | None:
     """The strategy plan() makes of these operand shardings, if plan() keeps them (so that
     the partitioner, which plans from the annotated operands, does the same)."""
     step = plan(instr, list(operands), n)
-    if step.out.is_tuple or not all(same_sharding(a, b) for a, b in zip(step.operands,
-                                                                        operands)):
+    if step.out.is_tuple or not all(same_sharding(a, b) for a, b in zip(step.operands, operands)):
         again = plan(instr, list(step.operands), n)
-        if again.out.is_tuple or not same_sharding(again.out, step.out) or \
-                again.all_reduce != step.all_reduce:
+        if (
+            again.out.is_tuple
+            or not same_sharding(again.out, step.out)
+            or again.all_reduce != step.all_reduce
+        ):
             return None
     out = step.out
     local = shard_bytes(instr.shape, out)
     group = len(step.groups[0]) if step.groups else n
-    return Strategy(out, tuple(step.operands),
-                    instruction_flops(instr) * _work_fraction(instr, out, step.operands),
-                    2 * (group - 1) * local / group if step.all_reduce else 0.0, local,
-                    step.all_reduce)
+    return Strategy(
+        out,
+        tuple(step.operands),
+        instruction_flops(instr) * _work_fraction(instr, out, step.operands),
+        2 * (group - 1) * local / group if step.all_reduce else 0.0,
+        local,
+        step.all_reduce,
+    )
 
 
 def _replicated(instr) -> Strategy:
     out = replicated_like(instr.shape)
-    return Strategy(out, tuple(replicated_like(o.shape) for o in instr.operands),
-                    float(instruction_flops(instr)), 0.0, shard_bytes(instr.shape, out))
+    return Strategy(
+        out,
+        tuple(replicated_like(o.shape) for o in instr.operands),
+        float(instruction_flops(instr)),
+        0.0,
+        shard_bytes(instr.shape, out),
+    )
 
 
 def _fixed(instr, sharding: HloSharding) -> Strategy:
     """An instruction whose sharding is given: the partitioner reshards its operand to it."""
-    return Strategy(sharding, (sharding,) * instr.operand_count, 0.0, 0.0,
-                    shard_bytes(instr.shape, sharding))
+    return Strategy(
+        sharding, (sharding,) * instr.operand_count, 0.0, 0.0, shard_bytes(instr.shape, sharding)
+    )
 
 
 def _given(instr) -> HloSharding | None:
@@ -244,8 +280,9 @@ def strategies(instr, mesh: tuple[int, ...]) -> tuple[list[Strategy], str | None
         return [_replicated(instr)], None
     rule = CANDIDATES.get(instr.opcode)
     if rule is None:
-        return [_replicated(instr)], f"no auto-sharding strategies for {instr.opcode}: " \
-                                     f"runs replicated"
+        return [
+            _replicated(instr)
+        ], f"no auto-sharding strategies for {instr.opcode}: runs replicated"
     found: list[Strategy] = [_replicated(instr)]
     for operands in rule(instr, mesh):
         strategy = _strategy(instr, operands, n)
@@ -259,4 +296,5 @@ def strategies(instr, mesh: tuple[int, ...]) -> tuple[list[Strategy], str | None
 
 def _same(a: Strategy, b: Strategy) -> bool:
     return same_sharding(a.out, b.out) and all(
-        same_sharding(x, y) for x, y in zip(a.operands, b.operands))
+        same_sharding(x, y) for x, y in zip(a.operands, b.operands)
+    )

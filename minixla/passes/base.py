@@ -5,6 +5,7 @@ module in place. `Pipeline` runs passes in order (and nests), `FixedPoint` repea
 until none changes anything (or an iteration cap), the verifier can run after every pass that
 changed the module, and each pass's wall time and change count go into a `PassReport`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -60,26 +61,38 @@ class PassReport:
         for r in self.records.values():
             lines.append(f"{r.name:32s} {r.runs:5d} {r.changes:8d} {r.seconds * 1e3:9.2f}")
         for name, changing in self.capped:
-            lines.append(f"fixed point {name} stopped at its cap; still changing: "
-                         f"{', '.join(changing)}")
+            lines.append(
+                f"fixed point {name} stopped at its cap; still changing: {', '.join(changing)}"
+            )
         return "\n".join(lines)
 
 
 # Settings of the flag table (flags.py) that other layers read: the device count (runtime),
 # --explain_recompiles (minixla.jit), --explain_cache_misses (the CPU compilation cache),
 # --flush_denormals (the interpreter and cpu backends).
-FLAGS_READ_ELSEWHERE = ("device_count", "explain_recompiles", "explain_cache_misses",
-                        "flush_denormals")
+FLAGS_READ_ELSEWHERE = (
+    "device_count",
+    "explain_recompiles",
+    "explain_cache_misses",
+    "flush_denormals",
+)
 
 
 # Compile options that set a DumpOptions field: option name -> field.
-DUMP_OPTIONS = {"dump_to": "dump_to", "dump_pass_re": "pass_re", "dump_module_re": "module_re",
-                "dump_as_text": "as_text", "dump_as_dot": "as_dot", "dump_as_html": "as_html"}
+DUMP_OPTIONS = {
+    "dump_to": "dump_to",
+    "dump_pass_re": "pass_re",
+    "dump_module_re": "module_re",
+    "dump_as_text": "as_text",
+    "dump_as_dot": "as_dot",
+    "dump_as_html": "as_html",
+}
 
 
 @dataclass
 class DumpOptions:
     """Where and what to dump, as XLA's --xla_dump_to / --xla_dump_hlo_pass_re / ..."""
+
     dump_to: str | None = None
     pass_re: str | None = None  # dump after each matching pass that changed the module
     module_re: str | None = None  # dump only modules whose name matches
@@ -91,6 +104,7 @@ class DumpOptions:
     def from_flags(text: str | None = None, xla_flags: str | None = None) -> "DumpOptions":
         """The dump settings of $MINIXLA_FLAGS and $XLA_FLAGS (table: minixla/passes/flags.py)."""
         from .flags import read_flags
+
         settings = read_flags(text, xla_flags)
         for elsewhere in FLAGS_READ_ELSEWHERE:  # settings other layers read
             settings.pop(elsewhere, None)
@@ -99,6 +113,7 @@ class DumpOptions:
 
 class Dumper:
     """Writes numbered dump files for one compilation of one module."""
+
     _next_module_id = 0
 
     def __init__(self, options: DumpOptions, module: HloModule):
@@ -108,7 +123,8 @@ class Dumper:
         self.step = 0
         self.prefix = f"module_{self.module_id:04d}.{_safe(module.name)}"
         self._enabled = bool(options.dump_to) and (
-            options.module_re is None or re.search(options.module_re, module.name) is not None)
+            options.module_re is None or re.search(options.module_re, module.name) is not None
+        )
         if self._enabled and options.dump_to:
             Path(options.dump_to).mkdir(parents=True, exist_ok=True)
 
@@ -130,9 +146,11 @@ class Dumper:
             self.write(f"{suffix}.txt", module.to_text())
         if self.options.as_dot:
             from ..text.graph import module_to_dot
+
             self.write(f"{suffix}.dot", module_to_dot(module))
         if self.options.as_html:
             from ..text.graph import module_to_html
+
             self.write(f"{suffix}.html", module_to_html(module))
 
     def after_pass(self, module: HloModule, pipeline: str, pass_name: str) -> None:
@@ -169,8 +187,9 @@ class Pipeline(Pass):
         self.report = PassReport()
 
     def run(self, module: HloModule, context: RunContext | None = None) -> bool:
-        context = context or RunContext(self.report, VERIFY_BETWEEN_PASSES
-                                        if self.verify is None else self.verify)
+        context = context or RunContext(
+            self.report, VERIFY_BETWEEN_PASSES if self.verify is None else self.verify
+        )
         changed = False
         for item in self.passes:
             changed |= run_pass(item, module, context, self.name)
@@ -191,16 +210,21 @@ class FixedPoint(Pass):
         changed_any = False
         for iteration in range(1, self.max_iterations + 1):
             self.iterations = iteration
-            changing = [item.name for item in self.passes
-                        if run_pass(item, module, context, self.name)]
+            changing = [
+                item.name for item in self.passes if run_pass(item, module, context, self.name)
+            ]
             changed_any |= bool(changing)
             if not changing:
                 break
         else:
             # A cap that stops a changing pipeline hides a rewrite loop or a too-small cap.
             context.report.capped.append((self.name, changing))
-            _log.warning("fixed point %s stopped after %d rounds with passes still changing the "
-                         "module: %s", self.name, self.max_iterations, ", ".join(changing))
+            _log.warning(
+                "fixed point %s stopped after %d rounds with passes still changing the module: %s",
+                self.name,
+                self.max_iterations,
+                ", ".join(changing),
+            )
         return changed_any
 
 
@@ -212,6 +236,7 @@ def run_pass(item: Pass, module: HloModule, context: RunContext, pipeline: str) 
     context.report.add(item.name, time.perf_counter() - start, changed)
     if changed and context.verify:
         from ..ir.verifier import verify
+
         try:
             verify(module)
         except VerificationError as exc:
@@ -221,13 +246,18 @@ def run_pass(item: Pass, module: HloModule, context: RunContext, pipeline: str) 
     return changed
 
 
-def run_pipeline(pipeline: Pass, module: HloModule, *, verify: bool | None = None,
-                 dump: DumpOptions | None = None, dumper: Dumper | None = None) -> PassReport:
+def run_pipeline(
+    pipeline: Pass,
+    module: HloModule,
+    *,
+    verify: bool | None = None,
+    dump: DumpOptions | None = None,
+    dumper: Dumper | None = None,
+) -> PassReport:
     """Runs a pass or pipeline with dumps before/after; returns the pass report."""
     if dumper is None and dump is not None and dump.dump_to:
         dumper = Dumper(dump, module)
-    context = RunContext(verify=VERIFY_BETWEEN_PASSES if verify is None else verify,
-                         dumper=dumper)
+    context = RunContext(verify=VERIFY_BETWEEN_PASSES if verify is None else verify, dumper=dumper)
     if dumper:
         dumper.module(module, "before_optimizations")
     run_pass(pipeline, module, context, getattr(pipeline, "name", "pipeline"))
@@ -251,6 +281,7 @@ def register_pass(cls_or_factory, name: str | None = None):
 
 def get_pass(name: str) -> Pass:
     from . import registry  # noqa: F401  (imports every built-in pass module)
+
     factory = PASSES.get(name)
     if factory is None:
         raise PassError(f"unknown pass {name!r}; known passes: {', '.join(sorted(PASSES))}")

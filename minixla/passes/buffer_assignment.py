@@ -16,6 +16,7 @@ passes (xla-reference.md 5.2). Steps:
 5. arena: every other allocation gets an offset in one arena (64-byte aligned).
 `BufferAssignment.report()` prints it the way XLA's buffer-assignment dump does.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -23,8 +24,14 @@ from dataclasses import dataclass, field
 from ..errors import MinixlaError
 from ..ir.instruction import HloInstruction
 from ..ir.module import AliasEntry, HloModule
-from .dataflow import FORWARDING, Dataflow, HloValue, Timeline, can_share_operand_buffer, \
-    interference
+from .dataflow import (
+    FORWARDING,
+    Dataflow,
+    HloValue,
+    Timeline,
+    can_share_operand_buffer,
+    interference,
+)
 from .hlo_utils import CONTROL_FLOW
 
 ALIGNMENT = 64
@@ -77,12 +84,16 @@ class BufferAllocation:
         text = f"allocation {self.index}: size {self.size}"
         if self.is_entry_parameter:
             param = self.values[0].shape.without_layout() if self.values else None
-            text += f", parameter {self.parameter_number}, shape |{param}| " \
-                    f"at ShapeIndex {_index_text(self.param_index)}"
+            text += (
+                f", parameter {self.parameter_number}, shape |{param}| "
+                f"at ShapeIndex {_index_text(self.param_index)}"
+            )
         if self.maybe_live_out:
-            out = next(v.shape for v in self.values
-                       if any(p is p.computation.root and p.computation.is_entry
-                              for p, _ in v.positions))
+            out = next(
+                v.shape
+                for v in self.values
+                if any(p is p.computation.root and p.computation.is_entry for p, _ in v.positions)
+            )
             text += f", output shape is |{out.without_layout()}|"
         if self.is_constant:
             text += ", constant"
@@ -115,6 +126,7 @@ class BufferSlice:
 @dataclass(eq=False)
 class _Buffer:
     """A set of values that share storage, with its live range and roles."""
+
     values: list[HloValue]
     start: int
     end: int
@@ -154,14 +166,16 @@ class BufferAssignment:
         value = self.value_at(instr, index)
         return BufferSlice(self._allocation_of[value.id], 0, value.size)
 
-    def shares(self, a: HloInstruction, b: HloInstruction, a_index: Index = (),
-               b_index: Index = ()) -> bool:
+    def shares(
+        self, a: HloInstruction, b: HloInstruction, a_index: Index = (), b_index: Index = ()
+    ) -> bool:
         return self.allocation_of(a, a_index) is self.allocation_of(b, b_index)
 
     def output_slices(self) -> list[tuple[Index, BufferSlice]]:
         root = self.module.entry.root
-        return [(index, self.slice(root, index)) for index, leaf in root.shape.leaves()
-                if leaf.is_array]
+        return [
+            (index, self.slice(root, index)) for index, leaf in root.shape.leaves() if leaf.is_array
+        ]
 
     def parameter_allocations(self) -> list[BufferAllocation]:
         return [a for a in self.allocations if a.is_entry_parameter]
@@ -171,16 +185,23 @@ class BufferAssignment:
         lines = ["BufferAssignment:"] + [a.to_string() for a in self.allocations]
         params = sum(a.size for a in self.allocations if a.is_entry_parameter)
         consts = sum(a.size for a in self.allocations if a.is_constant)
-        lines += ["", f"Total bytes used: {self.arena_size + params + consts} "
-                      f"(arena {self.arena_size}, parameters {params}, constants {consts})",
-                  f"Peak live bytes: {self.peak_bytes}",
-                  f"Peak temporary bytes: {self.temp_peak_bytes}"]
+        lines += [
+            "",
+            f"Total bytes used: {self.arena_size + params + consts} "
+            f"(arena {self.arena_size}, parameters {params}, constants {consts})",
+            f"Peak live bytes: {self.peak_bytes}",
+            f"Peak temporary bytes: {self.temp_peak_bytes}",
+        ]
         for entry in self.aliases:
-            lines.append(f"Aliased: output {_index_text(entry.output_index)} <- parameter "
-                         f"{entry.param_number} {_index_text(entry.param_index)} ({entry.kind})")
+            lines.append(
+                f"Aliased: output {_index_text(entry.output_index)} <- parameter "
+                f"{entry.param_number} {_index_text(entry.param_index)} ({entry.kind})"
+            )
         for entry, reason in self.skipped_aliases:
-            lines.append(f"Not aliased: output {_index_text(entry.output_index)} <- parameter "
-                         f"{entry.param_number} {_index_text(entry.param_index)}: {reason}")
+            lines.append(
+                f"Not aliased: output {_index_text(entry.output_index)} <- parameter "
+                f"{entry.param_number} {_index_text(entry.param_index)}: {reason}"
+            )
         lines += ["", "Live ranges:"]
         for value in self.flow.values:
             start, end = self.live_range[value.id]
@@ -197,7 +218,8 @@ def assign_buffers(module: HloModule, *, allocate: bool = True) -> BufferAssignm
     if not module.is_scheduled:
         raise BufferAssignmentError(
             f"module {module.name} is not scheduled: run the copy-insertion and scheduling "
-            "passes before assigning buffers")
+            "passes before assigning buffers"
+        )
     flow, timeline = Dataflow(module), Timeline(module)
     result = BufferAssignment(module, flow, timeline)
     result.live_range = {v.id: timeline.live_range(flow, v) for v in flow.values}
@@ -209,8 +231,10 @@ def assign_buffers(module: HloModule, *, allocate: bool = True) -> BufferAssignm
     for members in flow.buffer_sets().values():  # what copy-insertion guarantees
         reason = interference(flow, result.live_range, members)
         if reason is not None:
-            raise BufferAssignmentError(f"buffer {members} cannot be shared: {reason}; run "
-                                        "the copy-insertion pass before scheduling")
+            raise BufferAssignmentError(
+                f"buffer {members} cannot be shared: {reason}; run "
+                "the copy-insertion pass before scheduling"
+            )
     joiner = _Joiner(flow, spans)
     _alias_inputs(module, flow, timeline, joiner, result)  # before in-place reuse claims them
     _share_in_place(module, flow, timeline, joiner)
@@ -238,8 +262,9 @@ def _measure_peaks(flow: Dataflow, spans, result: BufferAssignment) -> None:
 
 def live_peak(ranges: list[tuple[int, int, int]]) -> tuple[int, int]:
     """(most bytes live at once, the first time it happens) over [start, end] ranges."""
-    events = sorted((t, delta) for start, end, size in ranges
-                    for t, delta in ((start, size), (end + 1, -size)))
+    events = sorted(
+        (t, delta) for start, end, size in ranges for t, delta in ((start, size), (end + 1, -size))
+    )
     live, peak, when = 0, 0, -1
     for time, delta in events:
         live += delta
@@ -267,8 +292,10 @@ class _Joiner:
             return
         self.flow.union(a, b)
         root = self.flow.buffer_of(a)
-        (sa, ma), (sb, mb) = (self.spans.pop(ra), self._members.pop(ra)), \
-            (self.spans.pop(rb), self._members.pop(rb))
+        (sa, ma), (sb, mb) = (
+            (self.spans.pop(ra), self._members.pop(ra)),
+            (self.spans.pop(rb), self._members.pop(rb)),
+        )
         self.spans[root] = [min(sa[0], sb[0]), max(sa[1], sb[1])]
         self._members[root] = ma + mb
 
@@ -277,8 +304,10 @@ def _share_in_place(module, flow: Dataflow, timeline: Timeline, joiner: _Joiner)
     instrs = [i for c in flow.computations for i in c.instructions]
     instrs.sort(key=lambda i: timeline.span[id(i)][0])
     for instr in instrs:
-        if instr.opcode in FORWARDING | CONTROL_FLOW | {"parameter", "constant"} or \
-                not instr.shape.is_array:
+        if (
+            instr.opcode in FORWARDING | CONTROL_FLOW | {"parameter", "constant"}
+            or not instr.shape.is_array
+        ):
             continue
         value = flow.value_at(instr)
         start = timeline.span[id(instr)][0]
@@ -304,8 +333,11 @@ def _can_take_over(flow, joiner, instr, number, source, value, start) -> bool:
     if max(m.size for m in members) != value.size:
         return False
     # Every operand slot reading that buffer must be one that may be overwritten in place.
-    return all(can_share_operand_buffer(instr, k) for k, o in enumerate(instr.operands)
-               if any(flow.buffer_of(v) == buffer for v in flow.values_in(o)))
+    return all(
+        can_share_operand_buffer(instr, k)
+        for k, o in enumerate(instr.operands)
+        if any(flow.buffer_of(v) == buffer for v in flow.values_in(o))
+    )
 
 
 def _is_output(value: HloValue) -> bool:
@@ -336,7 +368,8 @@ def _alias_inputs(module, flow, timeline, joiner: _Joiner, result: BufferAssignm
         elif alias.kind == "must-alias":
             raise InputOutputAliasError(
                 f"output {_index_text(alias.output_index)} must alias parameter "
-                f"{alias.param_number} at {_index_text(alias.param_index)}, but {reason}")
+                f"{alias.param_number} at {_index_text(alias.param_index)}, but {reason}"
+            )
         else:
             result.skipped_aliases.append((alias, reason))
 
@@ -353,22 +386,27 @@ def _alias_conflict(flow, timeline, joiner: _Joiner, param, out) -> str | None:
         return "the parameter is also returned as another output"
     first = min(out_members, key=lambda m: timeline.live_range(flow, m)[0])
     param_end, out_start = joiner.span(param)[1], joiner.span(out)[0]
-    if param_end > out_start or (param_end == out_start and not _reads_in_place(
-            flow, first.instr, param)):
-        return (f"the parameter is still read when %{first.instr.name} writes the output")
+    if param_end > out_start or (
+        param_end == out_start and not _reads_in_place(flow, first.instr, param)
+    ):
+        return f"the parameter is still read when %{first.instr.name} writes the output"
     return None
 
 
 def _reads_in_place(flow: Dataflow, writer: HloInstruction, param: HloValue) -> bool:
     buffer = flow.buffer_of(param)
-    return all(can_share_operand_buffer(writer, k) for k, o in enumerate(writer.operands)
-               if any(flow.buffer_of(v) == buffer for v in flow.values_in(o)))
+    return all(
+        can_share_operand_buffer(writer, k)
+        for k, o in enumerate(writer.operands)
+        if any(flow.buffer_of(v) == buffer for v in flow.values_in(o))
+    )
 
 
 def _allocate(module, flow: Dataflow, spans, result: BufferAssignment) -> None:
     buffers = [_Buffer(values, *spans[root]) for root, values in flow.buffer_sets().items()]
-    buffers.sort(key=lambda b: (-b.size, not any(map(_is_output, b.values)), b.start,
-                                b.values[0].id))
+    buffers.sort(
+        key=lambda b: (-b.size, not any(map(_is_output, b.values)), b.start, b.values[0].id)
+    )
     temps: list[BufferAllocation] = []
     made: list[BufferAllocation] = []
     for buffer in buffers:
@@ -381,8 +419,13 @@ def _allocate(module, flow: Dataflow, spans, result: BufferAssignment) -> None:
                     allocation.maybe_live_out = True
                     allocation.output_indices.append(index)
     # Parameters first (by number), then the arena, then constants.
-    made.sort(key=lambda a: (0 if a.is_entry_parameter else 2 if a.is_constant else 1,
-                             a.parameter_number or 0, a.param_index))
+    made.sort(
+        key=lambda a: (
+            0 if a.is_entry_parameter else 2 if a.is_constant else 1,
+            a.parameter_number or 0,
+            a.param_index,
+        )
+    )
     offset = 0
     for i, allocation in enumerate(made):
         allocation.index = i
@@ -392,8 +435,13 @@ def _allocate(module, flow: Dataflow, spans, result: BufferAssignment) -> None:
         for value in allocation.values:
             result._allocation_of[value.id] = allocation
     result.allocations, result.arena_size = made, offset
-    events = sorted((t, s) for a in made if a.in_arena for start, end in a.live_ranges
-                    for t, s in ((start, a.size), (end + 1, -a.size)))
+    events = sorted(
+        (t, s)
+        for a in made
+        if a.in_arena
+        for start, end in a.live_ranges
+        for t, s in ((start, a.size), (end + 1, -a.size))
+    )
     live = 0
     for _, delta in events:
         live += delta
@@ -401,24 +449,30 @@ def _allocate(module, flow: Dataflow, spans, result: BufferAssignment) -> None:
 
 
 def _place(buffer: _Buffer, temps: list, made: list) -> BufferAllocation:
-    params = {(v.instr.parameter_number, v.index) for v in buffer.values
-              if v.instr.opcode == "parameter" and v.instr.computation.is_entry}
+    params = {
+        (v.instr.parameter_number, v.index)
+        for v in buffer.values
+        if v.instr.opcode == "parameter" and v.instr.computation.is_entry
+    }
     constant = any(v.instr.opcode == "constant" for v in buffer.values)
     if len(params) + int(constant) > 1:
         raise BufferAssignmentError(
             f"values {buffer.values} would share one buffer between several parameters or "
-            "constants; run copy-insertion first")
+            "constants; run copy-insertion first"
+        )
     if params or constant:
-        (number, index), = params or {(None, ())}
-        allocation = BufferAllocation(len(made), buffer.size, parameter_number=number,
-                                      param_index=index, is_constant=constant)
+        ((number, index),) = params or {(None, ())}
+        allocation = BufferAllocation(
+            len(made), buffer.size, parameter_number=number, param_index=index, is_constant=constant
+        )
         made.append(allocation)
         return allocation
     live_out = any(map(_is_output, buffer.values))
     for allocation in sorted(temps, key=lambda a: a.size):
         fits = allocation.size == buffer.size if live_out else allocation.size >= buffer.size
-        if fits and all(end < buffer.start or buffer.end < start
-                        for start, end in allocation.live_ranges):
+        if fits and all(
+            end < buffer.start or buffer.end < start for start, end in allocation.live_ranges
+        ):
             return allocation
     allocation = BufferAllocation(len(made), buffer.size)
     made.append(allocation)

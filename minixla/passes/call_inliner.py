@@ -4,6 +4,7 @@ Callees are inlined into callers bottom-up (the module's computation post order)
 is already flat when it is copied. A computation left without callers is removed. Calls with
 control edges stay, since their ordering constraint has no single instruction to move to.
 """
+
 from __future__ import annotations
 
 from ..ir.module import HloModule
@@ -19,8 +20,7 @@ def inline_call(call, names: NameUniquer) -> None:
         if instr.opcode == "parameter":
             mapping[id(instr)] = call.operand(instr.parameter_number)
             continue
-        copy = instr.clone([mapping[id(o)] for o in instr.operands],
-                           name=names.fresh(instr.name))
+        copy = instr.clone([mapping[id(o)] for o in instr.operands], name=names.fresh(instr.name))
         comp.add_instruction(copy)
         mapping[id(instr)] = copy
     for instr in callee.instructions:
@@ -42,15 +42,19 @@ class CallInliner(Pass):
         inlined = []
         for comp in module.computation_post_order():
             for instr in comp.post_order():
-                if instr.opcode == "call" and not (instr.control_predecessors
-                                                   or instr.control_successors):
+                if instr.opcode == "call" and not (
+                    instr.control_predecessors or instr.control_successors
+                ):
                     inlined.append(instr.attrs["to_apply"])
                     inline_call(instr, names)
         if not inlined:
             return False
         called = {id(c) for comp in module.computations for c in comp.called_computations()}
         for callee in {id(c): c for c in inlined}.values():
-            if id(callee) not in called and callee is not module.entry \
-                    and callee in module.computations:
+            if (
+                id(callee) not in called
+                and callee is not module.entry
+                and callee in module.computations
+            ):
                 module.remove_computation(callee)
         return True

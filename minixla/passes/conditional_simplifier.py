@@ -5,6 +5,7 @@ a conditional with a single branch always takes it. Out-of-range indices take th
 branch, as at run time. Branches with side effects are inlined too: exactly one of them runs
 either way.
 """
+
 from __future__ import annotations
 
 from ..ir.instruction import HloInstruction

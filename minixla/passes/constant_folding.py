@@ -7,6 +7,7 @@ folding means exactly what running the program means. Not folded:
   * side effects and random numbers, control flow, calls, collectives and other ops
     (custom-call, rng-bit-generator, batch-norm...), and fft (slow to evaluate).
 """
+
 from __future__ import annotations
 
 import math
@@ -47,6 +48,7 @@ def foldable(instr: HloInstruction) -> bool:
 def fold(root: HloInstruction) -> HloInstruction | None:
     # op(constants...) -> constant(op evaluated by the interpreter)
     from ..reference.evaluator import Evaluator
+
     evaluator = Evaluator(root.computation.module)
     handler = evaluator.table.get(root.opcode)
     if handler is None:

@@ -14,6 +14,7 @@ so do a conditional's branch roots and result. As XLA's CopyInsertion (xla-refer
 A loop that updates its state in place (dynamic-update-slice into a loop-carried array) keeps
 no copy at all.
 """
+
 from __future__ import annotations
 
 from ..ir.computation import HloComputation
@@ -21,8 +22,16 @@ from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule
 from .base import Pass, register_pass
 from .dataflow import Dataflow, HloValue, Timeline, interference
-from .hlo_utils import CONTROL_FLOW, NameUniquer, ancestors, element, inline_computation, \
-    make_tuple, remove_if_dead, sequential_computations
+from .hlo_utils import (
+    CONTROL_FLOW,
+    NameUniquer,
+    ancestors,
+    element,
+    inline_computation,
+    make_tuple,
+    remove_if_dead,
+    sequential_computations,
+)
 from .scheduling import Scheduler
 
 
@@ -62,8 +71,11 @@ class CopyInsertion(Pass):
         remove_if_dead(init)
         flow = Dataflow(self.module)
         param = body.parameter(0)
-        updated = [index for index, leaf in param.shape.leaves() if leaf.is_array and
-                   flow.value_at(body.root, index) is not flow.value_at(param, index)]
+        updated = [
+            index
+            for index, leaf in param.shape.leaves()
+            if leaf.is_array and flow.value_at(body.root, index) is not flow.value_at(param, index)
+        ]
         root_copies = self._copy_root(body, lambda index, leaf: index in updated)
         snapshots = [self._snapshot(param, index) for index in updated if len(index) == 1]
         for snapshot, copy in zip(snapshots, root_copies):
@@ -73,15 +85,26 @@ class CopyInsertion(Pass):
 
     def _snapshot(self, param: HloInstruction, index) -> HloInstruction | None:
         """Makes every reader of state element `index` read a copy taken at body start."""
-        readers = [u for u in param.users
-                   if u.opcode == "get-tuple-element" and u.attrs["index"] == index[0]]
-        if len(readers) != len(param.users) - sum(
-                1 for u in param.users if u.opcode == "get-tuple-element"
-                and u.attrs["index"] != index[0]) or not readers:
+        readers = [
+            u
+            for u in param.users
+            if u.opcode == "get-tuple-element" and u.attrs["index"] == index[0]
+        ]
+        if (
+            len(readers)
+            != len(param.users)
+            - sum(
+                1
+                for u in param.users
+                if u.opcode == "get-tuple-element" and u.attrs["index"] != index[0]
+            )
+            or not readers
+        ):
             return None  # the whole state tuple is read somewhere: leave it
         gte = readers[0]
         copy = param.computation.add_instruction(
-            HloInstruction("copy", gte.shape, [gte], name=self.names("copy")))
+            HloInstruction("copy", gte.shape, [gte], name=self.names("copy"))
+        )
         for reader in readers:
             for user in list(reader.users):
                 if user is not copy:
@@ -118,8 +141,9 @@ class CopyInsertion(Pass):
     def _fix_entry_root(self, flow: Dataflow) -> bool:
         """Outputs must be writable storage of their own: copy read-only or repeated ones."""
         entry = self.module.entry
-        aliased = {(e.output_index, e.param_number, e.param_index)
-                   for e in self.module.input_output_alias}
+        aliased = {
+            (e.output_index, e.param_number, e.param_index) for e in self.module.input_output_alias
+        }
         sets = flow.buffer_sets()
         seen: set[int] = set()
         for index, leaf in entry.root.shape.leaves():
@@ -127,8 +151,11 @@ class CopyInsertion(Pass):
                 continue
             value = flow.value_at(entry.root, index)
             buffer = flow.buffer_of(value)
-            passthrough = value.instr.opcode == "parameter" and value.instr.parent is entry and \
-                (index, value.instr.parameter_number, value.index) in aliased
+            passthrough = (
+                value.instr.opcode == "parameter"
+                and value.instr.parent is entry
+                and (index, value.instr.parameter_number, value.index) in aliased
+            )
             read_only = any(flow.is_read_only(v) for v in sets[buffer])
             bad = buffer in seen or (read_only and not passthrough)
             seen.add(buffer)
@@ -143,8 +170,7 @@ class CopyInsertion(Pass):
         if comp is None:
             return False
         source = copy.operand(0)
-        uses = [(user, i) for user in copy.users for i, o in enumerate(user.operands)
-                if o is copy]
+        uses = [(user, i) for user in copy.users for i, o in enumerate(user.operands) if o is copy]
         preds, succs = list(copy.control_predecessors), list(copy.control_successors)
         was_root = copy is comp.root
         position = comp.instructions.index(copy)
@@ -197,8 +223,7 @@ class CopyInsertion(Pass):
         if node is None:
             return
         before = chain[id(node.parent)]
-        if before is node or before in node.control_predecessors or \
-                id(before) in ancestors(node):
+        if before is node or before in node.control_predecessors or id(before) in ancestors(node):
             return
         before.add_control_dependency_to(node)
 
@@ -212,8 +237,9 @@ class CopyInsertion(Pass):
             for comp in sequential_computations(self.module):
                 for instr in list(comp.instructions):
                     if instr.opcode == "call" and instr.parent is comp:
-                        root = inline_computation(instr.attrs["to_apply"], instr.operands,
-                                                  comp, self.names)
+                        root = inline_computation(
+                            instr.attrs["to_apply"], instr.operands, comp, self.names
+                        )
                         comp.replace_instruction(instr, root)
                         progress = changed = True
         if changed:
@@ -234,8 +260,7 @@ class CopyInsertion(Pass):
                     callees = callee if isinstance(callee, (list, tuple)) else [callee]
                     fresh = [self._clone_if_seen(c, seen) for c in callees]
                     if any(a is not b for a, b in zip(fresh, callees)):
-                        instr.attrs[attr] = fresh if isinstance(callee, (list, tuple)) \
-                            else fresh[0]
+                        instr.attrs[attr] = fresh if isinstance(callee, (list, tuple)) else fresh[0]
                         return True  # the clone's own callees are visited next round
         return False
 

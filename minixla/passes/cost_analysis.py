@@ -15,6 +15,7 @@ Bytes accessed of anything else are its array operands plus its outputs, with pe
 `bytes accessed0{}` (operand 0 at shape index {}) and `bytes accessedout{}` as XLA names them.
 Control flow adds its callees once (a while body counts one trip, as in XLA).
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -67,19 +68,29 @@ def _convolution(instr: HloInstruction) -> Counter:
     lhs, rhs, out = instr.operand(0).shape, instr.operand(1).shape, instr.shape
     dims = parse_dim_labels(str(instr.attrs["dim_labels"]))
     kernel_sizes = [rhs.dims[d] for d in dims.kernel_spatial]
-    window = instr.attrs["window"].dims if "window" in instr.attrs \
+    window = (
+        instr.attrs["window"].dims
+        if "window" in instr.attrs
         else tuple(map(WindowDim, kernel_sizes))
-    pairs = prod(valid_window_pairs(out.dims[o], lhs.dims[i], wd)
-                 for o, i, wd in zip(dims.output_spatial, dims.input_spatial, window))
-    macs = (out.dims[dims.output_batch] * out.dims[dims.output_feature]
-            * rhs.dims[dims.kernel_input_feature] * pairs)
+    )
+    pairs = prod(
+        valid_window_pairs(out.dims[o], lhs.dims[i], wd)
+        for o, i, wd in zip(dims.output_spatial, dims.input_spatial, window)
+    )
+    macs = (
+        out.dims[dims.output_batch]
+        * out.dims[dims.output_feature]
+        * rhs.dims[dims.kernel_input_feature]
+        * pairs
+    )
     return Counter({FLOPS: 2 * macs})
 
 
 def _reduce(instr: HloInstruction) -> Counter:
     inputs = instr.operand_count // 2
-    folded = sum(o.shape.numel() for o in instr.operands[:inputs]) - \
-        sum(leaf.numel() for _, leaf in instr.shape.leaves() if leaf.is_array)
+    folded = sum(o.shape.numel() for o in instr.operands[:inputs]) - sum(
+        leaf.numel() for _, leaf in instr.shape.leaves() if leaf.is_array
+    )
     return _scaled(computation_cost(instr.attrs["to_apply"]), max(folded, 0))
 
 

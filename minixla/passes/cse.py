@@ -5,15 +5,29 @@ Called computations compare by structure. Never merged: side-effecting instructi
 number generators (two draws are not one), parameters, and anything with control edges.
 Operands are canonical before their users because each computation is walked in post order.
 """
+
 from __future__ import annotations
 
 from ..ir.module import HloModule
 from .base import Pass, register_pass
 from .graph_utils import has_side_effect, rewritable_computations
 
-_NEVER = frozenset({"parameter", "rng", "rng-bit-generator", "rng-get-and-update-state",
-                    "after-all", "custom-call", "infeed", "outfeed", "send", "recv",
-                    "send-done", "recv-done"})
+_NEVER = frozenset(
+    {
+        "parameter",
+        "rng",
+        "rng-bit-generator",
+        "rng-get-and-update-state",
+        "after-all",
+        "custom-call",
+        "infeed",
+        "outfeed",
+        "send",
+        "recv",
+        "send-done",
+        "recv-done",
+    }
+)
 
 
 def _key(instr) -> tuple:
@@ -24,8 +38,12 @@ def _key(instr) -> tuple:
 
 
 def _mergeable(instr, memo: dict) -> bool:
-    return not (instr.opcode in _NEVER or instr.control_predecessors
-                or instr.control_successors or has_side_effect(instr, memo))
+    return not (
+        instr.opcode in _NEVER
+        or instr.control_predecessors
+        or instr.control_successors
+        or has_side_effect(instr, memo)
+    )
 
 
 def eliminate_common_subexpressions(comp) -> bool:

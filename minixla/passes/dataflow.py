@@ -13,6 +13,7 @@ to what copy insertion, scheduling and buffer assignment need:
 Only the entry and the computations it reaches through while/conditional/call are analysed:
 fused and per-element (to_apply) computations get no buffers.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -34,12 +35,18 @@ def leaf_bytes(shape: Shape) -> int:
     if not shape.is_array:
         return 0
     layout = shape.layout
-    if layout is None or (not layout.tiles and layout.tail_padding_alignment == 1
-                          and not layout.element_size_bits):
+    if layout is None or (
+        not layout.tiles and layout.tail_padding_alignment == 1 and not layout.element_size_bits
+    ):
         return shape.numel() * shape.element_type.byte_size
-    return physical_size_bytes(shape.dims, layout.minor_to_major, layout.tiles,
-                               shape.element_type.bits, layout.element_size_bits,
-                               layout.tail_padding_alignment)
+    return physical_size_bytes(
+        shape.dims,
+        layout.minor_to_major,
+        layout.tiles,
+        shape.element_type.bits,
+        layout.element_size_bits,
+        layout.tail_padding_alignment,
+    )
 
 
 @dataclass(eq=False)
@@ -91,8 +98,11 @@ class Dataflow:
         return self._at[(id(instr), index)]
 
     def values_in(self, instr: HloInstruction) -> list[HloValue]:
-        return [self._at[(id(instr), idx)] for idx, leaf in instr.shape.leaves()
-                if (id(instr), idx) in self._at]
+        return [
+            self._at[(id(instr), idx)]
+            for idx, leaf in instr.shape.leaves()
+            if (id(instr), idx) in self._at
+        ]
 
     def _new(self, instr, index, shape, phi=False) -> HloValue:
         value = HloValue(len(self.values), instr, index, shape, phi)
@@ -148,8 +158,12 @@ class Dataflow:
             for instr in comp.instructions:
                 if instr.opcode == "while":
                     body, cond = instr.attrs["body"], instr.attrs["condition"]
-                    for other in (instr.operand(0), body.parameter(0), cond.parameter(0),
-                                  body.root):
+                    for other in (
+                        instr.operand(0),
+                        body.parameter(0),
+                        cond.parameter(0),
+                        body.root,
+                    ):
                         self._join(instr, other)
                 elif instr.opcode == "call":
                     callee = instr.attrs["to_apply"]
@@ -171,7 +185,8 @@ class Dataflow:
     def is_read_only(self, value: HloValue) -> bool:
         """Entry parameters and constants: storage the program must not overwrite."""
         return value.instr.opcode == "constant" or (
-            value.instr.opcode == "parameter" and value.instr.computation.is_entry)
+            value.instr.opcode == "parameter" and value.instr.computation.is_entry
+        )
 
     def level_in(self, instr: HloInstruction, comp: HloComputation) -> HloInstruction | None:
         """The instruction of `comp` during which `instr` runs (itself, or the control-flow op
@@ -198,8 +213,7 @@ def can_share_operand_buffer(user: HloInstruction, number: int) -> bool:
     if operand.shape.dims != user.shape.dims or operand.shape.layout != user.shape.layout:
         return False
     if user.opcode == "fusion":
-        return user.attrs.get("kind") == "kLoop" and _elementwise_only(
-            user.attrs["calls"], number)
+        return user.attrs.get("kind") == "kLoop" and _elementwise_only(user.attrs["calls"], number)
     return user.opdef.kind == ELEMENTWISE and user.opcode not in ("copy", "map")
 
 
@@ -209,8 +223,11 @@ def _elementwise_only(fused: HloComputation, number: int) -> bool:
     while stack:
         node = stack.pop()
         for user in node.users:
-            if user.opdef.kind != ELEMENTWISE or user.shape.dims != node.shape.dims or \
-                    user.opcode == "map":
+            if (
+                user.opdef.kind != ELEMENTWISE
+                or user.shape.dims != node.shape.dims
+                or user.opcode == "map"
+            ):
                 return False
             stack.append(user)
     return True
@@ -228,8 +245,11 @@ class Timeline:
         self.end = self.time
 
     def _visit(self, comp: HloComputation) -> None:
-        order = comp.instructions if comp.parent is not None and comp.parent.is_scheduled \
+        order = (
+            comp.instructions
+            if comp.parent is not None and comp.parent.is_scheduled
             else comp.post_order()
+        )
         for instr in order:
             start = self.time
             self.time += 1
@@ -286,6 +306,9 @@ def interference(flow: Dataflow, ranges: dict[int, tuple[int, int]], members) ->
 def reads_in_place(flow: Dataflow, writer: HloInstruction, value: HloValue) -> bool:
     """Does `writer` read value's buffer only through operands it may overwrite in place?"""
     buffer = flow.buffer_of(value)
-    slots = [k for k, o in enumerate(writer.operands)
-             if any(flow.buffer_of(v) == buffer for v in flow.values_in(o))]
+    slots = [
+        k
+        for k, o in enumerate(writer.operands)
+        if any(flow.buffer_of(v) == buffer for v in flow.values_in(o))
+    ]
     return bool(slots) and all(can_share_operand_buffer(writer, k) for k in slots)

@@ -4,6 +4,7 @@ Live means reachable from the root through operands and control edges, or side-e
 (directly, or through a computation it calls). Parameters always stay: they are the
 computation's signature.
 """
+
 from __future__ import annotations
 
 from ..ir.module import HloModule

@@ -5,6 +5,7 @@ the setting it fills and how its value is read. MINIXLA_FLAGS is read after XLA_
 wins. An unknown flag in MINIXLA_FLAGS is an error; XLA flags that mean nothing to minixla (in
 either variable) are reported once, as a warning, and ignored, so a shell set up for XLA works.
 """
+
 from __future__ import annotations
 
 import os
@@ -38,12 +39,18 @@ class Flag:
 
 
 FLAGS: dict[str, Flag] = {
-    "dump_to": Flag("dump_to", str), "xla_dump_to": Flag("dump_to", str),
-    "dump_pass_re": Flag("pass_re", str), "xla_dump_hlo_pass_re": Flag("pass_re", str),
-    "dump_module_re": Flag("module_re", str), "xla_dump_hlo_module_re": Flag("module_re", str),
-    "dump_as_text": Flag("as_text", _bool), "xla_dump_hlo_as_text": Flag("as_text", _bool),
-    "dump_as_dot": Flag("as_dot", _bool), "xla_dump_hlo_as_dot": Flag("as_dot", _bool),
-    "dump_as_html": Flag("as_html", _bool), "xla_dump_hlo_as_html": Flag("as_html", _bool),
+    "dump_to": Flag("dump_to", str),
+    "xla_dump_to": Flag("dump_to", str),
+    "dump_pass_re": Flag("pass_re", str),
+    "xla_dump_hlo_pass_re": Flag("pass_re", str),
+    "dump_module_re": Flag("module_re", str),
+    "xla_dump_hlo_module_re": Flag("module_re", str),
+    "dump_as_text": Flag("as_text", _bool),
+    "xla_dump_hlo_as_text": Flag("as_text", _bool),
+    "dump_as_dot": Flag("as_dot", _bool),
+    "xla_dump_hlo_as_dot": Flag("as_dot", _bool),
+    "dump_as_html": Flag("as_html", _bool),
+    "xla_dump_hlo_as_html": Flag("as_html", _bool),
     "xla_force_host_platform_device_count": Flag("device_count", _count),
     "explain_recompiles": Flag("explain_recompiles", _bool),
     "explain_cache_misses": Flag("explain_cache_misses", _bool),
@@ -69,8 +76,10 @@ def read_flags(minixla_flags: str | None = None, xla_flags: str | None = None) -
             if flag is None:
                 if source == "MINIXLA_FLAGS" and not name.startswith("xla_"):
                     known = ", ".join("--" + n for n in FLAGS if not n.startswith("xla_"))
-                    raise FlagError(f"unknown MINIXLA_FLAGS flag --{name} (known: {known}, "
-                                    f"and XLA's spellings of them)")
+                    raise FlagError(
+                        f"unknown MINIXLA_FLAGS flag --{name} (known: {known}, "
+                        f"and XLA's spellings of them)"
+                    )
                 _report_ignored(name, source)
                 continue
             if flag.read is not _bool and not has_value:

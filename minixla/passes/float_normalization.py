@@ -10,6 +10,7 @@ how a reduction accumulates narrow floats (the interpreter: in f32, rounded once
 backend's business, and rewriting its combiner per op would change the result.
 Only the entry, control-flow bodies and fused computations are rewritten.
 """
+
 from __future__ import annotations
 
 from ..ir.dtypes import FLOAT
@@ -19,15 +20,51 @@ from ..ir.opcodes import COLLECTIVE, CONTROL, LEAF, MOVEMENT
 from .base import Pass, register_pass
 from .hlo_utils import NameUniquer, fused_computations, sequential_computations
 
-NARROW_FLOATS = frozenset({"bf16", "f16", "f8e5m2", "f8e4m3fn", "f8e4m3b11fnuz", "f8e5m2fnuz",
-                           "f8e4m3fnuz", "f8e4m3", "f8e3m4", "f8e8m0fnu", "f4e2m1fn", "f6e2m3fn",
-                           "f6e3m2fn"})
+NARROW_FLOATS = frozenset(
+    {
+        "bf16",
+        "f16",
+        "f8e5m2",
+        "f8e4m3fn",
+        "f8e4m3b11fnuz",
+        "f8e5m2fnuz",
+        "f8e4m3fnuz",
+        "f8e4m3",
+        "f8e3m4",
+        "f8e8m0fnu",
+        "f4e2m1fn",
+        "f6e2m3fn",
+        "f6e3m2fn",
+    }
+)
 # Native in every type: they round nothing, or their arithmetic is in a called computation.
-ALWAYS_NATIVE = frozenset({
-    "convert", "bitcast-convert", "reduce-precision", "stochastic-convert", "copy", "select",
-    "map", "reduce", "reduce-window", "select-and-scatter", "sort", "scatter", "all-reduce",
-    "reduce-scatter", "all-reduce-start", "scan", "custom-call", "rng", "rng-bit-generator",
-    "topk", "batch-norm-training", "batch-norm-inference", "batch-norm-grad"})
+ALWAYS_NATIVE = frozenset(
+    {
+        "convert",
+        "bitcast-convert",
+        "reduce-precision",
+        "stochastic-convert",
+        "copy",
+        "select",
+        "map",
+        "reduce",
+        "reduce-window",
+        "select-and-scatter",
+        "sort",
+        "scatter",
+        "all-reduce",
+        "reduce-scatter",
+        "all-reduce-start",
+        "scan",
+        "custom-call",
+        "rng",
+        "rng-bit-generator",
+        "topk",
+        "batch-norm-training",
+        "batch-norm-inference",
+        "batch-norm-grad",
+    }
+)
 
 
 def is_narrow(dtype: str) -> bool:
@@ -38,8 +75,9 @@ def is_narrow(dtype: str) -> bool:
 class FloatNormalization(Pass):
     name = "float-normalization"
 
-    def __init__(self, supported: set[tuple[str, str]] | frozenset = frozenset(),
-                 compute_type: str = "f32"):
+    def __init__(
+        self, supported: set[tuple[str, str]] | frozenset = frozenset(), compute_type: str = "f32"
+    ):
         self.supported = frozenset(supported)  # extra (opcode, dtype) the backend runs natively
         self.compute_type = compute_type
 
@@ -71,8 +109,11 @@ class FloatNormalization(Pass):
     def normalize(self, instr: HloInstruction, names: NameUniquer) -> None:
         comp = instr.computation
         wide_operands = [self._widen(o, names) for o in instr.operands]
-        wide_shape = (instr.shape.with_dtype(self.compute_type) if is_narrow(instr.shape.dtype)
-                      else instr.shape)
+        wide_shape = (
+            instr.shape.with_dtype(self.compute_type)
+            if is_narrow(instr.shape.dtype)
+            else instr.shape
+        )
         wide = comp.add_instruction(instr.clone(wide_operands, name=names(instr.name)))
         wide.shape = wide_shape
         if wide_shape == instr.shape:
@@ -88,8 +129,10 @@ class FloatNormalization(Pass):
             return operand
         for user in operand.users:  # reuse an existing widening convert
             if user.opcode == "convert" and user.shape == operand.shape.with_dtype(
-                    self.compute_type):
+                self.compute_type
+            ):
                 return user
-        convert = HloInstruction("convert", operand.shape.with_dtype(self.compute_type),
-                                 [operand], name=names("convert"))
+        convert = HloInstruction(
+            "convert", operand.shape.with_dtype(self.compute_type), [operand], name=names("convert")
+        )
         return operand.computation.add_instruction(convert)

@@ -13,6 +13,7 @@ fusion merges fusions that read the same operand, and producer-consumer multi-ou
 fuses a producer that cannot be duplicated into a user, exporting its value as an extra output.
 Every refusal is recorded in `decisions` with its reason (see fusion_cost.py).
 """
+
 from __future__ import annotations
 
 from ..ir.computation import HloComputation
@@ -20,8 +21,15 @@ from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule
 from ..ir.shapes import Shape
 from .base import Pass, register_pass
-from .fusion_cost import (Decision, can_multi_output_fuse, is_expensive, is_loop_fusible,
-                          is_reduction_root, should_fuse, consumer_reuses)
+from .fusion_cost import (
+    Decision,
+    can_multi_output_fuse,
+    is_expensive,
+    is_loop_fusible,
+    is_reduction_root,
+    should_fuse,
+    consumer_reuses,
+)
 from .hlo_utils import NameUniquer, inline_computation, reaches, sequential_computations
 
 FUSIBLE_KINDS = ("kLoop", "kInput")
@@ -69,8 +77,10 @@ class InstructionFusion(Pass):
             current = consumer
             while True:
                 refusals = []
-                candidates = sorted({id(o): o for o in current.operands}.values(),
-                                    key=lambda o: -position.get(id(o), -1))
+                candidates = sorted(
+                    {id(o): o for o in current.operands}.values(),
+                    key=lambda o: -position.get(id(o), -1),
+                )
                 for producer in candidates:
                     decision = should_fuse(producer, current)
                     if decision:
@@ -92,8 +102,7 @@ class InstructionFusion(Pass):
         operands = list(fusion.operands)
         duplicate = any(u is not fusion for u in producer.users)
         args = [self._parameter_for(fused, operands, o) for o in producer.operands]
-        clone = producer.clone(args, name=self.names(producer.name) if duplicate
-                               else producer.name)
+        clone = producer.clone(args, name=self.names(producer.name) if duplicate else producer.name)
         fused.add_instruction(clone)
         for i, operand in enumerate(operands):
             if operand is producer:
@@ -115,8 +124,9 @@ class InstructionFusion(Pass):
         attrs = {"kind": kind, "calls": fused}
         if "metadata" in consumer.attrs:
             attrs["metadata"] = consumer.attrs["metadata"]
-        fusion = HloInstruction("fusion", consumer.shape, operands, attrs,
-                                name=self.names("fusion"))
+        fusion = HloInstruction(
+            "fusion", consumer.shape, operands, attrs, name=self.names("fusion")
+        )
         consumer.computation.replace_instruction(consumer, fusion)
         return fusion
 
@@ -126,8 +136,9 @@ class InstructionFusion(Pass):
             if existing is operand:
                 return fused.parameter(i)
         operands.append(operand)
-        param = HloInstruction.parameter(len(operands) - 1, operand.shape,
-                                         name=self.names(f"param_{len(operands) - 1}"))
+        param = HloInstruction.parameter(
+            len(operands) - 1, operand.shape, name=self.names(f"param_{len(operands) - 1}")
+        )
         return fused.add_instruction(param)
 
     def _rebuild(self, fusion: HloInstruction, operands: list, roots: list) -> HloInstruction:
@@ -138,8 +149,9 @@ class InstructionFusion(Pass):
         if len(roots) == 1:
             fused.root = roots[0]
         else:
-            shape_tuple = HloInstruction("tuple", _tuple_shape(roots), roots,
-                                         name=self.names("tuple"))
+            shape_tuple = HloInstruction(
+                "tuple", _tuple_shape(roots), roots, name=self.names("tuple")
+            )
             fused.root = fused.add_instruction(shape_tuple)
         if old_root is not fused.root and old_root.opcode == "tuple" and not old_root.users:
             fused.remove_instruction(old_root)
@@ -180,8 +192,12 @@ class InstructionFusion(Pass):
         exports its value, so it is computed once and read from memory by the others."""
         if producer.shape.is_tuple or producer.is_root() or len(set(map(id, producer.users))) < 2:
             return False
-        if not (producer.opcode == "fusion" and producer.attrs.get("kind") == "kLoop"
-                or is_loop_fusible(producer) and producer.opcode != "constant"):
+        if not (
+            producer.opcode == "fusion"
+            and producer.attrs.get("kind") == "kLoop"
+            or is_loop_fusible(producer)
+            and producer.opcode != "constant"
+        ):
             return False
         if producer.control_predecessors or producer.control_successors:
             return False
@@ -191,8 +207,9 @@ class InstructionFusion(Pass):
             decision = can_multi_output_fuse(producer, consumer)
             if decision and is_expensive(producer) and consumer_reuses(producer, consumer):
                 decision = Decision(False, "the consumer would recompute an expensive producer")
-            if decision and any(o is not producer and reaches(producer, o)
-                                for o in consumer.operands):
+            if decision and any(
+                o is not producer and reaches(producer, o) for o in consumer.operands
+            ):
                 decision = Decision(False, "fusing would create a cycle")
             if not decision:
                 self.decisions.append((producer.name, consumer.name, decision))
@@ -207,9 +224,10 @@ class InstructionFusion(Pass):
             return False
         users = [u for u in {id(u): u for u in shared.users}.values() if is_fusion_consumer(u)]
         for i, first in enumerate(users):
-            for second in users[i + 1:]:
+            for second in users[i + 1 :]:
                 if (first.shape.is_tuple and first.is_root()) or (
-                        second.shape.is_tuple and second.is_root()):
+                    second.shape.is_tuple and second.is_root()
+                ):
                     continue
                 decision = can_multi_output_fuse(first, second)
                 if decision and (reaches(first, second) or reaches(second, first)):
@@ -224,8 +242,9 @@ class InstructionFusion(Pass):
     def _as_fusion(self, instr: HloInstruction) -> HloInstruction:
         return instr if instr.opcode == "fusion" else self._wrap(instr)
 
-    def _merge(self, target: HloInstruction, source: HloInstruction, *,
-               producer_consumer: bool) -> HloInstruction:
+    def _merge(
+        self, target: HloInstruction, source: HloInstruction, *, producer_consumer: bool
+    ) -> HloInstruction:
         """Absorbs `source` into fusion `target`; source's outputs become extra outputs."""
         fused = target.attrs["calls"]
         operands = list(target.operands)
@@ -241,8 +260,9 @@ class InstructionFusion(Pass):
                 if operand is source:
                     fused.parameter(i).replace_all_uses_with(source_outputs[0])
         target_root = fused.root
-        target_outputs = (list(target_root.operands) if target_root.opcode == "tuple"
-                          else [target_root])
+        target_outputs = (
+            list(target_root.operands) if target_root.opcode == "tuple" else [target_root]
+        )
         outputs = _dedupe(fused, target_outputs + source_outputs)
         new = self._rebuild(target, operands, outputs)
         self._redirect(target, new, 0)
@@ -266,8 +286,13 @@ class InstructionFusion(Pass):
             comp.replace_instruction(user, self._gte(new, base + user.attrs["index"]))
 
     def _gte(self, fusion: HloInstruction, index: int) -> HloInstruction:
-        gte = HloInstruction("get-tuple-element", fusion.shape.tuple_shapes[index], [fusion],
-                             {"index": index}, name=self.names("get-tuple-element"))
+        gte = HloInstruction(
+            "get-tuple-element",
+            fusion.shape.tuple_shapes[index],
+            [fusion],
+            {"index": index},
+            name=self.names("get-tuple-element"),
+        )
         return fusion.computation.add_instruction(gte)
 
     def _rename_parameters(self, fused: HloComputation) -> None:
@@ -298,4 +323,3 @@ def _dedupe(fused: HloComputation, outputs: list) -> list:
 
 def _tuple_shape(elements) -> Shape:
     return Shape.tuple_of([e.shape for e in elements])
-

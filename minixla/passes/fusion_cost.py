@@ -5,6 +5,7 @@ result. The rules follow XLA's InstructionFusion and CpuInstructionFusion (xla-r
 4.4): loop-fusible producers only, scalar constants only, never duplicate an expensive producer,
 never recompute an expensive producer per reuse, and cap each fusion's size.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,9 +19,19 @@ MAX_FUSION_OPERANDS = 32
 MAX_CONCAT_OPERANDS = 8  # wider concatenates run faster as memcpys (XLA:CPU)
 MAX_REDUCES_PER_FUSION = 5
 
-LOOP_FUSIBLE_MOVEMENT = frozenset({
-    "broadcast", "iota", "reshape", "transpose", "slice", "pad", "concatenate", "reverse",
-    "dynamic-slice"})
+LOOP_FUSIBLE_MOVEMENT = frozenset(
+    {
+        "broadcast",
+        "iota",
+        "reshape",
+        "transpose",
+        "slice",
+        "pad",
+        "concatenate",
+        "reverse",
+        "dynamic-slice",
+    }
+)
 # Elementwise ops that never go into a loop fusion: a called computation, or side effects.
 NOT_FUSIBLE_ELEMENTWISE = frozenset({"map", "stochastic-convert"})
 # Ops that read an operand element more than once per output element (or once per many
@@ -67,8 +78,10 @@ def is_expensive(instr: HloInstruction) -> bool:
         return True
     if instr.opcode in ("divide", "remainder", "power"):
         return not instr.shape.element_type.is_integer
-    return not (is_loop_fusible(instr) or instr.opcode in ("parameter", "constant", "tuple",
-                                                             "get-tuple-element", "bitcast"))
+    return not (
+        is_loop_fusible(instr)
+        or instr.opcode in ("parameter", "constant", "tuple", "get-tuple-element", "bitcast")
+    )
 
 
 def fused_size(instr: HloInstruction) -> int:
@@ -107,8 +120,11 @@ def _is_scalar_broadcast(user: HloInstruction, operand: HloInstruction) -> bool:
 def _reductions(instr: HloInstruction) -> set:
     """(input dims, reduced dims) of every reduce in a fusion candidate."""
     body = instr.attrs["calls"].instructions if instr.opcode == "fusion" else [instr]
-    return {(r.operand(0).shape.dims, tuple(r.attrs["dimensions"])) for r in body
-            if r.opcode == "reduce"}
+    return {
+        (r.operand(0).shape.dims, tuple(r.attrs["dimensions"]))
+        for r in body
+        if r.opcode == "reduce"
+    }
 
 
 def should_fuse(producer: HloInstruction, consumer: HloInstruction) -> Decision:
@@ -127,11 +143,11 @@ def should_fuse(producer: HloInstruction, consumer: HloInstruction) -> Decision:
         return no("producer has control dependencies")
     duplicates = any(u is not consumer for u in producer.users)
     if duplicates and is_expensive(producer):
-        return no(f"{producer.opcode} is expensive and has other users: fusing would recompute "
-                  "it")
+        return no(f"{producer.opcode} is expensive and has other users: fusing would recompute it")
     if is_expensive(producer) and consumer_reuses(producer, consumer):
-        return no(f"{producer.opcode} is expensive and the consumer reads each element "
-                  "several times")
+        return no(
+            f"{producer.opcode} is expensive and the consumer reads each element several times"
+        )
     if fused_size(consumer) + 1 > MAX_FUSED_OPS:
         return no(f"fusion would exceed {MAX_FUSED_OPS} ops")
     new_operands = {id(o) for o in producer.operands} - {id(o) for o in consumer.operands}
@@ -144,8 +160,7 @@ def consumer_reuses(producer: HloInstruction, consumer: HloInstruction) -> bool:
     if consumer.opcode != "fusion":
         return consumer.opcode in REUSING_OPS and not _is_scalar_broadcast(consumer, producer)
     fused = consumer.attrs["calls"]
-    return any(param_is_reused(fused, i) for i, o in enumerate(consumer.operands)
-               if o is producer)
+    return any(param_is_reused(fused, i) for i, o in enumerate(consumer.operands) if o is producer)
 
 
 def loop_shape(instr: HloInstruction) -> tuple[int, ...] | None:
@@ -153,8 +168,7 @@ def loop_shape(instr: HloInstruction) -> tuple[int, ...] | None:
     input dims of a reduction (XLA's compatible-shape rule for multi-output fusion)."""
     root = instr.attrs["calls"].root if instr.opcode == "fusion" else instr
     roots = root.operands if root.opcode == "tuple" else [root]
-    shapes = {(r.operand(0).shape.dims if r.opcode == "reduce" else r.shape.dims)
-              for r in roots}
+    shapes = {(r.operand(0).shape.dims if r.opcode == "reduce" else r.shape.dims) for r in roots}
     return shapes.pop() if len(shapes) == 1 else None
 
 

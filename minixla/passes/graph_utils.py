@@ -1,4 +1,5 @@
 """Small graph helpers shared by the passes: side effects, fresh names, dead-code removal."""
+
 from __future__ import annotations
 
 
@@ -17,8 +18,12 @@ def has_side_effect(instr: HloInstruction, _memo: dict | None = None) -> bool:
 
 def rewritable_computations(module) -> list:
     """Every computation except fused ones (whose form belongs to the fusion pass)."""
-    fused = {id(c) for i in module.all_instructions() if i.opcode == "fusion"
-             for c in i.called_computations}
+    fused = {
+        id(c)
+        for i in module.all_instructions()
+        if i.opcode == "fusion"
+        for c in i.called_computations
+    }
     return [c for c in module.computation_post_order() if id(c) not in fused]
 
 
@@ -28,9 +33,14 @@ def remove_if_dead(comp, candidates) -> None:
     stack = list(candidates)
     while stack:
         instr = stack.pop()
-        if (instr.parent is not comp or instr.users or instr is comp.root
-                or instr.opcode == "parameter" or instr.control_successors
-                or has_side_effect(instr)):
+        if (
+            instr.parent is not comp
+            or instr.users
+            or instr is comp.root
+            or instr.opcode == "parameter"
+            or instr.control_successors
+            or has_side_effect(instr)
+        ):
             continue
         operands = list(instr.operands)
         comp.remove_instruction(instr)

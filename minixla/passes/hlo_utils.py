@@ -1,5 +1,6 @@
 """Small graph helpers shared by the global passes: unique names, call-graph contexts,
 reachability, inlining a computation, and rebuilding tuples element by element."""
+
 from __future__ import annotations
 
 
@@ -30,8 +31,12 @@ def sequential_computations(module: HloModule) -> list[HloComputation]:
 
 
 def fused_computations(module: HloModule) -> set[int]:
-    return {id(c) for i in module.all_instructions() if i.opcode == "fusion"
-            for c in i.called_computations}
+    return {
+        id(c)
+        for i in module.all_instructions()
+        if i.opcode == "fusion"
+        for c in i.called_computations
+    }
 
 
 def ancestors(instr: HloInstruction) -> set[int]:
@@ -44,8 +49,9 @@ def reaches(source: HloInstruction, target: HloInstruction) -> bool:
     return source is target or id(source) in ancestors(target)
 
 
-def inline_computation(callee: HloComputation, args, into: HloComputation,
-                       names: NameUniquer) -> HloInstruction:
+def inline_computation(
+    callee: HloComputation, args, into: HloComputation, names: NameUniquer
+) -> HloInstruction:
     """Clones `callee` into `into` with parameter i replaced by args[i]; returns the new root."""
     mapping: dict[int, HloInstruction] = {}
     for instr in callee.post_order():
@@ -65,8 +71,13 @@ def element(tuple_instr: HloInstruction, index: int, names: NameUniquer) -> HloI
     """Element `index` of a tuple-shaped instruction: the operand of a `tuple`, else a new gte."""
     if tuple_instr.opcode == "tuple":
         return tuple_instr.operand(index)
-    gte = HloInstruction("get-tuple-element", tuple_instr.shape.tuple_shapes[index],
-                         [tuple_instr], {"index": index}, name=names("get-tuple-element"))
+    gte = HloInstruction(
+        "get-tuple-element",
+        tuple_instr.shape.tuple_shapes[index],
+        [tuple_instr],
+        {"index": index},
+        name=names("get-tuple-element"),
+    )
     return tuple_instr.computation.add_instruction(gte)
 
 
@@ -81,8 +92,14 @@ def remove_if_dead(instr: HloInstruction) -> None:
     while stack:
         node = stack.pop()
         comp = node.parent
-        if (comp is None or node.users or node is comp.root or node.opcode == "parameter"
-                or node.control_successors or node.opdef.has("side_effect")):
+        if (
+            comp is None
+            or node.users
+            or node is comp.root
+            or node.opcode == "parameter"
+            or node.control_successors
+            or node.opdef.has("side_effect")
+        ):
             continue
         operands = list(node.operands)
         comp.remove_instruction(node)

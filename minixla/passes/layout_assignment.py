@@ -9,6 +9,7 @@ caller's layouts. A `copy` to the required layout is inserted only where a produ
 differs from what a user (or the entry result) needs. Values are unchanged: layouts only say
 where elements live.
 """
+
 from __future__ import annotations
 
 from ..ir.computation import HloComputation
@@ -17,8 +18,14 @@ from ..ir.module import HloModule, ProgramShape
 from ..ir.opcodes import ELEMENTWISE
 from ..ir.shapes import Layout, Shape, default_layout
 from .base import Pass, register_pass
-from .hlo_utils import NameUniquer, element, fused_computations, make_tuple, remove_if_dead, \
-    sequential_computations
+from .hlo_utils import (
+    NameUniquer,
+    element,
+    fused_computations,
+    make_tuple,
+    remove_if_dead,
+    sequential_computations,
+)
 
 # Producers that cost the same in any layout: retarget them instead of copying (single user).
 RELAYOUTABLE = ("broadcast", "iota")
@@ -27,8 +34,11 @@ RELAYOUTABLE = ("broadcast", "iota")
 def with_layouts(shape: Shape, like: Shape | None = None) -> Shape:
     """`shape` with every array leaf's layout taken from `like` (default layout if None)."""
     if shape.is_tuple:
-        likes = like.tuple_shapes if like is not None and like.is_tuple else \
-            [None] * len(shape.tuple_shapes)
+        likes = (
+            like.tuple_shapes
+            if like is not None and like.is_tuple
+            else [None] * len(shape.tuple_shapes)
+        )
         return Shape.tuple_of([with_layouts(s, o) for s, o in zip(shape.tuple_shapes, likes)])
     if not shape.is_array:
         return shape
@@ -56,8 +66,9 @@ class LayoutAssignment(Pass):
         program = module.program_shape()
         entry = module.entry
         for param in entry.parameters:
-            self._set_shape(param, with_layouts(param.shape, program.parameters[
-                param.parameter_number or 0]))
+            self._set_shape(
+                param, with_layouts(param.shape, program.parameters[param.parameter_number or 0])
+            )
         self._assign(entry)
         result = with_layouts(entry.root.shape, program.result)
         self._set_root(entry, self._coerce(entry.root, result, None))
@@ -143,8 +154,7 @@ class LayoutAssignment(Pass):
     def _bitcast(self, instr: HloInstruction) -> None:
         """An existing bitcast means "reinterpret the operand as declared": keep both sides."""
         operand = instr.operand(0)
-        self._coerce(operand, with_layouts(operand.shape, self.declared.get(id(operand))),
-                     instr, 0)
+        self._coerce(operand, with_layouts(operand.shape, self.declared.get(id(operand))), instr, 0)
         self._set_shape(instr, with_layouts(instr.shape, self.declared[id(instr)]))
 
     def _custom_call(self, instr: HloInstruction) -> None:
@@ -174,8 +184,9 @@ class LayoutAssignment(Pass):
             self._enter(callee, list(instr.operands), instr)
             self._set_shape(instr, callee.root.shape)
 
-    def _enter(self, callee: HloComputation, operands, caller: HloInstruction,
-               first: int = 0) -> list[Shape]:
+    def _enter(
+        self, callee: HloComputation, operands, caller: HloInstruction, first: int = 0
+    ) -> list[Shape]:
         """Gives callee's parameters its operands' layouts (or, when the callee was already
         assigned for another caller, copies the operands to its layouts); assigns the callee."""
         params = callee.parameters
@@ -200,8 +211,9 @@ class LayoutAssignment(Pass):
             instr.shape = shape
             self.changed = True
 
-    def _coerce(self, instr: HloInstruction, want: Shape, user: HloInstruction | None,
-                index: int = 0) -> HloInstruction:
+    def _coerce(
+        self, instr: HloInstruction, want: Shape, user: HloInstruction | None, index: int = 0
+    ) -> HloInstruction:
         """Makes `user`'s operand `index` (or, without a user, the returned value) have the
         layouts of `want`, inserting copies (and tuples of them) where they differ."""
         fixed = self._relayout(instr, want)
@@ -215,8 +227,10 @@ class LayoutAssignment(Pass):
         if shape.is_tuple:
             if _same_layouts(shape, want):
                 return instr
-            parts = [self._relayout(element(instr, i, self.names), w)
-                     for i, w in enumerate(want.tuple_shapes)]
+            parts = [
+                self._relayout(element(instr, i, self.names), w)
+                for i, w in enumerate(want.tuple_shapes)
+            ]
             self.changed = True
             return make_tuple(parts, instr.computation, self.names)
         if not shape.is_array or shape.layout == want.layout:
@@ -224,14 +238,16 @@ class LayoutAssignment(Pass):
         if instr.opcode in RELAYOUTABLE and len(instr.users) <= 1 and not instr.is_root():
             self._set_shape(instr, shape.with_layout(want.layout))
             return instr
-        copy = HloInstruction("copy", shape.with_layout(want.layout), [instr],
-                              name=self.names("copy"))
+        copy = HloInstruction(
+            "copy", shape.with_layout(want.layout), [instr], name=self.names("copy")
+        )
         self.changed = True
         return instr.computation.add_instruction(copy)
 
 
 def _same_layouts(a: Shape, b: Shape) -> bool:
     if a.is_tuple:
-        return b.is_tuple and all(_same_layouts(x, y) for x, y in zip(a.tuple_shapes,
-                                                                       b.tuple_shapes))
+        return b.is_tuple and all(
+            _same_layouts(x, y) for x, y in zip(a.tuple_shapes, b.tuple_shapes)
+        )
     return not a.is_array or a.layout == b.layout

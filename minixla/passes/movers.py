@@ -11,6 +11,7 @@ broadcast-canonicalizer.
 - broadcast-canonicalizer (XLA's BroadcastCanonicalizer): a broadcast's `dimensions` are
   made increasing by transposing its operand first, so backends see one form only.
 """
+
 from __future__ import annotations
 
 from ..ir.instruction import HloInstruction
@@ -30,9 +31,12 @@ def _instructions(module: HloModule):
 
 
 def _equivalent(a: HloInstruction, b: HloInstruction) -> bool:
-    return (a.opcode == b.opcode and a.shape.dims == b.shape.dims
-            and a.operand(0).shape.dims == b.operand(0).shape.dims
-            and a.attrs.get("dimensions") == b.attrs.get("dimensions"))
+    return (
+        a.opcode == b.opcode
+        and a.shape.dims == b.shape.dims
+        and a.operand(0).shape.dims == b.operand(0).shape.dims
+        and a.attrs.get("dimensions") == b.attrs.get("dimensions")
+    )
 
 
 def _like(shape, original):
@@ -57,12 +61,17 @@ class ReshapeMover(Pass):
         return changed
 
     def _sink(self, instr: HloInstruction) -> bool:
-        if instr.opdef.kind != ELEMENTWISE or not instr.shape.is_array or \
-                instr.opcode in ("map", "rng") or not instr.operands:
+        if (
+            instr.opdef.kind != ELEMENTWISE
+            or not instr.shape.is_array
+            or instr.opcode in ("map", "rng")
+            or not instr.operands
+        ):
             return False
         moved = [o for o in instr.operands if o.opcode in REARRANGES]
-        if not moved or any(not _equivalent(o, moved[0]) or len(set(map(id, o.users))) != 1
-                            for o in moved):
+        if not moved or any(
+            not _equivalent(o, moved[0]) or len(set(map(id, o.users))) != 1 for o in moved
+        ):
             return False
         if any(o.opcode not in REARRANGES and not _is_scalar_splat(o) for o in instr.operands):
             return False
@@ -138,10 +147,12 @@ class BroadcastCanonicalizer(Pass):
                 continue
             order = sorted(range(len(dims)), key=lambda i: dims[i])
             operand = instr.operand(0)
-            shape = _like(operand.shape.with_dims([operand.shape.dims[i] for i in order]),
-                          operand.shape)
-            transpose = HloInstruction("transpose", shape, [operand], {"dimensions": tuple(order)},
-                                       name=names("transpose"))
+            shape = _like(
+                operand.shape.with_dims([operand.shape.dims[i] for i in order]), operand.shape
+            )
+            transpose = HloInstruction(
+                "transpose", shape, [operand], {"dimensions": tuple(order)}, name=names("transpose")
+            )
             instr.parent.add_instruction(transpose)
             instr.replace_operand(0, transpose)
             instr.attrs["dimensions"] = tuple(sorted(dims))

@@ -17,6 +17,7 @@ it to find the one rewrite that broke a program).
 
 The same patterns back `minixla.testing.m`; `explain()` says where and why a match failed.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -33,8 +34,13 @@ import numpy as np
 from ..ir.instruction import HloInstruction
 from ..ir.opcodes import COMMUTATIVE, OPCODES
 from ..ir.shapes import Shape
-from .graph_utils import (NameUniquer, has_side_effect, remove_if_dead, rewritable_computations,
-                          same_layout)
+from .graph_utils import (
+    NameUniquer,
+    has_side_effect,
+    remove_if_dead,
+    rewritable_computations,
+    same_layout,
+)
 
 # -- patterns ---------------------------------------------------------------------------------
 
@@ -42,6 +48,7 @@ from .graph_utils import (NameUniquer, has_side_effect, remove_if_dead, rewritab
 @dataclass(frozen=True)
 class Mismatch:
     """Why a pattern did not match: the operand path from the root, the instruction, a reason."""
+
     path: tuple[int, ...]
     instr: HloInstruction
     reason: str
@@ -49,6 +56,7 @@ class Mismatch:
     def __str__(self) -> str:
         where = "root" if not self.path else "root" + "".join(f".operand({i})" for i in self.path)
         from ..ir.printer import instruction_to_text
+
         text = instruction_to_text(self.instr, print_metadata=False)
         return f"at {where} ({text}): {self.reason}"
 
@@ -92,8 +100,11 @@ class Pattern:
         if self.alternatives:
             return "(" + " | ".join(map(repr, self.alternatives)) + ")" + suffix
         head = "Any" if self.opcodes is None else "|".join(sorted(self.opcodes))
-        inner = "" if self.operands is None else ", ".join(
-            list(map(repr, self.operands)) + ["..."] * self.more_operands)
+        inner = (
+            ""
+            if self.operands is None
+            else ", ".join(list(map(repr, self.operands)) + ["..."] * self.more_operands)
+        )
         return f"{head}({inner})" + suffix
 
 
@@ -131,8 +142,10 @@ def _match_operands(pat: Pattern, instr, env: dict, path, failures, fail) -> boo
         orders.append((1, 0))
     for order in orders:
         trial = dict(env)
-        if all(_match(sub, instr.operand(i), trial, path + (i,), failures)
-               for sub, i in zip(pat.operands, order)):
+        if all(
+            _match(sub, instr.operand(i), trial, path + (i,), failures)
+            for sub, i in zip(pat.operands, order)
+        ):
             env.update(trial)
             return True
     return False
@@ -148,12 +161,12 @@ def _bind(pat: Pattern, instr, env: dict, fail) -> bool:
     return True
 
 
-def op(opcode: str | tuple[str, ...] | None, *operands: Pattern,
-       name: str | None = None) -> Pattern:
+def op(
+    opcode: str | tuple[str, ...] | None, *operands: Pattern, name: str | None = None
+) -> Pattern:
     """An instruction with one of the given opcodes; operands are checked only when given, and
     a trailing `...` lets further operands go unchecked (`m.DynamicSlice(x, ...)`)."""
-    codes = None if opcode is None else frozenset((opcode,) if isinstance(opcode, str)
-                                                  else opcode)
+    codes = None if opcode is None else frozenset((opcode,) if isinstance(opcode, str) else opcode)
     for code in codes or ():
         if code not in OPCODES:
             raise ValueError(f"unknown opcode {code!r} in a pattern")
@@ -190,8 +203,10 @@ def constant(value=None, *, name: str | None = None, scalar: bool = False) -> Pa
     if scalar:
         pat = pat.where(lambda i: i.shape.rank == 0, "a scalar")
     if value is not None:
-        pat = pat.where(lambda i: values_equal(i.literal, value, i.shape.element_type),
-                        f"all {_describe(value)}")
+        pat = pat.where(
+            lambda i: values_equal(i.literal, value, i.shape.element_type),
+            f"all {_describe(value)}",
+        )
     shown = "" if value is None else _describe(value)
     return replace(pat, label=f"{'scalar ' if scalar else ''}constant({shown})")
 
@@ -200,8 +215,9 @@ def splat(value=None, *, name: str | None = None) -> Pattern:
     """A constant whose elements all equal `value`, or a broadcast of such a constant."""
     inner = constant(value)
     shown = "" if value is None else _describe(value)
-    return replace(inner | Pattern(frozenset({"broadcast"}), (inner,)), name=name,
-                   label=f"splat({shown})")
+    return replace(
+        inner | Pattern(frozenset({"broadcast"}), (inner,)), name=name, label=f"splat({shown})"
+    )
 
 
 def _describe(value) -> str:
@@ -241,10 +257,23 @@ class _Matchers:
     """`m.Add(a, b)`, `m.GetTupleElement(t)`, `m.Op("fusion")`, `m.Any("x")`, `m.Parameter(0)`.
 
     Op names are XLA's matcher names: CamelCase of the opcode, plus a few short aliases."""
-    _ALIASES = {"Exp": "exponential", "Expm1": "exponential-minus-one", "Log1p": "log-plus-one",
-                "Sin": "sine", "Cos": "cosine", "Gte": "get-tuple-element",
-                "Concat": "concatenate", "Max": "maximum", "Min": "minimum", "Sub": "subtract",
-                "Mul": "multiply", "Div": "divide", "Neg": "negate", "Rem": "remainder"}
+
+    _ALIASES = {
+        "Exp": "exponential",
+        "Expm1": "exponential-minus-one",
+        "Log1p": "log-plus-one",
+        "Sin": "sine",
+        "Cos": "cosine",
+        "Gte": "get-tuple-element",
+        "Concat": "concatenate",
+        "Max": "maximum",
+        "Min": "minimum",
+        "Sub": "subtract",
+        "Mul": "multiply",
+        "Div": "divide",
+        "Neg": "negate",
+        "Rem": "remainder",
+    }
 
     def __getattr__(self, attr: str):
         opcode = self._ALIASES.get(attr) or re.sub(r"(?<!^)(?=[A-Z])", "-", attr).lower()
@@ -265,8 +294,10 @@ class _Matchers:
         pat = Pattern(frozenset({"parameter"}), (), name)
         if number is None:
             return pat
-        return replace(pat.where(lambda i: i.parameter_number == number, f"parameter({number})"),
-                       label=f"parameter({number})")
+        return replace(
+            pat.where(lambda i: i.parameter_number == number, f"parameter({number})"),
+            label=f"parameter({number})",
+        )
 
     @staticmethod
     def Constant(value=None, name: str | None = None) -> Pattern:
@@ -288,11 +319,13 @@ class _Matchers:
     def Shape(pattern: Pattern, shape: str | Shape) -> Pattern:
         """`pattern` whose result shape is `shape` (layouts compared only when given)."""
         from ..text.parser import parse_shape
+
         want = parse_shape(shape) if isinstance(shape, str) else shape
 
         def same(instr) -> bool:
             got = instr.shape if _has_layout(want) else instr.shape.without_layout()
             return got == want
+
         return pattern.where(same, f"of shape {want}")
 
 
@@ -325,15 +358,18 @@ class Rule:
 @dataclass
 class RuleSet:
     """A named list of rules; rules are indexed by the root pattern's opcodes."""
+
     name: str
     rules: list[Rule] = field(default_factory=list)
 
     def rule(self, pattern: Pattern, name: str | None = None):
         """Decorator: `@rules.rule(m.Negate(m.Negate(m.Any("x"))))` over `def f(x): ...`."""
+
         def register(fn):
             params = tuple(inspect.signature(fn).parameters)
             self.rules.append(Rule(name or fn.__name__, pattern, fn, params))
             return fn
+
         return register
 
     def extend(self, *others: "RuleSet") -> "RuleSet":
@@ -383,6 +419,7 @@ def filled(value, shape: Shape) -> HloInstruction:
 @dataclass(frozen=True)
 class RuleApplication:
     """One rewrite the engine made: `rules.rule` replaced the instruction `%instr`."""
+
     rules: str
     rule: str
     instr: str
@@ -395,6 +432,7 @@ class RuleApplication:
 class RuleBudget:
     """The applications made so far, how many may be made (None: no limit), and the rule
     being tried right now (so a rule that raises can be named)."""
+
     limit: int | None = None
     applied: list[RuleApplication] = field(default_factory=list)
     trying: RuleApplication | None = None
@@ -407,8 +445,9 @@ class RuleBudget:
         return True
 
 
-_BUDGET: contextvars.ContextVar[RuleBudget | None] = contextvars.ContextVar("rule_budget",
-                                                                           default=None)
+_BUDGET: contextvars.ContextVar[RuleBudget | None] = contextvars.ContextVar(
+    "rule_budget", default=None
+)
 
 
 @contextlib.contextmanager
@@ -423,12 +462,16 @@ def limit_rule_applications(limit: int | None = None):
         _BUDGET.reset(token)
 
 
-
 def _mixed_precision(replacement: Shape, shape: Shape) -> bool:
     """The same dims in two float types: what mixed-precision operands give a rule."""
-    return (replacement.is_array and shape.is_array and replacement.dims == shape.dims
-            and replacement.element_type != shape.element_type
-            and replacement.element_type.is_float and shape.element_type.is_float)
+    return (
+        replacement.is_array
+        and shape.is_array
+        and replacement.dims == shape.dims
+        and replacement.element_type != shape.element_type
+        and replacement.element_type.is_float
+        and shape.element_type.is_float
+    )
 
 
 class RuleError(RuntimeError):
@@ -465,15 +508,13 @@ class _Engine:
                 continue
             for rule in self.index.get(instr.opcode, []) + self.index.get(None, []):
                 budget = self.budget
-                if budget is not None and not budget.begin(self.rules.name, rule.name,
-                                                           instr.name):
+                if budget is not None and not budget.begin(self.rules.name, rule.name, instr.name):
                     return changed  # spent: stop before trying another rule
                 replacement = rule.apply(instr)
                 if replacement is None or replacement is instr:
                     continue
                 if self.trace:
-                    print(f"{self.rules.name}.{rule.name} fired on %{instr.name}",
-                          file=sys.stderr)
+                    print(f"{self.rules.name}.{rule.name} fired on %{instr.name}", file=sys.stderr)
                 self.replace(comp, instr, replacement, rule.name)
                 if budget is not None and budget.trying is not None:
                     budget.applied.append(budget.trying)
@@ -483,8 +524,11 @@ class _Engine:
 
     def _rewritable(self, instr) -> bool:
         # Control edges pin an instruction in place; side effects must run as written.
-        return not (instr.control_predecessors or instr.control_successors
-                    or has_side_effect(instr, self.effects))
+        return not (
+            instr.control_predecessors
+            or instr.control_successors
+            or has_side_effect(instr, self.effects)
+        )
 
     def replace(self, comp, old, new_instr, rule: str) -> None:
         new_instr = self._fit(new_instr, old, rule)
@@ -503,8 +547,7 @@ class _Engine:
             # narrowing rounds once, as the op itself does. (What a rule builds must be typed.)
             return new("convert", old.shape, new_instr)
         if not new_instr.shape.compatible(old.shape):
-            raise RuleError(f"rule {rule} replaced {old.to_text()} with a {new_instr.shape} "
-                            f"value")
+            raise RuleError(f"rule {rule} replaced {old.to_text()} with a {new_instr.shape} value")
         if same_layout(new_instr.shape, old.shape):
             return new_instr
         if new_instr.parent is None:  # built by the rule: give it the layout it replaces

@@ -6,12 +6,22 @@ broadcasts and fold transposes into dots, assign layouts, fuse (XLA fuses after 
 assignment, so fusions see final layouts and transposes already turned into bitcasts), then
 add the copies control flow needs and schedule, which is what `assign_buffers` expects.
 """
+
 from __future__ import annotations
 
 from .base import FixedPoint, Pipeline, get_pass
 
-SIMPLIFICATION = ("algsimp", "dce", "cse", "constant-folding", "tuple-simplifier",
-                  "while-loop-simplifier", "conditional-simplifier", "reshape-mover", "dce")
+SIMPLIFICATION = (
+    "algsimp",
+    "dce",
+    "cse",
+    "constant-folding",
+    "tuple-simplifier",
+    "while-loop-simplifier",
+    "conditional-simplifier",
+    "reshape-mover",
+    "dce",
+)
 
 
 def simplification() -> FixedPoint:
@@ -19,14 +29,17 @@ def simplification() -> FixedPoint:
 
 
 def cpu_pipeline() -> Pipeline:
-    return Pipeline("cpu", [
-        get_pass("call-inliner"),
-        simplification(),
-        get_pass("float-normalization"),
-        get_pass("broadcast-canonicalizer"),
-        get_pass("transpose-folding"),
-        get_pass("layout-assignment"),
-        get_pass("fusion"),
-        get_pass("copy-insertion"),
-        get_pass("scheduling"),
-    ])
+    return Pipeline(
+        "cpu",
+        [
+            get_pass("call-inliner"),
+            simplification(),
+            get_pass("float-normalization"),
+            get_pass("broadcast-canonicalizer"),
+            get_pass("transpose-folding"),
+            get_pass("layout-assignment"),
+            get_pass("fusion"),
+            get_pass("copy-insertion"),
+            get_pass("scheduling"),
+        ],
+    )

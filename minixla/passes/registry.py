@@ -1,12 +1,26 @@
 """Imports every built-in pass module so that each registers its passes by name."""
+
 import importlib as _importlib
 
 # Each pass module calls register_pass at import; list new modules here.
 PASS_MODULES: list[str] = [
-    "dce", "cse", "tuple_simplifier", "call_inliner", "constant_folding", "algsimp",
-    "float_normalization", "fusion", "layout_assignment", "copy_insertion", "scheduling",
-    "while_simplifier", "conditional_simplifier", "movers", "rematerialization",
-    "spmd_partitioner", "auto_sharding",
+    "dce",
+    "cse",
+    "tuple_simplifier",
+    "call_inliner",
+    "constant_folding",
+    "algsimp",
+    "float_normalization",
+    "fusion",
+    "layout_assignment",
+    "copy_insertion",
+    "scheduling",
+    "while_simplifier",
+    "conditional_simplifier",
+    "movers",
+    "rematerialization",
+    "spmd_partitioner",
+    "auto_sharding",
 ]
 
 for _name in PASS_MODULES:

@@ -20,6 +20,7 @@ When no candidate is left above the limit, RematerializationError gives the lowe
 reached. The per-clone bytes saved and flops added are in the pass's `report`, which
 `minixla opt --memory-limit`, the dumps and `Executable.rematerialization` show.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -67,11 +68,16 @@ class RematReport:
         return sum(r.flops_added for r in self.remats)
 
     def lines(self) -> list[str]:
-        lines = [f"rematerialization: limit {self.limit} bytes, temporary peak "
-                 f"{self.peak_before} -> {self.peak_after} bytes, {len(self.remats)} "
-                 f"instruction(s) recomputed, {self.flops_added} flops added"]
-        lines += [f"  %{r.clone} (recomputes %{r.original}): saves {r.bytes_saved} bytes, "
-                  f"adds {r.flops_added} flops" for r in self.remats]
+        lines = [
+            f"rematerialization: limit {self.limit} bytes, temporary peak "
+            f"{self.peak_before} -> {self.peak_after} bytes, {len(self.remats)} "
+            f"instruction(s) recomputed, {self.flops_added} flops added"
+        ]
+        lines += [
+            f"  %{r.clone} (recomputes %{r.original}): saves {r.bytes_saved} bytes, "
+            f"adds {r.flops_added} flops"
+            for r in self.remats
+        ]
         return lines
 
     def __str__(self) -> str:
@@ -92,6 +98,7 @@ class Rematerialization(Pass):
         changed = False
         if not module.is_scheduled:
             from .base import get_pass
+
             changed |= get_pass("copy-insertion").run(module)
             changed |= get_pass("scheduling").run(module)
         self.report = rematerialize(module, int(self.memory_limit_bytes))
@@ -101,8 +108,9 @@ class Rematerialization(Pass):
 def _is_rematerializable(instr: HloInstruction) -> bool:
     if instr.opcode in _NEVER or not instr.shape.is_array or instr.has_side_effect():
         return False
-    if instr.opdef.kind in (COLLECTIVE,) or (instr.opdef.kind == CONTROL
-                                             and instr.opcode != "fusion"):
+    if instr.opdef.kind in (COLLECTIVE,) or (
+        instr.opdef.kind == CONTROL and instr.opcode != "fusion"
+    ):
         return False  # control flow, tuples, opt-barriers and collectives stay put
     return not (instr.control_predecessors or instr.control_successors)
 
@@ -168,7 +176,8 @@ def rematerialize(module: HloModule, limit: int) -> RematReport:
                 f"module {module.name}: cannot bring the temporary peak under {limit} bytes by "
                 f"rematerialization; the lowest peak reached is {assignment.temp_peak_bytes} "
                 f"bytes (from {report.peak_before}), at {_peak_place(comp, assignment)}",
-                assignment.temp_peak_bytes)
+                assignment.temp_peak_bytes,
+            )
         member_flops = [instruction_flops(i) for i in candidate.block]  # before any removal
         step = _apply(module, comp, candidate, names)
         after = assign_buffers(module, allocate=False)
@@ -183,7 +192,8 @@ def rematerialize(module: HloModule, limit: int) -> RematReport:
         raise RematerializationError(
             f"module {module.name}: rematerialization stopped above the limit of {limit} "
             f"bytes; the lowest peak reached is {assignment.temp_peak_bytes} bytes",
-            assignment.temp_peak_bytes)
+            assignment.temp_peak_bytes,
+        )
     return report
 
 
@@ -194,8 +204,7 @@ def _records(candidate: _Candidate, step: _Step, member_flops: list[int]) -> lis
         is_value = original is candidate.value.instr
         if is_value and step.removed is not None:
             flops = 0  # moved, not recomputed: the original is gone
-        records.append(Remat(clone.name, original.name, candidate.saved if is_value else 0,
-                             flops))
+        records.append(Remat(clone.name, original.name, candidate.saved if is_value else 0, flops))
     return records
 
 
@@ -217,8 +226,9 @@ def _measure(assignment: BufferAssignment, limit: int) -> tuple[int, int]:
 def _peak_index(comp: HloComputation, assignment: BufferAssignment) -> int | None:
     """Schedule index of the entry instruction running at the peak (a callee's caller)."""
     t, span = assignment.temp_peak_time, assignment.timeline.span
-    return next((k for k, i in enumerate(comp.instructions)
-                 if span[id(i)][0] <= t <= span[id(i)][1]), None)
+    return next(
+        (k for k, i in enumerate(comp.instructions) if span[id(i)][0] <= t <= span[id(i)][1]), None
+    )
 
 
 def _peak_place(comp: HloComputation, assignment: BufferAssignment) -> str:
@@ -280,9 +290,13 @@ def _block(instr: HloInstruction, assignment: BufferAssignment, t: int):
                 if flow.is_read_only(value) or start <= t <= end or _is_output(value):
                     continue  # already held at t: reading it again costs nothing
                 producer = value.instr
-                if (len(block) < BLOCK_LIMIT and producer is operand
-                        and value.positions == [(producer, ())]
-                        and _is_rematerializable(producer) and producer not in block):
+                if (
+                    len(block) < BLOCK_LIMIT
+                    and producer is operand
+                    and value.positions == [(producer, ())]
+                    and _is_rematerializable(producer)
+                    and producer not in block
+                ):
                     block.append(producer)
                     queue.append(producer)
                 else:
@@ -300,8 +314,9 @@ def _apply(module: HloModule, comp: HloComputation, candidate: _Candidate, names
     mapping: dict[int, HloInstruction] = {}
     clones, computations = [], []
     for instr in candidate.block:
-        clone = instr.clone([mapping.get(id(o), o) for o in instr.operands],
-                            name=names(f"{instr.name}.remat"))
+        clone = instr.clone(
+            [mapping.get(id(o), o) for o in instr.operands], name=names(f"{instr.name}.remat")
+        )
         if instr.opcode == "fusion":  # a fused computation belongs to one fusion
             fused = instr.attrs["calls"].clone(names(f"{instr.attrs['calls'].name}.remat"))
             for member in fused.instructions:  # instruction names are unique module-wide
@@ -312,7 +327,7 @@ def _apply(module: HloModule, comp: HloComputation, candidate: _Candidate, names
         clone.parent = comp
         mapping[id(instr)] = clone
         clones.append(clone)
-    comp.instructions[candidate.place:candidate.place] = clones
+    comp.instructions[candidate.place : candidate.place] = clones
     original = candidate.value.instr
     position = {id(i): k for k, i in enumerate(comp.instructions)}
     first = position[id(clones[0])]

@@ -21,6 +21,7 @@ get their post order. The module is then marked `is_scheduled` and each computat
 instruction list is its schedule, which is what the printer shows and what buffer assignment
 reads.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -44,8 +45,7 @@ class Scheduler(Pass):
         sequential = {id(c) for c in flow.computations}
         changed = not module.is_scheduled
         for comp in module.computations:
-            order = (memory_schedule(comp, flow) if id(comp) in sequential
-                     else comp.post_order())
+            order = memory_schedule(comp, flow) if id(comp) in sequential else comp.post_order()
             if order != comp.instructions:
                 comp.instructions[:] = order
                 changed = True
@@ -64,8 +64,10 @@ def memory_schedule(comp: HloComputation, flow: Dataflow) -> list[HloInstruction
 
 def list_schedule(comp: HloComputation, flow: Dataflow) -> list[HloInstruction]:
     position = {id(i): k for k, i in enumerate(comp.post_order())}
-    waiting = {id(i): len(set(map(id, i.operands))) + len(i.control_predecessors)
-               for i in comp.instructions}
+    waiting = {
+        id(i): len(set(map(id, i.operands))) + len(i.control_predecessors)
+        for i in comp.instructions
+    }
     readers: dict[int, set[int]] = {}  # value id -> ids of its unscheduled readers
     for instr in comp.instructions:
         for value in _read_values(instr, flow):
@@ -74,8 +76,7 @@ def list_schedule(comp: HloComputation, flow: Dataflow) -> list[HloInstruction]:
     ready = [i for i in comp.instructions if waiting[id(i)] == 0]
     order: list[HloInstruction] = []
     while ready:
-        best = max(ready, key=lambda i: (_net_freed(i, flow, readers, pinned),
-                                         -position[id(i)]))
+        best = max(ready, key=lambda i: (_net_freed(i, flow, readers, pinned), -position[id(i)]))
         ready.remove(best)
         order.append(best)
         for value in _read_values(best, flow):
@@ -91,15 +92,18 @@ def list_schedule(comp: HloComputation, flow: Dataflow) -> list[HloInstruction]:
     return order
 
 
-def sunk_schedule(comp: HloComputation, flow: Dataflow,
-                  early: list[HloInstruction]) -> list[HloInstruction]:
+def sunk_schedule(
+    comp: HloComputation, flow: Dataflow, early: list[HloInstruction]
+) -> list[HloInstruction]:
     """`early`, rebuilt from the back: an instruction whose users are all placed is placed
     there, right before its first user, together with the producers only it needs (its
     block), when that ends live bytes and at least as many as it starts; anything else
     keeps its early place. Side effects, collectives and control dependencies never move."""
     position = {id(i): k for k, i in enumerate(early)}
-    waiting = {id(i): len({id(u) for u in i.users if u.parent is comp})
-               + len(i.control_successors) for i in early}
+    waiting = {
+        id(i): len({id(u) for u in i.users if u.parent is comp}) + len(i.control_successors)
+        for i in early
+    }
     read_only = {v.id for v in flow.values if flow.is_read_only(v)}
     live = {v.id for v in flow.values if _live_out(v) and v.id not in read_only}
     ready = [(-position[id(i)], i) for i in early if waiting[id(i)] == 0]
@@ -112,8 +116,7 @@ def sunk_schedule(comp: HloComputation, flow: Dataflow,
         order.append(instr)
         placed.add(id(instr))
         live.update(v.id for v in _read_values(instr, flow) if v.id not in read_only)
-        for pred in {id(p): p for p in list(instr.operands) + instr.control_predecessors
-                     }.values():
+        for pred in {id(p): p for p in list(instr.operands) + instr.control_predecessors}.values():
             if pred.parent is comp:
                 waiting[id(pred)] -= _edges(pred, instr)
                 if waiting[id(pred)] == 0:
@@ -139,9 +142,14 @@ def sunk_schedule(comp: HloComputation, flow: Dataflow,
 
 
 def _movable(instr: HloInstruction, comp: HloComputation) -> bool:
-    return (instr.parent is comp and instr.opcode != "parameter" and instr is not comp.root
-            and not instr.control_predecessors and not instr.control_successors
-            and not _keeps_order(instr))
+    return (
+        instr.parent is comp
+        and instr.opcode != "parameter"
+        and instr is not comp.root
+        and not instr.control_predecessors
+        and not instr.control_successors
+        and not _keeps_order(instr)
+    )
 
 
 def _sink_block(instr, comp, flow, placed, live, read_only) -> list[HloInstruction]:
@@ -176,8 +184,12 @@ def _block_net(block, flow, live, read_only) -> int:
     defined elsewhere that nothing placed reads yet)."""
     inside = {id(i) for i in block}
     freed = _block_freed(block, flow, live)
-    started = {v.id: v.size for i in block for v in _read_values(i, flow)
-               if id(v.instr) not in inside and v.id not in live and v.id not in read_only}
+    started = {
+        v.id: v.size
+        for i in block
+        for v in _read_values(i, flow)
+        if id(v.instr) not in inside and v.id not in live and v.id not in read_only
+    }
     return freed - sum(started.values())
 
 
@@ -207,13 +219,17 @@ def _defined_values(instr: HloInstruction, flow: Dataflow):
 
 
 def _net_freed(instr: HloInstruction, flow: Dataflow, readers, pinned) -> int:
-    freed = sum(v.size for v in _read_values(instr, flow)
-                if v.id not in pinned and readers.get(v.id) == {id(instr)})
+    freed = sum(
+        v.size
+        for v in _read_values(instr, flow)
+        if v.id not in pinned and readers.get(v.id) == {id(instr)}
+    )
     return freed - sum(v.size for v in _defined_values(instr, flow))
 
 
-def schedule_peak_bytes(order: list[HloInstruction], comp: HloComputation,
-                        flow: Dataflow) -> tuple[int, int]:
+def schedule_peak_bytes(
+    order: list[HloInstruction], comp: HloComputation, flow: Dataflow
+) -> tuple[int, int]:
     """(most bytes live at once, most temporary bytes live at once) of the values `comp`
     defines under `order`, held as buffer assignment holds them: results live out of `comp`
     stay to its end, and an operand that dies at an instruction that may write over it in
@@ -226,8 +242,10 @@ def schedule_peak_bytes(order: list[HloInstruction], comp: HloComputation,
         for value in _defined_values(instr, flow):
             if not flow.is_read_only(value):
                 uses = [flow.level_in(user, comp) for user, _, _ in value.uses]
-                last[value.id] = max([time[id(u)] for u in uses if u is not None]
-                                     + [end] * _live_out(value), default=time[id(instr)])
+                last[value.id] = max(
+                    [time[id(u)] for u in uses if u is not None] + [end] * _live_out(value),
+                    default=time[id(instr)],
+                )
     lent: dict[int, HloValue] = {}  # result value id -> the operand value whose buffer it takes
     buffer: dict[int, int] = {}  # value id -> id of the first value in its buffer
     for k, instr in enumerate(order):
@@ -254,8 +272,11 @@ def schedule_peak_bytes(order: list[HloInstruction], comp: HloComputation,
 
 def _lent_operand(instr: HloInstruction, flow: Dataflow, last, k: int):
     """The temporary operand value that dies at `instr` and whose buffer its result takes."""
-    if instr.opcode in FORWARDING or not instr.shape.is_array or \
-            flow.value_at(instr).id not in last:
+    if (
+        instr.opcode in FORWARDING
+        or not instr.shape.is_array
+        or flow.value_at(instr).id not in last
+    ):
         return None
     for number, operand in enumerate(instr.operands):
         if not operand.shape.is_array or not can_share_operand_buffer(instr, number):

@@ -8,6 +8,7 @@ and a `xla.sdy.LocalToGlobalShape` custom call (pieces in, global arrays out).
 `sdy_shardings(instr, key, module)` reads the `#sdy.sharding...` text of one frontend
 attribute as HloShardings; the partitioner uses these for the shard_map custom calls.
 """
+
 from __future__ import annotations
 
 import re
@@ -45,18 +46,21 @@ def sdy_shardings(instr, key: str, module) -> list:
     """The HloShardings in `instr`'s frontend attribute `key` (one per value)."""
     text = _frontend_attribute(instr, key)
     if text is None:
-        raise UnsupportedError(f"%{instr.name}: {instr.attrs.get('custom_call_target')} has "
-                               f"no {key} attribute")
+        raise UnsupportedError(
+            f"%{instr.name}: {instr.attrs.get('custom_call_target')} has no {key} attribute"
+        )
     found = meshes(module)
     out = []
     for mesh, dims, rest in _ONE.findall(text):
         if mesh not in found:
-            raise UnsupportedError(f"%{instr.name}: mesh @{mesh} is not in the header's "
-                                   f"xla.sdy.meshes")
+            raise UnsupportedError(
+                f"%{instr.name}: mesh @{mesh} is not in the header's xla.sdy.meshes"
+            )
         axes = [tuple(re.findall(r'"([^"]+)"', d)) for d in re.findall(r"\{([^}]*)\}", dims)]
         if any(":" in d for d in re.findall(r"\{([^}]*)\}", dims)) or "unreduced" in rest:
-            raise UnsupportedError(f"%{instr.name}: sub-axes and unreduced axes of Shardy "
-                                   f"shardings are not supported")
+            raise UnsupportedError(
+                f"%{instr.name}: sub-axes and unreduced axes of Shardy shardings are not supported"
+            )
         sizes, ids = found[mesh]
         try:
             out.append(mesh_sharding(sizes, axes, ids))
@@ -66,7 +70,6 @@ def sdy_shardings(instr, key: str, module) -> list:
 
 
 def shardy_target(instr) -> str | None:
-    if instr.opcode == "custom-call" and instr.attrs.get("custom_call_target") in \
-            SHARDY_TARGETS:
+    if instr.opcode == "custom-call" and instr.attrs.get("custom_call_target") in SHARDY_TARGETS:
         return instr.attrs["custom_call_target"]
     return None

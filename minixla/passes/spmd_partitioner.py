@@ -21,6 +21,7 @@ all-reduced, and the result is resharded to the instruction's own sharding. Resh
 The entry keeps its parameters' shardings and its ROOT gets the result's sharding, which is
 how a multi-device executable splits arguments and assembles results.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -32,8 +33,13 @@ from ..ir.module import HloModule, NameUniquer
 from ..ir.sharding import HloSharding, ReplicaGroups, SourceTargetPairs
 from ..ir.shapes import Shape
 from .base import Pass, register_pass
-from .shardy import (FUNC_RESULT_SHARDING, GLOBAL_TO_LOCAL, LOCAL_TO_GLOBAL, sdy_shardings,
-                     shardy_target)
+from .shardy import (
+    FUNC_RESULT_SHARDING,
+    GLOBAL_TO_LOCAL,
+    LOCAL_TO_GLOBAL,
+    sdy_shardings,
+    shardy_target,
+)
 from .spmd_rules import R, even, plan, split_dim
 from .spmd_rules_indexing import unsplit
 
@@ -44,8 +50,10 @@ def annotation(instr) -> HloSharding | None:
     if not isinstance(sharding, HloSharding) or sharding.kind == "named":
         return None
     if sharding.is_manual:
-        raise UnsupportedError(f"%{instr.name}: manual shardings are not partitioned; "
-                               f"write the per-device program (shard_map) instead")
+        raise UnsupportedError(
+            f"%{instr.name}: manual shardings are not partitioned; "
+            f"write the per-device program (shard_map) instead"
+        )
     return _per_leaf(_simplify(sharding), instr.shape)
 
 
@@ -68,8 +76,7 @@ def _replicated(shape: Shape) -> HloSharding:
 
 
 def is_sharding_call(instr) -> bool:
-    return instr.opcode == "custom-call" and \
-        instr.attrs.get("custom_call_target") == "Sharding"
+    return instr.opcode == "custom-call" and instr.attrs.get("custom_call_target") == "Sharding"
 
 
 def propagate(comp: HloComputation, n: int, module=None, params=None) -> tuple[dict, set]:
@@ -79,8 +86,9 @@ def propagate(comp: HloComputation, n: int, module=None, params=None) -> tuple[d
     manual: set[int] = set()
     for instr in comp.post_order():
         target = shardy_target(instr)
-        if target == GLOBAL_TO_LOCAL or (target != LOCAL_TO_GLOBAL and any(
-                id(o) in manual for o in instr.operands)):
+        if target == GLOBAL_TO_LOCAL or (
+            target != LOCAL_TO_GLOBAL and any(id(o) in manual for o in instr.operands)
+        ):
             manual.add(id(instr))
             shardings[id(instr)] = _replicated(instr.shape)
             continue
@@ -89,39 +97,47 @@ def propagate(comp: HloComputation, n: int, module=None, params=None) -> tuple[d
             given = params[instr.parameter_number]
         if given is None:
             operands = [shardings[id(o)] for o in instr.operands]
-            given = _replicated(instr.shape) if instr.opcode == "parameter" else \
-                shardings[id(instr.operand(0))] if instr.opcode == "while" else \
-                plan(instr, operands, n).out
+            given = (
+                _replicated(instr.shape)
+                if instr.opcode == "parameter"
+                else shardings[id(instr.operand(0))]
+                if instr.opcode == "while"
+                else plan(instr, operands, n).out
+            )
         shardings[id(instr)] = given
     return shardings, manual
 
 
 def _shardy_annotation(instr, module) -> HloSharding:
-    key = "xla.sdy.out_shardings" if shardy_target(instr) == LOCAL_TO_GLOBAL \
-        else "xla.sdy.sharding"
+    key = "xla.sdy.out_shardings" if shardy_target(instr) == LOCAL_TO_GLOBAL else "xla.sdy.sharding"
     values = sdy_shardings(instr, key, module)
     return HloSharding.tuple_of(values) if instr.shape.is_tuple else values[0]
 
 
 def same_sharding(a: HloSharding, b: HloSharding) -> bool:
     if a.is_tuple or b.is_tuple:
-        return a.is_tuple and b.is_tuple and len(a.elements) == len(b.elements) and \
-            all(same_sharding(x, y) for x, y in zip(a.elements, b.elements))
+        return (
+            a.is_tuple
+            and b.is_tuple
+            and len(a.elements) == len(b.elements)
+            and all(same_sharding(x, y) for x, y in zip(a.elements, b.elements))
+        )
     a, b = a.normalized(), b.normalized()
     if a.kind != b.kind:
         return False
     if a.kind != "tiled":
         return True
-    return a.subgroups == b.subgroups and a.grid.dims == b.grid.dims and \
-        np.array_equal(a.grid.devices(), b.grid.devices())
+    return (
+        a.subgroups == b.subgroups
+        and a.grid.dims == b.grid.dims
+        and np.array_equal(a.grid.devices(), b.grid.devices())
+    )
 
 
 def local_shape(shape: Shape, sharding: HloSharding) -> Shape:
     if shape.is_tuple:
-        elements = sharding.elements if sharding.is_tuple else [sharding] * len(
-            shape.tuple_shapes)
-        return Shape.tuple_of([local_shape(s, e) for s, e in zip(shape.tuple_shapes,
-                                                                  elements)])
+        elements = sharding.elements if sharding.is_tuple else [sharding] * len(shape.tuple_shapes)
+        return Shape.tuple_of([local_shape(s, e) for s, e in zip(shape.tuple_shapes, elements)])
     if not shape.is_array:
         return shape
     return Shape.array(shape.dtype, sharding.shard_dims(shape.dims)).with_default_layout()
@@ -133,8 +149,9 @@ class _Partitioner:
         self.n = n
         self.names = NameUniquer(module)
         self.comp: HloComputation | None = None  # the computation being built
-        self.channel = max((i.attrs.get("channel_id") or 0 for i in module.all_instructions()),
-                           default=0)  # after the channels of shard_map bodies
+        self.channel = max(
+            (i.attrs.get("channel_id") or 0 for i in module.all_instructions()), default=0
+        )  # after the channels of shard_map bodies
         self._partition_offsets: dict[tuple, HloInstruction] = {}
         self._partition_id: HloInstruction | None = None
         self._reshards: dict[tuple, HloInstruction] = {}
@@ -148,10 +165,17 @@ class _Partitioner:
             raise AssertionError("the partitioner is not building a computation")
         return self.comp
 
-    def add(self, opcode: str, shape: Shape, operands=(), attrs=None, name: str = "",
-            **kw) -> HloInstruction:
-        instr = HloInstruction(opcode, shape.with_default_layout(), operands, attrs,
-                               name=self.names(name or opcode), **kw)
+    def add(
+        self, opcode: str, shape: Shape, operands=(), attrs=None, name: str = "", **kw
+    ) -> HloInstruction:
+        instr = HloInstruction(
+            opcode,
+            shape.with_default_layout(),
+            operands,
+            attrs,
+            name=self.names(name or opcode),
+            **kw,
+        )
         return self.building.add_instruction(instr)
 
     def next_channel(self) -> int:
@@ -175,8 +199,12 @@ class _Partitioner:
                 pid = self.add("partition-id", Shape.array("u32", ()))
                 self._partition_id = self.add("convert", Shape.array("s32", ()), [pid])
             values = self.constant(table)
-            one = self.add("dynamic-slice", Shape.array("s32", (1,)),
-                           [values, self._partition_id], {"dynamic_slice_sizes": (1,)})
+            one = self.add(
+                "dynamic-slice",
+                Shape.array("s32", (1,)),
+                [values, self._partition_id],
+                {"dynamic_slice_sizes": (1,)},
+            )
             offset = self.add("reshape", Shape.array("s32", ()), [one])
         self._partition_offsets[table] = offset
         return offset
@@ -219,11 +247,21 @@ class _Partitioner:
                 return refined
         pairs = self.permutation(have, want, shape)
         if pairs is not None:
-            return self.add("collective-permute", value.shape, [value], {
-                "channel_id": self.next_channel(), "source_target_pairs": SourceTargetPairs(pairs)})
+            return self.add(
+                "collective-permute",
+                value.shape,
+                [value],
+                {
+                    "channel_id": self.next_channel(),
+                    "source_target_pairs": SourceTargetPairs(pairs),
+                },
+            )
         if have.is_tiled and want.is_tiled:  # gather only the dims `want` holds whole
-            axes = [a for a, (h, w) in enumerate(zip(have.tile_dims, want.tile_dims))
-                    if h > 1 and w == 1]
+            axes = [
+                a
+                for a, (h, w) in enumerate(zip(have.tile_dims, want.tile_dims))
+                if h > 1 and w == 1
+            ]
             partial = unsplit(have, axes) if axes else None
             if partial is not None and partial.is_tiled:
                 gathered = self.to_replicated(value, have, shape, axes)
@@ -247,9 +285,12 @@ class _Partitioner:
                 table.append(w_lo - h_lo)
             offsets.append(tuple(table))
         pieces = want.shard_dims(shape.dims)
-        return self.add("dynamic-slice", Shape.array(shape.dtype, pieces),
-                        [value, *(self.partition_offset(t) for t in offsets)],
-                        {"dynamic_slice_sizes": pieces})
+        return self.add(
+            "dynamic-slice",
+            Shape.array(shape.dtype, pieces),
+            [value, *(self.partition_offset(t) for t in offsets)],
+            {"dynamic_slice_sizes": pieces},
+        )
 
     def permutation(self, have: HloSharding, want: HloSharding, shape: Shape):
         """(source, target) pairs when `want` only puts the same pieces on other devices."""
@@ -283,15 +324,27 @@ class _Partitioner:
                 continue
             groups = np.moveaxis(grid, axis, -1).reshape(-1, pieces)
             dims[axis] *= pieces
-            value = self.add("all-gather", Shape.array(shape.dtype, dims), [value], {
-                "dimensions": (axis,), "channel_id": self.next_channel(),
-                "replica_groups": ReplicaGroups.of(groups.tolist()),
-                "use_global_device_ids": True})
-        whole = [d if axes is None or a in axes else p
-                 for a, (d, p) in enumerate(zip(shape.dims, dims))]
+            value = self.add(
+                "all-gather",
+                Shape.array(shape.dtype, dims),
+                [value],
+                {
+                    "dimensions": (axis,),
+                    "channel_id": self.next_channel(),
+                    "replica_groups": ReplicaGroups.of(groups.tolist()),
+                    "use_global_device_ids": True,
+                },
+            )
+        whole = [
+            d if axes is None or a in axes else p for a, (d, p) in enumerate(zip(shape.dims, dims))
+        ]
         if dims != whole:  # uneven: drop the padding
-            value = self.add("slice", Shape.array(shape.dtype, whole), [value],
-                             {"slice": tuple((0, d, 1) for d in whole)})
+            value = self.add(
+                "slice",
+                Shape.array(shape.dtype, whole),
+                [value],
+                {"slice": tuple((0, d, 1) for d in whole)},
+            )
         return value
 
     def from_replicated(self, value, want: HloSharding, shape: Shape):
@@ -301,30 +354,49 @@ class _Partitioner:
         padded = tuple(p * t for p, t in zip(pieces, want.tile_dims))
         if padded != shape.dims:
             zero = self.constant(0, shape.dtype)
-            value = self.add("pad", Shape.array(shape.dtype, padded), [value, zero], {
-                "padding": tuple((0, p - d, 0) for p, d in zip(padded, shape.dims))})
+            value = self.add(
+                "pad",
+                Shape.array(shape.dtype, padded),
+                [value, zero],
+                {"padding": tuple((0, p - d, 0) for p, d in zip(padded, shape.dims))},
+            )
         offsets = []
         for axis in range(shape.rank):
             table = tuple(want.tile_index(p)[axis] * pieces[axis] for p in range(self.n))
             offsets.append(self.partition_offset(table))
-        return self.add("dynamic-slice", Shape.array(shape.dtype, pieces), [value, *offsets],
-                        {"dynamic_slice_sizes": pieces})
+        return self.add(
+            "dynamic-slice",
+            Shape.array(shape.dtype, pieces),
+            [value, *offsets],
+            {"dynamic_slice_sizes": pieces},
+        )
 
     def all_to_all(self, value, have_dim: int, want_dim: int, shape: Shape):
         """Split of dim d -> split of dim e: cut e into (n, e/n), exchange the n pieces, and
         fold the received axis (indexed by source, i.e. by d-block) into d."""
         n, dims = self.n, list(value.shape.dims)
-        cut = dims[:want_dim] + [n, dims[want_dim] // n] + dims[want_dim + 1:]
+        cut = dims[:want_dim] + [n, dims[want_dim] // n] + dims[want_dim + 1 :]
         x = self.add("reshape", Shape.array(shape.dtype, cut), [value])
-        x = self.add("all-to-all", x.shape, [x], {
-            "dimensions": (want_dim,), "channel_id": self.next_channel(),
-            "replica_groups": ReplicaGroups.of([range(n)])})
+        x = self.add(
+            "all-to-all",
+            x.shape,
+            [x],
+            {
+                "dimensions": (want_dim,),
+                "channel_id": self.next_channel(),
+                "replica_groups": ReplicaGroups.of([range(n)]),
+            },
+        )
         source_axis = want_dim
         block_axis = have_dim + (1 if have_dim > want_dim else 0)
         order = [a for a in range(len(cut)) if a != source_axis]
         order.insert(order.index(block_axis), source_axis)
-        x = self.add("transpose", Shape.array(shape.dtype, [cut[a] for a in order]), [x],
-                     {"dimensions": tuple(order)})
+        x = self.add(
+            "transpose",
+            Shape.array(shape.dtype, [cut[a] for a in order]),
+            [x],
+            {"dimensions": tuple(order)},
+        )
         final = list(dims)
         final[have_dim] *= n
         final[want_dim] //= n
@@ -337,15 +409,23 @@ class _Partitioner:
         comp, root_sharding = self.partition(entry, params, entry.name + "_spmd", entry=True)
         root = comp.root
         if root.opcode == "parameter" or root.users:
-            root = comp.add_instruction(HloInstruction("copy", root.shape, [root],
-                                                       name=self.names("copy")))
+            root = comp.add_instruction(
+                HloInstruction("copy", root.shape, [root], name=self.names("copy"))
+            )
             comp.root = root
         root.attrs["sharding"] = root_sharding
         self.comp = comp
         return self.finish()
 
-    def partition(self, comp, param_shardings, name: str, *, entry: bool = False,
-                  out: HloSharding | None = None):
+    def partition(
+        self,
+        comp,
+        param_shardings,
+        name: str,
+        *,
+        entry: bool = False,
+        out: HloSharding | None = None,
+    ):
         """(the per-device copy of `comp` whose parameters have `param_shardings`, its root's
         sharding); with `out`, the root is resharded to it."""
         saved = self.comp, self._partition_offsets, self._partition_id, self._reshards
@@ -375,8 +455,9 @@ class _Partitioner:
         if target == LOCAL_TO_GLOBAL:  # the pieces are the shards of `want`
             return local[id(instr.operand(0))]
         if instr.opcode == "parameter":
-            param = HloInstruction.parameter(instr.parameter_number,
-                                             local_shape(instr.shape, want), instr.name)
+            param = HloInstruction.parameter(
+                instr.parameter_number, local_shape(instr.shape, want), instr.name
+            )
             if entry:
                 param.attrs["sharding"] = want
             return self.building.add_instruction(param)
@@ -387,17 +468,29 @@ class _Partitioner:
             value, got = self.control_flow(instr, have, [local[id(o)] for o in instr.operands])
             return self.reshard(value, got, want, instr.shape)
         step = plan(instr, have, self.n)
-        operands = [self.reshard(local[id(o)], h, w, o.shape)
-                    for o, h, w in zip(instr.operands, have, step.operands)]
-        value = step.build(self, instr, operands, step) if step.build else \
-            self.local_op(instr, operands, step.out)
+        operands = [
+            self.reshard(local[id(o)], h, w, o.shape)
+            for o, h, w in zip(instr.operands, have, step.operands)
+        ]
+        value = (
+            step.build(self, instr, operands, step)
+            if step.build
+            else self.local_op(instr, operands, step.out)
+        )
         if step.all_reduce:
-            value = self.add("all-reduce", value.shape, [value], {
-                "channel_id": self.next_channel(),
-                "replica_groups": ReplicaGroups.of(step.groups or [range(self.n)]),
-                "use_global_device_ids": True,
-                "to_apply": instr.attrs.get("to_apply") if instr.opcode == "reduce"
-                else self.adder(instr.shape.dtype)})
+            value = self.add(
+                "all-reduce",
+                value.shape,
+                [value],
+                {
+                    "channel_id": self.next_channel(),
+                    "replica_groups": ReplicaGroups.of(step.groups or [range(self.n)]),
+                    "use_global_device_ids": True,
+                    "to_apply": instr.attrs.get("to_apply")
+                    if instr.opcode == "reduce"
+                    else self.adder(instr.shape.dtype),
+                },
+            )
         return self.reshard(value, step.out, want, instr.shape)
 
     def control_flow(self, instr, have, operands):
@@ -408,14 +501,17 @@ class _Partitioner:
         attrs.pop("sharding", None)
         if instr.opcode == "while":
             state = have[0]
-            attrs["condition"], _ = self.partition(instr.attrs["condition"], [state],
-                                                   instr.attrs["condition"].name, out=R)
-            attrs["body"], _ = self.partition(instr.attrs["body"], [state],
-                                              instr.attrs["body"].name, out=state)
+            attrs["condition"], _ = self.partition(
+                instr.attrs["condition"], [state], instr.attrs["condition"].name, out=R
+            )
+            attrs["body"], _ = self.partition(
+                instr.attrs["body"], [state], instr.attrs["body"].name, out=state
+            )
             new_operands, out = operands, state
         else:
-            names = ("true_computation", "false_computation") if "true_computation" in attrs \
-                else None
+            names = (
+                ("true_computation", "false_computation") if "true_computation" in attrs else None
+            )
             branches = [attrs[n] for n in names] if names else list(attrs["branch_computations"])
             parts, out = [], None
             for branch, sharding in zip(branches, have[1:]):
@@ -428,17 +524,19 @@ class _Partitioner:
                 attrs["branch_computations"] = parts
             selector = self.reshard(operands[0], have[0], R, instr.operand(0).shape)
             new_operands = [selector] + list(operands[1:])
-        for comp in ([attrs["condition"], attrs["body"]] if instr.opcode == "while" else
-                     (parts)):
+        for comp in [attrs["condition"], attrs["body"]] if instr.opcode == "while" else (parts):
             self.module.add_computation(comp)
-        return self.add(instr.opcode, local_shape(instr.shape, out), new_operands, attrs,
-                        name=instr.name), out
+        return self.add(
+            instr.opcode, local_shape(instr.shape, out), new_operands, attrs, name=instr.name
+        ), out
 
     def enter_manual(self, instr, shardings, local) -> HloInstruction:
         """GlobalToLocalShape: each operand resharded to its in-sharding; its piece here."""
         wants = sdy_shardings(instr, "xla.sdy.in_shardings", self.module)
-        pieces = [self.reshard(local[id(o)], shardings[id(o)], w, o.shape)
-                  for o, w in zip(instr.operands, wants)]
+        pieces = [
+            self.reshard(local[id(o)], shardings[id(o)], w, o.shape)
+            for o, w in zip(instr.operands, wants)
+        ]
         if not instr.shape.is_tuple:
             return pieces[0]
         return self.add("tuple", Shape.tuple_of([p.shape for p in pieces]), pieces)
@@ -453,14 +551,23 @@ class _Partitioner:
             shape = Shape.tuple_of([o.shape for o in operands])
         else:
             shape = local_shape(instr.shape, out)
-        copy = HloInstruction(instr.opcode, shape, operands, instr.attrs,
-                              name=self.names(instr.name), literal=instr.literal)
+        copy = HloInstruction(
+            instr.opcode,
+            shape,
+            operands,
+            instr.attrs,
+            name=self.names(instr.name),
+            literal=instr.literal,
+        )
         copy.attrs.pop("sharding", None)
         copy.attrs.pop("control-predecessors", None)
         if instr.opcode == "slice":  # the split dim is taken whole: its local size
             copy.attrs["slice"] = tuple(
-                (0, shape.dims[d], 1) if (lo, hi, st) == (0, instr.operand(0).shape.dims[d], 1)
-                else (lo, hi, st) for d, (lo, hi, st) in enumerate(instr.attrs["slice"]))
+                (0, shape.dims[d], 1)
+                if (lo, hi, st) == (0, instr.operand(0).shape.dims[d], 1)
+                else (lo, hi, st)
+                for d, (lo, hi, st) in enumerate(instr.attrs["slice"])
+            )
         return self.building.add_instruction(copy)
 
     def finish(self) -> HloModule:
@@ -479,6 +586,7 @@ class _Partitioner:
 def partition_module(module: HloModule, num_partitions: int) -> HloModule:
     """The per-device program of `module` for `num_partitions` devices (a new module)."""
     from ..ir.verifier import verify
+
     copy = module.clone()
     _partition_in_place(copy, num_partitions)
     verify(copy)
@@ -487,6 +595,7 @@ def partition_module(module: HloModule, num_partitions: int) -> HloModule:
 
 def _partition_in_place(module: HloModule, num_partitions: int) -> None:
     from .call_inliner import CallInliner
+
     if int(module.header_attrs.get("replica_count", 1)) != 1:
         raise UnsupportedError("the SPMD partitioner handles one replica (replica_count=1)")
     CallInliner().run(module)
@@ -497,6 +606,7 @@ def _partition_in_place(module: HloModule, num_partitions: int) -> None:
 class SpmdPartitioner(Pass):
     """`spmd-partitioner`: propagates shardings and partitions the entry for the header's
     num_partitions devices."""
+
     name = "spmd-partitioner"
 
     def run(self, module: HloModule) -> bool:
@@ -518,8 +628,11 @@ BYTES_SENT = {
     "collective-permute": lambda n, operand, result: operand,
     "collective-broadcast": lambda n, operand, result: operand,
 }
-_START_FORMS = {"all-reduce-start": "all-reduce", "all-gather-start": "all-gather",
-                "collective-permute-start": "collective-permute"}
+_START_FORMS = {
+    "all-reduce-start": "all-reduce",
+    "all-gather-start": "all-gather",
+    "collective-permute-start": "collective-permute",
+}
 
 
 def _bytes(shape: Shape) -> int:
@@ -540,8 +653,13 @@ def collective_bytes(module: HloModule, num_devices: int | None = None) -> dict[
         groups = instr.attrs.get("replica_groups")
         n = len(groups.groups[0]) if groups is not None and groups.groups else devices
         operand = sum(_bytes(o.shape) for o in instr.operands)
-        result = _bytes(instr.shape) if instr.opcode == opcode else \
-            _bytes(instr.shape.tuple_shapes[1]) if instr.shape.is_tuple else _bytes(instr.shape)
+        result = (
+            _bytes(instr.shape)
+            if instr.opcode == opcode
+            else _bytes(instr.shape.tuple_shapes[1])
+            if instr.shape.is_tuple
+            else _bytes(instr.shape)
+        )
         totals[opcode] = totals.get(opcode, 0) + BYTES_SENT[opcode](n, operand, result)
     totals["total"] = sum(totals.values())
     return totals

@@ -8,6 +8,7 @@ sharded dim). Fast paths cover 1-D shardings: one dim cut evenly into N pieces i
 order (`split(d)`); anything else is computed on replicated operands (`REPLICATED_PLAN`),
 which is always correct and costs an all-gather of each operand.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ def split_dim(sharding: HloSharding | None, shape, n: int) -> int | None:
     """The dim a 1-D even split shards, or None (replicated, or any other sharding)."""
     if sharding is None or not sharding.is_tiled or not shape.is_array or n <= 1:
         return None
-    if any(t != 1 for t in sharding.grid.dims[sharding.data_rank:]):
+    if any(t != 1 for t in sharding.grid.dims[sharding.data_rank :]):
         return None
     cut = [i for i, t in enumerate(sharding.tile_dims) if t != 1]
     if len(cut) != 1 or sharding.tile_dims[cut[0]] != n or shape.dims[cut[0]] % n:
@@ -53,14 +54,19 @@ def split_dim(sharding: HloSharding | None, shape, n: int) -> int | None:
 
 
 def tiled(sharding: HloSharding | None, shape) -> TypeGuard[HloSharding]:
-    return sharding is not None and sharding.is_tiled and shape.is_array and \
-        sharding.data_rank == shape.rank
+    return (
+        sharding is not None
+        and sharding.is_tiled
+        and shape.is_array
+        and sharding.data_rank == shape.rank
+    )
 
 
 def even(sharding: HloSharding | None, shape) -> bool:
     """No padding: every cut dim divides evenly (reductions must not add padding in)."""
-    return not tiled(sharding, shape) or all(d % t == 0 for d, t in zip(shape.dims,
-                                                                        sharding.tile_dims))
+    return not tiled(sharding, shape) or all(
+        d % t == 0 for d, t in zip(shape.dims, sharding.tile_dims)
+    )
 
 
 def _index(sharding: HloSharding | None, shape, device: int) -> tuple[int, ...]:
@@ -84,8 +90,9 @@ def grouped_sharding(n: int, position, tiles) -> tuple[HloSharding, tuple] | Non
     grid = np.zeros(tuple(tiles) + (size,), np.int64)
     for where, members in groups.items():
         grid[where] = members
-    sharding = HloSharding.tiled(grid if size > 1 else grid.reshape(tiles),
-                                 ("replicated",) if size > 1 else ())
+    sharding = HloSharding.tiled(
+        grid if size > 1 else grid.reshape(tiles), ("replicated",) if size > 1 else ()
+    )
     return sharding, tuple(tuple(g) for g in groups.values())
 
 
@@ -94,7 +101,7 @@ def _copy_index(sharding: HloSharding | None, shape, device: int) -> tuple[int, 
     if not tiled(sharding, shape) or not sharding.subgroups:
         return ()
     where = np.argwhere(sharding.grid.devices() == device)[0]
-    return tuple(int(v) for v in where[sharding.data_rank:])
+    return tuple(int(v) for v in where[sharding.data_rank :])
 
 
 def partial_sum_groups(groups, copy_of, block_of, blocks: int):
@@ -120,8 +127,9 @@ def permuted(sharding: HloSharding, order) -> HloSharding:
 
 
 def replicated_plan(instr) -> Plan:
-    return Plan(tuple(_replicated_like(o.shape) for o in instr.operands),
-                _replicated_like(instr.shape))
+    return Plan(
+        tuple(_replicated_like(o.shape) for o in instr.operands), _replicated_like(instr.shape)
+    )
 
 
 def _replicated_like(shape) -> HloSharding:
@@ -146,8 +154,14 @@ def plan(instr, shardings: list, n: int) -> Plan:
 def _elementwise(instr, shardings, n):
     """Every operand of the result's rank takes the first tiled operand's sharding."""
     rank = instr.shape.rank
-    want = next((s for s, o in zip(shardings, instr.operands)
-                 if o.shape.rank == rank and tiled(s, o.shape)), None)
+    want = next(
+        (
+            s
+            for s, o in zip(shardings, instr.operands)
+            if o.shape.rank == rank and tiled(s, o.shape)
+        ),
+        None,
+    )
     if want is None:
         return None
     # scalar operands (clamp's bounds, select's predicate) stay whole
@@ -158,7 +172,8 @@ def _broadcast(instr, shardings, n):
     """Operand dim i becomes result dim dimensions[i]; new dims are not cut."""
     operand = instr.operand(0).shape
     if not tiled(shardings[0], operand) or list(instr.attrs["dimensions"]) != sorted(
-            instr.attrs["dimensions"]):
+        instr.attrs["dimensions"]
+    ):
         return None
     grid = shardings[0].tile.devices()
     for d in range(instr.shape.rank):
@@ -208,7 +223,7 @@ def _unit_dims_only(sharding: HloSharding, operand, result) -> HloSharding | Non
         return None
     grid = sharding.grid.devices()
     data = [grid.shape[d] for d in big_in]
-    rest = list(grid.shape[operand.rank:])
+    rest = list(grid.shape[operand.rank :])
     dims = [1] * result.rank
     for d, t in zip(big_out, data):
         dims[d] = t
@@ -218,24 +233,26 @@ def _unit_dims_only(sharding: HloSharding, operand, result) -> HloSharding | Non
 def _dot(instr, shardings, n):
     attrs = instr.attrs
     lhs_batch, rhs_batch = attrs.get("lhs_batch_dims", ()), attrs.get("rhs_batch_dims", ())
-    lhs_con, rhs_con = attrs.get("lhs_contracting_dims", ()), attrs.get("rhs_contracting_dims",
-                                                                        ())
+    lhs_con, rhs_con = attrs.get("lhs_contracting_dims", ()), attrs.get("rhs_contracting_dims", ())
     lhs_rank, rhs_rank = instr.operand(0).shape.rank, instr.operand(1).shape.rank
     lhs_free = [d for d in range(lhs_rank) if d not in lhs_batch and d not in lhs_con]
     rhs_free = [d for d in range(rhs_rank) if d not in rhs_batch and d not in rhs_con]
     out_rank = instr.shape.rank
     from .spmd_rules_dot import cheapest_dot, dot_by_device
-    if tiled(shardings[0], instr.operand(0).shape) and \
-            tiled(shardings[1], instr.operand(1).shape):
-        found = dot_by_device(instr, shardings, n, (lhs_batch, rhs_batch, lhs_con, rhs_con,
-                                                     lhs_free, rhs_free))
+
+    if tiled(shardings[0], instr.operand(0).shape) and tiled(shardings[1], instr.operand(1).shape):
+        found = dot_by_device(
+            instr, shardings, n, (lhs_batch, rhs_batch, lhs_con, rhs_con, lhs_free, rhs_free)
+        )
         if found is not None:
             return found
     lhs, rhs = _of(instr, shardings, 0, n), _of(instr, shardings, 1, n)
-    if any(tiled(s, o.shape) and d is None for s, o, d in zip(shardings, instr.operands,
-                                                               (lhs, rhs))):
-        return cheapest_dot(instr, shardings, n, (lhs_batch, rhs_batch, lhs_con, rhs_con,
-                                                  lhs_free, rhs_free))  # grids of several axes
+    if any(
+        tiled(s, o.shape) and d is None for s, o, d in zip(shardings, instr.operands, (lhs, rhs))
+    ):
+        return cheapest_dot(
+            instr, shardings, n, (lhs_batch, rhs_batch, lhs_con, rhs_con, lhs_free, rhs_free)
+        )  # grids of several axes
     if lhs in lhs_batch:  # batch: both sides split alike
         k = lhs_batch.index(lhs)
         return Plan((shardings[0], split(rhs_rank, rhs_batch[k], n)), split(out_rank, k, n))
@@ -244,8 +261,9 @@ def _dot(instr, shardings, n):
         return Plan((split(lhs_rank, lhs_batch[k], n), shardings[1]), split(out_rank, k, n))
     if lhs in lhs_con or (lhs is None and rhs in rhs_con):  # contracting: partial sums
         k = lhs_con.index(lhs) if lhs in lhs_con else rhs_con.index(rhs)
-        return Plan((split(lhs_rank, lhs_con[k], n), split(rhs_rank, rhs_con[k], n)), R,
-                    all_reduce=True)
+        return Plan(
+            (split(lhs_rank, lhs_con[k], n), split(rhs_rank, rhs_con[k], n)), R, all_reduce=True
+        )
     if lhs in lhs_free:  # rows of the result
         out = len(lhs_batch) + lhs_free.index(lhs)
         return Plan((shardings[0], R), split(out_rank, out, n))
@@ -260,8 +278,7 @@ def _reduce(instr, shardings, n):
         return None
     operand = instr.operand(0).shape
     if tiled(shardings[0], operand) and split_dim(shardings[0], operand, n) is None:
-        return _reduce_by_device(instr, shardings, n) if even(shardings[0], operand) \
-            else None
+        return _reduce_by_device(instr, shardings, n) if even(shardings[0], operand) else None
     dim = _of(instr, shardings, 0, n)
     if dim is None:
         return None
@@ -278,8 +295,9 @@ def _reduce_by_device(instr, shardings, n):
     reduced = instr.attrs["dimensions"]
     kept = [d for d in range(operand.rank) if d not in reduced]
     pieces = sharding.tile_dims
-    found = grouped_sharding(n, lambda p: [sharding.tile_index(p)[d] for d in kept],
-                             [pieces[d] for d in kept])
+    found = grouped_sharding(
+        n, lambda p: [sharding.tile_index(p)[d] for d in kept], [pieces[d] for d in kept]
+    )
     if found is None:
         return None
     out, groups = found
@@ -287,8 +305,11 @@ def _reduce_by_device(instr, shardings, n):
     if blocks == 1:
         return Plan((sharding, R), out)
     reduce_groups = partial_sum_groups(
-        groups, lambda p: _copy_index(sharding, operand, p),
-        lambda p: tuple(sharding.tile_index(p)[d] for d in reduced), blocks)
+        groups,
+        lambda p: _copy_index(sharding, operand, p),
+        lambda p: tuple(sharding.tile_index(p)[d] for d in reduced),
+        blocks,
+    )
     if reduce_groups is None:
         return None
     return Plan((sharding, R), out, all_reduce=True, groups=reduce_groups)
@@ -305,8 +326,7 @@ def _untouched_dim(instr, shardings, n, touched) -> Plan | None:
 
 def _slice(instr, shardings, n):
     size = instr.operand(0).shape.dims
-    return _untouched_dim(instr, shardings, n,
-                          lambda d: instr.attrs["slice"][d] != (0, size[d], 1))
+    return _untouched_dim(instr, shardings, n, lambda d: instr.attrs["slice"][d] != (0, size[d], 1))
 
 
 def _pad(instr, shardings, n):
@@ -324,10 +344,13 @@ def _concatenate(instr, shardings, n):
 
 
 def _convolution(instr, shardings, n):
-    if instr.attrs.get("feature_group_count", 1) != 1 or \
-            instr.attrs.get("batch_group_count", 1) != 1:
+    if (
+        instr.attrs.get("feature_group_count", 1) != 1
+        or instr.attrs.get("batch_group_count", 1) != 1
+    ):
         return None
     from ..ir.attrs import parse_dim_labels
+
     labels = parse_dim_labels(instr.attrs["dim_labels"])
     lhs, rhs = _of(instr, shardings, 0, n), _of(instr, shardings, 1, n)
     rank = instr.shape.rank
@@ -339,9 +362,13 @@ def _convolution(instr, shardings, n):
 
 
 def _tuple(instr, shardings, n):
-    return Plan(tuple(shardings), HloSharding.tuple_of(
-        s if s is not None else _replicated_like(o.shape)
-        for s, o in zip(shardings, instr.operands)))
+    return Plan(
+        tuple(shardings),
+        HloSharding.tuple_of(
+            s if s is not None else _replicated_like(o.shape)
+            for s, o in zip(shardings, instr.operands)
+        ),
+    )
 
 
 def _get_tuple_element(instr, shardings, n):
@@ -354,19 +381,33 @@ def _get_tuple_element(instr, shardings, n):
 
 def _elementwise_rows():
     from ..ir.opcodes import ELEMENTWISE, OPCODES
-    return {name: _elementwise for name, row in OPCODES.items()
-            if row.kind == ELEMENTWISE and name not in ("map", "bitcast-convert")}
+
+    return {
+        name: _elementwise
+        for name, row in OPCODES.items()
+        if row.kind == ELEMENTWISE and name not in ("map", "bitcast-convert")
+    }
 
 
 def _indexing_rows():
     from .spmd_rules_indexing import gather, scatter, sort
+
     return {"gather": gather, "scatter": scatter, "sort": sort}
 
 
 RULES = {
-    **_elementwise_rows(), **_indexing_rows(),
-    "broadcast": _broadcast, "transpose": _transpose, "reshape": _reshape, "dot": _dot,
-    "reduce": _reduce, "slice": _slice, "pad": _pad, "concatenate": _concatenate,
-    "convolution": _convolution, "tuple": _tuple, "get-tuple-element": _get_tuple_element,
+    **_elementwise_rows(),
+    **_indexing_rows(),
+    "broadcast": _broadcast,
+    "transpose": _transpose,
+    "reshape": _reshape,
+    "dot": _dot,
+    "reduce": _reduce,
+    "slice": _slice,
+    "pad": _pad,
+    "concatenate": _concatenate,
+    "convolution": _convolution,
+    "tuple": _tuple,
+    "get-tuple-element": _get_tuple_element,
     "copy": _elementwise,
 }

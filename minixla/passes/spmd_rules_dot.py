@@ -9,42 +9,63 @@ costed in bytes one device sends (ring model: an all-gather sends what it adds t
 an all-reduce twice the result piece, less its share) and the cheapest wins, as XLA's dot
 handler weighs resharding either operand against all-reducing the result.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
-from .spmd_rules import (R, Plan, _copy_index, _index, _pieces, even, grouped_sharding,
-                         partial_sum_groups, tiled)
+from .spmd_rules import (
+    R,
+    Plan,
+    _copy_index,
+    _index,
+    _pieces,
+    even,
+    grouped_sharding,
+    partial_sum_groups,
+    tiled,
+)
 
 
 def _bytes(sharding, shape) -> int:
     dims = sharding.shard_dims(shape.dims) if tiled(sharding, shape) else shape.dims
-    return int(np.prod(dims, dtype=np.int64)) * shape.byte_size() // max(
-        int(np.prod(shape.dims, dtype=np.int64)), 1)
+    return (
+        int(np.prod(dims, dtype=np.int64))
+        * shape.byte_size()
+        // max(int(np.prod(shape.dims, dtype=np.int64)), 1)
+    )
 
 
 def _holds(outer, inner, shape, n) -> bool:
     """Every device's `inner` piece lies inside its `outer` piece."""
     for device in range(n):
-        for (o_lo, o_hi), (i_lo, i_hi) in zip(_bounds(outer, shape, device),
-                                              _bounds(inner, shape, device)):
+        for (o_lo, o_hi), (i_lo, i_hi) in zip(
+            _bounds(outer, shape, device), _bounds(inner, shape, device)
+        ):
             if not o_lo <= i_lo <= i_hi <= o_hi:
                 return False
     return True
 
 
 def _bounds(sharding, shape, device):
-    return sharding.shard_bounds(shape.dims, device) if tiled(sharding, shape) else \
-        tuple((0, d) for d in shape.dims)
+    return (
+        sharding.shard_bounds(shape.dims, device)
+        if tiled(sharding, shape)
+        else tuple((0, d) for d in shape.dims)
+    )
 
 
 def reshard_bytes(have, want, shape, n) -> int:
     """What the partitioner's resharding of `have` to `want` sends (estimated)."""
     from .spmd_rules_indexing import unsplit
+
     if not tiled(have, shape):
         return 0  # a dynamic-slice of the replicated value
-    axes = [a for a, (h, w) in enumerate(zip(_pieces(have, shape), _pieces(want, shape)))
-            if h > 1 and w == 1]
+    axes = [
+        a
+        for a, (h, w) in enumerate(zip(_pieces(have, shape), _pieces(want, shape)))
+        if h > 1 and w == 1
+    ]
     middle = unsplit(have, axes) if axes else have
     if middle is not None and _holds(middle, want, shape, n):
         return _bytes(middle, shape) - _bytes(have, shape)
@@ -59,16 +80,24 @@ def _follower(own, other, own_shape, other_shape, pairs, n, keep: bool):
     rank = own_shape.rank
     mine = _pieces(own, own_shape) if keep else (1,) * rank
     found = grouped_sharding(
-        n, lambda p: [_index(other, other_shape, p)[pairs[d]] if d in pairs else
-                      _index(own, own_shape, p)[d] if keep else 0 for d in range(rank)],
-        [_pieces(other, other_shape)[pairs[d]] if d in pairs else mine[d]
-         for d in range(rank)])
+        n,
+        lambda p: [
+            _index(other, other_shape, p)[pairs[d]]
+            if d in pairs
+            else _index(own, own_shape, p)[d]
+            if keep
+            else 0
+            for d in range(rank)
+        ],
+        [_pieces(other, other_shape)[pairs[d]] if d in pairs else mine[d] for d in range(rank)],
+    )
     return None if found is None else found[0]
 
 
 def _gathered(own, other, own_shape, other_shape, pairs):
     """`own` with the matched dims that `other` cuts differently gathered whole."""
     from .spmd_rules_indexing import unsplit
+
     if not tiled(own, own_shape):
         return None
     mine, theirs = _pieces(own, own_shape), _pieces(other, other_shape)
@@ -86,8 +115,9 @@ def dot_by_device(instr, shardings, n, dims) -> Plan | None:
     if not (even(lhs, lhs_shape) and even(rhs, rhs_shape)):
         return None
     lp, rp = _pieces(lhs, lhs_shape), _pieces(rhs, rhs_shape)
-    if [lp[d] for d in lhs_batch] != [rp[d] for d in rhs_batch] or \
-            [lp[d] for d in lhs_con] != [rp[d] for d in rhs_con]:
+    if [lp[d] for d in lhs_batch] != [rp[d] for d in rhs_batch] or [lp[d] for d in lhs_con] != [
+        rp[d] for d in rhs_con
+    ]:
         return None
     blocks = int(np.prod([lp[d] for d in lhs_con]))
     for device in range(n):
@@ -99,6 +129,7 @@ def dot_by_device(instr, shardings, n, dims) -> Plan | None:
     def position(device):
         li, ri = _index(lhs, lhs_shape, device), _index(rhs, rhs_shape, device)
         return [li[d] for d in lhs_batch + lhs_free] + [ri[d] for d in rhs_free]
+
     found = grouped_sharding(n, position, tiles)
     if found is None:
         return None
@@ -106,8 +137,11 @@ def dot_by_device(instr, shardings, n, dims) -> Plan | None:
     if blocks == 1:
         return Plan((lhs, rhs), out)
     reduce_groups = partial_sum_groups(
-        groups, lambda d: (_copy_index(lhs, lhs_shape, d), _copy_index(rhs, rhs_shape, d)),
-        lambda d: tuple(_index(lhs, lhs_shape, d)[c] for c in lhs_con), blocks)
+        groups,
+        lambda d: (_copy_index(lhs, lhs_shape, d), _copy_index(rhs, rhs_shape, d)),
+        lambda d: tuple(_index(lhs, lhs_shape, d)[c] for c in lhs_con),
+        blocks,
+    )
     if reduce_groups is None:
         return None
     return Plan((lhs, rhs), out, all_reduce=True, groups=reduce_groups)
@@ -115,10 +149,14 @@ def dot_by_device(instr, shardings, n, dims) -> Plan | None:
 
 def _options(own, other, own_shape, other_shape, pairs, n) -> list:
     from .spmd_rules_indexing import unsplit
+
     free = [d for d in range(own_shape.rank) if d not in pairs]
-    return [own, _gathered(own, other, own_shape, other_shape, pairs), R,
-            unsplit(own, free) if tiled(own, own_shape) else None] + [
-        _follower(own, other, own_shape, other_shape, pairs, n, keep) for keep in (True, False)]
+    return [
+        own,
+        _gathered(own, other, own_shape, other_shape, pairs),
+        R,
+        unsplit(own, free) if tiled(own, own_shape) else None,
+    ] + [_follower(own, other, own_shape, other_shape, pairs, n, keep) for keep in (True, False)]
 
 
 def cheapest_dot(instr, shardings, n, dims) -> Plan | None:

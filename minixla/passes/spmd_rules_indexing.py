@@ -15,14 +15,23 @@ of bounds and scatter skips them, so no communication is needed.
 
 sort: sharded on other dims it sorts locally; a cut sort dim is gathered first.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 from ..ir.sharding import HloSharding
 from ..ir.shapes import Shape
-from .spmd_rules import (R, Plan, _copy_index, _index, _pieces, grouped_sharding,
-                         partial_sum_groups, tiled)
+from .spmd_rules import (
+    R,
+    Plan,
+    _copy_index,
+    _index,
+    _pieces,
+    grouped_sharding,
+    partial_sum_groups,
+    tiled,
+)
 
 
 def unsplit(sharding: HloSharding, axes) -> HloSharding | None:
@@ -35,7 +44,7 @@ def unsplit(sharding: HloSharding, axes) -> HloSharding | None:
         grid = grid[..., None]
     kept = [d for d in range(rank) if d not in axes]
     grid = grid.transpose(kept + sorted(axes) + [rank])
-    grid = grid.reshape(grid.shape[:len(kept)] + (-1,))
+    grid = grid.reshape(grid.shape[: len(kept)] + (-1,))
     for axis in sorted(axes):
         grid = np.expand_dims(grid, axis)
     if grid.shape[-1] == 1:
@@ -51,16 +60,25 @@ class _Dims:
         self.is_gather = instr.opcode == "gather"
         self.operand, self.indices = instr.operand(0).shape, instr.operand(1).shape
         self.ivd = a["index_vector_dim"]
-        self.index_map = tuple(a["start_index_map" if self.is_gather
-                                 else "scatter_dims_to_operand_dims"])
-        self.batching = tuple(a.get("operand_batching_dims" if self.is_gather
-                                    else "input_batching_dims", ()))
-        self.index_batching = tuple(a.get("start_indices_batching_dims" if self.is_gather
-                                          else "scatter_indices_batching_dims", ()))
+        self.index_map = tuple(
+            a["start_index_map" if self.is_gather else "scatter_dims_to_operand_dims"]
+        )
+        self.batching = tuple(
+            a.get("operand_batching_dims" if self.is_gather else "input_batching_dims", ())
+        )
+        self.index_batching = tuple(
+            a.get(
+                "start_indices_batching_dims"
+                if self.is_gather
+                else "scatter_indices_batching_dims",
+                (),
+            )
+        )
         dropped = set(a["collapsed_slice_dims" if self.is_gather else "inserted_window_dims"])
         # operand dims that have a window dim in the result [in the updates], in order
-        self.window_operand_dims = [d for d in range(self.operand.rank)
-                                    if d not in dropped and d not in self.batching]
+        self.window_operand_dims = [
+            d for d in range(self.operand.rank) if d not in dropped and d not in self.batching
+        ]
         self.window_dims = list(a["offset_dims" if self.is_gather else "update_window_dims"])
         value = instr.shape if self.is_gather else instr.operand(2).shape
         self.value = value  # the gather's result [the scatter's updates]
@@ -105,8 +123,10 @@ def _gather_plan(instr, operand_sharding, indices_sharding, n) -> Plan | None:
         return None
     for d in g.batching:  # an implicit batch index is only right if both sides cut alike
         e = g.index_dim_of_operand(d)
-        if any(_index(op, g.operand, p)[d] != _index(ix, g.indices, p)[e] for p in range(n)) \
-                or _pieces(op, g.operand)[d] != _pieces(ix, g.indices)[e]:
+        if (
+            any(_index(op, g.operand, p)[d] != _index(ix, g.indices, p)[e] for p in range(n))
+            or _pieces(op, g.operand)[d] != _pieces(ix, g.indices)[e]
+        ):
             return None
     indexed = [d for d, role in roles.items() if role == "indexed"]
     if indexed and instr.shape.dtype == "pred":
@@ -119,10 +139,19 @@ def _gather_plan(instr, operand_sharding, indices_sharding, n) -> Plan | None:
         source[j] = ("operand", d)
 
     def tile(p):
-        return [(_index(op, g.operand, p) if source[j][0] == "operand" else
-                 _index(ix, g.indices, p))[source[j][1]] for j in range(out_dims)]
-    tiles = [(_pieces(op, g.operand) if source[j][0] == "operand" else
-              _pieces(ix, g.indices))[source[j][1]] for j in range(out_dims)]
+        return [
+            (_index(op, g.operand, p) if source[j][0] == "operand" else _index(ix, g.indices, p))[
+                source[j][1]
+            ]
+            for j in range(out_dims)
+        ]
+
+    tiles = [
+        (_pieces(op, g.operand) if source[j][0] == "operand" else _pieces(ix, g.indices))[
+            source[j][1]
+        ]
+        for j in range(out_dims)
+    ]
     found = grouped_sharding(n, tile, tiles)
     if found is None:
         return None
@@ -131,8 +160,11 @@ def _gather_plan(instr, operand_sharding, indices_sharding, n) -> Plan | None:
         return Plan((op, ix), out, build=_local_gather)
     blocks = int(np.prod([_pieces(op, g.operand)[d] for d in indexed]))
     reduce_groups = partial_sum_groups(
-        groups, lambda p: (_copy_index(op, g.operand, p), _copy_index(ix, g.indices, p)),
-        lambda p: tuple(_index(op, g.operand, p)[d] for d in indexed), blocks)
+        groups,
+        lambda p: (_copy_index(op, g.operand, p), _copy_index(ix, g.indices, p)),
+        lambda p: tuple(_index(op, g.operand, p)[d] for d in indexed),
+        blocks,
+    )
     if reduce_groups is None:
         return None
     return Plan((op, ix), out, all_reduce=True, groups=reduce_groups, build=_local_gather)
@@ -165,10 +197,14 @@ def scatter(instr, shardings, n):
 
     def follower(rank, mapping):
         found = grouped_sharding(
-            n, lambda p: [_index(op, g.operand, p)[mapping[k]] if k in mapping else 0
-                          for k in range(rank)],
-            [pieces[mapping[k]] if k in mapping else 1 for k in range(rank)])
+            n,
+            lambda p: [
+                _index(op, g.operand, p)[mapping[k]] if k in mapping else 0 for k in range(rank)
+            ],
+            [pieces[mapping[k]] if k in mapping else 1 for k in range(rank)],
+        )
         return None if found is None else found[0]
+
     updates, indices = follower(g.value.rank, follow), follower(g.indices.rank, index_follow)
     if updates is None or indices is None:
         return None
@@ -185,8 +221,7 @@ def sort(instr, shardings, n):
         want = unsplit(want, [dim])
         if want is None:
             return None
-    out = HloSharding.tuple_of([want] * instr.operand_count) if instr.shape.is_tuple \
-        else want
+    out = HloSharding.tuple_of([want] * instr.operand_count) if instr.shape.is_tuple else want
     return Plan((want,) * instr.operand_count, out)
 
 
@@ -195,10 +230,12 @@ def _local_gather(part, instr, operands, step):
     """The gather on this device's pieces: passthrough slices take the local piece; indexed
     cut dims shift the indices and zero the rows another device holds."""
     from .spmd_partitioner import local_shape
+
     g = _Dims(instr)
     operand, indices = operands
-    sizes = tuple(operand.shape.dims[d] if g.role(d) == "passthrough" else w
-                  for d, w in enumerate(g.window))
+    sizes = tuple(
+        operand.shape.dims[d] if g.role(d) == "passthrough" else w for d, w in enumerate(g.window)
+    )
     shifted, mask = _shift_indices(part, g, indices, step.operands[0], clamp_low=0)
     shape = local_shape(instr.shape, step.out)
     attrs = dict(instr.attrs, slice_sizes=sizes)
@@ -206,27 +243,37 @@ def _local_gather(part, instr, operands, step):
     value = part.add("gather", shape, [operand, shifted], attrs, name=instr.name)
     if mask is None:
         return value
-    wide = part.add("broadcast", Shape.array("pred", shape.dims), [mask],
-                    {"dimensions": tuple(g.value_batch_dims)})
+    wide = part.add(
+        "broadcast",
+        Shape.array("pred", shape.dims),
+        [mask],
+        {"dimensions": tuple(g.value_batch_dims)},
+    )
     zero = part.add("broadcast", shape, [part.constant(0, shape.dtype)], {"dimensions": ()})
     return part.add("select", shape, [wide, value, zero])
 
 
 def _local_scatter(part, instr, operands, step):
     from .spmd_partitioner import local_shape
+
     g = _Dims(instr)
     operand, indices, updates = operands
     signed = not g.indices.dtype.startswith("u")
-    shifted, _ = _shift_indices(part, g, indices, step.out, clamp_low=-1 if signed else 0,
-                                masked=False)
+    shifted, _ = _shift_indices(
+        part, g, indices, step.out, clamp_low=-1 if signed else 0, masked=False
+    )
     attrs = dict(instr.attrs)
     attrs.pop("sharding", None)
-    return part.add("scatter", local_shape(instr.shape, step.out),
-                    [operand, shifted, updates], attrs, name=instr.name)
+    return part.add(
+        "scatter",
+        local_shape(instr.shape, step.out),
+        [operand, shifted, updates],
+        attrs,
+        name=instr.name,
+    )
 
 
-def _shift_indices(part, g: _Dims, indices, operand_sharding, clamp_low: int,
-                   masked: bool = True):
+def _shift_indices(part, g: _Dims, indices, operand_sharding, clamp_low: int, masked: bool = True):
     """(indices shifted by this device's offset along each cut indexed dim, pred[batch dims]
     true where the row's index lies in this device's piece); unchanged without such dims.
     Indices are first clamped to [clamp_low, dim - window + (clamp_low < 0)], which keeps
@@ -243,21 +290,23 @@ def _shift_indices(part, g: _Dims, indices, operand_sharding, clamp_low: int,
         if not explicit or len(values) == 1:
             return part.add("broadcast", shape, [values[0]], {"dimensions": ()})
         scalars = [part.add("reshape", Shape.array(dtype, (1,)), [v]) for v in values]
-        vector = part.add("concatenate", Shape.array(dtype, (len(values),)), scalars,
-                          {"dimensions": (0,)})
+        vector = part.add(
+            "concatenate", Shape.array(dtype, (len(values),)), scalars, {"dimensions": (0,)}
+        )
         return part.add("broadcast", shape, [vector], {"dimensions": (g.ivd,)})
 
     def offset(d):
         table = tuple(operand_sharding.tile_index(p)[d] * pieces[d] for p in range(part.n))
         value = part.partition_offset(table)
         return value if dtype == "s32" else part.add("convert", Shape.array(dtype, ()), [value])
+
     high = clamp_low < 0
     low = per_component([part.constant(clamp_low, dtype) for _ in components])
-    top = per_component([part.constant(g.operand.dims[d] - g.window[d] + high, dtype)
-                         for d in g.index_map])
+    top = per_component(
+        [part.constant(g.operand.dims[d] - g.window[d] + high, dtype) for d in g.index_map]
+    )
     clamped = part.add("clamp", shape, [low, indices, top])
-    shift = per_component([offset(d) if d in cut else part.constant(0, dtype)
-                           for d in g.index_map])
+    shift = per_component([offset(d) if d in cut else part.constant(0, dtype) for d in g.index_map])
     shifted = part.add("subtract", shape, [clamped, shift])
     batch = Shape.array(dtype, [shape.dims[d] for d in g.index_batch_dims])
     mask = None
@@ -267,15 +316,23 @@ def _shift_indices(part, g: _Dims, indices, operand_sharding, clamp_low: int,
         if explicit:
             limits = [(0, s, 1) for s in shape.dims]
             limits[g.ivd] = (k, k + 1, 1)
-            piece = part.add("slice", Shape.array(dtype, [hi - lo for lo, hi, _ in limits]),
-                             [shifted], {"slice": tuple(limits)})
+            piece = part.add(
+                "slice",
+                Shape.array(dtype, [hi - lo for lo, hi, _ in limits]),
+                [shifted],
+                {"slice": tuple(limits)},
+            )
             column = part.add("reshape", batch, [piece])
         flags = Shape.array("pred", batch.dims)
         zero = part.add("broadcast", batch, [part.constant(0, dtype)], {"dimensions": ()})
-        size = part.add("broadcast", batch, [part.constant(pieces[d], dtype)],
-                        {"dimensions": ()})
-        inside = part.add("and", flags, [
-            part.add("compare", flags, [column, zero], {"direction": "GE"}),
-            part.add("compare", flags, [column, size], {"direction": "LT"})])
+        size = part.add("broadcast", batch, [part.constant(pieces[d], dtype)], {"dimensions": ()})
+        inside = part.add(
+            "and",
+            flags,
+            [
+                part.add("compare", flags, [column, zero], {"direction": "GE"}),
+                part.add("compare", flags, [column, size], {"direction": "LT"}),
+            ],
+        )
         mask = inside if mask is None else part.add("and", flags, [mask, inside])
     return shifted, mask

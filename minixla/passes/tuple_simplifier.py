@@ -4,6 +4,7 @@ Two local rules, run by the pattern engine:
     get-tuple-element(tuple(a0, ..., an), index=i)        -> ai
     tuple(gte(t, 0), gte(t, 1), ..., gte(t, n-1)), |t| = n -> t
 """
+
 from __future__ import annotations
 
 from ..ir.module import HloModule

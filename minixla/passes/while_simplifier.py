@@ -10,6 +10,7 @@ As XLA's WhileLoopSimplifier and WhileLoopInvariantCodeMotion:
 Trip counts come from evaluating the condition (and the body's effect on the elements the
 condition reads) with the interpreter, only when those elements start as constants.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,20 +22,43 @@ from ..ir.module import HloModule
 from ..ir.opcodes import SIDE_EFFECT
 from ..ir.shapes import Shape
 from .base import Pass, register_pass
-from .hlo_utils import NameUniquer, element, inline_computation, make_tuple, remove_if_dead, \
-    sequential_computations
+from .hlo_utils import (
+    NameUniquer,
+    element,
+    inline_computation,
+    make_tuple,
+    remove_if_dead,
+    sequential_computations,
+)
 
 UNKNOWN = object()
 MAX_EVALUATED_ELEMENTS = 4096  # never materialize big arrays to learn a trip count
-NOT_HOISTED = ("parameter", "constant", "get-tuple-element", "tuple", "broadcast", "iota",
-               "while", "conditional", "call", "custom-call", "rng", "rng-bit-generator",
-               "after-all", "infeed", "outfeed", "send", "recv")
+NOT_HOISTED = (
+    "parameter",
+    "constant",
+    "get-tuple-element",
+    "tuple",
+    "broadcast",
+    "iota",
+    "while",
+    "conditional",
+    "call",
+    "custom-call",
+    "rng",
+    "rng-bit-generator",
+    "after-all",
+    "infeed",
+    "outfeed",
+    "send",
+    "recv",
+)
 
 
 def has_side_effects(comp: HloComputation) -> bool:
     for instr in comp.instructions:
-        if instr.opdef.has(SIDE_EFFECT) or any(has_side_effects(c)
-                                               for c in instr.called_computations):
+        if instr.opdef.has(SIDE_EFFECT) or any(
+            has_side_effects(c) for c in instr.called_computations
+        ):
             return True
     return False
 
@@ -84,8 +108,9 @@ class WhileLoopSimplifier(Pass):
             return None
         if not bool(first[0]):
             return 0
-        read = {u.attrs["index"] for u in cond.parameter(0).users
-                if u.opcode == "get-tuple-element"}
+        read = {
+            u.attrs["index"] for u in cond.parameter(0).users if u.opcode == "get-tuple-element"
+        }
         if body.root.opcode != "tuple":
             return None
         after = self._evaluate(body, state, [body.root.operand(k) for k in sorted(read)])
@@ -120,8 +145,11 @@ class WhileLoopSimplifier(Pass):
                     values[id(instr)] = UNKNOWN
                 else:
                     handler = self.evaluator.table.get(instr.opcode)
-                    values[id(instr)] = (UNKNOWN if handler is None else
-                                         np.asarray(handler(self.evaluator, instr, operands)))
+                    values[id(instr)] = (
+                        UNKNOWN
+                        if handler is None
+                        else np.asarray(handler(self.evaluator, instr, operands))
+                    )
         results = [values[id(t)] for t in targets]
         return UNKNOWN if any(r is UNKNOWN for r in results) else results
 
@@ -131,16 +159,25 @@ class WhileLoopSimplifier(Pass):
         param, root = body.parameter(0), body.root
         if root.opcode != "tuple" or not loop.shape.is_tuple:
             return False
-        callers = [i for c in loop.computation.module.computations for i in c.instructions
-                   if body in i.called_computations or loop.attrs["condition"] in
-                   i.called_computations]
+        callers = [
+            i
+            for c in loop.computation.module.computations
+            for i in c.instructions
+            if body in i.called_computations or loop.attrs["condition"] in i.called_computations
+        ]
         if len(callers) != 1:
             return False  # the state shape of a shared body or condition cannot change
-        invariant = {k for k, o in enumerate(root.operands) if o.opcode == "get-tuple-element"
-                     and o.operand(0) is param and o.attrs["index"] == k}
+        invariant = {
+            k
+            for k, o in enumerate(root.operands)
+            if o.opcode == "get-tuple-element" and o.operand(0) is param and o.attrs["index"] == k
+        }
         hoisted = self._hoistable(body, param, invariant)
-        exported = [i for i in body.post_order() if id(i) in hoisted
-                    and (i is root or any(id(u) not in hoisted for u in i.users))]
+        exported = [
+            i
+            for i in body.post_order()
+            if id(i) in hoisted and (i is root or any(id(u) not in hoisted for u in i.users))
+        ]
         if not exported:
             return False
         # Compute the hoisted instructions once, before the loop, from the init elements.
@@ -152,10 +189,12 @@ class WhileLoopSimplifier(Pass):
                 if instr.opcode == "get-tuple-element" and instr.operand(0) is param:
                     mapping[id(instr)] = element(init, instr.attrs["index"], self.names)
                 else:
-                    clone = instr.clone([outside(o) for o in instr.operands],
-                                        name=self.names(instr.name))
+                    clone = instr.clone(
+                        [outside(o) for o in instr.operands], name=self.names(instr.name)
+                    )
                     mapping[id(instr)] = comp.add_instruction(clone)
             return mapping[id(instr)]
+
         for instr in exported:
             outside(instr)
         count = len(loop.shape.tuple_shapes)
@@ -167,8 +206,13 @@ class WhileLoopSimplifier(Pass):
         loop.attrs["condition"].parameter(0).shape = shape
         carried = []
         for k, instr in enumerate(exported):
-            gte = HloInstruction("get-tuple-element", instr.shape, [param],
-                                 {"index": count + k}, name=self.names("get-tuple-element"))
+            gte = HloInstruction(
+                "get-tuple-element",
+                instr.shape,
+                [param],
+                {"index": count + k},
+                name=self.names("get-tuple-element"),
+            )
             carried.append(body.add_instruction(gte))
             instr.replace_all_uses_with(carried[-1])
         new_root = make_tuple(list(body.root.operands) + carried, body, self.names)
@@ -183,8 +227,10 @@ class WhileLoopSimplifier(Pass):
         for instr in body.post_order():
             if instr.opcode in NOT_HOISTED or instr.opdef.has(SIDE_EFFECT):
                 continue
-            if all(self._invariant_operand(o, param, invariant, hoisted)
-                   for o in instr.operands) and instr.operands:
+            if (
+                all(self._invariant_operand(o, param, invariant, hoisted) for o in instr.operands)
+                and instr.operands
+            ):
                 hoisted.add(id(instr))
         return hoisted
 
@@ -194,8 +240,11 @@ class WhileLoopSimplifier(Pass):
             return True
         if operand.opcode == "broadcast" and operand.operand(0).opcode == "constant":
             return True
-        return (operand.opcode == "get-tuple-element" and operand.operand(0) is param
-                and operand.attrs["index"] in invariant)
+        return (
+            operand.opcode == "get-tuple-element"
+            and operand.operand(0) is param
+            and operand.attrs["index"] in invariant
+        )
 
     def _reshape_loop(self, loop, new_init, shape: Shape, count: int) -> None:
         """Widens the loop's state; users that read the whole old tuple get it rebuilt."""
@@ -206,9 +255,16 @@ class WhileLoopSimplifier(Pass):
         outside = [u for u in loop.users if u.opcode != "get-tuple-element"]
         if outside or loop.is_root():
             comp = loop.computation
-            gtes = [HloInstruction("get-tuple-element", shape.tuple_shapes[k], [loop],
-                                   {"index": k}, name=self.names("get-tuple-element"))
-                    for k in range(count)]
+            gtes = [
+                HloInstruction(
+                    "get-tuple-element",
+                    shape.tuple_shapes[k],
+                    [loop],
+                    {"index": k},
+                    name=self.names("get-tuple-element"),
+                )
+                for k in range(count)
+            ]
             old = make_tuple([comp.add_instruction(g) for g in gtes], comp, self.names)
             for user in outside:
                 user.replace_operand_with(loop, old)

@@ -5,4 +5,5 @@ simplifier and every backend's fallback share one definition of each op; the int
 backend is a thin wrapper around it. The custom-call registry and the rendezvous that
 collectives exchange through live here too, because they are part of what those ops mean.
 """
+
 from . import linalg_calls  # registers the minixla_linalg_* targets  # noqa: F401

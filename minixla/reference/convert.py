@@ -4,6 +4,7 @@ NumPy's own casts differ from XLA's in the corners: float->int overflow and NaN,
 f64 straight to bf16/f8 (ml_dtypes rounds twice, through f32), and sub-byte integers. Each corner
 is handled explicitly here. `round_to_dtype` is the single place narrow floats get rounded.
 """
+
 from __future__ import annotations
 
 import sys
@@ -169,7 +170,8 @@ def bitcast_convert(operand, to_dtype) -> np.ndarray:
     if operand.ndim == 0 or operand.shape[-1] != ratio:
         raise ShapeError(
             f"bitcast-convert {src.name}{list(operand.shape)} -> {dst.name} needs a minor "
-            f"dimension of size {ratio}")
+            f"dimension of size {ratio}"
+        )
     if not _LITTLE_ENDIAN_HOST:
         operand = np.ascontiguousarray(operand[..., ::-1])
     return operand.reshape(-1).view(to).reshape(operand.shape[:-1])
@@ -183,7 +185,8 @@ def reduce_precision(operand, exponent_bits: int, mantissa_bits: int) -> np.ndar
     if exponent_bits < 1 or mantissa_bits < 0:
         raise ShapeError(
             f"reduce-precision needs exponent_bits >= 1 and mantissa_bits >= 0, got "
-            f"{exponent_bits} and {mantissa_bits}")
+            f"{exponent_bits} and {mantissa_bits}"
+        )
     if element_type(operand.dtype).kind != FLOAT:
         raise UnsupportedError(f"reduce-precision does not support {operand.dtype}")
     if operand.dtype not in _FLOAT_LAYOUTS:
@@ -192,8 +195,14 @@ def reduce_precision(operand, exponent_bits: int, mantissa_bits: int) -> np.ndar
         return round_to_dtype(reduced, operand.dtype)
     storage, src_exponent, src_mantissa = _FLOAT_LAYOUTS[operand.dtype]
     with np.errstate(all="ignore"):
-        bits = _reduce_bits(np.array(operand, order="C").view(storage), storage,
-                            src_exponent, src_mantissa, exponent_bits, mantissa_bits)
+        bits = _reduce_bits(
+            np.array(operand, order="C").view(storage),
+            storage,
+            src_exponent,
+            src_mantissa,
+            exponent_bits,
+            mantissa_bits,
+        )
         result = bits.view(operand.dtype)
         is_nan = np.isnan(operand.astype(F64))
         nan_result = operand if mantissa_bits > 0 else np.full_like(operand, np.inf)

@@ -9,6 +9,7 @@ value is an array (or a tuple of arrays) matching `result_shape`. Other backends
 own convention beside their registrations. XLA:CPU's own targets (TopK, `lapack_*_ffi`) need no
 registration: minixla.reference.xla_custom_calls implements them.
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -47,14 +48,17 @@ def lookup_custom_call(target: str, backend: str) -> Callable:
     fn = _REGISTRY.get((target, backend))
     if fn is None:
         from .xla_custom_calls import adapt, builtin_target
+
         builtin = builtin_target(target)
         if builtin is not None:
             return adapt(builtin, backend)
         others = sorted(b for t, b in _REGISTRY if t == target)
         hint = f" (registered only for: {', '.join(others)})" if others else ""
-        raise CustomCallError(f"custom-call target {target!r} is not registered for backend "
-                              f"{backend!r}{hint}; register it with "
-                              f"minixla.register_custom_call")
+        raise CustomCallError(
+            f"custom-call target {target!r} is not registered for backend "
+            f"{backend!r}{hint}; register it with "
+            f"minixla.register_custom_call"
+        )
     return fn
 
 

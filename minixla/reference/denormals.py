@@ -7,6 +7,7 @@ types) as zero of the same sign: arguments and constants as they enter, and the 
 every instruction (on cpu also every operation inside a fused kernel). docs/semantics.md has
 where this differs from the hardware's flags.
 """
+
 from __future__ import annotations
 
 import ml_dtypes

@@ -6,6 +6,7 @@ zero in round-nearest-afz. f16/bf16/f8 values are computed in f32 and rounded ba
 as XLA's CPU backend does. Sub-byte integers are computed in 8-bit integers and wrapped back.
 An op applied to an element type it does not accept raises UnsupportedError.
 """
+
 from __future__ import annotations
 
 import math
@@ -15,17 +16,35 @@ import numpy as np
 
 from ..errors import ShapeError, UnsupportedError
 from ..ir.dtypes import COMPLEX, FLOAT, PRED, SIGNED, UNSIGNED
-from .convert import (bitcast_convert, compute_dtype, convert, element_type, reduce_precision,
-                      round_to_dtype, wrap_int)
+from .convert import (
+    bitcast_convert,
+    compute_dtype,
+    convert,
+    element_type,
+    reduce_precision,
+    round_to_dtype,
+    wrap_int,
+)
 
-__all__ = ["UNARY", "BINARY", "compare", "select", "clamp", "convert", "bitcast_convert",
-           "reduce_precision", "round_to_dtype", "compute_dtype"]
+__all__ = [
+    "UNARY",
+    "BINARY",
+    "compare",
+    "select",
+    "clamp",
+    "convert",
+    "bitcast_convert",
+    "reduce_precision",
+    "round_to_dtype",
+    "compute_dtype",
+]
 
 Unary = Callable[[np.ndarray], np.ndarray]
 Binary = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
 # ---- integer helpers: ops get (work array, bit width, signed?) --------------------------------
+
 
 def _int_work(array: np.ndarray) -> np.ndarray:
     """The array in a NumPy integer type; sub-byte ints widen to 8 bits (value-preserving)."""
@@ -54,6 +73,7 @@ def _all_ones(dtype) -> np.ndarray:
 
 # ---- dispatch -----------------------------------------------------------------------------------
 
+
 def _unsupported(op: str, dtype) -> UnsupportedError:
     try:
         name = element_type(dtype).name
@@ -74,6 +94,7 @@ def _unary(op, fp=None, cx=None, ints=None, pred=None, sign_op: bool = False) ->
     wrapped to the operand type; pred takes the bool array. A NaN operand comes back as it is
     (NumPy's libm may drop its sign; hardware and XLA keep it), except from the sign-bit ops
     (`sign_op`: abs, negate)."""
+
     def apply(operand):
         operand = np.asarray(operand)
         kind = element_type(operand.dtype).kind
@@ -93,12 +114,14 @@ def _unary(op, fp=None, cx=None, ints=None, pred=None, sign_op: bool = False) ->
             if kind == PRED and pred is not None:
                 return np.asarray(pred(operand))
         raise _unsupported(op, operand.dtype)
+
     apply.__name__ = apply.__qualname__ = op.replace("-", "_")
     return apply
 
 
 def _binary(op, fp=None, cx=None, ints=None, pred=None) -> Binary:
     """As `_unary`; both operands must have the same element type."""
+
     def apply(lhs, rhs):
         lhs, rhs = np.asarray(lhs), np.asarray(rhs)
         if lhs.dtype != rhs.dtype:
@@ -118,6 +141,7 @@ def _binary(op, fp=None, cx=None, ints=None, pred=None) -> Binary:
             if kind == PRED and pred is not None:
                 return np.asarray(pred(lhs, rhs))
         raise _unsupported(op, lhs.dtype)
+
     apply.__name__ = apply.__qualname__ = op.replace("-", "_")
     return apply
 
@@ -128,6 +152,7 @@ def _int(fn) -> Callable:
 
 
 # ---- float and complex semantics ----------------------------------------------------------------
+
 
 def _float_sign(values):
     # copysign keeps -0.0; NaN passes through (XLA: select(isnan(x), x, copysign(x != 0, x))).
@@ -200,8 +225,10 @@ def _complex_op(real, imag):
         raise ShapeError(f"complex operands differ in element type: {real.dtype} vs {imag.dtype}")
     if real.dtype not in (np.float32, np.float64):
         raise _unsupported("complex", real.dtype)
-    result = np.empty(np.broadcast_shapes(real.shape, imag.shape),
-                      np.complex64 if real.dtype == np.float32 else np.complex128)
+    result = np.empty(
+        np.broadcast_shapes(real.shape, imag.shape),
+        np.complex64 if real.dtype == np.float32 else np.complex128,
+    )
     result.real, result.imag = real, imag  # not re + 1j*im: inf*1j would make a NaN real part
     return result
 
@@ -213,6 +240,7 @@ def _copy(operand):
 
 
 # ---- integer semantics --------------------------------------------------------------------------
+
 
 def _int_divide(lhs, rhs, bits, signed):
     zero = rhs == 0
@@ -265,6 +293,7 @@ def _shift(direction: str):
         value = _signed(lhs, bits)
         fill = np.where(value < 0, -1, 0).astype(value.dtype)
         return np.where(out_of_range, fill, value >> safe.astype(value.dtype))
+
     return shift
 
 
@@ -303,6 +332,7 @@ def _clz(work, bits, signed):
 
 # ---- the tables ---------------------------------------------------------------------------------
 
+
 def _cbrt(values: np.ndarray) -> np.ndarray:
     """np.cbrt with one Newton step in f64: some NumPy builds are 1 ulp off even on exact
     cubes (cbrt(-27) = -3.0000000000000004), where libm and XLA give the cube root."""
@@ -310,7 +340,7 @@ def _cbrt(values: np.ndarray) -> np.ndarray:
     if values.dtype != np.float64:
         return root
     # only where root**3 is a normal f64: it overflows to inf near the largest values
-    polish = (np.abs(root) > 2.0 ** -340) & (np.abs(root) < 2.0 ** 340)
+    polish = (np.abs(root) > 2.0**-340) & (np.abs(root) < 2.0**340)
     step = np.where(polish, (root * root * root - values) / (3 * root * root), 0)
     return np.where(polish, root - step, root)
 
@@ -321,8 +351,9 @@ def _math(op, fn, complex_too=True) -> Unary:
 
 UNARY: dict[str, Unary] = {
     "abs": _unary("abs", fp=np.abs, cx=np.abs, ints=_int(np.abs), sign_op=True),
-    "negate": _unary("negate", fp=np.negative, cx=np.negative, ints=_int(np.negative),
-                     sign_op=True),
+    "negate": _unary(
+        "negate", fp=np.negative, cx=np.negative, ints=_int(np.negative), sign_op=True
+    ),
     "sign": _unary("sign", fp=_float_sign, cx=_complex_sign, ints=_int(np.sign)),
     "floor": _math("floor", np.floor, complex_too=False),
     "ceil": _math("ceil", np.ceil, complex_too=False),
@@ -362,8 +393,9 @@ BINARY: dict[str, Binary] = {
     # pred arithmetic follows XLA's emitter: add/maximum are `or`, multiply/minimum are `and`.
     "add": _binary("add", fp=np.add, cx=np.add, ints=_int(np.add), pred=np.logical_or),
     "subtract": _binary("subtract", fp=np.subtract, cx=np.subtract, ints=_int(np.subtract)),
-    "multiply": _binary("multiply", fp=np.multiply, cx=np.multiply, ints=_int(np.multiply),
-                        pred=np.logical_and),
+    "multiply": _binary(
+        "multiply", fp=np.multiply, cx=np.multiply, ints=_int(np.multiply), pred=np.logical_and
+    ),
     "divide": _binary("divide", fp=np.true_divide, cx=np.true_divide, ints=_int_divide),
     "remainder": _binary("remainder", fp=np.fmod, ints=_int_remainder),
     "maximum": _binary("maximum", fp=_float_max, ints=_int(np.maximum), pred=np.logical_or),
@@ -383,10 +415,21 @@ BINARY: dict[str, Binary] = {
 
 # ---- compare, select, clamp ---------------------------------------------------------------------
 
-_DIRECTIONS = {"EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_equal,
-               "GT": np.greater, "GE": np.greater_equal}
-_DEFAULT_COMPARE_TYPE = {FLOAT: "FLOAT", COMPLEX: "FLOAT", SIGNED: "SIGNED", UNSIGNED: "UNSIGNED",
-                         PRED: "UNSIGNED"}
+_DIRECTIONS = {
+    "EQ": np.equal,
+    "NE": np.not_equal,
+    "LT": np.less,
+    "LE": np.less_equal,
+    "GT": np.greater,
+    "GE": np.greater_equal,
+}
+_DEFAULT_COMPARE_TYPE = {
+    FLOAT: "FLOAT",
+    COMPLEX: "FLOAT",
+    SIGNED: "SIGNED",
+    UNSIGNED: "UNSIGNED",
+    PRED: "UNSIGNED",
+}
 
 
 def _total_order_key(values: np.ndarray) -> np.ndarray:
@@ -423,7 +466,8 @@ def compare(lhs, rhs, direction: str, compare_type: str | None = None) -> np.nda
     elif kind != PRED or compare_type not in ("SIGNED", "UNSIGNED"):
         raise UnsupportedError(
             f"compare direction={direction} type={compare_type} does not support element "
-            f"type {etype.name}")
+            f"type {etype.name}"
+        )
     with np.errstate(all="ignore"):
         return np.asarray(compare_fn(lhs, rhs))
 

@@ -4,6 +4,7 @@ Values are NumPy arrays in logical (row-major) order whatever the layout, tuples
 tuple shapes, and None for tokens. Handlers never mutate their inputs, so loop-carried values
 and constants can be shared freely.
 """
+
 from __future__ import annotations
 
 import sys
@@ -11,8 +12,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import (ExecutionError, MinixlaError, ResourceExhaustedError, UnsupportedError,
-                       at_instruction)
+from ..errors import (
+    ExecutionError,
+    MinixlaError,
+    ResourceExhaustedError,
+    UnsupportedError,
+    at_instruction,
+)
 from ..ir.computation import HloComputation
 from ..ir.dtypes import ELEMENT_TYPES
 from ..ir.instruction import HloInstruction
@@ -30,10 +36,16 @@ _HANDLERS: dict[str, Handler] = {}
 
 def handlers() -> dict[str, Handler]:
     if not _HANDLERS:
-        from . import (ops_basic, ops_collective, ops_control, ops_indexing, ops_linalg,
-                       ops_reduce)
-        for table in (ops_basic.HANDLERS, ops_control.HANDLERS, ops_indexing.HANDLERS,
-                      ops_linalg.HANDLERS, ops_reduce.HANDLERS, ops_collective.HANDLERS):
+        from . import ops_basic, ops_collective, ops_control, ops_indexing, ops_linalg, ops_reduce
+
+        for table in (
+            ops_basic.HANDLERS,
+            ops_control.HANDLERS,
+            ops_indexing.HANDLERS,
+            ops_linalg.HANDLERS,
+            ops_reduce.HANDLERS,
+            ops_collective.HANDLERS,
+        ):
             _HANDLERS.update(table)
     return _HANDLERS
 
@@ -42,11 +54,16 @@ def handlers() -> dict[str, Handler]:
 DECLINED: dict[str, str] = {
     "dynamic-reshape": "dynamic shapes are not supported",
     "set-dimension-size": "dynamic shapes are not supported",
-    "infeed": "no host transfer queue", "outfeed": "no host transfer queue",
-    "send": "no peers to send to", "send-done": "no peers to send to",
-    "recv": "no peers to receive from", "recv-done": "no peers to receive from",
-    "ragged-all-to-all": "not implemented yet", "ragged-dot": "not implemented yet",
-    "scan": "not implemented yet", "stochastic-convert": "not implemented yet",
+    "infeed": "no host transfer queue",
+    "outfeed": "no host transfer queue",
+    "send": "no peers to send to",
+    "send-done": "no peers to send to",
+    "recv": "no peers to receive from",
+    "recv-done": "no peers to receive from",
+    "ragged-all-to-all": "not implemented yet",
+    "ragged-dot": "not implemented yet",
+    "scan": "not implemented yet",
+    "stochastic-convert": "not implemented yet",
     "rng-get-and-update-state": "stateful RNG is expanded by XLA before backends see it",
 }
 
@@ -60,19 +77,40 @@ _SCALAR_PLUMBING = frozenset({"parameter", "constant", "tuple", "get-tuple-eleme
 
 def unsupported_opcodes(module: HloModule) -> list[str]:
     table = handlers()
-    return sorted({i.opcode + (f" ({DECLINED[i.opcode]})" if i.opcode in DECLINED else "")
-                   for i in module.all_instructions()
-                   if i.opcode != "parameter" and i.opcode not in table})
+    return sorted(
+        {
+            i.opcode + (f" ({DECLINED[i.opcode]})" if i.opcode in DECLINED else "")
+            for i in module.all_instructions()
+            if i.opcode != "parameter" and i.opcode not in table
+        }
+    )
 
 
 # ops that hand values to computations or pass them on as they are: never converted
-_PASS_ON = frozenset({"call", "fusion", "while", "conditional", "custom-call", "tuple",
-                      "get-tuple-element", "bitcast", "bitcast-convert", "async-start",
-                      "async-update", "async-done", "opt-barrier", "parameter", "constant"})
+_PASS_ON = frozenset(
+    {
+        "call",
+        "fusion",
+        "while",
+        "conditional",
+        "custom-call",
+        "tuple",
+        "get-tuple-element",
+        "bitcast",
+        "bitcast-convert",
+        "async-start",
+        "async-update",
+        "async-done",
+        "opt-barrier",
+        "parameter",
+        "constant",
+    }
+)
 
 
-_FLOAT_DTYPES = frozenset(t.numpy for t in ELEMENT_TYPES.values()
-                          if t.is_float and t.numpy is not None)
+_FLOAT_DTYPES = frozenset(
+    t.numpy for t in ELEMENT_TYPES.values() if t.is_float and t.numpy is not None
+)
 
 
 def _is_float(value) -> bool:
@@ -93,8 +131,15 @@ def _widened(operands) -> list:
 def _as_declared(instr, value):
     """A float result of another width than declared (mixed precision) converted to it."""
     shape = instr.shape
-    if not (_is_float(value) and shape is not None and shape.is_array and
-            shape.element_type.is_float) or value.dtype == shape.element_type.numpy:
+    if (
+        not (
+            _is_float(value)
+            and shape is not None
+            and shape.is_array
+            and shape.element_type.is_float
+        )
+        or value.dtype == shape.element_type.numpy
+    ):
         return value
     return value.astype(shape.element_type.numpy)
 
@@ -102,8 +147,13 @@ def _as_declared(instr, value):
 class Evaluator:
     """Evaluates computations of one module. `max_while_iterations` guards runaway loops."""
 
-    def __init__(self, module: HloModule, *, max_while_iterations: int | None = None,
-                 flush_denormals: bool = False):
+    def __init__(
+        self,
+        module: HloModule,
+        *,
+        max_while_iterations: int | None = None,
+        flush_denormals: bool = False,
+    ):
         self.module = module
         self.max_while_iterations = max_while_iterations
         # Subnormal arguments, constants and results become zeros of their sign (XLA:CPU).
@@ -120,17 +170,20 @@ class Evaluator:
         try:
             return self.evaluate(self.module.entry, args)
         except RecursionError:
-            raise ExecutionError(f"{self.module.name}: called computations nest deeper than "
-                                 f"the interpreter follows (about "
-                                 f"{DEEP_RECURSION_LIMIT // 4} levels); inline them first "
-                                 f"(the call-inliner pass)") from None
+            raise ExecutionError(
+                f"{self.module.name}: called computations nest deeper than "
+                f"the interpreter follows (about "
+                f"{DEEP_RECURSION_LIMIT // 4} levels); inline them first "
+                f"(the call-inliner pass)"
+            ) from None
         finally:
             sys.setrecursionlimit(limit)
 
     def evaluate(self, comp: HloComputation, args) -> Value:
         if len(args) != len(comp.parameters):
-            raise ExecutionError(f"computation {comp.name} takes {len(comp.parameters)} "
-                                 f"arguments, got {len(args)}")
+            raise ExecutionError(
+                f"computation {comp.name} takes {len(comp.parameters)} arguments, got {len(args)}"
+            )
         values: dict[int, Value] = {}
         for instr in comp.post_order():
             if instr.opcode == "parameter":
@@ -139,8 +192,9 @@ class Evaluator:
                 continue
             handler = self.table.get(instr.opcode)
             if handler is None:
-                raise UnsupportedError(f"the interpreter does not implement {instr.opcode} "
-                                       f"(instruction %{instr.name})")
+                raise UnsupportedError(
+                    f"the interpreter does not implement {instr.opcode} (instruction %{instr.name})"
+                )
             operands = [values[id(o)] for o in instr.operands]
             mixed = instr.opcode not in _PASS_ON and _mixed_floats(instr, operands)
             if mixed:
@@ -153,8 +207,10 @@ class Evaluator:
                 at_instruction(exc, instr)
                 raise
             except MemoryError as exc:  # a temporary larger than the machine (a huge window)
-                raise ResourceExhaustedError(f"the interpreter ran out of memory evaluating "
-                                             f"{instr.opcode} %{instr.name}: {exc}") from None
+                raise ResourceExhaustedError(
+                    f"the interpreter ran out of memory evaluating "
+                    f"{instr.opcode} %{instr.name}: {exc}"
+                ) from None
             if self.flush is not None:
                 values[id(instr)] = self.flush(values[id(instr)])
         return values[id(comp.root)]
@@ -172,15 +228,18 @@ class Evaluator:
         arrays = [np.broadcast_to(a, shape) for a in arrays]
         results = [self.evaluate(comp, [a[index] for a in arrays]) for index in np.ndindex(shape)]
         if isinstance(results[0], tuple):
-            return tuple(np.array([r[k] for r in results]).reshape(shape)
-                         for k in range(len(results[0])))
+            return tuple(
+                np.array([r[k] for r in results]).reshape(shape) for k in range(len(results[0]))
+            )
         return np.array(results).reshape(shape)
 
     def _elementwise(self, comp: HloComputation) -> bool:
         known = self._vectorizable.get(id(comp))
         if known is None:
-            known = all(i.opdef.kind == ELEMENTWISE or i.opcode in _SCALAR_PLUMBING
-                        for i in comp.instructions)
+            known = all(
+                i.opdef.kind == ELEMENTWISE or i.opcode in _SCALAR_PLUMBING
+                for i in comp.instructions
+            )
             self._vectorizable[id(comp)] = known
         return known
 

@@ -7,6 +7,7 @@ routine's options as `key=value` pairs separated by commas (`full_matrices=1`); 
 is an error. Results are cast to the instruction's declared dtypes, so a float32 program stays
 float32 whatever precision LAPACK used.
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -21,8 +22,10 @@ def _options(target: str, config: str, allowed: dict[str, str]) -> dict[str, str
     for item in filter(None, (p.strip() for p in config.split(","))):
         key, _, value = item.partition("=")
         if key not in allowed:
-            raise CustomCallError(f"custom-call {target!r}: unknown option {key!r} in "
-                                  f"backend_config {config!r} (known: {sorted(allowed)})")
+            raise CustomCallError(
+                f"custom-call {target!r}: unknown option {key!r} in "
+                f"backend_config {config!r} (known: {sorted(allowed)})"
+            )
         options[key] = value
     return options
 
@@ -81,8 +84,11 @@ def batches_over_leading_dims(target: str) -> bool:
     """Whether a custom-call target maps over its operands' leading dims (so vmap can put the
     batch there): true for every routine in the table."""
     prefix = target_name("")
-    return isinstance(target, str) and target.startswith(prefix) and \
-        target[len(prefix):] in LINALG_CALLS
+    return (
+        isinstance(target, str)
+        and target.startswith(prefix)
+        and target[len(prefix) :] in LINALG_CALLS
+    )
 
 
 def _leaf_dtypes(shape) -> list[np.dtype]:
@@ -106,8 +112,12 @@ def _run(target: str, routine: Callable, allowed: dict, operands, config: str, d
 def _nan_like(dtypes, operands, routine, options):
     """Shapes of a routine's results for NaN-filled output (shapes come from a probe on an
     identity input of the same batch and matrix shape)."""
-    probe = tuple(np.broadcast_to(np.eye(x.shape[-2], x.shape[-1], dtype=x.dtype), x.shape)
-                  if x.ndim >= 2 else np.ones_like(x) for x in operands)
+    probe = tuple(
+        np.broadcast_to(np.eye(x.shape[-2], x.shape[-1], dtype=x.dtype), x.shape)
+        if x.ndim >= 2
+        else np.ones_like(x)
+        for x in operands
+    )
     result = routine(*probe, options)
     values = result if isinstance(result, tuple) else (result,)
     nans = tuple(np.full(np.shape(v), np.nan, dtype=d) for v, d in zip(values, dtypes))
@@ -118,21 +128,19 @@ def _register(op: str, routine: Callable, allowed: dict) -> None:
     target = target_name(op)
 
     def interpreter(*operands, result_shape, backend_config):
-        return _run(target, routine, allowed, operands, backend_config,
-                    _leaf_dtypes(result_shape))
+        return _run(target, routine, allowed, operands, backend_config, _leaf_dtypes(result_shape))
 
     def cpu(out, *operands, backend_config):
         outs = out if isinstance(out, tuple) else (out,)
-        return _run(target, routine, allowed, operands, backend_config,
-                    [o.dtype for o in outs])
+        return _run(target, routine, allowed, operands, backend_config, [o.dtype for o in outs])
 
     def cuda(out, *operands, backend_config):
         # a host round trip: the routines are LAPACK's; the backend copies the result back
-        host = [x.copy_to_host() if hasattr(x, "copy_to_host") else np.asarray(x)
-                for x in operands]
+        host = [x.copy_to_host() if hasattr(x, "copy_to_host") else np.asarray(x) for x in operands]
         outs = out if isinstance(out, tuple) else (out,)
-        return _run(target, routine, allowed, host, backend_config,
-                    [np.dtype(o.dtype) for o in outs])
+        return _run(
+            target, routine, allowed, host, backend_config, [np.dtype(o.dtype) for o in outs]
+        )
 
     register_custom_call(target, "interpreter", interpreter)
     register_custom_call(target, "cpu", cpu)

@@ -1,5 +1,6 @@
 """Interpreter handlers: elementwise ops (semantics in elementwise.py/convert.py) and data
 movement (broadcast, reshape, transpose, slices, pad, concatenate, iota, bitcast, ...)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -81,20 +82,25 @@ def _bitcast(ev, instr, ops):
     """
     source, src_shape, dst_shape = ops[0], instr.operand(0).shape, instr.shape
     if layout_math.shape_bytes(src_shape) != layout_math.shape_bytes(dst_shape):
-        raise ExecutionError(f"bitcast %{instr.name} reinterprets {src_shape} as {dst_shape}, "
-                             f"a buffer of another byte size")
+        raise ExecutionError(
+            f"bitcast %{instr.name} reinterprets {src_shape} as {dst_shape}, "
+            f"a buffer of another byte size"
+        )
     if src_shape.element_type.bits != dst_shape.element_type.bits:
-        raise ExecutionError(f"bitcast %{instr.name} changes the element width "
-                             f"({src_shape.dtype} to {dst_shape.dtype}); that is "
-                             f"bitcast-convert's job")
+        raise ExecutionError(
+            f"bitcast %{instr.name} changes the element width "
+            f"({src_shape.dtype} to {dst_shape.dtype}); that is "
+            f"bitcast-convert's job"
+        )
     if not src_shape.dims and not dst_shape.dims:  # also when sort evaluates a comparator
         # over whole arrays; np.array keeps a scalar 0-d (ascontiguousarray made it shape (1,))
         return np.array(source, order="C").view(dst_shape.numpy_dtype)
     buffer = layout_math.logical_to_physical(source, src_shape.minor_to_major(), _tiles(src_shape))
     if source.dtype != dst_shape.numpy_dtype:
         buffer = np.ascontiguousarray(buffer).view(dst_shape.numpy_dtype)
-    return layout_math.physical_to_logical(buffer, dst_shape.dims, dst_shape.minor_to_major(),
-                                           _tiles(dst_shape))
+    return layout_math.physical_to_logical(
+        buffer, dst_shape.dims, dst_shape.minor_to_major(), _tiles(dst_shape)
+    )
 
 
 def _tiles(shape):
@@ -143,8 +149,9 @@ def _pad(ev, instr, ops):
     operand, value = ops[0], ops[1]
     result = np.full(instr.shape.dims, value.reshape(()), dtype=operand.dtype)
     src, dst = [], []
-    for (low, _high, interior), size, out_size in zip(instr.attrs["padding"], operand.shape,
-                                                      instr.shape.dims):
+    for (low, _high, interior), size, out_size in zip(
+        instr.attrs["padding"], operand.shape, instr.shape.dims
+    ):
         positions = low + np.arange(size) * (interior + 1)  # where each element lands
         keep = (positions >= 0) & (positions < out_size)  # negative padding crops
         src.append(np.nonzero(keep)[0])
@@ -186,11 +193,24 @@ def _get_dimension_size(ev, instr, ops):
 HANDLERS = {
     **{name: _unary for name in UNARY},
     **{name: _binary for name in BINARY},
-    "compare": _compare, "convert": _convert, "bitcast-convert": _bitcast_convert,
-    "reduce-precision": _reduce_precision, "map": _map, "select": _select, "clamp": _clamp,
-    "broadcast": _broadcast, "reshape": _reshape, "transpose": _transpose, "bitcast": _bitcast,
-    "slice": _slice, "dynamic-slice": _dynamic_slice,
-    "dynamic-update-slice": _dynamic_update_slice, "concatenate": _concatenate, "pad": _pad,
-    "reverse": _reverse, "iota": _iota, "constant": _constant,
+    "compare": _compare,
+    "convert": _convert,
+    "bitcast-convert": _bitcast_convert,
+    "reduce-precision": _reduce_precision,
+    "map": _map,
+    "select": _select,
+    "clamp": _clamp,
+    "broadcast": _broadcast,
+    "reshape": _reshape,
+    "transpose": _transpose,
+    "bitcast": _bitcast,
+    "slice": _slice,
+    "dynamic-slice": _dynamic_slice,
+    "dynamic-update-slice": _dynamic_update_slice,
+    "concatenate": _concatenate,
+    "pad": _pad,
+    "reverse": _reverse,
+    "iota": _iota,
+    "constant": _constant,
     "get-dimension-size": _get_dimension_size,
 }

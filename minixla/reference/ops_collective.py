@@ -6,6 +6,7 @@ that is); outside one, every group is this device alone. Each `_combine_*` funct
 op's semantics: the values of all participants in group order in, every participant's
 result out.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -37,15 +38,16 @@ def _check_same_shapes(instr, values: list) -> None:
     first = [np.shape(v) for v in values[0]]
     for rank, operands in enumerate(values[1:], 1):
         if [np.shape(v) for v in operands] != first:
-            raise ExecutionError(f"{instr.opcode} %{instr.name}: participant {rank} has "
-                                 f"operand shapes {[np.shape(v) for v in operands]}, "
-                                 f"participant 0 has {first}")
+            raise ExecutionError(
+                f"{instr.opcode} %{instr.name}: participant {rank} has "
+                f"operand shapes {[np.shape(v) for v in operands]}, "
+                f"participant 0 has {first}"
+            )
 
 
 def _result_shape(instr):
     shape = instr.shape
-    if instr.opcode.endswith("-start") and instr.opcode != "all-reduce-start" and \
-            shape.is_tuple:
+    if instr.opcode.endswith("-start") and instr.opcode != "all-reduce-start" and shape.is_tuple:
         return shape.tuple_shapes[1]  # (operands, results, ...): the results
     return shape
 
@@ -61,6 +63,7 @@ def _run(instr, ops, combine):
     def checked(values):
         _check_same_shapes(instr, values)
         return combine(values)
+
     results = rendezvous.exchange(instr, group, list(ops), checked)
     leaves = _result_leaves(instr)
     results = [as_dtype(np.asarray(r), s) for r, s in zip(results, leaves)]
@@ -79,6 +82,7 @@ def _all_reduce(ev, instr, ops):
     def combine(values):
         sums = [_reduce_all(ev, instr, values, k) for k in range(len(ops))]
         return [sums] * len(values)
+
     return _run(instr, ops, combine)
 
 
@@ -88,13 +92,16 @@ def _all_gather(ev, instr, ops):
     def combine(values):
         gathered = [np.concatenate([v[k] for v in values], axis=dim) for k in range(len(ops))]
         return [gathered] * len(values)
+
     return _run(instr, ops, combine)
 
 
 def _split(array, pieces: int, dim: int, instr) -> list:
     if array.shape[dim] % pieces:
-        raise ExecutionError(f"{instr.opcode} %{instr.name}: dimension {dim} of size "
-                             f"{array.shape[dim]} does not split into {pieces} pieces")
+        raise ExecutionError(
+            f"{instr.opcode} %{instr.name}: dimension {dim} of size "
+            f"{array.shape[dim]} does not split into {pieces} pieces"
+        )
     return np.split(array, pieces, axis=dim)
 
 
@@ -102,28 +109,40 @@ def _reduce_scatter(ev, instr, ops):
     dim = instr.attrs["dimensions"][0]
 
     def combine(values):
-        pieces = [_split(_reduce_all(ev, instr, values, k), len(values), dim, instr)
-                  for k in range(len(ops))]
+        pieces = [
+            _split(_reduce_all(ev, instr, values, k), len(values), dim, instr)
+            for k in range(len(ops))
+        ]
         return [[p[rank] for p in pieces] for rank in range(len(values))]
+
     return _run(instr, ops, combine)
 
 
 def _all_to_all(ev, instr, ops):
     dims = instr.attrs.get("dimensions")
     if not dims:  # tuple form: operand j goes to participant j
+
         def combine(values):
             if any(len(v) != len(values) for v in values):
-                raise ExecutionError(f"all-to-all %{instr.name}: {len(ops)} operands for a "
-                                     f"group of {len(values)}")
+                raise ExecutionError(
+                    f"all-to-all %{instr.name}: {len(ops)} operands for a group of {len(values)}"
+                )
             return [[v[rank] for v in values] for rank in range(len(values))]
+
         return _run(instr, ops, combine)
     dim = dims[0]
 
     def combine_split(values):
         n = len(values)
         chunks = [[_split(v[k], n, dim, instr) for v in values] for k in range(len(ops))]
-        return [[np.concatenate([per_source[rank] for per_source in chunks[k]], axis=dim)
-                 for k in range(len(ops))] for rank in range(n)]
+        return [
+            [
+                np.concatenate([per_source[rank] for per_source in chunks[k]], axis=dim)
+                for k in range(len(ops))
+            ]
+            for rank in range(n)
+        ]
+
     return _run(instr, ops, combine_split)
 
 
@@ -134,16 +153,20 @@ def _collective_broadcast(ev, instr, ops):
 def _collective_permute(ev, instr, ops):
     """One operand, or the combined form: several operands moved along the same pairs."""
     if len(ops) != 1 and not (instr.shape.is_tuple and len(instr.shape.tuple_shapes) == len(ops)):
-        raise UnsupportedError(f"collective-permute %{instr.name}: the in-place form with "
-                               f"{len(ops)} operands is not supported")
+        raise UnsupportedError(
+            f"collective-permute %{instr.name}: the in-place form with "
+            f"{len(ops)} operands is not supported"
+        )
     device, replicas, partitions = _context_counts()
     if device is None:  # one device: it keeps its data only under a pair 0 -> 0
         group = (0,)
     else:
         replica, partition = divmod(device, partitions)
-        group = tuple(replica * partitions + p for p in range(partitions)) \
-            if instr.attrs.get("channel_id") is not None \
+        group = (
+            tuple(replica * partitions + p for p in range(partitions))
+            if instr.attrs.get("channel_id") is not None
             else tuple(r * partitions + partition for r in range(replicas))
+        )
 
     def combine(values):
         out = []
@@ -152,9 +175,16 @@ def _collective_permute(ev, instr, ops):
                 source, _ = permute_peers(instr, member, replicas, partitions)
             except ValueError as exc:
                 raise ExecutionError(f"collective-permute %{instr.name}: {exc}") from None
-            out.append([values[group.index(source)][k] if source in group
-                        else np.zeros_like(values[0][k]) for k in range(len(ops))])
+            out.append(
+                [
+                    values[group.index(source)][k]
+                    if source in group
+                    else np.zeros_like(values[0][k])
+                    for k in range(len(ops))
+                ]
+            )
         return out
+
     return _run_in_group(instr, ops, combine, group)
 
 
@@ -162,6 +192,7 @@ def _run_in_group(instr, ops, combine, group):
     def checked(values):
         _check_same_shapes(instr, values)
         return combine(values)
+
     results = rendezvous.exchange(instr, group, list(ops), checked)
     leaves = _result_leaves(instr)
     if len(ops) == 1:
@@ -172,6 +203,7 @@ def _run_in_group(instr, ops, combine, group):
 def _start(handler):
     """`-start`: the collective runs here; the value is (operands, results, context...) as
     the declared shape says (all-reduce-start's is just the results)."""
+
     def start(ev, instr, ops):
         result = handler(ev, instr, ops)
         if instr.opcode == "all-reduce-start" or not instr.shape.is_tuple:
@@ -179,6 +211,7 @@ def _start(handler):
         extra = [np.zeros((), s.numpy_dtype) for s in instr.shape.tuple_shapes[2:]]
         operands = ops[0] if len(ops) == 1 else tuple(ops)
         return (operands, result, *extra)
+
     return start
 
 
@@ -200,12 +233,18 @@ def _partition_id(ev, instr, ops):
 
 
 HANDLERS = {
-    "all-reduce": _all_reduce, "all-reduce-start": _start(_all_reduce),
-    "all-gather": _all_gather, "all-gather-start": _start(_all_gather),
-    "reduce-scatter": _reduce_scatter, "all-to-all": _all_to_all,
+    "all-reduce": _all_reduce,
+    "all-reduce-start": _start(_all_reduce),
+    "all-gather": _all_gather,
+    "all-gather-start": _start(_all_gather),
+    "reduce-scatter": _reduce_scatter,
+    "all-to-all": _all_to_all,
     "collective-broadcast": _collective_broadcast,
     "collective-permute": _collective_permute,
     "collective-permute-start": _start(_collective_permute),
-    "all-reduce-done": _done, "all-gather-done": _done, "collective-permute-done": _done,
-    "replica-id": _replica_id, "partition-id": _partition_id,
+    "all-reduce-done": _done,
+    "all-gather-done": _done,
+    "collective-permute-done": _done,
+    "replica-id": _replica_id,
+    "partition-id": _partition_id,
 }

@@ -1,4 +1,5 @@
 """Interpreter handlers: tuples, control flow, calls and custom calls."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,8 +25,10 @@ def _while(ev, instr, ops):
         state = ev.evaluate(body, [state])
         iterations += 1
         if ev.max_while_iterations is not None and iterations > ev.max_while_iterations:
-            raise ExecutionError(f"while %{instr.name} ran more than "
-                                 f"{ev.max_while_iterations} iterations (max_while_iterations)")
+            raise ExecutionError(
+                f"while %{instr.name} ran more than "
+                f"{ev.max_while_iterations} iterations (max_while_iterations)"
+            )
     return state
 
 
@@ -48,7 +51,7 @@ def _call(ev, instr, ops):
 
 def _fusion(ev, instr, ops):
     comp = instr.attrs["calls"]
-    return ev.evaluate(comp, ops[:len(comp.parameters)])  # operands after them go unused
+    return ev.evaluate(comp, ops[: len(comp.parameters)])  # operands after them go unused
 
 
 def _identity(ev, instr, ops):
@@ -77,8 +80,10 @@ def check_result(value, shape, what: str):
         return None
     array = np.asarray(value)
     if array.shape != shape.dims or array.dtype != shape.numpy_dtype:
-        raise CustomCallError(f"{what} returned {array.dtype}{list(array.shape)}, but the "
-                              f"instruction's shape is {shape}")
+        raise CustomCallError(
+            f"{what} returned {array.dtype}{list(array.shape)}, but the "
+            f"instruction's shape is {shape}"
+        )
     return array
 
 
@@ -106,8 +111,9 @@ def _async_start(ev, instr, ops):
 
 
 def _async_update(ev, instr, ops):
-    if len(ops) == 1 and instr.shape.tuple_shapes[1].compatible(instr.operand(0).shape
-                                                                .tuple_shapes[1]):
+    if len(ops) == 1 and instr.shape.tuple_shapes[1].compatible(
+        instr.operand(0).shape.tuple_shapes[1]
+    ):
         return ops[0]  # nothing newly bound: the value goes on as it is
     return _async_context(ev, instr, tuple(ops[0][0]) + tuple(ops[1:]))
 
@@ -128,10 +134,20 @@ def _copy_done(ev, instr, ops):
 
 
 HANDLERS = {
-    "tuple": _tuple, "get-tuple-element": _get_tuple_element, "while": _while,
-    "conditional": _conditional, "call": _call, "fusion": _fusion,
-    "opt-barrier": _identity, "add-dependency": _identity, "domain": _identity,
-    "after-all": _after_all, "custom-call": _custom_call, "async-start": _async_start,
-    "async-update": _async_update, "async-done": _async_done, "copy-start": _copy_start,
+    "tuple": _tuple,
+    "get-tuple-element": _get_tuple_element,
+    "while": _while,
+    "conditional": _conditional,
+    "call": _call,
+    "fusion": _fusion,
+    "opt-barrier": _identity,
+    "add-dependency": _identity,
+    "domain": _identity,
+    "after-all": _after_all,
+    "custom-call": _custom_call,
+    "async-start": _async_start,
+    "async-update": _async_update,
+    "async-done": _async_done,
+    "copy-start": _copy_start,
     "copy-done": _copy_done,
 }

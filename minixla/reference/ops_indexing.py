@@ -9,6 +9,7 @@ Out-of-range starts follow XLA: gather clamps each start so the whole slice fits
 an update window whose full extent does not fit. Duplicate scatter targets are combined in the
 row-major order of the update elements.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,8 +22,13 @@ _VECTOR_SAFE = {"parameter", "constant", "tuple", "get-tuple-element"}
 
 # Combiners `op(p0, p1)` that ufunc.at applies exactly. Float maximum/minimum are absent: XLA
 # orders -0 below +0, which NumPy does not, so they go through the interpreter's own op.
-_UFUNCS = {"add": np.add, "multiply": np.multiply, "or": np.bitwise_or,
-           "and": np.bitwise_and, "xor": np.bitwise_xor}
+_UFUNCS = {
+    "add": np.add,
+    "multiply": np.multiply,
+    "or": np.bitwise_or,
+    "and": np.bitwise_and,
+    "xor": np.bitwise_xor,
+}
 _INT_UFUNCS = {"maximum": np.maximum, "minimum": np.minimum}
 
 
@@ -61,6 +67,7 @@ def _along(values: np.ndarray, axis: int, rank: int) -> np.ndarray:
 
 # ---- gather -----------------------------------------------------------------------------------
 
+
 def _gather(ev, instr, operands):
     operand, indices = operands
     attrs = instr.attrs
@@ -71,27 +78,34 @@ def _gather(ev, instr, operands):
     offset_dims = attrs.get("offset_dims", ())
     operand_batching = attrs.get("operand_batching_dims", ())
     dropped = set(attrs.get("collapsed_slice_dims", ())) | set(operand_batching)
-    starts = _starts(_index_vectors(indices, ivd), operand.ndim, attrs["start_index_map"],
-                     operand_batching, attrs.get("start_indices_batching_dims", ()), ivd)
+    starts = _starts(
+        _index_vectors(indices, ivd),
+        operand.ndim,
+        attrs["start_index_map"],
+        operand_batching,
+        attrs.get("start_indices_batching_dims", ()),
+        ivd,
+    )
     starts = np.clip(starts, 0, np.array(operand.shape, np.int64) - sizes)
     batch_shape, rank = starts.shape[:-1], operand.ndim
     full_rank = len(batch_shape) + rank
     index = tuple(
         starts[..., dim].reshape(batch_shape + (1,) * rank)
         + _along(np.arange(sizes[dim]), len(batch_shape) + dim, full_rank)
-        for dim in range(rank))
+        for dim in range(rank)
+    )
     window = operand[index] if rank else np.broadcast_to(operand, batch_shape).copy()
     offset_sizes = tuple(int(sizes[d]) for d in range(rank) if d not in dropped)
     window = window.reshape(batch_shape + offset_sizes)  # dropped dims all have size 1
     # output dim j is the next offset dim if j is in offset_dims, else the next batch dim
     batch_axes = iter(range(len(batch_shape)))
     offset_axes = iter(range(len(batch_shape), window.ndim))
-    perm = [next(offset_axes) if j in offset_dims else next(batch_axes)
-            for j in range(window.ndim)]
+    perm = [next(offset_axes) if j in offset_dims else next(batch_axes) for j in range(window.ndim)]
     return as_dtype(np.asarray(window.transpose(perm), order="C"), instr.shape)
 
 
 # ---- scatter ----------------------------------------------------------------------------------
+
 
 def _scatter_targets(instr, operand_shape, indices, update_shape):
     """Flat operand positions of the in-bounds update elements, and the mask selecting those
@@ -101,9 +115,14 @@ def _scatter_targets(instr, operand_shape, indices, update_shape):
     window_dims = tuple(attrs.get("update_window_dims", ()))
     input_batching = attrs.get("input_batching_dims", ())
     skipped = set(attrs.get("inserted_window_dims", ())) | set(input_batching)
-    starts = _starts(_index_vectors(indices, ivd), len(operand_shape),
-                     attrs["scatter_dims_to_operand_dims"], input_batching,
-                     attrs.get("scatter_indices_batching_dims", ()), ivd)
+    starts = _starts(
+        _index_vectors(indices, ivd),
+        len(operand_shape),
+        attrs["scatter_dims_to_operand_dims"],
+        input_batching,
+        attrs.get("scatter_indices_batching_dims", ()),
+        ivd,
+    )
     rank, update_rank = len(operand_shape), len(update_shape)
     window_operand_dims = [d for d in range(rank) if d not in skipped]
     window_size = np.ones(rank, np.int64)
@@ -153,12 +172,14 @@ def _occurrence_rank(positions: np.ndarray) -> np.ndarray:
 def _combine_general(ev, comp, outs, positions, values):
     """Applies the combiner in rounds: round r takes each position's r-th update, so positions
     within a round are distinct and one vector call covers them; sequential order is kept."""
-    vectorizable = all(i.opcode in _VECTOR_SAFE or i.opdef.kind == ELEMENTWISE
-                       for i in comp.post_order())
+    vectorizable = all(
+        i.opcode in _VECTOR_SAFE or i.opdef.kind == ELEMENTWISE for i in comp.post_order()
+    )
     if not vectorizable:  # e.g. a combiner with broadcast/reshape: one element at a time
         for k, pos in enumerate(positions):
-            _store(outs, [pos], ev.apply_scalar(comp, [o[pos] for o in outs]
-                                                + [v[k] for v in values]))
+            _store(
+                outs, [pos], ev.apply_scalar(comp, [o[pos] for o in outs] + [v[k] for v in values])
+            )
         return
     rank = _occurrence_rank(positions)
     for r in range(int(rank.max(initial=-1)) + 1):
@@ -176,7 +197,7 @@ def _store(outs, pos, result):
 
 def _scatter(ev, instr, operands):
     count = (len(operands) - 1) // 2
-    inputs, indices, updates = operands[:count], operands[count], operands[count + 1:]
+    inputs, indices, updates = operands[:count], operands[count], operands[count + 1 :]
     shape = inputs[0].shape
     positions, mask = _scatter_targets(instr, shape, indices, updates[0].shape)
     outs = [np.array(x, order="C").reshape(-1) for x in inputs]  # fresh copies

@@ -6,6 +6,7 @@ floats (f16, bf16, f8) in f32, f32 in f32, f64 in f64, integers in 64 bits with 
 wrapped to its width (so s8 x s8 -> s32 wraps exactly as an s32 accumulator would). The
 factorizations and batch norm run in f64 / c128, which only makes them more accurate.
 """
+
 from __future__ import annotations
 
 import math
@@ -53,6 +54,7 @@ def _wide(values: np.ndarray) -> np.ndarray:
 
 # ---- dot ----------------------------------------------------------------------------------------
 
+
 def _dot(ev, instr, operands):
     lhs, rhs = operands
     work = _work_dtype(instr.shape.numpy_dtype, lhs.dtype, rhs.dtype)
@@ -71,12 +73,19 @@ def _contract(attrs, lhs: np.ndarray, rhs: np.ndarray, work: np.dtype) -> np.nda
     def size(array, dims):
         return math.prod(array.shape[d] for d in dims)
 
-    lhs3 = lhs.transpose(lhs_batch + lhs_free + lhs_contract).astype(work).reshape(
-        size(lhs, lhs_batch), size(lhs, lhs_free), size(lhs, lhs_contract))
-    rhs3 = rhs.transpose(rhs_batch + rhs_contract + rhs_free).astype(work).reshape(
-        size(rhs, rhs_batch), size(rhs, rhs_contract), size(rhs, rhs_free))
+    lhs3 = (
+        lhs.transpose(lhs_batch + lhs_free + lhs_contract)
+        .astype(work)
+        .reshape(size(lhs, lhs_batch), size(lhs, lhs_free), size(lhs, lhs_contract))
+    )
+    rhs3 = (
+        rhs.transpose(rhs_batch + rhs_contract + rhs_free)
+        .astype(work)
+        .reshape(size(rhs, rhs_batch), size(rhs, rhs_contract), size(rhs, rhs_free))
+    )
     return np.matmul(lhs3, rhs3).reshape(
-        [lhs.shape[d] for d in lhs_batch + lhs_free] + [rhs.shape[d] for d in rhs_free])
+        [lhs.shape[d] for d in lhs_batch + lhs_free] + [rhs.shape[d] for d in rhs_free]
+    )
 
 
 def _scaled_dot(ev, instr, operands):
@@ -90,11 +99,14 @@ def _scaled_dot(ev, instr, operands):
             scales = np.repeat(scales, size // blocks, axis=axis)
         return values.astype(work) * scales.astype(work)
 
-    return convert(_contract(instr.attrs, scaled(lhs, lhs_scale), scaled(rhs, rhs_scale),
-                             work), instr.shape.numpy_dtype)
+    return convert(
+        _contract(instr.attrs, scaled(lhs, lhs_scale), scaled(rhs, rhs_scale), work),
+        instr.shape.numpy_dtype,
+    )
 
 
 # ---- convolution --------------------------------------------------------------------------------
+
 
 def _dilate_and_pad(x: np.ndarray, window) -> np.ndarray:
     """Applies lhs (base) dilation, then edge padding (negative = crop) to spatial axes 2.."""
@@ -112,8 +124,9 @@ def _dilate_and_pad(x: np.ndarray, window) -> np.ndarray:
         widths[axis] = (max(wd.padding_low, 0), max(wd.padding_high, 0))
         x = np.pad(x, widths)
         index = [slice(None)] * x.ndim
-        index[axis] = slice(max(-wd.padding_low, 0),
-                            max(x.shape[axis] - max(-wd.padding_high, 0), 0))
+        index[axis] = slice(
+            max(-wd.padding_low, 0), max(x.shape[axis] - max(-wd.padding_high, 0), 0)
+        )
         x = x[tuple(index)]
     return x
 
@@ -125,8 +138,11 @@ def _window_patches(x: np.ndarray, window, kernel_sizes) -> np.ndarray | None:
     if any(x.shape[a] < e for a, e in zip(spatial, extents)) or 0 in kernel_sizes:
         return None
     view = np.lib.stride_tricks.sliding_window_view(x, extents, axis=spatial)
-    index = ([slice(None)] * 2 + [slice(None, None, wd.stride) for wd in window]
-             + [slice(None, None, wd.rhs_dilation) for wd in window])
+    index = (
+        [slice(None)] * 2
+        + [slice(None, None, wd.stride) for wd in window]
+        + [slice(None, None, wd.rhs_dilation) for wd in window]
+    )
     return view[tuple(index)]
 
 
@@ -141,8 +157,9 @@ def _convolution(ev, instr, operands):
     window = attrs["window"].dims if "window" in attrs else tuple(map(WindowDim, kernel_sizes))
     work = _work_dtype(instr.shape.numpy_dtype, lhs.dtype, rhs.dtype)
     x = lhs.transpose((dims.input_batch, dims.input_feature) + dims.input_spatial).astype(work)
-    kernel = rhs.transpose((dims.kernel_output_feature, dims.kernel_input_feature)
-                           + dims.kernel_spatial).astype(work)
+    kernel = rhs.transpose(
+        (dims.kernel_output_feature, dims.kernel_input_feature) + dims.kernel_spatial
+    ).astype(work)
     reversed_axes = [2 + i for i, wd in enumerate(window) if wd.reversal]
     kernel = np.flip(kernel, reversed_axes) if reversed_axes else kernel
     patches = _window_patches(_dilate_and_pad(x, window), window, kernel_sizes)
@@ -176,9 +193,17 @@ def _convolution(ev, instr, operands):
 
 # ---- fft ----------------------------------------------------------------------------------------
 
+
 def _fft(ev, instr, operands):
-    return as_dtype(fft_values(operands[0], str(instr.attrs["fft_type"]),
-                               tuple(instr.attrs["fft_length"]), instr.shape.dims), instr.shape)
+    return as_dtype(
+        fft_values(
+            operands[0],
+            str(instr.attrs["fft_type"]),
+            tuple(instr.attrs["fft_length"]),
+            instr.shape.dims,
+        ),
+        instr.shape,
+    )
 
 
 def fft_values(x: np.ndarray, kind: str, lengths: tuple, dims) -> np.ndarray:
@@ -212,13 +237,14 @@ def _complex_fft(x: np.ndarray, lengths, axes, inverse: bool) -> np.ndarray:
 
 # ---- triangular-solve and cholesky --------------------------------------------------------------
 
+
 def _substitute(tri: np.ndarray, b: np.ndarray, lower: bool) -> np.ndarray:
     """Solves tri @ x = b by forward (lower) or back (upper) substitution, batched."""
     m = tri.shape[-1]
     x = np.zeros(np.broadcast_shapes(tri.shape[:-2], b.shape[:-2]) + b.shape[-2:], b.dtype)
     for i in range(m) if lower else reversed(range(m)):
         # rows of x not solved yet are still zero, so the full row product is the partial sum
-        rest = b[..., i, :] - (tri[..., i:i + 1, :] @ x)[..., 0, :]
+        rest = b[..., i, :] - (tri[..., i : i + 1, :] @ x)[..., 0, :]
         x[..., i, :] = rest / tri[..., i, i, None]
     return x
 
@@ -261,13 +287,14 @@ def cholesky_values(a: np.ndarray, lower: bool) -> np.ndarray:
             row = factor[..., j, :j]
             pivot = np.sqrt(source[..., j, j].real - np.sum(np.abs(row) ** 2, axis=-1))
             factor[..., j, j] = pivot
-            dots = (factor[..., j + 1:, :j] @ row.conj()[..., None])[..., 0]
-            factor[..., j + 1:, j] = (source[..., j + 1:, j] - dots) / pivot[..., None]
+            dots = (factor[..., j + 1 :, :j] @ row.conj()[..., None])[..., 0]
+            factor[..., j + 1 :, j] = (source[..., j + 1 :, j] - dots) / pivot[..., None]
     result = factor if lower else factor.conj().swapaxes(-1, -2)
     return np.asarray(result, order="C")
 
 
 # ---- batch norm ---------------------------------------------------------------------------------
+
 
 def _per_feature(vector: np.ndarray, rank: int, feature: int) -> np.ndarray:
     shape = [1] * rank
@@ -285,9 +312,10 @@ def _batch_norm_training(ev, instr, operands):
     axes, wide = _reduce_axes(x, feature), _wide(x)
     mean = wide.mean(axis=axes)
     centered = wide - _per_feature(mean, x.ndim, feature)
-    var = (centered ** 2).mean(axis=axes)  # biased (population) variance, as XLA
-    out = (centered / np.sqrt(_per_feature(var, x.ndim, feature) + epsilon)
-           * _per_feature(scale, x.ndim, feature) + _per_feature(offset, x.ndim, feature))
+    var = (centered**2).mean(axis=axes)  # biased (population) variance, as XLA
+    out = centered / np.sqrt(_per_feature(var, x.ndim, feature) + epsilon) * _per_feature(
+        scale, x.ndim, feature
+    ) + _per_feature(offset, x.ndim, feature)
     shapes = instr.shape.tuple_shapes
     return (_finish(out, shapes[0]), _finish(mean, shapes[1]), _finish(var, shapes[2]))
 
@@ -296,9 +324,9 @@ def _batch_norm_inference(ev, instr, operands):
     x, scale, offset, mean, var = operands
     feature, epsilon = instr.attrs["feature_index"], instr.attrs["epsilon"]
     rank = x.ndim
-    out = ((_wide(x) - _per_feature(mean, rank, feature))
-           / np.sqrt(_per_feature(var, rank, feature) + epsilon)
-           * _per_feature(scale, rank, feature) + _per_feature(offset, rank, feature))
+    out = (_wide(x) - _per_feature(mean, rank, feature)) / np.sqrt(
+        _per_feature(var, rank, feature) + epsilon
+    ) * _per_feature(scale, rank, feature) + _per_feature(offset, rank, feature)
     return _finish(out, instr.shape)
 
 
@@ -313,17 +341,27 @@ def _batch_norm_grad(ev, instr, operands):
     grad_centered = (grad * centered).sum(axis=axes)
     count = x.size // max(x.shape[feature], 1)
     # d/dx of scale * (x - mean(x)) / sqrt(var(x) + eps) + offset, with batch statistics
-    grad_x = (_per_feature(_wide(scale) * inv_std, rank, feature)
-              * (grad - _per_feature(grad_offset / count, rank, feature)
-                 - centered * _per_feature(grad_centered / count * inv_std ** 2, rank, feature)))
+    grad_x = _per_feature(_wide(scale) * inv_std, rank, feature) * (
+        grad
+        - _per_feature(grad_offset / count, rank, feature)
+        - centered * _per_feature(grad_centered / count * inv_std**2, rank, feature)
+    )
     shapes = instr.shape.tuple_shapes
-    return (_finish(grad_x, shapes[0]), _finish(grad_centered * inv_std, shapes[1]),
-            _finish(grad_offset, shapes[2]))
+    return (
+        _finish(grad_x, shapes[0]),
+        _finish(grad_centered * inv_std, shapes[1]),
+        _finish(grad_offset, shapes[2]),
+    )
 
 
 HANDLERS = {
-    "dot": _dot, "scaled-dot": _scaled_dot, "convolution": _convolution, "fft": _fft,
-    "triangular-solve": _triangular_solve, "cholesky": _cholesky,
-    "batch-norm-training": _batch_norm_training, "batch-norm-inference": _batch_norm_inference,
+    "dot": _dot,
+    "scaled-dot": _scaled_dot,
+    "convolution": _convolution,
+    "fft": _fft,
+    "triangular-solve": _triangular_solve,
+    "cholesky": _cholesky,
+    "batch-norm-training": _batch_norm_training,
+    "batch-norm-inference": _batch_norm_inference,
     "batch-norm-grad": _batch_norm_grad,
 }

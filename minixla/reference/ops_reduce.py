@@ -26,6 +26,7 @@ the cores are checked against Random123's known-answer vectors, not against XLA 
 rng ops the executable has evaluated so far, so every backend (cpu runs rng through this
 handler) gives the same values for the same sequence of calls; they do not match XLA's.
 """
+
 from __future__ import annotations
 
 import functools
@@ -49,6 +50,7 @@ _SEQUENTIAL_FOLD_LIMIT = 64
 
 
 # ---- shared helpers ------------------------------------------------------------------------
+
 
 def _fast_op(comp, dtype) -> str | None:
     """The opcode when `comp` is `op(p0, p1)` (either order) and NumPy can reduce `dtype`."""
@@ -84,8 +86,10 @@ def _out_shapes(instr) -> list:
 
 def _finish(instr, arrays):
     """Broadcasts/casts results to the declared shapes; a tuple for a tuple shape."""
-    outs = [as_dtype(np.array(np.broadcast_to(a, s.dims)), s)
-            for a, s in zip(arrays, _out_shapes(instr))]
+    outs = [
+        as_dtype(np.array(np.broadcast_to(a, s.dims)), s)
+        for a, s in zip(arrays, _out_shapes(instr))
+    ]
     return tuple(outs) if instr.shape.is_tuple else outs[0]
 
 
@@ -95,6 +99,7 @@ def _from_acc(values, dtype):
 
 
 # ---- reduce ----------------------------------------------------------------------------------
+
 
 def _signed_zero_fix(op: str, values: np.ndarray, result: np.ndarray, axes) -> np.ndarray:
     """np.maximum/minimum ignore the sign of zero; XLA's order -0 below +0."""
@@ -119,8 +124,11 @@ def _fast_reduce(op: str, operand: np.ndarray, init: np.ndarray, axes) -> np.nda
     with np.errstate(all="ignore"):
         # -0.0 is addition's true identity; NumPy starts sums from +0.0, losing the sign of
         # an all-negative-zero sum
-        start = {"initial": complex(-0.0, -0.0) if kind == "c" else -0.0} \
-            if op == "add" and kind in "fc" else {}
+        start = (
+            {"initial": complex(-0.0, -0.0) if kind == "c" else -0.0}
+            if op == "add" and kind in "fc"
+            else {}
+        )
         partial = ufunc.reduce(values, axis=axes, dtype=acc, **start)
         if kind == "f" and op in ("maximum", "minimum"):
             partial = _signed_zero_fix(op, values, partial, axes)
@@ -132,10 +140,18 @@ def _pairwise_fold(ev, comp, flat, n):
     element order is kept, so any associative to_apply gives the sequential result."""
     while flat[0].shape[-1] > 1:
         even = flat[0].shape[-1] // 2 * 2
-        merged = _results(ev.apply_scalar(comp, [x[..., 0:even:2] for x in flat]
-                                          + [x[..., 1:even:2] for x in flat]), n)
-        flat = [np.concatenate([np.broadcast_to(m, x[..., 0:even:2].shape).astype(x.dtype),
-                                x[..., even:]], axis=-1) for m, x in zip(merged, flat)]
+        merged = _results(
+            ev.apply_scalar(
+                comp, [x[..., 0:even:2] for x in flat] + [x[..., 1:even:2] for x in flat]
+            ),
+            n,
+        )
+        flat = [
+            np.concatenate(
+                [np.broadcast_to(m, x[..., 0:even:2].shape).astype(x.dtype), x[..., even:]], axis=-1
+            )
+            for m, x in zip(merged, flat)
+        ]
     return [x[..., 0] for x in flat]
 
 
@@ -167,6 +183,7 @@ def _reduce(ev, instr, ops):
 
 # ---- windows ---------------------------------------------------------------------------------
 
+
 def _window_out_size(n: int, wd) -> int:
     padded = wd.padding_low + wd.padding_high + ((n - 1) * wd.lhs_dilation + 1 if n else 0)
     extent = (wd.size - 1) * wd.rhs_dilation + 1
@@ -192,10 +209,12 @@ def _window_taps(dims, window):
     rank = len(dims)
     for combo in itertools.product(*per_dim):
         # Open-mesh vectors (np.ix_ would read the bool masks as index lists).
-        index = tuple(c[0].reshape([-1 if i == d else 1 for i in range(rank)])
-                      for d, c in enumerate(combo))
-        valid = functools.reduce(np.logical_and, (c[1].reshape(i.shape)
-                                                  for c, i in zip(combo, index)), np.True_)
+        index = tuple(
+            c[0].reshape([-1 if i == d else 1 for i in range(rank)]) for d, c in enumerate(combo)
+        )
+        valid = functools.reduce(
+            np.logical_and, (c[1].reshape(i.shape) for c, i in zip(combo, index)), np.True_
+        )
         yield index, np.asarray(valid)
 
 
@@ -237,8 +256,8 @@ def _select_and_scatter(ev, instr, ops):
     if source.shape != _window_shape(operand.shape, window):
         raise ShapeError(f"select-and-scatter source {source.shape} does not match the windows")
     best = best_at = have = None
-    strides = np.array([int(np.prod(operand.shape[d + 1:])) for d in range(operand.ndim)])
-    for index, valid in (_window_taps(operand.shape, window) if operand.size else ()):
+    strides = np.array([int(np.prod(operand.shape[d + 1 :])) for d in range(operand.ndim)])
+    for index, valid in _window_taps(operand.shape, window) if operand.size else ():
         values = operand[index]
         flat = sum((i * s for i, s in zip(index, strides)), np.zeros((), np.int64))
         if best is None:
@@ -258,8 +277,9 @@ def _select_and_scatter(ev, instr, ops):
         rank = np.arange(targets.size) - np.repeat(starts, np.diff(np.r_[starts, targets.size]))
         for r in range(int(rank.max()) + 1):
             at = targets[rank == r]
-            out[at] = np.broadcast_to(ev.apply_scalar(scatter, [out[at], updates[rank == r]]),
-                                      at.shape)
+            out[at] = np.broadcast_to(
+                ev.apply_scalar(scatter, [out[at], updates[rank == r]]), at.shape
+            )
     return as_dtype(out.reshape(operand.shape), instr.shape)
 
 
@@ -275,10 +295,12 @@ def _philox4x32(counter, key):
     for _ in range(10):
         p0 = c0.astype(np.uint64) * np.uint64(0xD2511F53)
         p1 = c2.astype(np.uint64) * np.uint64(0xCD9E8D57)
-        c0, c1, c2, c3 = ((p1 >> np.uint64(32)).astype(np.uint32) ^ c1 ^ np.uint32(k0),
-                          p1.astype(np.uint32),
-                          (p0 >> np.uint64(32)).astype(np.uint32) ^ c3 ^ np.uint32(k1),
-                          p0.astype(np.uint32))
+        c0, c1, c2, c3 = (
+            (p1 >> np.uint64(32)).astype(np.uint32) ^ c1 ^ np.uint32(k0),
+            p1.astype(np.uint32),
+            (p0 >> np.uint64(32)).astype(np.uint32) ^ c3 ^ np.uint32(k1),
+            p0.astype(np.uint32),
+        )
         k0, k1 = (k0 + 0x9E3779B9) & _M32, (k1 + 0xBB67AE85) & _M32
     return c0, c1, c2, c3
 
@@ -340,14 +362,15 @@ def _threefry_bits(key: int, counter: int, dims, bits: int):
     else:
         even = [i for i, d in enumerate(dims) if d % 2 == 0]
         split = even[0] if even else int(np.argmax(dims))
-        half = dims[:split] + [-(-dims[split] // 2)] + dims[split + 1:]
+        half = dims[:split] + [-(-dims[split] // 2)] + dims[split + 1 :]
     count = int(np.prod(half))
     ctr = np.uint64(counter) + np.arange(count, dtype=np.uint64)
     x0, x1 = (w.reshape(half) for w in _threefry2x32(_split_u64(ctr), key_words))
     if not dims:
         return x0.reshape(()), (counter + count) % 2**64
     both = np.stack([x0, x1], axis=split + 1).reshape(
-        dims[:split] + [2 * half[split]] + dims[split + 1:])
+        dims[:split] + [2 * half[split]] + dims[split + 1 :]
+    )
     return np.take(both, np.arange(dims[split]), axis=split), (counter + count) % 2**64
 
 
@@ -363,11 +386,12 @@ def _rng_bit_generator(ev, instr, ops):
     if algorithm in ("rng_default", "rng_philox"):
         if words.size < 2:
             raise ShapeError("rng-bit-generator Philox state needs at least two u64 words")
-        low, high = (int(words[1]), int(words[2])) if words.size >= 3 else \
-            (int(words[1]), int(words[0]))
+        low, high = (
+            (int(words[1]), int(words[2])) if words.size >= 3 else (int(words[1]), int(words[0]))
+        )
         flat, (new_low, new_high) = _philox_bits(key, low, high, int(np.prod(dims)), bits)
         data = flat.reshape(dims)
-        new_state[1:3] = [new_low, new_high][:words.size - 1]
+        new_state[1:3] = [new_low, new_high][: words.size - 1]
     elif algorithm == "rng_three_fry":
         data, new_state[1] = _threefry_bits(key, int(words[1]), dims, bits)
     else:
@@ -377,8 +401,10 @@ def _rng_bit_generator(ev, instr, ops):
         raise UnsupportedError(f"rng-bit-generator cannot produce {data_shape.dtype}")
     new_words = np.array(new_state, np.uint64)
     new_words = new_words.view(np.uint32) if state.dtype == np.uint32 else new_words
-    return (as_dtype(new_words.reshape(state_shape.dims), state_shape),
-            np.array(data).view(data_shape.numpy_dtype))
+    return (
+        as_dtype(new_words.reshape(state_shape.dims), state_shape),
+        np.array(data).view(data_shape.numpy_dtype),
+    )
 
 
 def _rng(ev, instr, ops):

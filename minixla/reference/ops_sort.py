@@ -11,6 +11,7 @@ binary search, one comparator call per search step for all rows at once.
 topk is XLA's TopkDecomposer: a stable sort under the total order (-NaN < -inf < ... < -0 < +0
 < ... < inf < NaN), descending for largest=true, ascending otherwise, so ties keep index order.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,6 +26,7 @@ _DEFAULT_TYPE = {"f": "FLOAT", "i": "SIGNED", "u": "UNSIGNED", "b": "UNSIGNED"}
 
 
 # ---- sort keys ---------------------------------------------------------------------------------
+
 
 def total_order_key(values: np.ndarray) -> np.ndarray:
     """Signed integers whose order is the float total order (sign-magnitude -> two's complement)."""
@@ -64,6 +66,7 @@ def _sort_key(values: np.ndarray, compare_type: str | None, descending: bool):
 
 # ---- comparator pattern matching ----------------------------------------------------------
 
+
 def _params_of(instr, memo: dict) -> frozenset:
     if id(instr) not in memo:
         if instr.opcode == "parameter":
@@ -78,14 +81,21 @@ def _same_expr(a, b, pmap: dict, memo: dict) -> bool:
     if a is b:
         return all(pmap.get(p, p) == p for p in _params_of(a, memo))
     if a.opcode == "parameter":
-        return b.opcode == "parameter" and pmap.get(a.parameter_number,
-                                                     a.parameter_number) == b.parameter_number
+        return (
+            b.opcode == "parameter"
+            and pmap.get(a.parameter_number, a.parameter_number) == b.parameter_number
+        )
     if a.opcode != b.opcode or a.shape != b.shape or len(a.operands) != len(b.operands):
         return False
     if a.opcode == "constant":
         la, lb = a.literal, b.literal
-        return (isinstance(la, np.ndarray) and isinstance(lb, np.ndarray)
-                and la.dtype == lb.dtype and la.shape == lb.shape and la.tobytes() == lb.tobytes())
+        return (
+            isinstance(la, np.ndarray)
+            and isinstance(lb, np.ndarray)
+            and la.dtype == lb.dtype
+            and la.shape == lb.shape
+            and la.tobytes() == lb.tobytes()
+        )
     own = {k: v for k, v in a.attrs.items() if k not in GENERIC_ATTRS}
     if own != {k: v for k, v in b.attrs.items() if k not in GENERIC_ATTRS}:
         return False
@@ -110,8 +120,11 @@ def _key_spec(cmp, memo):
 
 def _is_tie_test(eq, lt, memo) -> bool:
     """eq is compare(EQ) of the same two expressions (and comparison type) as lt."""
-    if eq.opcode != "compare" or eq.attrs.get("direction") != "EQ" or \
-            eq.attrs.get("type") != lt.attrs.get("type"):
+    if (
+        eq.opcode != "compare"
+        or eq.attrs.get("direction") != "EQ"
+        or eq.attrs.get("type") != lt.attrs.get("type")
+    ):
         return False
     (e0, e1), (l0, l1) = eq.operands, lt.operands
     same = lambda x, y: _same_expr(x, y, {}, memo)  # noqa: E731
@@ -152,6 +165,7 @@ def _eval_expr(ev, root, value):
             else:
                 memo[id(node)] = ev.table[node.opcode](ev, node, [visit(o) for o in node.operands])
         return memo[id(node)]
+
     return visit(root)
 
 
@@ -174,6 +188,7 @@ def _lexsort_perm(ev, comp, operands):
 
 # ---- general merge sort ----------------------------------------------------------------------
 
+
 def _merge_level(ev, comp, rows, order, width, n):
     """Merges neighbouring sorted runs of `width` in `order` (rows x size; entries >= n are
     padding that sorts last). Each element of a left run finds, by binary search, how many
@@ -189,8 +204,10 @@ def _merge_level(ev, comp, rows, order, width, n):
         other = np.take_along_axis(right, np.minimum(mid, width - 1), axis=-1)
         args = []
         for values in rows:  # comparator(right element, left element), operands interleaved
-            args += [np.take_along_axis(values, flat(other), 1).reshape(other.shape),
-                     np.take_along_axis(values, flat(left), 1).reshape(left.shape)]
+            args += [
+                np.take_along_axis(values, flat(other), 1).reshape(other.shape),
+                np.take_along_axis(values, flat(left), 1).reshape(left.shape),
+            ]
         less = np.broadcast_to(np.asarray(ev.apply_scalar(comp, args), bool), left.shape)
         less = (other < n) & (less | (left >= n))
         active = lo < hi
@@ -226,8 +243,9 @@ def _sort(ev, instr, ops):
     dim = instr.attrs["dimensions"][0]
     comp = instr.attrs["to_apply"]
     if len(comp.parameters) != 2 * len(ops):
-        raise ShapeError(f"sort comparator takes {len(comp.parameters)} parameters, "
-                         f"expected {2 * len(ops)}")
+        raise ShapeError(
+            f"sort comparator takes {len(comp.parameters)} parameters, expected {2 * len(ops)}"
+        )
     moved = [np.moveaxis(np.asarray(x), dim, -1) for x in ops]
     perm = _lexsort_perm(ev, comp, moved) if moved[0].size else None
     if perm is None:
@@ -246,8 +264,10 @@ def _topk(ev, instr, ops):
     key = _sort_key(operand, ctype, descending=largest)
     perm = np.argsort(key, axis=-1, kind="stable")[..., :k]
     values_shape, indices_shape = instr.shape.tuple_shapes
-    return (as_dtype(np.take_along_axis(operand, perm, axis=-1), values_shape),
-            as_dtype(perm, indices_shape))
+    return (
+        as_dtype(np.take_along_axis(operand, perm, axis=-1), values_shape),
+        as_dtype(perm, indices_shape),
+    )
 
 
 HANDLERS = {"sort": _sort, "topk": _topk}

@@ -6,6 +6,7 @@ the compile memo that shares the compiled code) each start their own sequence. T
 makes its stream the active one while it runs; an evaluator used on its own (constant folding,
 tests) draws from its own.
 """
+
 from __future__ import annotations
 
 import contextvars
@@ -24,7 +25,8 @@ class RandomStream:
 
 
 _active: contextvars.ContextVar[RandomStream | None] = contextvars.ContextVar(
-    "minixla_random_stream", default=None)
+    "minixla_random_stream", default=None
+)
 
 
 def active_stream() -> RandomStream | None:

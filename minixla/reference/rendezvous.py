@@ -7,6 +7,7 @@ to arrive computes every participant's result with `combine` and wakes the other
 that is missing after the timeout, or one that fails, ends the whole run with an error that
 names the instruction and the devices that did not arrive; nobody waits forever.
 """
+
 from __future__ import annotations
 
 import threading
@@ -55,8 +56,15 @@ class Rendezvous:
                 self._failed = (device, error)
             self._cond.notify_all()
 
-    def exchange(self, key: tuple, group: tuple[int, ...], device: int, value,
-                 combine: Callable[[list], list], what: str):
+    def exchange(
+        self,
+        key: tuple,
+        group: tuple[int, ...],
+        device: int,
+        value,
+        combine: Callable[[list], list],
+        what: str,
+    ):
         rank = group.index(device)
         with self._cond:
             slot = self._slots.setdefault(key, _Slot(len(group)))
@@ -80,8 +88,9 @@ class Rendezvous:
         deadline = time.monotonic() + self.timeout
         while slot.outputs is None and slot.error is None:
             if self._failed is not None:
-                raise CollectiveAbortedError(f"{what}: device {self._failed[0]} failed, so the "
-                                             f"collective cannot complete")
+                raise CollectiveAbortedError(
+                    f"{what}: device {self._failed[0]} failed, so the collective cannot complete"
+                )
             left = deadline - time.monotonic()
             if left <= 0:
                 arrived = sorted(group[r] for r in slot.inputs)
@@ -89,13 +98,15 @@ class Rendezvous:
                 raise CollectiveTimeoutError(
                     f"{what} timed out after {self.timeout:g} s: devices {missing} did not "
                     f"arrive (arrived: {arrived}); a device took another path through the "
-                    f"program, or the replica groups do not match")
+                    f"program, or the replica groups do not match"
+                )
             self._cond.wait(left)
 
 
 @dataclass
 class DeviceContext:
     """What a collective needs to know on one device thread."""
+
     device: int
     replicas: int
     partitions: int
@@ -137,5 +148,6 @@ def exchange(instr, group: tuple[int, ...], value, combine: Callable[[list], lis
         return combine([value])[0]
     context.occurrences[(instr.name, group)] += 1
     key = (instr.name, group, context.occurrences[(instr.name, group)])
-    return context.rendezvous.exchange(key, group, context.device, value, combine,
-                                       f"{instr.opcode} %{instr.name}")
+    return context.rendezvous.exchange(
+        key, group, context.device, value, combine, f"{instr.opcode} %{instr.name}"
+    )

@@ -8,6 +8,7 @@ returns the results as LAPACK leaves them. Leading dimensions are batch dimensio
 minixla.reference.custom_call falls back on this table for every backend, with each backend's
 calling convention; a registration by the user wins.
 """
+
 from __future__ import annotations
 
 import re
@@ -28,8 +29,10 @@ def _batched(fn, *arrays):
     results = [fn(*(a[index] for a in arrays)) for index in np.ndindex(*batch)]
     if not results:
         raise ValueError("empty batch")
-    return tuple(np.stack([r[i] for r in results]).reshape(batch + np.shape(results[0][i]))
-                 for i in range(len(results[0])))
+    return tuple(
+        np.stack([r[i] for r in results]).reshape(batch + np.shape(results[0][i]))
+        for i in range(len(results[0]))
+    )
 
 
 def _potrf(operands, outs, attrs):
@@ -38,14 +41,16 @@ def _potrf(operands, outs, attrs):
 
     def one(m):
         try:
-            factor = np.linalg.cholesky(m.astype(np.complex128 if m.dtype.kind == "c"
-                                                 else np.float64))
+            factor = np.linalg.cholesky(
+                m.astype(np.complex128 if m.dtype.kind == "c" else np.float64)
+            )
         except np.linalg.LinAlgError:
             return m, np.int32(1)
         if not lower:
             factor = factor.conj().T
         keep = np.tril(np.ones(m.shape, bool)) if lower else np.triu(np.ones(m.shape, bool))
         return np.where(keep, factor, m).astype(m.dtype), np.int32(0)
+
     return _batched(one, a)
 
 
@@ -64,9 +69,10 @@ def _getrf(operands, outs, attrs):
                 info = info or j + 1
                 continue
             work[[j, p]] = work[[p, j]]
-            work[j + 1:, j] /= work[j, j]
-            work[j + 1:, j + 1:] -= np.outer(work[j + 1:, j], work[j, j + 1:])
+            work[j + 1 :, j] /= work[j, j]
+            work[j + 1 :, j + 1 :] -= np.outer(work[j + 1 :, j], work[j, j + 1 :])
         return work.astype(m.dtype), pivots, np.int32(info)
+
     return _batched(one, a)
 
 
@@ -94,6 +100,7 @@ def _trsm(operands, outs, attrs):
         rhs = rhs.astype(work)
         x = np.linalg.solve(op, rhs) if left else np.linalg.solve(op.T, rhs.T).T
         return (x.astype(b.dtype),)
+
     return _batched(one, a, b)[0]
 
 
@@ -101,9 +108,11 @@ def _geqrf(operands, outs, attrs):
     (a,) = operands
 
     def one(m):
-        h, tau = np.linalg.qr(m.astype(np.complex128 if m.dtype.kind == "c" else np.float64),
-                              mode="raw")
+        h, tau = np.linalg.qr(
+            m.astype(np.complex128 if m.dtype.kind == "c" else np.float64), mode="raw"
+        )
         return h.T.astype(m.dtype), tau.astype(m.dtype)
+
     return _batched(one, a)
 
 
@@ -116,9 +125,10 @@ def _orgqr(operands, outs, attrs):
         for i in reversed(range(len(t))):  # Q = H(0) H(1) ... H(k-1)
             v = np.zeros(rows, q.dtype)
             v[i] = 1
-            v[i + 1:] = m[i + 1:, i]
+            v[i + 1 :] = m[i + 1 :, i]
             q -= t[i] * np.outer(v, v.conj() @ q)
         return (q.astype(m.dtype),)
+
     batch = a.shape[:-2]
     results = [one(a[i], tau[i])[0] for i in np.ndindex(*batch)]
     return np.stack(results).reshape(a.shape[:-1] + (results[0].shape[-1],))
@@ -129,9 +139,11 @@ def _syevd(operands, outs, attrs):
     uplo = "L" if attrs.get("uplo", _FLAG["L"]) == _FLAG["L"] else "U"
 
     def one(m):
-        w, v = np.linalg.eigh(m.astype(np.complex128 if m.dtype.kind == "c" else np.float64),
-                              UPLO=uplo)
+        w, v = np.linalg.eigh(
+            m.astype(np.complex128 if m.dtype.kind == "c" else np.float64), UPLO=uplo
+        )
         return v.astype(m.dtype), w.astype(outs[1][1]), np.int32(0)
+
     return _batched(one, a)
 
 
@@ -148,11 +160,13 @@ def _gesdd(operands, outs, attrs):
         u = u if u.shape == tuple(u_dims[-2:]) else np.zeros(u_dims[-2:])
         vt = vt if vt.shape == tuple(vt_dims[-2:]) else np.zeros(vt_dims[-2:])
         return m, s.astype(s_dtype), u.astype(m.dtype), vt.astype(m.dtype), np.int32(0)
+
     return _batched(one, a)
 
 
 def _top_k(operands, outs, attrs):
     from .ops_sort import total_order_key
+
     (x,) = operands
     k = outs[0][0][-1]
     key = total_order_key(x).astype(np.int64)
@@ -160,8 +174,17 @@ def _top_k(operands, outs, attrs):
     return np.take_along_axis(x, order, -1), order.astype(outs[1][1])
 
 
-_LAPACK = {"potrf": _potrf, "getrf": _getrf, "trsm": _trsm, "geqrf": _geqrf, "orgqr": _orgqr,
-           "ungqr": _orgqr, "syevd": _syevd, "heevd": _syevd, "gesdd": _gesdd}
+_LAPACK = {
+    "potrf": _potrf,
+    "getrf": _getrf,
+    "trsm": _trsm,
+    "geqrf": _geqrf,
+    "orgqr": _orgqr,
+    "ungqr": _orgqr,
+    "syevd": _syevd,
+    "heevd": _syevd,
+    "gesdd": _gesdd,
+}
 
 TARGETS: dict[str, Callable] = {
     "TopK": _top_k,
@@ -181,17 +204,19 @@ def _specs(shape) -> list[tuple[tuple[int, ...], np.dtype]]:
 def adapt(fn: Callable, backend: str) -> Callable:
     """`fn` with the calling convention of `backend` (see minixla.reference.custom_call)."""
     if backend == "interpreter":
+
         def interpreter(*operands, result_shape, backend_config=""):
             return fn(operands, _specs(result_shape), ffi_attributes(backend_config))
+
         return interpreter
 
     def buffers(out, *operands, backend_config=""):
         leaves = out if isinstance(out, tuple) else (out,)
-        host = [np.asarray(o.copy_to_host() if hasattr(o, "copy_to_host") else o)
-                for o in operands]
+        host = [np.asarray(o.copy_to_host() if hasattr(o, "copy_to_host") else o) for o in operands]
         specs = [(tuple(leaf.shape), np.dtype(leaf.dtype)) for leaf in leaves]
         result = fn(tuple(host), specs, ffi_attributes(backend_config))
         return result
+
     return buffers
 
 

@@ -8,6 +8,7 @@ $XLA_FLAGS, which choose passes and code too. `parts` keeps what the key was mad
 persistent cache can add its own environment and explain a miss. Warnings the first compile
 raised are raised again on every hit, as a fresh compile would.
 """
+
 from __future__ import annotations
 
 import copy
@@ -56,11 +57,16 @@ def key(program, backend: str, options: dict) -> CompileKey | None:
         given = {k: plain(v) for k, v in sorted(options.items())}
     except Unkeyable:
         return None
-    variables = {k: v for k, v in sorted(os.environ.items())
-                 if k.startswith("MINIXLA_") or k == "XLA_FLAGS"}
-    parts = {"program": hashlib.sha256(text.encode()).hexdigest()[:32], "backend": backend,
-             "options": given, "variables": variables,
-             "custom_calls": registry_generation()}
+    variables = {
+        k: v for k, v in sorted(os.environ.items()) if k.startswith("MINIXLA_") or k == "XLA_FLAGS"
+    }
+    parts = {
+        "program": hashlib.sha256(text.encode()).hexdigest()[:32],
+        "backend": backend,
+        "options": given,
+        "variables": variables,
+        "custom_calls": registry_generation(),
+    }
     encoded = json.dumps(parts, sort_keys=True).encode()
     return CompileKey(hashlib.sha256(encoded).hexdigest()[:32], parts, name)
 
@@ -88,6 +94,7 @@ def lookup(compile_key: CompileKey):
     original, raised = found
     warn_again(raised)
     from .metrics import count
+
     count("compile.memo.hit")
     return share(original)
 
@@ -112,6 +119,7 @@ def share(executable):
 
 def remember(compile_key: CompileKey, executable, raised: list = ()) -> None:
     from .executable import Executable
+
     if type(executable) is not Executable:  # multi-device executables hold device state
         return
     with _lock:

@@ -5,6 +5,7 @@ Their number comes from $MINIXLA_NUM_CPU_DEVICES, else XLA's
 process; a multi-device executable runs one thread per device (runtime/spmd.py), and in a
 job of several processes each process runs only its share of the program's devices.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,8 +31,9 @@ def device_count() -> int:
     source = "MINIXLA_NUM_CPU_DEVICES"
     if text is None:
         match = _XLA_FLAG.search(os.environ.get("XLA_FLAGS", ""))
-        text, source = (match.group(1), "--xla_force_host_platform_device_count") if match \
-            else ("1", "")
+        text, source = (
+            (match.group(1), "--xla_force_host_platform_device_count") if match else ("1", "")
+        )
     try:
         count = int(text)
     except ValueError:

@@ -10,6 +10,7 @@ result aliased to it is consumed: that result comes back as a new view of the me
 caller's array is made read-only, so a later write through it raises. Any other result that
 shares memory with an argument is copied: results never alias arguments unless donated.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -31,22 +32,25 @@ except ImportError:  # NumPy 1.x
 class Donations:
     """kinds: (parameter, index) -> "must-alias", "may-alias" or "donor";
     outputs: output index -> the (parameter, index) it aliases."""
+
     kinds: dict[tuple[int, Index], str]
     outputs: dict[Index, tuple[int, Index]]
 
     @staticmethod
     def of(module: HloModule, matched=()) -> "Donations":
         """From the header; `matched`: AliasEntry pairs a backend made for buffer donors."""
-        kinds: dict[tuple[int, Index], str] = {(n, tuple(i)): "donor"
-                                               for n, i in module.buffer_donors}
+        kinds: dict[tuple[int, Index], str] = {
+            (n, tuple(i)): "donor" for n, i in module.buffer_donors
+        }
         outputs = {}
         for entry in module.input_output_alias:
             key = (entry.param_number, tuple(entry.param_index))
             kinds[key] = entry.kind
             outputs[tuple(entry.output_index)] = key
         for entry in matched:
-            outputs.setdefault(tuple(entry.output_index),
-                               (entry.param_number, tuple(entry.param_index)))
+            outputs.setdefault(
+                tuple(entry.output_index), (entry.param_number, tuple(entry.param_index))
+            )
         return Donations(kinds, outputs)
 
 
@@ -99,8 +103,11 @@ def _shared(paths: list, leaves: list):
     checks for a few leaves (about a microsecond each), one sorted sweep for many."""
     if len(leaves) <= 16:
         position = {p: k for k, p in enumerate(paths)}
-        return lambda path, array: any(np.may_share_memory(array, other)
-                                       for k, other in enumerate(leaves) if k != position[path])
+        return lambda path, array: any(
+            np.may_share_memory(array, other)
+            for k, other in enumerate(leaves)
+            if k != position[path]
+        )
     found = {paths[k] for k in _overlapping(leaves)}
     return lambda path, array: path in found
 
@@ -135,17 +142,24 @@ def take(donations: Donations, args: list, arrays: list, *, writes: bool, module
         private = not isinstance(leaf(args, path), np.ndarray)
         if not private and shared is None:
             shared = _shared(paths, leaves)
-        reason = None if private else "it shares memory with another argument" \
-            if shared(path, array) else _not_donatable(array)
+        reason = (
+            None
+            if private
+            else "it shares memory with another argument"
+            if shared(path, array)
+            else _not_donatable(array)
+        )
         if reason is None:
             if writes:
                 accepted.add((number, index))
         elif kind == "must-alias":
             name = module.entry.parameter(number).name
             at = f" at {{{','.join(map(str, index))}}}" if index else ""
-            raise ExecutionError(f"{module.name}: argument {number} ({name}){at} must alias an "
-                                 f"output (input_output_alias must-alias), but {reason}; pass "
-                                 f"a writeable C-contiguous array of its own")
+            raise ExecutionError(
+                f"{module.name}: argument {number} ({name}){at} must alias an "
+                f"output (input_output_alias must-alias), but {reason}; pass "
+                f"a writeable C-contiguous array of its own"
+            )
         elif writes:
             arrays = list(_with_leaf(arrays, path, np.array(array)))
             accepted.add((number, index))
@@ -187,8 +201,11 @@ def settle(donations: Donations, accepted: set, result, arrays: list, shape) -> 
         source = donations.outputs.get(index)
         if source in accepted and shape.subshape(index).is_array:
             donated = leaf(arrays, (source[0],) + source[1])
-            if isinstance(donated, np.ndarray) and np.may_share_memory(value, donated) and \
-                    not any(np.may_share_memory(value, a) for a in args if a is not donated):
+            if (
+                isinstance(donated, np.ndarray)
+                and np.may_share_memory(value, donated)
+                and not any(np.may_share_memory(value, a) for a in args if a is not donated)
+            ):
                 result = _with_leaf(result, index, value.view())
                 consumed.append(donated)
                 continue

@@ -5,14 +5,27 @@ shape-preserving ops and into called computations) get values inside the operand
 random runs index real elements; other integers are small, floats are standard normal and
 preds are fair coins. `minixla run` and `minixla.testing` both draw their inputs here.
 """
+
 from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
 
 # Ops an index may pass through on its way to the op that uses it as an index.
-_INDEX_PASSTHROUGH = ("convert", "reshape", "broadcast", "bitcast", "copy", "transpose",
-                      "slice", "concatenate", "get-tuple-element", "tuple", "clamp", "select")
+_INDEX_PASSTHROUGH = (
+    "convert",
+    "reshape",
+    "broadcast",
+    "bitcast",
+    "copy",
+    "transpose",
+    "slice",
+    "concatenate",
+    "get-tuple-element",
+    "tuple",
+    "clamp",
+    "select",
+)
 _CALLS = ("call", "while", "conditional", "fusion")
 
 
@@ -57,8 +70,7 @@ def _index_bound(param) -> int | None:
                 stack.append(user)
             elif user.opcode in _CALLS:  # follow the value into the called computations
                 stack.extend(_callee_parameters(user, positions))
-            bounds.extend(b for i in positions for b in [_bound_as_index(user, i)]
-                          if b is not None)
+            bounds.extend(b for i in positions for b in [_bound_as_index(user, i)] if b is not None)
     return min(bounds) if bounds else None
 
 
@@ -66,8 +78,13 @@ def _callee_parameters(user, positions) -> list:
     params = []
     for comp in user.called_computations:
         for position in positions:
-            number = 0 if user.opcode == "while" else \
-                position - 1 if user.opcode == "conditional" else position
+            number = (
+                0
+                if user.opcode == "while"
+                else position - 1
+                if user.opcode == "conditional"
+                else position
+            )
             if 0 <= number < len(comp.parameters):
                 params.append(comp.parameters[number])
     return params
@@ -77,11 +94,15 @@ def _bound_as_index(user, position: int) -> int | None:
     opcode, attrs = user.opcode, user.attrs
     vector = user.operand(position).shape.rank == 1  # legacy form: one vector of all starts
     if opcode == "dynamic-slice" and position >= 1:
-        return _start_bound(user.operand(0).shape.dims, attrs["dynamic_slice_sizes"],
-                            None if vector else position - 1)
+        return _start_bound(
+            user.operand(0).shape.dims,
+            attrs["dynamic_slice_sizes"],
+            None if vector else position - 1,
+        )
     if opcode == "dynamic-update-slice" and position >= 2:
-        return _start_bound(user.operand(0).shape.dims, user.operand(1).shape.dims,
-                            None if vector else position - 2)
+        return _start_bound(
+            user.operand(0).shape.dims, user.operand(1).shape.dims, None if vector else position - 2
+        )
     if opcode == "gather" and position == 1:
         dims = user.operand(0).shape.dims
         sizes = attrs["slice_sizes"]

@@ -6,6 +6,7 @@ is the compile option `memory_budget_bytes`, else $MINIXLA_MEMORY_BUDGET_BYTES, 
 machine's physical memory. One value over the budget fails the compile; so does a shape whose
 byte size does not fit in 64 bits, whatever the budget.
 """
+
 from __future__ import annotations
 
 import os
@@ -37,9 +38,11 @@ def check_sizes(module: HloModule, budget: int | None) -> None:
         if size > INT64_MAX:
             raise ResourceExhaustedError(
                 f"%{instr.name}: {instr.shape.without_layout()} is {size} bytes, more than a "
-                f"64-bit size can hold")
+                f"64-bit size can hold"
+            )
         if budget is not None and size > budget:
             raise ResourceExhaustedError(
                 f"%{instr.name}: {instr.shape.without_layout()} needs {size} bytes, over the "
                 f"memory budget of {budget} bytes (compile option memory_budget_bytes or "
-                f"$MINIXLA_MEMORY_BUDGET_BYTES)")
+                f"$MINIXLA_MEMORY_BUDGET_BYTES)"
+            )

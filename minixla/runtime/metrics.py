@@ -1,4 +1,5 @@
 """Process-wide counters: compile phases, cache hits and misses, executions."""
+
 from __future__ import annotations
 
 import threading

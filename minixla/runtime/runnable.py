@@ -9,6 +9,7 @@ before any pass or backend sees the module:
 - a convolution with a sparsity_config needs its compressed operands expanded from their
   metadata, which no backend implements.
 """
+
 from __future__ import annotations
 
 from ..errors import UnsupportedError
@@ -19,12 +20,17 @@ from ..ir.module import HloModule
 def _refusal(instr) -> str | None:
     if instr.opcode == "bitcast":
         source, result = instr.operand(0).shape, instr.shape
-        if source.is_array and result.is_array and min((*source.dims, *result.dims),
-                                                       default=0) >= 0:  # no `?` dims
+        if (
+            source.is_array
+            and result.is_array
+            and min((*source.dims, *result.dims), default=0) >= 0
+        ):  # no `?` dims
             before, after = layout_math.shape_bytes(source), layout_math.shape_bytes(result)
             if before != after:
-                return (f"reinterprets the {before}-byte buffer of {source} as {result}, "
-                        f"{after} bytes: a bitcast must keep the byte size to run")
+                return (
+                    f"reinterprets the {before}-byte buffer of {source} as {result}, "
+                    f"{after} bytes: a bitcast must keep the byte size to run"
+                )
     if instr.opcode == "convolution" and "sparsity_config" in instr.attrs:
         return "structured-sparse convolution (sparsity_config) is not supported by any backend"
     return None

@@ -14,6 +14,7 @@ other processes' devices in a ProcessRendezvous; `execute_sharded` takes and ret
 local devices' shards, and a call with global arrays gathers every process's output shards,
 so all processes get the same global outputs.
 """
+
 from __future__ import annotations
 
 import threading
@@ -33,8 +34,13 @@ from ..ir.verifier import verify_distribution
 from .devices import device_count
 from .executable import check_arguments
 from .metrics import record_execution
-from ..reference.rendezvous import (DEFAULT_TIMEOUT_SECONDS, CollectiveAbortedError, DeviceContext,
-                         Rendezvous, running_on)
+from ..reference.rendezvous import (
+    DEFAULT_TIMEOUT_SECONDS,
+    CollectiveAbortedError,
+    DeviceContext,
+    Rendezvous,
+    running_on,
+)
 
 # Opcodes that only appear in a program that is already partitioned.
 _PARTITIONED_MARKERS = ("partition-id", "replica-id")
@@ -65,12 +71,19 @@ def devices_here(num_devices: int, job=None) -> list[int]:
     try:
         return local_devices(job.rank, num_devices, job.size)
     except MinixlaError as exc:
-        raise ExecutionError(f"a program on {num_devices} devices cannot run in a job of "
-                             f"{job.size} processes: {exc}") from None
+        raise ExecutionError(
+            f"a program on {num_devices} devices cannot run in a job of {job.size} processes: {exc}"
+        ) from None
 
 
-def run_on_devices(programs, per_device_args, *, replicas: int, partitions: int,
-                   timeout: float = DEFAULT_TIMEOUT_SECONDS) -> list:
+def run_on_devices(
+    programs,
+    per_device_args,
+    *,
+    replicas: int,
+    partitions: int,
+    timeout: float = DEFAULT_TIMEOUT_SECONDS,
+) -> list:
     """Runs `programs[d](args)` for every device d this process runs, concurrently; their
     results in device order. `programs` has one entry per device of the whole run;
     `per_device_args` one per device of this process (every device, unless a multi-process
@@ -84,10 +97,10 @@ def run_on_devices(programs, per_device_args, *, replicas: int, partitions: int,
     job = process_job()
     devices = devices_here(count, job)
     if len(per_device_args) != len(devices):
-        raise ExecutionError(f"{len(devices)} devices run in this process, got arguments for "
-                             f"{len(per_device_args)}")
-    meeting = Rendezvous(count, timeout) if job is None else \
-        ProcessRendezvous(count, job, timeout)
+        raise ExecutionError(
+            f"{len(devices)} devices run in this process, got arguments for {len(per_device_args)}"
+        )
+    meeting = Rendezvous(count, timeout) if job is None else ProcessRendezvous(count, job, timeout)
     results: list = [None] * len(devices)
     errors: list = [None] * len(devices)
 
@@ -104,8 +117,10 @@ def run_on_devices(programs, per_device_args, *, replicas: int, partitions: int,
     if count == 1:
         work(0)
     else:
-        threads = [threading.Thread(target=work, args=(i,), name=f"minixla-device-{d}",
-                                    daemon=True) for i, d in enumerate(devices)]
+        threads = [
+            threading.Thread(target=work, args=(i,), name=f"minixla-device-{d}", daemon=True)
+            for i, d in enumerate(devices)
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -113,10 +128,10 @@ def run_on_devices(programs, per_device_args, *, replicas: int, partitions: int,
     failures = [(devices[i], e) for i, e in enumerate(errors) if e is not None]
     if failures:
         # the root cause: this process's own failure, else the other rank's that it names
-        device, error = next(((d, e) for d, e in failures
-                              if not isinstance(e, _SECONDARY_ERRORS)),
-                             next(((d, e) for d, e in failures
-                                   if isinstance(e, RankFailedError)), failures[0]))
+        device, error = next(
+            ((d, e) for d, e in failures if not isinstance(e, _SECONDARY_ERRORS)),
+            next(((d, e) for d, e in failures if isinstance(e, RankFailedError)), failures[0]),
+        )
         if isinstance(error, Exception) and count > 1:
             where = "" if job is None else f", on process {job.rank} of {job.size}"
             error.add_note(f"(raised on device {device} of {count}{where})")
@@ -131,14 +146,16 @@ def global_dims(sharding: HloSharding | None, shard_dims) -> tuple[int, ...]:
     return tuple(d * t for d, t in zip(shard_dims, sharding.tile_dims))
 
 
-def shard_of(array: np.ndarray, sharding: HloSharding | None, partition: int,
-             shard_shape: Shape) -> np.ndarray:
+def shard_of(
+    array: np.ndarray, sharding: HloSharding | None, partition: int, shard_shape: Shape
+) -> np.ndarray:
     """The piece of a global `array` that `partition` holds (zero-padded at uneven ends)."""
     if sharding is None or sharding.kind in ("replicated", "maximal", "unknown"):
         return array
     if not sharding.is_tiled:
-        raise ShardingError(f"a {sharding} argument has no global value to split; use "
-                            f"execute_sharded")
+        raise ShardingError(
+            f"a {sharding} argument has no global value to split; use execute_sharded"
+        )
     bounds = sharding.shard_bounds(array.shape, partition)
     piece = array[tuple(slice(lo, hi) for lo, hi in bounds)]
     if piece.shape != shard_shape.dims:
@@ -195,16 +212,28 @@ def _unflatten(leaves: list, shape: Shape):
         if s.is_tuple:
             return tuple(build(t) for t in s.tuple_shapes)
         return next(iterator)
+
     return build(shape)
 
 
 class SpmdExecutable:
     """A program compiled for `replicas * partitions` devices (see the module docstring)."""
 
-    def __init__(self, module: HloModule, programs: list, backend: str, *, replicas: int,
-                 partitions: int, global_parameter_shapes: list[Shape],
-                 global_result_shape: Shape, parameter_shardings: list,
-                 result_sharding: HloSharding | None, timeout: float, options: dict):
+    def __init__(
+        self,
+        module: HloModule,
+        programs: list,
+        backend: str,
+        *,
+        replicas: int,
+        partitions: int,
+        global_parameter_shapes: list[Shape],
+        global_result_shape: Shape,
+        parameter_shardings: list,
+        result_sharding: HloSharding | None,
+        timeout: float,
+        options: dict,
+    ):
         self.partitioned_module = module
         self.module = module
         self.backend = backend
@@ -235,15 +264,27 @@ class SpmdExecutable:
         job = process_job()
         here = devices_here(self.num_devices, job)
         if len(per_device_args) != len(here):
-            where = "" if job is None else \
-                f" ({len(here)} of them, devices {here}, on process {job.rank})"
-            raise ExecutionError(f"{self.module.name} runs on {self.num_devices} devices"
-                                 f"{where}, got arguments for {len(per_device_args)}")
-        checked = [check_arguments(list(args), self.parameter_shapes, self.module)
-                   for args in per_device_args]
+            where = (
+                ""
+                if job is None
+                else f" ({len(here)} of them, devices {here}, on process {job.rank})"
+            )
+            raise ExecutionError(
+                f"{self.module.name} runs on {self.num_devices} devices"
+                f"{where}, got arguments for {len(per_device_args)}"
+            )
+        checked = [
+            check_arguments(list(args), self.parameter_shapes, self.module)
+            for args in per_device_args
+        ]
         start = time.perf_counter()
-        results = run_on_devices(self._programs, checked, replicas=self.replicas,
-                                 partitions=self.num_partitions, timeout=self.timeout)
+        results = run_on_devices(
+            self._programs,
+            checked,
+            replicas=self.replicas,
+            partitions=self.num_partitions,
+            timeout=self.timeout,
+        )
         seconds = time.perf_counter() - start
         self.executions += 1
         self.execution_seconds += seconds
@@ -256,7 +297,8 @@ class SpmdExecutable:
                 f"{self.module.name}: the result's sharding is unknown (the ROOT of "
                 f"%{self.module.entry.name} has no sharding=): pass out_shardings=... (HLO "
                 f"sharding text per output, e.g. '{{replicated}}') to minixla.compile, or "
-                f"call execute_sharded(per_device_args) for per-device results")
+                f"call execute_sharded(per_device_args) for per-device results"
+            )
         arrays = check_arguments(args, self.global_parameter_shapes, self.module)
         job = process_job()
         here = devices_here(self.num_devices, job)
@@ -264,11 +306,15 @@ class SpmdExecutable:
         for device in here:
             partition = device % self.num_partitions
             device_args = []
-            for value, sharding, shape in zip(arrays, self.parameter_shardings,
-                                              self.parameter_shapes):
-                leaves = [shard_of(leaf, s, partition, ls) for leaf, s, ls in
-                          zip(_flatten(value), _leaf_shardings(sharding, shape),
-                              leaf_shapes(shape))]
+            for value, sharding, shape in zip(
+                arrays, self.parameter_shardings, self.parameter_shapes
+            ):
+                leaves = [
+                    shard_of(leaf, s, partition, ls)
+                    for leaf, s, ls in zip(
+                        _flatten(value), _leaf_shardings(sharding, shape), leaf_shapes(shape)
+                    )
+                ]
                 device_args.append(_unflatten(leaves, shape))
             per_device.append(device_args)
         results = self.execute_sharded(per_device)
@@ -276,29 +322,38 @@ class SpmdExecutable:
         # replica 0's shards assemble the result: devices 0..num_partitions-1
         replica0 = {d: _flatten(r) for d, r in zip(here, results) if d < self.num_partitions}
         if job is not None:  # every process gets the shards `assemble` reads, so all agree
-            needed = {d: {i: leaf for i, leaf in enumerate(r) if _assembled_from(shardings[i], d)}
-                      for d, r in replica0.items()}
+            needed = {
+                d: {i: leaf for i, leaf in enumerate(r) if _assembled_from(shardings[i], d)}
+                for d, r in replica0.items()
+            }
             replica0 = {}
             for shards in job.allgather_objects(needed, name=f"{self.module.name} outputs"):
                 for d, r in shards.items():
                     replica0[d] = [r.get(i) for i in range(len(shardings))]
         leaves = []
-        for i, (sharding, shape) in enumerate(zip(shardings,
-                                                  leaf_shapes(self.global_result_shape))):
-            leaves.append(assemble([replica0[d][i] for d in range(self.num_partitions)],
-                                   sharding, shape.dims, self.num_partitions))
+        for i, (sharding, shape) in enumerate(
+            zip(shardings, leaf_shapes(self.global_result_shape))
+        ):
+            leaves.append(
+                assemble(
+                    [replica0[d][i] for d in range(self.num_partitions)],
+                    sharding,
+                    shape.dims,
+                    self.num_partitions,
+                )
+            )
         return _unflatten(leaves, self.global_result_shape)
 
     def __repr__(self) -> str:
-        return (f"<SpmdExecutable {self.module.name} on {self.num_devices} x {self.backend} "
-                f"devices>")
+        return f"<SpmdExecutable {self.module.name} on {self.num_devices} x {self.backend} devices>"
 
 
 # -- compiling --------------------------------------------------------------------------------
 def is_multi_device(module: HloModule, num_partitions: int | None) -> bool:
     header = module.header_attrs
-    partitions = num_partitions if num_partitions is not None else \
-        int(header.get("num_partitions", 1))
+    partitions = (
+        num_partitions if num_partitions is not None else int(header.get("num_partitions", 1))
+    )
     return partitions > 1 or int(header.get("replica_count", 1)) > 1
 
 
@@ -306,11 +361,15 @@ def is_partitioned(module: HloModule) -> bool:
     """Already a per-device program: XLA's SPMD partitioner named its entry `*_spmd`, or the
     program talks to other devices or asks which one it is."""
     instrs = list(module.all_instructions())
-    if any(i.opcode == "custom-call" and i.attrs.get("custom_call_target") ==
-           "xla.sdy.GlobalToLocalShape" for i in instrs):
+    if any(
+        i.opcode == "custom-call"
+        and i.attrs.get("custom_call_target") == "xla.sdy.GlobalToLocalShape"
+        for i in instrs
+    ):
         return False  # a shard_map inside a global program: its collectives are the body's
     return module.entry.name.endswith("_spmd") or any(
-        i.opdef.kind == "collective" or i.opcode in _PARTITIONED_MARKERS for i in instrs)
+        i.opdef.kind == "collective" or i.opcode in _PARTITIONED_MARKERS for i in instrs
+    )
 
 
 def _as_sharding(value) -> HloSharding:
@@ -331,11 +390,20 @@ def _result_sharding(module: HloModule, out_shardings) -> HloSharding | None:
     return sharding if isinstance(sharding, HloSharding) else None
 
 
-def compile_spmd(module: HloModule, backend_name: str, target, options: dict, optimize, *,
-                 num_partitions: int | None, out_shardings=None) -> SpmdExecutable:
+def compile_spmd(
+    module: HloModule,
+    backend_name: str,
+    target,
+    options: dict,
+    optimize,
+    *,
+    num_partitions: int | None,
+    out_shardings=None,
+) -> SpmdExecutable:
     header = module.header_attrs
-    partitions = num_partitions if num_partitions is not None else \
-        int(header.get("num_partitions", 1))
+    partitions = (
+        num_partitions if num_partitions is not None else int(header.get("num_partitions", 1))
+    )
     replicas = int(header.get("replica_count", 1))
     timeout = float(options.pop("collective_timeout", DEFAULT_TIMEOUT_SECONDS))
     available = device_count()
@@ -346,7 +414,8 @@ def compile_spmd(module: HloModule, backend_name: str, target, options: dict, op
         raise ExecutionError(
             f"{module.name} needs {replicas * partitions} devices ({replicas} replica(s) x "
             f"{partitions} partition(s){share}), but minixla.devices() has {available}; set "
-            f"MINIXLA_NUM_CPU_DEVICES={needed}")
+            f"MINIXLA_NUM_CPU_DEVICES={needed}"
+        )
     verify_distribution(module, partitions)
     auto = _auto_shard(module, partitions, options) if options.get("auto_sharding") else None
     options.pop("auto_sharding", None)
@@ -357,6 +426,7 @@ def compile_spmd(module: HloModule, backend_name: str, target, options: dict, op
         partitioned = is_partitioned(module)
     if not partitioned and _has_partitionable_shardings(module):
         from ..passes.spmd_partitioner import partition_module
+
         original, module = module, partition_module(module, partitions)
         global_params = [p.shape for p in original.entry.parameters]
         global_result = original.entry.root.shape
@@ -365,8 +435,7 @@ def compile_spmd(module: HloModule, backend_name: str, target, options: dict, op
         result_sharding = _result_sharding(module, out_shardings)
         if result_sharding is None and not partitioned:  # every device runs the whole program
             result_sharding = HloSharding.replicate()
-        global_params = [_global_shape(p.shape, _sharding_of(p)) for p in
-                         module.entry.parameters]
+        global_params = [_global_shape(p.shape, _sharding_of(p)) for p in module.entry.parameters]
         global_result = _global_shape(module.entry.root.shape, result_sharding)
     param_shardings = [_sharding_of(p) for p in module.entry.parameters]
     if backend_name == "cpu":  # devices already run in parallel: one thread each
@@ -375,12 +444,19 @@ def compile_spmd(module: HloModule, backend_name: str, target, options: dict, op
     count = 1 if backend_name == "interpreter" else replicas * partitions
     compiled = [target.compile(optimized, dict(options)) for _ in range(count)]
     programs = [compiled[d % count]._run for d in range(replicas * partitions)]
-    executable = SpmdExecutable(module, programs, backend_name, replicas=replicas,
-                                partitions=partitions, global_parameter_shapes=global_params,
-                                global_result_shape=global_result,
-                                parameter_shardings=param_shardings,
-                                result_sharding=result_sharding, timeout=timeout,
-                                options=options)
+    executable = SpmdExecutable(
+        module,
+        programs,
+        backend_name,
+        replicas=replicas,
+        partitions=partitions,
+        global_parameter_shapes=global_params,
+        global_result_shape=global_result,
+        parameter_shardings=param_shardings,
+        result_sharding=result_sharding,
+        timeout=timeout,
+        options=options,
+    )
     executable.pass_report = report
     executable.optimized_module = optimized
     executable.auto_sharding = auto
@@ -392,12 +468,16 @@ def _auto_shard(module: HloModule, partitions: int, options: dict):
     report go to the dump (`auto_sharding.txt`, `auto_sharding_report.txt`)."""
     from ..passes.auto_sharding import AutoShardingOptions, auto_shard
     from ..passes.base import DUMP_OPTIONS, DumpOptions, Dumper
+
     if is_partitioned(module):
-        raise ShardingError(f"{module.name} is already partitioned; auto_sharding chooses "
-                            f"shardings for a global program")
+        raise ShardingError(
+            f"{module.name} is already partitioned; auto_sharding chooses "
+            f"shardings for a global program"
+        )
     chosen = options["auto_sharding"]
-    result = auto_shard(module, partitions,
-                        chosen if isinstance(chosen, AutoShardingOptions) else None)
+    result = auto_shard(
+        module, partitions, chosen if isinstance(chosen, AutoShardingOptions) else None
+    )
     dump = DumpOptions.from_flags()
     for key, attr in DUMP_OPTIONS.items():
         if key in options:
@@ -425,6 +505,7 @@ def _global_shape(shape: Shape, sharding: HloSharding | None) -> Shape:
             if s.is_tuple:
                 return Shape.tuple_of([build(t) for t in s.tuple_shapes])
             return _global_shape(s, next(it))
+
         return build(shape)
     if not sharding.is_tiled or not shape.is_array:
         return shape
@@ -435,10 +516,13 @@ def _has_partitionable_shardings(module: HloModule) -> bool:
     for instr in module.all_instructions():
         sharding = instr.attrs.get("sharding")
         if isinstance(sharding, HloSharding) and any(
-                leaf.is_tiled or leaf.kind == "maximal" for leaf in sharding.leaves()):
+            leaf.is_tiled or leaf.kind == "maximal" for leaf in sharding.leaves()
+        ):
             return True
-    return any(i.opcode == "custom-call" and i.attrs.get("custom_call_target") in _ANNOTATIONS
-               for i in module.all_instructions())
+    return any(
+        i.opcode == "custom-call" and i.attrs.get("custom_call_target") in _ANNOTATIONS
+        for i in module.all_instructions()
+    )
 
 
 # Custom calls that carry shardings (with_sharding_constraint's and Shardy's).

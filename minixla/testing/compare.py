@@ -5,11 +5,13 @@ gather/scatter indices or dynamic-slice starts get values inside the operand's b
 programs index the same elements; other integers are small, floats are standard normal and
 preds are fair coins.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 from ..runtime.inputs import random_arguments
+
 
 def random_inputs(module, *, seed: int = 0) -> list:
     """One random argument per entry parameter (tuples nest), reproducible from `seed`."""
@@ -22,8 +24,15 @@ def flatten(value) -> list:
     return [value]
 
 
-def compare_values(got, want, *, rtol: float = 1e-6, atol: float = 1e-6, what: str = "result",
-                   signed_zeros: bool = False) -> list[str]:
+def compare_values(
+    got,
+    want,
+    *,
+    rtol: float = 1e-6,
+    atol: float = 1e-6,
+    what: str = "result",
+    signed_zeros: bool = False,
+) -> list[str]:
     """Differences between two results (flattened tuples) as readable lines; [] when equal.
 
     NaN must meet NaN, infinities must match exactly, ints and preds compare exactly, other
@@ -51,7 +60,7 @@ def _compare_leaf(got, want, rtol, atol, label, signed_zeros=False) -> list[str]
         both_nan = np.isnan(g) & np.isnan(w)
         with np.errstate(invalid="ignore"):
             close = np.abs(g - w) <= atol + rtol * np.abs(w)
-        exact = (g == w)  # infinities only compare equal to themselves
+        exact = g == w  # infinities only compare equal to themselves
         bad = ~(both_nan | exact | (close & np.isfinite(g) & np.isfinite(w)))
         if signed_zeros:
             bad |= (g == 0) & (w == 0) & (np.signbit(g) != np.signbit(w))
@@ -59,8 +68,10 @@ def _compare_leaf(got, want, rtol, atol, label, signed_zeros=False) -> list[str]
     if not bad.any():
         return []
     index = tuple(int(i) for i in np.argwhere(bad)[0])
-    return [f"{label}: {int(bad.sum())} of {bad.size} elements differ; first at {list(index)}: "
-            f"{got[index]!r} vs {want[index]!r}"]
+    return [
+        f"{label}: {int(bad.sum())} of {bad.size} elements differ; first at {list(index)}: "
+        f"{got[index]!r} vs {want[index]!r}"
+    ]
 
 
 def _as_float(array: np.ndarray) -> np.ndarray:
@@ -71,22 +82,33 @@ def _as_float(array: np.ndarray) -> np.ndarray:
 
 def run_interpreter(module, args):
     from ..backends.compile import compile
+
     return compile(module, backend="interpreter")(*args)
 
 
-def assert_same_results(before, after, *, seed: int = 0, args=None, rtol: float = 1e-6,
-                        atol: float = 1e-6, signed_zeros: bool = False) -> None:
+def assert_same_results(
+    before,
+    after,
+    *,
+    seed: int = 0,
+    args=None,
+    rtol: float = 1e-6,
+    atol: float = 1e-6,
+    signed_zeros: bool = False,
+) -> None:
     """Asserts that two modules (or HLO texts) compute the same outputs on the interpreter
     (on `args`, or seeded random inputs); `signed_zeros` also tells -0.0 from +0.0."""
     from ..text import parse_hlo_module
+
     before = parse_hlo_module(before) if isinstance(before, str) else before
     after = parse_hlo_module(after) if isinstance(after, str) else after
     args = random_inputs(before, seed=seed) if args is None else args
     want = run_interpreter(before, args)
     got = run_interpreter(after, args)
-    problems = compare_values(got, want, rtol=rtol, atol=atol, what="after vs before",
-                              signed_zeros=signed_zeros)
+    problems = compare_values(
+        got, want, rtol=rtol, atol=atol, what="after vs before", signed_zeros=signed_zeros
+    )
     if problems:
-        raise AssertionError("results differ:\n  " + "\n  ".join(problems)
-                             + f"\n--- after ---\n{after.to_text()}")
-
+        raise AssertionError(
+            "results differ:\n  " + "\n  ".join(problems) + f"\n--- after ---\n{after.to_text()}"
+        )

@@ -3,6 +3,7 @@
 `check_hlo(text, checks)` matches `text` against the CHECK lines in `checks` and raises
 AssertionError carrying filecheck's own report when they do not match.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -17,6 +18,7 @@ def run_filecheck(text: str, check_file: str, args=()) -> tuple[int, str]:
     """Runs filecheck on `text` with the checks in `check_file`; returns (status, report)."""
     from filecheck.matcher import Matcher
     from filecheck.options import parse_argv_options
+
     with tempfile.TemporaryDirectory() as tmp:
         input_path = os.path.join(tmp, "input.hlo")
         with open(input_path, "w", encoding="utf-8") as f:

@@ -16,6 +16,7 @@ functions are 1-2 ulp accurate on cpu and correctly rounded in NumPy.
 Opcodes the generator does not make are listed in NOT_GENERATED with the reason; a test checks
 that every row of the opcode table is in exactly one of the two.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -30,50 +31,98 @@ DTYPES = FLOATS + INTS + ("pred",)
 # relative tolerance per float type: a few ulp, for 1-2 ulp math functions in short chains
 RTOL = {"f32": 2e-5, "f16": 4e-3, "bf16": 3e-2, "f64": 1e-12}
 
-FLOAT_UNARY = ("exponential", "exponential-minus-one", "log", "log-plus-one", "logistic",
-               "sqrt", "rsqrt", "cbrt", "sine", "cosine", "tan", "tanh", "sinh", "cosh",
-               "asin", "acos", "atan", "asinh", "acosh", "atanh", "erf", "floor", "ceil",
-               "round-nearest-afz", "round-nearest-even", "is-finite")
+FLOAT_UNARY = (
+    "exponential",
+    "exponential-minus-one",
+    "log",
+    "log-plus-one",
+    "logistic",
+    "sqrt",
+    "rsqrt",
+    "cbrt",
+    "sine",
+    "cosine",
+    "tan",
+    "tanh",
+    "sinh",
+    "cosh",
+    "asin",
+    "acos",
+    "atan",
+    "asinh",
+    "acosh",
+    "atanh",
+    "erf",
+    "floor",
+    "ceil",
+    "round-nearest-afz",
+    "round-nearest-even",
+    "is-finite",
+)
 ANY_UNARY = ("abs", "negate", "sign", "copy")
 INT_UNARY = ("not", "popcnt", "count-leading-zeros")
-ARITHMETIC = ("add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum",
-              "power")
+ARITHMETIC = ("add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum", "power")
 FLOAT_BINARY = ("atan2",)
-INT_BINARY = ("and", "or", "xor", "shift-left", "shift-right-arithmetic",
-              "shift-right-logical")
+INT_BINARY = ("and", "or", "xor", "shift-left", "shift-right-arithmetic", "shift-right-logical")
 DIRECTIONS = ("EQ", "NE", "LT", "LE", "GT", "GE")
 
 NOT_GENERATED = {
-    "parameter": "made for every module", "constant": "made as operands",
-    "tuple": "the root", "get-tuple-element": "made with the ops that return tuples",
-    "rng": "random by design", "rng-bit-generator": "its algorithms are checked by unit tests",
+    "parameter": "made for every module",
+    "constant": "made as operands",
+    "tuple": "the root",
+    "get-tuple-element": "made with the ops that return tuples",
+    "rng": "random by design",
+    "rng-bit-generator": "its algorithms are checked by unit tests",
     "rng-get-and-update-state": "expanded by XLA before backends see it",
-    "replica-id": "single device", "partition-id": "single device",
-    "after-all": "tokens carry no values", "real": "complex types are not generated",
-    "imag": "complex types are not generated", "complex": "complex types are not generated",
-    "mulhi": "not in XLA's text for these types", "stochastic-convert": "not implemented",
+    "replica-id": "single device",
+    "partition-id": "single device",
+    "after-all": "tokens carry no values",
+    "real": "complex types are not generated",
+    "imag": "complex types are not generated",
+    "complex": "complex types are not generated",
+    "mulhi": "not in XLA's text for these types",
+    "stochastic-convert": "not implemented",
     "map": "scalar computations are covered by reduce, sort and scatter",
-    "dynamic-reshape": "dynamic shapes", "set-dimension-size": "dynamic shapes",
-    "get-dimension-size": "static shapes only", "bitcast": "layout-dependent",
+    "dynamic-reshape": "dynamic shapes",
+    "set-dimension-size": "dynamic shapes",
+    "get-dimension-size": "static shapes only",
+    "bitcast": "layout-dependent",
     "select-and-scatter": "window gradients are checked by unit tests",
-    "topk": "sort covers the ordering", "scan": "not implemented",
-    "convolution": "checked by its own differential tests", "ragged-dot": "not implemented",
+    "topk": "sort covers the ordering",
+    "scan": "not implemented",
+    "convolution": "checked by its own differential tests",
+    "ragged-dot": "not implemented",
     "scaled-dot": "checked against NumPy by its own tests",
     "fft": "complex types are not generated",
-    "triangular-solve": "needs well-conditioned inputs", "cholesky": "needs SPD inputs",
-    "batch-norm-training": "expanded before backends", "batch-norm-inference": "expanded",
+    "triangular-solve": "needs well-conditioned inputs",
+    "cholesky": "needs SPD inputs",
+    "batch-norm-training": "expanded before backends",
+    "batch-norm-inference": "expanded",
     "batch-norm-grad": "expanded before backends",
-    "while": "control flow has its own tests", "conditional": "control flow has its own tests",
-    "call": "inlined by the pipeline", "fusion": "made by the pipeline",
-    "custom-call": "needs registered targets", "opt-barrier": "an identity",
-    "add-dependency": "tokens", "domain": "an identity", "async-start": "async wrappers",
-    "async-update": "async wrappers", "async-done": "async wrappers",
-    "copy-start": "async copies", "copy-done": "async copies",
+    "while": "control flow has its own tests",
+    "conditional": "control flow has its own tests",
+    "call": "inlined by the pipeline",
+    "fusion": "made by the pipeline",
+    "custom-call": "needs registered targets",
+    "opt-barrier": "an identity",
+    "add-dependency": "tokens",
+    "domain": "an identity",
+    "async-start": "async wrappers",
+    "async-update": "async wrappers",
+    "async-done": "async wrappers",
+    "copy-start": "async copies",
+    "copy-done": "async copies",
 }
-NOT_GENERATED.update({op: "collectives need several devices" for op in OPCODES
-                      if OPCODES[op].kind == "collective" and op not in NOT_GENERATED})
-NOT_GENERATED.update({op: "I/O" for op in ("send", "send-done", "recv", "recv-done",
-                                           "infeed", "outfeed")})
+NOT_GENERATED.update(
+    {
+        op: "collectives need several devices"
+        for op in OPCODES
+        if OPCODES[op].kind == "collective" and op not in NOT_GENERATED
+    }
+)
+NOT_GENERATED.update(
+    {op: "I/O" for op in ("send", "send-done", "recv", "recv-done", "infeed", "outfeed")}
+)
 
 
 class Skip(Exception):
@@ -87,16 +136,24 @@ class _Context:
 
     def pick(self, kinds=None, rank_at_least: int = 0):
         # empty values (a pad with negative edges) would leave generators no sizes to draw
-        choices = [v for v in self.values if (kinds is None or _kind(v.dtype) in kinds)
-                   and v.rank >= rank_at_least and 0 not in v.dims]
+        choices = [
+            v
+            for v in self.values
+            if (kinds is None or _kind(v.dtype) in kinds)
+            and v.rank >= rank_at_least
+            and 0 not in v.dims
+        ]
         if not choices:
             raise Skip()
         return choices[self.rng.integers(len(choices))]
 
     def like(self, value):
         """Another value of the same shape and type: an existing one or a new constant."""
-        same = [v for v in self.values if v.shape.without_layout() == value.shape.without_layout()
-                and v is not value]
+        same = [
+            v
+            for v in self.values
+            if v.shape.without_layout() == value.shape.without_layout() and v is not value
+        ]
         if same and self.rng.random() < 0.6:
             return same[self.rng.integers(len(same))]
         return self.constant(value.dtype, value.dims)
@@ -124,9 +181,24 @@ def special_values(rng, dtype: str, dims) -> np.ndarray:
         return rng.integers(0, 2, dims).astype(bool)
     if dtype in FLOATS:
         info = np.finfo(np_dtype)
-        specials = [np.nan, -np.nan, 0.0, -0.0, np.inf, -np.inf, float(info.tiny) / 4,
-                    -float(info.tiny) / 8, 1.0, -1.0, 0.5, float(info.max), -float(info.max),
-                    float(info.tiny), 2.5, -3.75]
+        specials = [
+            np.nan,
+            -np.nan,
+            0.0,
+            -0.0,
+            np.inf,
+            -np.inf,
+            float(info.tiny) / 4,
+            -float(info.tiny) / 8,
+            1.0,
+            -1.0,
+            0.5,
+            float(info.max),
+            -float(info.max),
+            float(info.tiny),
+            2.5,
+            -3.75,
+        ]
         ordinary = rng.standard_normal(size) * rng.choice([1.0, 10.0, 1e3], size)
         pick = rng.random(size) < 0.35
         values = np.where(pick, rng.choice(specials, size), ordinary)
@@ -144,9 +216,11 @@ def special_values(rng, dtype: str, dims) -> np.ndarray:
 
 # -- one generator per opcode ------------------------------------------------------------------
 
+
 def _unary(kinds):
     def make(ctx, opcode):
         return ctx.emit(opcode, [ctx.pick(kinds)])
+
     return make
 
 
@@ -154,6 +228,7 @@ def _binary(kinds):
     def make(ctx, opcode):
         x = ctx.pick(kinds)
         return ctx.emit(opcode, [x, ctx.like(x)])
+
     return make
 
 
@@ -173,8 +248,10 @@ def _select(ctx, opcode):
 
 def _clamp(ctx, opcode):
     x = ctx.pick(("float", "int"))
-    low, high = sorted(special_values(ctx.rng, x.dtype, (2,)).tolist(),
-                       key=lambda v: (np.isnan(v), v) if isinstance(v, float) else (False, v))
+    low, high = sorted(
+        special_values(ctx.rng, x.dtype, (2,)).tolist(),
+        key=lambda v: (np.isnan(v), v) if isinstance(v, float) else (False, v),
+    )
     return ctx.emit(opcode, [ctx.scalar(x.dtype, low), x, ctx.scalar(x.dtype, high)])
 
 
@@ -184,15 +261,26 @@ def _convert(ctx, opcode):
     return ctx.emit(opcode, [x], shape=Shape.array(target, x.dims))
 
 
-_SAME_WIDTH = {"f32": ("s32", "u32"), "s32": ("f32", "u32"), "u32": ("f32", "s32"),
-               "f16": ("bf16",), "bf16": ("f16",), "s64": ("f64",), "f64": ("s64",),
-               "s8": ("u8",), "u8": ("s8",)}
+_SAME_WIDTH = {
+    "f32": ("s32", "u32"),
+    "s32": ("f32", "u32"),
+    "u32": ("f32", "s32"),
+    "f16": ("bf16",),
+    "bf16": ("f16",),
+    "s64": ("f64",),
+    "f64": ("s64",),
+    "s8": ("u8",),
+    "u8": ("s8",),
+}
 
 
 def _bitcast_convert(ctx, opcode):
     # only of exact values: the bits of a 1-ulp math result would count as a mismatch
-    exact = [v for v in ctx.values if v.instr.opcode in ("parameter", "constant", "iota")
-             and _kind(v.dtype) != "pred"]
+    exact = [
+        v
+        for v in ctx.values
+        if v.instr.opcode in ("parameter", "constant", "iota") and _kind(v.dtype) != "pred"
+    ]
     if not exact:
         raise Skip()
     x = exact[ctx.rng.integers(len(exact))]
@@ -205,8 +293,10 @@ def _bitcast_convert(ctx, opcode):
 
 def _reduce_precision(ctx, opcode):
     x = ctx.pick(("float",))
-    attrs = {"exponent_bits": int(ctx.rng.integers(2, 9)),
-             "mantissa_bits": int(ctx.rng.integers(1, 11))}
+    attrs = {
+        "exponent_bits": int(ctx.rng.integers(2, 9)),
+        "mantissa_bits": int(ctx.rng.integers(1, 11)),
+    }
     return ctx.emit(opcode, [x], attrs)
 
 
@@ -254,16 +344,19 @@ def _concatenate(ctx, opcode):
 
 def _pad(ctx, opcode):
     x = ctx.pick(rank_at_least=1)
-    config = [(int(ctx.rng.integers(-1, 3)), int(ctx.rng.integers(-1, 3)),
-               int(ctx.rng.integers(0, 2))) for _ in x.dims]
+    config = [
+        (int(ctx.rng.integers(-1, 3)), int(ctx.rng.integers(-1, 3)), int(ctx.rng.integers(0, 2)))
+        for _ in x.dims
+    ]
     value = ctx.scalar(x.dtype, special_values(ctx.rng, x.dtype, (1,))[0])
     return ctx.emit(opcode, [x, value], {"padding": config})
 
 
 def _reverse(ctx, opcode):
     x = ctx.pick(rank_at_least=1)
-    dims = sorted(int(d) for d in ctx.rng.choice(x.rank, int(ctx.rng.integers(1, x.rank + 1)),
-                                                 replace=False))
+    dims = sorted(
+        int(d) for d in ctx.rng.choice(x.rank, int(ctx.rng.integers(1, x.rank + 1)), replace=False)
+    )
     return ctx.emit(opcode, [x], {"dimensions": dims})
 
 
@@ -271,12 +364,16 @@ def _reduce(ctx, opcode):
     x = ctx.pick(rank_at_least=1)
     ops = ("and", "or") if x.dtype == "pred" else ("add", "multiply", "maximum", "minimum")
     op = ops[ctx.rng.integers(len(ops))]
-    dims = sorted(int(d) for d in ctx.rng.choice(x.rank, int(ctx.rng.integers(1, x.rank + 1)),
-                                                 replace=False))
-    init = ctx.scalar(x.dtype, special_values(ctx.rng, x.dtype, (1,))[0]
-                      if ctx.rng.random() < 0.3 else _identity(op, x.dtype))
-    return ctx.emit(opcode, [x, init], {"dimensions": dims,
-                                        "to_apply": ctx.b.reducer(op, x.dtype)})
+    dims = sorted(
+        int(d) for d in ctx.rng.choice(x.rank, int(ctx.rng.integers(1, x.rank + 1)), replace=False)
+    )
+    init = ctx.scalar(
+        x.dtype,
+        special_values(ctx.rng, x.dtype, (1,))[0]
+        if ctx.rng.random() < 0.3
+        else _identity(op, x.dtype),
+    )
+    return ctx.emit(opcode, [x, init], {"dimensions": dims, "to_apply": ctx.b.reducer(op, x.dtype)})
 
 
 def _identity(op: str, dtype: str):
@@ -294,11 +391,16 @@ def _identity(op: str, dtype: str):
 def _reduce_window(ctx, opcode):
     x = ctx.pick(("float", "int"), rank_at_least=1)
     op = ("add", "maximum", "minimum")[ctx.rng.integers(3)]
-    window = {"size": [int(ctx.rng.integers(1, min(d, 3) + 1)) for d in x.dims],
-              "stride": [int(ctx.rng.integers(1, 3)) for _ in x.dims],
-              "pad": [(int(ctx.rng.integers(0, 2)), int(ctx.rng.integers(0, 2))) for _ in x.dims]}
-    return ctx.emit(opcode, [x, ctx.scalar(x.dtype, _identity(op, x.dtype))],
-                    {"window": window, "to_apply": ctx.b.reducer(op, x.dtype)})
+    window = {
+        "size": [int(ctx.rng.integers(1, min(d, 3) + 1)) for d in x.dims],
+        "stride": [int(ctx.rng.integers(1, 3)) for _ in x.dims],
+        "pad": [(int(ctx.rng.integers(0, 2)), int(ctx.rng.integers(0, 2))) for _ in x.dims],
+    }
+    return ctx.emit(
+        opcode,
+        [x, ctx.scalar(x.dtype, _identity(op, x.dtype))],
+        {"window": window, "to_apply": ctx.b.reducer(op, x.dtype)},
+    )
 
 
 def _dot(ctx, opcode):
@@ -308,15 +410,20 @@ def _dot(ctx, opcode):
     k = x.dims[-1]
     n = int(ctx.rng.integers(1, 5))
     y = ctx.constant(x.dtype, (k, n))
-    return ctx.emit(opcode, [x, y], {"lhs_contracting_dims": [x.rank - 1],
-                                     "rhs_contracting_dims": [0]})
+    return ctx.emit(
+        opcode, [x, y], {"lhs_contracting_dims": [x.rank - 1], "rhs_contracting_dims": [0]}
+    )
 
 
 def _iota(ctx, opcode):
     dtype = (FLOATS + INTS)[ctx.rng.integers(len(FLOATS + INTS))]
     dims = [int(ctx.rng.integers(1, 6)) for _ in range(int(ctx.rng.integers(1, 3)))]
-    return ctx.emit(opcode, [], {"iota_dimension": int(ctx.rng.integers(len(dims)))},
-                    shape=Shape.array(dtype, dims))
+    return ctx.emit(
+        opcode,
+        [],
+        {"iota_dimension": int(ctx.rng.integers(len(dims)))},
+        shape=Shape.array(dtype, dims),
+    )
 
 
 def _starts(ctx, x):
@@ -340,9 +447,17 @@ def _gather(ctx, opcode):
     count = int(ctx.rng.integers(1, 5))
     indices = ctx.b.constant(ctx.rng.integers(-2, x.dims[0] + 2, (count, 1)).astype(np.int32))
     sizes = [1] + list(x.dims[1:])
-    return ctx.emit(opcode, [x, indices], {
-        "offset_dims": list(range(1, x.rank)), "collapsed_slice_dims": [0],
-        "start_index_map": [0], "index_vector_dim": 1, "slice_sizes": sizes})
+    return ctx.emit(
+        opcode,
+        [x, indices],
+        {
+            "offset_dims": list(range(1, x.rank)),
+            "collapsed_slice_dims": [0],
+            "start_index_map": [0],
+            "index_vector_dim": 1,
+            "slice_sizes": sizes,
+        },
+    )
 
 
 def _scatter(ctx, opcode):
@@ -351,10 +466,17 @@ def _scatter(ctx, opcode):
     indices = ctx.b.constant(ctx.rng.integers(-1, x.dims[0] + 1, (count, 1)).astype(np.int32))
     updates = ctx.constant(x.dtype, (count,) + tuple(x.dims[1:]))
     op = ("add", "maximum", "minimum")[ctx.rng.integers(3)]
-    return ctx.emit(opcode, [x, indices, updates], {
-        "update_window_dims": list(range(1, x.rank)), "inserted_window_dims": [0],
-        "scatter_dims_to_operand_dims": [0], "index_vector_dim": 1,
-        "to_apply": ctx.b.reducer(op, x.dtype)})
+    return ctx.emit(
+        opcode,
+        [x, indices, updates],
+        {
+            "update_window_dims": list(range(1, x.rank)),
+            "inserted_window_dims": [0],
+            "scatter_dims_to_operand_dims": [0],
+            "index_vector_dim": 1,
+            "to_apply": ctx.b.reducer(op, x.dtype),
+        },
+    )
 
 
 def _sort(ctx, opcode):
@@ -367,10 +489,14 @@ def _sort(ctx, opcode):
         if total:
             attrs["type"] = "TOTALORDER"
         return a.builder.emit("compare", [a, b], attrs)
+
     scalar = Shape.array(x.dtype, ())
     comp = ctx.b.computation(comparator, [scalar, scalar], "compare")
-    return ctx.emit(opcode, [x], {"dimensions": [int(ctx.rng.integers(x.rank))],
-                                  "is_stable": True, "to_apply": comp})
+    return ctx.emit(
+        opcode,
+        [x],
+        {"dimensions": [int(ctx.rng.integers(x.rank))], "is_stable": True, "to_apply": comp},
+    )
 
 
 GENERATORS = {
@@ -380,13 +506,28 @@ GENERATORS = {
     **{op: _binary(("float", "int")) for op in ARITHMETIC},
     **{op: _binary(("float",)) for op in FLOAT_BINARY},
     **{op: _binary(("int", "pred")) for op in INT_BINARY},
-    "compare": _compare, "select": _select, "clamp": _clamp, "convert": _convert,
-    "bitcast-convert": _bitcast_convert, "reduce-precision": _reduce_precision,
-    "broadcast": _broadcast, "reshape": _reshape, "transpose": _transpose, "slice": _slice,
-    "concatenate": _concatenate, "pad": _pad, "reverse": _reverse, "reduce": _reduce,
-    "reduce-window": _reduce_window, "dot": _dot, "iota": _iota,
-    "dynamic-slice": _dynamic_slice, "dynamic-update-slice": _dynamic_update_slice,
-    "gather": _gather, "scatter": _scatter, "sort": _sort,
+    "compare": _compare,
+    "select": _select,
+    "clamp": _clamp,
+    "convert": _convert,
+    "bitcast-convert": _bitcast_convert,
+    "reduce-precision": _reduce_precision,
+    "broadcast": _broadcast,
+    "reshape": _reshape,
+    "transpose": _transpose,
+    "slice": _slice,
+    "concatenate": _concatenate,
+    "pad": _pad,
+    "reverse": _reverse,
+    "reduce": _reduce,
+    "reduce-window": _reduce_window,
+    "dot": _dot,
+    "iota": _iota,
+    "dynamic-slice": _dynamic_slice,
+    "dynamic-update-slice": _dynamic_update_slice,
+    "gather": _gather,
+    "scatter": _scatter,
+    "sort": _sort,
 }
 
 
@@ -394,6 +535,7 @@ def random_module(seed: int, *, ops: int | None = None):
     """A small valid module built from `seed` (the same seed gives the same module)."""
     from ..frontend.builder import Builder
     from ..frontend.errors import FrontendError
+
     rng = np.random.default_rng(seed)
     builder = Builder("main")
     ctx = _Context(rng, builder)
@@ -431,13 +573,15 @@ def check_module(module, args, *, backends=("cpu",)) -> list[str]:
     from ..passes.base import run_pipeline
     from ..passes.pipelines import cpu_pipeline
     from .compare import compare_values
+
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         want = compile(module, backend="interpreter")(*args)
         optimized = module.clone()
         run_pipeline(cpu_pipeline(), optimized, verify=True)
-        runs = {"interpreter after the cpu pipeline":
-                compile(optimized, backend="interpreter")(*args)}
+        runs = {
+            "interpreter after the cpu pipeline": compile(optimized, backend="interpreter")(*args)
+        }
         for backend in backends:
             runs[backend] = compile(module, backend=backend)(*args)
     problems = []
@@ -456,8 +600,14 @@ def check_module(module, args, *, backends=("cpu",)) -> list[str]:
 # -- mutants -------------------------------------------------------------------------------------
 
 # opcodes that can stand in for each other: same operand count and operand kinds
-SWAPPABLE = (FLOAT_UNARY[:-1], ANY_UNARY[:3], INT_UNARY, ARITHMETIC + FLOAT_BINARY,
-             INT_BINARY, DIRECTIONS)
+SWAPPABLE = (
+    FLOAT_UNARY[:-1],
+    ANY_UNARY[:3],
+    INT_UNARY,
+    ARITHMETIC + FLOAT_BINARY,
+    INT_BINARY,
+    DIRECTIONS,
+)
 
 
 def mutate(text: str, seed: int, *, edits: int | None = None) -> str:
@@ -466,10 +616,24 @@ def mutate(text: str, seed: int, *, edits: int | None = None) -> str:
     value, inf, nan), or a type's width changed. The result may be invalid: a mutant must then
     be refused with a MinixlaError, never crash."""
     import re
+
     rng = np.random.default_rng(seed)
     lines = text.splitlines()
-    numbers = ("0", "1", "-1", "2", "7", "65535", "2147483648", "-0", "inf", "-inf", "nan",
-               "1e-45", "3.4e38")
+    numbers = (
+        "0",
+        "1",
+        "-1",
+        "2",
+        "7",
+        "65535",
+        "2147483648",
+        "-0",
+        "inf",
+        "-inf",
+        "nan",
+        "1e-45",
+        "3.4e38",
+    )
     for _ in range(int(rng.integers(1, 4)) if edits is None else edits):
         body = [i for i, line in enumerate(lines) if " = " in line]
         if not body:
@@ -490,8 +654,14 @@ def mutate(text: str, seed: int, *, edits: int | None = None) -> str:
                 start, end = spots[rng.integers(len(spots))]
                 line = line[:start] + numbers[rng.integers(len(numbers))] + line[end:]
         else:
-            types = [m.span() for m in re.finditer(r"\b(?:f16|bf16|f32|f64|s8|s32|s64|u8|u32)"
-                                                   r"(?=\[)", line)]
+            types = [
+                m.span()
+                for m in re.finditer(
+                    r"\b(?:f16|bf16|f32|f64|s8|s32|s64|u8|u32)"
+                    r"(?=\[)",
+                    line,
+                )
+            ]
             if types:
                 start, end = types[rng.integers(len(types))]
                 line = line[:start] + DTYPES[rng.integers(len(DTYPES))] + line[end:]
@@ -503,6 +673,7 @@ def run_case(text: str, seed: int, backends=("cpu",)) -> tuple[str, str]:
     """(outcome, detail) of one module text: 'rejected' (a MinixlaError while parsing,
     verifying, compiling or running), 'agree', 'mismatch' or 'crash' (any other exception)."""
     from ..text import parse_hlo_module
+
     try:
         module = parse_hlo_module(text)
         args = random_inputs(module, seed)
@@ -522,6 +693,7 @@ def main(argv=None) -> int:
     import collections
     import sys
     import time
+
     parser = argparse.ArgumentParser(prog="python -m minixla.testing.fuzz")
     parser.add_argument("--start", type=int, default=0)
     parser.add_argument("--count", type=int, default=1000)
@@ -540,12 +712,15 @@ def main(argv=None) -> int:
         if outcome in ("crash", "mismatch"):
             print(f"seed {seed} {outcome}: {detail}\n{text}\n", flush=True)
         if (seed - args.start + 1) % 500 == 0:
-            print(f"... {seed - args.start + 1} modules, {dict(counts)}", file=sys.stderr,
-                  flush=True)
+            print(
+                f"... {seed - args.start + 1} modules, {dict(counts)}", file=sys.stderr, flush=True
+            )
     kind = "mutants" if args.mutants else "random modules"
-    print(f"fuzz: {args.count} {kind} from seed {args.start}, backends: interpreter, "
-          f"interpreter after the cpu pipeline{''.join(', ' + b for b in backends)}; "
-          f"{dict(sorted(counts.items()))} in {time.time() - began:.0f} s")
+    print(
+        f"fuzz: {args.count} {kind} from seed {args.start}, backends: interpreter, "
+        f"interpreter after the cpu pipeline{''.join(', ' + b for b in backends)}; "
+        f"{dict(sorted(counts.items()))} in {time.time() - began:.0f} s"
+    )
     return 1 if counts["crash"] or counts["mismatch"] else 0
 
 

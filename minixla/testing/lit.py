@@ -18,6 +18,7 @@ and must agree bit for bit (NaN meets NaN, -0.0 is not +0.0). Marker comments in
 Modules that need several devices, ops the interpreter lacks, or whose entry signature the
 passes changed (a partitioned program takes shards) are skipped with that reason.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -37,8 +38,7 @@ DIFF_SEEDS = (0, 1)
 
 
 def run_lines(text: str) -> list[str]:
-    return [match.group(1).strip() for line in text.splitlines()
-            if (match := RUN_LINE.match(line))]
+    return [match.group(1).strip() for line in text.splitlines() if (match := RUN_LINE.match(line))]
 
 
 class RunFailure(Exception):
@@ -47,6 +47,7 @@ class RunFailure(Exception):
 
 def _run_minixla(argv: list[str], stdin: str) -> str:
     from ..cli import main
+
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
@@ -59,8 +60,9 @@ def _run_minixla(argv: list[str], stdin: str) -> str:
 
 
 def _stages(command: str, path: Path) -> list[list[str]]:
-    return [[str(path) if w == "%s" else w for w in shlex.split(stage)]
-            for stage in command.split("|")]
+    return [
+        [str(path) if w == "%s" else w for w in shlex.split(stage)] for stage in command.split("|")
+    ]
 
 
 def _opt_argv(words: list[str]) -> list[str] | None:
@@ -88,8 +90,9 @@ def run_line(command: str, path: Path) -> None:
             if status:
                 raise RunFailure(f"filecheck failed:\n{report}\n--- input ---\n{data}")
         else:
-            raise RunFailure(f"unsupported RUN stage {stage.strip()!r} (known: minixla opt, "
-                             f"filecheck)")
+            raise RunFailure(
+                f"unsupported RUN stage {stage.strip()!r} (known: minixla opt, filecheck)"
+            )
 
 
 def optimized_text(command: str, path: Path) -> str:
@@ -107,6 +110,7 @@ def why_not_differential(before, after) -> str | None:
     """Why two modules cannot be compared on the single-device interpreter, or None."""
     from ..reference.evaluator import unsupported_opcodes
     from ..runtime.spmd import is_multi_device, is_partitioned
+
     for label, module in (("input", before), ("output", after)):
         if is_multi_device(module, None) or is_partitioned(module):
             return f"the {label} module runs on several devices"
@@ -128,6 +132,7 @@ def run_differential(command: str, path: Path, *, seeds=DIFF_SEEDS) -> None:
     run (see the module docstring)."""
     from ..text import parse_module
     from .compare import compare_values, random_inputs, run_interpreter
+
     text = path.read_text()
     if (marker := NO_DIFF.search(text)) is not None:
         pytest.skip(f"NO-DIFF: {marker.group(1).strip()}")
@@ -141,12 +146,20 @@ def run_differential(command: str, path: Path, *, seeds=DIFF_SEEDS) -> None:
     for seed in seeds:
         args = random_inputs(before, seed=seed)
         want, got = run_interpreter(before, args), run_interpreter(after, args)
-        problems = compare_values(got, want, rtol=tolerance, atol=tolerance,
-                                  what=f"seed {seed}: after vs before",
-                                  signed_zeros=not tolerance)
+        problems = compare_values(
+            got,
+            want,
+            rtol=tolerance,
+            atol=tolerance,
+            what=f"seed {seed}: after vs before",
+            signed_zeros=not tolerance,
+        )
         if problems:
-            raise RunFailure("interpreter results differ:\n  " + "\n  ".join(problems)
-                             + f"\n--- after ---\n{after.to_text()}")
+            raise RunFailure(
+                "interpreter results differ:\n  "
+                + "\n  ".join(problems)
+                + f"\n--- after ---\n{after.to_text()}"
+            )
 
 
 class HloTestFile(pytest.File):

@@ -1,4 +1,5 @@
 """HLO text: lexer, parser and printer for XLA's syntax; StableHLO/MHLO (MLIR) text is read too."""
+
 from .parser import parse_hlo_module, parse_shape
 from ..ir.printer import computation_to_text, instruction_to_text, module_to_text
 
@@ -11,11 +12,19 @@ def parse_module(text: str, *, verify: bool = True, strict: bool = True):
     if not isinstance(text, str):
         raise TypeError(f"parse_module expects str, got {type(text).__name__}")
     from .mlir import looks_like_mlir
+
     if looks_like_mlir(text):
         from .stablehlo import parse_mlir_module
+
         return parse_mlir_module(text, verify=verify)
     return parse_hlo_module(text, verify=verify, strict=strict)
 
 
-__all__ = ["parse_hlo_module", "parse_module", "parse_shape", "module_to_text",
-           "computation_to_text", "instruction_to_text"]
+__all__ = [
+    "parse_hlo_module",
+    "parse_module",
+    "parse_shape",
+    "module_to_text",
+    "computation_to_text",
+    "instruction_to_text",
+]

@@ -13,6 +13,7 @@ is the first complete output, else the done's shape, else its inferred shape, el
 An `op-update`/`op-done` of a value passed through a loop (a get-tuple-element or a parameter,
 not an async op) wraps a fresh `op` read off the context shape `((T...), R, ...)`.
 """
+
 from __future__ import annotations
 
 from ..ir.computation import HloComputation
@@ -35,8 +36,9 @@ class AsyncSugar:
         self.parser = parser
         self.wrapped: dict[int, HloInstruction] = {}
 
-    def parse(self, comp: HloComputation, name: str, shape: Shape | None, stem: str,
-              suffix: str, op_token) -> HloInstruction:
+    def parse(
+        self, comp: HloComputation, name: str, shape: Shape | None, stem: str, suffix: str, op_token
+    ) -> HloInstruction:
         parser = self.parser
         parser.expect("(")
         operands = []
@@ -52,11 +54,13 @@ class AsyncSugar:
     # -- the three forms ------------------------------------------------------------------
     def _start(self, comp, name, shape, stem, operands, op_token) -> HloInstruction:
         if shape is None or not shape.is_tuple or len(shape.tuple_shapes) < 2:
-            raise self.parser.error(f"{stem}-start needs its ((operands), result, ...) shape",
-                                    op_token.start)
+            raise self.parser.error(
+                f"{stem}-start needs its ((operands), result, ...) shape", op_token.start
+            )
         output = shape.tuple_shapes[1]
-        wrapped, inner = self._wrap(stem, [o.shape for o in operands],
-                                    None if is_unbound(output) else output)
+        wrapped, inner = self._wrap(
+            stem, [o.shape for o in operands], None if is_unbound(output) else output
+        )
         instr = HloInstruction("async-start", shape, operands, name=name)
         self._attributes(instr, inner)
         self._require(inner, name, op_token)
@@ -69,23 +73,35 @@ class AsyncSugar:
         parser = self.parser
         previous = operands[0] if operands else None
         if previous is None or (suffix == "-done" and len(operands) != 1):
-            raise parser.error(f"{stem}{suffix} needs the async op it continues as its "
-                               f"{'one' if suffix == '-done' else 'first'} operand",
-                               op_token.start)
+            raise parser.error(
+                f"{stem}{suffix} needs the async op it continues as its "
+                f"{'one' if suffix == '-done' else 'first'} operand",
+                op_token.start,
+            )
         context = previous.shape
-        wrapped = previous.attrs.get("calls") if previous.opcode in (
-            "async-start", "async-update") else None
+        wrapped = (
+            previous.attrs.get("calls")
+            if previous.opcode in ("async-start", "async-update")
+            else None
+        )
         if wrapped is not None and wrapped.has_root and wrapped.root.opcode != stem:
-            raise parser.error(f"{stem}{suffix} continues an async {wrapped.root.opcode}",
-                               op_token.start)
+            raise parser.error(
+                f"{stem}{suffix} continues an async {wrapped.root.opcode}", op_token.start
+            )
         fresh = wrapped is None
         if fresh:
             if previous.opcode not in _THROUGH_LOOPS or not _is_context(context):
-                raise parser.error(f"{stem}{suffix} needs the async op it continues as its "
-                                   f"first operand, got {previous.opcode}", op_token.start)
+                raise parser.error(
+                    f"{stem}{suffix} needs the async op it continues as its "
+                    f"first operand, got {previous.opcode}",
+                    op_token.start,
+                )
             output = context.tuple_shapes[1]
-            wrapped, _ = self._wrap(stem, list(context.tuple_shapes[0].tuple_shapes),
-                                    None if is_unbound(output) else output)
+            wrapped, _ = self._wrap(
+                stem,
+                list(context.tuple_shapes[0].tuple_shapes),
+                None if is_unbound(output) else output,
+            )
         inner = self.wrapped.get(id(wrapped))
         if wrapped is not None and inner is not None:  # our own: late operands become params
             self._bind(wrapped, inner, [o.shape for o in operands[1:]])
@@ -93,15 +109,19 @@ class AsyncSugar:
             if not _is_context(context):
                 raise parser.error(f"{stem}{suffix} needs its result shape", op_token.start)
             shape = self._default_shape(suffix, context, operands, inner)
-        instr = HloInstruction("async" + suffix, shape, operands, {"calls": wrapped},
-                               name=name)
+        instr = HloInstruction("async" + suffix, shape, operands, {"calls": wrapped}, name=name)
         self._attributes(instr, inner)
         if fresh and wrapped is not None and inner is not None:
             self._require(inner, name, op_token)
             self._register(wrapped)
         if inner is not None and inner.shape is None:
-            output = shape if suffix == "-done" else shape.tuple_shapes[1] \
-                if _is_context(shape) else None
+            output = (
+                shape
+                if suffix == "-done"
+                else shape.tuple_shapes[1]
+                if _is_context(shape)
+                else None
+            )
             if not is_unbound(output) or suffix == "-done":
                 inner.shape = output
         comp.add_instruction(instr)
@@ -149,16 +169,19 @@ class AsyncSugar:
                 scratch = HloInstruction(inner.opcode, None)  # type: ignore[arg-type]
                 parser.parse_attribute(scratch)
                 if scratch.attrs[attr] != inner.attrs[attr]:
-                    raise parser.error(f"{attr} differs from the one %{inner.name} was given",
-                                       token.start)
+                    raise parser.error(
+                        f"{attr} differs from the one %{inner.name} was given", token.start
+                    )
                 continue
             parser.parse_attribute(inner if own else instr)
 
     def _require(self, inner: HloInstruction, name: str, op_token) -> None:
         for required in inner.opdef.required_attrs:
             if required not in inner.attrs:
-                raise self.parser.error(f"{inner.opcode} {name} is missing required attribute "
-                                        f"{required}", op_token.start)
+                raise self.parser.error(
+                    f"{inner.opcode} {name} is missing required attribute {required}",
+                    op_token.start,
+                )
 
     @staticmethod
     def _default_shape(suffix, context, operands, inner) -> Shape:
@@ -173,6 +196,7 @@ class AsyncSugar:
     def finish(self) -> None:
         """Gives every wrapped op still without a shape (a chain without a done) one."""
         from ..ir.shape_inference import infer_shape
+
         for inner in self.wrapped.values():
             if inner.shape is not None:
                 continue

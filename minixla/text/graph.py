@@ -16,6 +16,7 @@ drawing puts each called computation in a box of its own under the entry's nodes
 `module_to_dot(module)` is what `--dump_as_dot` writes. The dumps of the pass pipeline draw
 through this module, so it sits on the text floor, below the passes.
 """
+
 from __future__ import annotations
 
 import html
@@ -70,6 +71,7 @@ class Cluster:
 @dataclass
 class Graph:
     """What both renderers draw: clusters of nodes, data edges and call edges."""
+
     name: str
     top: Cluster  # the entry computation's nodes, drawn outside any cluster
     edges: list[tuple[str, str, str]] = field(default_factory=list)  # (from, to, shape)
@@ -92,8 +94,13 @@ def kind_of(instr) -> str:
 
 def is_folded(instr, expand: bool = False) -> bool:
     """Constants and parameters that feed something are drawn inside their users' labels."""
-    return (not expand and instr.opcode in _FOLDED and bool(instr.users)
-            and not instr.is_root() and not instr.control_successors)
+    return (
+        not expand
+        and instr.opcode in _FOLDED
+        and bool(instr.users)
+        and not instr.is_root()
+        and not instr.control_successors
+    )
 
 
 def build_graph(module, *, expand: bool = False) -> Graph:
@@ -122,8 +129,11 @@ def build_graph(module, *, expand: bool = False) -> Graph:
             node = Node(ids[id(instr)], instr, _label(instr, expand), kind_of(instr))
             node.folded = [o for o in instr.operands if is_folded(o, expand)]
             cluster.nodes.append(node)
-            graph.edges.extend((ids[id(o)], node.id, str(o.shape.without_layout()))
-                               for o in instr.operands if not is_folded(o, expand))
+            graph.edges.extend(
+                (ids[id(o)], node.id, str(o.shape.without_layout()))
+                for o in instr.operands
+                if not is_folded(o, expand)
+            )
             for callee in instr.called_computations:
                 # Only the first caller gets an edge: edges from many far-apart callers into
                 # one shared cluster (a reducer) make dot's layout slow and tangled.
@@ -163,6 +173,7 @@ def _calls(value, comp) -> bool:
 
 def _label(instr, expand: bool) -> list[str]:
     from ..ir.printer import format_attrs
+
     head = instr.opcode
     if instr.opcode == "parameter":
         head = f"parameter({instr.parameter_number})"
@@ -186,10 +197,11 @@ def _folded_text(instr) -> str:
 
 def _short_literal(instr) -> str:
     from ..ir.printer import instruction_to_text
+
     if instr.shape.is_array and instr.shape.numel() > 12:  # over 24 characters for sure, and
-        return "{...}"                                     # printing millions of them is slow
+        return "{...}"  # printing millions of them is slow
     text = instruction_to_text(instr, print_metadata=False)
-    inside = text[text.index("constant(") + len("constant("):].rsplit(")", 1)[0]
+    inside = text[text.index("constant(") + len("constant(") :].rsplit(")", 1)[0]
     return inside if len(inside) <= 24 else "{...}"
 
 
@@ -203,14 +215,17 @@ def _dot_node(node: Node, indent: str) -> str:
     label = "\\n".join(_q(line)[1:-1] for line in node.lines)
     tooltip = "\n".join([node.instr.to_text()] + [o.to_text() for o in node.folded])
     bold = ", penwidth=2" if node.instr.is_root() else ""
-    return f'{indent}{_q(node.id)} [label="{label}", fillcolor="{fill}", ' \
-           f'tooltip={_q(tooltip)}{bold}];'
+    return (
+        f'{indent}{_q(node.id)} [label="{label}", fillcolor="{fill}", tooltip={_q(tooltip)}{bold}];'
+    )
 
 
 def _dot_cluster(cluster: Cluster, depth: int) -> list[str]:
     pad = "  " * depth
-    lines = [f"{pad}subgraph {cluster.id} {{",
-             f'{pad}  label={_q(cluster.label)}; style="rounded,dashed"; color="#6b7280";']
+    lines = [
+        f"{pad}subgraph {cluster.id} {{",
+        f'{pad}  label={_q(cluster.label)}; style="rounded,dashed"; color="#6b7280";',
+    ]
     lines += [_dot_node(node, pad + "  ") for node in cluster.nodes]
     for child in cluster.children:
         lines += _dot_cluster(child, depth + 1)
@@ -220,26 +235,32 @@ def _dot_cluster(cluster: Cluster, depth: int) -> list[str]:
 def module_to_dot(module, *, expand: bool = False) -> str:
     """The module as a Graphviz digraph (one cluster per non-entry computation)."""
     graph = build_graph(module, expand=expand)
-    lines = [f"digraph {_q(graph.name)} {{",
-             '  graph [rankdir=TB, compound=true, fontname="Helvetica", fontsize=11, '
-             'nodesep=0.25, ranksep=0.35, labeljust=l];',
-             '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=10, '
-             'penwidth=0.8];',
-             '  edge [fontname="Helvetica", fontsize=8, color="#4b5563", arrowsize=0.6];']
+    lines = [
+        f"digraph {_q(graph.name)} {{",
+        '  graph [rankdir=TB, compound=true, fontname="Helvetica", fontsize=11, '
+        "nodesep=0.25, ranksep=0.35, labeljust=l];",
+        '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=10, '
+        "penwidth=0.8];",
+        '  edge [fontname="Helvetica", fontsize=8, color="#4b5563", arrowsize=0.6];',
+    ]
     lines += [_dot_node(node, "  ") for node in graph.top.nodes]
     for cluster in graph.top.children:
         lines += _dot_cluster(cluster, 1)
     lines += [f"  {_q(a)} -> {_q(b)} [label={_q(shape)}];" for a, b, shape in graph.edges]
-    lines += [f'  {_q(root)} -> {_q(caller)} [style=dashed, color="#7c3aed", ltail={cl}];'
-              for root, caller, cl in graph.calls]
+    lines += [
+        f'  {_q(root)} -> {_q(caller)} [style=dashed, color="#7c3aed", ltail={cl}];'
+        for root, caller, cl in graph.calls
+    ]
     return "\n".join(lines + ["}"]) + "\n"
 
 
 def dot_to_svg(dot: str) -> str:
     exe = shutil.which("dot")
     if exe is None:
-        raise GraphvizError("SVG needs Graphviz's `dot`, which is not installed (apt-get install "
-                        "graphviz); write .dot or .html instead")
+        raise GraphvizError(
+            "SVG needs Graphviz's `dot`, which is not installed (apt-get install "
+            "graphviz); write .dot or .html instead"
+        )
     done = subprocess.run([exe, "-Tsvg"], input=dot, capture_output=True, text=True)
     if done.returncode != 0:
         first = (done.stderr.strip().splitlines() or ["no message"])[0]
@@ -261,23 +282,29 @@ def module_to_html(module, *, expand: bool = False, use_dot: bool = False) -> st
     The drawing is the built-in layout's (the same on every machine), or Graphviz's with
     `use_dot`."""
     graph = build_graph(module, expand=expand)
-    svg = _inline(dot_to_svg(module_to_dot(module, expand=expand))) if use_dot \
-        else layout_svg(graph)
+    svg = (
+        _inline(dot_to_svg(module_to_dot(module, expand=expand))) if use_dot else layout_svg(graph)
+    )
     texts = []
     for node in graph.nodes():
         text = "\n".join([node.instr.to_text()] + [o.to_text() for o in node.folded])
         where = f"in computation {node.instr.parent.name}" if node.instr.parent else ""
-        texts.append(f'<pre class="hlo" data-node="{html.escape(node.id)}" hidden>'
-                     f'{html.escape(text, quote=False)}\n\n{html.escape(where)}</pre>')
-    legend = "".join(f'<span class="key" style="background:{fill}">{html.escape(text)}</span>'
-                     for fill, text in KIND_STYLE.values())
-    return _PAGE.format(title=html.escape(module.name), legend=legend, svg=svg,
-                        texts="\n".join(texts))
+        texts.append(
+            f'<pre class="hlo" data-node="{html.escape(node.id)}" hidden>'
+            f"{html.escape(text, quote=False)}\n\n{html.escape(where)}</pre>"
+        )
+    legend = "".join(
+        f'<span class="key" style="background:{fill}">{html.escape(text)}</span>'
+        for fill, text in KIND_STYLE.values()
+    )
+    return _PAGE.format(
+        title=html.escape(module.name), legend=legend, svg=svg, texts="\n".join(texts)
+    )
 
 
 def _inline(svg: str) -> str:
     """dot's SVG, made fit to sit in HTML: no XML prolog, doctype or namespace URLs."""
-    svg = svg[svg.index("<svg"):]
+    svg = svg[svg.index("<svg") :]
     return re.sub(r'\s+xmlns(:\w+)?="[^"]*"', "", svg)
 
 
@@ -329,8 +356,10 @@ def layout_blocks(graph: Graph) -> list[tuple[Cluster, Layout]]:
     for a, b, _ in graph.edges:
         if home[a] == home[b]:
             edges[home[a]].append((a, b))
-    return [(c, layered_layout({n.id: node_size(n) for n in c.nodes}, own))
-            for c, own in zip(clusters, edges)]
+    return [
+        (c, layered_layout({n.id: node_size(n) for n in c.nodes}, own))
+        for c, own in zip(clusters, edges)
+    ]
 
 
 def layout_svg(graph: Graph, *, standalone: bool = False) -> str:
@@ -344,45 +373,58 @@ def layout_svg(graph: Graph, *, standalone: bool = False) -> str:
     for cluster, layout in layout_blocks(graph):
         top = y + (_CLUSTER_HEAD if cluster.id else 0)
         if cluster.id:
-            parts.append(f'<rect x="{_PAD / 2:.0f}" y="{y:.0f}" width="{layout.width + _PAD:.0f}"'
-                         f' height="{layout.height + _CLUSTER_HEAD + 6:.0f}" rx="8" '
-                         f'fill="none" stroke="#6b7280" stroke-dasharray="4 3"/><text '
-                         f'x="{_PAD}" y="{y + 16:.0f}" font-size="11">'
-                         f'{html.escape(cluster.label)}</text>')
+            parts.append(
+                f'<rect x="{_PAD / 2:.0f}" y="{y:.0f}" width="{layout.width + _PAD:.0f}"'
+                f' height="{layout.height + _CLUSTER_HEAD + 6:.0f}" rx="8" '
+                f'fill="none" stroke="#6b7280" stroke-dasharray="4 3"/><text '
+                f'x="{_PAD}" y="{y + 16:.0f}" font-size="11">'
+                f"{html.escape(cluster.label)}</text>"
+            )
         parts += _svg_block(cluster, layout, shapes, _PAD, top, standalone)
         y = top + layout.height + (6 if cluster.id else 0) + 2 * _PAD
         width = max(width, layout.width + 2 * _PAD)
-    head = (f'<svg width="{width:.0f}" height="{y:.0f}" viewBox="0 0 {width:.0f} {y:.0f}" '
-            f'font-family="Helvetica, Arial, sans-serif"><defs><marker id="arrow" '
-            f'viewBox="0 0 8 8" refX="8" refY="4" markerWidth="6" markerHeight="6" '
-            f'orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="#4b5563"/></marker></defs>')
+    head = (
+        f'<svg width="{width:.0f}" height="{y:.0f}" viewBox="0 0 {width:.0f} {y:.0f}" '
+        f'font-family="Helvetica, Arial, sans-serif"><defs><marker id="arrow" '
+        f'viewBox="0 0 8 8" refX="8" refY="4" markerWidth="6" markerHeight="6" '
+        f'orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="#4b5563"/></marker></defs>'
+    )
     if standalone:
-        head = ('<?xml version="1.0" encoding="UTF-8"?>\n'
-                + head.replace("<svg ", '<svg xmlns="http://www.w3.org/2000/svg" ', 1))
+        head = '<?xml version="1.0" encoding="UTF-8"?>\n' + head.replace(
+            "<svg ", '<svg xmlns="http://www.w3.org/2000/svg" ', 1
+        )
     return head + "\n".join(parts) + "</svg>\n"
 
 
-def _svg_block(cluster: Cluster, layout: Layout, shapes, dx: float, dy: float,
-               standalone: bool) -> list[str]:
+def _svg_block(
+    cluster: Cluster, layout: Layout, shapes, dx: float, dy: float, standalone: bool
+) -> list[str]:
     """Each node's trunk once, then every edge from where it leaves its trunk (or from its
     source) to its target, then the nodes over them."""
-    out = [f'<path d="{_svg_path(layout.polyline([u, *trunk]), dx, dy)}" fill="none" '
-           f'stroke="#4b5563"/>' for u, trunk in layout.trunks.items()]
+    out = [
+        f'<path d="{_svg_path(layout.polyline([u, *trunk]), dx, dy)}" fill="none" '
+        f'stroke="#4b5563"/>'
+        for u, trunk in layout.trunks.items()
+    ]
     for a, b in layout.edges:
         path = layout.path(a, b)
         if layout.index[a] < layout.index[b]:
             points = layout.polyline(path[-2:])
         else:  # drawn upwards, all the way (never the case for HLO in post-order)
             points = layout.route(a, b)
-        out.append(f'<path d="{_svg_path(points, dx, dy)}" fill="none" stroke="#4b5563" '
-                   f'marker-end="url(#arrow)"/>')
+        out.append(
+            f'<path d="{_svg_path(points, dx, dy)}" fill="none" stroke="#4b5563" '
+            f'marker-end="url(#arrow)"/>'
+        )
     sources = {a for a, _ in layout.edges}
     for node in cluster.nodes:
         box = layout.boxes[node.id]
         if node.id in sources:
-            out.append(f'<text x="{box.x + box.width / 2 + dx + 4:.1f}" '
-                       f'y="{box.bottom + dy + 11:.1f}" font-size="9" fill="#374151">'
-                       f'{html.escape(shapes[node.id])}</text>')
+            out.append(
+                f'<text x="{box.x + box.width / 2 + dx + 4:.1f}" '
+                f'y="{box.bottom + dy + 11:.1f}" font-size="9" fill="#374151">'
+                f"{html.escape(shapes[node.id])}</text>"
+            )
         out.append(_svg_node(node, box.x + dx, box.y + dy, box.width, box.height, standalone))
     return out
 
@@ -402,20 +444,25 @@ def _svg_path(points, dx: float, dy: float) -> str:
     return " ".join(d)
 
 
-def _svg_node(node: Node, left: float, top: float, w: float, h: float,
-              standalone: bool = False) -> str:
+def _svg_node(
+    node: Node, left: float, top: float, w: float, h: float, standalone: bool = False
+) -> str:
     fill = KIND_STYLE[node.kind][0]
     stroke = 2 if node.instr.is_root() else 0.8
-    spans = "".join(f'<tspan x="{left + w / 2:.1f}" dy="{_LINE_H if k else 0}">'
-                    f'{html.escape(line)}</tspan>' for k, line in enumerate(node.lines))
+    spans = "".join(
+        f'<tspan x="{left + w / 2:.1f}" dy="{_LINE_H if k else 0}">{html.escape(line)}</tspan>'
+        for k, line in enumerate(node.lines)
+    )
     desc = ""
     if standalone:
         text = "\n".join([node.instr.to_text()] + [o.to_text() for o in node.folded])
         desc = f"<desc>{html.escape(text, quote=False)}</desc>"
-    return (f'<g class="node"><title>{html.escape(node.id)}</title>{desc}<rect '
-            f'x="{left:.1f}" y="{top:.1f}" width="{w:.1f}" height="{h:.1f}" rx="5" '
-            f'fill="{fill}" stroke="#111827" stroke-width="{stroke}"/><text '
-            f'text-anchor="middle" y="{top + 16:.1f}" font-size="10">{spans}</text></g>')
+    return (
+        f'<g class="node"><title>{html.escape(node.id)}</title>{desc}<rect '
+        f'x="{left:.1f}" y="{top:.1f}" width="{w:.1f}" height="{h:.1f}" rx="5" '
+        f'fill="{fill}" stroke="#111827" stroke-width="{stroke}"/><text '
+        f'text-anchor="middle" y="{top + 16:.1f}" font-size="10">{spans}</text></g>'
+    )
 
 
 # -- --pass: the module as it stands after one pass of a pipeline -----------------------------

@@ -22,6 +22,7 @@ no boxes and a layer's slots never overlap, so no edge passes through a box it d
 connect. Edges that go against the given node order (none in verified HLO) are laid out
 reversed. Nothing is random: the same graph always gets the same drawing.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -63,6 +64,7 @@ class Layout:
     All long edges out of one node share its `trunks` entry, one dummy per layer down to the
     lowest of their targets (they carry one value, like Graphviz's `concentrate`): the drawing
     stays linear in size where one value feeds users in every layer."""
+
     names: list[str]
     index: dict[str, int]  # name -> vertex
     edges: list[tuple[str, str]]  # as given, without repeats
@@ -85,7 +87,7 @@ class Layout:
     def path(self, a: str, b: str) -> list[int]:
         """The vertices edge a -> b runs through, upper end first."""
         u, v = sorted((self.index[a], self.index[b]))
-        return [u, *self.trunks.get(u, [])[:self.ranks[v] - self.ranks[u] - 1], v]
+        return [u, *self.trunks.get(u, [])[: self.ranks[v] - self.ranks[u] - 1], v]
 
     def route(self, a: str, b: str) -> list[Point]:
         """Edge a -> b as a polyline from a's box to b's."""
@@ -97,8 +99,12 @@ class Layout:
 
     def slot(self, dummy: int) -> Box:
         rank = self.ranks[dummy]
-        return Box(self.x[dummy] - DUMMY_WIDTH / 2, self.tops[rank], DUMMY_WIDTH,
-                   self.bottoms[rank] - self.tops[rank])
+        return Box(
+            self.x[dummy] - DUMMY_WIDTH / 2,
+            self.tops[rank],
+            DUMMY_WIDTH,
+            self.bottoms[rank] - self.tops[rank],
+        )
 
     def polyline(self, path: list[int]) -> list[Point]:
         """Out of the first vertex's bottom, down through dummies' slots, into the last one's
@@ -126,8 +132,9 @@ def layered_layout(sizes: dict[str, tuple[float, float]], edges) -> Layout:
     names = list(sizes)
     index = {name: i for i, name in enumerate(names)}
     wanted = [(a, b) for a, b in dict.fromkeys(edges) if a in index and b in index and a != b]
-    pairs = list(dict.fromkeys((min(index[a], index[b]), max(index[a], index[b]))
-                               for a, b in wanted))
+    pairs = list(
+        dict.fromkeys((min(index[a], index[b]), max(index[a], index[b])) for a, b in wanted)
+    )
     layer = assign_layers(len(names), pairs)
     widths = [sizes[name][0] for name in names]
     down: list[list[int]] = [[] for _ in names]
@@ -155,14 +162,29 @@ def layered_layout(sizes: dict[str, tuple[float, float]], edges) -> Layout:
     order = order_layers(layer, up, down)
     xs = assign_x(order, widths, up, down, len(names))
     tops, heights = _bands(order, [sizes[n][1] for n in names])
-    boxes = {n: Box(xs[i] - widths[i] / 2, tops[layer[i]], widths[i], sizes[n][1])
-             for i, n in enumerate(names)}
+    boxes = {
+        n: Box(xs[i] - widths[i] / 2, tops[layer[i]], widths[i], sizes[n][1])
+        for i, n in enumerate(names)
+    }
     bottoms = [top + h for top, h in zip(tops, heights)]
     width = max((box.right for box in boxes.values()), default=0.0)
-    return Layout(names, index, wanted, boxes, {n: layer[i] for i, n in enumerate(names)},
-                  {u: t for u, t in trunks.items() if t}, order, down, layer, xs, tops, bottoms,
-                  _ports(xs, widths, up, down, len(names)), width,
-                  bottoms[-1] if bottoms else 0.0)
+    return Layout(
+        names,
+        index,
+        wanted,
+        boxes,
+        {n: layer[i] for i, n in enumerate(names)},
+        {u: t for u, t in trunks.items() if t},
+        order,
+        down,
+        layer,
+        xs,
+        tops,
+        bottoms,
+        _ports(xs, widths, up, down, len(names)),
+        width,
+        bottoms[-1] if bottoms else 0.0,
+    )
 
 
 # -- 1. layers ---------------------------------------------------------------------------------
@@ -264,8 +286,10 @@ def _sort_by_barycentre(row: list[int], fixed, pos: list[int], flip: bool) -> No
     vertices without any keep their places. Ties keep the current order, or reverse it with
     `flip` (a way out of plateaus, as in Graphviz's dot)."""
     movable = [v for v in row if fixed[v]]
-    key = {v: (sum(pos[n] for n in fixed[v]) / len(fixed[v]), -pos[v] if flip else pos[v])
-           for v in movable}
+    key = {
+        v: (sum(pos[n] for n in fixed[v]) / len(fixed[v]), -pos[v] if flip else pos[v])
+        for v in movable
+    }
     movable.sort(key=key.__getitem__)
     it = iter(movable)
     row[:] = [next(it) if fixed[v] else v for v in row]
@@ -300,7 +324,7 @@ def _sift(order, up, down, pos: list[int]) -> None:
         ends = _ends(row, up, down, pos)
         for v in list(row):
             here = row.index(v)
-            others = row[:here] + row[here + 1:]
+            others = row[:here] + row[here + 1 :]
             before = [_pair_crossings(ends[w], ends[v]) for w in others]
             after = [_pair_crossings(ends[v], ends[w]) for w in others]
             cost = now = sum(after)
@@ -407,7 +431,7 @@ def _place_row(row, offsets, xs, links, weights) -> float:
     moved, i = 0.0, 0
     for total, weight, size in zip(sums, totals, sizes):
         mean = total / weight
-        for v in row[i:i + size]:
+        for v in row[i : i + size]:
             x = mean + offsets[i]
             moved = max(moved, abs(x - xs[v]))
             xs[v] = x

@@ -5,6 +5,7 @@ Follows XLA's lexer: `//` and `/* */` comments are skipped; an identifier direct
 optional; numbers, window sizes (`3x3`), paddings (`0_0x1_1_2`) and dim labels (`b01f_01io->b01f`)
 are tokens of their own.
 """
+
 from __future__ import annotations
 
 import re
@@ -14,8 +15,18 @@ from ..errors import HloParseError
 from ..ir.strings import unescape
 
 IDENT, NAME, ATTR, INT, FLOAT, STRING, DXD, PAD, DIM_LABELS, PUNCT, EOF = (
-    "identifier", "name", "attribute", "integer", "float", "string", "window size", "padding",
-    "dim labels", "punctuation", "end of input")
+    "identifier",
+    "name",
+    "attribute",
+    "integer",
+    "float",
+    "string",
+    "window size",
+    "padding",
+    "dim labels",
+    "punctuation",
+    "end of input",
+)
 
 _SKIP = re.compile(r"(?:\s+|//[^\n]*|/\*.*?\*/)+", re.S)
 _IDENT_BODY = r"[A-Za-z_](?:[A-Za-z0-9_.]|-(?!>))*"
@@ -24,8 +35,13 @@ _PATTERNS = [
     (STRING, re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'')),
     (PUNCT, re.compile(r"\.\.\.|->|<=")),
     (DIM_LABELS, re.compile(r"[0-9bf?]{2,}_[0-9io?]{2,}->[0-9bf?]{2,}")),
-    (FLOAT, re.compile(r"[-+]?(?:\d+\.\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?"
-                       r"|\d+[eE][-+]?\d+)(?![A-Za-z0-9_])")),
+    (
+        FLOAT,
+        re.compile(
+            r"[-+]?(?:\d+\.\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?"
+            r"|\d+[eE][-+]?\d+)(?![A-Za-z0-9_])"
+        ),
+    ),
     (PAD, re.compile(r"-?\d+_-?\d+(?:_-?\d+)?(?:x-?\d+_-?\d+(?:_-?\d+)?)*(?![A-Za-z0-9_])")),
     (DXD, re.compile(r"\d+(?:x\d+)+(?![A-Za-z0-9_])")),
     (INT, re.compile(r"[-+]?\d+(?![A-Za-z0-9_.])")),
@@ -34,6 +50,8 @@ _PATTERNS = [
     (IDENT, re.compile(r"%?" + _IDENT_BODY)),
     (PUNCT, re.compile(r"[=,:*#+~\[\]{}()?<>!]")),
 ]
+
+
 @dataclass(frozen=True)
 class Token:
     kind: str
@@ -64,7 +82,7 @@ class Lexer:
                 hi = mid - 1
         start = self._line_starts[lo]
         end = self.text.find("\n", start)
-        line_text = self.text[start:end if end >= 0 else len(self.text)]
+        line_text = self.text[start : end if end >= 0 else len(self.text)]
         return lo + 1, offset - start + 1, line_text
 
     def error(self, message: str, offset: int | None = None) -> HloParseError:
@@ -108,7 +126,7 @@ class Lexer:
             value = match.group()
             if kind == IDENT:
                 value = value.lstrip("%")
-                following = text[end:end + 1]
+                following = text[end : end + 1]
                 if following == ":":
                     return Token(NAME, value, start, end + 1)
                 if following == "=":

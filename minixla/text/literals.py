@@ -3,6 +3,7 @@
 Floats print the way XLA does: the shortest of `%.{n}g` (n = 6 for f32, 15 for f64, the type's
 max_digits10 for narrow floats) and `%.{max_digits10}g` that reads back to the same value.
 """
+
 from __future__ import annotations
 
 import math
@@ -40,8 +41,11 @@ def parse_literal(parser, shape: Shape):
     if shape.rank == 0:
         return _to_array([_scalar(parser, shape)], dtype, parser).reshape(())
     token = parser.peek()
-    if token.is_punct("{") and parser.lookahead(1).is_punct("...") \
-            and parser.lookahead(2).is_punct("}"):
+    if (
+        token.is_punct("{")
+        and parser.lookahead(1).is_punct("...")
+        and parser.lookahead(2).is_punct("}")
+    ):
         parser.next(), parser.next(), parser.next()
         return np.zeros(shape.dims, dtype)  # elided data: XLA fills unspecified values too
     if not token.is_punct("{"):  # `f32[3,3] constant(1)`: one value for every element
@@ -64,8 +68,10 @@ def _nested(parser, shape: Shape, depth: int, out: list) -> None:
             _nested(parser, shape, depth + 1, out)
         count += 1
     if count != shape.dims[depth]:
-        raise parser.error(f"literal has {count} elements in dimension {depth}, but the shape "
-                           f"{shape} needs {shape.dims[depth]}")
+        raise parser.error(
+            f"literal has {count} elements in dimension {depth}, but the shape "
+            f"{shape} needs {shape.dims[depth]}"
+        )
     parser.expect("}")
 
 
@@ -100,7 +106,7 @@ def _number(parser, token, shape: Shape):
             low, high = _int_range(etype)
             if etype.bits == 64 and etype.kind == "signed" and 2**63 <= value < 2**64:
                 value -= 2**64  # XLA accepts u64 bit patterns for s64
-            if etype.bits == 64 and etype.kind == "unsigned" and -2**63 <= value < 0:
+            if etype.bits == 64 and etype.kind == "unsigned" and -(2**63) <= value < 0:
                 value += 2**64  # and s64 ones for u64: constant(-1) is the largest u64
             if not low <= value <= high:
                 raise parser.error(f"value {text} is out of range for {etype.name}", token.start)
@@ -129,10 +135,16 @@ def _in_float_range(parser, token, value: float, shape: Shape) -> float:
     has_inf = dtype.kind == "f" or bool(np.isinf(np.array(np.inf).astype(dtype)))
     with np.errstate(over="ignore", invalid="ignore"):
         rounded = float(np.array(value, np.float64).astype(dtype))
-    if math.isinf(value) or not math.isfinite(rounded) or \
-            (not has_inf and abs(value) > float(info.max)):
-        raise parser.error(f"value {token.text} is out of range for {shape.element_type.name} "
-                           f"(largest finite value {float(info.max):g})", token.start)
+    if (
+        math.isinf(value)
+        or not math.isfinite(rounded)
+        or (not has_inf and abs(value) > float(info.max))
+    ):
+        raise parser.error(
+            f"value {token.text} is out of range for {shape.element_type.name} "
+            f"(largest finite value {float(info.max):g})",
+            token.start,
+        )
     return value
 
 
@@ -172,8 +184,11 @@ def _to_array(values: list, dtype: np.dtype, parser) -> np.ndarray:
         return np.array(values, dtype=dtype)
     out = np.empty(len(values), dtype)
     for i, value in enumerate(values):  # keep exact bit patterns (NaN payloads, -0.0)
-        out[i] = value if isinstance(value, np.generic) and value.dtype == dtype \
+        out[i] = (
+            value
+            if isinstance(value, np.generic) and value.dtype == dtype
             else np.array(value, np.float64).astype(dtype)
+        )
     return out
 
 

@@ -17,6 +17,7 @@ name and the `:` becomes operands, `key = value` attributes and bare words, in o
 
 Every error is an HloParseError with line and column.
 """
+
 from __future__ import annotations
 
 import re
@@ -34,21 +35,49 @@ _VALUE = re.compile(r"%[A-Za-z0-9_$.\-]+(?:#\d+)?")
 _SUFFIX = re.compile(r"[A-Za-z0-9_$.\-]+|\"(?:[^\"\\]|\\.)*\"")
 _NUMBER = re.compile(r"[-+]?(?:0x[0-9a-fA-F]+|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)")
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-_RESULTS = re.compile(r"(%[A-Za-z0-9_$.\-]+(?::\d+)?(?:\s*,\s*%[A-Za-z0-9_$.\-]+(?::\d+)?)*)"
-                      r"\s*=(?!=)")
+_RESULTS = re.compile(
+    r"(%[A-Za-z0-9_$.\-]+(?::\d+)?(?:\s*,\s*%[A-Za-z0-9_$.\-]+(?::\d+)?)*)"
+    r"\s*=(?!=)"
+)
 # Words that open a region after an op's types in StableHLO's custom forms.
 TRAILING_REGION_WORDS = ("reducer", "cond", "do", "then", "else")
 
 ELEMENT_TYPES = {
-    "i1": "pred", "i2": "s2", "i4": "s4", "i8": "s8", "i16": "s16", "i32": "s32", "i64": "s64",
-    "si8": "s8", "si16": "s16", "si32": "s32", "si64": "s64",
-    "ui2": "u2", "ui4": "u4", "ui8": "u8", "ui16": "u16", "ui32": "u32", "ui64": "u64",
-    "f16": "f16", "bf16": "bf16", "f32": "f32", "f64": "f64",
-    "f8E5M2": "f8e5m2", "f8E4M3FN": "f8e4m3fn", "f8E4M3B11FNUZ": "f8e4m3b11fnuz",
-    "f8E5M2FNUZ": "f8e5m2fnuz", "f8E4M3FNUZ": "f8e4m3fnuz", "f8E4M3": "f8e4m3",
-    "f8E3M4": "f8e3m4", "f8E8M0FNU": "f8e8m0fnu", "f4E2M1FN": "f4e2m1fn",
-    "f6E2M3FN": "f6e2m3fn", "f6E3M2FN": "f6e3m2fn",
-    "complex<f32>": "c64", "complex<f64>": "c128", "index": "s64",
+    "i1": "pred",
+    "i2": "s2",
+    "i4": "s4",
+    "i8": "s8",
+    "i16": "s16",
+    "i32": "s32",
+    "i64": "s64",
+    "si8": "s8",
+    "si16": "s16",
+    "si32": "s32",
+    "si64": "s64",
+    "ui2": "u2",
+    "ui4": "u4",
+    "ui8": "u8",
+    "ui16": "u16",
+    "ui32": "u32",
+    "ui64": "u64",
+    "f16": "f16",
+    "bf16": "bf16",
+    "f32": "f32",
+    "f64": "f64",
+    "f8E5M2": "f8e5m2",
+    "f8E4M3FN": "f8e4m3fn",
+    "f8E4M3B11FNUZ": "f8e4m3b11fnuz",
+    "f8E5M2FNUZ": "f8e5m2fnuz",
+    "f8E4M3FNUZ": "f8e4m3fnuz",
+    "f8E4M3": "f8e4m3",
+    "f8E3M4": "f8e3m4",
+    "f8E8M0FNU": "f8e8m0fnu",
+    "f4E2M1FN": "f4e2m1fn",
+    "f6E2M3FN": "f6e2m3fn",
+    "f6E3M2FN": "f6e3m2fn",
+    "complex<f32>": "c64",
+    "complex<f64>": "c128",
+    "index": "s64",
 }
 
 
@@ -56,23 +85,27 @@ ELEMENT_TYPES = {
 @dataclass(frozen=True)
 class Symbol:
     """`@name`: a reference to a function."""
+
     name: str
 
 
 class AttrDict(dict):
     """`{key = value, ...}`; `raw` keeps its text (XLA prints FFI backend configs that way)."""
+
     raw = "{}"
 
 
 @dataclass(frozen=True)
 class Word:
     """A bare identifier in a custom form (`LT`, `applies`) or an enum (`#stablehlo<... LT>`)."""
+
     text: str
 
 
 @dataclass(frozen=True)
 class DialectAttr:
     """`#dialect.name<key = value, ...>`; `fields` is None when the body is kept as `raw` text."""
+
     name: str
     fields: dict | None
     raw: str
@@ -87,6 +120,7 @@ class DialectAttr:
 @dataclass
 class Dense:
     """`dense<...>` (or `dense_resource<...>`) elements; `shape` when the attribute is typed."""
+
     body: Any  # nested lists of scalars, a hex string, or bytes (resources)
     shape: Shape | None = None
     line: int = 0
@@ -102,6 +136,7 @@ class Dense:
 @dataclass
 class Slices:
     """`[0:2, 1:3:2]` in `stablehlo.slice`'s custom form."""
+
     ranges: list[tuple[int, int, int]]
 
 
@@ -161,9 +196,8 @@ class MlirModule:
 def looks_like_mlir(text: str) -> bool:
     """MLIR text starts with `module`, `func.func`, `#loc`, or a quoted generic op."""
     start = _SKIP.match(text)
-    head = text[start.end() if start else 0:][:40]
-    return bool(re.match(r"(module\b|func\.func\b|#loc|\"builtin\.module\"|\"func\.func\")",
-                         head))
+    head = text[start.end() if start else 0 :][:40]
+    return bool(re.match(r"(module\b|func\.func\b|#loc|\"builtin\.module\"|\"func\.func\")", head))
 
 
 def parse_mlir(text: str) -> MlirModule:
@@ -180,6 +214,7 @@ class MlirReader:
     # positions and errors
     def location(self, offset: int) -> tuple[int, int]:
         import bisect
+
         index = bisect.bisect_right(self._lines, offset) - 1
         return index + 1, offset - self._lines[index] + 1
 
@@ -188,7 +223,7 @@ class MlirReader:
         line, column = self.location(offset)
         start = self._lines[line - 1]
         end = self.text.find("\n", start)
-        source = self.text[start:end if end >= 0 else len(self.text)]
+        source = self.text[start : end if end >= 0 else len(self.text)]
         return HloParseError(message, line, column, source)
 
     # characters
@@ -221,7 +256,7 @@ class MlirReader:
         self.skip()
         if self.pos >= len(self.text):
             return "end of input"
-        return repr(self.text[self.pos:self.pos + 12].split("\n")[0])
+        return repr(self.text[self.pos : self.pos + 12].split("\n")[0])
 
     def match(self, pattern: re.Pattern) -> str | None:
         self.skip()
@@ -321,8 +356,9 @@ class MlirReader:
         end = self.text.find("#-}", self.pos)
         if end < 0:
             raise self.error("unclosed '{-#'")
-        for m in re.finditer(r'([A-Za-z0-9_.$\-]+|"[^"]*")\s*:\s*"0x([0-9A-Fa-f]*)"',
-                             self.text[self.pos:end]):
+        for m in re.finditer(
+            r'([A-Za-z0-9_.$\-]+|"[^"]*")\s*:\s*"0x([0-9A-Fa-f]*)"', self.text[self.pos : end]
+        ):
             data = bytes.fromhex(m.group(2))
             blobs[m.group(1).strip('"')] = data[4:]  # the first 4 bytes give the alignment
         self.pos = end + 3
@@ -392,8 +428,7 @@ class MlirReader:
         if m:
             for part in re.split(r"\s*,\s*", m.group(1)):
                 name, _, count = part.partition(":")
-                results.extend([name] if not count else
-                               [f"{name}#{i}" for i in range(int(count))])
+                results.extend([name] if not count else [f"{name}#{i}" for i in range(int(count))])
             self.pos = m.end()
             self.skip()
         offset = self.pos
@@ -475,7 +510,7 @@ class MlirReader:
             op.words.append(self.symbol())
         elif text.startswith('"', pos):
             op.words.append(self.string())
-        elif re.match(r"(dense<|dense_resource<|array<|#)", text[pos:pos + 16]):
+        elif re.match(r"(dense<|dense_resource<|array<|#)", text[pos : pos + 16]):
             op.words.append(self.attr(typed=False))
         else:
             word = self.match(_BARE)
@@ -493,8 +528,11 @@ class MlirReader:
                 raise self.error("expected convolution dimension numbers")
             return m
         value = self.attr(typed=False)
-        if isinstance(value, list) and self.peek("x") and \
-                not (self.peek_bare() or "").startswith("x_"):
+        if (
+            isinstance(value, list)
+            and self.peek("x")
+            and not (self.peek_bare() or "").startswith("x_")
+        ):
             self.expect("x")  # dot_general's `contracting_dims = [1] x [0]`
             return (value, self.attr(typed=False))
         return value
@@ -565,8 +603,12 @@ class MlirReader:
 
     def _type_follows(self, i: int) -> bool:
         i = self._after_space(i)
-        return bool(re.match(r"(tensor<|tuple<|!|complex<|[iuf]\d|bf16|index\b|si\d|ui\d|none)",
-                             self.text[i:i + 8]))
+        return bool(
+            re.match(
+                r"(tensor<|tuple<|!|complex<|[iuf]\d|bf16|index\b|si\d|ui\d|none)",
+                self.text[i : i + 8],
+            )
+        )
 
     def trailing_region(self, op: MlirOp) -> None:
         """`reducer(%a: T, %c: T) (%b: T, %d: T) {...}` or `cond {...}` / `do {...}`."""
@@ -609,8 +651,11 @@ class MlirReader:
 
     def integer(self) -> int:
         raw = self.match(_NUMBER)
-        if raw is None or "." in raw or ("e" in raw.lower() and not raw.lower().startswith(
-                ("0x", "-0x"))):
+        if (
+            raw is None
+            or "." in raw
+            or ("e" in raw.lower() and not raw.lower().startswith(("0x", "-0x")))
+        ):
             raise self.error(f"expected an integer, found {self.found()}")
         return int(raw, 0)
 
@@ -673,7 +718,7 @@ class MlirReader:
         self.expect("{")
         start = self.pos - 1
         entries = AttrDict(self.dict_entries("}"))
-        entries.raw = self.text[start:self.pos]
+        entries.raw = self.text[start : self.pos]
         return entries
 
     def dict_entries(self, close: str) -> dict:
@@ -712,8 +757,9 @@ class MlirReader:
                 self.pos += len(prefix)
                 line, column = self.location(offset)
                 body = self.balanced("<", ">")
-                dense = Dense(body.strip() if prefix == "dense_resource<" else None,
-                              line=line, column=column)
+                dense = Dense(
+                    body.strip() if prefix == "dense_resource<" else None, line=line, column=column
+                )
                 if prefix == "dense<":
                     dense.body = _dense_body(body, self, offset)
                 else:
@@ -730,8 +776,9 @@ class MlirReader:
         if number is not None:
             value = _scalar(number)
             return self.type_suffix(value) if typed else value
-        if self._type_follows(self.pos) and re.match(r"(tensor<|tuple<|!|complex<)",
-                                                     text[self.pos:self.pos + 8]):
+        if self._type_follows(self.pos) and re.match(
+            r"(tensor<|tuple<|!|complex<)", text[self.pos : self.pos + 8]
+        ):
             return self.type()
         word = self.match(_BARE)
         if word is None:
@@ -793,7 +840,7 @@ def _dense_body(body: str, reader: MlirReader, offset: int):
     if text.startswith('"'):
         hexed = unescape_mlir(text[1:-1])
         if not hexed.startswith("0x"):
-            raise reader.error("a dense string must be hex (\"0x...\")", offset)
+            raise reader.error('a dense string must be hex ("0x...")', offset)
         return bytes.fromhex(hexed[2:])
 
     def parse(sub: MlirReader):
@@ -808,13 +855,21 @@ def _dense_body(body: str, reader: MlirReader, offset: int):
             sub.expect(",")
             imag = parse(sub)
             sub.expect(")")
-            return complex(real, imag) if not isinstance(real, int) or not isinstance(
-                imag, int) else ("bits", real, imag)
-        word = sub.match(re.compile(r"[-+]?(?:0x[0-9a-fA-F]+|inf|nan|true|false|"
-                                    r"\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)"))
+            return (
+                complex(real, imag)
+                if not isinstance(real, int) or not isinstance(imag, int)
+                else ("bits", real, imag)
+            )
+        word = sub.match(
+            re.compile(
+                r"[-+]?(?:0x[0-9a-fA-F]+|inf|nan|true|false|"
+                r"\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)"
+            )
+        )
         if word is None:
             raise reader.error(f"bad dense element near {sub.found()}", offset)
         return _scalar(word)
+
     sub = MlirReader(text)
     return parse(sub)
 
@@ -843,27 +898,36 @@ def dense_array(dense: Dense, shape: Shape) -> np.ndarray:
         if flat.size == 1 and count != 1:
             flat = np.repeat(flat, count)
         if flat.size != count:
-            raise HloParseError(f"dense data has {flat.size} elements, {shape} needs {count}",
-                                dense.line, dense.column)
+            raise HloParseError(
+                f"dense data has {flat.size} elements, {shape} needs {count}",
+                dense.line,
+                dense.column,
+            )
         return flat.reshape(shape.dims).copy()
     items = _flatten(body)
     etype = shape.element_type
     if etype.is_float and any(isinstance(v, _Hex) for v in items):
         bits = np.dtype(f"u{dtype.itemsize}")  # hex elements are bit patterns
-        values = [np.array(v, bits).view(dtype) if isinstance(v, _Hex)
-                  else np.array(v).astype(np.float64).astype(dtype) for v in items]
+        values = [
+            np.array(v, bits).view(dtype)
+            if isinstance(v, _Hex)
+            else np.array(v).astype(np.float64).astype(dtype)
+            for v in items
+        ]
         flat = np.array(values, dtype)
     elif etype.is_complex:
-        flat = np.array([complex(v) if not isinstance(v, tuple) else complex(v[1], v[2])
-                         for v in items], dtype)
+        flat = np.array(
+            [complex(v) if not isinstance(v, tuple) else complex(v[1], v[2]) for v in items], dtype
+        )
     else:
         flat = np.array(items, dtype=np.float64 if etype.is_float else None)
         flat = flat.astype(dtype)
     if flat.size == 1 and count != 1:
         flat = np.repeat(flat, count)
     if flat.size != count:
-        raise HloParseError(f"dense<...> has {flat.size} elements, {shape} needs {count}",
-                            dense.line, dense.column)
+        raise HloParseError(
+            f"dense<...> has {flat.size} elements, {shape} needs {count}", dense.line, dense.column
+        )
     return flat.reshape(shape.dims)
 
 
@@ -876,8 +940,8 @@ def unescape_mlir(text: str) -> str:
         c = text[i]
         if c == "\\" and i + 1 < len(text):
             nxt = text[i + 1]
-            if re.match(r"[0-9a-fA-F]{2}", text[i + 1:i + 3]):
-                out.append(int(text[i + 1:i + 3], 16))
+            if re.match(r"[0-9a-fA-F]{2}", text[i + 1 : i + 3]):
+                out.append(int(text[i + 1 : i + 3], 16))
                 i += 3
                 continue
             out.extend({"n": b"\n", "t": b"\t"}.get(nxt, nxt.encode()))
@@ -888,5 +952,17 @@ def unescape_mlir(text: str) -> str:
     return out.decode("utf-8", "replace")
 
 
-__all__ = ["MlirModule", "MlirFunc", "MlirOp", "Block", "Dense", "DialectAttr", "Symbol", "Word",
-           "Slices", "parse_mlir", "looks_like_mlir", "dense_array"]
+__all__ = [
+    "MlirModule",
+    "MlirFunc",
+    "MlirOp",
+    "Block",
+    "Dense",
+    "DialectAttr",
+    "Symbol",
+    "Word",
+    "Slices",
+    "parse_mlir",
+    "looks_like_mlir",
+    "dense_array",
+]

@@ -14,6 +14,7 @@ Attribute values are read by the attribute's kind (minixla.ir.attrs). An attribu
 does not take is an error; with `strict=False` it is kept verbatim and listed in the module's
 `unknown_attributes`. Every malformed input raises HloParseError with line, column and a caret.
 """
+
 from __future__ import annotations
 
 from ..errors import HloParseError
@@ -51,6 +52,7 @@ def parse_hlo_module(text: str, *, verify: bool = True, strict: bool = True) -> 
         raise parser.lexer.error(f"invalid input: {exc}") from None
     if verify:
         from ..ir.verifier import verify as verify_module
+
         verify_module(module)
     return module
 
@@ -112,8 +114,9 @@ class Parser(ValueParser):
     def parse_module_attr(self, module: HloModule) -> None:
         token = self.expect_kind(ATTR, "a module attribute")
         name = token.text
-        if name in module.header_attrs or (name == "entry_computation_layout"
-                                           and module.entry_computation_layout):
+        if name in module.header_attrs or (
+            name == "entry_computation_layout" and module.entry_computation_layout
+        ):
             raise self.error(f"duplicate module attribute {name}", token.start)
         if name == "is_scheduled":
             module.is_scheduled = self.parse_bool()
@@ -194,7 +197,7 @@ class Parser(ValueParser):
                     raise self.error("expected a string or {...} in a stack-frame table")
         if start is None:
             return ""
-        return self.lexer.text[start:self.lexer.pos].strip()
+        return self.lexer.text[start : self.lexer.pos].strip()
 
     # -- computations ---------------------------------------------------------------------
     def parse_computation(self) -> tuple[HloComputation, bool]:
@@ -210,8 +213,11 @@ class Parser(ValueParser):
         signature = self.parse_param_signature() if self.peek().is_punct("(") else None
         comp = self.parse_computation_body(name)
         if signature is not None and not signature.compatible(comp.root.shape):
-            raise self.error(f"computation {name} returns {signature} in its signature, but "
-                             f"its root is {comp.root.shape}", name_token.start)
+            raise self.error(
+                f"computation {name} returns {signature} in its signature, but "
+                f"its root is {comp.root.shape}",
+                name_token.start,
+            )
         if self.peek().is_punct(",") and self.lookahead(1).kind == ATTR:
             self.next()
             attr = self.expect_kind(ATTR)
@@ -269,15 +275,17 @@ class Parser(ValueParser):
             name_token = self.expect_kind(IDENT, "an instruction name")
             self.expect("=")
         if name_token.text in self.scope:
-            raise self.error(f"instruction name {name_token.text} is defined twice",
-                             name_token.start)
+            raise self.error(
+                f"instruction name {name_token.text} is defined twice", name_token.start
+            )
         instr = self.parse_instruction_rhs(comp, name_token.text)
         instr.location = self.lexer.location(name_token.start)[:2]
         self.scope[name_token.text] = instr
         return instr, is_root
 
-    def parse_instruction_rhs(self, comp: HloComputation, name: str,
-                              declared: Shape | None = None) -> HloInstruction:
+    def parse_instruction_rhs(
+        self, comp: HloComputation, name: str, declared: Shape | None = None
+    ) -> HloInstruction:
         """Everything after `name =`; a nested operand passes the shape it already read."""
         shape = declared
         if shape is None and self.at_shape():
@@ -310,20 +318,27 @@ class Parser(ValueParser):
                     instr.append_operand(self.parse_operand(comp))
         self.expect(")")
         if not opdef.accepts_arity(instr.operand_count):
-            raise self.error(f"{opcode} takes {_arity(opdef.arity)} operands, got "
-                             f"{instr.operand_count}", op_token.start)
+            raise self.error(
+                f"{opcode} takes {_arity(opdef.arity)} operands, got {instr.operand_count}",
+                op_token.start,
+            )
         while self.peek().is_punct(",") and self.lookahead(1).kind == ATTR:
             self.next()
             self.parse_attribute(instr)
-        if opcode in ("async-update", "async-done") and "calls" not in instr.attrs and \
-                instr.operand_count and instr.operand(0).opcode in ("async-start", "async-update"):
+        if (
+            opcode in ("async-update", "async-done")
+            and "calls" not in instr.attrs
+            and instr.operand_count
+            and instr.operand(0).opcode in ("async-start", "async-update")
+        ):
             instr.attrs["calls"] = instr.operand(0).attrs["calls"]  # one computation per chain
         if opcode in ("reduce-window", "select-and-scatter") and "window" not in instr.attrs:
             instr.attrs["window"] = Window(())  # XLA's text omits the window of scalars
         for required in opdef.required_attrs:
             if required not in instr.attrs:
-                raise self.error(f"{opcode} {name} is missing required attribute {required}",
-                                 op_token.start)
+                raise self.error(
+                    f"{opcode} {name} is missing required attribute {required}", op_token.start
+                )
         if shape is None:
             if not opdef.shape_optional:
                 raise self.error(f"{opcode} needs an explicit result shape", op_token.start)
@@ -333,6 +348,7 @@ class Parser(ValueParser):
 
     def infer_shape(self, instr: HloInstruction, offset: int) -> Shape:
         from ..ir.shape_inference import infer_shape
+
         try:
             if instr.opcode == "get-tuple-element":  # keep the operand's layouts, as XLA does
                 return instr.operand(0).shape.tuple_shapes[instr.attrs["index"]]
@@ -357,26 +373,35 @@ class Parser(ValueParser):
             return instr
         operand = self.scope.get(token.text)
         if operand is None:
-            raise self.error(f"unknown operand '{token.text}' (operands must be defined "
-                             f"before use)", token.start)
+            raise self.error(
+                f"unknown operand '{token.text}' (operands must be defined before use)", token.start
+            )
         while self.peek().is_punct("#"):  # `%p#1#0`: get-tuple-element shorthand
             self.next()
             operand = self.tuple_element(comp, operand, self.parse_int(), token.start)
         if declared is not None and not same(declared, operand.shape):  # dynamic dims aside
-            raise self.error(f"operand {token.text} is declared {declared} but has shape "
-                             f"{operand.shape}", token.start)
+            raise self.error(
+                f"operand {token.text} is declared {declared} but has shape {operand.shape}",
+                token.start,
+            )
         return operand
 
-    def tuple_element(self, comp: HloComputation, tuple_: HloInstruction, index: int,
-                      offset: int) -> HloInstruction:
+    def tuple_element(
+        self, comp: HloComputation, tuple_: HloInstruction, index: int, offset: int
+    ) -> HloInstruction:
         if not tuple_.shape.is_tuple or not 0 <= index < len(tuple_.shape.tuple_shapes):
-            raise self.error(f"%{tuple_.name}#{index}: {tuple_.shape} has no element {index}",
-                             offset)
+            raise self.error(
+                f"%{tuple_.name}#{index}: {tuple_.shape} has no element {index}", offset
+            )
         key = f"{tuple_.name}#{index}"
         if key not in self.scope:
-            element = HloInstruction("get-tuple-element", tuple_.shape.tuple_shapes[index],
-                                     [tuple_], {"index": index},
-                                     name=f"{tuple_.name}.{index}")
+            element = HloInstruction(
+                "get-tuple-element",
+                tuple_.shape.tuple_shapes[index],
+                [tuple_],
+                {"index": index},
+                name=f"{tuple_.name}.{index}",
+            )
             comp.add_instruction(element)
             self.scope[key] = element
         return self.scope[key]
@@ -384,15 +409,17 @@ class Parser(ValueParser):
     def parse_attribute(self, instr: HloInstruction) -> None:
         token = self.expect_kind(ATTR, "an attribute")
         name = token.text
-        if name in instr.attrs or (name == "control-predecessors"
-                                   and instr.control_predecessors):
+        if name in instr.attrs or (name == "control-predecessors" and instr.control_predecessors):
             raise self.error(f"attribute {name} given twice", token.start)
         if name not in instr.opdef.known_attrs:
             line, column, _ = self.lexer.location(token.start)
             if self.strict:
-                raise self.error(f"unknown attribute {name} for {instr.opcode} (it takes "
-                                 f"{', '.join(sorted(instr.opdef.known_attrs))}; "
-                                 f"strict=False or --lenient keeps it)", token.start)
+                raise self.error(
+                    f"unknown attribute {name} for {instr.opcode} (it takes "
+                    f"{', '.join(sorted(instr.opdef.known_attrs))}; "
+                    f"strict=False or --lenient keeps it)",
+                    token.start,
+                )
             self.unknown_attributes.append(f"{line}:{column}: {instr.opcode} {instr.name}: {name}")
         value = attr_kind(name).parse(self)
         if name == "control-predecessors":
@@ -419,8 +446,10 @@ class Parser(ValueParser):
         token = self.expect_kind(IDENT, "a computation name")
         found = self.computations.get(token.text)
         if found is None:
-            raise self.error(f"unknown computation '{token.text}' (computations must be "
-                             f"defined before use)", token.start)
+            raise self.error(
+                f"unknown computation '{token.text}' (computations must be defined before use)",
+                token.start,
+            )
         return found
 
     def unique_computation_name(self, base: str) -> str:
@@ -453,6 +482,7 @@ class Parser(ValueParser):
         self.expect("}")
         return instrs
 
+
 def _fill_missing_layouts(module: HloModule) -> None:
     """XLA's parser gives every array shape without a layout the default (row-major) one."""
     for instr in module.all_instructions():
@@ -461,13 +491,14 @@ def _fill_missing_layouts(module: HloModule) -> None:
     if layout is not None:
         module.entry_computation_layout = ProgramShape(
             tuple(s.with_default_layout() for s in layout.parameters),
-            layout.result.with_default_layout())
+            layout.result.with_default_layout(),
+        )
 
 
 def _async_sugar(opcode: str) -> tuple[str | None, str]:
     """`custom-call-start` -> ("custom-call", "-start"); (None, "") for other words."""
     for suffix in ASYNC_SUFFIXES:
-        stem = opcode[:-len(suffix)]
+        stem = opcode[: -len(suffix)]
         if opcode.endswith(suffix) and stem in OPCODES and not stem.startswith("async"):
             return stem, suffix
     return None, ""

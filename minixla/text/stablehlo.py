@@ -8,6 +8,7 @@ conversion. Functions become computations (`func.call` becomes `call`); a `stabl
 is replaced by its decomposition. Values a `case`/`while` region uses from the enclosing function
 are passed in explicitly, as HLO needs.
 """
+
 from __future__ import annotations
 
 import re
@@ -21,8 +22,16 @@ from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule, NameUniquer
 from ..ir.shapes import Shape
 from .mlir import AttrDict, Block, Dense, MlirFunc, MlirModule, MlirOp, Symbol, Word, dense_array
-from .stablehlo_rules import (API_VERSIONS, RULES, TERMINATORS, broadcast_attrs, ints,
-                              scatter_attrs, window_of, words_of)
+from .stablehlo_rules import (
+    API_VERSIONS,
+    RULES,
+    TERMINATORS,
+    broadcast_attrs,
+    ints,
+    scatter_attrs,
+    window_of,
+    words_of,
+)
 
 
 def convert_module(mlir: MlirModule, source: str = "") -> HloModule:
@@ -49,13 +58,20 @@ class Converter:
         self.current: MlirOp | None = None  # the op being converted: its location goes on
 
     def run(self) -> HloModule:
-        entry_name = "main" if "main" in self.mlir.funcs else next(
-            (f.name for f in self.mlir.funcs.values() if f.visibility == "public"),
-            next(iter(self.mlir.funcs)))
+        entry_name = (
+            "main"
+            if "main" in self.mlir.funcs
+            else next(
+                (f.name for f in self.mlir.funcs.values() if f.visibility == "public"),
+                next(iter(self.mlir.funcs)),
+            )
+        )
         entry = self.function(entry_name, entry=True)
         self.module.set_entry(entry)
-        for key, hlo_key in (("mhlo.num_partitions", "num_partitions"),
-                             ("mhlo.num_replicas", "replica_count")):
+        for key, hlo_key in (
+            ("mhlo.num_partitions", "num_partitions"),
+            ("mhlo.num_replicas", "replica_count"),
+        ):
             count = self.mlir.attrs.get(key)
             if isinstance(count, int) and count > 1:
                 self.module.header_attrs[hlo_key] = str(count)
@@ -76,8 +92,9 @@ class Converter:
         self.funcs[name] = comp  # recursion is rejected by the verifier later
         scope = Scope(comp)
         for number, (arg, shape, attrs) in enumerate(func.args):
-            param = self.add(scope, "parameter", shape, (), name=f"Arg_{number}",
-                             parameter_number=number)
+            param = self.add(
+                scope, "parameter", shape, (), name=f"Arg_{number}", parameter_number=number
+            )
             _keep_sharding(param, attrs)
             scope.env[arg] = param
         results = self.block(func.body, scope)
@@ -95,43 +112,49 @@ class Converter:
             self.operation(op, scope)
         raise HloParseError("a region ends without a return")
 
-    def region_computation(self, block: Block, scope: Scope, name: str,
-                           arg_names=None) -> HloComputation:
+    def region_computation(
+        self, block: Block, scope: Scope, name: str, arg_names=None
+    ) -> HloComputation:
         """A region whose block arguments are the computation's parameters (reducers, ...)."""
         comp = HloComputation(self.computation_names(name))
         inner = Scope(comp)
         args = arg_names if arg_names is not None else block.args
         for number, (arg, shape) in enumerate(args):
-            inner.env[arg] = self.add(inner, "parameter", shape, (), name=f"Arg_{number}",
-                                      parameter_number=number)
+            inner.env[arg] = self.add(
+                inner, "parameter", shape, (), name=f"Arg_{number}", parameter_number=number
+            )
         for free in free_values(block, {a for a, _ in args}):
             outer = self.value(scope, free, None)
             if outer.opcode != "constant":
-                raise HloParseError(f"region of {name} uses {free} from outside; only "
-                                    f"constants may be captured there")
-            inner.env[free] = self.add(inner, "constant", outer.shape, (),
-                                       literal=outer.literal)
+                raise HloParseError(
+                    f"region of {name} uses {free} from outside; only "
+                    f"constants may be captured there"
+                )
+            inner.env[free] = self.add(inner, "constant", outer.shape, (), literal=outer.literal)
         comp.root = self.pack(inner, self.block(block, inner))
         self.module.add_computation(comp)
         return comp
 
-    def captured_computation(self, block: Block, scope: Scope, name: str, args, captures,
-                             passthrough: bool) -> HloComputation:
+    def captured_computation(
+        self, block: Block, scope: Scope, name: str, args, captures, passthrough: bool
+    ) -> HloComputation:
         """A region taking one tuple of (block arguments..., captured values...)."""
         comp = HloComputation(self.computation_names(name))
         inner = Scope(comp)
         shapes = [s for _, s in args] + [self.value(scope, c, None).shape for c in captures]
-        param = self.add(inner, "parameter", Shape.tuple_of(shapes), (), name="Arg_tuple",
-                         parameter_number=0)
+        param = self.add(
+            inner, "parameter", Shape.tuple_of(shapes), (), name="Arg_tuple", parameter_number=0
+        )
         names = [a for a, _ in args] + list(captures)
-        elements = [self.add(inner, "get-tuple-element", shape, (param,), {"index": i})
-                    for i, shape in enumerate(shapes)]
+        elements = [
+            self.add(inner, "get-tuple-element", shape, (param,), {"index": i})
+            for i, shape in enumerate(shapes)
+        ]
         inner.env.update(zip(names, elements))
         results = self.block(block, inner)
         if passthrough:
-            results = results + elements[len(args):]
-            comp.root = self.add(inner, "tuple", Shape.tuple_of(r.shape for r in results),
-                                 results)
+            results = results + elements[len(args) :]
+            comp.root = self.add(inner, "tuple", Shape.tuple_of(r.shape for r in results), results)
         else:
             comp.root = self.pack(inner, results)
         self.module.add_computation(comp)
@@ -142,19 +165,34 @@ class Converter:
         found = scope.env.get(name)
         if isinstance(found, tuple):  # (pack, index): a result of a multi-result op
             pack, index = found
-            found = self.add(scope, "get-tuple-element", pack.shape.tuple_shapes[index],
-                             (pack,), {"index": index})
+            found = self.add(
+                scope,
+                "get-tuple-element",
+                pack.shape.tuple_shapes[index],
+                (pack,),
+                {"index": index},
+            )
             scope.env[name] = found
         if found is None:
             message = f"use of undefined value {name}"
             raise self.error(op, message) if op is not None else HloParseError(message)
         return found
 
-    def add(self, scope: Scope, opcode: str, shape: Shape, operands, attrs=None, *,
-            name: str = "", **fields) -> HloInstruction:
+    def add(
+        self,
+        scope: Scope,
+        opcode: str,
+        shape: Shape,
+        operands,
+        attrs=None,
+        *,
+        name: str = "",
+        **fields,
+    ) -> HloInstruction:
         shape = shape.with_default_layout()
-        instr = HloInstruction(opcode, shape, operands, attrs, name=self.names(name or opcode),
-                               **fields)
+        instr = HloInstruction(
+            opcode, shape, operands, attrs, name=self.names(name or opcode), **fields
+        )
         if self.current is not None:
             instr.location = (self.current.line, self.current.column)
         scope.comp.add_instruction(instr)
@@ -169,8 +207,9 @@ class Converter:
         """Gives the op's result names their instructions (get-tuple-element on demand)."""
         if isinstance(result, list):
             if len(result) != len(op.results):
-                raise self.error(op, f"{op.name} gives {len(result)} results, the text names "
-                                     f"{len(op.results)}")
+                raise self.error(
+                    op, f"{op.name} gives {len(result)} results, the text names {len(op.results)}"
+                )
             scope.env.update(zip(op.results, result))
         elif len(op.results) == 1:
             scope.env[op.results[0]] = result
@@ -208,8 +247,7 @@ class Converter:
             if exc.line:
                 raise
             raise self.error(op, f"{op.name}: {exc.reason}") from None
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError,
-                StopIteration) as exc:
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError, StopIteration) as exc:
             raise self.error(op, f"cannot convert {op.name}: {exc}") from None
         finally:
             self.current = outer
@@ -234,8 +272,9 @@ class Converter:
         (operand,) = self.operands(op, scope)
         shape = self.result_shape(op)
         dims = broadcast_attrs(op, [operand])["dimensions"]
-        keep = [i for i, d in enumerate(dims)
-                if not (operand.shape.dims[i] == 1 and shape.dims[d] != 1)]
+        keep = [
+            i for i, d in enumerate(dims) if not (operand.shape.dims[i] == 1 and shape.dims[d] != 1)
+        ]
         if len(keep) != len(dims):
             squeezed = operand.shape.with_dims([operand.shape.dims[i] for i in keep])
             operand = self.add(scope, "reshape", squeezed, [operand])
@@ -257,8 +296,10 @@ class Converter:
     def build_reduce(self, op, scope, rule):
         if op.groups:  # (%x init: %c), (%y init: %d)
             inputs = [g[0] for g in op.groups]
-            inits = [next(v for tag, v in (i for i in g if isinstance(i, tuple))
-                          if tag == "init") for g in op.groups]
+            inits = [
+                next(v for tag, v in (i for i in g if isinstance(i, tuple)) if tag == "init")
+                for g in op.groups
+            ]
             names = inputs + inits
         else:
             names = list(op.operands)
@@ -269,8 +310,9 @@ class Converter:
             reducer = self.region_computation(op.regions[0], scope, "region")
         else:  # `applies stablehlo.add`
             words = words_of(op)
-            reducer = self.binary_computation(words[words.index("applies") + 1],
-                                              operands[len(operands) // 2].shape)
+            reducer = self.binary_computation(
+                words[words.index("applies") + 1], operands[len(operands) // 2].shape
+            )
         return self.add(scope, "reduce", shape, operands, {**dims, "to_apply": reducer})
 
     def binary_computation(self, op_name: str, scalar: Shape) -> HloComputation:
@@ -288,26 +330,45 @@ class Converter:
     def build_reduce_window(self, op, scope, rule):
         operands = self.operands(op, scope)
         sizes = ints(op.get("window_dimensions"))
-        window = window_of(sizes, op.get("window_strides"), op.get("padding"),
-                         op.get("base_dilations"), op.get("window_dilations"))
+        window = window_of(
+            sizes,
+            op.get("window_strides"),
+            op.get("padding"),
+            op.get("base_dilations"),
+            op.get("window_dilations"),
+        )
         reducer = self.region_computation(op.regions[0], scope, "region")
-        return self.add(scope, "reduce-window", self.result_shape(op), operands,
-                        {"window": window, "to_apply": reducer})
+        return self.add(
+            scope,
+            "reduce-window",
+            self.result_shape(op),
+            operands,
+            {"window": window, "to_apply": reducer},
+        )
 
     def build_select_and_scatter(self, op, scope, rule):
         operands = self.operands(op, scope)
-        window = window_of(ints(op.get("window_dimensions")), op.get("window_strides"),
-                         op.get("padding"))
+        window = window_of(
+            ints(op.get("window_dimensions")), op.get("window_strides"), op.get("padding")
+        )
         select = self.region_computation(op.regions[0], scope, "select")
         scatter = self.region_computation(op.regions[1], scope, "scatter")
-        return self.add(scope, "select-and-scatter", self.result_shape(op), operands,
-                        {"window": window, "select": select, "scatter": scatter})
+        return self.add(
+            scope,
+            "select-and-scatter",
+            self.result_shape(op),
+            operands,
+            {"window": window, "select": select, "scatter": scatter},
+        )
 
     def build_sort(self, op, scope, rule):
         operands = self.operands(op, scope)
         comparator = self.region_computation(op.regions[0], scope, "compare")
-        attrs = {"dimensions": (int(op.get("dimension", default=-1)),),
-                 "is_stable": bool(op.get("is_stable", default=False)), "to_apply": comparator}
+        attrs = {
+            "dimensions": (int(op.get("dimension", default=-1)),),
+            "is_stable": bool(op.get("is_stable", default=False)),
+            "to_apply": comparator,
+        }
         if attrs["dimensions"][0] < 0:
             attrs["dimensions"] = (operands[0].shape.rank - 1,)
         return self.add(scope, "sort", self.result_shape(op), operands, attrs)
@@ -315,21 +376,32 @@ class Converter:
     def build_scatter(self, op, scope, rule):
         operands = self.operands(op, scope)
         update = self.region_computation(op.regions[0], scope, "region")
-        return self.add(scope, "scatter", self.result_shape(op), operands,
-                        {**scatter_attrs(op), "to_apply": update})
+        return self.add(
+            scope,
+            "scatter",
+            self.result_shape(op),
+            operands,
+            {**scatter_attrs(op), "to_apply": update},
+        )
 
     def build_map(self, op, scope, rule):
         operands = self.operands(op, scope)
         fn = self.region_computation(op.regions[0], scope, "region")
-        return self.add(scope, "map", self.result_shape(op), operands,
-                        {"dimensions": tuple(ints(op.get("dimensions"))), "to_apply": fn})
+        return self.add(
+            scope,
+            "map",
+            self.result_shape(op),
+            operands,
+            {"dimensions": tuple(ints(op.get("dimensions"))), "to_apply": fn},
+        )
 
     def build_while_(self, op, scope, rule):
         if op.groups:  # while(%iterArg = %init, ...) : types
             group = op.groups[0]
             arg_names = [item for item in group if isinstance(item, str)]
-            init_names = [v for item in group if isinstance(item, tuple) and item[0] == "="
-                          for v in [item[1]]]
+            init_names = [
+                v for item in group if isinstance(item, tuple) and item[0] == "=" for v in [item[1]]
+            ]
         else:
             init_names = list(op.operands)
             arg_names = [a for a, _ in op.regions[0].args]
@@ -337,49 +409,74 @@ class Converter:
         args = [(name, init.shape) for name, init in zip(arg_names, inits)]
         cond_block, body_block = op.regions[0], op.regions[1]
         bound = set(arg_names) | {a for a, _ in cond_block.args} | {a for a, _ in body_block.args}
-        captures = [n for n in dict.fromkeys(free_values(cond_block, bound)
-                                             + free_values(body_block, bound))]
+        captures = [
+            n
+            for n in dict.fromkeys(free_values(cond_block, bound) + free_values(body_block, bound))
+        ]
         cond_args = list(zip([a for a, _ in cond_block.args] or arg_names, [s for _, s in args]))
         body_args = list(zip([a for a, _ in body_block.args] or arg_names, [s for _, s in args]))
-        cond = self.captured_computation(cond_block, scope, "region_cond", cond_args, captures,
-                                         passthrough=False)
-        body = self.captured_computation(body_block, scope, "region_body", body_args, captures,
-                                         passthrough=True)
+        cond = self.captured_computation(
+            cond_block, scope, "region_cond", cond_args, captures, passthrough=False
+        )
+        body = self.captured_computation(
+            body_block, scope, "region_body", body_args, captures, passthrough=True
+        )
         state = inits + [self.value(scope, c, op) for c in captures]
         init = self.add(scope, "tuple", Shape.tuple_of(s.shape for s in state), state)
         loop = self.add(scope, "while", init.shape, [init], {"condition": cond, "body": body})
-        return [self.add(scope, "get-tuple-element", loop.shape.tuple_shapes[i], (loop,),
-                         {"index": i}) for i in range(len(inits))]
+        return [
+            self.add(scope, "get-tuple-element", loop.shape.tuple_shapes[i], (loop,), {"index": i})
+            for i in range(len(inits))
+        ]
 
     def branch_computations(self, op, scope, name):
         comps, operands = [], []
         for i, block in enumerate(op.regions):
             captures = free_values(block, set())
-            comps.append(self.captured_computation(block, scope, f"{name}_{i}", [], captures,
-                                                   passthrough=False))
+            comps.append(
+                self.captured_computation(
+                    block, scope, f"{name}_{i}", [], captures, passthrough=False
+                )
+            )
             values = [self.value(scope, c, op) for c in captures]
-            operands.append(self.add(scope, "tuple", Shape.tuple_of(v.shape for v in values),
-                                     values))
+            operands.append(
+                self.add(scope, "tuple", Shape.tuple_of(v.shape for v in values), values)
+            )
         return comps, operands
 
     def build_case(self, op, scope, rule):
         index = self.value(scope, op.operands[0], op)
         comps, operands = self.branch_computations(op, scope, "branch")
-        return self.add(scope, "conditional", self.result_shape(op), [index] + operands,
-                        {"branch_computations": comps})
+        return self.add(
+            scope,
+            "conditional",
+            self.result_shape(op),
+            [index] + operands,
+            {"branch_computations": comps},
+        )
 
     def build_if_(self, op, scope, rule):
         pred = self.value(scope, op.operands[0], op)
         comps, operands = self.branch_computations(op, scope, "branch")
-        return self.add(scope, "conditional", self.result_shape(op), [pred] + operands,
-                        {"true_computation": comps[0], "false_computation": comps[1]})
+        return self.add(
+            scope,
+            "conditional",
+            self.result_shape(op),
+            [pred] + operands,
+            {"true_computation": comps[0], "false_computation": comps[1]},
+        )
 
     def build_call(self, op, scope, rule):
         callee = next(w for w in op.words if isinstance(w, Symbol)).name
         operands = self.operands(op, scope)
         comp = self.function(callee)
-        return self.add(scope, "call", self.result_shape(op) if op.out_types else comp.root.shape,
-                        operands, {"to_apply": comp})
+        return self.add(
+            scope,
+            "call",
+            self.result_shape(op) if op.out_types else comp.root.shape,
+            operands,
+            {"to_apply": comp},
+        )
 
     def build_composite(self, op, scope, rule):
         """Inlines the decomposition: its ops are emitted here with the operands bound."""
@@ -392,14 +489,18 @@ class Converter:
         return self.block(func.body, inner)
 
     def build_custom_call(self, op, scope, rule):
-        target = next((w.name for w in op.words if isinstance(w, Symbol)),
-                      op.get("call_target_name"))
+        target = next(
+            (w.name for w in op.words if isinstance(w, Symbol)), op.get("call_target_name")
+        )
         operands = self.operands(op, scope)
         attrs = {"custom_call_target": str(target)}
         version = op.get("api_version")
         if version is not None:
-            attrs["api_version"] = (API_VERSIONS.get(int(version), "API_VERSION_ORIGINAL")
-                                    if not isinstance(version, Word) else version.text)
+            attrs["api_version"] = (
+                API_VERSIONS.get(int(version), "API_VERSION_ORIGINAL")
+                if not isinstance(version, Word)
+                else version.text
+            )
         if op.get("has_side_effect"):
             attrs["custom_call_has_side_effect"] = True
         config = op.get("mhlo.backend_config")
@@ -407,9 +508,11 @@ class Converter:
             attrs["backend_config"] = Raw(config.raw)
         elif op.get("backend_config"):
             text = op.get("backend_config")
-            attrs["backend_config"] = Raw(text.raw if isinstance(text, AttrDict) else
-                                          '"' + str(text).replace("\\", "\\\\")
-                                          .replace('"', '\\"') + '"')
+            attrs["backend_config"] = Raw(
+                text.raw
+                if isinstance(text, AttrDict)
+                else '"' + str(text).replace("\\", "\\\\").replace('"', '\\"') + '"'
+            )
         called = op.get("called_computations")
         if called:
             attrs["called_computations"] = [self.function(s.name) for s in called]
@@ -434,8 +537,7 @@ class Converter:
 
     def splat(self, scope, shape: Shape, value) -> HloInstruction:
         scalar = Shape.array(shape.element_type, ())
-        const = self.add(scope, "constant", scalar, (),
-                         literal=np.array(value, shape.numpy_dtype))
+        const = self.add(scope, "constant", scalar, (), literal=np.array(value, shape.numpy_dtype))
         if not shape.dims:
             return const
         return self.add(scope, "broadcast", shape, [const], {"dimensions": ()})
@@ -446,36 +548,78 @@ class Converter:
         shape = x.shape
         if shape.dtype not in ("f32", "f16", "bf16", "f64"):
             raise self.error(op, f"chlo.erf_inv of {shape.dtype}")
-        small = [2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06,
-                 0.00021858087, -0.00125372503, -0.00417768164, 0.246640727, 1.50140941]
-        large = [-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844,
-                 0.00573950773, -0.0076224613, 0.00943887047, 1.00167406, 2.83297682]
+        small = [
+            2.81022636e-08,
+            3.43273939e-07,
+            -3.5233877e-06,
+            -4.39150654e-06,
+            0.00021858087,
+            -0.00125372503,
+            -0.00417768164,
+            0.246640727,
+            1.50140941,
+        ]
+        large = [
+            -0.000200214257,
+            0.000100950558,
+            0.00134934322,
+            -0.00367342844,
+            0.00573950773,
+            -0.0076224613,
+            0.00943887047,
+            1.00167406,
+            2.83297682,
+        ]
 
         def binary(opcode, a, b):
             return self.add(scope, opcode, shape, [a, b])
 
         one = self.splat(scope, shape, 1.0)
         xx = binary("multiply", x, x)
-        neg = self.add(scope, "negate", shape, [binary("multiply", binary("subtract", one, x),
-                                                       binary("add", one, x))])
-        w = self.add(scope, "negate", shape, [self.add(scope, "log", shape, [
-            binary("subtract", one, xx)])])
+        neg = self.add(
+            scope,
+            "negate",
+            shape,
+            [binary("multiply", binary("subtract", one, x), binary("add", one, x))],
+        )
+        w = self.add(
+            scope, "negate", shape, [self.add(scope, "log", shape, [binary("subtract", one, xx)])]
+        )
         del neg
-        lt = self.add(scope, "compare", shape.with_dtype("pred"),
-                      [w, self.splat(scope, shape, 5.0)], {"direction": "LT"})
+        lt = self.add(
+            scope,
+            "compare",
+            shape.with_dtype("pred"),
+            [w, self.splat(scope, shape, 5.0)],
+            {"direction": "LT"},
+        )
         w_small = binary("subtract", w, self.splat(scope, shape, 2.5))
-        w_large = binary("subtract", self.add(scope, "sqrt", shape, [w]),
-                         self.splat(scope, shape, 3.0))
+        w_large = binary(
+            "subtract", self.add(scope, "sqrt", shape, [w]), self.splat(scope, shape, 3.0)
+        )
         w_sel = self.add(scope, "select", shape, [lt, w_small, w_large])
-        p = self.add(scope, "select", shape, [lt, self.splat(scope, shape, small[0]),
-                                              self.splat(scope, shape, large[0])])
+        p = self.add(
+            scope,
+            "select",
+            shape,
+            [lt, self.splat(scope, shape, small[0]), self.splat(scope, shape, large[0])],
+        )
         for a, b in zip(small[1:], large[1:]):
-            coeff = self.add(scope, "select", shape, [lt, self.splat(scope, shape, a),
-                                                      self.splat(scope, shape, b)])
+            coeff = self.add(
+                scope,
+                "select",
+                shape,
+                [lt, self.splat(scope, shape, a), self.splat(scope, shape, b)],
+            )
             p = binary("add", coeff, binary("multiply", p, w_sel))
         result = binary("multiply", p, x)
-        is_one = self.add(scope, "compare", shape.with_dtype("pred"),
-                          [self.add(scope, "abs", shape, [x]), one], {"direction": "EQ"})
+        is_one = self.add(
+            scope,
+            "compare",
+            shape.with_dtype("pred"),
+            [self.add(scope, "abs", shape, [x]), one],
+            {"direction": "EQ"},
+        )
         inf = binary("multiply", x, self.splat(scope, shape, np.inf))
         return self.add(scope, "select", shape, [is_one, inf, result])
 
@@ -488,8 +632,12 @@ def free_values(block: Block, bound: set) -> list[str]:
     def walk(ops, defined):
         for op in ops:
             names = list(op.operands) + [i for g in op.groups for i in g if isinstance(i, str)]
-            names += [i[1] for g in op.groups for i in g
-                      if isinstance(i, tuple) and isinstance(i[1], str) and i[1].startswith("%")]
+            names += [
+                i[1]
+                for g in op.groups
+                for i in g
+                if isinstance(i, tuple) and isinstance(i[1], str) and i[1].startswith("%")
+            ]
             for name in names:
                 if name not in defined and name not in used:
                     used.append(name)
@@ -498,6 +646,7 @@ def free_values(block: Block, bound: set) -> list[str]:
                 inner |= {i for g in op.groups for i in g if isinstance(i, str)}
                 walk(region.ops, inner)
             defined = defined | set(op.results)
+
     walk(block.ops, defined)
     return used
 
@@ -524,14 +673,14 @@ def _hlo_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.\-]", "_", name) or "f"
 
 
-
-
 def parse_mlir_module(text: str, *, verify: bool = True) -> HloModule:
     """StableHLO/MHLO text into an HloModule (verified unless `verify=False`)."""
     from .mlir import parse_mlir
+
     module = convert_module(parse_mlir(text), text)
     if verify:
         from ..ir.verifier import verify as verify_module
+
         verify_module(module)
     return module
 

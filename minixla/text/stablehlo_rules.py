@@ -1,6 +1,7 @@
 """The StableHLO/MHLO/CHLO op table: each MLIR op name -> the HLO opcode it becomes and the
 function that converts its attributes (ops with regions or several results name a builder in
 minixla.text.stablehlo's Converter instead)."""
+
 from __future__ import annotations
 
 import re
@@ -13,9 +14,13 @@ from ..ir.attrs import Window, WindowDim
 from .mlir import Dense, DialectAttr, MlirOp, Slices, Word
 
 TERMINATORS = ("stablehlo.return", "mhlo.return", "func.return", "return")
-API_VERSIONS = {0: "API_VERSION_UNSPECIFIED", 1: "API_VERSION_ORIGINAL",
-                2: "API_VERSION_STATUS_RETURNING", 3: "API_VERSION_STATUS_RETURNING_UNIFIED",
-                4: "API_VERSION_TYPED_FFI"}
+API_VERSIONS = {
+    0: "API_VERSION_UNSPECIFIED",
+    1: "API_VERSION_ORIGINAL",
+    2: "API_VERSION_STATUS_RETURNING",
+    3: "API_VERSION_STATUS_RETURNING_UNIFIED",
+    4: "API_VERSION_TYPED_FFI",
+}
 
 
 # -- attribute helpers -----------------------------------------------------------------------
@@ -54,11 +59,18 @@ def window_of(sizes, strides=None, padding=None, base=None, dilations=None, reve
     def per_dim(values, default):
         values = ints(values) if not (values and isinstance(values[0], bool)) else list(values)
         return values or [default] * rank
+
     strides, base, dilations = per_dim(strides, 1), per_dim(base, 1), per_dim(dilations, 1)
     reversal = [bool(v) for v in (reversal or [False] * rank)]
     pads = _padding_pairs(padding, rank)
-    return Window(tuple(WindowDim(sizes[i], strides[i], pads[i][0], pads[i][1], base[i],
-                                  dilations[i], reversal[i]) for i in range(rank)))
+    return Window(
+        tuple(
+            WindowDim(
+                sizes[i], strides[i], pads[i][0], pads[i][1], base[i], dilations[i], reversal[i]
+            )
+            for i in range(rank)
+        )
+    )
 
 
 # -- attribute converters (one per op that has attributes) -------------------------------------
@@ -115,22 +127,31 @@ def _pad(op, operands):
 def _dot_general(op, operands):
     numbers = op.get("dot_dimension_numbers")
     if isinstance(numbers, DialectAttr):
-        pairs = {"batching_dims": (numbers.get("lhs_batching_dimensions", []),
-                                   numbers.get("rhs_batching_dimensions", [])),
-                 "contracting_dims": (numbers.get("lhs_contracting_dimensions", []),
-                                      numbers.get("rhs_contracting_dimensions", []))}
+        pairs = {
+            "batching_dims": (
+                numbers.get("lhs_batching_dimensions", []),
+                numbers.get("rhs_batching_dimensions", []),
+            ),
+            "contracting_dims": (
+                numbers.get("lhs_contracting_dimensions", []),
+                numbers.get("rhs_contracting_dimensions", []),
+            ),
+        }
     else:
-        pairs = {"batching_dims": op.get("batching_dims", default=([], [])),
-                 "contracting_dims": op.get("contracting_dims", default=([], []))}
-    return {"lhs_batch_dims": tuple(ints(pairs["batching_dims"][0])),
-            "lhs_contracting_dims": tuple(ints(pairs["contracting_dims"][0])),
-            "rhs_batch_dims": tuple(ints(pairs["batching_dims"][1])),
-            "rhs_contracting_dims": tuple(ints(pairs["contracting_dims"][1]))}
+        pairs = {
+            "batching_dims": op.get("batching_dims", default=([], [])),
+            "contracting_dims": op.get("contracting_dims", default=([], [])),
+        }
+    return {
+        "lhs_batch_dims": tuple(ints(pairs["batching_dims"][0])),
+        "lhs_contracting_dims": tuple(ints(pairs["contracting_dims"][0])),
+        "rhs_batch_dims": tuple(ints(pairs["batching_dims"][1])),
+        "rhs_contracting_dims": tuple(ints(pairs["contracting_dims"][1])),
+    }
 
 
 def _dot(op, operands):
-    return {"lhs_contracting_dims": (operands[0].shape.rank - 1,),
-            "rhs_contracting_dims": (0,)}
+    return {"lhs_contracting_dims": (operands[0].shape.rank - 1,), "rhs_contracting_dims": (0,)}
 
 
 def _convolution(op, operands):
@@ -146,11 +167,14 @@ def _convolution(op, operands):
     order = sorted((int(c), i) for i, c in enumerate(labels[1]) if c.isdigit())
     spatial = [kernel.dims[i] for _, i in order]
     attrs = {
-        "window": window_of(spatial, window.get("stride", op.get("window_strides")),
-                          window.get("pad", op.get("padding")),
-                          window.get("lhs_dilate", op.get("lhs_dilation")),
-                          window.get("rhs_dilate", op.get("rhs_dilation")),
-                          window.get("reverse", op.get("window_reversal"))),
+        "window": window_of(
+            spatial,
+            window.get("stride", op.get("window_strides")),
+            window.get("pad", op.get("padding")),
+            window.get("lhs_dilate", op.get("lhs_dilation")),
+            window.get("rhs_dilate", op.get("rhs_dilation")),
+            window.get("reverse", op.get("window_reversal")),
+        ),
         "dim_labels": f"{labels[0]}_{labels[1]}->{labels[2]}",
     }
     for name in ("feature_group_count", "batch_group_count"):
@@ -168,14 +192,19 @@ def _reduce_precision(op, operands):
     if fmt is not None:
         m = re.fullmatch(r"e(\d+)m(\d+)", _word(fmt))
         return {"exponent_bits": int(m.group(1)), "mantissa_bits": int(m.group(2))}
-    return {"exponent_bits": int(op.get("exponent_bits")),
-            "mantissa_bits": int(op.get("mantissa_bits"))}
+    return {
+        "exponent_bits": int(op.get("exponent_bits")),
+        "mantissa_bits": int(op.get("mantissa_bits")),
+    }
 
 
 def _triangular_solve(op, operands):
-    return {"left_side": bool(op.get("left_side")), "lower": bool(op.get("lower")),
-            "unit_diagonal": bool(op.get("unit_diagonal")),
-            "transpose_a": _word(op.get("transpose_a", default=Word("NO_TRANSPOSE")))}
+    return {
+        "left_side": bool(op.get("left_side")),
+        "lower": bool(op.get("lower")),
+        "unit_diagonal": bool(op.get("unit_diagonal")),
+        "transpose_a": _word(op.get("transpose_a", default=Word("NO_TRANSPOSE"))),
+    }
 
 
 def _cholesky(op, operands):
@@ -202,13 +231,17 @@ def _gather(op, operands):
 
     def field(name):
         return tuple(ints(get(name)))
-    return {"offset_dims": field("offset_dims"), "collapsed_slice_dims":
-            field("collapsed_slice_dims"), "start_index_map": field("start_index_map"),
-            "operand_batching_dims": field("operand_batching_dims"),
-            "start_indices_batching_dims": field("start_indices_batching_dims"),
-            "index_vector_dim": int(get("index_vector_dim") or 0),
-            "slice_sizes": tuple(ints(op.get("slice_sizes"))),
-            "indices_are_sorted": bool(op.get("indices_are_sorted", default=False))}
+
+    return {
+        "offset_dims": field("offset_dims"),
+        "collapsed_slice_dims": field("collapsed_slice_dims"),
+        "start_index_map": field("start_index_map"),
+        "operand_batching_dims": field("operand_batching_dims"),
+        "start_indices_batching_dims": field("start_indices_batching_dims"),
+        "index_vector_dim": int(get("index_vector_dim") or 0),
+        "slice_sizes": tuple(ints(op.get("slice_sizes"))),
+        "indices_are_sorted": bool(op.get("indices_are_sorted", default=False)),
+    }
 
 
 def scatter_attrs(op):
@@ -217,14 +250,17 @@ def scatter_attrs(op):
 
     def field(name):
         return tuple(ints(get(name)))
-    return {"update_window_dims": field("update_window_dims"),
-            "inserted_window_dims": field("inserted_window_dims"),
-            "scatter_dims_to_operand_dims": field("scatter_dims_to_operand_dims"),
-            "input_batching_dims": field("input_batching_dims"),
-            "scatter_indices_batching_dims": field("scatter_indices_batching_dims"),
-            "index_vector_dim": int(get("index_vector_dim") or 0),
-            "indices_are_sorted": bool(op.get("indices_are_sorted", default=False)),
-            "unique_indices": bool(op.get("unique_indices", default=False))}
+
+    return {
+        "update_window_dims": field("update_window_dims"),
+        "inserted_window_dims": field("inserted_window_dims"),
+        "scatter_dims_to_operand_dims": field("scatter_dims_to_operand_dims"),
+        "input_batching_dims": field("input_batching_dims"),
+        "scatter_indices_batching_dims": field("scatter_indices_batching_dims"),
+        "index_vector_dim": int(get("index_vector_dim") or 0),
+        "indices_are_sorted": bool(op.get("indices_are_sorted", default=False)),
+        "unique_indices": bool(op.get("unique_indices", default=False)),
+    }
 
 
 def _rng_bit_generator(op, operands):
@@ -241,8 +277,12 @@ def _rng(op, operands):
 def _top_k(op, operands):
     k = op.get("k")
     if k is None:
-        k = next(v for item in op.groups[0] if isinstance(item, tuple) and item[0] == "k"
-                 for v in [item[1]])
+        k = next(
+            v
+            for item in op.groups[0]
+            if isinstance(item, tuple) and item[0] == "k"
+            for v in [item[1]]
+        )
     return {"k": int(k), "largest": True}
 
 
@@ -259,7 +299,8 @@ _SAME_NAME = (
     "minimum multiply negate not or popcnt power real remainder round_nearest_afz "
     "round_nearest_even rsqrt select shift_left shift_right_arithmetic shift_right_logical sign "
     "sine sqrt subtract tan tanh xor bitcast_convert reshape dynamic_update_slice copy "
-    "partition_id replica_id after_all").split()
+    "partition_id replica_id after_all"
+).split()
 _CHLO_SAME_NAME = "asin acos atan sinh cosh asinh acosh atanh tan erf".split()
 
 RULES: dict[str, Rule] = {
@@ -314,12 +355,26 @@ RULES: dict[str, Rule] = {
     "chlo.square": Rule("", build="square"),
 }
 # MHLO spells most ops as StableHLO does.
-RULES.update({"mhlo." + name.split(".", 1)[1]: rule for name, rule in list(RULES.items())
-              if name.startswith("stablehlo.")})
+RULES.update(
+    {
+        "mhlo." + name.split(".", 1)[1]: rule
+        for name, rule in list(RULES.items())
+        if name.startswith("stablehlo.")
+    }
+)
 
 
 # -- the converter ---------------------------------------------------------------------------
 
 
-__all__ = ["API_VERSIONS", "RULES", "Rule", "TERMINATORS", "broadcast_attrs", "ints",
-           "scatter_attrs", "window_of", "words_of"]
+__all__ = [
+    "API_VERSIONS",
+    "RULES",
+    "Rule",
+    "TERMINATORS",
+    "broadcast_attrs",
+    "ints",
+    "scatter_attrs",
+    "window_of",
+    "words_of",
+]

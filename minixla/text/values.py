@@ -2,6 +2,7 @@
 kinds in minixla.ir.attrs), shapes and layouts. `Parser` (parser.py) adds modules, computations
 and instructions on top.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -12,8 +13,12 @@ from ..ir.dtypes import ELEMENT_TYPES
 from ..ir.shapes import UNBOUNDED, Layout, Shape
 from .lexer import ATTR, DIM_LABELS, DXD, EOF, FLOAT, IDENT, INT, PAD, PUNCT, STRING, Lexer
 
-_LAYOUT_INTS = {"L": "tail_padding_alignment", "E": "element_size_bits", "S": "memory_space",
-                "M": "dynamic_metadata_bytes"}
+_LAYOUT_INTS = {
+    "L": "tail_padding_alignment",
+    "E": "element_size_bits",
+    "S": "memory_space",
+    "M": "dynamic_metadata_bytes",
+}
 
 
 class ValueParser:
@@ -132,8 +137,9 @@ class ValueParser:
     def parse_padding(self) -> tuple[tuple[int, int, int], ...]:
         token = self.next()
         if token.kind not in (PAD, INT):
-            raise self.error(f"expected a padding like 0_0x1_1, found {_describe(token)}",
-                             token.start)
+            raise self.error(
+                f"expected a padding like 0_0x1_1, found {_describe(token)}", token.start
+            )
         dims = []
         for part in token.text.split("x"):
             values = [int(v) for v in part.split("_")]
@@ -164,11 +170,17 @@ class ValueParser:
         dims = []
         for i in range(rank):
             lo, hi = (fields["pad"][i].split("_") + ["0"])[:2] if "pad" in fields else ("0", "0")
-            dims.append(WindowDim(
-                int(fields["size"][i]), int(fields.get("stride", ["1"] * rank)[i]),
-                int(lo), int(hi), int(fields.get("lhs_dilate", ["1"] * rank)[i]),
-                int(fields.get("rhs_dilate", ["1"] * rank)[i]),
-                fields.get("rhs_reversal", ["0"] * rank)[i] == "1"))
+            dims.append(
+                WindowDim(
+                    int(fields["size"][i]),
+                    int(fields.get("stride", ["1"] * rank)[i]),
+                    int(lo),
+                    int(hi),
+                    int(fields.get("lhs_dilate", ["1"] * rank)[i]),
+                    int(fields.get("rhs_dilate", ["1"] * rank)[i]),
+                    fields.get("rhs_reversal", ["0"] * rank)[i] == "1",
+                )
+            )
         return Window(tuple(dims))
 
     def parse_dim_labels(self) -> str:
@@ -252,8 +264,11 @@ class ValueParser:
             fields = self.parse_layout_extras()
         self.expect("}")
         if sorted(minor_to_major) != list(range(rank)) and (minor_to_major or rank):
-            raise self.error(f"layout {{{','.join(map(str, minor_to_major))}}} is not a "
-                             f"permutation of the {rank} dimensions", start)
+            raise self.error(
+                f"layout {{{','.join(map(str, minor_to_major))}}} is not a "
+                f"permutation of the {rank} dimensions",
+                start,
+            )
         return Layout(tuple(minor_to_major), **fields)
 
     def parse_layout_extras(self) -> dict:
@@ -284,8 +299,9 @@ class ValueParser:
                 self.expect(")")
             elif token.kind == PUNCT and letter in "#*":
                 self.expect("(")
-                fields["index_type" if letter == "#" else "pointer_type"] = \
-                    self.expect_kind(IDENT, "an element type").text
+                fields["index_type" if letter == "#" else "pointer_type"] = self.expect_kind(
+                    IDENT, "an element type"
+                ).text
                 self.expect(")")
             elif token.kind == IDENT and letter == "SC":
                 configs = []
@@ -310,7 +326,8 @@ class ValueParser:
 def _describe(token) -> str:
     if token.kind == EOF:
         return "end of input"
-    return f"'{token.text}'" if token.kind in (PUNCT, IDENT, INT, FLOAT, DXD, PAD, DIM_LABELS) \
+    return (
+        f"'{token.text}'"
+        if token.kind in (PUNCT, IDENT, INT, FLOAT, DXD, PAD, DIM_LABELS)
         else f"{token.kind} '{token.text}'"
-
-
+    )

@@ -15,6 +15,7 @@ its input with the engine stopped after k rule applications, and a binary search
 single rewrite that breaks the program. The report ends with that step's before/after diff.
 Exit status follows `minixla diff`: 0 when nothing breaks, 1 when a culprit is reported.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,6 +28,7 @@ from .common import ToolError, load_module
 @dataclass
 class PassStep:
     """One pass run that changed the module: its label, the pass and the module around it."""
+
     label: str
     pass_: object
     before: object
@@ -49,14 +51,14 @@ class _Recorded:
         try:
             changed = bool(self.inner.run(module))
         except Exception as exc:  # noqa: BLE001 - a crashing pass is a finding, not a crash
-            self.recorder.steps.append(PassStep(label, self.inner, before, None,
-                                                f"{type(exc).__name__}: {exc}"))
+            self.recorder.steps.append(
+                PassStep(label, self.inner, before, None, f"{type(exc).__name__}: {exc}")
+            )
             raise _StopRecording from None
         self.recorder.runs += 1
         if changed:
             self.recorder.current = module.clone()
-            self.recorder.steps.append(PassStep(label, self.inner, before,
-                                                self.recorder.current))
+            self.recorder.steps.append(PassStep(label, self.inner, before, self.recorder.current))
         return changed
 
 
@@ -75,6 +77,7 @@ def record_steps(module, pipeline) -> tuple[list[PassStep], int]:
     """Runs `pipeline` (a pass or a pipeline, whose leaf passes get wrapped in place) on a copy
     of `module`; returns the steps that changed it and the number of pass runs."""
     from ..passes.base import Pipeline, run_pipeline
+
     if not hasattr(pipeline, "passes"):
         pipeline = Pipeline(pipeline.name, [pipeline])
     recorder = _Recorder(module.clone())
@@ -102,17 +105,21 @@ class Oracle:
 
     def __init__(self, module, backend: str, seed: int, rtol: float, atol: float):
         from ..runtime.inputs import random_arguments
+
         self.backend, self.rtol, self.atol = backend, rtol, atol
         try:
             self.inputs = random_arguments(module, seed)
             self.reference = self.run(module, "interpreter")
         except Exception as exc:  # noqa: BLE001 - without a reference there is nothing to bisect
-            raise ToolError(f"the interpreter cannot run the unoptimized module, so there is "
-                            f"no reference: {type(exc).__name__}: {_first_line(exc)}") from None
+            raise ToolError(
+                f"the interpreter cannot run the unoptimized module, so there is "
+                f"no reference: {type(exc).__name__}: {_first_line(exc)}"
+            ) from None
 
     def run(self, module, backend: str):
         from ..backends.compile import compile
         from ..runtime.inputs import fresh_copies  # a donating module consumes its inputs
+
         return compile(module.clone(), backend=backend, passes=[])(*fresh_copies(self.inputs))
 
     def problem(self, module, backend: str | None = None) -> str | None:
@@ -120,6 +127,7 @@ class Oracle:
         else one line saying what goes wrong."""
         from ..ir.verifier import verify
         from .run import compare_results
+
         try:
             verify(module)
         except MinixlaError as exc:
@@ -143,6 +151,7 @@ def _first_line(exc: BaseException) -> str:
 @dataclass
 class Finding:
     """What bisect found; `step` is None when the unoptimized module already goes wrong."""
+
     problem: str
     step: PassStep | None = None
     step_index: int = 0
@@ -214,6 +223,7 @@ def bisect_rules(step: PassStep, problem, finding: Finding) -> None:
 def blame_raising_rule(step: PassStep, finding: Finding) -> None:
     """For a pass that raised: the rule application the engine was in when it did, if any."""
     from ..passes.patterns import limit_rule_applications
+
     module = step.before.clone()
     with limit_rule_applications() as budget:
         try:
@@ -236,14 +246,19 @@ def first_wrong_instruction(module, oracle: Oracle) -> str:
     from ..ir.instruction import HloInstruction
     from ..ir.shapes import Shape
     from .run import compare_results
+
     probe = module.clone()
     entry = probe.entry
-    values = [i for i in entry.post_order() if i.shape.is_array
-              and i.opcode not in ("parameter", "constant")]
+    values = [
+        i
+        for i in entry.post_order()
+        if i.shape.is_array and i.opcode not in ("parameter", "constant")
+    ]
     if not values:
         return ""
-    root = HloInstruction("tuple", Shape.tuple_of([i.shape for i in values]), values,
-                          name="bisect.probe")
+    root = HloInstruction(
+        "tuple", Shape.tuple_of([i.shape for i in values]), values, name="bisect.probe"
+    )
     entry.add_instruction(root)
     entry.root = root
     probe.entry_computation_layout = None
@@ -260,18 +275,34 @@ def first_wrong_instruction(module, oracle: Oracle) -> str:
     return ""
 
 
-def bisect(module, backend: str, *, pipeline=None, seed: int = 0, rtol: float = 1e-5,
-           atol: float = 1e-5, rules: bool = True) -> tuple[Finding | None, int, int]:
+def bisect(
+    module,
+    backend: str,
+    *,
+    pipeline=None,
+    seed: int = 0,
+    rtol: float = 1e-5,
+    atol: float = 1e-5,
+    rules: bool = True,
+) -> tuple[Finding | None, int, int]:
     """(finding or None, changing steps, pass runs) for `module` through `pipeline` (default:
     the backend's, or the CPU pipeline when the backend has none)."""
     from ..backends import get
+
     get(backend)  # an unknown or unavailable backend is an error, not a finding
     oracle = Oracle(module, backend, seed, rtol, atol)
     if backend != "interpreter":
         start = oracle.problem(module)
         if start:
-            return Finding(start, instruction=first_wrong_instruction(module, oracle),
-                           meaning_changed=False), 0, 0
+            return (
+                Finding(
+                    start,
+                    instruction=first_wrong_instruction(module, oracle),
+                    meaning_changed=False,
+                ),
+                0,
+                0,
+            )
     steps, runs = record_steps(module, pipeline or default_pipeline(backend))
     found = first_bad_step(steps, oracle)
     if found is None:
@@ -293,10 +324,12 @@ def bisect(module, backend: str, *, pipeline=None, seed: int = 0, rtol: float = 
 
 def default_pipeline(backend: str):
     from ..backends import get
+
     target = get(backend)
     if target.pipeline is not None:
         return target.pipeline()
     from ..passes.pipelines import cpu_pipeline
+
     return cpu_pipeline()
 
 
@@ -305,36 +338,43 @@ def default_pipeline(backend: str):
 
 def format_finding(finding: Finding, backend: str, steps: int) -> str:
     from .diff import diff_modules, format_diff
+
     if finding.step is None:
         lines = [f"the unoptimized module already goes wrong on {backend}: {finding.problem}"]
         if finding.instruction:
             lines.append(f"first wrong instruction ({backend} kernel): {finding.instruction}")
         return "\n".join(lines)
     step = finding.step
-    lines = [f"first bad pass: {step.label}, changing step {finding.step_index + 1} of "
-             f"{steps}"]
+    lines = [f"first bad pass: {step.label}, changing step {finding.step_index + 1} of {steps}"]
     if step.after is None:
         lines.append(f"  the pass raised {step.error}")
         if finding.rule is not None:
-            lines.append(f"guilty rewrite: {finding.rule} (application {finding.rule_index} "
-                         f"of the pass run, which raised)")
+            lines.append(
+                f"guilty rewrite: {finding.rule} (application {finding.rule_index} "
+                f"of the pass run, which raised)"
+            )
             target = _find_instruction(finding.rule_before, finding.rule.instr)
             if target is not None:
                 lines.append(f"  it was rewriting: {target.to_text()}")
         return "\n".join(lines)
     lines.append(f"  {finding.problem}")
     if backend != "interpreter" and finding.meaning_changed:
-        lines.append("  the interpreter sees the change too: the pass changed what the program "
-                     "computes")
+        lines.append(
+            "  the interpreter sees the change too: the pass changed what the program computes"
+        )
     if not finding.meaning_changed:
-        lines.append(f"  the interpreter still agrees after this pass: {backend} miscompiles "
-                     f"what it produced")
+        lines.append(
+            f"  the interpreter still agrees after this pass: {backend} miscompiles "
+            f"what it produced"
+        )
         if finding.instruction:
             lines.append(f"first wrong instruction ({backend} kernel): {finding.instruction}")
     before, after, what = step.before, step.after, step.label
     if finding.rule is not None:
-        lines.append(f"guilty rewrite: {finding.rule} (application {finding.rule_index} of "
-                     f"{finding.rule_count} in this pass run)")
+        lines.append(
+            f"guilty rewrite: {finding.rule} (application {finding.rule_index} of "
+            f"{finding.rule_count} in this pass run)"
+        )
         before, after, what = finding.rule_before, finding.rule_after, str(finding.rule)
     lines.append(f"--- before {what}\n+++ after {what}")
     lines.append(format_diff(diff_modules(before, after)))
@@ -347,21 +387,29 @@ def _find_instruction(module, name: str):
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="HLO text file")
-    parser.add_argument("--backend", default="interpreter",
-                        help="backend whose pipeline and results are checked (default: "
-                             "interpreter, which checks each pass's output with the "
-                             "interpreter through the CPU pipeline)")
-    parser.add_argument("--passes", metavar="P1,P2",
-                        help="bisect these passes instead of the backend's pipeline")
+    parser.add_argument(
+        "--backend",
+        default="interpreter",
+        help="backend whose pipeline and results are checked (default: "
+        "interpreter, which checks each pass's output with the "
+        "interpreter through the CPU pipeline)",
+    )
+    parser.add_argument(
+        "--passes", metavar="P1,P2", help="bisect these passes instead of the backend's pipeline"
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed for the random inputs")
     parser.add_argument("--rtol", type=float, default=1e-5)
     parser.add_argument("--atol", type=float, default=1e-5)
-    parser.add_argument("--no-rules", action="store_true",
-                        help="stop at the pass; do not bisect its rule applications")
+    parser.add_argument(
+        "--no-rules",
+        action="store_true",
+        help="stop at the pass; do not bisect its rule applications",
+    )
 
 
 def main(args) -> int:
     from ..passes.base import make_pipeline
+
     module = load_module(args.file)
     pipeline = None
     if args.passes:
@@ -369,11 +417,20 @@ def main(args) -> int:
         if not names:
             raise ToolError("--passes names no pass")
         pipeline = make_pipeline(names, "passes")
-    finding, steps, runs = bisect(module, args.backend, pipeline=pipeline, seed=args.seed,
-                                  rtol=args.rtol, atol=args.atol, rules=not args.no_rules)
+    finding, steps, runs = bisect(
+        module,
+        args.backend,
+        pipeline=pipeline,
+        seed=args.seed,
+        rtol=args.rtol,
+        atol=args.atol,
+        rules=not args.no_rules,
+    )
     if finding is None:
-        print(f"{module.name}: no pass changes the results on {args.backend} ({runs} pass runs, "
-              f"{steps} changed the module; seed {args.seed})")
+        print(
+            f"{module.name}: no pass changes the results on {args.backend} ({runs} pass runs, "
+            f"{steps} changed the module; seed {args.seed})"
+        )
         return 0
     print(format_finding(finding, args.backend, steps))
     return 1

@@ -5,6 +5,7 @@ minixla/backends/cpu/cache.py for its layout). `info` prints the location, the n
 entries (kernels and compiled modules), their size and the hit and miss counts; `clear`
 deletes them.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,8 +22,7 @@ def _cache_module():
     try:
         return importlib.import_module("minixla.backends.cpu.cache")
     except ImportError as exc:
-        raise ToolError(f"the compilation cache is not available in this build ({exc})") \
-            from None
+        raise ToolError(f"the compilation cache is not available in this build ({exc})") from None
 
 
 def human_size(count: float) -> str:
@@ -41,12 +41,14 @@ def info_lines(disk, cache) -> list[str]:
     enabled = "yes" if cache.is_enabled({}) else "no ($MINIXLA_CACHE is off)"
     size = sum(entry[1] for entry in entries)
     stats = disk.stats()
-    return [f"location  {disk.root} ({source}{'' if disk.root.exists() else ', not created yet'})",
-            f"entries   {len(entries)} ({len(entries) - modules - programs} kernels, {modules} "
-            f"modules{f', {programs} programs' if programs else ''})",
-            f"size      {human_size(size)} (limit {human_size(disk.max_bytes)})",
-            f"compiles  {stats['hits']} hits, {stats['misses']} misses",
-            f"enabled   {enabled}"]
+    return [
+        f"location  {disk.root} ({source}{'' if disk.root.exists() else ', not created yet'})",
+        f"entries   {len(entries)} ({len(entries) - modules - programs} kernels, {modules} "
+        f"modules{f', {programs} programs' if programs else ''})",
+        f"size      {human_size(size)} (limit {human_size(disk.max_bytes)})",
+        f"compiles  {stats['hits']} hits, {stats['misses']} misses",
+        f"enabled   {enabled}",
+    ]
 
 
 def clear(disk) -> int:
@@ -55,20 +57,26 @@ def clear(disk) -> int:
         return 0
     if not disk.root.is_dir():
         raise ToolError(f"{disk.root} is not a directory")
-    foreign = sorted(p.name for p in disk.root.iterdir()
-                     if p.name not in _OWN and not p.name.startswith("."))
+    foreign = sorted(
+        p.name for p in disk.root.iterdir() if p.name not in _OWN and not p.name.startswith(".")
+    )
     if foreign:
         shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
-        raise ToolError(f"not clearing {disk.root}: it holds files that are not the cache's "
-                        f"({shown}); check $MINIXLA_CACHE_DIR")
+        raise ToolError(
+            f"not clearing {disk.root}: it holds files that are not the cache's "
+            f"({shown}); check $MINIXLA_CACHE_DIR"
+        )
     count = len(disk.entries())
     disk.clear()
     return count
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("action", choices=("info", "clear"),
-                        help="info: location, entries, size; clear: delete every entry")
+    parser.add_argument(
+        "action",
+        choices=("info", "clear"),
+        help="info: location, entries, size; clear: delete every entry",
+    )
 
 
 def main(args) -> int:

@@ -1,4 +1,5 @@
 """Helpers shared by the command-line tools."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -22,17 +23,21 @@ def bounded(kind, low, high=None):
             raise argparse.ArgumentTypeError(f"{text!r} is not a valid {kind.__name__}") from None
         if value < low or (high is not None and value > high) or value != value:
             upper = f" and at most {high}" if high is not None else ""
-            raise argparse.ArgumentTypeError(f"{text} is out of range: must be at least "
-                                             f"{low}{upper}")
+            raise argparse.ArgumentTypeError(
+                f"{text} is out of range: must be at least {low}{upper}"
+            )
         return value
+
     convert.__name__ = kind.__name__
     return convert
 
 
 def add_lenient_flag(parser) -> None:
-    parser.add_argument("--lenient", action="store_true",
-                        help="keep attributes an opcode does not take (reported on stderr) "
-                             "instead of failing")
+    parser.add_argument(
+        "--lenient",
+        action="store_true",
+        help="keep attributes an opcode does not take (reported on stderr) instead of failing",
+    )
 
 
 def load_module(path: str, *, verify: bool = True, strict: bool = True) -> HloModule:
@@ -43,19 +48,25 @@ def load_module(path: str, *, verify: bool = True, strict: bool = True) -> HloMo
     module = _parse(_read(path), verify, strict)
     if module.unknown_attributes:
         import sys
-        print(f"{path}: kept {len(module.unknown_attributes)} unknown attribute(s): "
-              + "; ".join(module.unknown_attributes), file=sys.stderr)
+
+        print(
+            f"{path}: kept {len(module.unknown_attributes)} unknown attribute(s): "
+            + "; ".join(module.unknown_attributes),
+            file=sys.stderr,
+        )
     return module
 
 
 def _parse(text: str, verify: bool, strict: bool) -> HloModule:
     from ..text import parse_module
+
     return parse_module(text, verify=verify, strict=strict)
 
 
 def _read(path: str) -> str:
     if path == "-":
         import sys
+
         return sys.stdin.read()
     file = Path(path)
     if not file.exists():
@@ -70,4 +81,5 @@ def _read(path: str) -> str:
 
 def default_backend() -> str:
     from ..backends import available
+
     return "cpu" if available().get("cpu") is True else "interpreter"

@@ -11,6 +11,7 @@ differ. Trouble (a missing or unparsable file) is an error, which every minixla 
 as one line on stderr with status 1; a script that must tell "different" from "trouble" looks
 at stderr, which stays empty for a difference.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,9 @@ class ComputationDiff:
     order: list = field(default_factory=list)  # B's post-order, for printing
 
     def empty(self, ignore_names: bool = False) -> bool:
-        return not (self.added or self.removed or self.changed
-                    or (self.renamed and not ignore_names))
+        return not (
+            self.added or self.removed or self.changed or (self.renamed and not ignore_names)
+        )
 
 
 @dataclass
@@ -42,11 +44,14 @@ class ModuleDiff:
 
     def empty(self, ignore_names: bool = False) -> bool:
         return not (self.added or self.removed) and all(
-            c.empty(ignore_names) for c in self.computations)
+            c.empty(ignore_names) for c in self.computations
+        )
 
     def counts(self) -> dict[str, int]:
-        return {key: sum(len(getattr(c, key)) for c in self.computations)
-                for key in ("added", "removed", "changed", "renamed")}
+        return {
+            key: sum(len(getattr(c, key)) for c in self.computations)
+            for key in ("added", "removed", "changed", "renamed")
+        }
 
 
 def diff_modules(a, b) -> ModuleDiff:
@@ -134,8 +139,11 @@ def _key(instr, back: dict | None) -> tuple:
 
 
 def _same(ia, ib, match) -> bool:
-    return ia.same_op(ib) and len(ia.operands) == len(ib.operands) and all(
-        match.get(id(oa)) is ob for oa, ob in zip(ia.operands, ib.operands))
+    return (
+        ia.same_op(ib)
+        and len(ia.operands) == len(ib.operands)
+        and all(match.get(id(oa)) is ob for oa, ob in zip(ia.operands, ib.operands))
+    )
 
 
 def format_diff(result: ModuleDiff, *, ignore_names: bool = False) -> str:
@@ -151,11 +159,13 @@ def format_diff(result: ModuleDiff, *, ignore_names: bool = False) -> str:
         lines += [f"  - {i.to_text()}" for i in comp.removed]
         # then B's side in B's order, so the new program reads top to bottom
         entries = {id(i): [f"  + {i.to_text()}"] for i in comp.added}
-        entries.update({id(ib): [f"  ! {ia.to_text()}", f"  > {ib.to_text()}"]
-                        for ia, ib in comp.changed})
+        entries.update(
+            {id(ib): [f"  ! {ia.to_text()}", f"  > {ib.to_text()}"] for ia, ib in comp.changed}
+        )
         if not ignore_names:
-            entries.update({id(ib): [f"  = %{ia.name} renamed %{ib.name}"]
-                            for ia, ib in comp.renamed})
+            entries.update(
+                {id(ib): [f"  = %{ia.name} renamed %{ib.name}"] for ia, ib in comp.renamed}
+            )
         lines += [line for i in comp.order for line in entries.get(id(i), [])]
     counts = result.counts()
     if ignore_names:
@@ -179,12 +189,22 @@ def _load(path: str, verify: bool):
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("a", metavar="A.hlo", help="the old module")
     parser.add_argument("b", metavar="B.hlo", help="the new module")
-    parser.add_argument("--ignore-names", action="store_true",
-                        help="renamed instructions do not count as differences")
-    parser.add_argument("-q", "--quiet", action="store_true",
-                        help="print nothing; the exit status says whether they differ")
-    parser.add_argument("--verify", action="store_true",
-                        help="verify both modules first (off: diff can show broken output)")
+    parser.add_argument(
+        "--ignore-names",
+        action="store_true",
+        help="renamed instructions do not count as differences",
+    )
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="print nothing; the exit status says whether they differ",
+    )
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="verify both modules first (off: diff can show broken output)",
+    )
 
 
 def main(args) -> int:

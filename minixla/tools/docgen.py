@@ -2,6 +2,7 @@
 
 A test checks the committed file matches, so the table in the docs cannot drift from the code.
 """
+
 from __future__ import annotations
 
 from ..ir.opcodes import OPCODES
@@ -17,6 +18,7 @@ def _arity(arity) -> str:
 
 def ops_markdown() -> str:
     from ..reference.evaluator import handlers
+
     interpreted = handlers()
     lines = [
         "# HLO opcodes",
@@ -32,8 +34,10 @@ def ops_markdown() -> str:
         attrs = ", ".join(f"`{a}`" for a in row.attrs) or "-"
         calls = ", ".join(f"`{c}`" for c in row.calls) or "-"
         evaluated = "yes" if name in interpreted or name == "parameter" else "no"
-        lines.append(f"| `{name}` | {_arity(row.arity)} | {row.kind} | {attrs} | {calls} | "
-                     f"{'yes' if row.shape_optional else 'no'} | {evaluated} |")
+        lines.append(
+            f"| `{name}` | {_arity(row.arity)} | {row.kind} | {attrs} | {calls} | "
+            f"{'yes' if row.shape_optional else 'no'} | {evaluated} |"
+        )
     return "\n".join(lines) + "\n"
 
 

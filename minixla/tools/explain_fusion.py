@@ -10,6 +10,7 @@ report gives its kind, members and the bytes it saves by an estimate: every memb
 is not an output would have been written to memory once and read back by each of its users.
 `--json FILE` writes the same report as data.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,6 +30,7 @@ NO_DECISION = "left unfused with no recorded decision"
 class _Tag:
     """Marks where an instruction came from; kept in `metadata`, which clones keep and
     equality ignores, so tagging does not change what fusion decides."""
+
     index: int
     metadata: object = None
 
@@ -54,31 +56,39 @@ class FusionReport:
         return self.outcomes[FUSED]
 
     def as_dict(self) -> dict:
-        return {"module": self.module, "edges": self.edges, "fused": self.fused,
-                "unfused": {r: n for r, n in self.outcomes.items() if r != FUSED},
-                "examples": self.examples,
-                "fusions": [vars(f) for f in self.fusions]}
+        return {
+            "module": self.module,
+            "edges": self.edges,
+            "fused": self.fused,
+            "unfused": {r: n for r, n in self.outcomes.items() if r != FUSED},
+            "examples": self.examples,
+            "fusions": [vars(f) for f in self.fusions],
+        }
 
 
 def explain_fusion(module, *, as_is: bool = False, multi_output: bool = True) -> FusionReport:
     """Runs fusion on a copy of `module` (after the CPU passes before it unless `as_is`)."""
     from ..passes.fusion import InstructionFusion
     from ..passes.hlo_utils import sequential_computations
+
     module = module.clone()
     if not as_is:
         try:
             _prepare(module)
         except Exception as exc:  # noqa: BLE001 - a crashing pass is reported, not raised
-            raise ToolError(f"a pass before fusion failed ({type(exc).__name__}: "
-                            f"{_first_line(exc)}); try --as-is, or minixla bisect") from None
+            raise ToolError(
+                f"a pass before fusion failed ({type(exc).__name__}: "
+                f"{_first_line(exc)}); try --as-is, or minixla bisect"
+            ) from None
     originals = _tag(module, sequential_computations(module))
     edges = [(c.operands[i], c, i) for c in originals for i in _first_uses(c)]
     fusion = InstructionFusion(multi_output=multi_output)
     try:
         fusion.run(module)
     except Exception as exc:  # noqa: BLE001
-        raise ToolError(f"the fusion pass failed ({type(exc).__name__}: "
-                        f"{_first_line(exc)})") from None
+        raise ToolError(
+            f"the fusion pass failed ({type(exc).__name__}: {_first_line(exc)})"
+        ) from None
     top, copies, fusions = _locate(module, originals)
     decisions = Decisions(fusion.decisions, edges)
     report = FusionReport(module.name, len(edges))
@@ -100,8 +110,9 @@ def _first_line(exc: BaseException) -> str:
 def _prepare(module) -> None:
     from ..passes.base import Pipeline, run_pipeline
     from ..passes.pipelines import cpu_pipeline
+
     passes = cpu_pipeline().passes
-    before = passes[:[p.name for p in passes].index("fusion")]
+    before = passes[: [p.name for p in passes].index("fusion")]
     run_pipeline(Pipeline("before-fusion", before), module, verify=False)
 
 
@@ -124,6 +135,7 @@ def _locate(module, originals):
     """Where each original lives after fusion: `top` (tag -> itself, still unfused), `copies`
     (tag -> [(member, fusion)]), and the fusion instructions."""
     from ..passes.hlo_utils import sequential_computations
+
     top, copies, fusions = {}, {}, []
     for comp in sequential_computations(module):
         for instr in comp.instructions:
@@ -148,6 +160,7 @@ def _first_uses(instr) -> list[int]:
 
 def _outcome(producer, consumer, position, top, copies, decisions) -> str:
     from ..passes.fusion import is_fusion_consumer
+
     index = _tag_of(consumer)
     at_top, placed = top.get(index), copies.get(index)
     if at_top is not None and consumer.opcode == "fusion":
@@ -200,35 +213,55 @@ def _describe(fusion) -> FusionInfo:
     outputs = {id(o) for o in (root.operands if root.opcode == "tuple" else [root])}
     outputs.add(id(root))
     members = [i for i in fused.post_order() if i.opcode != "parameter"]
-    saved = sum(i.shape.byte_size() * (1 + len({id(u) for u in i.users}))
-                for i in members if id(i) not in outputs and i.shape.is_array)
-    return FusionInfo(fusion.name, fusion.attrs.get("kind", "?"),
-                      [f"{i.name} ({i.opcode})" for i in members if i.opcode != "tuple"], saved)
+    saved = sum(
+        i.shape.byte_size() * (1 + len({id(u) for u in i.users}))
+        for i in members
+        if id(i) not in outputs and i.shape.is_array
+    )
+    return FusionInfo(
+        fusion.name,
+        fusion.attrs.get("kind", "?"),
+        [f"{i.name} ({i.opcode})" for i in members if i.opcode != "tuple"],
+        saved,
+    )
 
 
 def format_report(report: FusionReport) -> str:
     unfused = report.edges - report.fused
-    lines = [f"{report.module}: {report.edges} producer-consumer edges: {report.fused} fused, "
-             f"{unfused} not fused", f"fusions ({len(report.fusions)}):"]
+    lines = [
+        f"{report.module}: {report.edges} producer-consumer edges: {report.fused} fused, "
+        f"{unfused} not fused",
+        f"fusions ({len(report.fusions)}):",
+    ]
     for f in report.fusions:
-        lines.append(f"  %{f.name}: {f.kind}, {len(f.members)} ops, ~{f.bytes_saved} bytes "
-                     f"saved: {', '.join(f.members)}")
+        lines.append(
+            f"  %{f.name}: {f.kind}, {len(f.members)} ops, ~{f.bytes_saved} bytes "
+            f"saved: {', '.join(f.members)}"
+        )
     lines.append("not fused, by reason:")
-    reasons = sorted(((n, r) for r, n in report.outcomes.items() if r != FUSED),
-                     key=lambda item: (-item[0], item[1]))
+    reasons = sorted(
+        ((n, r) for r, n in report.outcomes.items() if r != FUSED),
+        key=lambda item: (-item[0], item[1]),
+    )
     for count, reason in reasons:
-        lines.append(f"  {count:4d}  {reason}: {', '.join(report.examples[reason])}"
-                     + (", ..." if count > len(report.examples[reason]) else ""))
+        lines.append(
+            f"  {count:4d}  {reason}: {', '.join(report.examples[reason])}"
+            + (", ..." if count > len(report.examples[reason]) else "")
+        )
     return "\n".join(lines)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="HLO text file")
-    parser.add_argument("--as-is", action="store_true",
-                        help="fuse the module as written (default: run the CPU passes that "
-                             "come before fusion first)")
-    parser.add_argument("--no-multi-output", action="store_true",
-                        help="producer-consumer fusion only")
+    parser.add_argument(
+        "--as-is",
+        action="store_true",
+        help="fuse the module as written (default: run the CPU passes that "
+        "come before fusion first)",
+    )
+    parser.add_argument(
+        "--no-multi-output", action="store_true", help="producer-consumer fusion only"
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the report as JSON")
 
 

@@ -3,6 +3,7 @@
 `--format` picks the drawing (else the suffix of `-o`), `--pass NAME` draws the module right
 after that pass of the backend's pipeline, `--graphviz` uses Graphviz's `dot` for SVG and HTML.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,18 +46,23 @@ def run_until(module, pass_name: str, backend: str) -> None:
     """Runs `backend`'s pipeline on `module` up to and including the first run of `pass_name`."""
     from .. import backends
     from ..passes.base import run_pipeline
+
     try:
         factory = backends.get(backend).pipeline
     except backends.BackendError as exc:
         raise ToolError(f"--pass needs a pipeline: {exc}") from None
     if factory is None:
-        raise ToolError(f"--pass needs a pipeline, and backend {backend!r} has none yet "
-                        f"(choose one with --backend)")
+        raise ToolError(
+            f"--pass needs a pipeline, and backend {backend!r} has none yet "
+            f"(choose one with --backend)"
+        )
     pipeline = factory()
     if not _wrap(pipeline, pass_name):
         names = ", ".join(dict.fromkeys(_leaf_names(pipeline)))
-        raise ToolError(f"no pass {pass_name!r} in the {backend} pipeline; " +
-                        (f"its passes: {names}" if names else "it has no passes yet"))
+        raise ToolError(
+            f"no pass {pass_name!r} in the {backend} pipeline; "
+            + (f"its passes: {names}" if names else "it has no passes yet")
+        )
     try:
         run_pipeline(pipeline, module)
     except _Reached:
@@ -70,19 +76,31 @@ FORMATS = ("dot", "svg", "html")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="HLO or StableHLO text file, or - for stdin")
     add_lenient_flag(parser)
-    parser.add_argument("-o", "--output", metavar="OUT",
-                        help="OUT.dot, OUT.svg or OUT.html (default: stdout)")
-    parser.add_argument("--format", metavar="FORMAT",
-                        help="dot, svg or html (default: the -o name's suffix, else dot)")
-    parser.add_argument("--graphviz", action="store_true",
-                        help="lay SVG and HTML out with Graphviz's dot instead of the built-in "
-                             "layered layout")
-    parser.add_argument("--expand", action="store_true",
-                        help="draw constants and parameters as nodes of their own")
-    parser.add_argument("--pass", dest="pass_name", metavar="NAME",
-                        help="draw the module after the backend's pipeline ran up to this pass")
-    parser.add_argument("--backend", default=None,
-                        help="whose pipeline --pass runs (default: cpu when available)")
+    parser.add_argument(
+        "-o", "--output", metavar="OUT", help="OUT.dot, OUT.svg or OUT.html (default: stdout)"
+    )
+    parser.add_argument(
+        "--format",
+        metavar="FORMAT",
+        help="dot, svg or html (default: the -o name's suffix, else dot)",
+    )
+    parser.add_argument(
+        "--graphviz",
+        action="store_true",
+        help="lay SVG and HTML out with Graphviz's dot instead of the built-in layered layout",
+    )
+    parser.add_argument(
+        "--expand", action="store_true", help="draw constants and parameters as nodes of their own"
+    )
+    parser.add_argument(
+        "--pass",
+        dest="pass_name",
+        metavar="NAME",
+        help="draw the module after the backend's pipeline ran up to this pass",
+    )
+    parser.add_argument(
+        "--backend", default=None, help="whose pipeline --pass runs (default: cpu when available)"
+    )
     parser.add_argument("--no-verify", action="store_true", help="do not verify the input")
 
 
@@ -96,8 +114,9 @@ def output_format(fmt: str | None, output: str | None) -> str:
         return "dot"
     suffix = Path(output).suffix.lstrip(".").lower()
     if suffix not in FORMATS:
-        raise ToolError(f"cannot tell the format of {output}: use a .dot, .svg or .html name, "
-                        f"or --format")
+        raise ToolError(
+            f"cannot tell the format of {output}: use a .dot, .svg or .html name, or --format"
+        )
     return suffix
 
 

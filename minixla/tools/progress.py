@@ -10,6 +10,7 @@ terminal or with --quiet, so piped and captured output stays clean.
     with progress.compile():          # minixla.compile: passes, then codegen
         executable = minixla.compile(module)
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -78,6 +79,7 @@ class Progress:
 
 def _compile_seconds() -> dict[str, float]:
     from ..runtime.metrics import metrics
+
     out = {"passes": 0.0}
     for name, value in metrics().items():
         if name == "compile.passes":

@@ -18,6 +18,7 @@ unused parameters and unreachable computations go. Candidates are tried in a fix
 the result depends only on the input and the test; `--max-tests` and `--max-seconds` bound
 the work. Zeros and bypasses also apply inside called computations, whose signatures stay.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,13 +36,14 @@ from .common import ToolError, load_module
 # -- predicates ----------------------------------------------------------------------------------
 
 
-def differs_predicate(backend: str, passes, seed: int = 0, rtol: float = 1e-5,
-                      atol: float = 1e-5):
+def differs_predicate(backend: str, passes, seed: int = 0, rtol: float = 1e-5, atol: float = 1e-5):
     """Interesting: `backend` (after its pipeline or `passes`) disagrees with the interpreter."""
+
     def interesting(module) -> bool:
         from ..backends.compile import compile
         from ..runtime.inputs import random_arguments
         from .run import compare_results
+
         inputs = random_arguments(module, seed)
         try:
             want = compile(module.clone(), backend="interpreter", passes=[])(*inputs)
@@ -49,25 +51,30 @@ def differs_predicate(backend: str, passes, seed: int = 0, rtol: float = 1e-5,
         except Exception:  # noqa: BLE001 - a module that cannot run shows a different bug
             return False
         return compare_results(got, want, rtol, atol) is not None
+
     return interesting
 
 
 def raises_predicate(text: str, backend: str, passes, seed: int = 0):
     """Interesting: compiling and running raises an error whose `Type: message` has `text`."""
+
     def interesting(module) -> bool:
         from ..backends.compile import compile
         from ..runtime.inputs import random_arguments
+
         try:
             inputs = random_arguments(module, seed)
             compile(module.clone(), backend=backend, **_passes(passes))(*inputs)
         except Exception as exc:  # noqa: BLE001 - looking for one error among all
             return text in f"{type(exc).__name__}: {exc}"
         return False
+
     return interesting
 
 
 def command_predicate(command: str, timeout: float = 60.0):
     """Interesting: `command` on the candidate's file exits 0 (within `timeout` seconds)."""
+
     def interesting(module) -> bool:
         try:
             text = module.to_text()
@@ -83,6 +90,7 @@ def command_predicate(command: str, timeout: float = 60.0):
             except subprocess.TimeoutExpired:
                 return False
         return done.returncode == 0
+
     return interesting
 
 
@@ -109,9 +117,11 @@ class Reduction:
 
     def summary(self) -> str:
         steps = ", ".join(f"{kind} {n}" for kind, n in self.accepted.items()) or "none"
-        text = (f"reduced {self.start_instructions} -> {self.instructions} instructions, "
-                f"{self.start_computations} -> {len(self.module.computations)} computations, "
-                f"in {self.tests} tests ({self.seconds:.1f} s); accepted: {steps}")
+        text = (
+            f"reduced {self.start_instructions} -> {self.instructions} instructions, "
+            f"{self.start_computations} -> {len(self.module.computations)} computations, "
+            f"in {self.tests} tests ({self.seconds:.1f} s); accepted: {steps}"
+        )
         return text + (f"; stopped early: {self.stopped}" if self.stopped else "")
 
 
@@ -130,6 +140,7 @@ class Reducer:
 
     def reduce(self, module) -> Reduction:
         from ..ir.verifier import verify
+
         start = time.perf_counter()
         self.deadline = start + self.max_seconds
         verify(module)
@@ -149,15 +160,21 @@ class Reducer:
 
     def _round(self) -> bool:
         progress = False
-        for kind, candidates in (("root", self._new_roots), ("parameter", self._to_parameters),
-                                 ("constant", self._to_constants), ("bypass", self._bypasses),
-                                 ("inline", self._inline), ("shape", self._shrink_shapes)):
+        for kind, candidates in (
+            ("root", self._new_roots),
+            ("parameter", self._to_parameters),
+            ("constant", self._to_constants),
+            ("bypass", self._bypasses),
+            ("inline", self._inline),
+            ("shape", self._shrink_shapes),
+        ):
             while self._first_interesting(kind, candidates):
                 progress = True
         return progress
 
     def _first_interesting(self, kind: str, candidates) -> bool:
         from ..ir.verifier import verify
+
         size = count_instructions(self.result.module)
         for candidate in _safely(candidates(self.result.module)):
             if candidate is None:
@@ -168,7 +185,8 @@ class Reducer:
             except Exception:  # noqa: BLE001 - an invalid candidate is skipped
                 continue
             if count_instructions(candidate) > size or (
-                    kind != "shape" and count_instructions(candidate) == size):
+                kind != "shape" and count_instructions(candidate) == size
+            ):
                 continue
             self._charge()
             if self.interesting(candidate):
@@ -188,8 +206,10 @@ class Reducer:
     @staticmethod
     def _new_roots(module):
         entry = module.entry
-        order = sorted((i for i in entry.post_order()[:-1] if i.opcode != "parameter"),
-                       key=lambda i: (_cone(i), i.name))
+        order = sorted(
+            (i for i in entry.post_order()[:-1] if i.opcode != "parameter"),
+            key=lambda i: (_cone(i), i.name),
+        )
         for instr in order:
             candidate = module.clone()
             candidate.entry.root = candidate.entry.instruction(instr.name)
@@ -200,14 +220,20 @@ class Reducer:
         """(computation name, instruction) pairs a reduction may replace, largest cone first;
         beyond the entry a computation's signature stays, so only its body shrinks."""
         comps = [module.entry] if entry_only else module.computations
-        found = [(c.name, i) for c in comps for i in c.post_order()
-                 if i.opcode != "parameter" and not i.shape.is_token
-                 and not i.has_side_effect()]
-        return sorted(found, key=lambda item: (item[0] != module.entry.name, -_cone(item[1]),
-                                               item[0], item[1].name))
+        found = [
+            (c.name, i)
+            for c in comps
+            for i in c.post_order()
+            if i.opcode != "parameter" and not i.shape.is_token and not i.has_side_effect()
+        ]
+        return sorted(
+            found,
+            key=lambda item: (item[0] != module.entry.name, -_cone(item[1]), item[0], item[1].name),
+        )
 
     def _to_parameters(self, module):
         from ..ir.instruction import HloInstruction
+
         for _, instr in self._replaceable(module):
             if instr.opcode == "constant":
                 continue
@@ -223,18 +249,21 @@ class Reducer:
         (a splat, so shrinking shapes later needs no new literal)."""
         from ..ir.instruction import HloInstruction
         from ..ir.shapes import Shape
+
         for comp_name, instr in self._replaceable(module, entry_only=False):
             if instr.opcode in ("constant", "broadcast") or not instr.shape.is_array:
                 continue
             candidate = module.clone()
             comp = candidate.computation(comp_name)
             old = comp.instruction(instr.name)
-            zero = HloInstruction.constant(0, Shape.array(old.shape.dtype, ()),
-                                           name=f"c.{old.name}")
+            zero = HloInstruction.constant(
+                0, Shape.array(old.shape.dtype, ()), name=f"c.{old.name}"
+            )
             if old.shape.rank:
                 comp.add_instruction(zero)
-                zero = HloInstruction("broadcast", old.shape, [zero], {"dimensions": ()},
-                                      name=f"b.{old.name}")
+                zero = HloInstruction(
+                    "broadcast", old.shape, [zero], {"dimensions": ()}, name=f"b.{old.name}"
+                )
             yield _replace(comp, old, zero)
 
     def _bypasses(self, module):
@@ -252,6 +281,7 @@ class Reducer:
         """Every call inlined, then every fusion undone (its fused computation inlined)."""
         if any(i.opcode == "call" for i in module.all_instructions()):
             from ..passes.base import get_pass
+
             candidate = module.clone()
             get_pass("call-inliner").run(candidate)
             yield candidate
@@ -261,9 +291,17 @@ class Reducer:
     @staticmethod
     def _shrink_shapes(module):
         from ..text.parser import parse_hlo_module
+
         text = module.to_text()
-        sizes = sorted({int(d) for dims in _SHAPE.findall(text) for d in dims[1].split(",")
-                        if d and int(d) > 1}, reverse=True)
+        sizes = sorted(
+            {
+                int(d)
+                for dims in _SHAPE.findall(text)
+                for d in dims[1].split(",")
+                if d and int(d) > 1
+            },
+            reverse=True,
+        )
         for size in sizes:
             for smaller in dict.fromkeys((1, size // 2)):
                 if not 1 <= smaller < size:
@@ -297,6 +335,7 @@ def _resize(match, size: int, smaller: int) -> str:
 
 def _cone(instr) -> int:
     from ..ir.computation import dependencies
+
     return len(dependencies([instr], include_roots=True))
 
 
@@ -312,6 +351,7 @@ def _replace(comp, old, new):
 def _unfuse(module):
     """Replaces each fusion instruction by the instructions of its fused computation."""
     from ..passes.hlo_utils import NameUniquer, inline_computation
+
     names = NameUniquer(module)
     for comp in list(module.computations):
         for fusion in [i for i in comp.post_order() if i.opcode == "fusion"]:
@@ -347,19 +387,32 @@ def tidy(module):
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="HLO text file")
     what = parser.add_mutually_exclusive_group(required=True)
-    what.add_argument("--test", metavar="CMD",
-                      help="shell command; exit 0 means the candidate still shows the bug "
-                           "({} is the candidate's path, else it is appended)")
-    what.add_argument("--predicate", metavar="P",
-                      help="built-in test: BACKEND-differs (cpu-differs) or raises:TEXT")
-    parser.add_argument("--backend", default=None,
-                        help="backend raises:TEXT compiles for (default: cpu when available, "
-                             "else interpreter)")
-    parser.add_argument("--passes", metavar="P1,P2",
-                        help="run these passes instead of the backend's pipeline")
+    what.add_argument(
+        "--test",
+        metavar="CMD",
+        help="shell command; exit 0 means the candidate still shows the bug "
+        "({} is the candidate's path, else it is appended)",
+    )
+    what.add_argument(
+        "--predicate",
+        metavar="P",
+        help="built-in test: BACKEND-differs (cpu-differs) or raises:TEXT",
+    )
+    parser.add_argument(
+        "--backend",
+        default=None,
+        help="backend raises:TEXT compiles for (default: cpu when available, else interpreter)",
+    )
+    parser.add_argument(
+        "--passes", metavar="P1,P2", help="run these passes instead of the backend's pipeline"
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed for the random inputs")
-    parser.add_argument("--timeout", type=float, default=60.0,
-                        help="seconds one --test run may take (longer: not interesting)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        help="seconds one --test run may take (longer: not interesting)",
+    )
     parser.add_argument("--max-tests", type=int, default=10_000)
     parser.add_argument("--max-seconds", type=float, default=600.0)
     parser.add_argument("-o", "--output", metavar="FILE", help="also write the result here")
@@ -372,9 +425,11 @@ def make_predicate(args):
         return command_predicate(args.test, args.timeout)
     from ..backends import get
     from .common import default_backend
+
     passes = None
     if args.passes:
         from ..passes.base import get_pass
+
         passes = [n.strip() for n in args.passes.split(",") if n.strip()]
         for name in passes:
             get_pass(name)  # an unknown name is an error now, not a dull predicate
@@ -382,9 +437,9 @@ def make_predicate(args):
     if spec.startswith("raises:") and spec != "raises:":
         backend = args.backend or default_backend()
         get(backend)
-        return raises_predicate(spec[len("raises:"):], backend, passes, args.seed)
+        return raises_predicate(spec[len("raises:") :], backend, passes, args.seed)
     if spec.endswith("-differs") and spec != "-differs":
-        backend = spec[:-len("-differs")]
+        backend = spec[: -len("-differs")]
         get(backend)
         return differs_predicate(backend, passes, args.seed)
     raise ToolError(f"unknown predicate {spec!r} (known: BACKEND-differs, raises:TEXT)")
@@ -393,8 +448,9 @@ def make_predicate(args):
 def main(args) -> int:
     module = load_module(args.file)
     predicate = make_predicate(args)
-    result = Reducer(predicate, max_tests=args.max_tests,
-                     max_seconds=args.max_seconds).reduce(module)
+    result = Reducer(predicate, max_tests=args.max_tests, max_seconds=args.max_seconds).reduce(
+        module
+    )
     text = result.module.to_text()
     if args.output:
         Path(args.output).write_text(text)

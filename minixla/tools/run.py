@@ -1,5 +1,6 @@
 """`minixla run FILE.hlo`: compile a module, run it on given or seeded random inputs, optionally
 compare against another backend and time it (XLA's run_hlo_module)."""
+
 from __future__ import annotations
 
 import argparse
@@ -17,23 +18,43 @@ def _limits(args) -> dict:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="HLO or StableHLO text file ('-' reads stdin)")
-    parser.add_argument("--backend", default=None,
-                        help="backend to run on (default: cpu when available, else interpreter)")
-    parser.add_argument("--inputs", metavar="FILE.npz",
-                        help="arguments arg0, arg1, ... (default: seeded random inputs)")
+    parser.add_argument(
+        "--backend",
+        default=None,
+        help="backend to run on (default: cpu when available, else interpreter)",
+    )
+    parser.add_argument(
+        "--inputs",
+        metavar="FILE.npz",
+        help="arguments arg0, arg1, ... (default: seeded random inputs)",
+    )
     parser.add_argument("--seed", type=bounded(int, 0), default=0, help="seed for random inputs")
-    parser.add_argument("--compare", nargs="?", const="interpreter", metavar="BACKEND",
-                        help="check the results against BACKEND (default: interpreter)")
+    parser.add_argument(
+        "--compare",
+        nargs="?",
+        const="interpreter",
+        metavar="BACKEND",
+        help="check the results against BACKEND (default: interpreter)",
+    )
     parser.add_argument("--rtol", type=bounded(float, 0.0), default=1e-5)
     parser.add_argument("--atol", type=bounded(float, 0.0), default=1e-5)
     parser.add_argument("--iterations", type=bounded(int, 1), default=1, help="runs to time")
     add_lenient_flag(parser)
-    parser.add_argument("--print", action="store_true", dest="print_results",
-                        help="print the full results (default: a summary)")
+    parser.add_argument(
+        "--print",
+        action="store_true",
+        dest="print_results",
+        help="print the full results (default: a summary)",
+    )
     parser.add_argument("--metrics", action="store_true", help="print the metrics report")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
-    parser.add_argument("--max-while-iterations", type=bounded(int, 1), default=None, metavar="N",
-                        help="fail a while loop that runs more than N iterations")
+    parser.add_argument(
+        "--max-while-iterations",
+        type=bounded(int, 1),
+        default=None,
+        metavar="N",
+        help="fail a while loop that runs more than N iterations",
+    )
 
 
 def load_inputs(path: str, count: int) -> list:
@@ -63,16 +84,20 @@ def compare_results(got, want, rtol: float, atol: float) -> str | None:
             if not np.array_equal(a, b):
                 return f"output {i}: {int(np.sum(a != b))} elements differ"
             continue
-        a64, b64 = a.astype(np.complex128 if a.dtype.kind == "c" else np.float64), \
-            b.astype(np.complex128 if b.dtype.kind == "c" else np.float64)
+        a64, b64 = (
+            a.astype(np.complex128 if a.dtype.kind == "c" else np.float64),
+            b.astype(np.complex128 if b.dtype.kind == "c" else np.float64),
+        )
         nan_ok = np.isnan(a64) == np.isnan(b64)
         finite = ~np.isnan(b64)
         error = np.abs(a64 - b64, where=finite, out=np.zeros(a64.shape))
         error = np.where(np.isinf(b64) & (a64 == b64), 0, error)
         bad = ~nan_ok | (error > atol + rtol * np.abs(np.where(np.isinf(b64), 0, b64)))
         if np.any(bad):
-            return f"output {i}: max abs error {np.nanmax(np.where(bad, error, 0)):.3g} " \
-                   f"({int(np.sum(bad))} of {a.size} elements out of tolerance)"
+            return (
+                f"output {i}: max abs error {np.nanmax(np.where(bad, error, 0)):.3g} "
+                f"({int(np.sum(bad))} of {a.size} elements out of tolerance)"
+            )
     return None
 
 
@@ -82,8 +107,10 @@ def summarize(result) -> str:
         text = f"out{i}: {leaf.dtype}{list(leaf.shape)}"
         if leaf.size and leaf.dtype.kind in "fciu" or leaf.dtype.kind == "V":
             values = leaf.astype(np.float64) if leaf.dtype.kind != "c" else np.abs(leaf)
-            text += f" min={np.nanmin(values):.6g} max={np.nanmax(values):.6g} " \
-                    f"mean={np.nanmean(values):.6g}"
+            text += (
+                f" min={np.nanmin(values):.6g} max={np.nanmax(values):.6g} "
+                f"mean={np.nanmean(values):.6g}"
+            )
         lines.append(text)
     return "\n".join(lines)
 
@@ -92,6 +119,7 @@ def main(args) -> int:
     from ..backends.compile import compile
     from ..runtime.inputs import fresh_copies, random_arguments
     from .progress import Progress
+
     progress = Progress.for_command(("parse", "passes", "codegen", "run"), quiet=args.quiet)
     with progress.phase("parse"):
         module = load_module(args.file, strict=not args.lenient)
@@ -101,8 +129,7 @@ def main(args) -> int:
         executable = compile(module, backend=backend, **_limits(args))
     compile_seconds = time.perf_counter() - start
     count = len(module.entry.parameters)
-    inputs = load_inputs(args.inputs, count) if args.inputs else \
-        random_arguments(module, args.seed)
+    inputs = load_inputs(args.inputs, count) if args.inputs else random_arguments(module, args.seed)
     times = []
     result = None
     donates = bool(module.input_output_alias or module.buffer_donors)
@@ -112,8 +139,10 @@ def main(args) -> int:
             start = time.perf_counter()
             result = executable(*run_inputs)
             times.append(time.perf_counter() - start)
-    print(f"{module.name} on {backend}: compiled in {compile_seconds * 1e3:.1f} ms, "
-          f"ran in {np.median(times) * 1e3:.3f} ms (median of {len(times)})")
+    print(
+        f"{module.name} on {backend}: compiled in {compile_seconds * 1e3:.1f} ms, "
+        f"ran in {np.median(times) * 1e3:.3f} ms (median of {len(times)})"
+    )
     if args.print_results:
         with np.printoptions(threshold=1000, linewidth=100):
             for i, leaf in enumerate(flatten(result)):
@@ -128,5 +157,6 @@ def main(args) -> int:
         print(f"matches {args.compare} (rtol={args.rtol}, atol={args.atol})")
     if args.metrics:
         from ..runtime.metrics import report
+
         print(report())
     return 0

@@ -1,5 +1,6 @@
 """Lowering rules for ATen's linear algebra, convolution, pooling, normalization and indexing
 ops (the table is `minixla.torch.aten.LOWERINGS`; conventions in aten_rules.py)."""
+
 from __future__ import annotations
 
 import math
@@ -9,21 +10,25 @@ import numpy as np
 from ..frontend import ops as xo
 from ..frontend.builder import XlaOp
 from ..ir import Shape
-from .aten_rules import (FLOATS, broadcast_to, const, convert, keep_dims, lowest, reduce,
-                         tensor)
+from .aten_rules import FLOATS, broadcast_to, const, convert, keep_dims, lowest, reduce, tensor
 
 
 # -- matmul -----------------------------------------------------------------------------------
 def mm(ctx, a, b):
     dtype = ctx.out_dtype()
-    return xo.Dot(convert(a, dtype), convert(b, dtype), lhs_contracting=(1,),
-                  rhs_contracting=(0,))
+    return xo.Dot(convert(a, dtype), convert(b, dtype), lhs_contracting=(1,), rhs_contracting=(0,))
 
 
 def bmm(ctx, a, b):
     dtype = ctx.out_dtype()
-    return xo.Dot(convert(a, dtype), convert(b, dtype), lhs_batch=(0,), rhs_batch=(0,),
-                  lhs_contracting=(2,), rhs_contracting=(1,))
+    return xo.Dot(
+        convert(a, dtype),
+        convert(b, dtype),
+        lhs_batch=(0,),
+        rhs_batch=(0,),
+        lhs_contracting=(2,),
+        rhs_contracting=(1,),
+    )
 
 
 def addmm(ctx, bias, a, b, beta=1, alpha=1):
@@ -52,18 +57,28 @@ def _labels(spatial: int, kernel: str) -> str:
     return f"bf{digits}_{kernel}{digits}->bf{digits}"
 
 
-def convolution(ctx, x, weight, bias, stride, padding, dilation, transposed, output_padding,
-                groups):
+def convolution(
+    ctx, x, weight, bias, stride, padding, dilation, transposed, output_padding, groups
+):
     dtype = ctx.out_dtype()
     x, weight = convert(x, dtype), convert(weight, dtype)
     spatial = x.rank - 2
     stride, padding, dilation = (_per_dim(v, spatial) for v in (stride, padding, dilation))
     if transposed:
-        out = _transposed(ctx, x, weight, stride, padding, dilation,
-                          _per_dim(output_padding, spatial), groups)
+        out = _transposed(
+            ctx, x, weight, stride, padding, dilation, _per_dim(output_padding, spatial), groups
+        )
     else:
-        out = xo.Convolution(x, weight, stride, [(p, p) for p in padding], None, dilation,
-                             _labels(spatial, "oi"), groups)
+        out = xo.Convolution(
+            x,
+            weight,
+            stride,
+            [(p, p) for p in padding],
+            None,
+            dilation,
+            _labels(spatial, "oi"),
+            groups,
+        )
     if bias is not None:
         out = xo.Add(out, xo.Broadcast(convert(bias, dtype), (1,), out.dims))
     return out
@@ -85,27 +100,52 @@ def _transposed(ctx, x, weight, stride, padding, dilation, output_padding, group
         swapped = xo.Transpose(grouped, (1, 0, 2, *range(3, 3 + spatial)))
         weight = xo.Reshape(swapped, (per_in, groups * per_out, *kernel))
     flipped = xo.Reverse(weight, range(2, 2 + spatial))
-    pads = [(d * (k - 1) - p, d * (k - 1) - p + extra)
-            for k, p, d, extra in zip(kernel, padding, dilation, output_padding)]
+    pads = [
+        (d * (k - 1) - p, d * (k - 1) - p + extra)
+        for k, p, d, extra in zip(kernel, padding, dilation, output_padding)
+    ]
     if any(lo < 0 or hi < 0 for lo, hi in pads):
         raise ctx.fail("transposed convolution with padding larger than the kernel reach")
-    return xo.Convolution(x, flipped, [1] * spatial, pads, stride, dilation,
-                          _labels(spatial, "io"), groups)
+    return xo.Convolution(
+        x, flipped, [1] * spatial, pads, stride, dilation, _labels(spatial, "io"), groups
+    )
 
 
-def convolution_backward(ctx, grad, x, weight, bias_sizes, stride, padding, dilation,
-                         transposed, output_padding, groups, output_mask):
+def convolution_backward(
+    ctx,
+    grad,
+    x,
+    weight,
+    bias_sizes,
+    stride,
+    padding,
+    dilation,
+    transposed,
+    output_padding,
+    groups,
+    output_mask,
+):
     spatial = x.rank - 2
     stride, padding, dilation = (_per_dim(v, spatial) for v in (stride, padding, dilation))
     kernel = weight.dims[2:]
     grad_input = grad_weight = grad_bias = None
     if output_mask[0] and transposed:  # the transpose of a transposed conv is the conv
-        grad_input = xo.Convolution(grad, weight, stride, [(p, p) for p in padding], None,
-                                    dilation, _labels(spatial, "oi"), groups)
+        grad_input = xo.Convolution(
+            grad,
+            weight,
+            stride,
+            [(p, p) for p in padding],
+            None,
+            dilation,
+            _labels(spatial, "oi"),
+            groups,
+        )
         grad_input = _crop(grad_input, x.dims)
     elif output_mask[0]:
-        natural = [(g - 1) * s - 2 * p + d * (k - 1) + 1 for g, s, p, d, k in
-                   zip(grad.dims[2:], stride, padding, dilation, kernel)]
+        natural = [
+            (g - 1) * s - 2 * p + d * (k - 1) + 1
+            for g, s, p, d, k in zip(grad.dims[2:], stride, padding, dilation, kernel)
+        ]
         extra = [n - m for n, m in zip(x.dims[2:], natural)]
         grad_input = _transposed(ctx, grad, weight, stride, padding, dilation, extra, groups)
     if output_mask[1]:  # a transposed conv's weight sees the roles of input and output swapped
@@ -122,12 +162,12 @@ def _weight_grad(x, grad, kernel, stride, padding, dilation, groups):
     spatial = x.rank - 2
     digits = "".join(str(i) for i in range(spatial))
     pads = []
-    for size, g, k, s, p, d in zip(x.dims[2:], grad.dims[2:], kernel, stride, padding,
-                                   dilation):
+    for size, g, k, s, p, d in zip(x.dims[2:], grad.dims[2:], kernel, stride, padding, dilation):
         high = (k - 1) * d + (g - 1) * s + 1 - size - p
         pads.append((p, max(high, 0)))
-    out = xo.Convolution(x, grad, dilation, pads, None, stride,
-                         f"fb{digits}_io{digits}->fb{digits}", 1, groups)
+    out = xo.Convolution(
+        x, grad, dilation, pads, None, stride, f"fb{digits}_io{digits}->fb{digits}", 1, groups
+    )
     if out.dims[2:] != tuple(kernel):  # zero high padding overshot: keep the first k taps
         out = xo.Slice(out, [0] * out.rank, (*out.dims[:2], *kernel))
     return out
@@ -140,12 +180,17 @@ def _pool_window(x, out_dims, kernel, stride, padding, dilation):
     spatial = len(kernel)
     lead = x.rank - spatial
     pads = []
-    for size, out, k, s, p, d in zip(x.dims[lead:], out_dims[lead:], kernel, stride, padding,
-                                     dilation):
+    for size, out, k, s, p, d in zip(
+        x.dims[lead:], out_dims[lead:], kernel, stride, padding, dilation
+    ):
         high = (out - 1) * s + d * (k - 1) + 1 - size - p
         pads.append((p, max(high, 0)))
-    return ([1] * lead + list(kernel), [1] * lead + list(stride), [(0, 0)] * lead + pads,
-            [1] * lead + list(dilation))
+    return (
+        [1] * lead + list(kernel),
+        [1] * lead + list(stride),
+        [(0, 0)] * lead + pads,
+        [1] * lead + list(dilation),
+    )
 
 
 def _pool_args(x, kernel, stride, padding, dilation=1):
@@ -155,10 +200,12 @@ def _pool_args(x, kernel, stride, padding, dilation=1):
 
 
 def max_pool_with_indices(ctx, x, kernel, stride=(), padding=0, dilation=1, ceil_mode=False):
-    kernel, stride, padding, dilation = _pool_args(x, _per_dim(kernel, 2), stride, padding,
-                                                   dilation)
-    window, strides, pads, dilations = _pool_window(x, ctx.out_dims(0), kernel, stride, padding,
-                                                    dilation)
+    kernel, stride, padding, dilation = _pool_args(
+        x, _per_dim(kernel, 2), stride, padding, dilation
+    )
+    window, strides, pads, dilations = _pool_window(
+        x, ctx.out_dims(0), kernel, stride, padding, dilation
+    )
     spatial = len(kernel)
     flat = _flat_spatial_index(ctx, x.dims, spatial)
     dtype = x.dtype
@@ -168,9 +215,18 @@ def max_pool_with_indices(ctx, x, kernel, stride=(), padding=0, dilation=1, ceil
         if dtype in FLOATS:  # NaN wins, as in torch
             wins = xo.Or(xo.And(wins, xo.Eq(a, a)), xo.And(xo.Ne(b, b), xo.Eq(a, a)))
         return xo.Select(wins, b, a), xo.Select(wins, ib, ia)
-    out = xo.ReduceWindow(ctx.builder, [x, flat],
-                          [const(ctx, lowest(dtype), dtype), const(ctx, -1, "s64")], better,
-                          window, strides, pads, None, dilations)
+
+    out = xo.ReduceWindow(
+        ctx.builder,
+        [x, flat],
+        [const(ctx, lowest(dtype), dtype), const(ctx, -1, "s64")],
+        better,
+        window,
+        strides,
+        pads,
+        None,
+        dilations,
+    )
     values, indices = xo.GetTupleElement(out, 0), xo.GetTupleElement(out, 1)
     return _crop(values, ctx.out_dims(0)), _crop(indices, ctx.out_dims(1))
 
@@ -195,9 +251,9 @@ def _flat_spatial_index(ctx, dims, spatial: int) -> XlaOp:
 def max_pool_backward(ctx, grad, x, kernel, stride, padding, dilation, ceil_mode, indices):
     """Scatter-adds each window's gradient onto the input element its index names."""
     spatial = len(_per_dim(kernel, 2))
-    lead = x.dims[:x.rank - spatial]
+    lead = x.dims[: x.rank - spatial]
     rows = math.prod(lead)
-    plane = math.prod(x.dims[x.rank - spatial:])
+    plane = math.prod(x.dims[x.rank - spatial :])
     zeros = tensor(ctx, 0, ctx.out_dtype(), (rows, plane))
     grad = xo.Reshape(convert(grad, ctx.out_dtype()), (rows, math.prod(grad.dims) // rows))
     index = xo.Reshape(indices, grad.dims)
@@ -205,21 +261,37 @@ def max_pool_backward(ctx, grad, x, kernel, stride, padding, dilation, ceil_mode
     return xo.Reshape(out, x.dims)
 
 
-def avg_pool(ctx, x, kernel, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
-             divisor_override=None):
+def avg_pool(
+    ctx,
+    x,
+    kernel,
+    stride=(),
+    padding=0,
+    ceil_mode=False,
+    count_include_pad=True,
+    divisor_override=None,
+):
     dtype = ctx.out_dtype()
     x = convert(x, dtype)
-    window, strides, pads, divisor = _avg_pool_setup(ctx, x, ctx.out_dims(), kernel, stride,
-                                                     padding, count_include_pad,
-                                                     divisor_override)
-    total = _crop(xo.ReduceWindow(ctx.builder, x, const(ctx, 0, dtype),
-                                  ctx.builder.reducer("add", dtype), window, strides, pads),
-                  ctx.out_dims())
+    window, strides, pads, divisor = _avg_pool_setup(
+        ctx, x, ctx.out_dims(), kernel, stride, padding, count_include_pad, divisor_override
+    )
+    total = _crop(
+        xo.ReduceWindow(
+            ctx.builder,
+            x,
+            const(ctx, 0, dtype),
+            ctx.builder.reducer("add", dtype),
+            window,
+            strides,
+            pads,
+        ),
+        ctx.out_dims(),
+    )
     return xo.Div(total, broadcast_to(divisor, total.dims))
 
 
-def _avg_pool_setup(ctx, x, out_dims, kernel, stride, padding, count_include_pad,
-                    divisor_override):
+def _avg_pool_setup(ctx, x, out_dims, kernel, stride, padding, count_include_pad, divisor_override):
     """Window, strides, paddings and the divisor of each output (a scalar with
     divisor_override; else a count of the elements, padding included or not, that each window
     covers; the ceil_mode overhang never counts)."""
@@ -233,35 +305,46 @@ def _avg_pool_setup(ctx, x, out_dims, kernel, stride, padding, count_include_pad
     count_pads = pads
     if count_include_pad:
         lead = x.rank - spatial
-        ones = xo.Pad(ones, const(ctx, 1, dtype),
-                      [(0, 0, 0)] * lead + [(p, p, 0) for p in padding])
+        ones = xo.Pad(ones, const(ctx, 1, dtype), [(0, 0, 0)] * lead + [(p, p, 0) for p in padding])
         count_pads = [(0, max(hi - lo, 0)) for lo, hi in pads]
-    count = _crop(xo.ReduceWindow(ctx.builder, ones, const(ctx, 0, dtype),
-                                  ctx.builder.reducer("add", dtype), window, strides,
-                                  count_pads), out_dims)
+    count = _crop(
+        xo.ReduceWindow(
+            ctx.builder,
+            ones,
+            const(ctx, 0, dtype),
+            ctx.builder.reducer("add", dtype),
+            window,
+            strides,
+            count_pads,
+        ),
+        out_dims,
+    )
     return window, strides, pads, count
 
 
-def avg_pool_backward(ctx, grad, x, kernel, stride, padding, ceil_mode, count_include_pad,
-                      divisor_override):
+def avg_pool_backward(
+    ctx, grad, x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override
+):
     """Each window's gradient, divided by its divisor, spread evenly over the window: a
     transposed convolution of every (sample, channel) plane with a kernel of ones."""
     dtype = ctx.out_dtype()
     grad = convert(grad, dtype)
     spatial = len(_per_dim(kernel, 2))
-    kernel_dims, strides, paddings, _ = _pool_args(x, _per_dim(kernel, spatial), stride,
-                                                   padding)
-    _, _, _, divisor = _avg_pool_setup(ctx, x, grad.dims, kernel, stride, padding,
-                                       count_include_pad, divisor_override)
+    kernel_dims, strides, paddings, _ = _pool_args(x, _per_dim(kernel, spatial), stride, padding)
+    _, _, _, divisor = _avg_pool_setup(
+        ctx, x, grad.dims, kernel, stride, padding, count_include_pad, divisor_override
+    )
     scaled = xo.Div(grad, broadcast_to(divisor, grad.dims))
-    planes = math.prod(x.dims[:x.rank - spatial])
-    flat = xo.Reshape(scaled, (planes, 1, *grad.dims[x.rank - spatial:]))
+    planes = math.prod(x.dims[: x.rank - spatial])
+    flat = xo.Reshape(scaled, (planes, 1, *grad.dims[x.rank - spatial :]))
     ones = tensor(ctx, 1, dtype, (1, 1, *kernel_dims))
-    natural = [(g - 1) * s - 2 * p + k for g, s, p, k in
-               zip(grad.dims[x.rank - spatial:], strides, paddings, kernel_dims)]
-    extra = [max(n - m, 0) for n, m in zip(x.dims[x.rank - spatial:], natural)]
+    natural = [
+        (g - 1) * s - 2 * p + k
+        for g, s, p, k in zip(grad.dims[x.rank - spatial :], strides, paddings, kernel_dims)
+    ]
+    extra = [max(n - m, 0) for n, m in zip(x.dims[x.rank - spatial :], natural)]
     spread = _transposed(ctx, flat, ones, strides, paddings, [1] * spatial, extra, 1)
-    spread = _crop(spread, (planes, 1, *x.dims[x.rank - spatial:]))
+    spread = _crop(spread, (planes, 1, *x.dims[x.rank - spatial :]))
     return xo.Reshape(spread, x.dims)
 
 
@@ -289,17 +372,23 @@ def _apply_plane_matrices(ctx, x, matrices):
 def adaptive_avg_pool(ctx, x, output_size):
     dtype = ctx.out_dtype()
     spatial = len(output_size)
-    sizes = x.dims[x.rank - spatial:]
-    return _apply_plane_matrices(ctx, convert(x, dtype), [
-        _adaptive_matrix(ctx, n, o, dtype) for n, o in zip(sizes, output_size)])
+    sizes = x.dims[x.rank - spatial :]
+    return _apply_plane_matrices(
+        ctx,
+        convert(x, dtype),
+        [_adaptive_matrix(ctx, n, o, dtype) for n, o in zip(sizes, output_size)],
+    )
 
 
 def adaptive_avg_pool_backward(ctx, grad, x):
     dtype = ctx.out_dtype()
     spatial = 2
-    sizes, outs = x.dims[x.rank - spatial:], grad.dims[grad.rank - spatial:]
-    return _apply_plane_matrices(ctx, convert(grad, dtype), [
-        xo.Transpose(_adaptive_matrix(ctx, n, o, dtype), (1, 0)) for n, o in zip(sizes, outs)])
+    sizes, outs = x.dims[x.rank - spatial :], grad.dims[grad.rank - spatial :]
+    return _apply_plane_matrices(
+        ctx,
+        convert(grad, dtype),
+        [xo.Transpose(_adaptive_matrix(ctx, n, o, dtype), (1, 0)) for n, o in zip(sizes, outs)],
+    )
 
 
 # -- normalization ----------------------------------------------------------------------------
@@ -308,11 +397,16 @@ def native_layer_norm(ctx, x, normalized_shape, weight, bias, eps):
     x = convert(x, dtype)
     axes = tuple(range(x.rank - len(normalized_shape), x.rank))
     count = math.prod(x.dims[a] for a in axes)
-    mean = keep_dims(xo.Div(reduce(ctx, x, "add", 0, axes, dtype), const(ctx, count, dtype), ()),
-                     axes, True, x.dims)
+    mean = keep_dims(
+        xo.Div(reduce(ctx, x, "add", 0, axes, dtype), const(ctx, count, dtype), ()),
+        axes,
+        True,
+        x.dims,
+    )
     centred = xo.Sub(x, broadcast_to(mean, x.dims))
-    variance = xo.Div(reduce(ctx, xo.Mul(centred, centred), "add", 0, axes, dtype),
-                      const(ctx, count, dtype), ())
+    variance = xo.Div(
+        reduce(ctx, xo.Mul(centred, centred), "add", 0, axes, dtype), const(ctx, count, dtype), ()
+    )
     rstd = xo.Rsqrt(xo.Add(keep_dims(variance, axes, True, x.dims), const(ctx, eps, dtype), ()))
     out = xo.Mul(centred, broadcast_to(rstd, x.dims))
     trailing = tuple(range(x.rank - len(normalized_shape), x.rank))
@@ -323,13 +417,13 @@ def native_layer_norm(ctx, x, normalized_shape, weight, bias, eps):
     return out, convert(mean, ctx.out_dtype(1)), convert(rstd, ctx.out_dtype(2))
 
 
-def batch_norm_functional(ctx, x, weight, bias, running_mean, running_var, training, momentum,
-                          eps):
+def batch_norm_functional(ctx, x, weight, bias, running_mean, running_var, training, momentum, eps):
     """(out, batch mean, batch 1/std, new running mean, new running var): AOTAutograd's
     functional form returns the updated running stats instead of writing them."""
     if not training:
-        out, mean, rstd = batch_norm_eval(ctx, x, weight, bias, running_mean, running_var,
-                                          momentum, eps)
+        out, mean, rstd = batch_norm_eval(
+            ctx, x, weight, bias, running_mean, running_var, momentum, eps
+        )
         return out, mean, rstd, running_mean, running_var
     dtype = ctx.out_dtype(0)
     x = convert(x, dtype)
@@ -337,28 +431,33 @@ def batch_norm_functional(ctx, x, weight, bias, running_mean, running_var, train
     count = math.prod(x.dims[a] for a in axes)
     mean = xo.Div(reduce(ctx, x, "add", 0, axes, dtype), const(ctx, count, dtype), ())
     centred = xo.Sub(x, xo.Broadcast(mean, (1,), x.dims))
-    variance = xo.Div(reduce(ctx, xo.Mul(centred, centred), "add", 0, axes, dtype),
-                      const(ctx, count, dtype), ())
+    variance = xo.Div(
+        reduce(ctx, xo.Mul(centred, centred), "add", 0, axes, dtype), const(ctx, count, dtype), ()
+    )
     rstd = xo.Rsqrt(xo.Add(variance, const(ctx, eps, dtype), ()))
     out = _scale_shift(ctx, xo.Mul(centred, xo.Broadcast(rstd, (1,), x.dims)), weight, bias)
     if running_mean is None:
         return out, mean, rstd, None, None
     stats_dtype = running_mean.dtype
     keep = const(ctx, 1 - momentum, stats_dtype)
-    new_mean = xo.Add(xo.Mul(running_mean, keep, ()),
-                      xo.Mul(convert(mean, stats_dtype), const(ctx, momentum, stats_dtype), ()))
+    new_mean = xo.Add(
+        xo.Mul(running_mean, keep, ()),
+        xo.Mul(convert(mean, stats_dtype), const(ctx, momentum, stats_dtype), ()),
+    )
     unbiased = xo.Mul(variance, const(ctx, count / max(count - 1, 1), dtype), ())
-    new_var = xo.Add(xo.Mul(running_var, keep, ()),
-                     xo.Mul(convert(unbiased, stats_dtype), const(ctx, momentum, stats_dtype),
-                            ()))
+    new_var = xo.Add(
+        xo.Mul(running_var, keep, ()),
+        xo.Mul(convert(unbiased, stats_dtype), const(ctx, momentum, stats_dtype), ()),
+    )
     return out, mean, rstd, new_mean, new_var
 
 
 def batch_norm_no_stats(ctx, x, weight, bias, training, momentum, eps):
     """Batch statistics without running stats (instance norm, or BatchNorm built with
     track_running_stats=False): (out, mean, 1/std)."""
-    out, mean, rstd, _, _ = batch_norm_functional(ctx, x, weight, bias, None, None, True,
-                                                  momentum, eps)
+    out, mean, rstd, _, _ = batch_norm_functional(
+        ctx, x, weight, bias, None, None, True, momentum, eps
+    )
     return out, mean, rstd
 
 
@@ -367,8 +466,7 @@ def batch_norm_eval(ctx, x, weight, bias, running_mean, running_var, momentum, e
     x = convert(x, dtype)
     mean, var = convert(running_mean, dtype), convert(running_var, dtype)
     rstd = xo.Rsqrt(xo.Add(var, const(ctx, eps, dtype), ()))
-    normed = xo.Mul(xo.Sub(x, xo.Broadcast(mean, (1,), x.dims)),
-                    xo.Broadcast(rstd, (1,), x.dims))
+    normed = xo.Mul(xo.Sub(x, xo.Broadcast(mean, (1,), x.dims)), xo.Broadcast(rstd, (1,), x.dims))
     out = _scale_shift(ctx, normed, weight, bias)
     empty_mean = tensor(ctx, 0, ctx.out_dtype(1), ctx.out_dims(1))
     empty_rstd = tensor(ctx, 0, ctx.out_dtype(2), ctx.out_dims(2))
@@ -398,9 +496,15 @@ def _coordinates(ctx, dim: int, index: XlaOp, rank: int) -> XlaOp:
 def gather(ctx, x, dim, index, sparse_grad=False):
     dim %= x.rank
     coords = _coordinates(ctx, dim, index, x.rank)
-    return xo.Gather(x, coords, offset_dims=(), collapsed_slice_dims=tuple(range(x.rank)),
-                     start_index_map=tuple(range(x.rank)), index_vector_dim=index.rank,
-                     slice_sizes=(1,) * x.rank)
+    return xo.Gather(
+        x,
+        coords,
+        offset_dims=(),
+        collapsed_slice_dims=tuple(range(x.rank)),
+        start_index_map=tuple(range(x.rank)),
+        index_vector_dim=index.rank,
+        slice_sizes=(1,) * x.rank,
+    )
 
 
 def scatter_along(ctx, x, dim, index, src, combine: str | None):
@@ -413,14 +517,21 @@ def scatter_along(ctx, x, dim, index, src, combine: str | None):
     else:
         src = tensor(ctx, src, x.dtype, index.dims)
     if combine is None:
+
         def computation(old, new):
             return new
     else:
         computation = ctx.builder.reducer(combine, x.dtype)
-    return xo.Scatter(x, coords, src, computation, update_window_dims=(),
-                      inserted_window_dims=tuple(range(x.rank)),
-                      scatter_dims_to_operand_dims=tuple(range(x.rank)),
-                      index_vector_dim=index.rank)
+    return xo.Scatter(
+        x,
+        coords,
+        src,
+        computation,
+        update_window_dims=(),
+        inserted_window_dims=tuple(range(x.rank)),
+        scatter_dims_to_operand_dims=tuple(range(x.rank)),
+        index_vector_dim=index.rank,
+    )
 
 
 def scatter(ctx, x, dim, index, src, reduce=None):
@@ -444,24 +555,30 @@ def _advanced(ctx, x, indices):
     batch = tuple(np.broadcast_shapes(*[t.dims for t in tensors]))
     columns = []
     for d, t in zip(indexed, tensors):
-        wrapped = xo.Select(xo.Lt(t, const(ctx, 0, "s64"), ()),
-                            xo.Add(t, const(ctx, x.dims[d], "s64"), ()), t)
+        wrapped = xo.Select(
+            xo.Lt(t, const(ctx, 0, "s64"), ()), xo.Add(t, const(ctx, x.dims[d], "s64"), ()), t
+        )
         columns.append(xo.Reshape(broadcast_to(wrapped, batch), (*batch, 1)))
     coords = xo.Concatenate(columns, len(batch))
     kept = [d for d in range(x.rank) if d not in indexed]
     adjacent = indexed == list(range(indexed[0], indexed[-1] + 1))
     first = indexed[0] if adjacent else 0
-    offset_dims = tuple(p if p < first else p + len(batch)
-                        for p in range(len(kept)))
+    offset_dims = tuple(p if p < first else p + len(batch) for p in range(len(kept)))
     return coords, indexed, kept, offset_dims, batch
 
 
 def index(ctx, x, indices):
     coords, indexed, kept, offset_dims, batch = _advanced(ctx, x, indices)
     sizes = tuple(1 if d in indexed else x.dims[d] for d in range(x.rank))
-    return xo.Gather(x, coords, offset_dims=offset_dims, collapsed_slice_dims=tuple(indexed),
-                     start_index_map=tuple(indexed), index_vector_dim=len(batch),
-                     slice_sizes=sizes)
+    return xo.Gather(
+        x,
+        coords,
+        offset_dims=offset_dims,
+        collapsed_slice_dims=tuple(indexed),
+        start_index_map=tuple(indexed),
+        index_vector_dim=len(batch),
+        slice_sizes=sizes,
+    )
 
 
 def index_put(ctx, x, indices, values, accumulate=False):
@@ -477,11 +594,20 @@ def index_put(ctx, x, indices, values, accumulate=False):
     if accumulate:
         computation = ctx.builder.reducer("add", x.dtype)
     else:
+
         def computation(old, new):
             return new
-    return xo.Scatter(x, coords, updates, computation, update_window_dims=offset_dims,
-                      inserted_window_dims=tuple(indexed),
-                      scatter_dims_to_operand_dims=tuple(indexed), index_vector_dim=len(batch))
+
+    return xo.Scatter(
+        x,
+        coords,
+        updates,
+        computation,
+        update_window_dims=offset_dims,
+        inserted_window_dims=tuple(indexed),
+        scatter_dims_to_operand_dims=tuple(indexed),
+        index_vector_dim=len(batch),
+    )
 
 
 def index_select(ctx, x, dim, idx):
@@ -502,8 +628,9 @@ def embedding_dense_backward(ctx, grad, indices, num_weights, padding_idx, scale
     flat = xo.Reshape(convert(indices, "s64"), (math.prod(indices.dims),))
     if padding_idx is not None and padding_idx >= 0:  # the padding row gets no gradient
         keep = xo.Ne(flat, const(ctx, padding_idx, "s64"), ())
-        rows = xo.Select(xo.Broadcast(keep, (0,), rows.dims), rows,
-                         tensor(ctx, 0, dtype, rows.dims))
+        rows = xo.Select(
+            xo.Broadcast(keep, (0,), rows.dims), rows, tensor(ctx, 0, dtype, rows.dims)
+        )
     zeros = tensor(ctx, 0, dtype, (num_weights, width))
     return index_put(ctx, zeros, [flat], rows, accumulate=True)
 
@@ -517,9 +644,15 @@ def cumsum(ctx, x, dim, dtype=None):
     window[dim] = size
     pads = [(0, 0)] * x.rank
     pads[dim] = (size - 1, 0)
-    return xo.ReduceWindow(ctx.builder, x, const(ctx, 0, out_dtype),
-                           ctx.builder.reducer("add", out_dtype), window, None, pads)
-
+    return xo.ReduceWindow(
+        ctx.builder,
+        x,
+        const(ctx, 0, out_dtype),
+        ctx.builder.reducer("add", out_dtype),
+        window,
+        None,
+        pads,
+    )
 
 
 def native_group_norm(ctx, x, weight, bias, batch, channels, spatial, groups, eps):
@@ -530,8 +663,9 @@ def native_group_norm(ctx, x, weight, bias, batch, channels, spatial, groups, ep
     count = (channels // groups) * spatial
     mean = xo.Div(reduce(ctx, grouped, "add", 0, (2,), dtype), const(ctx, count, dtype), ())
     centred = xo.Sub(grouped, xo.Broadcast(mean, (0, 1), grouped.dims))
-    variance = xo.Div(reduce(ctx, xo.Mul(centred, centred), "add", 0, (2,), dtype),
-                      const(ctx, count, dtype), ())
+    variance = xo.Div(
+        reduce(ctx, xo.Mul(centred, centred), "add", 0, (2,), dtype), const(ctx, count, dtype), ()
+    )
     rstd = xo.Rsqrt(xo.Add(variance, const(ctx, eps, dtype), ()))
     out = xo.Reshape(xo.Mul(centred, xo.Broadcast(rstd, (0, 1), grouped.dims)), x.dims)
     return _scale_shift(ctx, out, weight, bias), mean, rstd
@@ -549,6 +683,7 @@ def sort(ctx, x, dim=-1, descending=False, *, stable=True):
         if floating:  # NaN is larger than every number
             before = xo.Or(before, xo.And(xo.Ne(second, second), xo.Eq(first, first)))
         return before
+
     out = xo.Sort([x, index], less, dim, is_stable=True)
     return xo.GetTupleElement(out, 0), xo.GetTupleElement(out, 1)
 
@@ -567,6 +702,7 @@ def topk(ctx, x, k, dim=-1, largest=True, sorted=True):
 
 def split_with_sizes(ctx, x, sizes, dim=0):
     from .aten_rules import slice_
+
     dim %= x.rank
     starts = np.cumsum([0, *sizes])
     return [slice_(ctx, x, dim, int(a), int(b)) for a, b in zip(starts[:-1], starts[1:])]
@@ -581,7 +717,7 @@ def split(ctx, x, size, dim=0):
 def unbind(ctx, x, dim=0):
     dim %= x.rank
     pieces = split_with_sizes(ctx, x, [1] * x.dims[dim], dim)
-    return [xo.Reshape(p, x.dims[:dim] + x.dims[dim + 1:]) for p in pieces]
+    return [xo.Reshape(p, x.dims[:dim] + x.dims[dim + 1 :]) for p in pieces]
 
 
 def slice_scatter(ctx, x, src, dim=0, start=None, end=None, step=1):

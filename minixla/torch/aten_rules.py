@@ -6,6 +6,7 @@ traced output dtype and broadcast to its traced shape, so torch's promotion and 
 rules are followed without being restated here. The table that maps ops to rules is
 `minixla.torch.aten.LOWERINGS`.
 """
+
 from __future__ import annotations
 
 import math
@@ -57,19 +58,26 @@ def elementwise(ctx, fn, *args, dtype: str | None = None):
     return fn(*[tensor(ctx, a, dtype, dims) for a in args])
 
 
-_CATEGORY = {"pred": 0, **{f"{k}{b}": 1 for k in "su" for b in (8, 16, 32, 64)},
-             **{f: 2 for f in FLOATS}, **{c: 3 for c in COMPLEX}}
+_CATEGORY = {
+    "pred": 0,
+    **{f"{k}{b}": 1 for k in "su" for b in (8, 16, 32, 64)},
+    **{f: 2 for f in FLOATS},
+    **{c: 3 for c in COMPLEX},
+}
 
 
 def result_type(*args) -> str:
     """torch.result_type over XlaOps and Python scalars (dimensioned tensors win over 0-d
     tensors, which win over Python scalars, unless a lower group has a higher category)."""
+
     def combine(dtypes):
         out = None
         for dtype in dtypes:
-            out = dtype if out is None else hlo_dtype(torch.promote_types(
-                _torch(out), _torch(dtype)))
+            out = (
+                dtype if out is None else hlo_dtype(torch.promote_types(_torch(out), _torch(dtype)))
+            )
         return out
+
     dimmed = combine(a.dtype for a in args if isinstance(a, XlaOp) and a.rank > 0)
     zero_d = combine(a.dtype for a in args if isinstance(a, XlaOp) and a.rank == 0)
     scalars = [a for a in args if not isinstance(a, XlaOp)]
@@ -107,8 +115,9 @@ def dims_arg(dims, rank: int) -> tuple[int, ...]:
 
 def reduce(ctx, op: XlaOp, opcode: str, init, dims, dtype: str) -> XlaOp:
     op = convert(op, dtype)
-    return xo.Reduce(ctx.builder, op, const(ctx, init, dtype), ctx.builder.reducer(opcode, dtype),
-                     dims)
+    return xo.Reduce(
+        ctx.builder, op, const(ctx, init, dtype), ctx.builder.reducer(opcode, dtype), dims
+    )
 
 
 def keep_dims(op: XlaOp, dims, keepdim: bool, full_dims) -> XlaOp:
@@ -133,6 +142,7 @@ def highest(dtype: str):
 def unary(opcode: str):
     def rule(ctx, x):
         return elementwise(ctx, lambda a: xo.Op(opcode, [a]), x)
+
     rule.__name__ = f"lower_{opcode.replace('-', '_')}"
     return rule
 
@@ -140,6 +150,7 @@ def unary(opcode: str):
 def binary(opcode: str):
     def rule(ctx, x, y):
         return elementwise(ctx, lambda a, b: xo.Op(opcode, [a, b]), x, y)
+
     rule.__name__ = f"lower_{opcode.replace('-', '_')}"
     return rule
 
@@ -148,14 +159,17 @@ def compare(direction: str):
     def rule(ctx, x, y):
         dtype = result_type(x, y)
         return elementwise(ctx, lambda a, b: xo.Compare(a, b, direction), x, y, dtype=dtype)
+
     rule.__name__ = f"lower_compare_{direction.lower()}"
     return rule
 
 
 def logical(opcode: str):
     def rule(ctx, x, y):
-        return elementwise(ctx, lambda a, b: xo.Op(opcode, [a, b]), truth(ctx, x),
-                           truth(ctx, y), dtype="pred")
+        return elementwise(
+            ctx, lambda a, b: xo.Op(opcode, [a, b]), truth(ctx, x), truth(ctx, y), dtype="pred"
+        )
+
     rule.__name__ = f"lower_logical_{opcode}"
     return rule
 
@@ -163,8 +177,7 @@ def logical(opcode: str):
 def truth(ctx, x):
     if not isinstance(x, XlaOp):
         return bool(x)
-    return x if x.dtype == "pred" else xo.Ne(x, const(ctx, 0, x.dtype),
-                                             broadcast_dimensions=())
+    return x if x.dtype == "pred" else xo.Ne(x, const(ctx, 0, x.dtype), broadcast_dimensions=())
 
 
 def add(ctx, x, y, alpha=1):
@@ -196,9 +209,15 @@ def div(ctx, x, y, rounding_mode=None):
         a, b = convert(a, "f64"), convert(b, "f64")
         return convert(xo.Floor(xo.Div(a, b)), dtype)
     quotient = xo.Div(a, b)
-    rounded = xo.Floor(quotient) if rounding_mode == "floor" else \
-        xo.Select(xo.Lt(quotient, const(ctx, 0, dtype), broadcast_dimensions=()),
-                  xo.Ceil(quotient), xo.Floor(quotient))
+    rounded = (
+        xo.Floor(quotient)
+        if rounding_mode == "floor"
+        else xo.Select(
+            xo.Lt(quotient, const(ctx, 0, dtype), broadcast_dimensions=()),
+            xo.Ceil(quotient),
+            xo.Floor(quotient),
+        )
+    )
     return rounded
 
 
@@ -207,9 +226,9 @@ def remainder(ctx, x, y):
     def fn(a, b):
         rem = xo.Rem(a, b)
         zero = const(ctx, 0, a.dtype)
-        differ = xo.And(xo.Ne(rem, zero, ()),
-                        xo.Ne(xo.Lt(rem, zero, ()), xo.Lt(b, zero, ())))
+        differ = xo.And(xo.Ne(rem, zero, ()), xo.Ne(xo.Lt(rem, zero, ()), xo.Lt(b, zero, ())))
         return xo.Select(differ, xo.Add(rem, b), rem)
+
     return elementwise(ctx, fn, x, y)
 
 
@@ -238,6 +257,7 @@ def gelu(ctx, x, approximate="none"):
         inner = xo.Add(a, xo.Mul(cube, const(ctx, 0.044715, dtype), ()))
         t = xo.Tanh(xo.Mul(inner, const(ctx, math.sqrt(2 / math.pi), dtype), ()))
         return xo.Mul(xo.Mul(a, const(ctx, 0.5, dtype), ()), xo.Add(t, const(ctx, 1, dtype), ()))
+
     return elementwise(ctx, exact if approximate == "none" else tanh_form, x)
 
 
@@ -255,13 +275,17 @@ def clamp(ctx, x, low=None, high=None):
         if high is not None:
             a = xo.Min(a, bounds.pop(0))
         return a
+
     return elementwise(ctx, fn, x, *[b for b in (low, high) if b is not None])
 
 
 def where(ctx, cond, x, y):
     dims = ctx.out_dims()
-    return xo.Select(broadcast_to(truth(ctx, cond), dims),
-                     tensor(ctx, x, ctx.out_dtype(), dims), tensor(ctx, y, ctx.out_dtype(), dims))
+    return xo.Select(
+        broadcast_to(truth(ctx, cond), dims),
+        tensor(ctx, x, ctx.out_dtype(), dims),
+        tensor(ctx, y, ctx.out_dtype(), dims),
+    )
 
 
 def logical_not(ctx, x):
@@ -342,8 +366,9 @@ def constant_pad_nd(ctx, x, pad, value=0):
     for i in range(len(pad) // 2):  # pad lists the last dim first
         config[x.rank - 1 - i] = (pad[2 * i], pad[2 * i + 1], 0)
     low_cut = [max(-lo, 0) for lo, _, _ in config]
-    padded = xo.Pad(x, const(ctx, value, x.dtype),
-                    [(max(lo, 0), max(hi, 0), 0) for lo, hi, _ in config])
+    padded = xo.Pad(
+        x, const(ctx, value, x.dtype), [(max(lo, 0), max(hi, 0), 0) for lo, hi, _ in config]
+    )
     if any(lo < 0 or hi < 0 for lo, hi, _ in config):  # negative padding crops
         limits = [d - max(-hi, 0) for d, (_, hi, _) in zip(padded.dims, config)]
         padded = xo.Slice(padded, low_cut, limits)
@@ -372,8 +397,9 @@ def arange(ctx, start, end=None, step=1, **_):
         start, end = 0, start
     dtype, dims = ctx.out_dtype(), ctx.out_dims()
     count = xo.Iota(ctx.builder, Shape.array(dtype if dtype in FLOATS else "s64", dims))
-    values = xo.Add(xo.Mul(count, const(ctx, step, count.dtype), ()),
-                    const(ctx, start, count.dtype), ())
+    values = xo.Add(
+        xo.Mul(count, const(ctx, step, count.dtype), ()), const(ctx, start, count.dtype), ()
+    )
     return convert(values, dtype)
 
 
@@ -400,9 +426,18 @@ def var(ctx, x, dims=None, correction=None, keepdim=False):
     dtype = ctx.out_dtype()
     x = convert(x, dtype)
     count = math.prod(x.dims[d] for d in dims)
-    centred = xo.Sub(x, broadcast_to(keep_dims(
-        xo.Div(reduce(ctx, x, "add", 0, dims, dtype), const(ctx, count, dtype), ()),
-        dims, True, x.dims), x.dims))
+    centred = xo.Sub(
+        x,
+        broadcast_to(
+            keep_dims(
+                xo.Div(reduce(ctx, x, "add", 0, dims, dtype), const(ctx, count, dtype), ()),
+                dims,
+                True,
+                x.dims,
+            ),
+            x.dims,
+        ),
+    )
     squares = reduce(ctx, xo.Mul(centred, centred), "add", 0, dims, dtype)
     correction = 1 if correction is None else correction
     out = xo.Div(squares, const(ctx, max(count - correction, 0), dtype), ())
@@ -411,32 +446,31 @@ def var(ctx, x, dims=None, correction=None, keepdim=False):
 
 def amax(ctx, x, dims=(), keepdim=False):
     dims = dims_arg(dims, x.rank)
-    return keep_dims(reduce(ctx, x, "maximum", lowest(x.dtype), dims, x.dtype), dims, keepdim,
-                     x.dims)
+    return keep_dims(
+        reduce(ctx, x, "maximum", lowest(x.dtype), dims, x.dtype), dims, keepdim, x.dims
+    )
 
 
 def amin(ctx, x, dims=(), keepdim=False):
     dims = dims_arg(dims, x.rank)
-    return keep_dims(reduce(ctx, x, "minimum", highest(x.dtype), dims, x.dtype), dims, keepdim,
-                     x.dims)
+    return keep_dims(
+        reduce(ctx, x, "minimum", highest(x.dtype), dims, x.dtype), dims, keepdim, x.dims
+    )
 
 
 def any_(ctx, x, dims=None, keepdim=False):
     dims = dims_arg(dims, x.rank)
-    return keep_dims(reduce(ctx, truth(ctx, x), "or", False, dims, "pred"), dims, keepdim,
-                     x.dims)
+    return keep_dims(reduce(ctx, truth(ctx, x), "or", False, dims, "pred"), dims, keepdim, x.dims)
 
 
 def all_(ctx, x, dims=None, keepdim=False):
     dims = dims_arg(dims, x.rank)
-    return keep_dims(reduce(ctx, truth(ctx, x), "and", True, dims, "pred"), dims, keepdim,
-                     x.dims)
+    return keep_dims(reduce(ctx, truth(ctx, x), "and", True, dims, "pred"), dims, keepdim, x.dims)
 
 
 def prod(ctx, x, dims=None, keepdim=False, dtype=None):
     dims = dims_arg(dims, x.rank)
-    return keep_dims(reduce(ctx, x, "multiply", 1, dims, ctx.out_dtype()), dims, keepdim,
-                     x.dims)
+    return keep_dims(reduce(ctx, x, "multiply", 1, dims, ctx.out_dtype()), dims, keepdim, x.dims)
 
 
 def argmax(ctx, x, dim=None, keepdim=False, *, largest=True):
@@ -455,9 +489,11 @@ def argmax(ctx, x, dim=None, keepdim=False, *, largest=True):
         tie = xo.And(xo.Eq(a, b), xo.Lt(ia, ib))
         take_a = xo.Or(wins, tie)
         return xo.Select(take_a, a, b), xo.Select(take_a, ia, ib)
+
     init = lowest(dtype) if largest else highest(dtype)
-    out = xo.Reduce(ctx.builder, [x, index], [const(ctx, init, dtype), const(ctx, 0, "s64")],
-                    better, [dim])
+    out = xo.Reduce(
+        ctx.builder, [x, index], [const(ctx, init, dtype), const(ctx, 0, "s64")], better, [dim]
+    )
     result = xo.GetTupleElement(out, 1)
     if flat:  # a scalar, or all-ones dims with keepdim
         return xo.Reshape(result, ctx.out_dims())
@@ -474,8 +510,9 @@ def softmax(ctx, x, dim, half_to_float=False):
     dim %= x.rank
     shifted = xo.Sub(x, broadcast_to(amax(ctx, x, [dim], True), x.dims))
     exps = xo.Exp(shifted)
-    total = broadcast_to(keep_dims(reduce(ctx, exps, "add", 0, (dim,), dtype), (dim,), True,
-                                   x.dims), x.dims)
+    total = broadcast_to(
+        keep_dims(reduce(ctx, exps, "add", 0, (dim,), dtype), (dim,), True, x.dims), x.dims
+    )
     return xo.Div(exps, total)
 
 
@@ -484,8 +521,7 @@ def log_softmax(ctx, x, dim, half_to_float=False):
     x = convert(x, dtype)
     dim %= x.rank
     shifted = xo.Sub(x, broadcast_to(amax(ctx, x, [dim], True), x.dims))
-    total = keep_dims(reduce(ctx, xo.Exp(shifted), "add", 0, (dim,), dtype), (dim,), True,
-                      x.dims)
+    total = keep_dims(reduce(ctx, xo.Exp(shifted), "add", 0, (dim,), dtype), (dim,), True, x.dims)
     return xo.Sub(shifted, broadcast_to(xo.Log(total), x.dims))
 
 
@@ -493,8 +529,9 @@ def softmax_backward(ctx, grad, out, dim, input_dtype):
     dim %= out.rank
     dtype = ctx.out_dtype()
     grad, out = convert(grad, dtype), convert(out, dtype)
-    inner = keep_dims(reduce(ctx, xo.Mul(grad, out), "add", 0, (dim,), dtype), (dim,), True,
-                      out.dims)
+    inner = keep_dims(
+        reduce(ctx, xo.Mul(grad, out), "add", 0, (dim,), dtype), (dim,), True, out.dims
+    )
     return xo.Mul(out, xo.Sub(grad, broadcast_to(inner, out.dims)))
 
 
@@ -535,6 +572,7 @@ def leaky_relu(ctx, x, slope=0.01):
     def fn(a):
         zero = const(ctx, 0, a.dtype)
         return xo.Select(xo.Gt(a, zero, ()), a, xo.Mul(a, const(ctx, slope, a.dtype), ()))
+
     return elementwise(ctx, fn, x)
 
 
@@ -546,10 +584,14 @@ def elu(ctx, x, alpha=1.0, scale=1.0, input_scale=1.0):
     # x > 0: scale * x; else scale * alpha * (exp(input_scale * x) - 1)
     def fn(a):
         dtype = a.dtype
-        negative = xo.Mul(xo.Expm1(xo.Mul(a, const(ctx, input_scale, dtype), ())),
-                          const(ctx, alpha * scale, dtype), ())
+        negative = xo.Mul(
+            xo.Expm1(xo.Mul(a, const(ctx, input_scale, dtype), ())),
+            const(ctx, alpha * scale, dtype),
+            (),
+        )
         positive = xo.Mul(a, const(ctx, scale, dtype), ())
         return xo.Select(xo.Gt(a, const(ctx, 0, dtype), ()), positive, negative)
+
     return elementwise(ctx, fn, x)
 
 
@@ -573,8 +615,9 @@ def native_dropout(ctx, x, p, train):
 
 
 def native_dropout_backward(ctx, grad, mask, scale):
-    return elementwise(ctx, lambda g, m: xo.Mul(xo.Mul(g, m), const(ctx, scale, g.dtype), ()),
-                       grad, mask)
+    return elementwise(
+        ctx, lambda g, m: xo.Mul(xo.Mul(g, m), const(ctx, scale, g.dtype), ()), grad, mask
+    )
 
 
 def rand_like(ctx, x, **_):

@@ -12,6 +12,7 @@ backward both come from the same decomposition (the fused CPU kernel's backward 
 match a decomposed forward), and with oneDNN off so that LSTMs trace as their cell ops
 rather than as the fused `mkldnn_rnn_layer`.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -44,6 +45,7 @@ class TorchOptions:
     """`backend`: the minixla backend (interpreter, cpu, cuda; default: cpu when available);
     `fallback`: "error" (default) raises on an ATen op with no rule, "eager" warns and runs
     that graph with torch instead."""
+
     backend: str
     fallback: str = "error"
 
@@ -52,8 +54,9 @@ class TorchOptions:
         options = dict(options or {})
         unknown = sorted(set(options) - {"backend", "fallback"})
         if unknown:
-            raise TorchOptionsError(f"unknown minixla torch.compile option(s) {unknown}; "
-                                    f"known: backend, fallback")
+            raise TorchOptionsError(
+                f"unknown minixla torch.compile option(s) {unknown}; known: backend, fallback"
+            )
         backend = options.get("backend") or _default_backend()
         if backend not in BACKENDS:
             raise TorchOptionsError(f"backend={backend!r}: expected one of {BACKENDS}")
@@ -65,6 +68,7 @@ class TorchOptions:
 
 def _default_backend() -> str:
     from ..frontend.eager import default_backend
+
     return default_backend()
 
 
@@ -114,14 +118,18 @@ class DynamoGraph:
             warnings.filterwarnings("ignore", "TF32 acceleration on top of oneDNN")
             with torch.backends.mkldnn.flags(enabled=False):
                 return aot_module_simplified(
-                    self.gm, list(args), fw_compiler=self._compiler(f"{name}_forward"),
+                    self.gm,
+                    list(args),
+                    fw_compiler=self._compiler(f"{name}_forward"),
                     bw_compiler=self._compiler(f"{name}_backward"),
                     inference_compiler=self._compiler(f"{name}_inference"),
-                    decompositions=DECOMPOSITIONS)
+                    decompositions=DECOMPOSITIONS,
+                )
 
     def _compiler(self, name: str):
         def compile_fx(gm: torch.fx.GraphModule, example_inputs):
             return compile_graph(gm, example_inputs, self.options, name)
+
         return compile_fx
 
 
@@ -131,8 +139,9 @@ def _signature(arg):
     return (type(arg), arg)
 
 
-def compile_graph(gm: torch.fx.GraphModule, example_inputs, options: TorchOptions,
-                  name: str = "torch_graph"):
+def compile_graph(
+    gm: torch.fx.GraphModule, example_inputs, options: TorchOptions, name: str = "torch_graph"
+):
     """A boxed callable running an ATen-level FX graph through minixla (or, when lowering
     fails and options.fallback == "eager", through torch with a warning)."""
     try:
@@ -144,6 +153,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, options: TorchOption
         return make_boxed_func(gm.forward)
     _dump(gm, module, name)
     from ..backends.compile import compile
+
     executable = compile(module, backend=options.backend)
     return make_boxed_func(GraphRunner(executable, signature))
 
@@ -165,7 +175,7 @@ class GraphRunner:
     def __call__(self, *args):
         arrays = [self._array(i, args[i]) for i in self.signature.tensor_inputs]
         if self.signature.needs_rng:  # drawn from torch's generator: torch.manual_seed holds
-            seed = torch.randint(0, 2 ** 62, (2,), dtype=torch.int64)
+            seed = torch.randint(0, 2**62, (2,), dtype=torch.int64)
             arrays.append(seed.numpy().astype(np.uint64))
         results = self.executable(*arrays)
         outputs, by_owner = [], {}
@@ -176,8 +186,11 @@ class GraphRunner:
             array = results[slot]
             earlier = by_owner.setdefault(memory_owner(array), [])
             tensor = from_numpy(array, earlier)  # never aliases another output
-            earlier.append(tensor.numpy() if tensor.dtype != torch.bfloat16 else
-                           tensor.view(torch.int16).numpy())
+            earlier.append(
+                tensor.numpy()
+                if tensor.dtype != torch.bfloat16
+                else tensor.view(torch.int16).numpy()
+            )
             outputs.append(tensor)
         return outputs
 
@@ -186,8 +199,9 @@ class GraphRunner:
             return to_numpy(tensor)
         kept = self.parameter_views.get(position)
         pointer = tensor.data_ptr()
-        if kept is not None and kept[0] is tensor and kept[1] == pointer and \
-                tensor.is_contiguous():  # shape and dtype are the signature's
+        if (
+            kept is not None and kept[0] is tensor and kept[1] == pointer and tensor.is_contiguous()
+        ):  # shape and dtype are the signature's
             return kept[2]
         array = to_numpy(tensor)
         if array.ctypes.data == pointer:  # a view, not a copy: valid while the pointer holds
@@ -199,6 +213,7 @@ def _dump(gm: torch.fx.GraphModule, module, name: str) -> None:
     """With MINIXLA_FLAGS=--dump_to=DIR: the FX graph and the HLO lowered from it, side by
     side as DIR/<name>.fx.txt and DIR/<name>.hlo.txt (the backend's pass dumps follow)."""
     from ..passes.base import DumpOptions
+
     directory = DumpOptions.from_flags().dump_to
     if not directory:
         return

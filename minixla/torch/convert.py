@@ -1,6 +1,7 @@
 """Tensors across the torch/minixla boundary: dtype names both ways, and torch tensors to
 NumPy arrays and back without a copy where the memory allows (a contiguous CPU tensor shares
 its buffer with the array `Tensor.numpy()` gives; `torch.from_numpy` shares it back)."""
+
 from __future__ import annotations
 
 import ml_dtypes
@@ -11,9 +12,17 @@ from ..errors import UnsupportedError
 
 # torch dtype -> HLO element type; the one place either side's spelling is decided.
 HLO_DTYPES = {
-    torch.bool: "pred", torch.uint8: "u8", torch.int8: "s8", torch.int16: "s16",
-    torch.int32: "s32", torch.int64: "s64", torch.float16: "f16", torch.bfloat16: "bf16",
-    torch.float32: "f32", torch.float64: "f64", torch.complex64: "c64",
+    torch.bool: "pred",
+    torch.uint8: "u8",
+    torch.int8: "s8",
+    torch.int16: "s16",
+    torch.int32: "s32",
+    torch.int64: "s64",
+    torch.float16: "f16",
+    torch.bfloat16: "bf16",
+    torch.float32: "f32",
+    torch.float64: "f64",
+    torch.complex64: "c64",
     torch.complex128: "c128",
 }
 TORCH_DTYPES = {name: dtype for dtype, name in HLO_DTYPES.items()}

@@ -6,6 +6,7 @@ so rules never re-derive torch's type promotion or broadcasting. Graph inputs be
 parameters (non-tensor inputs are baked in as the concrete values traced); the entry returns
 a tuple of the tensor outputs, and `GraphSignature` says where the non-tensor outputs go.
 """
+
 from __future__ import annotations
 
 import operator
@@ -30,6 +31,7 @@ class GraphSignature:
     `outputs[i]` is the index into the HLO result tuple, or ("const", value) for None and
     Python numbers. `tensor_inputs` lists which graph inputs are module parameters;
     `needs_rng` adds a last parameter, a fresh u64[2] random state for every call."""
+
     tensor_inputs: list[int] = field(default_factory=list)
     outputs: list = field(default_factory=list)
     needs_rng: bool = False
@@ -48,6 +50,7 @@ class LoweringContext:
         """u32 random bits of shape `dims` from the per-call random state parameter (created
         on first use, after the tensor inputs); each use advances the state."""
         from ..frontend import ops as xo
+
         if self._rng_state is None:
             self._rng_state = self.builder.parameter(("u64", (2,)), "rng_state")
             self.signature.needs_rng = True
@@ -94,6 +97,7 @@ def lower_graph(gm: torch.fx.GraphModule, example_inputs, name: str = "torch_gra
     """(HloModule, GraphSignature) for `gm`; raises TorchLoweringError naming the first
     node that has no rule or that its rule rejects."""
     from .aten import LOWERINGS
+
     builder = Builder("main")
     signature = GraphSignature()
     ctx = LoweringContext(builder, signature)
@@ -102,8 +106,7 @@ def lower_graph(gm: torch.fx.GraphModule, example_inputs, name: str = "torch_gra
     for number, (node, example) in enumerate(zip(placeholders, example_inputs)):
         if isinstance(example, torch.Tensor):
             dims = tuple(int(d) for d in example.shape)
-            env[node] = builder.parameter((hlo_dtype(example.dtype), dims),
-                                          _identifier(node.name))
+            env[node] = builder.parameter((hlo_dtype(example.dtype), dims), _identifier(node.name))
             signature.tensor_inputs.append(number)
         else:
             env[node] = example
@@ -134,8 +137,11 @@ def _lower_node(ctx: LoweringContext, node, env, table):
         return node.target(*args, **kwargs)
     rule = table.get(node.target)
     if rule is None:
-        raise lowering_error(node, "no minixla lowering rule for this ATen op; pass "
-                                   "options={'fallback': 'eager'} to run such graphs eagerly")
+        raise lowering_error(
+            node,
+            "no minixla lowering rule for this ATen op; pass "
+            "options={'fallback': 'eager'} to run such graphs eagerly",
+        )
     try:
         return rule(ctx, *args, **kwargs)
     except TorchLoweringError:
@@ -146,10 +152,25 @@ def _lower_node(ctx: LoweringContext, node, env, table):
         raise lowering_error(node, f"lowering failed: {type(exc).__name__}: {exc}") from exc
 
 
-PYTHON_OPS = {operator.add, operator.sub, operator.mul, operator.floordiv, operator.truediv,
-              operator.neg, operator.mod, operator.eq, operator.ne, operator.lt, operator.le,
-              operator.gt, operator.ge, torch.sym_int, torch.sym_float, torch.sym_max,
-              torch.sym_min}
+PYTHON_OPS = {
+    operator.add,
+    operator.sub,
+    operator.mul,
+    operator.floordiv,
+    operator.truediv,
+    operator.neg,
+    operator.mod,
+    operator.eq,
+    operator.ne,
+    operator.lt,
+    operator.le,
+    operator.gt,
+    operator.ge,
+    torch.sym_int,
+    torch.sym_float,
+    torch.sym_max,
+    torch.sym_min,
+}
 
 
 def _flat_outputs(value, env):

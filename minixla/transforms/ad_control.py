@@ -10,6 +10,7 @@ branches of a conditional are differentiated inside a conditional on the same in
 A `call` may stand for a region with its own rule (`checkpoint`, `custom_vjp`, `custom_jvp`,
 `stop_gradient`): `SPECIAL_CALLS` maps its computation to that rule (see regions.py).
 """
+
 from __future__ import annotations
 
 import weakref
@@ -28,6 +29,7 @@ SPECIAL_CALLS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 def _ad():
     from . import autodiff  # the walkers; imported late because autodiff imports this table
+
     return autodiff
 
 
@@ -83,17 +85,22 @@ def _value_needed(body, j: int) -> bool:
     """Whether the backward of `body` reads carry element j: not when it only passes through
     to the result, possibly as the buffer dynamic-update-slices overwrite (scan's stacked
     outputs)."""
-    return any(input_index(instr) == j and not _only_overwritten(body, instr)
-               for instr in body.instructions)
+    return any(
+        input_index(instr) == j and not _only_overwritten(body, instr)
+        for instr in body.instructions
+    )
 
 
 def _only_overwritten(body, instr) -> bool:
     for user in instr.users:
         if user is body.root:
             continue
-        if user.opcode == "dynamic-update-slice" and user.operand(0) is instr and \
-                all(o is not instr for o in user.operands[1:]) and \
-                _only_overwritten(body, user):
+        if (
+            user.opcode == "dynamic-update-slice"
+            and user.operand(0) is instr
+            and all(o is not instr for o in user.operands[1:])
+            and _only_overwritten(body, user)
+        ):
             continue
         return False
     return True
@@ -102,6 +109,7 @@ def _only_overwritten(body, instr) -> bool:
 def _while_forward(instr, args):
     from ..frontend.lax_api import fori_loop
     from ..frontend.numpy_shape import expand_dims
+
     init = _ad().unpack(args[0])
     n = static_trip_count(instr, init)
     if n is None:
@@ -117,21 +125,25 @@ def _while_forward(instr, args):
         for j, buffer in zip(saved, stack):
             row = expand_dims(state[j], 0)
             starts = [i.op] + [E.scalar(0, i.op.dtype)] * state[j].ndim
-            new_stack.append(Tracer(E.emit("dynamic-update-slice", [buffer.op, row.op,
-                                                                    *starts])))
+            new_stack.append(Tracer(E.emit("dynamic-update-slice", [buffer.op, row.op, *starts])))
         values, _ = _ad().forward(body, [_ops(state)])
         return _tracers(_ad().unpack(values[id(body.root)])), new_stack
+
     final, stack = fori_loop(0, n, step, (_tracers(init), _tracers(stacks)))
     return _ops(final), (init, dict(zip(saved, _ops(stack))), n, invariant)
 
 
 def _while_vjp(instr, args, out, ct, residual):
     from ..frontend.lax_api import fori_loop
+
     ad = _ad()
     if residual is None:
-        raise ad.ad_error(instr, "reverse mode needs a while loop with a static trip count "
-                                 "(lax.fori_loop with Python bounds, or lax.scan); jvp "
-                                 "handles any while_loop")
+        raise ad.ad_error(
+            instr,
+            "reverse mode needs a while loop with a static trip count "
+            "(lax.fori_loop with Python bounds, or lax.scan); jvp "
+            "handles any while_loop",
+        )
     init, stacks, n, invariant = residual
     body = instr.attrs["body"]
     shapes = _state_shapes(instr)
@@ -145,8 +157,11 @@ def _while_vjp(instr, args, out, ct, residual):
         for j, shape in enumerate(shapes):
             if j in stacks:
                 starts = [i.op] + [E.scalar(0, i.op.dtype)] * shape.rank
-                row = E.emit("dynamic-slice", [stacks[j], *starts],
-                             {"dynamic_slice_sizes": (1,) + shape.dims})
+                row = E.emit(
+                    "dynamic-slice",
+                    [stacks[j], *starts],
+                    {"dynamic_slice_sizes": (1,) + shape.dims},
+                )
                 state.append(E.reshape(row, shape.dims))
             elif j in invariant:
                 state.append(init[j])
@@ -158,8 +173,10 @@ def _while_vjp(instr, args, out, ct, residual):
             root_ct[j] = c.op
         param_ct = ad.backward(body, values, residuals, root_ct).get(0)
         param_ct = ad.as_ct_list(param_ct, len(shapes))
-        return [Tracer(param_ct[j] if param_ct[j] is not None else E.zeros(shapes[j]))
-                for j in floats]
+        return [
+            Tracer(param_ct[j] if param_ct[j] is not None else E.zeros(shapes[j])) for j in floats
+        ]
+
     final = fori_loop(0, n, step, _tracers(carry)) if floats else []
     result = [None] * len(shapes)
     for j, c in zip(floats, final):
@@ -169,6 +186,7 @@ def _while_vjp(instr, args, out, ct, residual):
 
 def _while_jvp_full(instr, args, tangents):
     from ..frontend.lax_api import while_loop
+
     ad = _ad()
     init = ad.unpack(args[0])
     shapes = _state_shapes(instr)
@@ -188,9 +206,11 @@ def _while_jvp_full(instr, args, tangents):
             full[j] = t.op
         out, t_out = ad.jvp_walk(body, [_ops(state)], [full])
         t_out = ad.as_ct_list(t_out, len(shapes))
-        return (_tracers(ad.unpack(out)),
-                [Tracer(t_out[j] if t_out[j] is not None else E.zeros(shapes[j]))
-                 for j in floats])
+        return (
+            _tracers(ad.unpack(out)),
+            [Tracer(t_out[j] if t_out[j] is not None else E.zeros(shapes[j])) for j in floats],
+        )
+
     state, ts = while_loop(cond_fn, body_fn, (_tracers(init), _tracers(t_init)))
     result = [None] * len(shapes)
     for j, t in zip(floats, ts):
@@ -210,6 +230,7 @@ def _switch(index, fns):
     branch, as HLO does; a pred index picks fns[0] when true)."""
     from ..frontend import lax_api
     from ..frontend import numpy_api as mnp
+
     selector = Tracer(index)
     if index.dtype == "pred":
         return lax_api.cond(selector, fns[0], fns[1])
@@ -222,27 +243,40 @@ def _conditional_vjp(instr, args, out, ct, _):
     ad = _ad()
     comps = _branch_comps(instr)
     operands = args[1:]
-    slots = [(k, j, s) for k, o in enumerate(instr.operands[1:])
-             for j, s in enumerate(_elements(o.shape)) if E.is_float(s)]
+    slots = [
+        (k, j, s)
+        for k, o in enumerate(instr.operands[1:])
+        for j, s in enumerate(_elements(o.shape))
+        if E.is_float(s)
+    ]
     root_ct = ct
 
     def branch(k):
         def fn():
-            params = [operands[k] if not instr.operands[1 + k].shape.is_tuple
-                      else ad.unpack(operands[k])]
+            params = [
+                operands[k] if not instr.operands[1 + k].shape.is_tuple else ad.unpack(operands[k])
+            ]
             values, residuals = ad.forward(comps[k], params)
             got = ad.backward(comps[k], values, residuals, root_ct).get(0)
-            got = ad.as_ct_list(got, len(_elements(instr.operands[1 + k].shape))) \
-                if instr.operands[1 + k].shape.is_tuple else [got]
-            return [Tracer(got[j] if kk == k and got[j] is not None else E.zeros(s))
-                    for kk, j, s in slots]
+            got = (
+                ad.as_ct_list(got, len(_elements(instr.operands[1 + k].shape)))
+                if instr.operands[1 + k].shape.is_tuple
+                else [got]
+            )
+            return [
+                Tracer(got[j] if kk == k and got[j] is not None else E.zeros(s))
+                for kk, j, s in slots
+            ]
+
         return fn
+
     results = _switch(args[0], [branch(k) for k in range(len(comps))]) if slots else []
     cts = [None] + [[None] * len(_elements(o.shape)) for o in instr.operands[1:]]
     for (k, j, _s), value in zip(slots, results):
         cts[1 + k][j] = value.op
-    return [cts[0]] + [c if instr.operands[1 + k].shape.is_tuple else c[0]
-                       for k, c in enumerate(cts[1:])]
+    return [cts[0]] + [
+        c if instr.operands[1 + k].shape.is_tuple else c[0] for k, c in enumerate(cts[1:])
+    ]
 
 
 def _elements(shape) -> list:
@@ -263,10 +297,13 @@ def _conditional_jvp_full(instr, args, tangents):
             out, t_out = ad.jvp_walk(comps[k], params, [tangents[1 + k]])
             outs = ad.unpack(out) if instr.shape.is_tuple else [out]
             ts = ad.as_ct_list(t_out, len(out_shapes)) if instr.shape.is_tuple else [t_out]
-            return (_tracers(outs),
-                    [Tracer(ts[j] if ts[j] is not None else E.zeros(out_shapes[j]))
-                     for j in floats])
+            return (
+                _tracers(outs),
+                [Tracer(ts[j] if ts[j] is not None else E.zeros(out_shapes[j])) for j in floats],
+            )
+
         return fn
+
     outs, ts = _switch(args[0], [branch(k) for k in range(len(comps))])
     tangent = [None] * len(out_shapes)
     for j, t in zip(floats, ts):
@@ -314,8 +351,11 @@ def _call_jvp_full(instr, args, tangents):
 
 def _custom_call_error(instr, *_):
     target = instr.attrs.get("custom_call_target", "?")
-    raise _ad().ad_error(instr, f"custom-call {target!r} has no differentiation rule (wrap "
-                                f"it in minixla.custom_vjp or custom_jvp)")
+    raise _ad().ad_error(
+        instr,
+        f"custom-call {target!r} has no differentiation rule (wrap "
+        f"it in minixla.custom_vjp or custom_jvp)",
+    )
 
 
 def _barrier_vjp(instr, args, out, ct, _):

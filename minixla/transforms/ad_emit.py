@@ -4,6 +4,7 @@ Everything is emitted into the current trace (`current_builder()`), which lifts 
 enclosing computations, so a rule may mix primal values of an outer computation with
 cotangents of a loop body.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -100,6 +101,7 @@ def iota(shape: Shape, dim: int) -> XlaOp:
 def take_along(value: XlaOp, index: XlaOp, axis: int) -> XlaOp:
     """`value` re-ordered along `axis` by `index` (same shape): out[..i..] = value[..index..]."""
     from ..frontend.numpy_more import take_along_gather
+
     return take_along_gather(value, index, axis)
 
 
@@ -109,4 +111,5 @@ def T(op: XlaOp) -> Tracer:
 
 def op_of(value) -> XlaOp:
     from ..frontend.numpy_api import asarray
+
     return asarray(value).op

@@ -9,6 +9,7 @@ a symbolic zero in both directions. Elementwise ops declare their partial deriva
 sorting are in ad_rules_contract.py, control flow in ad_control.py; autodiff.py joins the
 tables into `RULES`.
 """
+
 from __future__ import annotations
 
 import math
@@ -25,11 +26,11 @@ from .tracing import emit_like
 
 @dataclass(frozen=True)
 class Rule:
-    jvp: Callable | None = None        # (instr, args, out, tangents) -> tangent | None
-    vjp: Callable | None = None        # (instr, args, out, ct, residual) -> [ct | None]
-    forward: Callable | None = None    # (instr, args) -> (out, residual), for residuals
-    jvp_full: Callable | None = None   # (instr, args, tangents) -> (out, tangent)
-    nondiff: bool = False              # the result has no tangent (ints, preds, constants)
+    jvp: Callable | None = None  # (instr, args, out, tangents) -> tangent | None
+    vjp: Callable | None = None  # (instr, args, out, ct, residual) -> [ct | None]
+    forward: Callable | None = None  # (instr, args) -> (out, residual), for residuals
+    jvp_full: Callable | None = None  # (instr, args, tangents) -> (out, tangent)
+    nondiff: bool = False  # the result has no tangent (ints, preds, constants)
 
 
 NONDIFF = Rule(nondiff=True)
@@ -39,8 +40,10 @@ def linear(instr, args, tangents, positions):
     """The op itself applied to tangents in `positions` (other operands kept as primals)."""
     if all(tangents[i] is None for i in positions):
         return None
-    ops = [(tangents[i] if tangents[i] is not None else E.zeros(a.shape))
-           if i in positions else a for i, a in enumerate(args)]
+    ops = [
+        (tangents[i] if tangents[i] is not None else E.zeros(a.shape)) if i in positions else a
+        for i, a in enumerate(args)
+    ]
     return emit_like(instr, ops)
 
 
@@ -55,6 +58,7 @@ def _scale(value, partial):
 def elementwise(partials) -> Rule:
     """A rule from `partials(*operands, out) -> [d out / d operand_i]` over Tracers; an entry
     may be 1 or -1 (no multiply) or None (no dependence)."""
+
     def jvp(instr, args, out, tangents):
         total = None
         for p, t in zip(partials(*map(T, args), T(out)), tangents):
@@ -64,6 +68,7 @@ def elementwise(partials) -> Rule:
 
     def vjp(instr, args, out, ct, _):
         return [None if p is None else _scale(ct, p) for p in partials(*map(T, args), T(out))]
+
     return Rule(jvp, vjp)
 
 
@@ -140,11 +145,34 @@ ELEMENTWISE = {
 
 # Piecewise-constant or non-float results: the tangent is zero (JAX gives zeros too).
 NONDIFFERENTIABLE = [
-    "sign", "floor", "ceil", "round-nearest-afz", "round-nearest-even", "is-finite", "compare",
-    "not", "and", "or", "xor", "popcnt", "count-leading-zeros", "shift-left",
-    "shift-right-arithmetic", "shift-right-logical", "mulhi", "iota", "constant", "rng",
-    "rng-bit-generator", "parameter", "bitcast-convert", "get-dimension-size", "partition-id",
-    "replica-id", "after-all", "stochastic-convert",
+    "sign",
+    "floor",
+    "ceil",
+    "round-nearest-afz",
+    "round-nearest-even",
+    "is-finite",
+    "compare",
+    "not",
+    "and",
+    "or",
+    "xor",
+    "popcnt",
+    "count-leading-zeros",
+    "shift-left",
+    "shift-right-arithmetic",
+    "shift-right-logical",
+    "mulhi",
+    "iota",
+    "constant",
+    "rng",
+    "rng-bit-generator",
+    "parameter",
+    "bitcast-convert",
+    "get-dimension-size",
+    "partition-id",
+    "replica-id",
+    "after-all",
+    "stochastic-convert",
 ]
 
 
@@ -203,8 +231,10 @@ def _concatenate_vjp(instr, args, out, ct, _):
     dim = instr.attrs["dimensions"][0]
     cts, start = [], 0
     for a in args:
-        spec = tuple((start, start + a.dims[dim], 1) if d == dim else (0, n, 1)
-                     for d, n in enumerate(ct.dims))
+        spec = tuple(
+            (start, start + a.dims[dim], 1) if d == dim else (0, n, 1)
+            for d, n in enumerate(ct.dims)
+        )
         cts.append(emit("slice", [ct], {"slice": spec}))
         start += a.dims[dim]
     return cts
@@ -232,21 +262,28 @@ def reducer_kind(comp) -> str | None:
     """add / maximum / minimum / multiply for a scalar binary reducer; "replace" for a
     scatter combiner that returns its update; None otherwise."""
     root = comp.root
-    if root.opcode == "parameter" and root.attrs.get("parameter_number",
-                                                     root.parameter_number) == 1:
+    if (
+        root.opcode == "parameter"
+        and root.attrs.get("parameter_number", root.parameter_number) == 1
+    ):
         return "replace"
-    if root.opcode in ("add", "maximum", "minimum", "multiply", "or", "and") and \
-            all(o.opcode == "parameter" for o in root.operands) and len(comp.parameters) == 2:
+    if (
+        root.opcode in ("add", "maximum", "minimum", "multiply", "or", "and")
+        and all(o.opcode == "parameter" for o in root.operands)
+        and len(comp.parameters) == 2
+    ):
         return root.opcode
     return None
 
 
 def _reduce_kind(instr) -> str:
     from .autodiff import ad_error
+
     kind = reducer_kind(instr.attrs["to_apply"])
     if len(instr.operands) != 2 or kind not in ("add", "maximum", "minimum", "multiply"):
-        raise ad_error(instr, "only sum, product, max and min reductions of one operand are "
-                              "differentiable")
+        raise ad_error(
+            instr, "only sum, product, max and min reductions of one operand are differentiable"
+        )
     return kind
 
 
@@ -267,6 +304,7 @@ def _product_of_others(instr, x):
     when some are zero, unlike out / x): exclusive products from both ends."""
     from ..frontend.numpy_reduce import cumprod
     from ..frontend.numpy_shape import concatenate, flip
+
     dims = list(instr.attrs["dimensions"])
     kept = _kept(instr, x.rank)
     moved = E.transpose(x, kept + dims)
@@ -276,6 +314,7 @@ def _product_of_others(instr, x):
 
     def exclusive(values):
         return concatenate([ones, cumprod(values, axis=-1)[..., :-1]], axis=-1)
+
     others = exclusive(rows) * flip(exclusive(flip(rows, -1)), -1)
     back = E.reshape(others.op, moved.dims)
     return E.transpose(back, list(np.argsort(kept + dims)))
@@ -324,8 +363,9 @@ def linear_rule(positions, vjp) -> Rule:
 
 
 RULES: dict[str, Rule] = {
-    "add-dependency": Rule(lambda instr, args, out, ts: ts[0],
-                           lambda instr, args, out, ct, _: [ct, None]),
+    "add-dependency": Rule(
+        lambda instr, args, out, ts: ts[0], lambda instr, args, out, ct, _: [ct, None]
+    ),
     "domain": Rule(_identity_jvp, _identity_vjp),
     **{opcode: elementwise(partials) for opcode, partials in ELEMENTWISE.items()},
     **{opcode: NONDIFF for opcode in NONDIFFERENTIABLE},
@@ -337,9 +377,10 @@ RULES: dict[str, Rule] = {
     "transpose": linear_rule([0], _transpose_vjp),
     "slice": linear_rule([0], _slice_vjp),
     "pad": linear_rule([0, 1], _pad_vjp),
-    "concatenate": Rule(lambda instr, args, out, ts: linear(instr, args, ts,
-                                                           list(range(len(args)))),
-                        _concatenate_vjp),
+    "concatenate": Rule(
+        lambda instr, args, out, ts: linear(instr, args, ts, list(range(len(args)))),
+        _concatenate_vjp,
+    ),
     "reverse": linear_rule([0], _reverse_vjp),
     "dynamic-slice": linear_rule([0], _dynamic_slice_vjp),
     "dynamic-update-slice": linear_rule([0, 1], _dynamic_update_slice_vjp),

@@ -1,6 +1,7 @@
 """Differentiation rules for contractions, windows, indexing and sorting: dot, convolution,
 reduce-window, select-and-scatter, gather, scatter, sort, cholesky, triangular-solve (see
 ad_rules.py for the conventions; autodiff.py joins this table with the others)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,9 +28,12 @@ def _dot(lhs, rhs, lc, rc, lb, rb):
     lhs = E.transpose(lhs, lb + l_free + lc)
     rhs = E.transpose(rhs, rb + rc + r_free)
     nb, nc = len(lb), len(lc)
-    attrs = {"lhs_batch_dims": tuple(range(nb)), "rhs_batch_dims": tuple(range(nb)),
-             "lhs_contracting_dims": tuple(range(lhs.rank - nc, lhs.rank)),
-             "rhs_contracting_dims": tuple(range(nb, nb + nc))}
+    attrs = {
+        "lhs_batch_dims": tuple(range(nb)),
+        "rhs_batch_dims": tuple(range(nb)),
+        "lhs_contracting_dims": tuple(range(lhs.rank - nc, lhs.rank)),
+        "rhs_contracting_dims": tuple(range(nb, nb + nc)),
+    }
     return emit("dot", [lhs, rhs], attrs)
 
 
@@ -62,8 +66,10 @@ def _dot_vjp(instr, args, out, ct, _):
 
 
 def _bilinear_jvp(instr, args, out, tangents):
-    terms = [linear(instr, args, [t if i == k else None for i, t in enumerate(tangents)], [k])
-             for k in range(2)]
+    terms = [
+        linear(instr, args, [t if i == k else None for i, t in enumerate(tangents)], [k])
+        for k in range(2)
+    ]
     return E.add(*terms)
 
 
@@ -80,8 +86,12 @@ def _dilate(size: int, factor: int) -> int:
 
 
 def _conv_window(sizes, strides, padding, lhs_dil, rhs_dil) -> Window:
-    return Window(tuple(WindowDim(s, st, lo, hi, ld, rd) for s, st, (lo, hi), ld, rd
-                        in zip(sizes, strides, padding, lhs_dil, rhs_dil)))
+    return Window(
+        tuple(
+            WindowDim(s, st, lo, hi, ld, rd)
+            for s, st, (lo, hi), ld, rd in zip(sizes, strides, padding, lhs_dil, rhs_dil)
+        )
+    )
 
 
 class _ConvGeometry:
@@ -93,7 +103,8 @@ class _ConvGeometry:
         self.groups = instr.attrs.get("feature_group_count", 1)
         win = instr.attrs["window"].dims
         self.strides, self.lhs_dil, self.rhs_dil = (
-            [getattr(w, f) for w in win] for f in ("stride", "lhs_dilation", "rhs_dilation"))
+            [getattr(w, f) for w in win] for f in ("stride", "lhs_dilation", "rhs_dilation")
+        )
         self.pads = [(w.padding_low, w.padding_high) for w in win]
         self.k_sp = [rhs.dims[d] for d in self.dims.kernel_spatial]
         self.out_sp = [ct.dims[d] for d in self.dims.output_spatial]
@@ -109,51 +120,74 @@ def _conv_lhs_cotangent(g: _ConvGeometry, lhs, rhs, ct):
     o_dim, i_dim = d.kernel_output_feature, d.kernel_input_feature
     kernel = rhs if g.groups == 1 else _groups_into_input_feature(rhs, o_dim, i_dim, g.groups)
     kernel = emit("reverse", [kernel], {"dimensions": tuple(d.kernel_spatial)})
-    labels = (_labels(ct.rank, d.output_batch, d.output_feature, d.output_spatial, "bf") + "_" +
-              _labels(rhs.rank, i_dim, o_dim, d.kernel_spatial, "oi") + "->" +
-              _labels(lhs.rank, d.input_batch, d.input_feature, d.input_spatial, "bf"))
+    labels = (
+        _labels(ct.rank, d.output_batch, d.output_feature, d.output_spatial, "bf")
+        + "_"
+        + _labels(rhs.rank, i_dim, o_dim, d.kernel_spatial, "oi")
+        + "->"
+        + _labels(lhs.rank, d.input_batch, d.input_feature, d.input_spatial, "bf")
+    )
     pad_lo = [kd - lo - 1 for kd, (lo, _) in zip(g.k_d, g.pads)]
     pad_hi = [ld + kd - 1 - od - pl for ld, kd, od, pl in zip(g.lhs_d, g.k_d, g.out_d, pad_lo)]
     window = _conv_window(g.k_sp, g.lhs_dil, list(zip(pad_lo, pad_hi)), g.strides, g.rhs_dil)
-    return emit("convolution", [ct, kernel], {"window": window, "dim_labels": labels,
-                                              "feature_group_count": g.groups,
-                                              "batch_group_count": 1})
+    return emit(
+        "convolution",
+        [ct, kernel],
+        {
+            "window": window,
+            "dim_labels": labels,
+            "feature_group_count": g.groups,
+            "batch_group_count": 1,
+        },
+    )
 
 
 def _conv_rhs_cotangent(g: _ConvGeometry, lhs, rhs, ct):
     """The input convolved with the cotangent as the kernel: batch becomes the contracted
     feature, and feature groups become batch groups."""
     d = g.dims
-    labels = (_labels(lhs.rank, d.input_feature, d.input_batch, d.input_spatial, "bf") + "_" +
-              _labels(ct.rank, d.output_feature, d.output_batch, d.output_spatial, "oi") +
-              "->" + _labels(rhs.rank, d.kernel_input_feature, d.kernel_output_feature,
-                             d.kernel_spatial, "bf"))
-    pad_hi = [od - ld + kd - lo - 1 for od, ld, kd, (lo, _) in zip(g.out_d, g.lhs_d, g.k_d,
-                                                                  g.pads)]
+    labels = (
+        _labels(lhs.rank, d.input_feature, d.input_batch, d.input_spatial, "bf")
+        + "_"
+        + _labels(ct.rank, d.output_feature, d.output_batch, d.output_spatial, "oi")
+        + "->"
+        + _labels(rhs.rank, d.kernel_input_feature, d.kernel_output_feature, d.kernel_spatial, "bf")
+    )
+    pad_hi = [od - ld + kd - lo - 1 for od, ld, kd, (lo, _) in zip(g.out_d, g.lhs_d, g.k_d, g.pads)]
     pads = [(lo, hi) for (lo, _), hi in zip(g.pads, pad_hi)]
     window = _conv_window(g.out_sp, g.rhs_dil, pads, g.lhs_dil, g.strides)
-    return emit("convolution", [lhs, ct], {"window": window, "dim_labels": labels,
-                                           "feature_group_count": 1,
-                                           "batch_group_count": g.groups})
+    return emit(
+        "convolution",
+        [lhs, ct],
+        {
+            "window": window,
+            "dim_labels": labels,
+            "feature_group_count": 1,
+            "batch_group_count": g.groups,
+        },
+    )
 
 
 def _conv_vjp(instr, args, out, ct, _):
     from .autodiff import ad_error
+
     if instr.attrs.get("batch_group_count", 1) != 1:
         raise ad_error(instr, "convolution with batch_group_count > 1 is not differentiable")
     if any(w.reversal for w in instr.attrs["window"].dims):
         raise ad_error(instr, "convolution with window reversal is not differentiable")
     lhs, rhs = args
     geometry = _ConvGeometry(instr, lhs, rhs, ct)
-    return [_conv_lhs_cotangent(geometry, lhs, rhs, ct),
-            _conv_rhs_cotangent(geometry, lhs, rhs, ct)]
+    return [
+        _conv_lhs_cotangent(geometry, lhs, rhs, ct),
+        _conv_rhs_cotangent(geometry, lhs, rhs, ct),
+    ]
 
 
 def _groups_into_input_feature(kernel, o_dim: int, i_dim: int, groups: int):
     """Kernel [.., O, .., I, ..] -> [.., O/G, .., G*I, ..]: the feature groups move from the
     output features into the input features, for the transposed convolution."""
     dims = list(kernel.dims)
-    split = dims[:o_dim] + [groups, dims[o_dim] // groups] + dims[o_dim + 1:]
+    split = dims[:o_dim] + [groups, dims[o_dim] // groups] + dims[o_dim + 1 :]
     kernel = E.reshape(kernel, split)
     perm = [d for d in range(len(split)) if d != o_dim]
     perm.insert(i_dim, o_dim)
@@ -166,6 +200,7 @@ def _groups_into_input_feature(kernel, o_dim: int, i_dim: int, groups: int):
 # -- windows --------------------------------------------------------------------------------
 def _reduce_window_vjp(instr, args, out, ct, _):
     from .autodiff import ad_error
+
     kind = reducer_kind(instr.attrs["to_apply"])
     window = instr.attrs["window"]
     if len(args) != 2 or kind not in ("add", "maximum", "minimum"):
@@ -185,26 +220,37 @@ def _reduce_window_sum_transpose(ct, shape: Shape, window: Window):
     out_d = [_dilate(n, d.stride) for n, d in zip(ct.dims, w)]
     pad_lo = [kd - d.padding_low - 1 for kd, d in zip(k_d, w)]
     pad_hi = [ld + kd - 1 - od - pl for ld, kd, od, pl in zip(lhs_d, k_d, out_d, pad_lo)]
-    padded = emit("pad", [ct, E.scalar(0, ct.dtype)],
-                  {"padding": tuple((lo, hi, d.stride - 1)
-                                    for lo, hi, d in zip(pad_lo, pad_hi, w))})
-    sum_window = Window(tuple(WindowDim(d.size, d.lhs_dilation, 0, 0, 1, d.rhs_dilation)
-                              for d in w))
+    padded = emit(
+        "pad",
+        [ct, E.scalar(0, ct.dtype)],
+        {"padding": tuple((lo, hi, d.stride - 1) for lo, hi, d in zip(pad_lo, pad_hi, w))},
+    )
+    sum_window = Window(
+        tuple(WindowDim(d.size, d.lhs_dilation, 0, 0, 1, d.rhs_dilation) for d in w)
+    )
     from ..frontend.tracer import current_builder
+
     attrs = {"window": sum_window, "to_apply": current_builder().reducer("add", ct.dtype)}
     return emit("reduce-window", [padded, E.scalar(0, ct.dtype)], attrs)
 
 
 def _select_and_scatter_add(x, source, window: Window, direction: str):
     from ..frontend.tracer import current_builder
+
     builder = current_builder()
     element = Shape.array(x.dtype, ())
     select = builder._root().computation(
         lambda a, b: a.builder.emit("compare", [a, b], {"direction": direction}),
-        [element, element], "select")
-    attrs = {"window": Window(tuple(WindowDim(d.size, d.stride, d.padding_low, d.padding_high)
-                                    for d in window.dims)),
-             "select": select, "scatter": builder.reducer("add", x.dtype)}
+        [element, element],
+        "select",
+    )
+    attrs = {
+        "window": Window(
+            tuple(WindowDim(d.size, d.stride, d.padding_low, d.padding_high) for d in window.dims)
+        ),
+        "select": select,
+        "scatter": builder.reducer("add", x.dtype),
+    }
     return emit("select-and-scatter", [x, source, E.scalar(0, x.dtype)], attrs)
 
 
@@ -212,20 +258,26 @@ def _chosen_tangent(x, tangent, init, window: Window, direction: str):
     """For each window, the tangent of the element max (GE) or min (LE) picks: a reduce-window
     over (x, tangent) pairs."""
     from ..frontend.tracer import current_builder
+
     element = Shape.array(x.dtype, ())
 
     def choose(acc, acc_t, value, value_t):
         b = acc.builder
         pick = b.emit("compare", [acc, value], {"direction": direction})
         return (b.emit("select", [pick, acc, value]), b.emit("select", [pick, acc_t, value_t]))
+
     reducer = current_builder()._root().computation(choose, [element] * 4, "choose_tangent")
-    both = emit("reduce-window", [x, tangent, init, E.scalar(0, x.dtype)],
-                {"window": window, "to_apply": reducer})
+    both = emit(
+        "reduce-window",
+        [x, tangent, init, E.scalar(0, x.dtype)],
+        {"window": window, "to_apply": reducer},
+    )
     return emit("get-tuple-element", [both], {"index": 1})
 
 
 def _reduce_window_jvp(instr, args, out, tangents):
     from .autodiff import ad_error
+
     kind = reducer_kind(instr.attrs["to_apply"])
     if len(args) != 2 or kind not in ("add", "maximum", "minimum"):
         raise ad_error(instr, "only sum, max and min reduce-windows are differentiable")
@@ -233,19 +285,24 @@ def _reduce_window_jvp(instr, args, out, tangents):
         return linear(instr, args, tangents, [0])
     if tangents[0] is None:
         return None
-    return _chosen_tangent(args[0], tangents[0], args[1], instr.attrs["window"],
-                           "GE" if kind == "maximum" else "LE")
+    return _chosen_tangent(
+        args[0], tangents[0], args[1], instr.attrs["window"], "GE" if kind == "maximum" else "LE"
+    )
 
 
 def _select_and_scatter_vjp(instr, args, out, ct, _):
     """The source's cotangent is the output cotangent at each window's selected element (the
     operand's is zero: selection is piecewise constant)."""
     from .autodiff import ad_error
+
     select, scatter = instr.attrs["select"], instr.attrs["scatter"]
     direction = select.root.attrs.get("direction") if select.root.opcode == "compare" else None
     if direction not in ("GE", "LE", "GT", "LT") or reducer_kind(scatter) != "add":
-        raise ad_error(instr, "only select-and-scatter with a comparison select and an add "
-                              "scatter (a max-pool gradient) is differentiable")
+        raise ad_error(
+            instr,
+            "only select-and-scatter with a comparison select and an add "
+            "scatter (a max-pool gradient) is differentiable",
+        )
     x = args[0]
     init = E.scalar(-np.inf if direction in ("GE", "GT") else np.inf, x.dtype)
     return [None, _chosen_tangent(x, ct, init, instr.attrs["window"], direction), None]
@@ -254,25 +311,31 @@ def _select_and_scatter_vjp(instr, args, out, ct, _):
 # -- gather and scatter ---------------------------------------------------------------------
 def _gather_vjp(instr, args, out, ct, _):
     from ..frontend.tracer import current_builder
+
     operand, indices = args
     a = instr.attrs
-    attrs = {"update_window_dims": tuple(a["offset_dims"]),
-             "inserted_window_dims": tuple(a["collapsed_slice_dims"]),
-             "scatter_dims_to_operand_dims": tuple(a["start_index_map"]),
-             "input_batching_dims": tuple(a.get("operand_batching_dims", ())),
-             "scatter_indices_batching_dims": tuple(a.get("start_indices_batching_dims", ())),
-             "index_vector_dim": a["index_vector_dim"],
-             "indices_are_sorted": a.get("indices_are_sorted", False), "unique_indices": False,
-             "to_apply": current_builder().reducer("add", ct.dtype)}
+    attrs = {
+        "update_window_dims": tuple(a["offset_dims"]),
+        "inserted_window_dims": tuple(a["collapsed_slice_dims"]),
+        "scatter_dims_to_operand_dims": tuple(a["start_index_map"]),
+        "input_batching_dims": tuple(a.get("operand_batching_dims", ())),
+        "scatter_indices_batching_dims": tuple(a.get("start_indices_batching_dims", ())),
+        "index_vector_dim": a["index_vector_dim"],
+        "indices_are_sorted": a.get("indices_are_sorted", False),
+        "unique_indices": False,
+        "to_apply": current_builder().reducer("add", ct.dtype),
+    }
     return [emit("scatter", [E.zeros(operand.shape), indices, ct], attrs), None]
 
 
 def _scatter_kind(instr) -> str:
     from .autodiff import ad_error
+
     kind = reducer_kind(instr.attrs["to_apply"])
     if len(instr.operands) != 3 or kind not in ("add", "replace"):
-        raise ad_error(instr, "only scatter-add and scatter (set) of one operand are "
-                              "differentiable")
+        raise ad_error(
+            instr, "only scatter-add and scatter (set) of one operand are differentiable"
+        )
     return kind
 
 
@@ -283,13 +346,16 @@ def _scatter_vjp(instr, args, out, ct, _):
     skip = set(a["inserted_window_dims"]) | set(a.get("input_batching_dims", ()))
     window = iter(a["update_window_dims"])
     sizes = tuple(1 if d in skip else updates.dims[next(window)] for d in range(operand.rank))
-    attrs = {"offset_dims": tuple(a["update_window_dims"]),
-             "collapsed_slice_dims": tuple(a["inserted_window_dims"]),
-             "start_index_map": tuple(a["scatter_dims_to_operand_dims"]),
-             "operand_batching_dims": tuple(a.get("input_batching_dims", ())),
-             "start_indices_batching_dims": tuple(a.get("scatter_indices_batching_dims", ())),
-             "index_vector_dim": a["index_vector_dim"], "slice_sizes": sizes,
-             "indices_are_sorted": a.get("indices_are_sorted", False)}
+    attrs = {
+        "offset_dims": tuple(a["update_window_dims"]),
+        "collapsed_slice_dims": tuple(a["inserted_window_dims"]),
+        "start_index_map": tuple(a["scatter_dims_to_operand_dims"]),
+        "operand_batching_dims": tuple(a.get("input_batching_dims", ())),
+        "start_indices_batching_dims": tuple(a.get("scatter_indices_batching_dims", ())),
+        "index_vector_dim": a["index_vector_dim"],
+        "slice_sizes": sizes,
+        "indices_are_sorted": a.get("indices_are_sorted", False),
+    }
     ct_updates = emit("gather", [ct, indices], attrs)
     ct_operand = ct
     if kind == "replace":  # overwritten elements get nothing
@@ -305,6 +371,7 @@ def _scatter_jvp(instr, args, out, tangents):
 # -- sort: through the permutation, found by sorting an iota alongside ----------------------
 def _sort_forward(instr, args):
     from ..frontend.tracer import current_builder
+
     builder = current_builder()
     dim = instr.attrs["dimensions"][0]
     perm_in = E.iota(Shape.array("s32", args[0].dims), dim)
@@ -312,7 +379,8 @@ def _sort_forward(instr, args):
     scalars = [p.shape for p in sorted(old.parameters, key=lambda p: p.parameter_number)]
     s32 = Shape.array("s32", ())
     comparator = builder._root().computation(
-        lambda *params: inline(old, list(params[:-2])), scalars + [s32, s32], "compare")
+        lambda *params: inline(old, list(params[:-2])), scalars + [s32, s32], "compare"
+    )
     attrs = dict(instr.attrs, to_apply=comparator)
     both = emit("sort", list(args) + [perm_in], attrs)
     outs = [emit("get-tuple-element", [both], {"index": k}) for k in range(len(args) + 1)]
@@ -322,12 +390,18 @@ def _sort_forward(instr, args):
 
 def _inverse_permutation(perm, dim: int):
     from ..frontend.tracer import current_builder
+
     s32 = Shape.array("s32", ())
-    less = current_builder()._root().computation(
-        lambda a, b, c, d: a.builder.emit("compare", [a, b], {"direction": "LT"}),
-        [s32] * 4, "compare")
-    both = emit("sort", [perm, E.iota(perm.shape, dim)], {"dimensions": (dim,),
-                                                         "to_apply": less})
+    less = (
+        current_builder()
+        ._root()
+        .computation(
+            lambda a, b, c, d: a.builder.emit("compare", [a, b], {"direction": "LT"}),
+            [s32] * 4,
+            "compare",
+        )
+    )
+    both = emit("sort", [perm, E.iota(perm.shape, dim)], {"dimensions": (dim,), "to_apply": less})
     return emit("get-tuple-element", [both], {"index": 1})
 
 
@@ -353,12 +427,16 @@ def inline(comp, params: list):
         if instr.opcode == "parameter":
             values[id(instr)] = params[instr.parameter_number]
         elif instr.opcode == "constant":
-            values[id(instr)] = builder.emit("constant", shape=instr.shape,
-                                             literal=instr.literal, name="constant")
+            values[id(instr)] = builder.emit(
+                "constant", shape=instr.shape, literal=instr.literal, name="constant"
+            )
         else:
-            values[id(instr)] = builder.emit(instr.opcode, [values[id(o)] for o in
-                                                            instr.operands],
-                                             dict(instr.attrs), shape=instr.shape)
+            values[id(instr)] = builder.emit(
+                instr.opcode,
+                [values[id(o)] for o in instr.operands],
+                dict(instr.attrs),
+                shape=instr.shape,
+            )
     return values[id(comp.root)]
 
 
@@ -369,6 +447,7 @@ def _select_and_scatter_jvp(instr, args, out, tangents):
 # -- cholesky and triangular-solve (real operands; JAX's rules) -----------------------------
 def _mT(x):
     from .. import numpy as mnp
+
     return mnp.swapaxes(x, -1, -2)
 
 
@@ -379,16 +458,18 @@ def _toggled(mode) -> str:
 def _triangle(instr, a):
     """The part of `a` a triangular solve reads (strictly triangular with a unit diagonal)."""
     from .. import numpy as mnp
-    lower, unit = bool(instr.attrs.get("lower", False)), bool(instr.attrs.get("unit_diagonal",
-                                                                              False))
+
+    lower, unit = (
+        bool(instr.attrs.get("lower", False)),
+        bool(instr.attrs.get("unit_diagonal", False)),
+    )
     if lower:
         return mnp.tril(a, -1 if unit else 0)
     return mnp.triu(a, 1 if unit else 0)
 
 
 def _op_a(instr, a):
-    return _mT(a) if str(instr.attrs.get("transpose_a", "NO_TRANSPOSE")) != "NO_TRANSPOSE" \
-        else a
+    return _mT(a) if str(instr.attrs.get("transpose_a", "NO_TRANSPOSE")) != "NO_TRANSPOSE" else a
 
 
 def _triangular_solve_jvp(instr, args, out, tangents):
@@ -421,12 +502,14 @@ def _triangular_solve_vjp(instr, args, out, ct, _):
 def _phi(x):
     """The lower triangle with its diagonal halved."""
     from .. import numpy as mnp
+
     n = x.shape[-1]
     return mnp.tril(x) * (1 - 0.5 * mnp.eye(n, dtype=x.dtype))
 
 
 def _lower_factor(instr, out):
     from .. import numpy as mnp
+
     factor = E.T(out)
     return mnp.tril(factor) if instr.attrs.get("lower", False) else _mT(mnp.triu(factor))
 
@@ -434,6 +517,7 @@ def _lower_factor(instr, out):
 def _cholesky_jvp(instr, args, out, tangents):
     """dL = L phi(L^-1 dA L^-T) (JAX's forward rule, which takes dA as symmetric)."""
     from ..frontend.lax_linalg import triangular_solve
+
     (da,) = tangents
     if da is None:
         return None
@@ -447,6 +531,7 @@ def _cholesky_jvp(instr, args, out, tangents):
 def _cholesky_vjp(instr, args, out, ct, _):
     """The transpose of the JVP: dA_bar = L^-T phi(L^T L_bar) L^-1."""
     from ..frontend.lax_linalg import triangular_solve
+
     if ct is None:
         return [None]
     factor = _lower_factor(instr, out)

@@ -6,6 +6,7 @@ Every function traces the user's function into HLO (tracing.py) and emits the di
 program into the enclosing trace with autodiff.py; outside any trace it runs under a cached
 `jit` (`staged`). So they compose with each other and with `jit` in any order.
 """
+
 from __future__ import annotations
 
 import functools
@@ -27,8 +28,9 @@ def _argnums(argnums, nargs: int, name: str) -> tuple[int, ...]:
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     for i in nums:
         if not -nargs <= i < nargs:
-            raise FrontendTypeError(f"{name}: argnums {argnums} but the function got {nargs} "
-                                    f"positional arguments")
+            raise FrontendTypeError(
+                f"{name}: argnums {argnums} but the function got {nargs} positional arguments"
+            )
     return tuple(i % nargs for i in nums)
 
 
@@ -39,7 +41,8 @@ def _check_float_inputs(tree, name: str, argnums) -> None:
             raise FrontendTypeError(
                 f"{name} requires real floating-point inputs, but argnums={argnums} leaf {k} "
                 f"has dtype {dtype}; differentiate with respect to float arguments only (cast "
-                f"with .astype(float) or move the argument out of argnums)")
+                f"with .astype(float) or move the argument out of argnums)"
+            )
 
 
 def _linearize(fun, primals: tuple, kwargs=None):
@@ -52,9 +55,12 @@ def _linearize(fun, primals: tuple, kwargs=None):
 
     def backward_fn(out_cts: list) -> list:
         got = backward(comp, values, residuals, list(out_cts)).get(0)
-        cts = as_ct_list(got, len(traced.operands))[:traced.num_args]
-        return [Tracer(c if c is not None else E.zeros(a.op.shape), a.weak)
-                for c, a in zip(cts, traced.args)]
+        cts = as_ct_list(got, len(traced.operands))[: traced.num_args]
+        return [
+            Tracer(c if c is not None else E.zeros(a.op.shape), a.weak)
+            for c, a in zip(cts, traced.args)
+        ]
+
     return outs, traced.out_tree, traced.in_tree, backward_fn
 
 
@@ -72,19 +78,24 @@ def _split_aux(fun, has_aux: bool, name: str):
     def split(*a, **k):
         out = fun(*a, **k)
         if not (isinstance(out, tuple) and len(out) == 2):
-            raise FrontendTypeError(f"{name}(has_aux=True): the function must return a pair "
-                                    f"(output, aux), got {type(out).__name__}")
+            raise FrontendTypeError(
+                f"{name}(has_aux=True): the function must return a pair "
+                f"(output, aux), got {type(out).__name__}"
+            )
         return out
+
     return split
 
 
 def _with_args(fun, args, nums):
     """fun of the arguments in `nums` only, the others fixed."""
+
     def partial(*diff):
         full = list(args)
         for i, value in zip(nums, diff):
             full[i] = value
         return full
+
     return partial
 
 
@@ -102,12 +113,15 @@ def value_and_grad(fun, argnums=0, has_aux: bool = False):
         (value, aux), n_out = unflatten(out_tree, outs), _count_first(out_tree, outs)
         if n_out != 1 or outs[0].shape != () or not np.issubdtype(outs[0].dtype, np.floating):
             got = outs[0] if n_out == 1 else f"a pytree of {n_out} arrays"
-            raise FrontendTypeError(f"grad requires a real scalar output, got {got}; use "
-                                    f"vjp or jacrev for other outputs")
+            raise FrontendTypeError(
+                f"grad requires a real scalar output, got {got}; use "
+                f"vjp or jacrev for other outputs"
+            )
         cts = back([E.full(outs[0].op.shape, 1)] + [None] * (len(outs) - 1))
         grads, _ = unflatten(in_tree, cts)
         grads = grads[0] if isinstance(argnums, int) else grads
         return ((value, aux) if has_aux else value), grads
+
     return staged(transformed)
 
 
@@ -119,6 +133,7 @@ def grad(fun, argnums=0, has_aux: bool = False):
     def transformed(*args, **kwargs):
         value, grads = both(*args, **kwargs)
         return (grads, value[1]) if has_aux else grads
+
     return transformed
 
 
@@ -133,16 +148,19 @@ def _vjp_inside(fun, primals, has_aux):
     def vjp_fn(cotangent):
         leaves, tree = flatten(cotangent)
         if tree != out_tree:
-            raise FrontendTypeError(f"vjp_fn: the cotangent must have the output's structure "
-                                    f"{out_tree}, got {tree}")
+            raise FrontendTypeError(
+                f"vjp_fn: the cotangent must have the output's structure {out_tree}, got {tree}"
+            )
         cts = []
         for k, (leaf, out) in enumerate(zip(leaves, outs)):
             ct = mnp.asarray(leaf)
             if ct.shape != out.shape:
-                raise FrontendTypeError(f"vjp_fn: cotangent leaf {k} has shape {ct.shape}, "
-                                        f"the output has {out.shape}")
+                raise FrontendTypeError(
+                    f"vjp_fn: cotangent leaf {k} has shape {ct.shape}, the output has {out.shape}"
+                )
             cts.append(mnp.cast(ct, out.dtype).op if E.is_float(out.op.shape) else None)
         return unflatten(in_tree, back(cts + [None] * (len(leaves) - n_out)))[0]
+
     return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
 
 
@@ -151,12 +169,15 @@ def vjp(fun, *primals, has_aux: bool = False):
     if current_builder() is not None:
         return _vjp_inside(fun, primals, has_aux)
     from ..frontend.jit import jit
-    result = jit(lambda *p: _vjp_inside(fun, p, has_aux)[::2] if has_aux
-                 else _vjp_inside(fun, p, has_aux)[0])(*primals)
+
+    result = jit(
+        lambda *p: _vjp_inside(fun, p, has_aux)[::2] if has_aux else _vjp_inside(fun, p, has_aux)[0]
+    )(*primals)
     pullback = jit(lambda p, ct: _vjp_inside(fun, p, has_aux)[1](ct))
 
     def vjp_fn(cotangent):
         return pullback(tuple(primals), cotangent)
+
     if has_aux:
         return result[0], vjp_fn, result[1]
     return result, vjp_fn
@@ -168,23 +189,27 @@ def _jvp_inside(fun, primals, tangents):
     p_leaves, p_tree = flatten(tuple(primals))
     t_leaves, t_tree = flatten(tuple(tangents))
     if p_tree != t_tree:
-        raise FrontendTypeError(f"jvp: tangents must have the primals' structure {p_tree}, "
-                                f"got {t_tree}")
+        raise FrontendTypeError(
+            f"jvp: tangents must have the primals' structure {p_tree}, got {t_tree}"
+        )
     traced = trace(fun, tuple(primals), name="jvp")
     ts = []
     for k, (t, a) in enumerate(zip(t_leaves, traced.args)):
         tangent = mnp.asarray(t)
         if tangent.shape != a.shape:
-            raise FrontendTypeError(f"jvp: tangent leaf {k} has shape {tangent.shape}, the "
-                                    f"primal has {a.shape}")
+            raise FrontendTypeError(
+                f"jvp: tangent leaf {k} has shape {tangent.shape}, the primal has {a.shape}"
+            )
         ts.append(mnp.cast(tangent, a.dtype).op if E.is_float(a.op.shape) else None)
     ts += [None] * len(traced.captured)
     out, t_out = jvp_walk(traced.computation, [traced.operands], [ts])
     outs = unpack(out)
     t_out = as_ct_list(t_out, len(outs))
     primal_out = [Tracer(o, w) for o, w in zip(outs, traced.out_weak)]
-    tangent_out = [Tracer(t if t is not None else E.zeros(o.shape), w)
-                   for t, o, w in zip(t_out, outs, traced.out_weak)]
+    tangent_out = [
+        Tracer(t if t is not None else E.zeros(o.shape), w)
+        for t, o, w in zip(t_out, outs, traced.out_weak)
+    ]
     return unflatten(traced.out_tree, primal_out), unflatten(traced.out_tree, tangent_out)
 
 
@@ -243,13 +268,18 @@ def jacfwd(fun, argnums=0, has_aux: bool = False):
                 size = int(np.prod(leaf.shape, dtype=np.int64))
                 cols = [columns[start + c][o] for c in range(size)]
                 start += size
-                block = stack(cols, axis=-1) if cols else zeros(
-                    out_leaf.shape + (0,), out_leaf.dtype)
+                block = (
+                    stack(cols, axis=-1) if cols else zeros(out_leaf.shape + (0,), out_leaf.dtype)
+                )
                 per_input.append(reshape(block, out_leaf.shape + leaf.shape))
-            jac.append(unflatten(in_tree, per_input)[0] if isinstance(argnums, int)
-                       else unflatten(in_tree, per_input))
+            jac.append(
+                unflatten(in_tree, per_input)[0]
+                if isinstance(argnums, int)
+                else unflatten(in_tree, per_input)
+            )
         result = unflatten(out_tree, jac)
         return (result, aux) if has_aux else result
+
     return staged(transformed)
 
 
@@ -278,13 +308,15 @@ def jacrev(fun, argnums=0, has_aux: bool = False):
             per_input = []
             for m, leaf in enumerate(in_leaves):
                 leaf = mnp.asarray(leaf)
-                block = stack([r[m] for r in rows]) if rows else zeros(
-                    (0,) + leaf.shape, leaf.dtype)
+                block = (
+                    stack([r[m] for r in rows]) if rows else zeros((0,) + leaf.shape, leaf.dtype)
+                )
                 per_input.append(reshape(block, out.shape + leaf.shape))
             tree = unflatten(in_tree, per_input)[0]
             jac.append(tree[0] if isinstance(argnums, int) else tree)
         result = unflatten(out_tree, jac)
         return (result, aux) if has_aux else result
+
     return staged(transformed)
 
 

@@ -12,6 +12,7 @@ Values of tuple type are kept unpacked as Python lists where that is free (a `tu
 instruction's value is the list of its operands), so get-tuple-element costs nothing; `pack`
 builds a real tuple when an instruction needs one.
 """
+
 from __future__ import annotations
 
 from ..frontend.errors import FrontendError
@@ -31,21 +32,48 @@ RULES: dict[str, Rule] = {**OP_RULES, **CONTRACTION_RULES, **CONTROL_RULES}
 _COLLECTIVE = "collectives are not differentiable yet"
 # Opcodes without a rule, and why (tuple and get-tuple-element are handled by the walkers).
 DECLINED: dict[str, str] = {
-    **{op: _COLLECTIVE for op in [
-        "all-gather", "all-gather-start", "all-gather-done", "all-reduce", "all-reduce-start",
-        "all-reduce-done", "all-to-all", "collective-broadcast", "collective-permute",
-        "collective-permute-start", "collective-permute-done", "reduce-scatter",
-        "ragged-all-to-all"]},
-    **{op: "asynchronous pairs appear only after scheduling" for op in [
-        "async-start", "async-update", "async-done", "copy-start", "copy-done"]},
+    **{
+        op: _COLLECTIVE
+        for op in [
+            "all-gather",
+            "all-gather-start",
+            "all-gather-done",
+            "all-reduce",
+            "all-reduce-start",
+            "all-reduce-done",
+            "all-to-all",
+            "collective-broadcast",
+            "collective-permute",
+            "collective-permute-start",
+            "collective-permute-done",
+            "reduce-scatter",
+            "ragged-all-to-all",
+        ]
+    },
+    **{
+        op: "asynchronous pairs appear only after scheduling"
+        for op in ["async-start", "async-update", "async-done", "copy-start", "copy-done"]
+    },
     **{op: "complex numbers are not differentiable yet" for op in ["complex", "real", "imag"]},
-    **{op: "host transfers and peer-to-peer ops have no derivative" for op in [
-        "infeed", "outfeed", "send", "send-done", "recv", "recv-done"]},
-    **{op: "dynamic shapes are not supported" for op in [
-        "dynamic-reshape", "set-dimension-size"]},
-    **{op: "no rule yet; write one with minixla.custom_vjp" for op in [
-        "batch-norm-grad", "batch-norm-inference", "batch-norm-training", "fft", "map",
-        "ragged-dot", "scaled-dot", "scan", "topk"]},
+    **{
+        op: "host transfers and peer-to-peer ops have no derivative"
+        for op in ["infeed", "outfeed", "send", "send-done", "recv", "recv-done"]
+    },
+    **{op: "dynamic shapes are not supported" for op in ["dynamic-reshape", "set-dimension-size"]},
+    **{
+        op: "no rule yet; write one with minixla.custom_vjp"
+        for op in [
+            "batch-norm-grad",
+            "batch-norm-inference",
+            "batch-norm-training",
+            "fft",
+            "map",
+            "ragged-dot",
+            "scaled-dot",
+            "scan",
+            "topk",
+        ]
+    },
     "rng-get-and-update-state": "stateful RNG is expanded before differentiation",
 }
 
@@ -55,15 +83,15 @@ class DifferentiationError(FrontendError):
 
 
 def ad_error(instr: HloInstruction, reason: str) -> DifferentiationError:
-    return DifferentiationError(f"cannot differentiate HLO {instr.opcode} (%{instr.name}): "
-                                f"{reason}")
+    return DifferentiationError(
+        f"cannot differentiate HLO {instr.opcode} (%{instr.name}): {reason}"
+    )
 
 
 def rule_for(instr: HloInstruction) -> Rule:
     rule = RULES.get(instr.opcode)
     if rule is None:
-        raise ad_error(instr, DECLINED.get(instr.opcode, "the opcode has no differentiation "
-                                                         "rule"))
+        raise ad_error(instr, DECLINED.get(instr.opcode, "the opcode has no differentiation rule"))
     return rule
 
 
@@ -79,8 +107,10 @@ def unpack(value) -> list:
     """The elements of a tuple-typed value."""
     if isinstance(value, list):
         return value
-    return [E.emit("get-tuple-element", [value], {"index": i})
-            for i in range(len(value.shape.tuple_shapes))]
+    return [
+        E.emit("get-tuple-element", [value], {"index": i})
+        for i in range(len(value.shape.tuple_shapes))
+    ]
 
 
 def differentiable(shape) -> bool:
@@ -204,8 +234,7 @@ def jvp_walk(comp: HloComputation, params: list, param_tangents: list):
         args = [values[id(o)] for o in instr.operands]
         ts = [tangents[id(o)] if differentiable(o.shape) else None for o in instr.operands]
         rule = RULES.get(instr.opcode)
-        if is_zero(ts) or not differentiable(instr.shape) or (rule is not None and
-                                                              rule.nondiff):
+        if is_zero(ts) or not differentiable(instr.shape) or (rule is not None and rule.nondiff):
             values[key], tangents[key] = emit_like(instr, [pack(a) for a in args]), None
             continue
         rule = rule_for(instr)

@@ -6,6 +6,7 @@ Values that do not depend on a batched input stay unbatched. The result is ordin
 enclosing trace, so vmap nests, runs inside `jit`, and composes with other transformations;
 outside any trace it runs under a cached `jit`.
 """
+
 from __future__ import annotations
 
 import functools
@@ -42,8 +43,10 @@ def _match_prefix(spec, tree, axes: list, what: str) -> None:
         return
     spec_def, tree_def = children_of(spec), children_of(tree)
     if spec_def is None or tree_def is None or spec_def[:2] != tree_def[:2]:
-        raise FrontendTypeError(f"vmap {what} must be a tree prefix of the arguments: "
-                                f"{_describe(spec)} does not match {_describe(tree)}")
+        raise FrontendTypeError(
+            f"vmap {what} must be a tree prefix of the arguments: "
+            f"{_describe(spec)} does not match {_describe(tree)}"
+        )
     for s, t in zip(spec_def[2], tree_def[2]):
         _match_prefix(s, t, axes, what)
 
@@ -57,17 +60,20 @@ def _example(leaf, axis: int, where: str):
     value = asarray(leaf)
     rank = value.ndim
     if rank == 0:
-        raise FrontendShapeError(f"vmap: {where} is a scalar, but in_axes maps it over "
-                                 f"axis {axis}; use in_axes=None for it")
+        raise FrontendShapeError(
+            f"vmap: {where} is a scalar, but in_axes maps it over "
+            f"axis {axis}; use in_axes=None for it"
+        )
     if not -rank <= axis < rank:
-        raise FrontendShapeError(f"vmap: in_axes {axis} is out of range for {where} of shape "
-                                 f"{value.shape}")
+        raise FrontendShapeError(
+            f"vmap: in_axes {axis} is out of range for {where} of shape {value.shape}"
+        )
     axis %= rank
     builder = current_builder()
     limits = [(0, d, 1) for d in value.shape]
     limits[axis] = (0, 1, 1)
     piece = builder.emit("slice", [value.op], {"slice": tuple(limits)})
-    dims = value.shape[:axis] + value.shape[axis + 1:]
+    dims = value.shape[:axis] + value.shape[axis + 1 :]
     one = builder.emit("reshape", [piece], shape=Shape.array(value.op.dtype, dims))
     return Tracer(one, value.weak), value, axis
 
@@ -81,8 +87,9 @@ def _batch_size(sizes: dict, axis_size) -> int:
     if len(distinct) > 1:
         listing = ", ".join(f"{where} has size {n}" for where, n in sizes.items())
         extra = f" (axis_size={axis_size})" if axis_size is not None else ""
-        raise FrontendShapeError(f"vmap got inconsistent sizes for the mapped axes: "
-                                 f"{listing}{extra}")
+        raise FrontendShapeError(
+            f"vmap got inconsistent sizes for the mapped axes: {listing}{extra}"
+        )
     return distinct.pop()
 
 
@@ -91,13 +98,15 @@ def _place(batching: Batching, value, axis, where: str):
     op, bdim = value
     if axis is None:
         if bdim is not None:
-            raise FrontendShapeError(f"vmap: {where} has out_axes=None but depends on a "
-                                     f"mapped input")
+            raise FrontendShapeError(
+                f"vmap: {where} has out_axes=None but depends on a mapped input"
+            )
         return op
     rank = op.rank + (0 if bdim is not None else 1)
     if not -rank <= axis < rank:
-        raise FrontendShapeError(f"vmap: out_axes {axis} is out of range for {where} of rank "
-                                 f"{rank}")
+        raise FrontendShapeError(
+            f"vmap: out_axes {axis} is out of range for {where} of rank {rank}"
+        )
     axis %= rank
     op = batching.front(value) if bdim is not None else batching.batched(value)
     if axis == 0:
@@ -123,8 +132,10 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size: int | None = None):
     @functools.wraps(fun)
     def batched(*args, **kwargs):
         if isinstance(in_axes, tuple) and len(in_axes) != len(args):
-            raise FrontendTypeError(f"vmap in_axes has {len(in_axes)} entries, but the "
-                                    f"function got {len(args)} positional arguments")
+            raise FrontendTypeError(
+                f"vmap in_axes has {len(in_axes)} entries, but the "
+                f"function got {len(args)} positional arguments"
+            )
         axes = _axes_for(in_axes, tuple(args), "in_axes")
         axes += [0] * len(flatten(kwargs)[0])
         leaves, tree = flatten((tuple(args), dict(kwargs)))
@@ -141,14 +152,17 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size: int | None = None):
         batching = Batching(_batch_size(sizes, axis_size), BATCHING_RULES, DECLINED)
         call_args, call_kwargs = unflatten(tree, examples)
         traced = trace(fun, call_args, call_kwargs, name="vmapped")
-        operands = [given if given is not None else (t.op, None)
-                    for given, t in zip(inputs, traced.args)]
+        operands = [
+            given if given is not None else (t.op, None) for given, t in zip(inputs, traced.args)
+        ]
         operands += [(op, None) for op in traced.captured]
         outs = batching.run(traced.computation, [operands])
         out_like = unflatten(traced.out_tree, list(range(traced.out_tree.num_leaves)))
         placed_axes = _axes_for(out_axes, out_like, "out_axes")
-        results = [Tracer(_place(batching, value, axis, f"output leaf {k}"), weak)
-                   for k, (value, axis, weak)
-                   in enumerate(zip(outs, placed_axes, traced.out_weak))]
+        results = [
+            Tracer(_place(batching, value, axis, f"output leaf {k}"), weak)
+            for k, (value, axis, weak) in enumerate(zip(outs, placed_axes, traced.out_weak))
+        ]
         return unflatten(traced.out_tree, results)
+
     return staged(batched)

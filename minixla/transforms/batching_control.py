@@ -1,10 +1,21 @@
 """Batching rules for tuples, calls and control flow (while, conditional); see
 batching_values.py for the value representation."""
+
 from __future__ import annotations
 
 from ..frontend.tracer import Tracer
-from .batching_values import (Batching, any_flag, batched_flags, constant, emit, expand,
-                              flags_like, flags_of, or_flags, while_flags)
+from .batching_values import (
+    Batching,
+    any_flag,
+    batched_flags,
+    constant,
+    emit,
+    expand,
+    flags_like,
+    flags_of,
+    or_flags,
+    while_flags,
+)
 
 
 def batch_tuple(b: Batching, instr, args):
@@ -34,8 +45,9 @@ def _tuple_op(value):
 
 def _unpack(op, like):
     if isinstance(like, list):
-        return [_unpack(emit("get-tuple-element", [op], {"index": i}), v)
-                for i, v in enumerate(like)]
+        return [
+            _unpack(emit("get-tuple-element", [op], {"index": i}), v) for i, v in enumerate(like)
+        ]
     return op, like[1]
 
 
@@ -54,6 +66,7 @@ def _from_tracers(tree, flags):
 def batch_while(b: Batching, instr, args):
     from ..frontend.lax_api import while_loop
     from ..frontend.numpy_reduce import any as any_
+
     cond, body = instr.attrs["condition"], instr.attrs["body"]
     init = expand(args[0])
     flags = while_flags(instr, flags_of(init))
@@ -72,6 +85,7 @@ def batch_while(b: Batching, instr, args):
         if lanes_differ:  # finished lanes keep their state
             out = b.select(b.front(predicate(state)), out, values)
         return _to_tracers(out)
+
     final = while_loop(cond_fun, body_fun, _to_tracers(b.conform(init, flags)))
     return _from_tracers(final, flags)
 
@@ -85,25 +99,34 @@ def batch_conditional(b: Batching, instr, args):
     if selector[1] is not None:
         return _conditional_as_select(b, selector, comps, operands)
     from ..frontend.lax_api import cond, switch
+
     flags = False
     for comp, operand in zip(comps, operands):
-        flags = or_flags(flags_like(comp.root.shape, flags),
-                         flags_like(comp.root.shape, batched_flags(comp, [flags_of(operand)])))
+        flags = or_flags(
+            flags_like(comp.root.shape, flags),
+            flags_like(comp.root.shape, batched_flags(comp, [flags_of(operand)])),
+        )
 
     def branch(k):
         def run(tracers):
             values = _from_tracers(tracers, flags_of(operands[k]))
             return _to_tracers(b.conform(b.run(comps[k], [values]), flags))
+
         return run
+
     inputs = [_to_tracers(b.conform(o, flags_of(o))) for o in operands]
 
     def pick(k):
         return lambda *ops: branch(k)(ops[k])
+
     if selector[0].dtype == "pred":
         out = cond(Tracer(selector[0]), pick(0), pick(1), *inputs)
     else:
-        out = switch(Tracer(_branch_index(selector[0], len(comps))),
-                     [pick(k) for k in range(len(comps))], *inputs)
+        out = switch(
+            Tracer(_branch_index(selector[0], len(comps))),
+            [pick(k) for k in range(len(comps))],
+            *inputs,
+        )
     return _from_tracers(out, flags)
 
 
@@ -112,8 +135,13 @@ def _branch_index(index, count: int):
     low = emit("broadcast", [constant(0, "s32")], {}, shape=index.shape)
     high = emit("broadcast", [constant(count, "s32")], {}, shape=index.shape)
     last = emit("broadcast", [constant(count - 1, "s32")], {}, shape=index.shape)
-    inside = emit("and", [emit("compare", [index, low], {"direction": "GE"}),
-                           emit("compare", [index, high], {"direction": "LT"})])
+    inside = emit(
+        "and",
+        [
+            emit("compare", [index, low], {"direction": "GE"}),
+            emit("compare", [index, high], {"direction": "LT"}),
+        ],
+    )
     return emit("select", [inside, index, last])
 
 

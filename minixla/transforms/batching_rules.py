@@ -6,6 +6,7 @@ elementwise rows come from the opcode table's kind; control flow lives in batchi
 Ops without operands (constant, iota) never depend on a batched input, so they need no row.
 Opcodes without a row raise an error naming them.
 """
+
 from __future__ import annotations
 
 import math
@@ -32,8 +33,9 @@ def _map(b: Batching, instr, args):
 
 def _broadcast(b: Batching, instr, args):
     dims = (0,) + tuple(d + 1 for d in instr.attrs.get("dimensions", ()))
-    return emit("broadcast", [b.front(args[0])], {"dimensions": dims},
-                 shape=b.shape(instr.shape)), 0
+    return emit(
+        "broadcast", [b.front(args[0])], {"dimensions": dims}, shape=b.shape(instr.shape)
+    ), 0
 
 
 def _reshape(b: Batching, instr, args):
@@ -74,12 +76,21 @@ def _pad(b: Batching, instr, args):
     dtype = instr.shape.dtype
     zero = constant(0, dtype)
     padded = emit("pad", [b.batched(operand), zero], {"padding": config})
-    inside = emit("broadcast", [constant(True, "pred")], {},
-                   shape=Shape.array("pred", instr.operand(0).shape.dims))
-    mask = emit("pad", [inside, constant(False, "pred")],
-                 {"padding": tuple(instr.attrs["padding"])})
-    mask = emit("broadcast", [mask], {"dimensions": _shifted(range(mask.rank))},
-                 shape=Shape.array("pred", padded.dims))
+    inside = emit(
+        "broadcast",
+        [constant(True, "pred")],
+        {},
+        shape=Shape.array("pred", instr.operand(0).shape.dims),
+    )
+    mask = emit(
+        "pad", [inside, constant(False, "pred")], {"padding": tuple(instr.attrs["padding"])}
+    )
+    mask = emit(
+        "broadcast",
+        [mask],
+        {"dimensions": _shifted(range(mask.rank))},
+        shape=Shape.array("pred", padded.dims),
+    )
     fill = b.full(value, instr.shape.dims)
     return emit("select", [mask, padded, fill]), 0
 
@@ -93,8 +104,9 @@ def _leading(b: Batching, instr, args):
 # -- rules: reductions, windows, sorting --------------------------------------------------------
 def _unbatched_inits(instr, inits) -> list:
     if any(is_batched(v) for v in inits):
-        raise BatchingError(f"vmap cannot batch {instr.opcode} %{instr.name} over a batched "
-                            f"initial value")
+        raise BatchingError(
+            f"vmap cannot batch {instr.opcode} %{instr.name} over a batched initial value"
+        )
     return [v[0] for v in inits]
 
 
@@ -203,7 +215,7 @@ def _merge(b: Batching, value, target: int):
 
 def _split(b: Batching, op, dim: int):
     dims = list(op.dims)
-    dims[dim:dim + 1] = [b.size, dims[dim] // b.size]
+    dims[dim : dim + 1] = [b.size, dims[dim] // b.size]
     return emit("reshape", [op], shape=Shape.array(op.dtype, dims)), dim
 
 
@@ -233,15 +245,22 @@ def _custom_call(b: Batching, instr, args):
     """Targets declared to batch over leading dims (the minixla_linalg_* table) get the batch
     there; any other custom call's batching behaviour is unknown."""
     from ..reference.linalg_calls import batches_over_leading_dims
+
     target = instr.attrs.get("custom_call_target")
     if not batches_over_leading_dims(target):
-        raise BatchingError(f"vmap cannot batch custom-call {target!r} %{instr.name}: a "
-                            f"custom call's batching behaviour is unknown")
+        raise BatchingError(
+            f"vmap cannot batch custom-call {target!r} %{instr.name}: a "
+            f"custom call's batching behaviour is unknown"
+        )
     shape = instr.shape
-    shape = Shape.tuple_of([b.shape(s) for s in shape.tuple_shapes]) if shape.is_tuple \
+    shape = (
+        Shape.tuple_of([b.shape(s) for s in shape.tuple_shapes])
+        if shape.is_tuple
         else b.shape(shape)
-    return b.result(emit("custom-call", [b.batched(a) for a in args], dict(instr.attrs),
-                         shape=shape))
+    )
+    return b.result(
+        emit("custom-call", [b.batched(a) for a in args], dict(instr.attrs), shape=shape)
+    )
 
 
 def _triangular_solve(b: Batching, instr, args):
@@ -261,10 +280,13 @@ def _unrolled(b: Batching, instr, args):
 def _stack(b: Batching, lanes):
     if lanes[0].shape.is_tuple:
         count = len(lanes[0].shape.tuple_shapes)
-        return [_stack(b, [emit("get-tuple-element", [lane], {"index": k}) for lane in lanes])
-                for k in range(count)]
-    rows = [emit("reshape", [lane], shape=Shape.array(lane.dtype, (1, *lane.dims)))
-            for lane in lanes]
+        return [
+            _stack(b, [emit("get-tuple-element", [lane], {"index": k}) for lane in lanes])
+            for k in range(count)
+        ]
+    rows = [
+        emit("reshape", [lane], shape=Shape.array(lane.dtype, (1, *lane.dims))) for lane in lanes
+    ]
     return emit("concatenate", rows, {"dimensions": (0,)}), 0
 
 
@@ -291,19 +313,30 @@ def _dynamic_slice(b: Batching, instr, args):
     if not any(is_batched(i) for i in indices):
         zero = constant(0, instr.operand(1).shape.dtype)
         attrs = {"dynamic_slice_sizes": (b.size,) + sizes}
-        return emit("dynamic-slice", [b.front(operand), zero] + [i[0] for i in indices],
-                     attrs), 0
+        return emit("dynamic-slice", [b.front(operand), zero] + [i[0] for i in indices], attrs), 0
     bounds = instr.operand(0).shape.dims
     starts = _index_vector(b, indices, sizes, bounds)
     rank = len(sizes)
-    attrs = {"offset_dims": tuple(range(1, rank + 1)), "collapsed_slice_dims": (),
-             "index_vector_dim": 1, "slice_sizes": sizes, "indices_are_sorted": False}
+    attrs = {
+        "offset_dims": tuple(range(1, rank + 1)),
+        "collapsed_slice_dims": (),
+        "index_vector_dim": 1,
+        "slice_sizes": sizes,
+        "indices_are_sorted": False,
+    }
     if operand[1] is None:
-        attrs.update(start_index_map=tuple(range(rank)), operand_batching_dims=(),
-                     start_indices_batching_dims=())
+        attrs.update(
+            start_index_map=tuple(range(rank)),
+            operand_batching_dims=(),
+            start_indices_batching_dims=(),
+        )
         return emit("gather", [operand[0], starts], attrs), 0
-    attrs.update(start_index_map=_shifted(range(rank)), operand_batching_dims=(0,),
-                 start_indices_batching_dims=(0,), slice_sizes=(1,) + sizes)
+    attrs.update(
+        start_index_map=_shifted(range(rank)),
+        operand_batching_dims=(0,),
+        start_indices_batching_dims=(0,),
+        slice_sizes=(1,) + sizes,
+    )
     return emit("gather", [b.front(operand), starts], attrs), 0
 
 
@@ -318,11 +351,17 @@ def _dynamic_update_slice(b: Batching, instr, args):
     sizes = instr.operand(1).shape.dims
     starts = _index_vector(b, indices, sizes, instr.operand(0).shape.dims)
     rank = len(sizes)
-    attrs = {"update_window_dims": _shifted(range(rank)), "inserted_window_dims": (),
-             "scatter_dims_to_operand_dims": _shifted(range(rank)),
-             "input_batching_dims": (0,), "scatter_indices_batching_dims": (0,),
-             "index_vector_dim": 1, "indices_are_sorted": True, "unique_indices": True,
-             "to_apply": _take_update(instr.shape.dtype)}
+    attrs = {
+        "update_window_dims": _shifted(range(rank)),
+        "inserted_window_dims": (),
+        "scatter_dims_to_operand_dims": _shifted(range(rank)),
+        "input_batching_dims": (0,),
+        "scatter_indices_batching_dims": (0,),
+        "index_vector_dim": 1,
+        "indices_are_sorted": True,
+        "unique_indices": True,
+        "to_apply": _take_update(instr.shape.dtype),
+    }
     ops = [b.batched(operand), starts, b.batched(update)]
     return emit("scatter", ops, attrs), 0
 
@@ -352,8 +391,13 @@ def _gather(b: Batching, instr, args):
 
 def _scatter(b: Batching, instr, args):
     attrs = dict(instr.attrs)
-    for key in ("update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims",
-                "input_batching_dims", "scatter_indices_batching_dims"):
+    for key in (
+        "update_window_dims",
+        "inserted_window_dims",
+        "scatter_dims_to_operand_dims",
+        "input_batching_dims",
+        "scatter_indices_batching_dims",
+    ):
         attrs[key] = _shifted(attrs.get(key, ()))
     attrs["input_batching_dims"] = (0,) + attrs["input_batching_dims"]
     attrs["scatter_indices_batching_dims"] = (0,) + attrs["scatter_indices_batching_dims"]
@@ -365,11 +409,13 @@ def _scatter(b: Batching, instr, args):
 def _refuse(reason: str):
     def rule(b: Batching, instr, args):
         raise BatchingError(f"vmap cannot batch {instr.opcode} %{instr.name}: {reason}")
+
     return rule
 
 
-_ELEMENTWISE = {name: _elementwise for name, row in OPCODES.items()
-                if row.kind == ELEMENTWISE and name != "map"}
+_ELEMENTWISE = {
+    name: _elementwise for name, row in OPCODES.items() if row.kind == ELEMENTWISE and name != "map"
+}
 
 BATCHING_RULES = {
     **_ELEMENTWISE,
@@ -409,19 +455,41 @@ BATCHING_RULES = {
 
 # Opcodes without a row, and why; `vmap` names the reason when it meets one with batched operands.
 DECLINED: dict[str, str] = {
-    **{name: "takes no operands, so never sees a batched value" for name, row in OPCODES.items()
-       if row.arity == 0 and name not in BATCHING_RULES},
+    **{
+        name: "takes no operands, so never sees a batched value"
+        for name, row in OPCODES.items()
+        if row.arity == 0 and name not in BATCHING_RULES
+    },
     "after-all": "orders tokens, which are never batched",
-    **{name: "collectives are not batched: vmap over a mesh axis is shard_map's job" for name, row
-       in OPCODES.items() if row.kind == "collective" and name not in BATCHING_RULES},
-    **{op: "asynchronous pairs appear only after scheduling, after vmap" for op in [
-        "async-start", "async-update", "async-done", "copy-start", "copy-done"]},
-    **{op: "host transfers and peer-to-peer ops are not batched" for op in [
-        "infeed", "outfeed", "send", "send-done", "recv", "recv-done"]},
-    **{op: "dynamic shapes are not supported" for op in [
-        "dynamic-reshape", "get-dimension-size", "set-dimension-size"]},
+    **{
+        name: "collectives are not batched: vmap over a mesh axis is shard_map's job"
+        for name, row in OPCODES.items()
+        if row.kind == "collective" and name not in BATCHING_RULES
+    },
+    **{
+        op: "asynchronous pairs appear only after scheduling, after vmap"
+        for op in ["async-start", "async-update", "async-done", "copy-start", "copy-done"]
+    },
+    **{
+        op: "host transfers and peer-to-peer ops are not batched"
+        for op in ["infeed", "outfeed", "send", "send-done", "recv", "recv-done"]
+    },
+    **{
+        op: "dynamic shapes are not supported"
+        for op in ["dynamic-reshape", "get-dimension-size", "set-dimension-size"]
+    },
     "fusion": "fusions appear only in compiled programs, after vmap",
-    **{op: "no rule yet; batch by hand or with lax.map" for op in [
-        "scan", "scaled-dot", "ragged-dot", "batch-norm-training", "batch-norm-inference",
-        "batch-norm-grad", "add-dependency", "domain"]},
+    **{
+        op: "no rule yet; batch by hand or with lax.map"
+        for op in [
+            "scan",
+            "scaled-dot",
+            "ragged-dot",
+            "batch-norm-training",
+            "batch-norm-inference",
+            "batch-norm-grad",
+            "add-dependency",
+            "domain",
+        ]
+    },
 }

@@ -6,6 +6,7 @@ needs it). Tuple-shaped values are Python lists of values. `Batching.run` walks 
 post order and emits its batched form into the current trace with a table of per-opcode rules
 (batching_rules.py).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -49,8 +50,10 @@ def expand(value):
         return [expand(v) for v in value]
     op, bdim = value
     if op.shape.is_tuple:
-        return [expand((emit("get-tuple-element", [op], {"index": i}), None))
-                for i in range(len(op.shape.tuple_shapes))]
+        return [
+            expand((emit("get-tuple-element", [op], {"index": i}), None))
+            for i in range(len(op.shape.tuple_shapes))
+        ]
     return value
 
 
@@ -133,8 +136,9 @@ class Batching:
         rule = self.rules.get(instr.opcode)
         if rule is None:
             why = f": {self.declined[instr.opcode]}" if instr.opcode in self.declined else ""
-            raise BatchingError(f"vmap has no batching rule for the HLO op {instr.opcode} "
-                                f"(%{instr.name}){why}")
+            raise BatchingError(
+                f"vmap has no batching rule for the HLO op {instr.opcode} (%{instr.name}){why}"
+            )
         return rule(self, instr, args)
 
     # -- value helpers ------------------------------------------------------------------------
@@ -162,8 +166,12 @@ class Batching:
         op, bdim = value
         if bdim is not None:
             return self.front(value)
-        return emit("broadcast", [op], {"dimensions": tuple(range(1, op.rank + 1))},
-                     shape=self.shape(op.shape))
+        return emit(
+            "broadcast",
+            [op],
+            {"dimensions": tuple(range(1, op.rank + 1))},
+            shape=self.shape(op.shape),
+        )
 
     def full(self, value, dims):
         """`batched(value)` broadcast to [size, *dims] (scalars of clamp/select/pad)."""
@@ -176,8 +184,10 @@ class Batching:
     def result(self, op, bdim=0):
         """A rule's output: tuple-shaped ops become lists of batched elements."""
         if op.shape.is_tuple:
-            return [(emit("get-tuple-element", [op], {"index": i}), bdim)
-                    for i in range(len(op.shape.tuple_shapes))]
+            return [
+                (emit("get-tuple-element", [op], {"index": i}), bdim)
+                for i in range(len(op.shape.tuple_shapes))
+            ]
         return op, bdim
 
     def conform(self, value, flags):
@@ -197,8 +207,7 @@ class Batching:
             return [self.select(pred, t, f) for t, f in zip(on_true, on_false)]
         dims = on_true[0].dims[1:] if on_true[1] is not None else on_true[0].dims
         a, b = self.full(on_true, dims), self.full(on_false, dims)
-        mask = emit("broadcast", [pred], {"dimensions": (0,)},
-                     shape=Shape.array("pred", a.dims))
+        mask = emit("broadcast", [pred], {"dimensions": (0,)}, shape=Shape.array("pred", a.dims))
         return emit("select", [mask, a, b]), 0
 
     def lane(self, value, index: int):

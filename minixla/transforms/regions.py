@@ -5,6 +5,7 @@ Each region is traced once and emitted as an HLO `call` of the traced computatio
 `SPECIAL_CALLS` maps to the region's rule; the call rule in ad_control.py defers to it. Outside
 any differentiation the call is just the function.
 """
+
 from __future__ import annotations
 
 import functools
@@ -28,8 +29,10 @@ def _emit_region(fun, args, kwargs, rule, name: str):
     rule.traced = traced
     state = E.emit("tuple", traced.operands)
     call = E.emit("call", [state], {"to_apply": traced.computation})
-    outs = [Tracer(E.emit("get-tuple-element", [call], {"index": i}), w)
-            for i, w in enumerate(traced.out_weak)]
+    outs = [
+        Tracer(E.emit("get-tuple-element", [call], {"index": i}), w)
+        for i, w in enumerate(traced.out_weak)
+    ]
     return unflatten(traced.out_tree, outs)
 
 
@@ -56,8 +59,7 @@ class _StopGradient(_Region):
         return [None]
 
     def jvp_full(self, instr, params, tangents):
-        return forward(self.traced.computation, params)[0][id(self.traced.computation.root)], \
-            None
+        return forward(self.traced.computation, params)[0][id(self.traced.computation.root)], None
 
 
 def stop_gradient(x):
@@ -96,8 +98,11 @@ class _Checkpoint(_Region):
     def forward(self, instr, params):
         comp = self.traced.computation
         values, _ = forward(comp, params)
-        saved = {key: values[key] for key in
-                 (id(i) for i in comp.instructions if self.policy(i)) if key in values}
+        saved = {
+            key: values[key]
+            for key in (id(i) for i in comp.instructions if self.policy(i))
+            if key in values
+        }
         return values[id(comp.root)], (params, saved)
 
     def vjp(self, instr, params, ct, residual):
@@ -114,17 +119,20 @@ def checkpoint(fun=None, *, policy=None, prevent_cse: bool = True, static_argnum
     """fun, whose intermediate values are recomputed in the backward pass instead of saved
     (except those `policy` saves). Alias: remat."""
     if fun is None:
-        return functools.partial(checkpoint, policy=policy, prevent_cse=prevent_cse,
-                                 static_argnums=static_argnums)
+        return functools.partial(
+            checkpoint, policy=policy, prevent_cse=prevent_cse, static_argnums=static_argnums
+        )
     if static_argnums:
-        raise FrontendTypeError("checkpoint: static_argnums is not supported; close over "
-                                "static values instead")
+        raise FrontendTypeError(
+            "checkpoint: static_argnums is not supported; close over static values instead"
+        )
 
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):
         if current_builder() is None:
             return fun(*args, **kwargs)
         return _emit_region(fun, args, kwargs, _Checkpoint(policy), "checkpoint")
+
     return wrapped
 
 
@@ -144,6 +152,7 @@ def _split_nondiff(args, nondiff_argnums):
     def merge(d):
         it = iter(d)
         return [nondiff[i] if i in nondiff else next(it) for i in range(len(args))]
+
     return nondiff, diff, merge
 
 
@@ -165,14 +174,17 @@ class _CustomVJP(_Region):
         fwd = self.owner.fwd
         result = fwd(*self.merge(self._diff_args(params)))
         if not (isinstance(result, tuple) and len(result) == 2):
-            raise DifferentiationError(f"custom_vjp fwd {fwd.__name__}{_where(fwd)} must "
-                                       f"return a pair (output, residuals)")
+            raise DifferentiationError(
+                f"custom_vjp fwd {fwd.__name__}{_where(fwd)} must return a pair (output, residuals)"
+            )
         out, res = result
         leaves, tree = flatten(out)
         if tree != self.traced.out_tree:
-            raise DifferentiationError(f"custom_vjp fwd {fwd.__name__}{_where(fwd)} returned "
-                                       f"an output of structure {tree}, but the function "
-                                       f"returns {self.traced.out_tree}")
+            raise DifferentiationError(
+                f"custom_vjp fwd {fwd.__name__}{_where(fwd)} returned "
+                f"an output of structure {tree}, but the function "
+                f"returns {self.traced.out_tree}"
+            )
         return [mnp.asarray(leaf).op for leaf in leaves], res
 
     def vjp(self, instr, params, ct, res):
@@ -187,27 +199,34 @@ class _CustomVJP(_Region):
             raise DifferentiationError(
                 f"custom_vjp bwd {bwd.__name__}{_where(bwd)} must return a tuple with one "
                 f"cotangent per differentiable argument ({len(diff)}), got "
-                f"{type(got).__name__}" + (f" of length {len(got)}"
-                                           if isinstance(got, (tuple, list)) else ""))
+                f"{type(got).__name__}"
+                + (f" of length {len(got)}" if isinstance(got, (tuple, list)) else "")
+            )
         leaves, tree = flatten(tuple(got))
         want_leaves, want_tree = flatten(diff)
         if tree != want_tree:
-            raise DifferentiationError(f"custom_vjp bwd {bwd.__name__}{_where(bwd)} returned "
-                                       f"cotangents of structure {tree}, the arguments have "
-                                       f"{want_tree}")
+            raise DifferentiationError(
+                f"custom_vjp bwd {bwd.__name__}{_where(bwd)} returned "
+                f"cotangents of structure {tree}, the arguments have "
+                f"{want_tree}"
+            )
         result = []
         for k, (leaf, arg) in enumerate(zip(leaves, self.traced.args)):
             value = mnp.asarray(leaf)
             if value.shape != arg.shape:
-                raise DifferentiationError(f"custom_vjp bwd {bwd.__name__}{_where(bwd)}: "
-                                           f"cotangent leaf {k} has shape {value.shape}, the "
-                                           f"argument has {arg.shape}")
+                raise DifferentiationError(
+                    f"custom_vjp bwd {bwd.__name__}{_where(bwd)}: "
+                    f"cotangent leaf {k} has shape {value.shape}, the "
+                    f"argument has {arg.shape}"
+                )
             result.append(mnp.cast(value, arg.dtype).op)
         return [result + [None] * len(self.traced.captured)]
 
     def jvp_full(self, instr, params, tangents):
-        raise DifferentiationError("a custom_vjp function does not support forward mode "
-                                   "(jvp, jacfwd, hessian); use custom_jvp")
+        raise DifferentiationError(
+            "a custom_vjp function does not support forward mode "
+            "(jvp, jacfwd, hessian); use custom_jvp"
+        )
 
 
 class custom_vjp:  # noqa: N801 - JAX's name
@@ -227,13 +246,15 @@ class custom_vjp:  # noqa: N801 - JAX's name
 
     def __call__(self, *args):
         if self.fwd is None:
-            raise FrontendTypeError(f"custom_vjp {self.fun.__name__}: call defvjp(fwd, bwd) "
-                                    f"before using it")
+            raise FrontendTypeError(
+                f"custom_vjp {self.fun.__name__}: call defvjp(fwd, bwd) before using it"
+            )
         if current_builder() is None:
             return self.fun(*args)
         rule = _CustomVJP(self, args)
-        return _emit_region(lambda *d: self.fun(*rule.merge(d)), rule.diff, None, rule,
-                            "custom_vjp")
+        return _emit_region(
+            lambda *d: self.fun(*rule.merge(d)), rule.diff, None, rule, "custom_vjp"
+        )
 
 
 class _CustomJVP(_Region):
@@ -246,20 +267,24 @@ class _CustomJVP(_Region):
         nondiff = [self.nondiff[i] for i in sorted(self.nondiff)]
         result = rule(*nondiff, tuple(primals), tuple(tangents))
         if not (isinstance(result, tuple) and len(result) == 2):
-            raise DifferentiationError(f"custom_jvp rule {rule.__name__}{_where(rule)} must "
-                                       f"return a pair (primal_out, tangent_out)")
+            raise DifferentiationError(
+                f"custom_jvp rule {rule.__name__}{_where(rule)} must "
+                f"return a pair (primal_out, tangent_out)"
+            )
         out, t_out = result
         out_leaves, tree = flatten(out)
         t_leaves, t_tree = flatten(t_out)
         if tree != self.traced.out_tree or t_tree != tree:
-            raise DifferentiationError(f"custom_jvp rule {rule.__name__}{_where(rule)} "
-                                       f"returned structures {tree} and {t_tree}, the "
-                                       f"function returns {self.traced.out_tree}")
+            raise DifferentiationError(
+                f"custom_jvp rule {rule.__name__}{_where(rule)} "
+                f"returned structures {tree} and {t_tree}, the "
+                f"function returns {self.traced.out_tree}"
+            )
         return out_leaves, t_leaves
 
     def jvp_full(self, instr, params, tangents):
         args = _leaf_tracers(params, self.traced.num_args)
-        ts = as_ct_list(tangents[0], len(params[0]))[:self.traced.num_args]
+        ts = as_ct_list(tangents[0], len(params[0]))[: self.traced.num_args]
         ts = [Tracer(t if t is not None else E.zeros(a.op.shape)) for t, a in zip(ts, args)]
         primals = unflatten(self.traced.in_tree, args)[0]
         tangent_tree = unflatten(self.traced.in_tree, ts)[0]
@@ -273,9 +298,9 @@ class _CustomJVP(_Region):
 
         def tangent_map(*ts):
             return self._user_jvp(primals, ts)[1]
+
         blank = [zeros(a.shape, a.dtype) for a in args]
-        outs, _, _, back = _linearize(tangent_map, tuple(unflatten(self.traced.in_tree,
-                                                                   blank)[0]))
+        outs, _, _, back = _linearize(tangent_map, tuple(unflatten(self.traced.in_tree, blank)[0]))
         cts = as_ct_list(ct, len(outs))
         got = [c.op for c in back(cts)]
         return [got + [None] * len(self.traced.captured)]
@@ -298,10 +323,12 @@ class custom_jvp:  # noqa: N801 - JAX's name
 
     def __call__(self, *args):
         if self.jvp_rule is None:
-            raise FrontendTypeError(f"custom_jvp {self.fun.__name__}: call defjvp(rule) "
-                                    f"before using it")
+            raise FrontendTypeError(
+                f"custom_jvp {self.fun.__name__}: call defjvp(rule) before using it"
+            )
         if current_builder() is None:
             return self.fun(*args)
         rule = _CustomJVP(self, args)
-        return _emit_region(lambda *d: self.fun(*rule.merge(d)), rule.diff, None, rule,
-                            "custom_jvp")
+        return _emit_region(
+            lambda *d: self.fun(*rule.merge(d)), rule.diff, None, rule, "custom_jvp"
+        )

@@ -12,6 +12,7 @@ after the argument leaves. A transformation sees every input, argument or captur
 operand of `Traced.operands`. Outside any trace, `staged` runs the transformed function under a
 cached `jit`.
 """
+
 from __future__ import annotations
 
 import functools
@@ -73,8 +74,9 @@ def trace(fn, args: tuple, kwargs: dict | None = None, *, name: str = "traced") 
         out_leaves, out_tree = flatten(out)
         outs = [asarray(leaf) for leaf in out_leaves]
     computation = child.build([o.op for o in outs])
-    return Traced(computation, in_tree, out_tree, arg_tracers, list(caps.outer),
-                  [o.weak for o in outs])
+    return Traced(
+        computation, in_tree, out_tree, arg_tracers, list(caps.outer), [o.weak for o in outs]
+    )
 
 
 def input_index(instr: HloInstruction) -> int | None:
@@ -107,10 +109,10 @@ def emit_like(instr: HloInstruction, operands: list[XlaOp]) -> XlaOp:
     """`instr` again, on new operands of the same shapes, in the current trace."""
     builder = current_builder()
     if instr.opcode == "constant":
-        return builder.emit("constant", shape=instr.shape, literal=instr.literal,
-                            name="constant")
-    return builder.emit(instr.opcode, operands, dict(instr.attrs), shape=instr.shape,
-                        name=instr.name.split(".")[0])
+        return builder.emit("constant", shape=instr.shape, literal=instr.literal, name="constant")
+    return builder.emit(
+        instr.opcode, operands, dict(instr.attrs), shape=instr.shape, name=instr.name.split(".")[0]
+    )
 
 
 def staged(transformed):
@@ -124,6 +126,8 @@ def staged(transformed):
             return transformed(*args, **kwargs)
         if not jitted:
             from ..frontend.jit import jit
+
             jitted.append(jit(transformed))
         return jitted[0](*args, **kwargs)
+
     return wrapper

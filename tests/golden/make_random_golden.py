@@ -3,6 +3,7 @@
 Run from the repository root with jax installed (JAX's defaults: x64 off, partitionable
 threefry): python tests/golden/make_random_golden.py
 """
+
 import json
 from pathlib import Path
 
@@ -24,16 +25,19 @@ CASES = {
     "randint_u8": lambda k: jax.random.randint(k, (8,), 0, 256, dtype=np.uint8),
     "permutation": lambda k: jax.random.permutation(k, 10),
     "permutation_rows": lambda k: jax.random.permutation(k, np.arange(12).reshape(4, 3)),
-    "categorical": lambda k: jax.random.categorical(k, np.log(np.float32([0.1, 0.2, 0.7])),
-                                                    shape=(10,)),
+    "categorical": lambda k: jax.random.categorical(
+        k, np.log(np.float32([0.1, 0.2, 0.7])), shape=(10,)
+    ),
     "truncated_normal": lambda k: jax.random.truncated_normal(k, -1.0, 2.0, (8,)),
     "gumbel": lambda k: jax.random.gumbel(k, (8,)),
     "choice": lambda k: jax.random.choice(k, 7, (2, 3)),
     "choice_p": lambda k: jax.random.choice(k, 4, (12,), p=np.float32([0.1, 0.5, 0.15, 0.25])),
-    "choice_p_unique": lambda k: jax.random.choice(k, 4, (3,), replace=False,
-                                              p=np.float32([0.1, 0.5, 0.15, 0.25])),
-    "choice_unique": lambda k: jax.random.choice(k, np.arange(10, dtype=np.int32) * 2, (5,),
-                                            replace=False),
+    "choice_p_unique": lambda k: jax.random.choice(
+        k, 4, (3,), replace=False, p=np.float32([0.1, 0.5, 0.15, 0.25])
+    ),
+    "choice_unique": lambda k: jax.random.choice(
+        k, np.arange(10, dtype=np.int32) * 2, (5,), replace=False
+    ),
 }
 SEEDS = (0, 42, 2**31 - 1)
 # With 64-bit types on (the seed keeps its high word, 64-bit bits and floats exist).
@@ -54,14 +58,20 @@ def main() -> None:
         key = jax.random.PRNGKey(seed)
         for name, fn in CASES.items():
             value = np.asarray(fn(key))
-            out[f"{seed}/{name}"] = {"dtype": str(value.dtype), "shape": list(value.shape),
-                                     "values": value.ravel().tolist()}
+            out[f"{seed}/{name}"] = {
+                "dtype": str(value.dtype),
+                "shape": list(value.shape),
+                "values": value.ravel().tolist(),
+            }
     with jax.enable_x64(True):
         key = jax.random.PRNGKey(SEED_X64)
         for name, fn in CASES_X64.items():
             value = np.asarray(fn(key))
-            out[f"x64/{name}"] = {"dtype": str(value.dtype), "shape": list(value.shape),
-                                  "values": value.ravel().tolist()}
+            out[f"x64/{name}"] = {
+                "dtype": str(value.dtype),
+                "shape": list(value.shape),
+                "values": value.ravel().tolist(),
+            }
     path = Path(__file__).with_name("random_jax.json")
     path.write_text(json.dumps({"jax_version": jax.__version__, "cases": out}, indent=0) + "\n")
 

@@ -6,6 +6,7 @@ For each function below it writes NAME.mlir (`jax.jit(f).lower(*args).as_text()`
 NAME.hlo (the same lowering as HLO text) and NAME.npz (the arguments and JAX's results), so the
 tests need no JAX.
 """
+
 from __future__ import annotations
 
 import pathlib
@@ -30,7 +31,9 @@ def mlp(x, w1, b1, w2):
 
 
 def conv2d(x, k):
-    return lax.conv_general_dilated(x, k, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    return lax.conv_general_dilated(
+        x, k, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")
+    )
 
 
 def conv_strided(x, k):
@@ -61,6 +64,7 @@ def scan_cumulative(xs):
     def step(carry, x):
         carry = carry * 0.5 + x
         return carry, carry * 2
+
     return lax.scan(step, jnp.zeros(xs.shape[1:], xs.dtype), xs)
 
 
@@ -135,8 +139,15 @@ def bf16_math(x, y):
 
 
 def elementwise(x):
-    return (jnp.exp(x) - jnp.log1p(jnp.abs(x)) + jnp.sqrt(jnp.abs(x)) * jnp.sign(x)
-            + jnp.floor(x) + jnp.round(x) + jnp.maximum(x, 0.1) ** 2 + jax.nn.sigmoid(x))
+    return (
+        jnp.exp(x)
+        - jnp.log1p(jnp.abs(x))
+        + jnp.sqrt(jnp.abs(x)) * jnp.sign(x)
+        + jnp.floor(x)
+        + jnp.round(x)
+        + jnp.maximum(x, 0.1) ** 2
+        + jax.nn.sigmoid(x)
+    )
 
 
 def trig(x):
@@ -168,7 +179,9 @@ def max_pool(x):
 
 
 def avg_pool_grad(x):
-    return jax.grad(lambda v: lax.reduce_window(v, -jnp.inf, lax.max, (2, 2), (1, 1), "SAME").sum())(x)
+    return jax.grad(
+        lambda v: lax.reduce_window(v, -jnp.inf, lax.max, (2, 2), (1, 1), "SAME").sum()
+    )(x)
 
 
 def mlp_grad(x, w):
@@ -285,8 +298,22 @@ CASES = {
 }
 # Cases whose XLA:CPU-optimized module (`.lower(...).compile().as_text()`) is kept as
 # NAME.optimized.hlo: bitcasts that change the element type, TopK and LAPACK custom calls.
-OPTIMIZED = ["sort", "argsort", "top_k", "cholesky_solve", "lu", "qr", "eigvalsh", "svdvals",
-             "inv_det", "solve", "mlp", "while_loop", "scatter_add", "softmax"]
+OPTIMIZED = [
+    "sort",
+    "argsort",
+    "top_k",
+    "cholesky_solve",
+    "lu",
+    "qr",
+    "eigvalsh",
+    "svdvals",
+    "inv_det",
+    "solve",
+    "mlp",
+    "while_loop",
+    "scatter_add",
+    "softmax",
+]
 
 
 def main() -> None:

@@ -12,6 +12,7 @@ the lowerings of the kinds its rules return (kernel launches, thunks, in-place u
 Its builder subclass adds what is really its own: the buffer plan it asks for, the namespace
 values live in, kernel specs.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -36,6 +37,7 @@ Lowering = Callable[..., None]
 @dataclass(frozen=True)
 class Hooks:
     """A backend's part of the driver."""
+
     rules: tuple[Rule, ...]  # tried in order after the ops every backend lowers alike
     fallback: Callable  # (instr, evaluator) -> run(*operands): the interpreter, on its values
     lowering: dict[str, Lowering] = field(default_factory=dict)  # over the shared LOWERING
@@ -81,6 +83,7 @@ class DriverBuilder:
     def evaluator(self):
         if self._evaluator is None:
             from ...reference.evaluator import Evaluator
+
             self._evaluator = Evaluator(self.module)
         return self._evaluator
 
@@ -127,6 +130,7 @@ class DriverBuilder:
 
 # ---- rules both backends use ------------------------------------------------------------------
 
+
 def view_rule(b: DriverBuilder, instr):
     """Ops that are a view of operand 0 (reshape, a bitcast between row-major layouts)."""
     return ("view", None) if is_view_op(instr) else None
@@ -158,6 +162,7 @@ def single_op_rule(opcodes: frozenset, *, tuples: frozenset = frozenset()) -> Ru
         if instr.shape.is_tuple and instr.opcode not in tuples:
             return None
         return "kernel", b.kernel_spec(single_op_computation(instr))
+
     return rule
 
 
@@ -217,6 +222,7 @@ def source(value) -> str:
 
 # ---- lowerings both backends use ---------------------------------------------------------------
 
+
 def lower_tuple(fn: DriverFunction, instr, _):
     fn.names[id(instr)] = tuple(fn.value(op) for op in instr.operands)
 
@@ -253,24 +259,32 @@ def lower_while(fn: DriverFunction, instr, _):
     fn.names[id(instr)] = state
 
 
-def while_lines(fn: DriverFunction, instr, state: str, init: str, cond: str,
-                body: str) -> list[str]:
+def while_lines(
+    fn: DriverFunction, instr, state: str, init: str, cond: str, body: str
+) -> list[str]:
     """The driver's loop: `state = init`, then `state = body(state)` while `cond(state)`.
     With max_while_iterations, a runaway loop is an error naming it."""
-    lines = [f"{state} = {init}", f"while {fn.truth.format(f'{cond}({state})')}:",
-             f"    {state} = {body}({state})"]
+    lines = [
+        f"{state} = {init}",
+        f"while {fn.truth.format(f'{cond}({state})')}:",
+        f"    {state} = {body}({state})",
+    ]
     limit = fn.b.max_while_iterations
     if limit is None:
         return lines
     count, fail = fn.b.fresh_name("n"), fn.b.bind_host("loop_limit", loop_limit)
-    return [f"{count} = 0", *lines[:2], f"    {count} += 1",
-            f"    if {count} > {int(limit)}:", f"        {fail}({instr.name!r}, {int(limit)})",
-            lines[2]]
+    return [
+        f"{count} = 0",
+        *lines[:2],
+        f"    {count} += 1",
+        f"    if {count} > {int(limit)}:",
+        f"        {fail}({instr.name!r}, {int(limit)})",
+        lines[2],
+    ]
 
 
 def loop_limit(name: str, limit: int):
-    raise ExecutionError(f"while %{name} ran more than {limit} iterations "
-                         f"(max_while_iterations)")
+    raise ExecutionError(f"while %{name} ran more than {limit} iterations (max_while_iterations)")
 
 
 def lower_conditional(fn: DriverFunction, instr, _):
@@ -290,8 +304,10 @@ def lower_conditional(fn: DriverFunction, instr, _):
         if k == len(names) - 1:  # XLA runs the last branch for any out-of-range index
             fn.lines += ["else:" if k else "if True:", f"    {result} = {name}({arg})"]
         else:
-            fn.lines += [f"{'if' if k == 0 else 'elif'} {chosen} == {k}:",
-                         f"    {result} = {name}({arg})"]
+            fn.lines += [
+                f"{'if' if k == 0 else 'elif'} {chosen} == {k}:",
+                f"    {result} = {name}({arg})",
+            ]
     fn.names[id(instr)] = result
 
 
@@ -309,7 +325,13 @@ def lower_fallback(fn: DriverFunction, instr, run):
 
 
 LOWERING: dict[str, Lowering] = {
-    "tuple": lower_tuple, "get-tuple-element": lower_get_tuple_element, "view": lower_view,
-    "alias": lower_alias, "after-all": lower_token, "while": lower_while,
-    "conditional": lower_conditional, "call": lower_call, "fallback": lower_fallback,
+    "tuple": lower_tuple,
+    "get-tuple-element": lower_get_tuple_element,
+    "view": lower_view,
+    "alias": lower_alias,
+    "after-all": lower_token,
+    "while": lower_while,
+    "conditional": lower_conditional,
+    "call": lower_call,
+    "fallback": lower_fallback,
 }

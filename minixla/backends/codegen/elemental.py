@@ -15,6 +15,7 @@ Both backends use it: the CPU for Numba loops, CUDA inside its thread loops. Wha
 changes is in its Writer subclass (`math_table`: where its transcendental functions are) and in
 the handlers a subclass of Elemental adds (CUDA's block reductions and tiles).
 """
+
 from __future__ import annotations
 
 import math
@@ -24,7 +25,7 @@ from .scalar import NotEmittable, emit_scalar, kernel_type
 
 Index = tuple[str, ...]
 # Real float types a kernel computes in, and their smallest normal value (bf16: f32's range).
-FLUSHED = {"f32": 2.0 ** -126, "bf16": 2.0 ** -126, "f64": 2.0 ** -1022}
+FLUSHED = {"f32": 2.0**-126, "bf16": 2.0**-126, "f64": 2.0**-1022}
 
 
 class Writer:
@@ -51,6 +52,7 @@ class Writer:
 
     def const(self, value, dtype: str) -> str:
         from .scalar import literal
+
         if dtype[0] in "su" and dtype[1:].isdigit():
             # Integer constants wrap into their type (the scalar rules may ask for -1 as an
             # all-ones unsigned fill; NumPy 2 refuses np.uint8(-1)).
@@ -90,8 +92,15 @@ class Elemental:
     either an array argument name (read as `name[index]`) or, for inlined scalar computations,
     to a scalar expression."""
 
-    def __init__(self, writer: Writer, arrays: dict[int, str], *, scalars=None,
-                 hoist: list[str] | None = None, flat: bool = False):
+    def __init__(
+        self,
+        writer: Writer,
+        arrays: dict[int, str],
+        *,
+        scalars=None,
+        hoist: list[str] | None = None,
+        flat: bool = False,
+    ):
         self.w = writer
         self.arrays = arrays  # id(instr) -> array argument (parameters and array constants)
         self.scalars = scalars or {}  # parameter number -> expression (inlined computations)
@@ -195,17 +204,24 @@ class Elemental:
             return self.inline(comp, accumulators + elements)
         args = accumulators + elements
         operands = [args[o.parameter_number] for o in comp.root.operands]
-        return [self.flushed(self.bind(emit_scalar(self.w, comp.root, operands,
-                                                   round_bf16=False)), "f32")]
+        return [
+            self.flushed(
+                self.bind(emit_scalar(self.w, comp.root, operands, round_bf16=False)), "f32"
+            )
+        ]
 
 
 def accumulates_in_f32(reduce) -> bool:
     """A one-input bf16 reduce whose to_apply is add or multiply of its two parameters."""
     comp = reduce.attrs["to_apply"]
     root, params = comp.root, comp.parameters
-    return (reduce.operand_count == 2 and reduce.operand(0).shape.dtype == "bf16"
-            and len(params) == 2 and root.opcode in ("add", "multiply")
-            and {id(o) for o in root.operands} == {id(p) for p in params})
+    return (
+        reduce.operand_count == 2
+        and reduce.operand(0).shape.dtype == "bf16"
+        and len(params) == 2
+        and root.opcode in ("add", "multiply")
+        and {id(o) for o in root.operands} == {id(p) for p in params}
+    )
 
 
 def _subscript(index: Index) -> str:
@@ -224,6 +240,7 @@ def handles(*opcodes: str):
         for opcode in opcodes:
             ELEMENTAL[opcode] = fn
         return fn
+
     return register
 
 
@@ -339,9 +356,16 @@ def reshape_index(em: Elemental, out_dims, in_dims, index: Index) -> Index:
                 j += 1
                 in_group.append(j)
                 in_size *= in_dims[j]
-        result.extend(_regroup(em, [d for d in out_group if d < len(out_dims)],
-                               [d for d in in_group if d < len(in_dims)], out_dims, in_dims,
-                               index))
+        result.extend(
+            _regroup(
+                em,
+                [d for d in out_group if d < len(out_dims)],
+                [d for d in in_group if d < len(in_dims)],
+                out_dims,
+                in_dims,
+                index,
+            )
+        )
         i, j = i + 1, j + 1
     return tuple(result)
 
@@ -392,8 +416,10 @@ def _reverse(em, instr, index):
     if em.flat:
         raise NotEmittable("reverse needs the full index")
     dims = instr.shape.dims
-    operand_index = tuple(em.index_var(f"{dims[d] - 1} - {i}") if d in instr.attrs["dimensions"]
-                          else i for d, i in enumerate(index))
+    operand_index = tuple(
+        em.index_var(f"{dims[d] - 1} - {i}") if d in instr.attrs["dimensions"] else i
+        for d, i in enumerate(index)
+    )
     return em.value(instr.operand(0), operand_index)
 
 
@@ -433,8 +459,9 @@ def _concatenate(em, instr, index):
         size = operand.shape.dims[dim]
         if size:
             local = list(index)
-            local[dim] = _clamp_index(em, f"{index[dim]} - {offset}" if offset else index[dim],
-                                      size - 1)
+            local[dim] = _clamp_index(
+                em, f"{index[dim]} - {offset}" if offset else index[dim], size - 1
+            )
             pieces.append((offset + size, em.value(operand, tuple(local))))
         offset += size
     expr = pieces[-1][1]
@@ -450,8 +477,9 @@ def _dynamic_starts(em, starts, operand_dims, window_dims) -> list[str]:
     names = []
     for start, size, window in zip(starts, operand_dims, window_dims):
         value = em.value(start, ())
-        names.append(em.bind(f"min(max(np.int64({value}), 0), {max(size - window, 0)})", "s",
-                             at_top=True))
+        names.append(
+            em.bind(f"min(max(np.int64({value}), 0), {max(size - window, 0)})", "s", at_top=True)
+        )
     return names
 
 
@@ -472,10 +500,13 @@ def _dynamic_update_slice(em, instr, index):
     if update.shape.numel() == 0:
         return em.value(operand, index)
     starts = _dynamic_starts(em, instr.operands[2:], operand.shape.dims, update.shape.dims)
-    inside = " and ".join(f"{s} <= {i} < {s} + {n}"
-                          for i, s, n in zip(index, starts, update.shape.dims)) or "True"
-    local = tuple(_clamp_index(em, f"{i} - {s}", n - 1)
-                  for i, s, n in zip(index, starts, update.shape.dims))
+    inside = (
+        " and ".join(f"{s} <= {i} < {s} + {n}" for i, s, n in zip(index, starts, update.shape.dims))
+        or "True"
+    )
+    local = tuple(
+        _clamp_index(em, f"{i} - {s}", n - 1) for i, s, n in zip(index, starts, update.shape.dims)
+    )
     new, old = em.value(update, local), em.value(operand, index)
     return em.bind(f"{new} if {inside} else {old}")
 

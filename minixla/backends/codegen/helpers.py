@@ -16,6 +16,7 @@ helpers reach the primitives as closure variables, which Numba resolves like glo
 compiles them. Each backend's helpers module (cpu/helpers.py, cuda/helpers.py) names the
 results as its own attributes, so kernels find them as `h.sdiv`, `h.round_bf16`, ...
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -27,6 +28,7 @@ import numpy as np
 @dataclass(frozen=True)
 class ScalarHelpers:
     """The helpers of one target, compiled (or not) by its `jit`."""
+
     ftz: Callable
     complex_divide: Callable
     fsign: Callable
@@ -49,8 +51,9 @@ class ScalarHelpers:
     fmin: Callable
 
 
-def scalar_helpers(jit: Callable, *, bitcast: Callable, copysign: Callable,
-                   signbit: Callable) -> ScalarHelpers:
+def scalar_helpers(
+    jit: Callable, *, bitcast: Callable, copysign: Callable, signbit: Callable
+) -> ScalarHelpers:
     """The helpers written over a target's primitives: `bitcast(x, ty)` reinterprets a
     scalar's bits as the same-width type `ty`, `copysign(m, s)` and `signbit(x)` are C's."""
 
@@ -174,15 +177,25 @@ def scalar_helpers(jit: Callable, *, bitcast: Callable, copysign: Callable,
         """f32 -> nearest bf16 (ties to even), kept as f32; NaN stays NaN (quiet)."""
         bits = bitcast(x, np.uint32)
         if x != x:
-            return bitcast(np.uint32((bits | np.uint32(0x00400000)) & np.uint32(0xFFFF0000)),
-                           np.float32)
+            return bitcast(
+                np.uint32((bits | np.uint32(0x00400000)) & np.uint32(0xFFFF0000)), np.float32
+            )
         odd = (bits >> np.uint32(16)) & np.uint32(1)
         rounded = np.uint32(bits + np.uint32(0x7FFF) + odd)
         return bitcast(np.uint32(rounded & np.uint32(0xFFFF0000)), np.float32)
 
     @jit
-    def reduce_precision_bits(bits, last_kept, keep_mask, exponent_mask, over, under,
-                              sign_mask, round_mantissa, clamp_exponent):
+    def reduce_precision_bits(
+        bits,
+        last_kept,
+        keep_mask,
+        exponent_mask,
+        over,
+        under,
+        sign_mask,
+        round_mantissa,
+        clamp_exponent,
+    ):
         """XLA's reduce-precision on a float's bits (widened to uint64): round the mantissa to
         nearest even, then overflow to inf and underflow to a signed zero."""
         if round_mantissa:
@@ -207,8 +220,12 @@ def scalar_helpers(jit: Callable, *, bitcast: Callable, copysign: Callable,
         for _ in range(10):
             p0 = c0 * np.uint64(0xD2511F53)
             p1 = c2 * np.uint64(0xCD9E8D57)
-            c0, c1, c2, c3 = ((p1 >> shift) ^ c1 ^ k0) & low, p1 & low, \
-                ((p0 >> shift) ^ c3 ^ k1) & low, p0 & low
+            c0, c1, c2, c3 = (
+                ((p1 >> shift) ^ c1 ^ k0) & low,
+                p1 & low,
+                ((p0 >> shift) ^ c3 ^ k1) & low,
+                p0 & low,
+            )
             k0 = (k0 + np.uint64(0x9E3779B9)) & low
             k1 = (k1 + np.uint64(0xBB67AE85)) & low
         return c0, c1, c2, c3
@@ -258,8 +275,22 @@ def scalar_helpers(jit: Callable, *, bitcast: Callable, copysign: Callable,
         return a if a < b else b  # noqa: FURB136
 
     return ScalarHelpers(
-        ftz=ftz, complex_divide=complex_divide, fsign=fsign, total_order_key=total_order_key,
-        float_to_int=float_to_int, sdiv=sdiv, srem=srem, udiv=udiv, urem=urem, ipow=ipow,
-        bf16_load=bf16_load, bf16_store=bf16_store, round_bf16=round_bf16,
-        reduce_precision_bits=reduce_precision_bits, philox4x32=philox4x32,
-        threefry2x32=threefry2x32, fmax=fmax, fmin=fmin)
+        ftz=ftz,
+        complex_divide=complex_divide,
+        fsign=fsign,
+        total_order_key=total_order_key,
+        float_to_int=float_to_int,
+        sdiv=sdiv,
+        srem=srem,
+        udiv=udiv,
+        urem=urem,
+        ipow=ipow,
+        bf16_load=bf16_load,
+        bf16_store=bf16_store,
+        round_bf16=round_bf16,
+        reduce_precision_bits=reduce_precision_bits,
+        philox4x32=philox4x32,
+        threefry2x32=threefry2x32,
+        fmax=fmax,
+        fmin=fmin,
+    )

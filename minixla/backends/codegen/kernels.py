@@ -5,6 +5,7 @@ addresses every array, and a lone op wrapped as a one-instruction computation.
 A backend's kernel builder (cpu/kernels.py, cuda/kernels.py) starts from these and adds its own
 loops and launch parameters.
 """
+
 from __future__ import annotations
 
 from .plan import is_view_op
@@ -48,8 +49,18 @@ def is_flat(comp, outputs) -> bool:
             return False
         if instr.opcode == "bitcast" and not is_view_op(instr):
             return False  # moves elements through layouts
-        if instr.opcode in ("iota", "reduce", "transpose", "slice", "reverse", "pad",
-                            "concatenate", "dynamic-slice", "dynamic-update-slice", "gather"):
+        if instr.opcode in (
+            "iota",
+            "reduce",
+            "transpose",
+            "slice",
+            "reverse",
+            "pad",
+            "concatenate",
+            "dynamic-slice",
+            "dynamic-update-slice",
+            "gather",
+        ):
             return False
     return True
 
@@ -76,8 +87,11 @@ def kernel_signature(comp, outputs, flat: bool):
         _add_arg(leaf_shape(instr, leaf), flat, ndims, dtypes)
     for d in dtypes:
         kernel_type(d)
-    arg_names = [arrays[id(p)] for p in params] + [arrays[id(c)] for c in constants] + \
-        [f"o{k}" for k in range(len(outputs))]
+    arg_names = (
+        [arrays[id(p)] for p in params]
+        + [arrays[id(c)] for c in constants]
+        + [f"o{k}" for k in range(len(outputs))]
+    )
     return params, arrays, args, ndims, dtypes, arg_names
 
 
@@ -91,8 +105,11 @@ def single_op_computation(instr):
     goes through the same kernel builder as a fusion."""
     from ...ir.computation import HloComputation
     from ...ir.instruction import HloInstruction
-    params = [HloInstruction.parameter(i, op.shape, name=f"param_{i}")
-              for i, op in enumerate(instr.operands)]
+
+    params = [
+        HloInstruction.parameter(i, op.shape, name=f"param_{i}")
+        for i, op in enumerate(instr.operands)
+    ]
     clone = instr.clone(params)
     clone.name = instr.name
     return HloComputation(f"single.{instr.name}", params + [clone], clone)

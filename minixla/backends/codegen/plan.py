@@ -12,6 +12,7 @@ dynamic-update-slice join their operand's group, and a group's slot stays live u
 use of any member. A value's `kinds` says where its leaves may live; the driver copies a
 result leaf at the exit when that could be the arena (or, for the entry, anything not fresh).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -51,8 +52,9 @@ def is_view_op(instr) -> bool:
 def _row_major(instr) -> bool:
     shape = instr.shape
     layout = shape.layout
-    return layout is None or (tuple(layout.minor_to_major) == tuple(range(shape.rank - 1, -1, -1))
-                              and not layout.tiles)
+    return layout is None or (
+        tuple(layout.minor_to_major) == tuple(range(shape.rank - 1, -1, -1)) and not layout.tiles
+    )
 
 
 class _UnionFind:
@@ -76,8 +78,9 @@ IN_PLACE_KINDS = ("dus", "scatter")  # may update operand 0 in place
 MAY_ALIAS_KINDS = ("fallback", "call", "while", "conditional")
 
 
-def plan_computation(comp, *, order, is_entry: bool, how, shared=None,
-                     carried=frozenset(), native_loops=None) -> ComputationPlan:
+def plan_computation(
+    comp, *, order, is_entry: bool, how, shared=None, carried=frozenset(), native_loops=None
+) -> ComputationPlan:
     """`how(instr)` is the driver's lowering kind: views forward operand 0, buffer kinds write
     into storage the plan provides, may-alias kinds return arrays that may be operands.
     `shared(instr, leaf)` may place a temporary at an absolute offset of the module's buffer
@@ -92,7 +95,8 @@ def plan_computation(comp, *, order, is_entry: bool, how, shared=None,
     defines = {id(i) for i in order if how(i) in BUFFER_KINDS}
     for instr in order:
         if how(instr) in IN_PLACE_KINDS and (
-                _can_update_in_place(instr, defines) or id(instr) in carried):
+            _can_update_in_place(instr, defines) or id(instr) in carried
+        ):
             plan.in_place.add(id(instr))
     views = {id(i) for i in order if how(i) in VIEW_KINDS} | plan.in_place
     escaping = _escaping(comp, views, native_loops)
@@ -152,8 +156,11 @@ def _escaping(comp, views: set, native_loops: dict) -> set:
         elif init is not None:
             stack.append(init)
         if id(instr) in views:
-            stack.extend(instr.operands[:1] if instr.opcode in ("dynamic-update-slice",
-                                                                "scatter") else instr.operands)
+            stack.extend(
+                instr.operands[:1]
+                if instr.opcode in ("dynamic-update-slice", "scatter")
+                else instr.operands
+            )
     return out
 
 
@@ -185,18 +192,26 @@ def loop_carried_updates(body, how, order) -> dict[int, object]:
     position = {id(instr): k for k, instr in enumerate(order)}
     found = {}
     for i, dus in enumerate(root.operands):
-        if how(dus) not in IN_PLACE_KINDS or dus.users != [root] or \
-                root.operands.count(dus) != 1:
+        if how(dus) not in IN_PLACE_KINDS or dus.users != [root] or root.operands.count(dus) != 1:
             continue
         old = dus.operand(0)
-        if old.opcode != "get-tuple-element" or old.operand(0) is not state or \
-                old.attrs["index"] != i:
+        if (
+            old.opcode != "get-tuple-element"
+            or old.operand(0) is not state
+            or old.attrs["index"] != i
+        ):
             continue
         readers = [u for g in state.users if g.attrs["index"] == i for u in g.users]
         ancestors = _ancestors(dus)
-        if all(r is dus or (how(r) in ("kernel", "thunk") and id(r) in ancestors
-                            and position[id(r)] < position[id(dus)]) for r in readers) and \
-                all(op is not old for op in dus.operands[1:]):
+        if all(
+            r is dus
+            or (
+                how(r) in ("kernel", "thunk")
+                and id(r) in ancestors
+                and position[id(r)] < position[id(dus)]
+            )
+            for r in readers
+        ) and all(op is not old for op in dus.operands[1:]):
             found[i] = dus
     return found
 
@@ -216,8 +231,7 @@ def _kinds(instr, plan, escaping, views, defines, how, native_loops):
     private = native_loops.get(id(instr))
     if private is not None and isinstance(k[id(instr.operand(0))], tuple):
         init = k[id(instr.operand(0))]
-        return tuple(frozenset({"fresh"}) if i in private else init[i]
-                     for i in range(len(init)))
+        return tuple(frozenset({"fresh"}) if i in private else init[i] for i in range(len(init)))
     if instr.opcode == "parameter":
         return _fill(instr.shape, frozenset({"param"}))
     if instr.opcode == "constant" or how(instr) == "constant":

@@ -9,6 +9,7 @@ interpreter's tables (elementwise.py, convert.py); the corner cases live in help
 An opcode/type pair that is not here raises `NotEmittable`; the driver then runs that
 instruction through the reference implementation instead (reported as `fallback.<opcode>`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -30,13 +31,35 @@ class NotEmittable(UnsupportedError):
 # ops in COMPLEX_RULES only. f16, f8 and sub-byte ints are absent: Numba cannot represent
 # them, so they fall back.
 KERNEL_TYPES = {
-    "pred": "bool_", "s8": "int8", "s16": "int16", "s32": "int32", "s64": "int64",
-    "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
-    "f32": "float32", "f64": "float64", "bf16": "float32",
-    "c64": "complex64", "c128": "complex128",
+    "pred": "bool_",
+    "s8": "int8",
+    "s16": "int16",
+    "s32": "int32",
+    "s64": "int64",
+    "u8": "uint8",
+    "u16": "uint16",
+    "u32": "uint32",
+    "u64": "uint64",
+    "f32": "float32",
+    "f64": "float64",
+    "bf16": "float32",
+    "c64": "complex64",
+    "c128": "complex128",
 }
-BITS = {"pred": 8, "s8": 8, "s16": 16, "s32": 32, "s64": 64, "u8": 8, "u16": 16, "u32": 32,
-        "u64": 64, "f32": 32, "f64": 64, "bf16": 16}
+BITS = {
+    "pred": 8,
+    "s8": 8,
+    "s16": 16,
+    "s32": 32,
+    "s64": 64,
+    "u8": 8,
+    "u16": 16,
+    "u32": 32,
+    "u64": 64,
+    "f32": 32,
+    "f64": 64,
+    "bf16": 16,
+}
 # Ops whose result is exactly representable in its (bf16) type without rounding.
 EXACT_OPS = opcodes_with(EXACT)
 
@@ -56,8 +79,14 @@ def unsigned_of(dtype: str) -> str:
 
 
 def kind(dtype: str) -> str:
-    return {"p": "pred", "s": "signed", "u": "unsigned", "f": "float", "b": "float",
-            "c": "complex"}[dtype[0]]
+    return {
+        "p": "pred",
+        "s": "signed",
+        "u": "unsigned",
+        "f": "float",
+        "b": "float",
+        "c": "complex",
+    }[dtype[0]]
 
 
 Emit = Callable[..., str]
@@ -69,6 +98,7 @@ def rule(*opcodes: str):
         for opcode in opcodes:
             SCALAR[opcode] = fn
         return fn
+
     return register
 
 
@@ -116,8 +146,7 @@ def _divide(ctx, instr, args):
         return f"({a} / {b})"
     if kind(dtype) == "signed":
         low = -(1 << (BITS[dtype] - 1))
-        return ctx.cast(f"h.sdiv({a}, {b}, {ctx.const(low, dtype)}, {ctx.const(-1, dtype)})",
-                        dtype)
+        return ctx.cast(f"h.sdiv({a}, {b}, {ctx.const(low, dtype)}, {ctx.const(-1, dtype)})", dtype)
     if kind(dtype) == "unsigned":
         ones = (1 << BITS[dtype]) - 1
         return ctx.cast(f"h.udiv({a}, {b}, {ctx.const(ones, dtype)})", dtype)
@@ -132,8 +161,7 @@ def _remainder(ctx, instr, args):
         return f"np.fmod({a}, {b})"
     if kind(dtype) == "signed":
         low = -(1 << (BITS[dtype] - 1))
-        return ctx.cast(f"h.srem({a}, {b}, {ctx.const(low, dtype)}, {ctx.const(-1, dtype)})",
-                        dtype)
+        return ctx.cast(f"h.srem({a}, {b}, {ctx.const(low, dtype)}, {ctx.const(-1, dtype)})", dtype)
     if kind(dtype) == "unsigned":
         return ctx.cast(f"h.urem({a}, {b})", dtype)
     raise _no(instr, dtype)
@@ -161,10 +189,15 @@ def _power(ctx, instr, args):
         unsigned = ctx.cast(b, unsigned_of(dtype))
         negative = f"({b} < 0)" if kind(dtype) == "signed" else "False"
         if dtype == "s64":  # squared in u64, see _wrapped
-            return _wrapped(ctx, f"h.ipow({ctx.cast(a, 'u64')}, {unsigned}, {negative}, "
-                                 f"{ctx.const(1, 'u64')}, {ctx.const(0, 'u64')})")
-        return ctx.cast(f"h.ipow({a}, {unsigned}, {negative}, {ctx.const(1, dtype)}, "
-                        f"{ctx.const(0, dtype)})", dtype)
+            return _wrapped(
+                ctx,
+                f"h.ipow({ctx.cast(a, 'u64')}, {unsigned}, {negative}, "
+                f"{ctx.const(1, 'u64')}, {ctx.const(0, 'u64')})",
+            )
+        return ctx.cast(
+            f"h.ipow({a}, {unsigned}, {negative}, {ctx.const(1, dtype)}, {ctx.const(0, dtype)})",
+            dtype,
+        )
     raise _no(instr, dtype)
 
 
@@ -212,6 +245,7 @@ def _shift(ctx, instr, args):
 
 # ---- unary -------------------------------------------------------------------------------------
 
+
 @rule("negate")
 def _negate(ctx, instr, args):
     dtype = instr.shape.dtype
@@ -246,8 +280,12 @@ def _sign(ctx, instr, args):
     raise _no(instr, dtype)
 
 
-_ROUNDING = {"floor": "h.floor", "ceil": "h.ceil", "round-nearest-even": "h.rint",
-             "round-nearest-afz": "h.round_afz"}
+_ROUNDING = {
+    "floor": "h.floor",
+    "ceil": "h.ceil",
+    "round-nearest-even": "h.rint",
+    "round-nearest-afz": "h.round_afz",
+}
 
 
 @rule(*_ROUNDING)
@@ -259,11 +297,32 @@ def _rounding(ctx, instr, args):
 
 
 # Vectorizable approximations where mathlib has them, libm through Numba's math otherwise.
-_MATHLIB = ("exponential", "exponential-minus-one", "log", "log-plus-one", "tanh", "logistic",
-            "sine", "cosine", "tan", "erf", "cbrt", "sqrt", "rsqrt")
-_LIBM = {"asin": "math.asin", "acos": "math.acos", "atan": "math.atan", "sinh": "math.sinh",
-         "cosh": "math.cosh", "asinh": "math.asinh", "acosh": "math.acosh",
-         "atanh": "math.atanh", "lgamma": "math.lgamma"}
+_MATHLIB = (
+    "exponential",
+    "exponential-minus-one",
+    "log",
+    "log-plus-one",
+    "tanh",
+    "logistic",
+    "sine",
+    "cosine",
+    "tan",
+    "erf",
+    "cbrt",
+    "sqrt",
+    "rsqrt",
+)
+_LIBM = {
+    "asin": "math.asin",
+    "acos": "math.acos",
+    "atan": "math.atan",
+    "sinh": "math.sinh",
+    "cosh": "math.cosh",
+    "asinh": "math.asinh",
+    "acosh": "math.acosh",
+    "atanh": "math.atanh",
+    "lgamma": "math.lgamma",
+}
 
 
 @rule(*_MATHLIB, *_LIBM)
@@ -326,8 +385,7 @@ def _compare(ctx, instr, args):
         width = 32 if dtype == "bf16" else BITS[dtype]
         signed = f"s{width}"
         top = ctx.const((1 << (width - 1)) - 1, signed)
-        a, b = (f"h.total_order_key(h.bitcast({v}, {kernel_type(signed)}), {top})"
-                for v in (a, b))
+        a, b = (f"h.total_order_key(h.bitcast({v}, {kernel_type(signed)}), {top})" for v in (a, b))
     elif kind(dtype) == "float":
         if ctype not in ("", "FLOAT"):
             raise _no(instr, dtype)
@@ -361,6 +419,7 @@ def _clamp(ctx, instr, args):
 
 # ---- conversions ------------------------------------------------------------------------------
 
+
 @rule("convert")
 def _convert(ctx, instr, args):
     (a,) = args
@@ -375,14 +434,19 @@ def _convert(ctx, instr, args):
     if src == "pred":
         return f"({ctx.const(1, dst)} if {a} else {ctx.const(0, dst)})"
     if kind(src) == "float" and kind(dst) != "float":
-        low, high = (-(1 << (BITS[dst] - 1)), (1 << (BITS[dst] - 1)) - 1) \
-            if kind(dst) == "signed" else (0, (1 << BITS[dst]) - 1)
+        low, high = (
+            (-(1 << (BITS[dst] - 1)), (1 << (BITS[dst] - 1)) - 1)
+            if kind(dst) == "signed"
+            else (0, (1 << BITS[dst]) - 1)
+        )
         # The plain cast is only used when x is in range (out of range it is LLVM poison,
         # which the helper's selects never pick).
         return ctx.cast(
             f"h.float_to_int({a}, {ctx.const(float(low), src)}, "
             f"{ctx.const(float(high) + 1, src)}, {ctx.const(low, dst)}, {ctx.const(high, dst)}, "
-            f"{ctx.const(0, dst)}, {ctx.cast(a, dst)})", dst)
+            f"{ctx.const(0, dst)}, {ctx.cast(a, dst)})",
+            dst,
+        )
     return ctx.cast(a, dst)  # int->int wraps, int->float and float->float round once
 
 
@@ -430,14 +494,20 @@ def emit_scalar(ctx, instr, args: list[str], *, round_bf16: bool = True) -> str:
         kernel_type(source), kernel_type(dtype)  # f16 and f8 have none
         if BITS[dtype] >= BITS[source]:
             value = emit_scalar(ctx, _Retyped("convert", {}, instr.shape, [operand]), args)
-            return emit_scalar(ctx, _Retyped(instr.opcode, instr.attrs, instr.shape,
-                                             [operand.with_dtype(dtype)]), [value],
-                               round_bf16=round_bf16)
+            return emit_scalar(
+                ctx,
+                _Retyped(instr.opcode, instr.attrs, instr.shape, [operand.with_dtype(dtype)]),
+                [value],
+                round_bf16=round_bf16,
+            )
         value = emit_scalar(ctx, _Retyped(instr.opcode, instr.attrs, operand, [operand]), args)
-        return emit_scalar(ctx, _Retyped("convert", {}, instr.shape, [operand]), [value],
-                           round_bf16=round_bf16)
-    if any(kind(d) == "complex" for d in [instr.shape.dtype] +
-           [op.shape.dtype for op in instr.operands]):
+        return emit_scalar(
+            ctx, _Retyped("convert", {}, instr.shape, [operand]), [value], round_bf16=round_bf16
+        )
+    if any(
+        kind(d) == "complex"
+        for d in [instr.shape.dtype] + [op.shape.dtype for op in instr.operands]
+    ):
         return _complex(ctx, instr, args)
     fn = SCALAR.get(instr.opcode)
     if fn is None:
@@ -446,8 +516,12 @@ def emit_scalar(ctx, instr, args: list[str], *, round_bf16: bool = True) -> str:
     for operand in instr.operands:
         kernel_type(operand.shape.dtype)
     expr = fn(ctx, instr, args)
-    if round_bf16 and instr.shape.dtype == "bf16" and instr.opcode not in EXACT_OPS and \
-            not (instr.opcode == "convert" and instr.operand(0).shape.dtype in ("bf16", "pred")):
+    if (
+        round_bf16
+        and instr.shape.dtype == "bf16"
+        and instr.opcode not in EXACT_OPS
+        and not (instr.opcode == "convert" and instr.operand(0).shape.dtype in ("bf16", "pred"))
+    ):
         return f"h.round_bf16({expr})"
     return expr
 
@@ -506,9 +580,11 @@ def _reduce_precision(ctx, instr, args):
     int_type = f"np.uint{width}"
     u64 = lambda v: f"np.uint64({v})"  # noqa: E731
     bits = f"np.uint64(h.bitcast({args[0]}, {int_type}))"
-    edited = (f"h.reduce_precision_bits({bits}, {u64(last_kept)}, {u64(keep_mask)}, "
-              f"{u64(exponent_mask)}, {u64(over)}, {u64(under)}, {u64(1 << (width - 1))}, "
-              f"{shift > 0}, {exponent_bits < src_e})")
+    edited = (
+        f"h.reduce_precision_bits({bits}, {u64(last_kept)}, {u64(keep_mask)}, "
+        f"{u64(exponent_mask)}, {u64(over)}, {u64(under)}, {u64(1 << (width - 1))}, "
+        f"{shift > 0}, {exponent_bits < src_e})"
+    )
     float_type = kernel_type("f64" if dtype == "f64" else "f32")
     result = f"h.bitcast({int_type}({edited}), {float_type})"
     nan = args[0] if mantissa_bits > 0 else f"{float_type}(np.inf)"
@@ -518,8 +594,13 @@ def _reduce_precision(ctx, instr, args):
 # ---- complex numbers -------------------------------------------------------------------------
 
 _COMPLEX_BINARY = {"add": "+", "subtract": "-", "multiply": "*"}
-_COMPLEX_UNARY = {"exponential": "np.exp", "log": "np.log", "sqrt": "np.sqrt",
-                  "negate": "-", "copy": ""}
+_COMPLEX_UNARY = {
+    "exponential": "np.exp",
+    "log": "np.log",
+    "sqrt": "np.sqrt",
+    "negate": "-",
+    "copy": "",
+}
 
 
 def _complex(ctx, instr, args) -> str:

@@ -14,6 +14,7 @@ made only of kernels runs as one native function, native_loop.py), `strict` (an 
 without native code is a compile error instead of a FallbackWarning). docs/cpu-backend.md has
 the design.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -56,6 +57,7 @@ def pipeline():
         from ...passes.pipelines import cpu_pipeline
     except ImportError:
         from ...passes.base import Pipeline
+
         return Pipeline("cpu", [])
     return cpu_pipeline()
 
@@ -90,15 +92,21 @@ def _report_fallbacks(program, strict: bool) -> None:
     """One warning per compile naming every instruction without native code; with `strict`,
     a compile error instead."""
     # collectives run as host thunks meeting the other devices: that is their implementation
-    slow = [(instr, reason) for instr, reason in program.fallback_reasons
-            if instr.opdef.kind != COLLECTIVE]
+    slow = [
+        (instr, reason)
+        for instr, reason in program.fallback_reasons
+        if instr.opdef.kind != COLLECTIVE
+    ]
     if not slow:
         return
     listed = "; ".join(f"{instr.opcode} %{instr.name} ({reason})" for instr, reason in slow)
     if strict:
         raise UnsupportedError(f"the cpu backend has no native code for: {listed}")
-    warnings.warn(f"minixla cpu: {len(slow)} instruction(s) run through the "
-                  f"reference interpreter: {listed}", FallbackWarning, stacklevel=4)
+    warnings.warn(
+        f"minixla cpu: {len(slow)} instruction(s) run through the reference interpreter: {listed}",
+        FallbackWarning,
+        stacklevel=4,
+    )
 
 
 def compile_module(module: HloModule, options: dict) -> Executable:
@@ -125,7 +133,8 @@ def compile_module(module: HloModule, options: dict) -> Executable:
         parts = cache.key_parts(fingerprint, codegen_options)
         if not hit and cache.explain_requested():
             logging.getLogger("minixla.cache").warning(
-                "compilation cache miss for %s", disk.explain_miss(module.name, parts))
+                "compilation cache miss for %s", disk.explain_miss(module.name, parts)
+            )
         with contextlib.suppress(OSError):
             disk.record(hit)
         if not hit:
@@ -166,14 +175,28 @@ def executable_of(module: HloModule, program, options: dict, outcomes: list[str]
     executable.dump_files = program.dump_files
     executable.kernel_outcomes = outcomes
     executable.generated_code_size = len(program.source.encode()) + sum(
-        len(spec.source.encode()) for spec in program.kernels.values())
+        len(spec.source.encode()) for spec in program.kernels.values()
+    )
     if program.assignment is not None:  # the driver packs what the assignment left out
         executable.buffer_assignment = program.assignment
         executable.extra_temp_bytes = program.arena_bytes - program.assignment.arena_size
     return executable
 
 
-BACKEND = Backend("cpu", compile_module, available, pipeline,
-                  options=("cache", "cache_dir", "parallel_threshold", "buffer_assignment",
-                           "strict", "max_while_iterations", "flush_denormals", "native_loops"),
-                  programs=programs.ProgramCache())
+BACKEND = Backend(
+    "cpu",
+    compile_module,
+    available,
+    pipeline,
+    options=(
+        "cache",
+        "cache_dir",
+        "parallel_threshold",
+        "buffer_assignment",
+        "strict",
+        "max_while_iterations",
+        "flush_denormals",
+        "native_loops",
+    ),
+    programs=programs.ProgramCache(),
+)

@@ -13,6 +13,7 @@ The thread count is set through OpenBLAS's own `*_set_num_threads` entry points 
 OpenBLAS library loaded in the process (NumPy's and SciPy's are separate copies), found in
 /proc/self/maps; where that is not possible (another BLAS, another OS) nothing is changed.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -22,8 +23,12 @@ import threading
 # Below this a GEMM runs on one thread. 2^24: on an idle two-core machine a 256x512x256 GEMM
 # (2^25 flops) ran 0.39 ms on two threads against 0.66-0.77 ms on one.
 SERIAL_FLOPS = 1 << 24
-_SYMBOLS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
-            "openblas_set_num_threads64_", "openblas_set_num_threads")
+_SYMBOLS = (
+    "scipy_openblas_set_num_threads64_",
+    "scipy_openblas_set_num_threads",
+    "openblas_set_num_threads64_",
+    "openblas_set_num_threads",
+)
 
 _lock = threading.Lock()
 _setters: list | None = None
@@ -67,6 +72,7 @@ def idle_cores() -> int:
     """Cores not busy with other work: all of ours minus the load beyond this process."""
     global _idle
     import time
+
     now = time.monotonic()
     if now - _idle[0] > 1.0:
         try:

@@ -36,6 +36,7 @@ the size stats every file (a third of a second at 8,000 entries), so while a pro
 measurement found the cache under half its cap it measures again only after RESCAN_SECONDS
 (the cap can be passed by what is written meanwhile).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -63,9 +64,18 @@ RESCAN_SECONDS = 30.0
 # (root, cap) -> (when, bytes) of this process's last measurement of a cache's size
 _MEASURED: dict[tuple[str, int], tuple[float, int]] = {}
 # Relative to backends/: the shared codegen layer and the CPU's own kernel code.
-_CODEGEN_FILES = ("codegen/helpers.py", "codegen/scalar.py", "codegen/elemental.py",
-                  "codegen/kernels.py", "cpu/helpers.py", "cpu/kernels.py", "cpu/loops.py",
-                  "cpu/mathlib.py", "cpu/jit.py", "cpu/cache.py")
+_CODEGEN_FILES = (
+    "codegen/helpers.py",
+    "codegen/scalar.py",
+    "codegen/elemental.py",
+    "codegen/kernels.py",
+    "cpu/helpers.py",
+    "cpu/kernels.py",
+    "cpu/loops.py",
+    "cpu/mathlib.py",
+    "cpu/jit.py",
+    "cpu/cache.py",
+)
 
 
 def default_root() -> Path:
@@ -88,6 +98,7 @@ def environment() -> dict:
     import numba
 
     from ...version import __version__
+
     here = Path(__file__).parent.parent
     codegen = hashlib.sha256()
     for name in _CODEGEN_FILES:
@@ -96,9 +107,12 @@ def environment() -> dict:
             codegen.update(path.read_bytes())
     features = llvm.get_host_cpu_features()
     return {
-        "minixla": __version__, "codegen": codegen.hexdigest()[:16],
-        "numba": numba.__version__, "llvmlite": llvmlite.__version__,
-        "python": platform.python_version(), "cpu": llvm.get_host_cpu_name(),
+        "minixla": __version__,
+        "codegen": codegen.hexdigest()[:16],
+        "numba": numba.__version__,
+        "llvmlite": llvmlite.__version__,
+        "python": platform.python_version(),
+        "cpu": llvm.get_host_cpu_name(),
         "cpu_features": features.flatten() if hasattr(features, "flatten") else str(features),
     }
 
@@ -144,8 +158,7 @@ def owned_by_us(path: Path) -> bool:
         info = path.lstat()
     except OSError:
         return False
-    return stat.S_ISREG(info.st_mode) and \
-        (not hasattr(os, "getuid") or info.st_uid == os.getuid())
+    return stat.S_ISREG(info.st_mode) and (not hasattr(os, "getuid") or info.st_uid == os.getuid())
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -219,8 +232,11 @@ class DiskCache:
         try:
             manifest = json.loads(manifest_path.read_text())
             files, numba = manifest["files"], manifest["numba"]
-            if not isinstance(files, dict) or not isinstance(numba, dict) or \
-                    manifest.get("kid") != kid:
+            if (
+                not isinstance(files, dict)
+                or not isinstance(numba, dict)
+                or manifest.get("kid") != kid
+            ):
                 raise TypeError("fields of the wrong type or another kernel's id")
         except (ValueError, KeyError, TypeError, OSError, UnicodeDecodeError) as exc:
             raise CorruptEntry(f"unreadable manifest {manifest_path}: {exc}") from None
@@ -233,8 +249,9 @@ class DiskCache:
         recorded = manifest.get("numba", {})
         present = {p.name: p for p in numba_files}
         if set(recorded) != set(present):
-            raise CorruptEntry(f"Numba cache files changed: {sorted(recorded)} vs "
-                               f"{sorted(present)}")
+            raise CorruptEntry(
+                f"Numba cache files changed: {sorted(recorded)} vs {sorted(present)}"
+            )
         for name, sha in recorded.items():
             if not owned_by_us(present[name]) or _sha(present[name]) != sha:
                 raise CorruptEntry(f"Numba cache file {present[name]} fails its checksum")
@@ -251,8 +268,11 @@ class DiskCache:
         for path in numba_files:  # Numba writes 0644; nothing here is for others to read
             with contextlib.suppress(OSError):
                 path.chmod(0o600)
-        manifest = {"kid": kid, "files": {py.name: hashlib.sha256(source.encode()).hexdigest()},
-                    "numba": {p.name: _sha(p) for p in numba_files}}
+        manifest = {
+            "kid": kid,
+            "files": {py.name: hashlib.sha256(source.encode()).hexdigest()},
+            "numba": {p.name: _sha(p) for p in numba_files},
+        }
         atomic_write(manifest_path, json.dumps(manifest, indent=1).encode())
 
     def numba_files(self, kid: str) -> list[Path]:
@@ -261,8 +281,11 @@ class DiskCache:
         return sorted(folder.glob(f"{kid}.*")) if folder.is_dir() else []
 
     def discard_kernel(self, kid: str, numba_files: list[Path], reason: str) -> None:
-        warnings.warn(f"minixla: corrupt compilation cache entry {kid} ({reason}); "
-                      f"recompiling", RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"minixla: corrupt compilation cache entry {kid} ({reason}); recompiling",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         py, manifest_path, _ = self.kernel_paths(kid)
         for path in [py, manifest_path, *numba_files, *self.numba_files(kid)]:
             with contextlib.suppress(OSError):
@@ -336,8 +359,11 @@ class DiskCache:
         atomic_write(self.program_path(key), json.dumps(entry).encode())
 
     def discard_program(self, key: str, reason: str) -> None:
-        warnings.warn(f"minixla: corrupt compilation cache entry program {key} ({reason}); "
-                      f"recompiling", RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"minixla: corrupt compilation cache entry program {key} ({reason}); recompiling",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         with contextlib.suppress(OSError):
             self.program_path(key).unlink()
 
@@ -357,8 +383,9 @@ class DiskCache:
             counts = {}
         if not isinstance(counts, dict):
             counts = {}
-        return {k: counts.get(k) if isinstance(counts.get(k), int) else 0
-                for k in ("hits", "misses")}
+        return {
+            k: counts.get(k) if isinstance(counts.get(k), int) else 0 for k in ("hits", "misses")
+        }
 
     # -- size cap ----------------------------------------------------------------------------
     def entries(self) -> list[tuple[float, int, str, list[Path]]]:
@@ -398,7 +425,7 @@ class DiskCache:
             if name in keep:
                 continue
             lock = self.kernel_paths(name)[2] if ":" not in name else None
-            with (locked(lock, blocking=False) if lock else contextlib.nullcontext(True)) as ok:
+            with locked(lock, blocking=False) if lock else contextlib.nullcontext(True) as ok:
                 if not ok:
                     continue
                 for path in files:
@@ -416,8 +443,11 @@ class DiskCache:
 def key_parts(fingerprint: str, options: dict) -> dict:
     """What a module's key is made of, kept in its entry so a later miss can say what
     changed."""
-    return {"module": hashlib.sha256(fingerprint.encode()).hexdigest()[:16],
-            "options": dict(options), "environment": environment()}
+    return {
+        "module": hashlib.sha256(fingerprint.encode()).hexdigest()[:16],
+        "options": dict(options),
+        "environment": environment(),
+    }
 
 
 def _differences(where: str, old, new) -> list[str]:
@@ -436,6 +466,7 @@ def _differences(where: str, old, new) -> list[str]:
 def explain_requested() -> bool:
     """`--explain_cache_misses` in $MINIXLA_FLAGS (as JAX's jax_explain_cache_misses)."""
     from ...passes.flags import read_flags
+
     return bool(read_flags(None, "").get("explain_cache_misses", False))
 
 
@@ -464,5 +495,7 @@ def module_name(kid: str) -> str:
 def is_enabled(options: dict) -> bool:
     if "cache" in options:
         return bool(options["cache"])
-    return os.environ.get("MINIXLA_CACHE", "1") not in ("0", "false", "") and \
-        sys.platform != "emscripten"
+    return (
+        os.environ.get("MINIXLA_CACHE", "1") not in ("0", "false", "")
+        and sys.platform != "emscripten"
+    )

@@ -17,6 +17,7 @@ dim of every GEMM operand. Two strategies:
   with the kernel in one batched GEMM. Used for strides, batch groups (weight gradients),
   few input features (an RGB first layer), and windows with many taps.
 """
+
 from __future__ import annotations
 
 import math
@@ -57,6 +58,7 @@ class ConvPlan:
 def plan(instr, strategy: str | None = None) -> ConvPlan:
     """The plan of a convolution; `strategy` forces one where it applies (tests run both)."""
     from ...ir import WindowDim, parse_dim_labels
+
     attrs = instr.attrs
     dims = parse_dim_labels(str(attrs["dim_labels"]))
     groups, batch_groups = attrs.get("feature_group_count", 1), attrs.get("batch_group_count", 1)
@@ -70,26 +72,40 @@ def plan(instr, strategy: str | None = None) -> ConvPlan:
     features = lhs.dims[dims.input_feature] // max(groups, 1)
     work = _gemm_dtype(instr, _work_dtype(instr), taps * features)
     out_spatial = [instr.shape.dims[d] for d in dims.output_spatial]
-    padded = [(n - 1) * wd.lhs_dilation + 1 + wd.padding_low + wd.padding_high if n else 0
-              for n, wd in zip((lhs.dims[d] for d in dims.input_spatial), window)]
+    padded = [
+        (n - 1) * wd.lhs_dilation + 1 + wd.padding_low + wd.padding_high if n else 0
+        for n, wd in zip((lhs.dims[d] for d in dims.input_spatial), window)
+    ]
     waste = math.prod(padded) / max(math.prod(out_spatial), 1)
     can_shift = all(wd.stride == 1 for wd in window) and batch_groups == 1
     if strategy is None:
-        strategy = "shifted" if can_shift and features >= SHIFT_MIN_FEATURES \
-            and taps <= SHIFT_MAX_TAPS and waste <= SHIFT_MAX_WASTE else "im2col"
+        strategy = (
+            "shifted"
+            if can_shift
+            and features >= SHIFT_MIN_FEATURES
+            and taps <= SHIFT_MAX_TAPS
+            and waste <= SHIFT_MAX_WASTE
+            else "im2col"
+        )
     if strategy not in ("shifted", "im2col") or strategy == "shifted" and not can_shift:
         raise ValueError(f"convolution strategy {strategy!r} does not apply")
     channels_last = strategy == "shifted" or dims.input_feature == lhs.rank - 1
     return ConvPlan(
         x_perm=(dims.input_batch,) + tuple(dims.input_spatial) + (dims.input_feature,)
-        if channels_last else (dims.input_batch, dims.input_feature) + tuple(dims.input_spatial),
-        k_perm=tuple(dims.kernel_spatial) + (dims.kernel_input_feature,
-                                             dims.kernel_output_feature),
+        if channels_last
+        else (dims.input_batch, dims.input_feature) + tuple(dims.input_spatial),
+        k_perm=tuple(dims.kernel_spatial) + (dims.kernel_input_feature, dims.kernel_output_feature),
         out_perm=(dims.output_batch,) + tuple(dims.output_spatial) + (dims.output_feature,),
-        window=tuple(window), flips=tuple(i for i, wd in enumerate(window) if wd.reversal),
-        extents=extents, groups=groups, batch_groups=batch_groups, work=work,
+        window=tuple(window),
+        flips=tuple(i for i, wd in enumerate(window) if wd.reversal),
+        extents=extents,
+        groups=groups,
+        batch_groups=batch_groups,
+        work=work,
         strategy=strategy,
-        flops=2.0 * instr.shape.numel() * taps * features, channels_last=channels_last)
+        flops=2.0 * instr.shape.numel() * taps * features,
+        channels_last=channels_last,
+    )
 
 
 def convolution(instr, strategy: str | None = None):
@@ -100,21 +116,32 @@ def convolution(instr, strategy: str | None = None):
     def run(out, x, kernel):
         use_threads(threads_for(spec.flops))
         x = x.transpose(spec.x_perm).astype(spec.work, copy=False)
-        x = _dilate_and_pad(x, range(1, 1 + nsp) if spec.channels_last else range(2, 2 + nsp),
-                            spec.window)
+        x = _dilate_and_pad(
+            x, range(1, 1 + nsp) if spec.channels_last else range(2, 2 + nsp), spec.window
+        )
         if not spec.channels_last:
             x = np.moveaxis(x, 1, -1)
         kernel = kernel.transpose(spec.k_perm).astype(spec.work, copy=False)
         if spec.flips:
             kernel = np.flip(kernel, spec.flips)
         target = out.transpose(spec.out_perm)
-        if any(x.shape[1 + i] < e for i, e in enumerate(spec.extents)) or x.shape[0] == 0 \
-                or x.shape[-1] == 0 or kernel.size == 0 or out.size == 0:
+        if (
+            any(x.shape[1 + i] < e for i, e in enumerate(spec.extents))
+            or x.shape[0] == 0
+            or x.shape[-1] == 0
+            or kernel.size == 0
+            or out.size == 0
+        ):
             out[...] = 0
             return
-        positions = target.shape[1:1 + nsp]
-        _finish(target, _shifted(spec, x, kernel, positions, gemm) if spec.strategy == "shifted"
-                else _im2col(spec, x, kernel, positions))
+        positions = target.shape[1 : 1 + nsp]
+        _finish(
+            target,
+            _shifted(spec, x, kernel, positions, gemm)
+            if spec.strategy == "shifted"
+            else _im2col(spec, x, kernel, positions),
+        )
+
     return run
 
 
@@ -125,7 +152,7 @@ def _shifted(spec: ConvPlan, x: np.ndarray, kernel: np.ndarray, positions, gemm)
     g = spec.groups
     o = kernel.shape[-1]
     x = np.ascontiguousarray(x)
-    pitches = [math.prod(spatial[i + 1:]) for i in range(len(spatial))]
+    pitches = [math.prod(spatial[i + 1 :]) for i in range(len(spatial))]
     volume = math.prod(spatial)
     rows = (n - 1) * volume + sum((p - 1) * pitch for p, pitch in zip(positions, pitches)) + 1
     flat = x.reshape(n * volume, g, c // g).transpose(1, 0, 2)  # [g, rows, c / g]
@@ -135,11 +162,17 @@ def _shifted(spec: ConvPlan, x: np.ndarray, kernel: np.ndarray, positions, gemm)
     for tap in np.ndindex(*kernel.shape[:-2]):
         offset = sum(t * wd.rhs_dilation * pitch for t, wd, pitch in zip(tap, spec.window, pitches))
         weights = kernel[tap].reshape(c // g, g, o // g).transpose(1, 0, 2)  # [g, in, out]
-        lhs = flat[:, offset:offset + rows]
+        lhs = flat[:, offset : offset + rows]
         if gemm is not None and g == 1:  # total += lhs @ weights, as C^T = B^T A^T for BLAS
             target = total[0, :rows].T
-            result = gemm(1.0, np.ascontiguousarray(weights[0]).T, lhs[0].T,
-                          beta=0.0 if tap == first else 1.0, c=target, overwrite_c=True)
+            result = gemm(
+                1.0,
+                np.ascontiguousarray(weights[0]).T,
+                lhs[0].T,
+                beta=0.0 if tap == first else 1.0,
+                c=target,
+                overwrite_c=True,
+            )
             if result is not target:  # SciPy copied C instead
                 target[...] = result
             continue
@@ -149,8 +182,11 @@ def _shifted(spec: ConvPlan, x: np.ndarray, kernel: np.ndarray, positions, gemm)
             continue
         np.matmul(lhs, weights, out=scratch)
         np.add(total[:, :rows], scratch, out=total[:, :rows])
-    grid = total.transpose(1, 0, 2).reshape((n,) + tuple(spatial) + (o,)) if g > 1 else \
-        total.reshape((n,) + tuple(spatial) + (o,))
+    grid = (
+        total.transpose(1, 0, 2).reshape((n,) + tuple(spatial) + (o,))
+        if g > 1
+        else total.reshape((n,) + tuple(spatial) + (o,))
+    )
     return grid[(slice(None),) + tuple(slice(0, p) for p in positions)]
 
 
@@ -172,9 +208,12 @@ def _im2col(spec: ConvPlan, x: np.ndarray, kernel: np.ndarray, positions) -> np.
     else (features, taps...), so the copy reads runs that are contiguous in memory."""
     nsp = len(spec.window)
     view = np.lib.stride_tricks.sliding_window_view(x, spec.extents, axis=tuple(range(1, 1 + nsp)))
-    view = view[(slice(None),) + tuple(slice(0, p * wd.stride, wd.stride)
-                                       for p, wd in zip(positions, spec.window))
-                + (slice(None),) + tuple(slice(None, None, wd.rhs_dilation) for wd in spec.window)]
+    view = view[
+        (slice(None),)
+        + tuple(slice(0, p * wd.stride, wd.stride) for p, wd in zip(positions, spec.window))
+        + (slice(None),)
+        + tuple(slice(None, None, wd.rhs_dilation) for wd in spec.window)
+    ]
     if spec.channels_last:  # [n, positions..., taps..., c]; the kernel is [taps..., c, o]
         view = np.moveaxis(view, 1 + nsp, -1)
     else:  # [n, positions..., c, taps...] as it comes
@@ -189,7 +228,7 @@ def _im2col(spec: ConvPlan, x: np.ndarray, kernel: np.ndarray, positions) -> np.
         cols = view.reshape(1, n * count, depth)
     else:  # [g, n * positions, K], group j's features
         axis = 1 + nsp + (nsp if spec.channels_last else 0)
-        grouped = view.reshape(view.shape[:axis] + (g, -1) + view.shape[axis + 1:])
+        grouped = view.reshape(view.shape[:axis] + (g, -1) + view.shape[axis + 1 :])
         cols = np.moveaxis(grouped, axis, 0).reshape(g, n * count, depth)
     weights = kernel.reshape(depth, g, o // g).transpose(1, 0, 2)  # [g, K, o / g]
     result = np.matmul(cols, weights).reshape((g, n) + tuple(positions) + (o // g,))
@@ -214,8 +253,11 @@ def _dilate_and_pad(x: np.ndarray, axes, window) -> np.ndarray:
         last = max(last, first)
         start = low + first * step
         src[axis] = slice(first, last)
-        dst[axis] = (slice(start, start + (last - first - 1) * step + 1, step)
-                     if last > first else slice(0, 0))
+        dst[axis] = (
+            slice(start, start + (last - first - 1) * step + 1, step)
+            if last > first
+            else slice(0, 0)
+        )
         shape[axis] = size
         plain = plain and wd.lhs_dilation == 1 and wd.padding_low == 0 and wd.padding_high == 0
     if plain:

@@ -10,6 +10,7 @@ the argument (their results may be NumPy views of it). Every other aliased outpu
 buffer assignment skipped, a module without buffer assignment, a loop's result) is copied into
 its argument at the exit, so on cpu an aliased output always comes back in the donated buffer.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -53,14 +54,20 @@ def direct_writes(comp, order, decisions, assignment, can_share) -> EntryDonatio
             if how not in BUFFER_KINDS:
                 continue
             for leaf, leaf_shape in instr.shape.leaves():
-                if leaf_shape.dims != shape.dims or leaf_shape.dtype != shape.dtype or \
-                        _allocation(assignment, instr, leaf) is not storage:
+                if (
+                    leaf_shape.dims != shape.dims
+                    or leaf_shape.dtype != shape.dtype
+                    or _allocation(assignment, instr, leaf) is not storage
+                ):
                     continue
                 reading = [k for k, op in enumerate(instr.operands) if id(op) in views]
                 if how in ("dus", "scatter") and reading == [0]:
                     found.in_place.add(id(instr))
-                elif not reading or (how == "kernel" and spec.loop_nests == 1 and
-                                     all(can_share(instr, k) for k in reading)):
+                elif not reading or (
+                    how == "kernel"
+                    and spec.loop_nests == 1
+                    and all(can_share(instr, k) for k in reading)
+                ):
                     found.targets[(id(instr), leaf)] = argument(entry)
     return found
 
@@ -102,12 +109,17 @@ def exit_expression(fn, value, kinds, shape, outputs: dict, plain_exit, source) 
             fn.lines.append(f"{var} = {expr}")
             expr = var
         parts[index] = expr
-    donated = [(index, outputs[index], source(v)) for index, v, _, s in leaves
-               if index in outputs and s.is_array]
+    donated = [
+        (index, outputs[index], source(v))
+        for index, v, _, s in leaves
+        if index in outputs and s.is_array
+    ]
     names = [fn.b.fresh_name("d") for _ in donated]
-    fn.lines.append(f"{''.join(n + ', ' for n in names)}= _into_donated("
-                    f"({''.join(t + ', ' for _, t, _ in donated)}), "
-                    f"({''.join(v + ', ' for _, _, v in donated)}))")
+    fn.lines.append(
+        f"{''.join(n + ', ' for n in names)}= _into_donated("
+        f"({''.join(t + ', ' for _, t, _ in donated)}), "
+        f"({''.join(v + ', ' for _, _, v in donated)}))"
+    )
     parts.update((index, name) for (index, _, _), name in zip(donated, names))
     return _nested(shape, parts)
 
@@ -124,8 +136,11 @@ def _leaves(value, kinds, shape, index=()):
 def _nested(shape, parts, index=()) -> str:
     if not shape.is_tuple:
         return parts[index]
-    return "(" + "".join(_nested(s, parts, index + (i,)) + ", "
-                         for i, s in enumerate(shape.tuple_shapes)) + ")"
+    return (
+        "("
+        + "".join(_nested(s, parts, index + (i,)) + ", " for i, s in enumerate(shape.tuple_shapes))
+        + ")"
+    )
 
 
 def into_donated(targets: tuple, values: tuple) -> tuple:
@@ -135,8 +150,11 @@ def into_donated(targets: tuple, values: tuple) -> tuple:
     bf16[10,11,12] argument hold its bf16[11,10,12] transpose) is written as a view of the
     argument's bytes; one of another byte size cannot live there and is returned as is."""
     values = tuple(
-        v if v is t or not any(np.may_share_memory(v, u) for u in targets if u is not t)
-        else np.array(v) for t, v in zip(targets, values))
+        v
+        if v is t or not any(np.may_share_memory(v, u) for u in targets if u is not t)
+        else np.array(v)
+        for t, v in zip(targets, values)
+    )
     out = []
     for target, value in zip(targets, values):
         if value is not target and (value.shape, value.dtype) != (target.shape, target.dtype):

@@ -19,6 +19,7 @@ copies, library and custom calls) or scatter for an instruction, the interpreter
 the fallback, and the lowerings of those kinds. Its builder adds the CPU's buffer assignment,
 donated arguments and native while loops.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -28,12 +29,26 @@ import numpy as np
 
 from ...reference import denormals
 from .. import flush_denormals_requested
-from ..codegen.driver import (CONTROL, DriverBuilder, DriverFunction, Hooks, fusion_rule,
-                              loop_limit, single_op_rule, while_lines)
+from ..codegen.driver import (
+    CONTROL,
+    DriverBuilder,
+    DriverFunction,
+    Hooks,
+    fusion_rule,
+    loop_limit,
+    single_op_rule,
+    while_lines,
+)
 from ..codegen.driver import nest as _nest
 from ..codegen.driver import source as _source
-from ..codegen.plan import (ALIGNMENT, constant_value, is_view_op, loop_carried_updates,
-                            needs_copy, plan_computation)
+from ..codegen.plan import (
+    ALIGNMENT,
+    constant_value,
+    is_view_op,
+    loop_carried_updates,
+    needs_copy,
+    plan_computation,
+)
 from . import donation, libcalls, native_loop, opkernels, thunks
 from .kernels import PARALLEL_THRESHOLD, KernelSpec, build_kernel, kernel_arg, reading_outputs
 
@@ -52,9 +67,12 @@ class Program:
 
     def dump_files(self) -> dict[str, str]:
         """What `--dump_to` writes for this program: driver, kernels, buffer assignment."""
-        files = {"cpu.driver.py": self.source,
-                 "cpu.kernels.py": "\n\n".join(f"# kernel {name}\n{spec.source}"
-                                               for name, spec in self.kernels.items())}
+        files = {
+            "cpu.driver.py": self.source,
+            "cpu.kernels.py": "\n\n".join(
+                f"# kernel {name}\n{spec.source}" for name, spec in self.kernels.items()
+            ),
+        }
         if self.assignment is not None:
             files["buffer-assignment.txt"] = self.assignment.report()
         return files
@@ -65,8 +83,12 @@ class _Builder(DriverBuilder):
         super().__init__(module, options)
         self.parallel_threshold = int(options.get("parallel_threshold", PARALLEL_THRESHOLD))
         self.allow_native_loops = bool(options.get("native_loops", True))
-        self.ns: dict = {"np": np, "_contiguous": _contiguous, "_loop_input": _loop_input,
-                         "_into_donated": donation.into_donated}
+        self.ns: dict = {
+            "np": np,
+            "_contiguous": _contiguous,
+            "_loop_input": _loop_input,
+            "_into_donated": donation.into_donated,
+        }
         self.views: list[tuple[str, int, object]] = []  # (name, arena offset, shape)
         self.view_names: set[str] = set()
         self.view_bytes: dict[str, tuple] = {}  # arena view -> (offset, dims, dtype)
@@ -79,6 +101,7 @@ class _Builder(DriverBuilder):
         self.flush_denormals = flush_denormals_requested(options)
         if self.flush_denormals:
             from ...reference.evaluator import Evaluator
+
             self._evaluator = Evaluator(module, flush_denormals=True)
             self.ns.update(_flushed=denormals.flushed, _flush=denormals.flush_in_place)
 
@@ -105,8 +128,9 @@ class _Builder(DriverBuilder):
         return name
 
     def kernel_spec(self, comp) -> KernelSpec:
-        return build_kernel(comp, parallel_threshold=self.parallel_threshold,
-                            flush_denormals=self.flush_denormals)
+        return build_kernel(
+            comp, parallel_threshold=self.parallel_threshold, flush_denormals=self.flush_denormals
+        )
 
     # -- the module's buffer assignment ------------------------------------------------------
     def _allocation(self, instr, leaf=()):
@@ -132,8 +156,9 @@ class _Builder(DriverBuilder):
             return None
         how, spec = decision
         for number, operand in enumerate(instr.operands):
-            if all(self._allocation(operand, i) is not allocation for i, _ in
-                   operand.shape.leaves()):
+            if all(
+                self._allocation(operand, i) is not allocation for i, _ in operand.shape.leaves()
+            ):
                 continue
             # Writing over an input is only safe where every element is read before it is
             # written: an in-place update, or a one-nest kernel reading the input elementwise.
@@ -151,7 +176,8 @@ class _Builder(DriverBuilder):
         if id(loop) not in self.native_loops:
             updates = self.body_updates(loop.attrs["body"])
             self.native_loops[id(loop)] = native_loop.native_while(
-                self, loop, updates, self.max_while_iterations)
+                self, loop, updates, self.max_while_iterations
+            )
         return self.native_loops[id(loop)]
 
     def private_leaves(self, loop, decisions) -> frozenset:
@@ -159,22 +185,25 @@ class _Builder(DriverBuilder):
         rewrites, and the in-place updated ones this computation did not make for it alone."""
         _, _, written = decisions[id(loop)][1]
         updates = self.body_updates(loop.attrs["body"])
-        return frozenset(written | {i for i in updates
-                                    if not _owned_by_loop(decisions, loop, i)})
+        return frozenset(written | {i for i in updates if not _owned_by_loop(decisions, loop, i)})
 
     # -- functions -------------------------------------------------------------------------
     def body_updates(self, body) -> dict:
         """The state leaves `body` updates in place (decided before its function is
         emitted; only for a body no other instruction calls)."""
         if id(body) not in self.carried:
-            callers = [i for i in self.module.all_instructions()
-                       if any(v is body for v in i.attrs.values())]
+            callers = [
+                i
+                for i in self.module.all_instructions()
+                if any(v is body for v in i.attrs.values())
+            ]
             updates = {}
-            if all(c.opcode == "while" and c.attrs["body"] is body and
-                   c.attrs["condition"] is not body for c in callers):
+            if all(
+                c.opcode == "while" and c.attrs["body"] is body and c.attrs["condition"] is not body
+                for c in callers
+            ):
                 decisions = {id(i): self.decide(i) for i in body.instructions}
-                order = list(body.instructions) if self.module.is_scheduled else \
-                    body.post_order()
+                order = list(body.instructions) if self.module.is_scheduled else body.post_order()
                 updates = loop_carried_updates(body, lambda i: decisions[id(i)][0], order)
             self.carried[id(body)] = updates
         return self.carried[id(body)]
@@ -182,18 +211,30 @@ class _Builder(DriverBuilder):
     def new_function(self, comp, order, decisions, is_entry: bool) -> _Function:
         shared = None
         if self.assignment is not None:
+
             def shared(i, leaf):
                 return self.shared_slot(i, leaf, decisions[id(i)])
+
         how = lambda i: decisions[id(i)][0]  # noqa: E731
         carried = {id(d) for d in self.carried.get(id(comp), {}).values()}
         donated = donation.EntryDonations()
         if is_entry and self.aliases:
             donated = donation.direct_writes(comp, order, decisions, self.assignment, _can_share)
             carried |= donated.in_place
-        native = {id(i): self.private_leaves(i, decisions) for i in order
-                  if decisions[id(i)][0] == "while" and decisions[id(i)][1] is not None}
-        plan = plan_computation(comp, order=order, is_entry=is_entry, how=how, shared=shared,
-                                carried=carried, native_loops=native)
+        native = {
+            id(i): self.private_leaves(i, decisions)
+            for i in order
+            if decisions[id(i)][0] == "while" and decisions[id(i)][1] is not None
+        }
+        plan = plan_computation(
+            comp,
+            order=order,
+            is_entry=is_entry,
+            how=how,
+            shared=shared,
+            carried=carried,
+            native_loops=native,
+        )
         base = self.arena_bytes
         self.arena_bytes += -(-plan.arena_bytes // ALIGNMENT) * ALIGNMENT
         fn = _Function(self, comp, plan, decisions, base, is_entry)
@@ -234,11 +275,11 @@ class _Function(DriverFunction):
                 names.append(view)
                 continue
             var = self.b.fresh_name("v")
-            self.lines.append(f"{var} = np.empty({tuple(shape.dims)!r}, "
-                              f"{self.b.dtype(shape)})")
+            self.lines.append(f"{var} = np.empty({tuple(shape.dims)!r}, {self.b.dtype(shape)})")
             names.append(var)
-        self.names[id(instr)] = names[0] if not instr.shape.is_tuple else \
-            _nest(instr.shape, iter(names))
+        self.names[id(instr)] = (
+            names[0] if not instr.shape.is_tuple else _nest(instr.shape, iter(names))
+        )
         return names
 
 
@@ -257,8 +298,15 @@ def _contiguous(array):
 def _exit(value, kinds, shape, is_entry: bool) -> str:
     """The returned expression, copying leaves that may not be handed out as they are."""
     if shape.is_tuple:
-        parts = [_exit(value[i] if isinstance(value, tuple) else f"{_source(value)}[{i}]",
-                       kinds[i], s, is_entry) for i, s in enumerate(shape.tuple_shapes)]
+        parts = [
+            _exit(
+                value[i] if isinstance(value, tuple) else f"{_source(value)}[{i}]",
+                kinds[i],
+                s,
+                is_entry,
+            )
+            for i, s in enumerate(shape.tuple_shapes)
+        ]
         return "(" + "".join(p + ", " for p in parts) + ")"
     if shape.is_token or not needs_copy(kinds, is_entry):
         return _source(value)
@@ -266,6 +314,7 @@ def _exit(value, kinds, shape, is_entry: bool) -> str:
 
 
 # ---- lowerings ------------------------------------------------------------------------------
+
 
 def _parameter(fn: _Function, instr, _):
     name = f"p{instr.parameter_number}"
@@ -278,8 +327,11 @@ def _parameter(fn: _Function, instr, _):
 
 def _constant(fn: _Function, instr, _):
     value = constant_value(instr)
-    value = np.array(instr.literal if value is None else value, copy=True, order="C") \
-        if not instr.shape.is_tuple else instr.literal
+    value = (
+        np.array(instr.literal if value is None else value, copy=True, order="C")
+        if not instr.shape.is_tuple
+        else instr.literal
+    )
     if fn.b.flush_denormals:
         value = denormals.flushed(value)
     if isinstance(value, np.ndarray):
@@ -317,13 +369,14 @@ def _in_place_arguments(builder, spec: KernelSpec, names: list[str]) -> dict[int
     """{parameter argument: output argument} of a kernel whose parameter is the very arena
     bytes, dims and type of one of its outputs (buffer assignment shares them in place),
     passed with the same rank."""
+
     def key(k: int):
         view = builder.view_bytes.get(names[k])
         return None if view is None else view + (spec.ndims[k],)
+
     kinds = [kind for kind, _ in spec.args]
     outs = {key(k): k for k in range(len(names)) if kinds[k] == "out" and key(k) is not None}
-    return {k: outs[key(k)] for k in range(len(names))
-            if kinds[k] == "param" and key(k) in outs}
+    return {k: outs[key(k)] for k in range(len(names)) if kinds[k] == "param" and key(k) in outs}
 
 
 def _thunk(fn: _Function, instr, run):
@@ -377,8 +430,11 @@ def _while(fn: _Function, instr, native):
     if native is not None:
         return _native_while(fn, instr, native, state)
     if updates:
-        leaves = list(state) if isinstance(state, tuple) else \
-            [f"{state}[{k}]" for k in range(len(instr.shape.tuple_shapes))]
+        leaves = (
+            list(state)
+            if isinstance(state, tuple)
+            else [f"{state}[{k}]" for k in range(len(instr.shape.tuple_shapes))]
+        )
         for i in updates:
             if not _owned_by_loop(fn.decisions, instr, i):
                 leaves[i] = f"np.array({_source(leaves[i])})"
@@ -395,19 +451,31 @@ def _native_while(fn: _Function, instr, native, state) -> None:
     are private to the loop, as on the Python path."""
     name, fixed, _ = native
     private = fn.b.private_leaves(instr, fn.decisions)
-    leaves = list(state) if isinstance(state, tuple) else \
-        [f"{state}[{k}]" for k in range(len(instr.shape.tuple_shapes))]
+    leaves = (
+        list(state)
+        if isinstance(state, tuple)
+        else [f"{state}[{k}]" for k in range(len(instr.shape.tuple_shapes))]
+    )
     for i in private:
         leaves[i] = f"np.array({_source(leaves[i])})"
     var, status = fn.b.fresh_name("s"), fn.b.bind("st", np.zeros(1, np.int64))
     fn.lines.append(f"{var} = {_source(tuple(leaves))}")
-    args = [f"{var}[{i}].reshape(-1)" if i in private else f"_loop_input({var}[{i}])"
-            for i in range(len(leaves))] + list(fixed) + [status]
+    args = (
+        [
+            f"{var}[{i}].reshape(-1)" if i in private else f"_loop_input({var}[{i}])"
+            for i in range(len(leaves))
+        ]
+        + list(fixed)
+        + [status]
+    )
     fn.lines.append(f"{name}({', '.join(args)})")
     if fn.b.max_while_iterations is not None:
         fail = fn.b.bind_host("loop_limit", loop_limit)
-        fn.lines += [f"if {status}[0]:", f"    {status}[0] = 0",
-                     f"    {fail}({instr.name!r}, {int(fn.b.max_while_iterations)})"]
+        fn.lines += [
+            f"if {status}[0]:",
+            f"    {status}[0] = 0",
+            f"    {fail}({instr.name!r}, {int(fn.b.max_while_iterations)})",
+        ]
     fn.names[id(instr)] = var
 
 
@@ -418,16 +486,22 @@ def _owned_by_loop(decisions, loop, i: int) -> bool:
         return False
     leaf = init.operand(i)
     how = decisions[id(leaf)][0]
-    return how in ("kernel", "thunk") and leaf.users == [init] and \
-        init.operands.count(leaf) == 1 and leaf.shape.is_array
+    return (
+        how in ("kernel", "thunk")
+        and leaf.users == [init]
+        and init.operands.count(leaf) == 1
+        and leaf.shape.is_array
+    )
 
 
 def _can_share(instr, number: int) -> bool:
     from ...passes.dataflow import can_share_operand_buffer
+
     return can_share_operand_buffer(instr, number)
 
 
 # ---- the hook table ---------------------------------------------------------------------------
+
 
 def _view(b: _Builder, instr):
     """A view of operand 0; a reshape that buffer assignment gave storage of its own copies."""
@@ -487,13 +561,29 @@ def _op_kernel(b: _Builder, instr):
 
 # How the CPU computes what the shared dispatch leaves to it, in order; then the interpreter.
 HOOKS = Hooks(
-    rules=(_view, _control, fusion_rule, _dot, _custom_call, _movement, _dus,
-           single_op_rule(frozenset({"reduce", "transpose", "bitcast"}),
-                          tuples=frozenset({"reduce"})),
-           _libcall, _scatter_kernels, _op_kernel),
+    rules=(
+        _view,
+        _control,
+        fusion_rule,
+        _dot,
+        _custom_call,
+        _movement,
+        _dus,
+        single_op_rule(frozenset({"reduce", "transpose", "bitcast"}), tuples=frozenset({"reduce"})),
+        _libcall,
+        _scatter_kernels,
+        _op_kernel,
+    ),
     fallback=thunks.fallback,
-    lowering={"parameter": _parameter, "constant": _constant, "kernel": _kernel,
-              "thunk": _thunk, "dus": _dus_lowering, "scatter": _scatter, "while": _while},
+    lowering={
+        "parameter": _parameter,
+        "constant": _constant,
+        "kernel": _kernel,
+        "thunk": _thunk,
+        "dus": _dus_lowering,
+        "scatter": _scatter,
+        "while": _while,
+    },
 )
 _Builder.hooks = HOOKS
 
@@ -513,6 +603,7 @@ def _buffer_assignment(module, options: dict):
         raise  # an impossible must-alias is the user's error, not a missed optimization
     except Exception as exc:  # noqa: BLE001 - an unusable assignment only costs memory
         from ...runtime.metrics import count
+
         count(f"cpu.buffer_assignment.failed.{type(exc).__name__}")
         return None
 
@@ -525,12 +616,20 @@ def build_program(module, options: dict) -> Program:
     start = (-arena.ctypes.data) % ALIGNMENT
     for name, offset, shape in builder.views:
         nbytes = shape.numel() * shape.numpy_dtype.itemsize
-        raw = arena[start + offset:start + offset + nbytes]
+        raw = arena[start + offset : start + offset + nbytes]
         builder.ns[name] = raw.view(shape.numpy_dtype).reshape(shape.dims)
     builder.ns["_arena"] = arena
     for alias, expr in builder.kernel_args.values():
         builder.ns[alias] = eval(expr, builder.ns)  # noqa: S307 - our own generated expression
     source = "\n\n".join(reversed(builder.chunks))
-    return Program(source, builder.ns, builder.kernels, entry, builder.arena_bytes,
-                   builder.fallbacks, builder.assignment, builder.fallback_reasons,
-                   builder.aliases)
+    return Program(
+        source,
+        builder.ns,
+        builder.kernels,
+        entry,
+        builder.arena_bytes,
+        builder.fallbacks,
+        builder.assignment,
+        builder.fallback_reasons,
+        builder.aliases,
+    )

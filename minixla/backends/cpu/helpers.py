@@ -8,6 +8,7 @@ llvm.maximum/minimum.
 LLVM inlines the helpers into the kernel loop. They are compiled with 'contract' only, so the
 NaN and signed-zero selects survive whatever flags the calling kernel uses.
 """
+
 from __future__ import annotations
 
 from llvmlite import ir
@@ -23,24 +24,29 @@ _FLOATS = (types.float32, types.float64)
 
 # ---- LLVM intrinsics: each lowers to one vectorizable instruction ------------------------------
 
+
 def _float_intrinsic(name: str):
     """`name(x)` for a float x, as the LLVM intrinsic `llvm.<name>.f32/f64`."""
+
     def typer(typingctx, x):
         if x not in _FLOATS:
             return None
 
         def codegen(context, builder, sig, args):
             fty = args[0].type
-            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(fty, [fty]),
-                                                f"llvm.{name}.{fty.intrinsic_name}")
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(fty, [fty]), f"llvm.{name}.{fty.intrinsic_name}"
+            )
             return builder.call(fn, args)
+
         return x(x), codegen
+
     return intrinsic(typer)
 
 
 floor = _float_intrinsic("floor")
 ceil = _float_intrinsic("ceil")
-rint = _float_intrinsic("rint")    # ties to even (default rounding mode)
+rint = _float_intrinsic("rint")  # ties to even (default rounding mode)
 round_afz = _float_intrinsic("round")  # ties away from zero
 trunc = _float_intrinsic("trunc")
 
@@ -52,9 +58,11 @@ def copysign(typingctx, magnitude, sign):
 
     def codegen(context, builder, sig, args):
         fty = args[0].type
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(fty, [fty, fty]),
-                                            f"llvm.copysign.{fty.intrinsic_name}")
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(fty, [fty, fty]), f"llvm.copysign.{fty.intrinsic_name}"
+        )
         return builder.call(fn, args)
+
     return magnitude(magnitude, sign), codegen
 
 
@@ -66,11 +74,14 @@ def _int_intrinsic(name: str, poison_flag: bool):
         def codegen(context, builder, sig, args):
             ity = args[0].type
             params = [ity] + ([ir.IntType(1)] if poison_flag else [])
-            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ity, params),
-                                                f"llvm.{name}.i{ity.width}")
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ity, params), f"llvm.{name}.i{ity.width}"
+            )
             extra = [ir.Constant(ir.IntType(1), 0)] if poison_flag else []
             return builder.call(fn, [args[0]] + extra)
+
         return x(x), codegen
+
     return intrinsic(typer)
 
 
@@ -87,6 +98,7 @@ def bitcast(typingctx, x, ty):
 
     def codegen(context, builder, sig, args):
         return builder.bitcast(args[0], context.get_value_type(target))
+
     return target(x, ty), codegen
 
 
@@ -99,10 +111,12 @@ def signbit(typingctx, x):
     def codegen(context, builder, sig, args):
         ity = ir.IntType(x.bitwidth)
         return builder.icmp_signed("<", builder.bitcast(args[0], ity), ir.Constant(ity, 0))
+
     return types.boolean(x), codegen
 
 
 # ---- floats --------------------------------------------------------------------------------------
+
 
 def _float_binary_intrinsic(name: str):
     def typer(typingctx, a, b):
@@ -111,10 +125,15 @@ def _float_binary_intrinsic(name: str):
 
         def codegen(context, builder, sig, args):
             fty = args[0].type
-            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(fty, [fty, fty]),
-                                                f"llvm.{name}.{fty.intrinsic_name}")
+            fn = cgutils.get_or_insert_function(
+                builder.module,
+                ir.FunctionType(fty, [fty, fty]),
+                f"llvm.{name}.{fty.intrinsic_name}",
+            )
             return builder.call(fn, args)
+
         return a(a, b), codegen
+
     return intrinsic(typer)
 
 

@@ -8,6 +8,7 @@
 3. without a disk cache the source is executed in a fresh module and compiled in memory.
 The result says which of "memory", "disk" or "compiled" happened, for metrics and tests.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -33,6 +34,7 @@ INTERLEAVE = 4
 @contextlib.contextmanager
 def _kernel_codegen_options():
     import llvmlite.binding as llvm
+
     llvm.set_option("", f"-force-vector-interleave={INTERLEAVE}")
     try:
         yield
@@ -77,8 +79,12 @@ def warn_unusable(disk: DiskCache, reason: str) -> None:
     key = str(disk.root)
     if key not in _WARNED:
         _WARNED.add(key)
-        warnings.warn(f"minixla: not using the compilation cache at {disk.root} ({reason}); "
-                      f"compiling without it", RuntimeWarning, stacklevel=4)
+        warnings.warn(
+            f"minixla: not using the compilation cache at {disk.root} ({reason}); "
+            f"compiling without it",
+            RuntimeWarning,
+            stacklevel=4,
+        )
 
 
 def _compile_in_memory(spec, kid: str):
@@ -112,8 +118,7 @@ def _numba_files(dispatcher) -> list[Path]:
     index = Path(impl._cache_file._index_path)
     prefix = index.name[: -len(".nbi")]
     folder = Path(impl._cache_path)
-    return sorted(p for p in folder.glob(prefix + ".*") if p.is_file()) if folder.exists() \
-        else []
+    return sorted(p for p in folder.glob(prefix + ".*") if p.is_file()) if folder.exists() else []
 
 
 def _through_disk(spec, kid: str, disk: DiskCache):
@@ -161,6 +166,7 @@ def _load_stored(dispatcher, signature) -> bool:
     half a second, and only compiling needs it. False when nothing is stored."""
     from numba.core.compiler_lock import global_compiler_lock
     from numba.core.runtime import rtsys
+
     context = dispatcher.targetctx
     with global_compiler_lock:
         rtsys.initialize(context)  # kernels allocate through Numba's runtime
@@ -184,6 +190,7 @@ def forget_in_memory() -> None:
     """Drops the in-process kernel memo and compile memo (tests use it to exercise the disk
     cache)."""
     from ...runtime import compile_memo
+
     with _LOCK:
         _COMPILED.clear()
     compile_memo.clear()

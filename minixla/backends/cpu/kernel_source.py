@@ -1,6 +1,7 @@
 """The source of one op kernel (opkernels.py, sort_kernels.py, rng_kernels.py): arguments in
 the fusion kernels' calling convention (operands, then one output per result leaf; scalars as
 one-element arrays), body lines, and the elemental emitter for inlined scalar computations."""
+
 from __future__ import annotations
 
 import hashlib
@@ -67,15 +68,28 @@ class OpSource:
         lines = [_HEADER.format(doc=f"Kernel for {instr.opcode} %{instr.name}.")]
         lines += [f"{n} = {text}" for text, n in self.w.constants.items()]
         lines += [f"{n} = {key}" for key, n in self.w.math_names.items()]
-        lines += ["", "", f"@njit(parallel=False, fastmath={fastmath}, error_model='numpy', "
-                  "boundscheck=False, nogil=True, cache=CACHE)",
-                  f"def {name}({', '.join(self.params + self.outs)}):"]
+        lines += [
+            "",
+            "",
+            f"@njit(parallel=False, fastmath={fastmath}, error_model='numpy', "
+            "boundscheck=False, nogil=True, cache=CACHE)",
+            f"def {name}({', '.join(self.params + self.outs)}):",
+        ]
         lines += self.w.lines or ["    pass"]
         source = "\n".join(lines) + "\n"
         shapes = [op.shape for op in instr.operands] + self.out_shapes
-        args = [("param", i) for i in range(len(instr.operands))] + \
-            [("out", k) for k in range(len(self.outs))]
-        spec = KernelSpec(name, source, args, [max(s.rank, 1) for s in shapes],
-                          [s.dtype for s in shapes], False, False, 1)
+        args = [("param", i) for i in range(len(instr.operands))] + [
+            ("out", k) for k in range(len(self.outs))
+        ]
+        spec = KernelSpec(
+            name,
+            source,
+            args,
+            [max(s.rank, 1) for s in shapes],
+            [s.dtype for s in shapes],
+            False,
+            False,
+            1,
+        )
         spec.kid = hashlib.sha256((source + spec.signature_text()).encode()).hexdigest()[:32]
         return spec

@@ -14,6 +14,7 @@ Only 'contract' fast-math is on (FMA formation, which only removes roundings); k
 reductions also get 'reassoc' so LLVM can vectorize the accumulation (XLA:CPU does the same).
 Neither flag assumes away NaN, inf or signed zeros.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -30,6 +31,7 @@ def _default_parallel_threshold() -> int:
     more than they save; with fewer than four cores, never (on two cores measured kernels ran
     slower threaded: the second core is busy with the driver, the OS and other programs)."""
     import os
+
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return 1 << 18 if (cores or 1) >= 4 else 1 << 62
 
@@ -40,6 +42,7 @@ PARALLEL_THRESHOLD = _default_parallel_threshold()
 @dataclass
 class KernelSpec:
     """A generated kernel: its module source and how the driver must call it."""
+
     name: str
     source: str
     args: list[tuple]  # ("param", number) | ("const", instr) | ("out", index)
@@ -53,8 +56,10 @@ class KernelSpec:
     def numba_signature(self):
         from numba import from_dtype, types
 
-        arrays = [types.Array(from_dtype(storage_dtype(d)), n, "C")
-                  for d, n in zip(self.dtypes, self.ndims)]
+        arrays = [
+            types.Array(from_dtype(storage_dtype(d)), n, "C")
+            for d, n in zip(self.dtypes, self.ndims)
+        ]
         return types.void(*arrays)
 
     def signature_text(self) -> str:
@@ -78,12 +83,18 @@ class CpuWriter(Writer):
         if dtype not in ("f32", "f64"):
             return None
         from . import mathlib
+
         table = mathlib.MATH_F32 if dtype == "f32" else mathlib.MATH_F64
         return table, f"MATH_{dtype.upper()}"
 
 
-def build_kernel(comp, name: str = "kernel", *, parallel_threshold: int = PARALLEL_THRESHOLD,
-                 flush_denormals: bool = False) -> KernelSpec:
+def build_kernel(
+    comp,
+    name: str = "kernel",
+    *,
+    parallel_threshold: int = PARALLEL_THRESHOLD,
+    flush_denormals: bool = False,
+) -> KernelSpec:
     """The kernel for fused computation `comp`; raises NotEmittable when some instruction
     cannot be computed per element. flush_denormals: every float op's subnormal results
     become zeros of their sign."""
@@ -92,8 +103,9 @@ def build_kernel(comp, name: str = "kernel", *, parallel_threshold: int = PARALL
     writer = CpuWriter()
     writer.flush_denormals = flush_denormals
     params, arrays, args, ndims, dtypes, arg_names = kernel_signature(comp, outputs, flat)
-    touched = max([p.shape.numel() for p in params]
-                  + [leaf_shape(i, k).numel() for i, k in outputs] + [1])
+    touched = max(
+        [p.shape.numel() for p in params] + [leaf_shape(i, k).numel() for i, k in outputs] + [1]
+    )
     parallel = touched >= parallel_threshold
     hoisted: list[str] = []
     em = Elemental(writer, arrays, hoist=hoisted, flat=flat)
@@ -109,11 +121,14 @@ def build_kernel(comp, name: str = "kernel", *, parallel_threshold: int = PARALL
     lines = [_HEADER.format(doc=f"Kernel for computation {comp.name}.")]
     lines += [f"{n} = {text}" for text, n in writer.constants.items()]
     lines += [f"{n} = {key}" for key, n in writer.math_names.items()]
-    lines += ["", "",
-              f"@njit(parallel={parallel}, fastmath={{{', '.join(map(repr, sorted(fastmath)))}}}, "
-              f"error_model='numpy', "
-              f"boundscheck=False, nogil=True, cache=CACHE)",
-              f"def {name}({', '.join(arg_names)}):"]
+    lines += [
+        "",
+        "",
+        f"@njit(parallel={parallel}, fastmath={{{', '.join(map(repr, sorted(fastmath)))}}}, "
+        f"error_model='numpy', "
+        f"boundscheck=False, nogil=True, cache=CACHE)",
+        f"def {name}({', '.join(arg_names)}):",
+    ]
     lines += ["    " + line for line in hoisted]
     lines += body
     source = "\n".join(lines) + "\n"
@@ -134,10 +149,17 @@ def reading_outputs(spec: KernelSpec, pairs: dict[int, int]) -> KernelSpec:
     for i, j in pairs.items():
         body = re.sub(rf"\b{names[i]}\b", names[j], body)
     keep = [k for k in range(len(spec.args)) if k not in pairs]
-    source = (f"{head}def {spec.name}({', '.join(names[k] for k in keep)}):\n{body}")
-    variant = KernelSpec(spec.name, source, [spec.args[k] for k in keep],
-                         [spec.ndims[k] for k in keep], [spec.dtypes[k] for k in keep],
-                         spec.flat, spec.parallel, spec.loop_nests)
+    source = f"{head}def {spec.name}({', '.join(names[k] for k in keep)}):\n{body}"
+    variant = KernelSpec(
+        spec.name,
+        source,
+        [spec.args[k] for k in keep],
+        [spec.ndims[k] for k in keep],
+        [spec.dtypes[k] for k in keep],
+        spec.flat,
+        spec.parallel,
+        spec.loop_nests,
+    )
     variant.kid = hashlib.sha256((source + variant.signature_text()).encode()).hexdigest()[:32]
     return variant
 
@@ -147,6 +169,7 @@ def storage_dtype(dtype: str):
     import numpy as np
 
     from ...ir.dtypes import numpy_dtype
+
     return np.dtype(np.uint16) if dtype == "bf16" else numpy_dtype(dtype)
 
 

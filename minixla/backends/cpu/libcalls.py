@@ -7,6 +7,7 @@ NotEmittable when it does not cover the instruction (the driver then reports a f
 Contractions use the interpreter's work types (f32 for narrow floats, f64 when an f64 is
 involved, 64-bit integers wrapped to the result's width) so results round the same way.
 """
+
 from __future__ import annotations
 
 import math
@@ -59,6 +60,7 @@ def _finish(out, values) -> None:
 
 # ---- dot ---------------------------------------------------------------------------------------
 
+
 def dot(instr):
     """Dots BLAS cannot take directly (integers, narrow floats, mixed types): operands cast to
     the work type, one batched matmul, cast back."""
@@ -81,18 +83,22 @@ def dot(instr):
         a = lhs.transpose(lb + lf + lc).astype(work).reshape(batch, m, k)
         b = rhs.transpose(rb + rc + rf).astype(work).reshape(batch, k, n)
         _finish(out, np.matmul(a, b).reshape(out.shape))
+
     return run
 
 
 # ---- convolution -----------------------------------------------------------------------------
 
+
 def convolution(instr):
     """Shifted GEMMs or im2col + one batched GEMM, channels-last (convolution.py)."""
     from .convolution import convolution as build
+
     return build(instr)
 
 
 # ---- converts and bitcasts ---------------------------------------------------------------------
+
 
 def convert(instr):
     """Float <-> float converts involving f16 (kernels have no f16): NumPy's casts round once to
@@ -100,14 +106,16 @@ def convert(instr):
     interpreter rounds to odd first / saturates)."""
     src, dst = instr.operand(0).shape.dtype, instr.shape.dtype
     small_ints = ("s8", "s16", "s32", "u8", "u16", "u32", "pred")
-    if not (src in _FLOATS and dst in _FLOATS or src in small_ints and dst in _FLOATS) or \
-            (src == "f64" and dst in _NARROW_FLOATS):
+    if not (src in _FLOATS and dst in _FLOATS or src in small_ints and dst in _FLOATS) or (
+        src == "f64" and dst in _NARROW_FLOATS
+    ):
         raise NotEmittable(f"convert {src}->{dst}")
     via = np.float64 if src in small_ints else None
 
     def run(out, x):
         with np.errstate(over="ignore"):  # out of range rounds to inf, as specified
             out[...] = (x.astype(via) if via is not None else x).astype(out.dtype)
+
     return run
 
 
@@ -116,20 +124,28 @@ def bitcast_convert(instr):
     the host's, as XLA specifies)."""
     import sys
     from ..codegen.scalar import BITS
+
     src, dst = instr.operand(0).shape.dtype, instr.shape.dtype
-    if "pred" in (src, dst) or BITS.get(src, 1) % 8 or BITS.get(dst, 1) % 8 or \
-            sys.byteorder != "little":
+    if (
+        "pred" in (src, dst)
+        or BITS.get(src, 1) % 8
+        or BITS.get(dst, 1) % 8
+        or sys.byteorder != "little"
+    ):
         raise NotEmittable(f"bitcast-convert {src}->{dst}")
 
     def run(out, x):
         out.reshape(-1).view(np.uint8)[...] = np.ascontiguousarray(x).reshape(-1).view(np.uint8)
+
     return run
 
 
 # ---- fft, cholesky, triangular-solve -------------------------------------------------------------
 
+
 def fft(instr):
     from ...reference.ops_linalg import fft_values
+
     kind = str(instr.attrs["fft_type"])
     lengths = tuple(instr.attrs["fft_length"])
     if kind not in ("FFT", "IFFT", "RFFT", "IRFFT"):
@@ -138,6 +154,7 @@ def fft(instr):
 
     def run(out, x):  # the interpreter's code: the same lengths, padding and precision
         out[...] = fft_values(x, kind, lengths, dims).astype(out.dtype, copy=False)
+
     return run
 
 
@@ -156,6 +173,7 @@ def cholesky(instr):
     definite is factored by the interpreter's column-by-column code instead (NaN from the
     failing column on)."""
     from ...reference.ops_linalg import cholesky_values
+
     _, lapack = _lapack()
     lower = bool(instr.attrs.get("lower", False))
     dtype = instr.shape.dtype
@@ -174,6 +192,7 @@ def cholesky(instr):
             if info > 0:
                 factor = cholesky_values(flat_in[b], lower)
             flat_out[b] = factor
+
     return run
 
 
@@ -189,7 +208,8 @@ def triangular_solve(instr):
     lower = bool(attrs.get("lower", False))
     unit = bool(attrs.get("unit_diagonal", False))
     trans = {"NO_TRANSPOSE": 0, "TRANSPOSE": 1, "ADJOINT": 1}[
-        str(attrs.get("transpose_a", "NO_TRANSPOSE"))]
+        str(attrs.get("transpose_a", "NO_TRANSPOSE"))
+    ]
     a_shape = instr.operand(0).shape
     flops = instr.shape.numel() * (a_shape.dims[-1] if a_shape.rank else 0)
 
@@ -200,11 +220,25 @@ def triangular_solve(instr):
         flat_b = b.reshape((-1,) + b.shape[-2:]).astype(np.float64, copy=False)
         flat_out = out.reshape(flat_b.shape)
         for k in range(flat_b.shape[0]):
-            flat_out[k] = blas.dtrsm(1.0, flat_a[k], flat_b[k], side=0 if left else 1, lower=lower,
-                               trans_a=trans, diag=int(unit))
+            flat_out[k] = blas.dtrsm(
+                1.0,
+                flat_a[k],
+                flat_b[k],
+                side=0 if left else 1,
+                lower=lower,
+                trans_a=trans,
+                diag=int(unit),
+            )
+
     return run
 
 
-LIBCALLS = {"dot": dot, "convolution": convolution, "convert": convert,
-            "bitcast-convert": bitcast_convert, "fft": fft, "cholesky": cholesky,
-            "triangular-solve": triangular_solve}
+LIBCALLS = {
+    "dot": dot,
+    "convolution": convolution,
+    "convert": convert,
+    "bitcast-convert": bitcast_convert,
+    "fft": fft,
+    "cholesky": cholesky,
+    "triangular-solve": triangular_solve,
+}

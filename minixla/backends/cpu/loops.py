@@ -8,6 +8,7 @@
   reductions that accumulate into the output along the contiguous minor dim; the fused row
   reduction above. `prange` parallelizes the outermost loop of large kernels.
 """
+
 from __future__ import annotations
 
 from ..codegen.elemental import Elemental, Writer, accumulates_in_f32
@@ -63,16 +64,25 @@ def _depends_on_reduce(instr) -> bool:
 def _row_family(outputs):
     """Row reductions over one input shape plus the outputs with that shape, when those do
     not themselves read a reduction (that would recompute it per element)."""
-    reduces = [(k, i, leaf) for k, (i, leaf) in enumerate(outputs)
-               if i.opcode == "reduce" and _is_row_reduce(i)]
+    reduces = [
+        (k, i, leaf)
+        for k, (i, leaf) in enumerate(outputs)
+        if i.opcode == "reduce" and _is_row_reduce(i)
+    ]
     if not reduces:
         return None
     first = reduces[0][1]
     key = (first.operand(0).shape.dims, tuple(sorted(first.attrs["dimensions"])))
-    reduces = [r for r in reduces if (r[1].operand(0).shape.dims,
-                                      tuple(sorted(r[1].attrs["dimensions"]))) == key]
-    sides = [(k, i, leaf) for k, (i, leaf) in enumerate(outputs)
-             if i.opcode != "reduce" and leaf_shape(i, leaf).dims == key[0]]
+    reduces = [
+        r
+        for r in reduces
+        if (r[1].operand(0).shape.dims, tuple(sorted(r[1].attrs["dimensions"]))) == key
+    ]
+    sides = [
+        (k, i, leaf)
+        for k, (i, leaf) in enumerate(outputs)
+        if i.opcode != "reduce" and leaf_shape(i, leaf).dims == key[0]
+    ]
     if not sides or any(_depends_on_reduce(i) for _, i, _ in sides):
         return None
     return reduces, sides
@@ -85,8 +95,7 @@ def _emit_row_family(em: Elemental, w: Writer, reduces, sides, parallel: bool) -
     in_dims, reduced = first.operand(0).shape.dims, set(first.attrs["dimensions"])
     em.w.uses_reduce = True
     instrs = list({id(i): i for _, i, _ in reduces}.values())
-    inits = {id(i): [em.value(op, ()) for op in i.operands[i.operand_count // 2:]]
-             for i in instrs}
+    inits = {id(i): [em.value(op, ()) for op in i.operands[i.operand_count // 2 :]] for i in instrs}
     kept = [(f"i{d}", str(n)) for d, n in enumerate(in_dims) if d not in reduced]
     _open(w, kept, parallel)
     accumulators = {id(i): [em.bind(v, "acc") for v in inits[id(i)]] for i in instrs}
@@ -186,8 +195,11 @@ def _tiled(em: Elemental, group) -> bool:
             continue
         seen.add(id(instr))
         source = minor_source(instr)
-        if source is not None and source != instr.operand(0).shape.rank - 1 \
-                and instr.shape.dims[-1] > 1:
+        if (
+            source is not None
+            and source != instr.operand(0).shape.rank - 1
+            and instr.shape.dims[-1] > 1
+        ):
             return True
         stack.extend(instr.operands)
     return False
@@ -198,22 +210,30 @@ def minor_source(instr):
     the result's minor dim walks along (None for other ops)."""
     if instr.opcode == "transpose":
         return instr.attrs["dimensions"][-1]
-    if instr.opcode != "bitcast" or instr.shape.dims == instr.operand(0).shape.dims and \
-            instr.shape.minor_to_major() == instr.operand(0).shape.minor_to_major():
+    if (
+        instr.opcode != "bitcast"
+        or instr.shape.dims == instr.operand(0).shape.dims
+        and instr.shape.minor_to_major() == instr.operand(0).shape.minor_to_major()
+    ):
         return None
     from ..codegen.elemental import physical_order
+
     out_order, in_order = physical_order(instr.shape), physical_order(instr.operand(0).shape)
-    if sorted(instr.shape.dims) != sorted(instr.operand(0).shape.dims) or \
-            [instr.shape.dims[d] for d in out_order] != \
-            [instr.operand(0).shape.dims[d] for d in in_order]:
+    if sorted(instr.shape.dims) != sorted(instr.operand(0).shape.dims) or [
+        instr.shape.dims[d] for d in out_order
+    ] != [instr.operand(0).shape.dims[d] for d in in_order]:
         return None  # not a pure permutation
     return in_order[out_order.index(instr.shape.rank - 1)]
 
 
 def is_column_reduce(instr) -> bool:
     """A single-input reduce that keeps its input's minor dim."""
-    if instr.opcode != "reduce" or instr.operand_count != 2 or instr.shape.is_tuple or \
-            instr.shape.dtype == "bf16":  # the output array would hold bit patterns
+    if (
+        instr.opcode != "reduce"
+        or instr.operand_count != 2
+        or instr.shape.is_tuple
+        or instr.shape.dtype == "bf16"
+    ):  # the output array would hold bit patterns
         return False
     rank = instr.operand(0).shape.rank
     return bool(instr.attrs["dimensions"]) and rank - 1 not in instr.attrs["dimensions"]
@@ -235,8 +255,11 @@ def _emit_column_reduce(em: Elemental, w: Writer, k: int, instr, parallel: bool)
     if parallel and 0 in reduced:  # split the minor dim into blocks, one per task
         last = len(in_dims) - 1
         block = max(512, -(-in_dims[last] // 16))  # long contiguous runs per row
-        loops = [("jb", str(-(-in_dims[last] // block)))] + loops[:-1] + \
-            [(f"i{last}", f"jb * {block}, min(jb * {block} + {block}, {in_dims[last]})")]
+        loops = (
+            [("jb", str(-(-in_dims[last] // block)))]
+            + loops[:-1]
+            + [(f"i{last}", f"jb * {block}, min(jb * {block} + {block}, {in_dims[last]})")]
+        )
     _open(w, loops, parallel)
     em.push()
     index = tuple(f"i{d}" for d in range(len(in_dims)))

@@ -32,6 +32,7 @@ log(<0) = NaN, tanh(-0.0) = -0.0, sin(inf) = NaN, pow's 20-odd cases, ...);
 subnormal inputs and outputs are handled (no flush-to-zero), overflow gives
 inf and underflow rounds to zero.
 """
+
 import math
 
 import numpy as np
@@ -45,16 +46,19 @@ from numba.extending import intrinsic
 # tanh(-0.0) == -0.0.  Not 'reassoc': it may undo Cody-Waite splits and the
 # (x - (u - 1)) error terms.  Not 'arcp': x/y -> x*(1/y) adds an ulp.  'afn'
 # is moot (no libm calls).
-FASTMATH = {"contract"}     # a set, as njit(fastmath=...) wants; do not mutate
+FASTMATH = {"contract"}  # a set, as njit(fastmath=...) wants; do not mutate
 _JIT = dict(fastmath=set(FASTMATH), error_model="numpy", forceinline=True, cache=False)
 
 # --------------------------------------------------------------- intrinsics
-_FMT = {types.float32: (ir.FloatType(), 32, 23, 127),
-        types.float64: (ir.DoubleType(), 64, 52, 1023)}
+_FMT = {
+    types.float32: (ir.FloatType(), 32, 23, 127),
+    types.float64: (ir.DoubleType(), 64, 52, 1023),
+}
 
 
 def _llvm_math(name, nargs):
     """An intrinsic calling the LLVM float intrinsic `name` (vectorizable)."""
+
     def codegen(context, builder, sig, llargs):
         fty = llargs[0].type
         fnty = ir.FunctionType(fty, [fty] * nargs)
@@ -64,6 +68,7 @@ def _llvm_math(name, nargs):
     def check(args):
         ok = args[0] in _FMT and all(a == args[0] for a in args)
         return (args[0](*args), codegen) if ok else None
+
     # Numba intrinsics need a fixed arity (no *args).
     if nargs == 1:
         return intrinsic(lambda typingctx, a: check((a,)))
@@ -87,6 +92,7 @@ def _signbit(typingctx, x):
     def codegen(context, builder, sig, args):
         it = ir.IntType(_FMT[x][1])
         return builder.icmp_signed("<", builder.bitcast(args[0], it), ir.Constant(it, 0))
+
     return types.boolean(x), codegen
 
 
@@ -108,8 +114,10 @@ def _ldexp2(typingctx, p, n):
         def pow2(k):
             k = builder.add(k, ir.Constant(it, bias))
             return builder.bitcast(builder.shl(k, ir.Constant(it, mant)), fty)
+
         y = builder.fmul(args[0], pow2(half))
         return builder.fmul(y, pow2(builder.sub(ni, half)))
+
     return p(p, n), codegen
 
 
@@ -128,6 +136,7 @@ def _frexp(typingctx, x):
         m = builder.and_(v, ir.Constant(it, (1 << mant) - 1))
         m = builder.bitcast(builder.or_(m, ir.Constant(it, bias << mant)), fty)
         return context.make_tuple(builder, sig.return_type, (m, ef))
+
     return types.UniTuple(x, 2)(x), codegen
 
 
@@ -141,11 +150,15 @@ def _f32_split(typingctx, x):
         i32, i64 = ir.IntType(32), ir.IntType(64)
         v = builder.bitcast(args[0], i32)
         b = builder.and_(builder.lshr(v, ir.Constant(i32, 23)), ir.Constant(i32, 0xFF))
-        hidden = builder.select(builder.icmp_unsigned("!=", b, ir.Constant(i32, 0)),
-                                ir.Constant(i32, 1 << 23), ir.Constant(i32, 0))
+        hidden = builder.select(
+            builder.icmp_unsigned("!=", b, ir.Constant(i32, 0)),
+            ir.Constant(i32, 1 << 23),
+            ir.Constant(i32, 0),
+        )
         m = builder.or_(builder.and_(v, ir.Constant(i32, (1 << 23) - 1)), hidden)
         mf = builder.uitofp(m, ir.DoubleType())
         return context.make_tuple(builder, sig.return_type, (mf, builder.zext(b, i64)))
+
     return types.Tuple((types.float64, types.intp))(x), codegen
 
 
@@ -161,6 +174,7 @@ def _fixed_pi(bits):
             term //= k * k
             n, sign = n + 2, -sign
         return total
+
     return (16 * atan_inv(5) - 4 * atan_inv(239)) >> 16
 
 
@@ -185,7 +199,7 @@ def _two_over_pi_table(chunk=29):
     (2/pi * 2**E) mod 4 split in 3 chunks of `chunk` bits, so M*W[j] is exact
     in float64 and x*2/pi mod 4 is computed exactly enough for any float32."""
     k = 420
-    t = (1 << (2 * k + 1)) // _fixed_pi(k)          # 2/pi * 2**k
+    t = (1 << (2 * k + 1)) // _fixed_pi(k)  # 2/pi * 2**k
     w = np.zeros((3, 256))
     for b in range(255):
         e = max(b, 1) - 150
@@ -203,7 +217,7 @@ _W1, _W2, _W3 = (np.ascontiguousarray(r) for r in _two_over_pi_table())
 def _poly(coeffs, dt):
     """Jitted Horner evaluator sum(c[k] * x**k) with constants of dtype dt."""
     ns = {f"c{k}": dt(c) for k, c in enumerate(coeffs)}
-    ns["__name__"] = __name__            # so the symbol is recognizably ours
+    ns["__name__"] = __name__  # so the symbol is recognizably ours
     expr = f"c{len(coeffs) - 1}"
     for k in range(len(coeffs) - 2, -1, -1):
         expr = f"c{k} + x * ({expr})"
@@ -216,47 +230,84 @@ _ERFC_MID = 2.5
 # Minimax fits (Lawson iteration / mpmath chebyfit), relative error unless
 # noted; each well under 0.1 ulp of its dtype before rounding.
 _TANH_P32 = (-0.33333313, 0.13332452, -0.05383743, 0.021007463, -0.0061798156)  # [0, .5625]
-_TANH_P64 = (-0.3333333333333333, 0.13333333333333042, -0.05396825396789699,     # [0, .625]
-             0.021869488519008305, -0.008863235103240878, 0.0035921217511549622,
-             -0.0014557754120478055, 0.0005896606577757043, -0.0002375906496055562,
-             9.257116129556769e-05, -3.12011014257974e-05, 6.485163482793113e-06)
-_ATAN_P = (-0.33333331813792966, 0.19999842818585298, -0.1428026622230179,       # [0, 7/16],
-           0.11023278312629266, -0.08357857582991657, 0.045022736169590176)      # float64 eval
-_ERF_Q = (0.128379166, -0.37612626, 0.112835854, -0.0268538129,                # [0, 1]
-          0.00518832868, -0.000801020302, 7.85388984e-05)
-_ERFC_P = (4.0695231e-04, -2.1782783e-03, 5.4456908e-03, -8.3502159e-03,       # [1, 4] in a-2.5,
-           8.6225858e-03, -6.1165639e-03, 2.7976083e-03, -5.4459315e-04,       # absolute error
-           -2.5880395e-04, 2.5349893e-04, -8.1048616e-05, -7.8058101e-06,
-           1.5701335e-05, -3.4463308e-06, -8.8771401e-07, 3.4916829e-07)
+_TANH_P64 = (
+    -0.3333333333333333,
+    0.13333333333333042,
+    -0.05396825396789699,  # [0, .625]
+    0.021869488519008305,
+    -0.008863235103240878,
+    0.0035921217511549622,
+    -0.0014557754120478055,
+    0.0005896606577757043,
+    -0.0002375906496055562,
+    9.257116129556769e-05,
+    -3.12011014257974e-05,
+    6.485163482793113e-06,
+)
+_ATAN_P = (
+    -0.33333331813792966,
+    0.19999842818585298,
+    -0.1428026622230179,  # [0, 7/16],
+    0.11023278312629266,
+    -0.08357857582991657,
+    0.045022736169590176,
+)  # float64 eval
+_ERF_Q = (
+    0.128379166,
+    -0.37612626,
+    0.112835854,
+    -0.0268538129,  # [0, 1]
+    0.00518832868,
+    -0.000801020302,
+    7.85388984e-05,
+)
+_ERFC_P = (
+    4.0695231e-04,
+    -2.1782783e-03,
+    5.4456908e-03,
+    -8.3502159e-03,  # [1, 4] in a-2.5,
+    8.6225858e-03,
+    -6.1165639e-03,
+    2.7976083e-03,
+    -5.4459315e-04,  # absolute error
+    -2.5880395e-04,
+    2.5349893e-04,
+    -8.1048616e-05,
+    -7.8058101e-06,
+    1.5701335e-05,
+    -3.4463308e-06,
+    -8.8771401e-07,
+    3.4916829e-07,
+)
 
 
 # ------------------------------------- exp/log family, generic over dtype
 def _build_exp_log(dt):
     f = dt
-    eps_bits, tiny = (24, 2.0 ** -126) if dt is np.float32 else (53, 2.0 ** -1022)
-    lo, hi = (-104.0, 89.0) if dt is np.float32 else (-746.0, 710.0)   # beyond: 0 / inf
-    em1_lo = -(eps_bits + 4) * 0.7                                   # expm1 -> -1 below
+    eps_bits, tiny = (24, 2.0**-126) if dt is np.float32 else (53, 2.0**-1022)
+    lo, hi = (-104.0, 89.0) if dt is np.float32 else (-746.0, 710.0)  # beyond: 0 / inf
+    em1_lo = -(eps_bits + 4) * 0.7  # expm1 -> -1 below
     ln2_hi, ln2_lo = _split(_LN2_FIX, 16 if dt is np.float32 else 32)  # n*ln2_hi exact
     LO, HI, EM1_LO, LOG2E = f(lo), f(hi), f(em1_lo), f(1 / math.log(2))
     LN2_HI, LN2_LO, ONE, TWO, HALF, ZERO = f(ln2_hi), f(ln2_lo), f(1), f(2), f(0.5), f(0)
-    TINY, SCALE, SCALE_E = f(tiny), f(2.0 ** eps_bits), f(eps_bits)
+    TINY, SCALE, SCALE_E = f(tiny), f(2.0**eps_bits), f(eps_bits)
     # invalid operations give x86's default NaN, which has the sign bit set (as XLA's do)
     SQRT2, INF, NAN = f(math.sqrt(2)), f(np.inf), f(-np.nan)
-    BIG_N = f(127 if dt is np.float32 else 1023)          # 2**n overflows from here
-    n_exp = 8 if dt is np.float32 else 14                 # Taylor degree + 1
+    BIG_N = f(127 if dt is np.float32 else 1023)  # 2**n overflows from here
+    n_exp = 8 if dt is np.float32 else 14  # Taylor degree + 1
     n_log = 5 if dt is np.float32 else 11
-    exp_poly = _poly(_FACT[:n_exp], dt)                   # e**r, |r| <= ln2/2
-    em1_poly = _poly(_FACT[2:n_exp + 2], dt)              # (e**r - 1 - r) / r**2
+    exp_poly = _poly(_FACT[:n_exp], dt)  # e**r, |r| <= ln2/2
+    em1_poly = _poly(_FACT[2 : n_exp + 2], dt)  # (e**r - 1 - r) / r**2
     log_poly = _poly([2.0 / (2 * k + 1) for k in range(1, n_log)], dt)
 
     @njit(**_JIT)
-    def reduce(x):                       # x = n*ln2 + r, |r| <= ln2/2, x clamped
+    def reduce(x):  # x = n*ln2 + r, |r| <= ln2/2, x clamped
         n = _rint(x * LOG2E)
         return n, _fma(n, -LN2_LO, _fma(n, -LN2_HI, x))
 
     @njit(**_JIT)
     def exp(x):
-        xc = x if x > LO else LO         # NaN -> LO: keep fptosi defined
+        xc = x if x > LO else LO  # NaN -> LO: keep fptosi defined
         xc = xc if xc < HI else HI
         n, r = reduce(xc)
         y = _ldexp2(exp_poly(r), n)
@@ -267,25 +318,25 @@ def _build_exp_log(dt):
         xc = x if x > EM1_LO else EM1_LO
         xc = xc if xc < HI else HI
         n, r = reduce(xc)
-        q = _fma(r * r, em1_poly(r), r)   # expm1(r)
+        q = _fma(r * r, em1_poly(r), r)  # expm1(r)
         t = _ldexp2(ONE, n if n < BIG_N else ZERO)
-        y = _fma(t, q, t - ONE)           # 2**n * q + (2**n - 1), one rounding for n < 25
+        y = _fma(t, q, t - ONE)  # 2**n * q + (2**n - 1), one rounding for n < 25
         y = y if n < BIG_N else _ldexp2(q + ONE, n) - ONE
-        y = x if x == ZERO else y         # keeps -0.0
+        y = x if x == ZERO else y  # keeps -0.0
         return y if x == x else x
 
     @njit(**_JIT)
-    def log_core(x, corr):               # log(x) + corr, corr tiny w.r.t. x
+    def log_core(x, corr):  # log(x) + corr, corr tiny w.r.t. x
         sub = x < TINY
         m, e = _frexp(x * SCALE if sub else x)
         e = e - SCALE_E if sub else e
         big = m > SQRT2
-        m = m * HALF if big else m       # m in [sqrt(.5), sqrt(2))
+        m = m * HALF if big else m  # m in [sqrt(.5), sqrt(2))
         e = e + ONE if big else e
-        fm = m - ONE                     # exact
-        s = fm / (TWO + fm)              # log(1+f) = 2 atanh(s)
+        fm = m - ONE  # exact
+        s = fm / (TWO + fm)  # log(1+f) = 2 atanh(s)
         z = s * s
-        hfsq = HALF * fm * fm            # f - hfsq + s*(hfsq + R) = 2*atanh(s)
+        hfsq = HALF * fm * fm  # f - hfsq + s*(hfsq + R) = 2*atanh(s)
         r = z * log_poly(z)
         y = e * LN2_HI - ((hfsq - (s * (hfsq + r) + (e * LN2_LO + corr))) - fm)
         y = -INF if x == ZERO else y
@@ -303,11 +354,11 @@ def _build_exp_log(dt):
         c = x - (u - ONE) if abs(x) < ONE else ONE - (u - x)
         corr = c / u if c != ZERO else ZERO
         y = log_core(u, corr)
-        y = x if x == ZERO else y        # -0.0
+        y = x if x == ZERO else y  # -0.0
         return x if x == INF else y
 
     @njit(**_JIT)
-    def exp_pos(x):                      # exp for x in [-hi, hi], no specials
+    def exp_pos(x):  # exp for x in [-hi, hi], no specials
         n, r = reduce(x)
         return _ldexp2(exp_poly(r), n)
 
@@ -316,17 +367,17 @@ def _build_exp_log(dt):
         """num / (1 + e) for 0 <= e, with the rounding error of 1 + e
         compensated; inv ~ 1/(1 + e)."""
         d = ONE + e
-        dl = e - (d - ONE) if e < ONE else ONE - (d - e)   # Fast2Sum error
+        dl = e - (d - ONE) if e < ONE else ONE - (d - e)  # Fast2Sum error
         q = num / d
         return _fma(-q * dl, inv, q)
 
     @njit(**_JIT)
     def logistic(x):
-        e = exp(-abs(x))                 # in [0, 1]: never overflows
+        e = exp(-abs(x))  # in [0, 1]: never overflows
         pos = x >= ZERO
-        q = (ONE if pos else e) / (ONE + e)      # NaN -> e (NaN)
+        q = (ONE if pos else e) / (ONE + e)  # NaN -> e (NaN)
         y = recip1p(ONE if pos else e, e, q if pos else ONE - q)
-        return y if x == x else x                # a NaN operand passes on with its sign
+        return y if x == x else x  # a NaN operand passes on with its sign
 
     tanh_p = _poly(_TANH_P32 if dt is np.float32 else _TANH_P64, dt)
     T_SMALL, T_CLAMP = (f(0.5625), f(9.5)) if dt is np.float32 else (f(0.625), f(20.0))
@@ -335,16 +386,17 @@ def _build_exp_log(dt):
     def tanh(x):
         a = abs(x)
         z = a * a
-        small = _fma(a * z, tanh_p(z), a)       # odd minimax polynomial
-        ac = a if a < T_CLAMP else T_CLAMP      # tanh rounds to +-1 beyond; NaN -> clamp
+        small = _fma(a * z, tanh_p(z), a)  # odd minimax polynomial
+        ac = a if a < T_CLAMP else T_CLAMP  # tanh rounds to +-1 beyond; NaN -> clamp
         e = exp_pos(ac + ac)
         q = TWO / (e + ONE)
         large = ONE - recip1p(TWO, e, HALF * q)  # 1 - 2/(exp(2a) + 1)
         t = _copysign(small if a < T_SMALL else large, x)
         return t if x == x else x
 
-    return dict(exp=exp, expm1=expm1, log=log, log1p=log1p, logistic=logistic,
-                tanh=tanh, log_core=log_core)
+    return dict(
+        exp=exp, expm1=expm1, log=log, log1p=log1p, logistic=logistic, tanh=tanh, log_core=log_core
+    )
 
 
 _E32 = _build_exp_log(np.float32)
@@ -364,7 +416,7 @@ _ERFC_MID32, _FOUR = _f(_ERFC_MID), _f(4)
 @njit(**_JIT)
 def erf_f32(x):
     a = abs(x)
-    small = _fma(a, (a * a) * _erf_q(a * a) + _ERF_Q0, a)   # a*(2/sqrt(pi)) + a^3 Q
+    small = _fma(a, (a * a) * _erf_q(a * a) + _ERF_Q0, a)  # a*(2/sqrt(pi)) + a^3 Q
     ac = a if a < _FOUR else _FOUR
     large = _ONE - _erfc_p(ac - _ERFC_MID32)
     large = large if large < _ONE else _ONE
@@ -385,12 +437,25 @@ def _atan_ratio(num, den):
     p, q below are exact for float32 inputs; only t = p/q rounds."""
     i1, i2 = num <= 0.4375 * den, num <= 0.6875 * den
     i3, i4 = num <= 1.1875 * den, num <= 2.4375 * den
-    p = num if i1 else (2.0 * num - den if i2 else (num - den if i3 else (
-        2.0 * num - 3.0 * den if i4 else -den)))
-    q = den if i1 else (2.0 * den + num if i2 else (num + den if i3 else (
-        2.0 * den + 3.0 * num if i4 else num)))
-    base = 0.0 if i1 else (_ATAN_HALF if i2 else (_PIO4_D if i3 else (
-        _ATAN_1P5 if i4 else _PIO2_D)))
+    p = (
+        num
+        if i1
+        else (
+            2.0 * num - den
+            if i2
+            else (num - den if i3 else (2.0 * num - 3.0 * den if i4 else -den))
+        )
+    )
+    q = (
+        den
+        if i1
+        else (
+            2.0 * den + num if i2 else (num + den if i3 else (2.0 * den + 3.0 * num if i4 else num))
+        )
+    )
+    base = (
+        0.0 if i1 else (_ATAN_HALF if i2 else (_PIO4_D if i3 else (_ATAN_1P5 if i4 else _PIO2_D)))
+    )
     t = p / q
     z = t * t
     return base + _fma(t * z, _atan_p(z), t)
@@ -410,7 +475,7 @@ def atan2_f32(y, x):
     den = ay if swap else ax
     both_inf = ax == ay and ax == np.inf
     num = 1.0 if both_inf else num
-    den = 1.0 if (both_inf or den == 0.0) else den      # atan2(+-0, +-0)
+    den = 1.0 if (both_inf or den == 0.0) else den  # atan2(+-0, +-0)
     r = _atan_ratio(num, den)
     r = _PIO2_D - r if swap else r
     r = _PI_D - r if _signbit(x) else r
@@ -429,7 +494,7 @@ def _sincos_red(x):
     """(sin(y), cos(y), q) with |x| = (q + f) * pi/2, y = f*pi/2, |f| <= 1/2."""
     m, b = _f32_split(x)
     p1 = m * _W1[b]
-    p1 = p1 - 4.0 * _floor(p1 * 0.25)    # exact: drops multiples of 4 quarter turns
+    p1 = p1 - 4.0 * _floor(p1 * 0.25)  # exact: drops multiples of 4 quarter turns
     p2 = m * _W2[b]
     k = _rint(p1 + p2)
     y = (((p1 - k) + p2) + m * _W3[b]) * _PIO2_D
@@ -442,7 +507,7 @@ def sin_f32(x):
     s, c, q = _sincos_red(x)
     r = c if q & 1 else s
     r = -r if ((q & 2) != 0) != _signbit(x) else r
-    d = x - x                            # NaN for inf / NaN input
+    d = x - x  # NaN for inf / NaN input
     return np.float32(r) if d == _ZERO else d
 
 
@@ -479,7 +544,7 @@ def power_f32(x, y):
     double rounding), sign from odd integer y."""
     xd, yd = np.float64(x), np.float64(y)
     r = _exp64(yd * _log64_core(abs(xd), 0.0))
-    yint = _rint(yd) == yd                       # inf counts as even integer
+    yint = _rint(yd) == yd  # inf counts as even integer
     yodd = yint and _rint(yd * 0.5) != yd * 0.5
     r = -r if (yodd and _signbit(x)) else r
     r = _DEFAULT_NAN if (xd < 0.0 and xd > -np.inf and not yint) else r
@@ -501,7 +566,7 @@ def sqrt_f32(x):
 
 @njit(**_JIT)
 def rsqrt_f32(x):
-    return np.float32(1.0 / _sqrt(np.float64(x)))   # one rounding to float32
+    return np.float32(1.0 / _sqrt(np.float64(x)))  # one rounding to float32
 
 
 # ------------------------------------------------------------- float64 only
@@ -517,13 +582,52 @@ cbrt_f64 = njit(**_JIT)(lambda x: x if x != x else np.cbrt(x))  # keeps a NaN's 
 sqrt_f64 = njit(**_JIT)(lambda x: _sqrt(x))
 rsqrt_f64 = njit(**_JIT)(lambda x: 1.0 / _sqrt(x))
 
-_OPS = ("exponential", "exponential-minus-one", "log", "log-plus-one", "tanh",
-        "logistic", "sine", "cosine", "tan", "erf", "power", "atan2", "cbrt",
-        "sqrt", "rsqrt")
-_NAMES = ("exp", "expm1", "log", "log1p", "tanh", "logistic", "sin", "cos", "tan",
-          "erf", "power", "atan2", "cbrt", "sqrt", "rsqrt")
+_OPS = (
+    "exponential",
+    "exponential-minus-one",
+    "log",
+    "log-plus-one",
+    "tanh",
+    "logistic",
+    "sine",
+    "cosine",
+    "tan",
+    "erf",
+    "power",
+    "atan2",
+    "cbrt",
+    "sqrt",
+    "rsqrt",
+)
+_NAMES = (
+    "exp",
+    "expm1",
+    "log",
+    "log1p",
+    "tanh",
+    "logistic",
+    "sin",
+    "cos",
+    "tan",
+    "erf",
+    "power",
+    "atan2",
+    "cbrt",
+    "sqrt",
+    "rsqrt",
+)
 MATH_F32 = {op: globals()[f"{n}_f32"] for op, n in zip(_OPS, _NAMES)}
 MATH_F64 = {op: globals()[f"{n}_f64"] for op, n in zip(_OPS, _NAMES)}
 # Functions evaluated natively (vectorizable); the rest of MATH_F64 calls libm.
-VECTORIZED_F64 = frozenset(("exponential", "exponential-minus-one", "log",
-                            "log-plus-one", "tanh", "logistic", "sqrt", "rsqrt"))
+VECTORIZED_F64 = frozenset(
+    (
+        "exponential",
+        "exponential-minus-one",
+        "log",
+        "log-plus-one",
+        "tanh",
+        "logistic",
+        "sqrt",
+        "rsqrt",
+    )
+)

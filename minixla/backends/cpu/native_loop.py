@@ -23,6 +23,7 @@ before the loop unless the computation made them for the loop alone, as on the P
 Anything else (nested control flow, BLAS dots, other thunks, fallbacks, bf16, empty arrays,
 large temporaries) keeps the Python loop around the driver functions.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -72,6 +73,7 @@ class _Emitter:
 
     def constant(self, instr) -> str:
         from ..codegen.plan import constant_value
+
         value = constant_value(instr)
         value = instr.literal if value is None else value
         if instr.shape.is_tuple:
@@ -105,8 +107,11 @@ class _Emitter:
         op = instr.opcode
         operand = lambda k: names[id(instr.operand(k))]  # noqa: E731
         if how == "parameter":
-            if instr.parameter_number != 0 or not instr.shape.is_tuple or \
-                    any(s.is_tuple for s in instr.shape.tuple_shapes):
+            if (
+                instr.parameter_number != 0
+                or not instr.shape.is_tuple
+                or any(s.is_tuple for s in instr.shape.tuple_shapes)
+            ):
                 raise _Ineligible("state is not a flat tuple")
             return tuple(self.params)
         if how == "get-tuple-element":
@@ -162,6 +167,7 @@ class _Emitter:
         if not instr.shape.is_tuple:
             return outs[0]
         from ..codegen.driver import nest
+
         return nest(instr.shape, iter(outs))
 
     def dynamic_update_slice(self, instr, names):
@@ -185,8 +191,10 @@ class _Emitter:
             self.lines.append(f"{var} = min(max(np.int64({start}[0]), 0), {dim - size})")
             begins.append(var)
         window = ", ".join(f"{b}:{b} + {n}" for b, n in zip(begins, sizes))
-        self.lines.append(f"{self.shaped(out, instr.shape, 2)}[{window}] = "
-                          f"{self.shaped(names[id(update)], update.shape, 2)}")
+        self.lines.append(
+            f"{self.shaped(out, instr.shape, 2)}[{window}] = "
+            f"{self.shaped(names[id(update)], update.shape, 2)}"
+        )
         return out
 
 
@@ -199,12 +207,19 @@ def native_while(builder, loop, updates: dict, limit):
     """(global name of the loop kernel, names of its fixed arguments, state leaves it
     overwrites besides `updates`) for `loop`, or None when its condition or body is not made
     only of native pieces (the Python loop then)."""
-    if builder.flush_denormals or not loop.shape.is_tuple or \
-            any(s.is_tuple for s in loop.shape.tuple_shapes):
+    if (
+        builder.flush_denormals
+        or not loop.shape.is_tuple
+        or any(s.is_tuple for s in loop.shape.tuple_shapes)
+    ):
         return None
     em = _Emitter(builder, loop, updates)
-    saved = (dict(builder.kernels), dict(builder.kernel_names), len(builder.fallback_reasons),
-             builder.fallbacks.copy())
+    saved = (
+        dict(builder.kernels),
+        dict(builder.kernel_names),
+        len(builder.fallback_reasons),
+        builder.fallbacks.copy(),
+    )
     try:
         for shape in em.state_shapes:
             _check_type(shape)
@@ -218,15 +233,19 @@ def native_while(builder, loop, updates: dict, limit):
             raise _Ineligible("tuple predicate")
         cond_lines = em.lines + [f"if not {predicate}[0]:", "    break"]
         if limit is not None:
-            cond_lines += ["iterations += 1", f"if iterations > {int(limit)}:",
-                           "    status[0] = 1", "    break"]
+            cond_lines += [
+                "iterations += 1",
+                f"if iterations > {int(limit)}:",
+                "    status[0] = 1",
+                "    break",
+            ]
         em.lines = []
         result = em.computation(loop.attrs["body"])
         body_lines, written = _write_back(em.params, result)
         body_lines = em.lines + body_lines
     except _Ineligible:
         builder.kernels, builder.kernel_names = saved[0], saved[1]
-        del builder.fallback_reasons[saved[2]:]
+        del builder.fallback_reasons[saved[2] :]
         builder.fallbacks = saved[3]
         for name in em.fixed:
             builder.ns.pop(name, None)
@@ -234,8 +253,7 @@ def native_while(builder, loop, updates: dict, limit):
     lines = outer + ["    " + line for line in cond_lines + body_lines]
     args = em.params + em.fixed + ["status"]
     source = _source(em.callees, args, lines, loop.name, limit is not None)
-    dtypes = [s.dtype for s in em.state_shapes] + \
-        em.fixed_dtypes + ["s64"]
+    dtypes = [s.dtype for s in em.state_shapes] + em.fixed_dtypes + ["s64"]
     spec = KernelSpec("loop", source, [], [1] * len(args), dtypes, True, False)
     spec.kid = hashlib.sha256((source + spec.signature_text()).encode()).hexdigest()[:32]
     return builder.kernel(spec), em.fixed, written
@@ -262,10 +280,19 @@ def _write_back(params: list[str], result) -> list[str]:
 
 def _source(callees: dict, args: list[str], lines: list[str], name: str, counted: bool) -> str:
     imports = [f"{local} = sys.modules[{module!r}].kernel" for local, module in callees.items()]
-    return "\n".join([
-        f'"""Native while loop {name}."""', "import sys", "import numpy as np",
-        "from numba import njit", *imports, "", "",
-        "@njit(error_model='numpy', boundscheck=False, nogil=True, cache=CACHE)",
-        f"def loop({', '.join(args)}):",
-        *(["    iterations = 0"] if counted else []),
-        *["    " + line for line in lines], ""])
+    return "\n".join(
+        [
+            f'"""Native while loop {name}."""',
+            "import sys",
+            "import numpy as np",
+            "from numba import njit",
+            *imports,
+            "",
+            "",
+            "@njit(error_model='numpy', boundscheck=False, nogil=True, cache=CACHE)",
+            f"def loop({', '.join(args)}):",
+            *(["    iterations = 0"] if counted else []),
+            *["    " + line for line in lines],
+            "",
+        ]
+    )

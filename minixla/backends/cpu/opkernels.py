@@ -15,6 +15,7 @@ a better algorithm:
   running scan, O(n) instead of O(n * window); the reversed scan reassociates, so it is only
   used with commutative, associative reducers (add, multiply, max, min, and, or, xor);
 """
+
 from __future__ import annotations
 
 import math
@@ -30,6 +31,7 @@ _COMMUTATIVE = {"add", "multiply", "maximum", "minimum", "and", "or", "xor"}
 
 
 # ---- reduce-window ---------------------------------------------------------------------------
+
 
 def _scan_axis(instr):
     """(axis, reverse) when the window is one whole axis padded on one side and every other
@@ -57,8 +59,9 @@ def _is_commutative(comp, count: int) -> bool:
     root = comp.root
     if count != 1 or root.opcode not in _COMMUTATIVE or len(root.operands) != 2:
         return False
-    return {op.opcode for op in root.operands} == {"parameter"} and \
-        {op.parameter_number for op in root.operands} == {0, 1}
+    return {op.opcode for op in root.operands} == {"parameter"} and {
+        op.parameter_number for op in root.operands
+    } == {0, 1}
 
 
 def reduce_window(instr) -> KernelSpec:
@@ -66,8 +69,10 @@ def reduce_window(instr) -> KernelSpec:
     count = len(instr.operands) // 2
     comp = instr.attrs["to_apply"]
     in_shapes = [op.shape for op in instr.operands[:count]]
-    inits = [src.load(src.params[count + k], instr.operand(count + k).shape.dtype, ())
-             for k in range(count)]
+    inits = [
+        src.load(src.params[count + k], instr.operand(count + k).shape.dtype, ())
+        for k in range(count)
+    ]
     scan = _scan_axis(instr)
     if scan is not None and (not scan[1] or _is_commutative(comp, count)):
         _scan(src, comp, count, in_shapes, inits, *scan)
@@ -153,6 +158,7 @@ def _windows(src, comp, count, in_shapes, inits, window):
 
 # ---- select-and-scatter ----------------------------------------------------------------------
 
+
 def select_and_scatter(instr) -> KernelSpec:
     """Output = init; for each source element in row-major order, the window tap `select`
     prefers (the first valid tap, replaced by a later one `select(best, new)` rejects best for)
@@ -173,8 +179,10 @@ def select_and_scatter(instr) -> KernelSpec:
     have = src.bind("False", "have")
     best = src.bind(init_value, "best")
     best_at = [src.bind("0", "at") for _ in range(rank)]
-    taps = [_window_positions(src, d, operand.shape.dims[d], wd, index[d])
-            for d, wd in enumerate(instr.attrs["window"].dims)]
+    taps = [
+        _window_positions(src, d, operand.shape.dims[d], wd, index[d])
+        for d, wd in enumerate(instr.attrs["window"].dims)
+    ]
     value = src.load("p0", dtype, taps)
     src.line(f"if not {have}:")
     src.w.depth += 1
@@ -206,8 +214,19 @@ def select_and_scatter(instr) -> KernelSpec:
 
 # ---- gather and scatter ----------------------------------------------------------------------
 
-def _start_values(src, array: str, indices, index_vector_dim: int, batch_vars: list[str],
-                  index_map, operand_dims, sizes, batching, clamp: bool) -> list[str]:
+
+def _start_values(
+    src,
+    array: str,
+    indices,
+    index_vector_dim: int,
+    batch_vars: list[str],
+    index_map,
+    operand_dims,
+    sizes,
+    batching,
+    clamp: bool,
+) -> list[str]:
     """Start index per operand dim for the batch position `batch_vars` (the indices array's
     dims other than index_vector_dim), clamped so the slice fits when `clamp`."""
     rank = len(operand_dims)
@@ -219,14 +238,18 @@ def _start_values(src, array: str, indices, index_vector_dim: int, batch_vars: l
             at.insert(index_vector_dim, str(k))
         raw = src.load(array, dtype, at)
         if dtype == "u64":
-            raw = src.bind(f"min({raw}, np.uint64({2 ** 63 - 1}))")
+            raw = src.bind(f"min({raw}, np.uint64({2**63 - 1}))")
         starts[dim] = src.bind(f"np.int64({raw})", "s")
     for operand_dim, indices_dim in batching:
         axis = indices_dim if indices_dim < index_vector_dim else indices_dim - 1
         starts[operand_dim] = batch_vars[axis]
     if clamp:
-        starts = [src.bind(f"min(max({s}, 0), {max(n - size, 0)})", "s") if s != "0" or
-                  n - size < 0 else s for s, n, size in zip(starts, operand_dims, sizes)]
+        starts = [
+            src.bind(f"min(max({s}, 0), {max(n - size, 0)})", "s")
+            if s != "0" or n - size < 0
+            else s
+            for s, n, size in zip(starts, operand_dims, sizes)
+        ]
     return starts
 
 
@@ -252,9 +275,19 @@ def gather(instr) -> KernelSpec:
     batching = list(zip(operand_batching, attrs.get("start_indices_batching_dims", ())))
 
     def starts():
-        return _start_values(src, "p1", indices, attrs["index_vector_dim"],
-                             [index[d] for d in batch_out], attrs["start_index_map"],
-                             operand.shape.dims, sizes, batching, clamp=True)
+        return _start_values(
+            src,
+            "p1",
+            indices,
+            attrs["index_vector_dim"],
+            [index[d] for d in batch_out],
+            attrs["start_index_map"],
+            operand.shape.dims,
+            sizes,
+            batching,
+            clamp=True,
+        )
+
     begin = starts() if not batch_out else None
     for d, n in enumerate(out_dims):
         src.open(index[d], n)
@@ -262,8 +295,9 @@ def gather(instr) -> KernelSpec:
             begin = starts()
     operand_index = list(begin)
     for d, out_d in zip(kept, offset_out):
-        operand_index[d] = src.bind(f"{begin[d]} + {index[out_d]}" if begin[d] != "0"
-                                    else index[out_d], "q")
+        operand_index[d] = src.bind(
+            f"{begin[d]} + {index[out_d]}" if begin[d] != "0" else index[out_d], "q"
+        )
     value = src.load("p0", operand.shape.dtype, operand_index)
     src.store("o0", instr.shape.dtype, index, value)
     src.close(len(out_dims))
@@ -277,7 +311,7 @@ def scatter(instr, in_place: bool = False) -> KernelSpec:
     src = OpSource(instr)
     count = _indices_number(src)
     inputs, indices = instr.operands[:count], instr.operand(count)
-    updates = instr.operands[count + 1:]
+    updates = instr.operands[count + 1 :]
     attrs = instr.attrs
     operand_dims = inputs[0].shape.dims
     rank = len(operand_dims)
@@ -302,15 +336,27 @@ def scatter(instr, in_place: bool = False) -> KernelSpec:
     batching = list(zip(input_batching, attrs.get("scatter_indices_batching_dims", ())))
 
     def starts():
-        values = _start_values(src, src.params[count], indices, attrs["index_vector_dim"],
-                               [index[d] for d in scatter_dims],
-                               attrs["scatter_dims_to_operand_dims"], operand_dims,
-                               window_size, batching, clamp=False)
-        checks = [f"0 <= {s} <= {n - size}" for s, n, size in
-                  zip(values, operand_dims, window_size) if s != "0" or n - size < 0]
+        values = _start_values(
+            src,
+            src.params[count],
+            indices,
+            attrs["index_vector_dim"],
+            [index[d] for d in scatter_dims],
+            attrs["scatter_dims_to_operand_dims"],
+            operand_dims,
+            window_size,
+            batching,
+            clamp=False,
+        )
+        checks = [
+            f"0 <= {s} <= {n - size}"
+            for s, n, size in zip(values, operand_dims, window_size)
+            if s != "0" or n - size < 0
+        ]
         src.line(f"if {' and '.join(checks) or 'True'}:")
         src.w.depth += 1
         return values
+
     opened = 0
     begin = starts() if not scatter_dims else None
     opened += 0 if scatter_dims else 1
@@ -322,11 +368,11 @@ def scatter(instr, in_place: bool = False) -> KernelSpec:
             opened += 1
     target = list(begin)
     for dim, update_dim in zip(window_operand_dims, window_dims):
-        target[dim] = src.bind(f"{begin[dim]} + {index[update_dim]}" if begin[dim] != "0"
-                               else index[update_dim], "q")
+        target[dim] = src.bind(
+            f"{begin[dim]} + {index[update_dim]}" if begin[dim] != "0" else index[update_dim], "q"
+        )
     current = [src.load(src.outs[k], dtypes[k], target) for k in range(count)]
-    new = [src.load(src.params[count + 1 + k], updates[k].shape.dtype, index)
-           for k in range(count)]
+    new = [src.load(src.params[count + 1 + k], updates[k].shape.dtype, index) for k in range(count)]
     combined = src.inline(attrs["to_apply"], current + new)
     for k in range(count):
         src.store(src.outs[k], dtypes[k], target, combined[k])
@@ -334,9 +380,15 @@ def scatter(instr, in_place: bool = False) -> KernelSpec:
     return src.spec()
 
 
-BUILDERS = {"reduce-window": reduce_window, "select-and-scatter": select_and_scatter,
-            "gather": gather, "scatter": scatter, "sort": sort, "topk": topk,
-            "rng-bit-generator": rng_bit_generator}
+BUILDERS = {
+    "reduce-window": reduce_window,
+    "select-and-scatter": select_and_scatter,
+    "gather": gather,
+    "scatter": scatter,
+    "sort": sort,
+    "topk": topk,
+    "rng-bit-generator": rng_bit_generator,
+}
 
 
 # A dot this small (multiply-adds) costs less as a generated loop than as a BLAS call from
@@ -347,8 +399,10 @@ SMALL_DOT_MACS = 4096
 def is_small_dot(instr) -> bool:
     lhs, rhs = instr.operand(0).shape, instr.operand(1).shape
     contracted = math.prod(lhs.dims[d] for d in instr.attrs.get("lhs_contracting_dims", ()))
-    return instr.shape.numel() * contracted <= SMALL_DOT_MACS and lhs.dtype == rhs.dtype == \
-        instr.shape.dtype in ("f32", "f64")
+    return (
+        instr.shape.numel() * contracted <= SMALL_DOT_MACS
+        and lhs.dtype == rhs.dtype == instr.shape.dtype in ("f32", "f64")
+    )
 
 
 def small_dot(instr) -> KernelSpec:
@@ -364,10 +418,18 @@ def small_dot(instr) -> KernelSpec:
     rf = [d for d in range(rhs.rank) if d not in rb + rc]
     out = [f"i{d}" for d in range(instr.shape.rank)]
     red = [f"r{j}" for j in range(len(lc))]
-    lhs_index = [out[lb.index(d)] if d in lb else out[len(lb) + lf.index(d)] if d in lf
-                 else red[lc.index(d)] for d in range(lhs.rank)]
-    rhs_index = [out[rb.index(d)] if d in rb else out[len(lb) + len(lf) + rf.index(d)]
-                 if d in rf else red[rc.index(d)] for d in range(rhs.rank)]
+    lhs_index = [
+        out[lb.index(d)] if d in lb else out[len(lb) + lf.index(d)] if d in lf else red[lc.index(d)]
+        for d in range(lhs.rank)
+    ]
+    rhs_index = [
+        out[rb.index(d)]
+        if d in rb
+        else out[len(lb) + len(lf) + rf.index(d)]
+        if d in rf
+        else red[rc.index(d)]
+        for d in range(rhs.rank)
+    ]
     dtype = instr.shape.dtype
     for var, bound in zip(out, instr.shape.dims):
         src.open(var, bound)

@@ -11,6 +11,7 @@ kernels whose ids differ from the entry's mean a stale entry, which is dropped.
 An entry is stored only when the optimized module survives printing: the text parses back to
 the same text, the same constants bit for bit, and the same driver and kernel sources.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -51,6 +52,7 @@ class ProgramCache:
 
     def load(self, compile_key, module, options: dict):
         from . import _open_cache
+
         disk = _open_cache(options)
         if disk is None:
             return None
@@ -71,6 +73,7 @@ class ProgramCache:
 
     def store(self, compile_key, executable, options: dict) -> None:
         from . import _open_cache
+
         program = getattr(executable, "program", None)
         if program is None or not cache.is_enabled(options):
             return
@@ -79,26 +82,33 @@ class ProgramCache:
             return
         text = executable.module.to_text()
         if not _round_trips(executable.module, text, program, options):
-            _log.info("not storing %s as a whole program: its text does not round-trip",
-                      executable.module.name)
+            _log.info(
+                "not storing %s as a whole program: its text does not round-trip",
+                executable.module.name,
+            )
             return
         remat = executable.rematerialization
-        body = {"name": executable.module.name, "module": text,
-                "kernels": [jit.kernel_id(spec) for spec in program.kernels.values()],
-                "rematerialization": asdict(remat) if remat is not None else None,
-                "parts": compile_key.parts}
+        body = {
+            "name": executable.module.name,
+            "module": text,
+            "kernels": [jit.kernel_id(spec) for spec in program.kernels.values()],
+            "rematerialization": asdict(remat) if remat is not None else None,
+            "parts": compile_key.parts,
+        }
         with contextlib.suppress(OSError):
             disk.store_program(program_key(compile_key), body)
 
 
 def _parse(text: str):
     from ...text import parse_module
+
     return parse_module(text)
 
 
 def _executable(optimized, program, options: dict, disk, remat):
     from ...passes.base import PassReport
     from . import _check_custom_calls, _report_fallbacks, bind_kernels, executable_of
+
     _check_custom_calls(optimized)
     _report_fallbacks(program, bool(options.get("strict", False)))
     outcomes = bind_kernels(program, disk)
@@ -117,6 +127,7 @@ def _remat_report(fields):
     if fields is None:
         return None
     from ...passes.rematerialization import Remat, RematReport
+
     return RematReport(**{**fields, "remats": [Remat(**r) for r in fields["remats"]]})
 
 
@@ -129,16 +140,20 @@ def _round_trips(module, text: str, program, options: dict) -> bool:
     if again.to_text() != text or not _same_constants(module, again):
         return False
     replay = driver.build_program(again, options)
-    return replay.source == program.source and \
-        [s.source for s in replay.kernels.values()] == \
-        [s.source for s in program.kernels.values()]
+    return replay.source == program.source and [s.source for s in replay.kernels.values()] == [
+        s.source for s in program.kernels.values()
+    ]
 
 
 def _same_constants(a, b) -> bool:
     def constants(module):
-        return {(comp.name, instr.name): _bits(instr.literal)
-                for comp in module.computations for instr in comp.instructions
-                if instr.opcode == "constant"}
+        return {
+            (comp.name, instr.name): _bits(instr.literal)
+            for comp in module.computations
+            for instr in comp.instructions
+            if instr.opcode == "constant"
+        }
+
     return constants(a) == constants(b)
 
 

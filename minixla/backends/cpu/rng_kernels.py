@@ -1,4 +1,5 @@
 """rng-bit-generator kernels: XLA's Philox and ThreeFry generators, bit for bit."""
+
 from __future__ import annotations
 
 import hashlib
@@ -15,13 +16,19 @@ def rng_bit_generator(instr) -> KernelSpec:
     words of each block in order, 64-bit outputs two words each. The new state advances the
     counter by the blocks used. Other algorithms and states are not emittable."""
     from ..codegen.scalar import BITS
+
     algorithm = str(instr.attrs.get("algorithm", "rng_default"))
     state, data = instr.shape.tuple_shapes
     if algorithm == "rng_three_fry":
         return _threefry(instr)
-    if algorithm not in ("rng_default", "rng_philox") or state.dtype != "u64" or \
-            instr.operand(0).shape.dtype != "u64" or state.numel() < 2 or \
-            data.dtype not in BITS or data.dtype in ("pred", "bf16"):
+    if (
+        algorithm not in ("rng_default", "rng_philox")
+        or state.dtype != "u64"
+        or instr.operand(0).shape.dtype != "u64"
+        or state.numel() < 2
+        or data.dtype not in BITS
+        or data.dtype in ("pred", "bf16")
+    ):
         raise NotEmittable(f"rng-bit-generator {algorithm} on {state.dtype} -> {data.dtype}")
     src = OpSource(instr)
     words, count, width = state.numel(), data.numel(), BITS[data.dtype]
@@ -38,8 +45,9 @@ def rng_bit_generator(instr) -> KernelSpec:
     src.open("b", blocks)
     src.line(f"cl = low + {u64}(b)")
     src.line(f"ch = high + {u64}(1) if cl < low else high")
-    src.line("r0, r1, r2, r3 = h.philox4x32(cl & mask, cl >> shift, ch & mask, ch >> shift, "
-             "k0, k1)")
+    src.line(
+        "r0, r1, r2, r3 = h.philox4x32(cl & mask, cl >> shift, ch & mask, ch >> shift, k0, k1)"
+    )
     if bits == 32:
         pieces = [(f"4 * b + {j}", f"r{j}") for j in range(4)]
     else:
@@ -61,8 +69,9 @@ def rng_bit_generator(instr) -> KernelSpec:
         src.line(f"o0[2] = high + {u64}(1) if new_low < low else high")
     spec = src.spec()
     spec.flat, spec.ndims = True, [1] * len(spec.ndims)
-    spec.kid = hashlib.sha256((spec.source + spec.signature_text() + "flat").encode()
-                              ).hexdigest()[:32]
+    spec.kid = hashlib.sha256((spec.source + spec.signature_text() + "flat").encode()).hexdigest()[
+        :32
+    ]
     return spec
 
 
@@ -72,9 +81,15 @@ def _threefry(instr) -> KernelSpec:
     (the first even one, else the largest) in halves: counter n gives the two neighbours
     2h and 2h + 1 along it."""
     from ..codegen.scalar import BITS
+
     state, data = instr.shape.tuple_shapes
-    if state.dtype != "u64" or instr.operand(0).shape.dtype != "u64" or state.numel() < 2 or \
-            data.dtype not in BITS or data.dtype in ("pred", "bf16"):
+    if (
+        state.dtype != "u64"
+        or instr.operand(0).shape.dtype != "u64"
+        or state.numel() < 2
+        or data.dtype not in BITS
+        or data.dtype in ("pred", "bf16")
+    ):
         raise NotEmittable(f"rng-bit-generator rng_three_fry on {state.dtype} -> {data.dtype}")
     src = OpSource(instr)
     dims, width = list(data.dims), BITS[data.dtype]
@@ -92,7 +107,7 @@ def _threefry(instr) -> KernelSpec:
     else:
         even = [i for i, d in enumerate(dims) if d % 2 == 0]
         split = even[0] if even else dims.index(max(dims))
-        loop_dims = dims[:split] + [-(-dims[split] // 2)] + dims[split + 1:]
+        loop_dims = dims[:split] + [-(-dims[split] // 2)] + dims[split + 1 :]
     index = [f"i{d}" for d in range(len(loop_dims))]
     for d, n in enumerate(loop_dims):
         src.open(index[d], n)
@@ -109,6 +124,7 @@ def _threefry(instr) -> KernelSpec:
         if data.dtype != f"u{width}":
             value = f"h.bitcast({value}, {kernel_type(data.dtype)})"
         src.line(f"o1[{', '.join(at) or '0'}] = {value}")
+
     if width == 64:
         store(index, f"x0 | (x1 << {u64}(32))")
     elif split is None:

@@ -6,6 +6,7 @@
 * topk: keys in the float total order, descending for largest; k <= 32 keeps a sorted
   buffer of the k best per row (one pass), larger k sorts the row's keys stably.
 """
+
 from __future__ import annotations
 
 from .kernel_source import OpSource
@@ -61,8 +62,10 @@ def sort(instr) -> KernelSpec:
     for k in range(count):
         right = [("order[b]" if v == "t" else v) for v in index]
         left = [("order[a]" if v == "t" else v) for v in index]
-        args += [src.load(src.params[k], dtypes[k], right),
-                 src.load(src.params[k], dtypes[k], left)]
+        args += [
+            src.load(src.params[k], dtypes[k], right),
+            src.load(src.params[k], dtypes[k], left),
+        ]
     (less,) = src.inline(instr.attrs["to_apply"], args)
     src.line(f"take_b = {less}")
     src.w.depth -= 1

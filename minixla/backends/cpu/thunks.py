@@ -15,6 +15,7 @@
   in metrics as `fallback.<opcode>` when the executable is built.
 Each factory returns a callable taking (out, *operands) (fallbacks: (*operands) -> value).
 """
+
 from __future__ import annotations
 
 import math
@@ -50,6 +51,7 @@ def dot(instr):
             np.matmul(a[0], b[0], out=out.reshape(m, n))
         else:
             np.matmul(a, b, out=out.reshape(batch, m, n))
+
     return run
 
 
@@ -71,6 +73,7 @@ def broadcast(instr):
         if order != list(range(len(dims))):
             x = x.transpose(order)
         out[...] = x.reshape(expanded)
+
     return run
 
 
@@ -79,6 +82,7 @@ def slice_(instr):
 
     def run(out, x):
         out[...] = x[index]
+
     return run
 
 
@@ -87,6 +91,7 @@ def concatenate(instr):
 
     def run(out, *xs):
         np.concatenate(xs, axis=axis, out=out)
+
     return run
 
 
@@ -94,8 +99,9 @@ def pad(instr):
     """Fill with the padding value, then copy the operand into a strided window (negative
     padding crops the operand first)."""
     src, dst, empty = [], [], False
-    for (low, _, interior), size, out_size in zip(instr.attrs["padding"],
-                                                  instr.operand(0).shape.dims, instr.shape.dims):
+    for (low, _, interior), size, out_size in zip(
+        instr.attrs["padding"], instr.operand(0).shape.dims, instr.shape.dims
+    ):
         step = interior + 1
         first = max(0, -(low // step))  # first k with low + k*step >= 0, ceil(-low/step)
         last = min(size, -(-(out_size - low) // step))  # one past the last k inside
@@ -110,6 +116,7 @@ def pad(instr):
         out.fill(value.reshape(()))
         if not empty:
             out[dst] = x[src]
+
     return run
 
 
@@ -118,6 +125,7 @@ def reverse(instr):
 
     def run(out, x):
         out[...] = np.flip(x, axes)
+
     return run
 
 
@@ -126,12 +134,14 @@ def reshape_copy(instr):
 
     def run(out, x):
         out[...] = x.reshape(dims)
+
     return run
 
 
 def copy(instr):
     def run(out, x):
         out[...] = x
+
     return run
 
 
@@ -147,6 +157,7 @@ def dynamic_slice(instr):
     def run(out, x, *starts):
         begin = _starts(dims, sizes, starts)
         out[...] = x[tuple(slice(s, s + n) for s, n in zip(begin, sizes))]
+
     return run
 
 
@@ -158,12 +169,14 @@ def dynamic_update_slice(instr, in_place: bool):
             out[...] = x
         begin = _starts(dims, sizes, starts)
         out[tuple(slice(s, s + n) for s, n in zip(begin, sizes))] = update
+
     return run
 
 
 def custom_call(instr):
     from ...ir.attrs import backend_config_string
     from ...reference.ops_control import check_result
+
     target = instr.attrs["custom_call_target"]
     fn = lookup_custom_call(target, "cpu")
     config = backend_config_string(instr.attrs.get("backend_config"))
@@ -175,6 +188,7 @@ def custom_call(instr):
         checked = check_result(result, instr.shape, f"custom-call {target!r}")
         for dst, value in zip(_leaves(out), _leaves(checked)):
             dst[...] = value
+
     return run
 
 
@@ -189,25 +203,36 @@ def fallback(instr, evaluator):
     that shares memory with an operand is copied: the operand's storage may be reused."""
     from ...errors import UnsupportedError
     from ...reference.evaluator import handlers
+
     handler = handlers().get(instr.opcode)
     if handler is None:
-        raise UnsupportedError(f"the cpu backend does not implement {instr.opcode} "
-                               f"(instruction %{instr.name})")
+        raise UnsupportedError(
+            f"the cpu backend does not implement {instr.opcode} (instruction %{instr.name})"
+        )
 
     def run(*operands):
         result = handler(evaluator, instr, list(operands))
         return _unshared(result, [leaf for op in operands for leaf in _leaves(op)])
+
     return run
 
 
 def _unshared(value, operands):
     if isinstance(value, tuple):
         return tuple(_unshared(v, operands) for v in value)
-    if isinstance(value, np.ndarray) and any(isinstance(op, np.ndarray) and
-                                             np.may_share_memory(value, op) for op in operands):
+    if isinstance(value, np.ndarray) and any(
+        isinstance(op, np.ndarray) and np.may_share_memory(value, op) for op in operands
+    ):
         return value.copy()
     return value
 
 
-MOVEMENT = {"broadcast": broadcast, "slice": slice_, "concatenate": concatenate, "pad": pad,
-            "reverse": reverse, "copy": copy, "dynamic-slice": dynamic_slice}
+MOVEMENT = {
+    "broadcast": broadcast,
+    "slice": slice_,
+    "concatenate": concatenate,
+    "pad": pad,
+    "reverse": reverse,
+    "copy": copy,
+    "dynamic-slice": dynamic_slice,
+}

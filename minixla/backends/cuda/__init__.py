@@ -13,6 +13,7 @@ Python on the CPU: slow, for tests). Options: `device_results` (return numba dev
 instead of NumPy arrays; arguments may then be device arrays too), `threads_per_block`,
 `max_blocks`, `geometry` (target.py). docs/cuda-backend.md has the design.
 """
+
 from __future__ import annotations
 
 import threading
@@ -35,6 +36,7 @@ def pipeline():
     """The CPU backend's pass pipeline: the same optimized module (fusion, layouts, schedule).
     The GPU-specific choices (how a fusion is run) are made when kernels are generated."""
     from ...passes.pipelines import cpu_pipeline
+
     return cpu_pipeline()
 
 
@@ -43,14 +45,20 @@ class CudaExecutable(Executable):
 
     def __call__(self, *args):
         from .runtime import check_device_array, is_device_array
+
         if not any(is_device_array(a) for a in args):
             return super().__call__(*args)
         if len(args) != len(self.parameter_shapes):
-            raise ExecutionError(f"{self.module.name} takes {len(self.parameter_shapes)} "
-                                 f"argument(s), got {len(args)}")
-        checked = [check_device_array(a, s, f"argument {i}") if is_device_array(a)
-                   else _check_one(a, s, f"argument {i}")
-                   for i, (a, s) in enumerate(zip(args, self.parameter_shapes))]
+            raise ExecutionError(
+                f"{self.module.name} takes {len(self.parameter_shapes)} "
+                f"argument(s), got {len(args)}"
+            )
+        checked = [
+            check_device_array(a, s, f"argument {i}")
+            if is_device_array(a)
+            else _check_one(a, s, f"argument {i}")
+            for i, (a, s) in enumerate(zip(args, self.parameter_shapes))
+        ]
         start = time.perf_counter()
         result = self._run(checked)
         self.executions += 1
@@ -61,6 +69,7 @@ class CudaExecutable(Executable):
 
 def compile_module(module: HloModule, options: dict) -> Executable:
     from . import driver
+
     for instr in module.all_instructions():
         if instr.opcode == "custom-call":
             try:
@@ -72,6 +81,7 @@ def compile_module(module: HloModule, options: dict) -> Executable:
     program = driver.build_program(module, options)
     record_phase("codegen.cuda.emit", time.perf_counter() - start)
     from . import runtime
+
     start = time.perf_counter()
     entry, outcomes = runtime.load(program, options)
     record_phase("codegen.cuda.native", time.perf_counter() - start)
@@ -93,10 +103,21 @@ def compile_module(module: HloModule, options: dict) -> Executable:
     executable.kernel_outcomes = outcomes
     executable.own_arena_bytes = program.arena_bytes  # its own plan, not the module's assignment
     executable.generated_code_size = len(program.source.encode()) + sum(
-        len(getattr(spec, "source", "").encode()) for spec in program.kernels.values())
+        len(getattr(spec, "source", "").encode()) for spec in program.kernels.values()
+    )
     return executable
 
 
-BACKEND = Backend("cuda", compile_module, available, pipeline,
-                  options=("device_results", "threads_per_block", "max_blocks", "geometry",
-                           "max_while_iterations"))
+BACKEND = Backend(
+    "cuda",
+    compile_module,
+    available,
+    pipeline,
+    options=(
+        "device_results",
+        "threads_per_block",
+        "max_blocks",
+        "geometry",
+        "max_while_iterations",
+    ),
+)

@@ -19,14 +19,22 @@ Emitting needs no GPU and does not import numba.cuda: kernels are source text, c
 arrays, and device objects (`_empty`, `_param0`, the arena views, compiled kernels) are bound
 into the namespace by runtime.py when the program is loaded.
 """
+
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
 
 from ...reference.custom_call import lookup_custom_call
-from ..codegen.driver import (DriverBuilder, DriverFunction, Hooks, control_rule, fusion_rule,
-                              single_op_rule, view_rule)
+from ..codegen.driver import (
+    DriverBuilder,
+    DriverFunction,
+    Hooks,
+    control_rule,
+    fusion_rule,
+    single_op_rule,
+    view_rule,
+)
 from ..codegen.driver import nest as _nest
 from ..codegen.driver import source as _src
 from ..codegen.kernels import single_op_computation
@@ -38,9 +46,23 @@ from .matmul import build_dot_kernel
 from .target import geometry
 
 # Lone ops that become single-op kernels (besides elementwise ones).
-KERNEL_OPS = frozenset({"reduce", "transpose", "bitcast", "broadcast", "slice", "concatenate",
-                        "pad", "reverse", "copy", "dynamic-slice", "gather", "map",
-                        "reduce-window"})
+KERNEL_OPS = frozenset(
+    {
+        "reduce",
+        "transpose",
+        "bitcast",
+        "broadcast",
+        "slice",
+        "concatenate",
+        "pad",
+        "reverse",
+        "copy",
+        "dynamic-slice",
+        "gather",
+        "map",
+        "reduce-window",
+    }
+)
 
 
 @dataclass
@@ -83,10 +105,13 @@ class _Builder(DriverBuilder):
         return build_kernel(comp, self.geometry)
 
     def new_function(self, comp, order, decisions, is_entry: bool) -> _Function:
-        plan = plan_computation(comp, order=order, is_entry=is_entry,
-                                how=lambda i: decisions[id(i)][0])
-        base, self.arena_bytes = self.arena_bytes, self.arena_bytes + \
-            -(-plan.arena_bytes // 256) * 256
+        plan = plan_computation(
+            comp, order=order, is_entry=is_entry, how=lambda i: decisions[id(i)][0]
+        )
+        base, self.arena_bytes = (
+            self.arena_bytes,
+            self.arena_bytes + -(-plan.arena_bytes // 256) * 256,
+        )
         return _Function(self, comp, plan, decisions, base, is_entry)
 
 
@@ -98,8 +123,12 @@ class _Function(DriverFunction):
         """The returned expression; leaves that may be reused storage are copied (entry: the
         runtime's `_own`, a device copy only when results stay on the device)."""
         if shape.is_tuple:
-            parts = [self.exit(value[i] if isinstance(value, tuple) else f"{_src(value)}[{i}]",
-                              kinds[i], s) for i, s in enumerate(shape.tuple_shapes)]
+            parts = [
+                self.exit(
+                    value[i] if isinstance(value, tuple) else f"{_src(value)}[{i}]", kinds[i], s
+                )
+                for i, s in enumerate(shape.tuple_shapes)
+            ]
             return "(" + "".join(p + ", " for p in parts) + ")"
         if shape.is_token or not needs_copy(kinds, self.is_entry):
             return _src(value)
@@ -119,13 +148,15 @@ class _Function(DriverFunction):
             make = f"_result({var!r}, " if self.is_entry else "_empty("
             self.lines.append(f"{var} = {make}{tuple(shape.dims)!r}, {self.b.dtype(shape)})")
             names.append(var)
-        self.names[id(instr)] = names[0] if not instr.shape.is_tuple else \
-            _nest(instr.shape, iter(names))
+        self.names[id(instr)] = (
+            names[0] if not instr.shape.is_tuple else _nest(instr.shape, iter(names))
+        )
         return names
 
     def launch(self, spec: KernelSpec, args: list[str]) -> None:
-        self.lines.append(f"{self.b.kernel(spec)}[{spec.blocks}, {spec.threads}]"
-                          f"({', '.join(args)})")
+        self.lines.append(
+            f"{self.b.kernel(spec)}[{spec.blocks}, {spec.threads}]({', '.join(args)})"
+        )
 
 
 def _arg(name: str, rank: int, flat: bool) -> str:
@@ -136,6 +167,7 @@ def _arg(name: str, rank: int, flat: bool) -> str:
 
 
 # ---- lowerings ----------------------------------------------------------------------------------
+
 
 def _parameter(fn: _Function, instr, _):
     name = f"p{instr.parameter_number}"
@@ -184,8 +216,9 @@ def _dus(fn: _Function, instr, _):
         fn.names[id(instr)] = fn.value(instr.operand(0))
         if window_ok(instr):
             spec = build_window_kernel(instr, fn.b.geometry)
-            fn.launch(spec, [_arg(_src(fn.value(op)), op.shape.rank, False)
-                             for op in instr.operands])
+            fn.launch(
+                spec, [_arg(_src(fn.value(op)), op.shape.rank, False) for op in instr.operands]
+            )
         return
     try:
         spec = build_kernel(single_op_computation(instr), fn.b.geometry)
@@ -204,25 +237,32 @@ def _thunk(fn: _Function, instr, run):
 
 # ---- host work ----------------------------------------------------------------------------------
 
+
 def host_fallback(instr, evaluator):
     """Runs `instr` with the interpreter's handler on host copies of its operands; the result
     is uploaded as fresh device arrays."""
     from ...reference.evaluator import handlers
+
     handler = handlers()[instr.opcode]
     shapes = [op.shape for op in instr.operands]
 
     def run(*operands):
         from .runtime import to_device, to_host
+
         result = handler(evaluator, instr, [to_host(x, s) for x, s in zip(operands, shapes)])
         return to_device(result, instr.shape)
+
     return run
 
 
 def into_output(run):
     """A host fallback written into storage the plan provides: (out, *operands)."""
+
     def thunk(out, *operands):
         from .runtime import fill
+
         fill(out, run(*operands))
+
     return thunk
 
 
@@ -231,6 +271,7 @@ def _custom_call(instr):
     a returned value (host or device) is copied into `out`."""
     target = instr.attrs["custom_call_target"]
     from ...ir.attrs import backend_config_string
+
     fn = lookup_custom_call(target, "cuda")
     config = backend_config_string(instr.attrs.get("backend_config"))
     shape = instr.shape
@@ -239,11 +280,14 @@ def _custom_call(instr):
         result = fn(out, *operands, backend_config=config)
         if result is not None:
             from .runtime import fill, to_device
+
             fill(out, to_device(result, shape))
+
     return run
 
 
 # ---- the hook table ---------------------------------------------------------------------------
+
 
 def _dus_rule(b: _Builder, instr):
     return ("dus", None) if instr.opcode == "dynamic-update-slice" else None
@@ -266,11 +310,24 @@ def _scatter_rule(b: _Builder, instr):
 # How CUDA computes what the shared dispatch leaves to it, in order; then the interpreter on
 # host copies.
 HOOKS = Hooks(
-    rules=(view_rule, control_rule, fusion_rule, _dus_rule, _custom_call_rule, _dot_rule,
-           _scatter_rule, single_op_rule(KERNEL_OPS, tuples=frozenset({"reduce"}))),
+    rules=(
+        view_rule,
+        control_rule,
+        fusion_rule,
+        _dus_rule,
+        _custom_call_rule,
+        _dot_rule,
+        _scatter_rule,
+        single_op_rule(KERNEL_OPS, tuples=frozenset({"reduce"})),
+    ),
     fallback=host_fallback,
-    lowering={"parameter": _parameter, "constant": _constant, "kernel": _kernel,
-              "thunk": _thunk, "dus": _dus},
+    lowering={
+        "parameter": _parameter,
+        "constant": _constant,
+        "kernel": _kernel,
+        "thunk": _thunk,
+        "dus": _dus,
+    },
 )
 _Builder.hooks = HOOKS
 
@@ -280,6 +337,16 @@ def build_program(module, options: dict) -> Program:
     builder = _Builder(module, options)
     entry = builder.function(module.entry, is_entry=True)
     source = "\n\n".join(reversed(builder.chunks))
-    return Program(source, entry, builder.kernels, builder.host, builder.constants,
-                   builder.views, builder.dtypes, builder.params, builder.arena_bytes,
-                   builder.fallbacks, builder.fallback_reasons)
+    return Program(
+        source,
+        entry,
+        builder.kernels,
+        builder.host,
+        builder.constants,
+        builder.views,
+        builder.dtypes,
+        builder.params,
+        builder.arena_bytes,
+        builder.fallbacks,
+        builder.fallback_reasons,
+    )

@@ -17,6 +17,7 @@ it is the other way round. So kernels do not import `np` and `math` themselves b
 from here (`np = h.np`, `math = h.math`): NumPy and C semantics in the simulator, NumPy plus
 device `fmod` and the real `math` module on a GPU.
 """
+
 from __future__ import annotations
 
 import math as _math
@@ -29,8 +30,20 @@ from ..codegen.helpers import scalar_helpers
 from .target import simulating
 
 SIMULATOR = simulating()
-_DTYPES = ("bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-           "float16", "float32", "float64")
+_DTYPES = (
+    "bool_",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+)
 _UNSIGNED = {8: _np.uint8, 16: _np.uint16, 32: _np.uint32, 64: _np.uint64}
 
 
@@ -41,6 +54,7 @@ def _module(name: str, **attrs) -> pytypes.ModuleType:
 
 
 # ---- primitives: NumPy in the simulator ---------------------------------------------------------
+
 
 def _sim_primitives() -> dict:
     def bitcast(x, ty):
@@ -53,13 +67,22 @@ def _sim_primitives() -> dict:
     def count_leading_zeros(x):
         return _np.asarray(x).dtype.itemsize * 8 - int(x).bit_length()
 
-    return dict(bitcast=bitcast, signbit=_np.signbit, copysign=_np.copysign, floor=_np.floor,
-                ceil=_np.ceil, rint=_np.rint, trunc=_np.trunc, round_afz=round_afz,
-                popcount=lambda x: bin(int(x)).count("1"),
-                count_leading_zeros=count_leading_zeros)
+    return dict(
+        bitcast=bitcast,
+        signbit=_np.signbit,
+        copysign=_np.copysign,
+        floor=_np.floor,
+        ceil=_np.ceil,
+        rint=_np.rint,
+        trunc=_np.trunc,
+        round_afz=round_afz,
+        popcount=lambda x: bin(int(x)).count("1"),
+        count_leading_zeros=count_leading_zeros,
+    )
 
 
 # ---- primitives: libdevice on a GPU (chosen per argument type while Numba types the kernel) -----
+
 
 def _device_primitives() -> dict:
     from numba.cuda import libdevice as ld
@@ -69,12 +92,25 @@ def _device_primitives() -> dict:
     def stub(name):
         def fn(*args):
             raise NotImplementedError(f"{name} is only callable inside a CUDA kernel")
+
         fn.__name__ = name
         return fn
 
-    prims = {name: stub(name) for name in ("bitcast", "signbit", "copysign", "floor", "ceil",
-                                           "rint", "trunc", "round_afz", "popcount",
-                                           "count_leading_zeros")}
+    prims = {
+        name: stub(name)
+        for name in (
+            "bitcast",
+            "signbit",
+            "copysign",
+            "floor",
+            "ceil",
+            "rint",
+            "trunc",
+            "round_afz",
+            "popcount",
+            "count_leading_zeros",
+        )
+    }
 
     def choose(x, f32, f64):
         return f32 if x == types.float32 else f64 if x == types.float64 else None
@@ -131,6 +167,7 @@ def _device(fn):
     """A plain-Python helper: as it is in the simulator, a device function on a GPU."""
     if not SIMULATOR:
         from numba.cuda.extending import register_jitable
+
         register_jitable(fn)
     return fn
 
@@ -172,27 +209,45 @@ threefry2x32 = _shared.threefry2x32
 
 # ---- math tables --------------------------------------------------------------------------------
 
+
 def _math_table(T, sim: bool) -> dict:
     one = T(1)
     if sim:
         return {
-            "exponential": _np.exp, "exponential-minus-one": _np.expm1, "log": _np.log,
-            "log-plus-one": _np.log1p, "tanh": _np.tanh, "sine": _np.sin, "cosine": _np.cos,
-            "tan": _np.tan, "cbrt": _np.cbrt, "sqrt": _np.sqrt, "power": _np.power,
-            "atan2": _np.arctan2, "erf": lambda x: T(_math.erf(float(x))),
+            "exponential": _np.exp,
+            "exponential-minus-one": _np.expm1,
+            "log": _np.log,
+            "log-plus-one": _np.log1p,
+            "tanh": _np.tanh,
+            "sine": _np.sin,
+            "cosine": _np.cos,
+            "tan": _np.tan,
+            "cbrt": _np.cbrt,
+            "sqrt": _np.sqrt,
+            "power": _np.power,
+            "atan2": _np.arctan2,
+            "erf": lambda x: T(_math.erf(float(x))),
             "logistic": lambda x: one / (one + _np.exp(-x)),
             "rsqrt": lambda x: one / _np.sqrt(x),
         }
     from numba.cuda import libdevice as ld
+
     rsqrt = ld.rsqrtf if T is _np.float32 else ld.rsqrt
     table = {
-        "exponential": lambda x: _math.exp(x), "exponential-minus-one": lambda x: _math.expm1(x),
-        "log": lambda x: _math.log(x), "log-plus-one": lambda x: _math.log1p(x),
-        "tanh": lambda x: _math.tanh(x), "sine": lambda x: _math.sin(x),
-        "cosine": lambda x: _math.cos(x), "tan": lambda x: _math.tan(x),
-        "cbrt": lambda x: cuda.cbrt(x), "sqrt": lambda x: _math.sqrt(x),
-        "power": lambda x, y: _math.pow(x, y), "atan2": lambda x, y: _math.atan2(x, y),
-        "erf": lambda x: _math.erf(x), "logistic": lambda x: one / (one + _math.exp(-x)),
+        "exponential": lambda x: _math.exp(x),
+        "exponential-minus-one": lambda x: _math.expm1(x),
+        "log": lambda x: _math.log(x),
+        "log-plus-one": lambda x: _math.log1p(x),
+        "tanh": lambda x: _math.tanh(x),
+        "sine": lambda x: _math.sin(x),
+        "cosine": lambda x: _math.cos(x),
+        "tan": lambda x: _math.tan(x),
+        "cbrt": lambda x: cuda.cbrt(x),
+        "sqrt": lambda x: _math.sqrt(x),
+        "power": lambda x, y: _math.pow(x, y),
+        "atan2": lambda x, y: _math.atan2(x, y),
+        "erf": lambda x: _math.erf(x),
+        "logistic": lambda x: one / (one + _math.exp(-x)),
         "rsqrt": lambda x: rsqrt(x),
     }
     return {name: _device(fn) for name, fn in table.items()}
@@ -205,6 +260,7 @@ MATH_OPCODES = frozenset(MATH_F32)
 
 # ---- the `np` and `math` kernels see ------------------------------------------------------------
 
+
 def _sim_lgamma(x):
     if x <= 0 and x == _np.floor(x):
         return _math.inf  # a pole: C's lgamma, where Python's raises
@@ -213,10 +269,23 @@ def _sim_lgamma(x):
 
 if SIMULATOR:
     np = _np
-    math = _module("minixla_cuda_math", isfinite=_np.isfinite, asin=_np.arcsin, acos=_np.arccos,
-                   atan=_np.arctan, sinh=_np.sinh, cosh=_np.cosh, asinh=_np.arcsinh,
-                   acosh=_np.arccosh, atanh=_np.arctanh, lgamma=_sim_lgamma)
+    math = _module(
+        "minixla_cuda_math",
+        isfinite=_np.isfinite,
+        asin=_np.arcsin,
+        acos=_np.arccos,
+        atan=_np.arctan,
+        sinh=_np.sinh,
+        cosh=_np.cosh,
+        asinh=_np.arcsinh,
+        acosh=_np.arccosh,
+        atanh=_np.arctanh,
+        lgamma=_sim_lgamma,
+    )
 else:
-    np = _module("minixla_cuda_np", fmod=_device(lambda a, b: _math.fmod(a, b)),
-                 **{name: getattr(_np, name) for name in _DTYPES})
+    np = _module(
+        "minixla_cuda_np",
+        fmod=_device(lambda a, b: _math.fmod(a, b)),
+        **{name: getattr(_np, name) for name in _DTYPES},
+    )
     math = _math

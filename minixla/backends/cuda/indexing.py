@@ -18,6 +18,7 @@ max/min with CUDA's atomics, float max/min (NaN wins, -0 < +0) with a compare-an
 the bits. Others (assignment, where the last update in row-major order wins; arbitrary
 combiners; 8/16-bit types; variadic scatter) run on the host.
 """
+
 from __future__ import annotations
 
 import math
@@ -50,8 +51,9 @@ def gather(em, instr, index):
     starts = ["0"] * operand.shape.rank
     for k, dim in enumerate(attrs["start_index_map"]):
         starts[dim] = f"np.int64({component(k)})"
-    for operand_dim, indices_dim in zip(operand_batching,
-                                        attrs.get("start_indices_batching_dims", ())):
+    for operand_dim, indices_dim in zip(
+        operand_batching, attrs.get("start_indices_batching_dims", ())
+    ):
         starts[operand_dim] = batch[indices_dim if indices_dim < ivd else indices_dim - 1]
     offsets = iter(index[d] for d in offset_dims)
     operand_index = []
@@ -59,8 +61,7 @@ def gather(em, instr, index):
         high = operand.shape.dims[dim] - size
         clamped = em.index_var(f"min(max({start}, 0), {high})") if start != "0" else "0"
         inside = "0" if dim in dropped else next(offsets)
-        operand_index.append(em.index_var(f"{clamped} + {inside}") if inside != "0"
-                             else clamped)
+        operand_index.append(em.index_var(f"{clamped} + {inside}") if inside != "0" else clamped)
     return em.value(operand, tuple(operand_index))
 
 
@@ -81,24 +82,37 @@ def build_window_kernel(instr, geometry, name: str = "kernel") -> KernelSpec:
     count = instr.operand_count
     args = [("param", i) for i in range(count)]
     ndims = [max(op.shape.rank, 1) for op in instr.operands]
-    source = assemble(w, name, [f"p{i}" for i in range(count)],
-                      f"In-place dynamic-update-slice {instr.name}.")
-    return KernelSpec(name, source, args, ndims, [op.shape.dtype for op in instr.operands],
-                      False, geometry.threads,
-                      blocks_for(update.numel(), geometry.threads, geometry), "window").finish()
+    source = assemble(
+        w, name, [f"p{i}" for i in range(count)], f"In-place dynamic-update-slice {instr.name}."
+    )
+    return KernelSpec(
+        name,
+        source,
+        args,
+        ndims,
+        [op.shape.dtype for op in instr.operands],
+        False,
+        geometry.threads,
+        blocks_for(update.numel(), geometry.threads, geometry),
+        "window",
+    ).finish()
 
 
 def window_ok(instr) -> bool:
-    return all(op.shape.is_array for op in instr.operands) and \
-        math.prod(instr.operand(1).shape.dims) > 0
+    return (
+        all(op.shape.is_array for op in instr.operands)
+        and math.prod(instr.operand(1).shape.dims) > 0
+    )
 
 
-_NATIVE = {"add": ("add", {"f32", "f64", "s32", "u32", "s64", "u64"}),
-           "and": ("and_", {"s32", "u32", "s64", "u64"}),
-           "or": ("or_", {"s32", "u32", "s64", "u64"}),
-           "xor": ("xor", {"s32", "u32", "s64", "u64"}),
-           "maximum": ("max", {"s32", "u32", "s64", "u64"}),
-           "minimum": ("min", {"s32", "u32", "s64", "u64"})}
+_NATIVE = {
+    "add": ("add", {"f32", "f64", "s32", "u32", "s64", "u64"}),
+    "and": ("and_", {"s32", "u32", "s64", "u64"}),
+    "or": ("or_", {"s32", "u32", "s64", "u64"}),
+    "xor": ("xor", {"s32", "u32", "s64", "u64"}),
+    "maximum": ("max", {"s32", "u32", "s64", "u64"}),
+    "minimum": ("min", {"s32", "u32", "s64", "u64"}),
+}
 _BITS = {"f32": "s32", "f64": "s64"}  # float max/min: compare-and-swap on the bit pattern
 
 
@@ -107,8 +121,13 @@ def _combiner(instr) -> tuple[str, str]:
     dtype, root = instr.shape.dtype, instr.attrs["to_apply"].root
     if instr.operand_count != 3 or instr.shape.is_tuple or instr.shape.rank == 0:
         raise NotEmittable("variadic or scalar scatter")
-    if sorted(getattr(op, "parameter_number", -1) for op in root.operands
-              if op.opcode == "parameter") != [0, 1] or root.operand_count != 2:
+    if (
+        sorted(
+            getattr(op, "parameter_number", -1) for op in root.operands if op.opcode == "parameter"
+        )
+        != [0, 1]
+        or root.operand_count != 2
+    ):
         raise NotEmittable("scatter combiner is not op(p0, p1)")
     if root.opcode in ("maximum", "minimum") and dtype in _BITS:
         return "cas", "fmax" if root.opcode == "maximum" else "fmin"
@@ -145,8 +164,9 @@ def build_scatter_kernel(instr, geometry, name: str = "kernel") -> KernelSpec:
     starts = ["0"] * operand.rank
     for k, dim in enumerate(attrs["scatter_dims_to_operand_dims"]):
         starts[dim] = index_at(k)
-    for operand_dim, indices_dim in zip(input_batching,
-                                        attrs.get("scatter_indices_batching_dims", ())):
+    for operand_dim, indices_dim in zip(
+        input_batching, attrs.get("scatter_indices_batching_dims", ())
+    ):
         starts[operand_dim] = batch[indices_dim if indices_dim < ivd else indices_dim - 1]
     # Window dims of the operand pair up, in order, with the update's window dims.
     paired = [d for d in range(operand.rank) if d not in skipped]
@@ -156,7 +176,7 @@ def build_scatter_kernel(instr, geometry, name: str = "kernel") -> KernelSpec:
     for d in range(operand.rank):
         checks.append(f"0 <= {starts[d]} <= {operand.dims[d] - size.get(d, 1)}")
         position = f"{starts[d]} + {offset[d]}" if d in offset else starts[d]
-        stride = math.prod(operand.dims[d + 1:])
+        stride = math.prod(operand.dims[d + 1 :])
         terms.append(f"({position})" + (f" * {stride}" if stride != 1 else ""))
     value = em.bind(f"p2[{', '.join(u) or '0'}]", "v")
     w.line(f"if {' and '.join(checks)}:")  # XLA skips a window that does not fit whole
@@ -166,17 +186,28 @@ def build_scatter_kernel(instr, geometry, name: str = "kernel") -> KernelSpec:
         w.line(f"cuda.atomic.{op}(o0, {at}, {value})")
     else:
         bits, ftype = kernel_type(_BITS[instr.shape.dtype]), kernel_type(instr.shape.dtype)
-        w.lines += [f"{'    ' * w.depth}{line}" for line in (
-            f"old = o0[{at}]",
-            "while True:",
-            f"    new = h.bitcast(h.{op}(h.bitcast(old, {ftype}), {value}), {bits})",
-            f"    seen = cuda.atomic.cas(o0, {at}, old, new)",
-            "    if seen == old:",
-            "        break",
-            "    old = seen")]
+        w.lines += [
+            f"{'    ' * w.depth}{line}"
+            for line in (
+                f"old = o0[{at}]",
+                "while True:",
+                f"    new = h.bitcast(h.{op}(h.bitcast(old, {ftype}), {value}), {bits})",
+                f"    seen = cuda.atomic.cas(o0, {at}, old, new)",
+                "    if seen == old:",
+                "        break",
+                "    old = seen",
+            )
+        ]
     out_dtype = _BITS[instr.shape.dtype] if kind == "cas" else instr.shape.dtype
     source = assemble(w, name, ["o0", "p1", "p2"], f"Atomic scatter {instr.name}.")
-    return KernelSpec(name, source, [("out", 0), ("param", 1), ("param", 2)],
-                      [1, max(indices.rank, 1), max(updates.rank, 1)],
-                      [out_dtype, indices.dtype, updates.dtype], False, geometry.threads,
-                      blocks_for(updates.numel(), geometry.threads, geometry), "scatter").finish()
+    return KernelSpec(
+        name,
+        source,
+        [("out", 0), ("param", 1), ("param", 2)],
+        [1, max(indices.rank, 1), max(updates.rank, 1)],
+        [out_dtype, indices.dtype, updates.dtype],
+        False,
+        geometry.threads,
+        blocks_for(updates.numel(), geometry.threads, geometry),
+        "scatter",
+    ).finish()

@@ -16,6 +16,7 @@ every output at a symbolic index. Only the loops around it are GPU-specific. A k
 Outputs of different dims (a multi-output fusion) get one loop each in the same kernel.
 Emitting needs neither a GPU nor numba.cuda: kernels are text until the runtime compiles them.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -26,9 +27,25 @@ from ..codegen.kernels import is_flat, kernel_signature, leaf_shape, outputs_of
 from .target import Geometry
 
 # Opcodes the math tables in helpers.py provide (f32 and f64).
-MATH_OPCODES = frozenset({
-    "exponential", "exponential-minus-one", "log", "log-plus-one", "tanh", "logistic", "sine",
-    "cosine", "tan", "erf", "cbrt", "sqrt", "rsqrt", "power", "atan2"})
+MATH_OPCODES = frozenset(
+    {
+        "exponential",
+        "exponential-minus-one",
+        "log",
+        "log-plus-one",
+        "tanh",
+        "logistic",
+        "sine",
+        "cosine",
+        "tan",
+        "erf",
+        "cbrt",
+        "sqrt",
+        "rsqrt",
+        "power",
+        "atan2",
+    }
+)
 
 HEADER = '''"""{doc}"""
 from numba import cuda
@@ -41,6 +58,7 @@ math = h.math
 @dataclass
 class KernelSpec:
     """A generated kernel: its source, how the driver passes arguments, and its launch shape."""
+
     name: str
     source: str
     args: list[tuple]  # ("param", number) | ("const", instr) | ("out", index)
@@ -64,8 +82,13 @@ class KernelSpec:
     def numba_signature(self):
         from numba.cuda import types
         from numba.cuda.np.numpy_support import from_dtype
-        return types.void(*[types.Array(from_dtype(storage_dtype(d)), n, "C")
-                            for d, n in zip(self.dtypes, self.ndims)])
+
+        return types.void(
+            *[
+                types.Array(from_dtype(storage_dtype(d)), n, "C")
+                for d, n in zip(self.dtypes, self.ndims)
+            ]
+        )
 
 
 def storage_dtype(dtype: str):
@@ -74,6 +97,7 @@ def storage_dtype(dtype: str):
     from numba.np.numpy_support import from_dtype
 
     from ...ir.dtypes import numpy_dtype
+
     np_dtype = numpy_dtype(dtype)
     try:
         from_dtype(np_dtype)
@@ -113,6 +137,7 @@ class CudaElemental(Elemental):
             return self.bind(self.tile_value[1])
         if self.block is not None and self.block.takes(self, instr):
             from .reduce import block_reduce
+
             return block_reduce(self, instr, index)
         if instr.opcode in GPU_ELEMENTAL:
             return GPU_ELEMENTAL[instr.opcode](self, instr, index)
@@ -128,11 +153,13 @@ class CudaElemental(Elemental):
 
 def _gather(em, instr, index):
     from .indexing import gather
+
     return gather(em, instr, index)
 
 
 def _reduce_window(em, instr, index):
     from .reduce import reduce_window
+
     return reduce_window(em, instr, index)
 
 
@@ -201,10 +228,15 @@ def pointwise_reach(roots) -> list:
         order.append(instr)
         if instr.opcode == "reduce":
             continue
-        if instr.opcode in ("get-tuple-element", "copy", "opt-barrier") or \
-                instr.opdef.kind == "elementwise":
-            stack.extend(op for op in instr.operands
-                         if op.shape.is_tuple or op.shape.dims == instr.shape.dims)
+        if (
+            instr.opcode in ("get-tuple-element", "copy", "opt-barrier")
+            or instr.opdef.kind == "elementwise"
+        ):
+            stack.extend(
+                op
+                for op in instr.operands
+                if op.shape.is_tuple or op.shape.dims == instr.shape.dims
+            )
     return order
 
 
@@ -223,9 +255,9 @@ def build_kernel(comp, geometry: Geometry, name: str = "kernel") -> KernelSpec:
     """The kernel for fused computation `comp`; raises NotEmittable when some instruction
     cannot be computed per element on the GPU."""
     from . import reduce, tiles
+
     outputs = outputs_of(comp)
-    flat = is_flat(comp, outputs) and \
-        not any(i.opcode in GPU_ELEMENTAL for i in comp.instructions)
+    flat = is_flat(comp, outputs) and not any(i.opcode in GPU_ELEMENTAL for i in comp.instructions)
     writer = CudaWriter()
     _, arrays, args, ndims, dtypes, arg_names = kernel_signature(comp, outputs, flat)
     hoisted: list[str] = []
@@ -247,10 +279,10 @@ def build_kernel(comp, geometry: Geometry, name: str = "kernel") -> KernelSpec:
         work = max(_numel(leaf_shape(g[0][1], g[0][2]).dims) for g in groups)
         blocks = blocks_for(work, geometry.threads, geometry)
     threads = geometry.tile * geometry.tile_rows if kind == "tile" else geometry.threads
-    source = assemble(writer, name, arg_names, f"Kernel for computation {comp.name}.",
-                      hoisted)
-    return KernelSpec(name, source, args, ndims, dtypes, flat, threads, blocks, kind,
-                      len(groups)).finish()
+    source = assemble(writer, name, arg_names, f"Kernel for computation {comp.name}.", hoisted)
+    return KernelSpec(
+        name, source, args, ndims, dtypes, flat, threads, blocks, kind, len(groups)
+    ).finish()
 
 
 def assemble(writer: CudaWriter, name: str, arg_names, doc: str, hoisted=()) -> str:

@@ -13,6 +13,7 @@ Accumulation follows the interpreter's dot: f32 for f32 operands, f64 when any s
 64-bit integers (wrapped to the result type at the end) for integer dots. Narrow floats, pred
 and mixed float/integer dots are not emitted (host fallback).
 """
+
 from __future__ import annotations
 
 import math
@@ -36,7 +37,7 @@ def _work_type(instr) -> str:
 def _offset(groups, shape) -> str:
     """Flat offset, in a row-major array of `shape`, of the element whose dims are split into
     groups [(linear index name, dims in the order that index enumerates them)]."""
-    strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
+    strides = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
     terms = []
     for linear, dims in groups:
         inner = math.prod(shape[d] for d in dims)
@@ -60,8 +61,11 @@ def build_dot_kernel(instr, geometry, name: str = "kernel") -> KernelSpec:
     rc = list(attrs.get("rhs_contracting_dims", ()))
     lf = [d for d in range(len(lhs)) if d not in lb + lc]
     rf = [d for d in range(len(rhs)) if d not in rb + rc]
-    m, k, n = (math.prod(lhs[d] for d in lf), math.prod(lhs[d] for d in lc),
-               math.prod(rhs[d] for d in rf))
+    m, k, n = (
+        math.prod(lhs[d] for d in lf),
+        math.prod(lhs[d] for d in lc),
+        math.prod(rhs[d] for d in rf),
+    )
     batch = math.prod(lhs[d] for d in lb)
     tt, micro = geometry.mm_threads, geometry.mm_micro
     bm, bk, threads = tt * micro, tt, tt * tt
@@ -118,6 +122,14 @@ for t in range(cuda.blockIdx.x, {batch * tiles_m * tiles_n}, cuda.gridDim.x):
     source = assemble(w, name, ["a", "b", "o"], f"Tiled matmul for {instr.name}.")
     dtypes = [instr.operand(0).shape.dtype, instr.operand(1).shape.dtype, instr.shape.dtype]
     blocks = blocks_for(batch * tiles_m * tiles_n, 1, geometry)
-    return KernelSpec(name, source, [("param", 0), ("param", 1), ("out", 0)], [1, 1, 1],
-                      dtypes, True, threads, blocks, "matmul").finish()
-
+    return KernelSpec(
+        name,
+        source,
+        [("param", 0), ("param", 1), ("out", 0)],
+        [1, 1, 1],
+        dtypes,
+        True,
+        threads,
+        blocks,
+        "matmul",
+    ).finish()

@@ -20,6 +20,7 @@ recomputed in a second loop.
 The tree uses shared memory rather than warp shuffles: numba's simulator, which runs these
 kernels in CI, has no shuffles, and the tree costs log2(by) steps either way.
 """
+
 from __future__ import annotations
 
 import math
@@ -48,6 +49,7 @@ class Layout:
 @dataclass
 class Block:
     """Emission context of one block group."""
+
     reduces: set
     depth: int  # writer depth of the output loop body: only reduces emitted there are shared
     tx: str
@@ -57,8 +59,7 @@ class Block:
     side: dict
 
     def takes(self, em, instr) -> bool:
-        return instr.opcode == "reduce" and id(instr) in self.reduces and \
-            em.w.depth == self.depth
+        return instr.opcode == "reduce" and id(instr) in self.reduces and em.w.depth == self.depth
 
 
 def _teams(reduce, threads: int) -> tuple[int, int]:
@@ -76,9 +77,11 @@ def plan_blocks(groups, geometry) -> Layout | None:
     """Which output groups need block reductions (None: a plain loop kernel will do)."""
     block_groups, loop_groups = [], []
     for group in groups:
-        reduces = [i for i in pointwise_reach([instr for _, instr, _ in group])
-                   if i.opcode == "reduce" and i.attrs["dimensions"]
-                   and i.operand(0).shape.numel() > 0]
+        reduces = [
+            i
+            for i in pointwise_reach([instr for _, instr, _ in group])
+            if i.opcode == "reduce" and i.attrs["dimensions"] and i.operand(0).shape.numel() > 0
+        ]
         if not reduces:
             loop_groups.append(group)
             continue
@@ -91,7 +94,7 @@ def plan_blocks(groups, geometry) -> Layout | None:
     for bg in block_groups:
         for r in pointwise_reach([instr for _, instr, _ in bg.group]):
             if id(r) in bg.reduces:
-                for operand in r.operands[:r.operand_count // 2]:
+                for operand in r.operands[: r.operand_count // 2]:
                     inputs[id(operand)] = operand
     layout = Layout(block_groups, [])
     for group in loop_groups:
@@ -112,8 +115,11 @@ def emit(em, layout: Layout, geometry) -> int:
         n_out = max(math.prod(bg.dims), 1)
         tiles = -(-n_out // bg.bx)
         blocks = max(blocks, blocks_for(n_out, bg.bx, geometry))
-        tx, ty = ("0", "tid") if bg.bx == 1 else \
-            (em.bind(f"tid % {bg.bx}", "tx"), em.bind(f"tid // {bg.bx}", "ty"))
+        tx, ty = (
+            ("0", "tid")
+            if bg.bx == 1
+            else (em.bind(f"tid % {bg.bx}", "tx"), em.bind(f"tid // {bg.bx}", "ty"))
+        )
         ob = w.var("ob")
         w.line(f"for {ob} in range(cuda.blockIdx.x, {tiles}, cuda.gridDim.x):")
         w.depth += 1
@@ -166,8 +172,10 @@ def block_reduce(em, instr, index):
     _assign(w, accs, em.inline(combiner, accs + elements))
     em.pop()
     w.depth -= 1
-    shared = [w.declare("sm", f"cuda.shared.array({b.bx * b.by}, "
-                              f"{kernel_type(init.shape.dtype)})") for init in inits]
+    shared = [
+        w.declare("sm", f"cuda.shared.array({b.bx * b.by}, {kernel_type(init.shape.dtype)})")
+        for init in inits
+    ]
     slot = em.bind(f"{b.ty} * {b.bx} + {b.tx}", "j") if b.bx > 1 else b.ty
     for sm, acc in zip(shared, accs):
         w.line(f"{sm}[{slot}] = {acc}")

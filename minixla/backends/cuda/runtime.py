@@ -10,6 +10,7 @@ Compiled kernels are memoized per process by source hash (a GPU compile is 0.1-1
 no persistent cache yet. Simulated kernels are not shared between executables: the simulator
 keeps the launch configuration on the kernel object itself.
 """
+
 from __future__ import annotations
 
 import linecache
@@ -40,8 +41,7 @@ def compile_kernel(spec) -> tuple[object, str]:
         if found is not None:
             return found, "memory"
         filename = f"<minixla cuda kernel {spec.kid}>"
-        linecache.cache[filename] = (len(spec.source), None, spec.source.splitlines(True),
-                                     filename)
+        linecache.cache[filename] = (len(spec.source), None, spec.source.splitlines(True), filename)
         name = f"minixla_cuda_kernel_{spec.kid}"
         module = pytypes.ModuleType(name)
         sys.modules[name] = module  # Numba finds a function's globals through its module
@@ -53,13 +53,16 @@ def compile_kernel(spec) -> tuple[object, str]:
             kernel = cuda.jit(spec.numba_signature())(fn)
         except Exception as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise CudaCompileError(f"CUDA kernel {spec.kind} ({spec.signature_text()}) does "
-                                   f"not compile: {first}\n{spec.source}") from exc
+            raise CudaCompileError(
+                f"CUDA kernel {spec.kind} ({spec.signature_text()}) does "
+                f"not compile: {first}\n{spec.source}"
+            ) from exc
         _COMPILED[spec.kid] = kernel
         return kernel, "compiled"
 
 
 # ---- host <-> device ----------------------------------------------------------------------------
+
 
 def is_device_array(value) -> bool:
     return hasattr(value, "copy_to_host")
@@ -105,8 +108,9 @@ def device_copy(array):
 def check_device_array(value, shape, what: str):
     storage = storage_dtype(shape.dtype) if shape.is_array else None
     if storage is None or value.dtype != storage or tuple(value.shape) != tuple(shape.dims):
-        raise ExecutionError(f"{what}: device array {value.dtype}{list(value.shape)} does not "
-                             f"match {shape}")
+        raise ExecutionError(
+            f"{what}: device array {value.dtype}{list(value.shape)} does not match {shape}"
+        )
     if not value.is_c_contiguous():
         raise ExecutionError(f"{what}: device arrays must be C-contiguous")
     return value
@@ -115,6 +119,7 @@ def check_device_array(value, shape, what: str):
 def _param(shape):
     def convert(value):
         return value if is_device_array(value) else to_device(value, shape)
+
     return convert
 
 
@@ -125,11 +130,13 @@ def _fresh(key, dims, dtype):
 def _kept(buffers: dict):
     """Results that are copied to the host before the next call (under the executable's lock)
     can live in the same device buffers every call: no allocation per call."""
+
     def result(key, dims, dtype):
         array = buffers.get(key)
         if array is None:
             array = buffers[key] = cuda.device_array(dims, dtype)
         return array
+
     return result
 
 
@@ -152,7 +159,7 @@ def load(program, options: dict) -> tuple[object, list[str]]:
         if shape.numel() == 0:  # no bytes to point at
             ns[name] = cuda.device_array(tuple(shape.dims), storage)
             continue
-        raw = arena[offset:offset + shape.numel() * storage.itemsize]
+        raw = arena[offset : offset + shape.numel() * storage.itemsize]
         ns[name] = raw.view(storage).reshape(tuple(shape.dims))
     ns["_arena"] = arena
     ns["_empty"] = lambda dims, dtype: cuda.device_array(dims, dtype)

@@ -9,6 +9,7 @@ answers from `sys.modules`, the environment and the driver library (ctypes) inst
 (shared-memory sizes are compile-time constants); the simulator gets tiny ones because it
 starts one Python thread per CUDA thread.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -31,8 +32,10 @@ def load_numba_cuda():
     have imported it long before), so the config is refreshed first."""
     if "numba.cuda" not in sys.modules:
         from numba.core import config
+
         config.reload_config()
     from numba import cuda
+
     return cuda
 
 
@@ -42,8 +45,11 @@ def numba_cuda_installed() -> bool:
 
 def gpu_count() -> tuple[int, str]:
     """Number of CUDA devices the driver reports, or (0, why not)."""
-    names = ("nvcuda.dll",) if sys.platform == "win32" else ("libcuda.so.1", "libcuda.so",
-                                                              "libcuda.dylib")
+    names = (
+        ("nvcuda.dll",)
+        if sys.platform == "win32"
+        else ("libcuda.so.1", "libcuda.so", "libcuda.dylib")
+    )
     for name in names:
         try:
             lib = ctypes.CDLL(name)
@@ -67,8 +73,15 @@ def status() -> tuple[bool, str]:
         return True, ""
     if "numba.cuda" in sys.modules:
         from numba import cuda
-        return (True, "") if cuda.is_available() else \
-            (False, "numba.cuda finds no usable GPU (NUMBA_ENABLE_CUDASIM=1 runs the simulator)")
+
+        return (
+            (True, "")
+            if cuda.is_available()
+            else (
+                False,
+                "numba.cuda finds no usable GPU (NUMBA_ENABLE_CUDASIM=1 runs the simulator)",
+            )
+        )
     count, why = gpu_count()
     if count == 0:
         return False, f"{why}; set NUMBA_ENABLE_CUDASIM=1 to run on numba's CUDA simulator"
@@ -99,7 +112,11 @@ def geometry(options: dict) -> Geometry:
     """Launch shapes: option `geometry` (DEVICE, SIMULATOR or any Geometry), else the one for
     where kernels will run, with `threads_per_block` / `max_blocks` applied."""
     base = options.get("geometry") or (SIMULATOR if simulating() else DEVICE)
-    return Geometry(threads=int(options.get("threads_per_block", base.threads)),
-                    max_blocks=int(options.get("max_blocks", base.max_blocks)),
-                    tile=base.tile, tile_rows=base.tile_rows, mm_threads=base.mm_threads,
-                    mm_micro=base.mm_micro)
+    return Geometry(
+        threads=int(options.get("threads_per_block", base.threads)),
+        max_blocks=int(options.get("max_blocks", base.max_blocks)),
+        tile=base.tile,
+        tile_rows=base.tile_rows,
+        mm_threads=base.mm_threads,
+        mm_micro=base.mm_micro,
+    )

@@ -13,6 +13,7 @@ This covers lone transposes, bitcasts that permute dims through layouts (what
 layout-assignment makes of transposes) and fusions such as `x + transpose(y)`, as long as the
 transpose is read at the output index itself. The rest of the fusion is the elemental code.
 """
+
 from __future__ import annotations
 
 import math
@@ -72,8 +73,9 @@ def emit(em, group, found, geometry) -> int:
     dims = leaf_shape(group[0][1], group[0][2]).dims
     a = len(dims) - 1
     size, rows = geometry.tile, geometry.tile_rows
-    tile = w.declare("tile", f"cuda.shared.array(({size}, {size + 1}), "
-                             f"{kernel_type(transpose.shape.dtype)})")
+    tile = w.declare(
+        "tile", f"cuda.shared.array(({size}, {size + 1}), {kernel_type(transpose.shape.dtype)})"
+    )
     w.line("tid = cuda.threadIdx.x")
     tx, ty = em.bind(f"tid % {size}", "tx"), em.bind(f"tid // {size}", "ty")
     others = [d for d in range(len(dims)) if d not in (q, a)]

@@ -4,6 +4,7 @@ It evaluates the module as written (no optimization passes), with XLA's semantic
 opcode it implements; `compile` rejects modules that use an opcode it does not implement or a
 custom-call target not registered for it.
 """
+
 from __future__ import annotations
 
 from ...errors import MinixlaError, UnsupportedError, at_instruction
@@ -25,11 +26,14 @@ def compile_module(module: HloModule, options: dict) -> Executable:
             except MinixlaError as exc:
                 at_instruction(exc, instr)
                 raise
-    evaluator = Evaluator(module, max_while_iterations=options.get("max_while_iterations"),
-                          flush_denormals=flush_denormals_requested(options))
-    return Executable(module, "interpreter",
-                      evaluator.run, options=options)
+    evaluator = Evaluator(
+        module,
+        max_while_iterations=options.get("max_while_iterations"),
+        flush_denormals=flush_denormals_requested(options),
+    )
+    return Executable(module, "interpreter", evaluator.run, options=options)
 
 
-BACKEND = Backend("interpreter", compile_module,
-                  options=("max_while_iterations", "flush_denormals"))
+BACKEND = Backend(
+    "interpreter", compile_module, options=("max_while_iterations", "flush_denormals")
+)
