@@ -141,6 +141,11 @@ def control_rule(b: DriverBuilder, instr):
     return (instr.opcode, None) if instr.opcode in CONTROL else None
 
 
+def dus_rule(b: DriverBuilder, instr):
+    """dynamic-update-slice: the backend's in-place or copying update (its "dus" lowering)."""
+    return ("dus", None) if instr.opcode == "dynamic-update-slice" else None
+
+
 def fusion_rule(b, instr):
     """A fusion is one kernel (`b.kernel_spec`), or else a driver function of its own."""
     if instr.opcode != "fusion":

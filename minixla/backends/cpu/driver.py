@@ -34,6 +34,7 @@ from ..codegen.driver import (
     DriverBuilder,
     DriverFunction,
     Hooks,
+    dus_rule,
     fusion_rule,
     loop_limit,
     single_op_rule,
@@ -90,7 +91,6 @@ class _Builder(DriverBuilder):
             "_into_donated": donation.into_donated,
         }
         self.views: list[tuple[str, int, object]] = []  # (name, arena offset, shape)
-        self.view_names: set[str] = set()
         self.view_bytes: dict[str, tuple] = {}  # arena view -> (offset, dims, dtype)
         self.kernel_args: dict[str, tuple[str, str]] = {}  # argument expr -> (global, expr)
         self.carried: dict[int, dict] = {}  # id(while body) -> {state leaf: in-place DUS}
@@ -116,7 +116,7 @@ class _Builder(DriverBuilder):
         """A kernel argument reshaped (or viewed) from an arena view or a constant is the same
         array on every call: it is made once, after the arena exists, and bound as a global
         (a reshape per call costs about a microsecond, which small loops pay per iteration)."""
-        if expr == name or not (name in self.view_names or name in self.ns):
+        if expr == name or not (name in self.view_bytes or name in self.ns):
             return expr
         if expr not in self.kernel_args:
             self.kernel_args[expr] = (self.fresh_name("r"), expr)
@@ -270,7 +270,6 @@ class _Function(DriverFunction):
                 view = self.b.fresh_name("a")
                 offset = slot.offset if slot.shared else self.base + slot.offset
                 self.b.views.append((view, offset, shape))
-                self.b.view_names.add(view)
                 self.b.view_bytes[view] = (offset, tuple(shape.dims), shape.dtype)
                 names.append(view)
                 continue
@@ -537,10 +536,6 @@ def _movement(b: _Builder, instr):
     return None
 
 
-def _dus(b: _Builder, instr):
-    return ("dus", None) if instr.opcode == "dynamic-update-slice" else None
-
-
 def _libcall(b: _Builder, instr):
     if instr.opcode in libcalls.LIBCALLS and not instr.shape.is_tuple:
         return "thunk", libcalls.LIBCALLS[instr.opcode](instr)
@@ -568,7 +563,7 @@ HOOKS = Hooks(
         _dot,
         _custom_call,
         _movement,
-        _dus,
+        dus_rule,
         single_op_rule(frozenset({"reduce", "transpose", "bitcast"}), tuples=frozenset({"reduce"})),
         _libcall,
         _scatter_kernels,

@@ -4,7 +4,6 @@ one-element arrays), body lines, and the elemental emitter for inlined scalar co
 
 from __future__ import annotations
 
-import hashlib
 
 from ..codegen.elemental import Elemental
 from ..codegen.scalar import kernel_type
@@ -91,5 +90,5 @@ class OpSource:
             False,
             1,
         )
-        spec.kid = hashlib.sha256((source + spec.signature_text()).encode()).hexdigest()[:32]
+        spec.kid = spec.content_id()
         return spec

@@ -65,6 +65,11 @@ class KernelSpec:
     def signature_text(self) -> str:
         return ", ".join(f"{d}[{n}d]" for d, n in zip(self.dtypes, self.ndims))
 
+    def content_id(self, salt: str = "") -> str:
+        """The kernel's identity: a hash of its source and signature (and `salt`)."""
+        text = self.source + self.signature_text() + salt
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
+
 
 _HEADER = '''"""{doc}"""
 import math
@@ -133,7 +138,7 @@ def build_kernel(
     lines += body
     source = "\n".join(lines) + "\n"
     spec = KernelSpec(name, source, args, ndims, dtypes, flat, parallel, len(groups))
-    spec.kid = hashlib.sha256((source + spec.signature_text()).encode()).hexdigest()[:32]
+    spec.kid = spec.content_id()
     return spec
 
 
@@ -160,7 +165,7 @@ def reading_outputs(spec: KernelSpec, pairs: dict[int, int]) -> KernelSpec:
         spec.parallel,
         spec.loop_nests,
     )
-    variant.kid = hashlib.sha256((source + variant.signature_text()).encode()).hexdigest()[:32]
+    variant.kid = variant.content_id()
     return variant
 
 

@@ -26,7 +26,6 @@ large temporaries) keeps the Python loop around the driver functions.
 
 from __future__ import annotations
 
-import hashlib
 
 import numpy as np
 
@@ -255,7 +254,7 @@ def native_while(builder, loop, updates: dict, limit):
     source = _source(em.callees, args, lines, loop.name, limit is not None)
     dtypes = [s.dtype for s in em.state_shapes] + em.fixed_dtypes + ["s64"]
     spec = KernelSpec("loop", source, [], [1] * len(args), dtypes, True, False)
-    spec.kid = hashlib.sha256((source + spec.signature_text()).encode()).hexdigest()[:32]
+    spec.kid = spec.content_id()
     return builder.kernel(spec), em.fixed, written
 
 

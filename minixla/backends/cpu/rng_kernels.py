@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
 
 from .kernel_source import OpSource
@@ -69,9 +68,7 @@ def rng_bit_generator(instr) -> KernelSpec:
         src.line(f"o0[2] = high + {u64}(1) if new_low < low else high")
     spec = src.spec()
     spec.flat, spec.ndims = True, [1] * len(spec.ndims)
-    spec.kid = hashlib.sha256((spec.source + spec.signature_text() + "flat").encode()).hexdigest()[
-        :32
-    ]
+    spec.kid = spec.content_id("flat")
     return spec
 
 

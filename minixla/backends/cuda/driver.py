@@ -31,6 +31,7 @@ from ..codegen.driver import (
     DriverFunction,
     Hooks,
     control_rule,
+    dus_rule,
     fusion_rule,
     single_op_rule,
     view_rule,
@@ -289,10 +290,6 @@ def _custom_call(instr):
 # ---- the hook table ---------------------------------------------------------------------------
 
 
-def _dus_rule(b: _Builder, instr):
-    return ("dus", None) if instr.opcode == "dynamic-update-slice" else None
-
-
 def _custom_call_rule(b: _Builder, instr):
     return ("thunk", _custom_call(instr)) if instr.opcode == "custom-call" else None
 
@@ -314,7 +311,7 @@ HOOKS = Hooks(
         view_rule,
         control_rule,
         fusion_rule,
-        _dus_rule,
+        dus_rule,
         _custom_call_rule,
         _dot_rule,
         _scatter_rule,
