@@ -117,9 +117,16 @@ def worker(args) -> None:
     want = minixla.jit(function, backend="cpu")(*arguments)
     got, want = (list(v) if isinstance(v, (tuple, list)) else [v] for v in (got, want))
     diff = max(float(np.max(np.abs(np.asarray(g) - np.asarray(w)))) for g, w in zip(got, want))
-    print(f"CHECK rank={rank} max_diff={diff:.2e}", flush=True)
+    _line(f"CHECK rank={rank} max_diff={diff:.2e}")
     if rank == 0:
-        print(f"RESULT median_s={statistics.median(times):.4f}", flush=True)
+        _line(f"RESULT median_s={statistics.median(times):.4f}")
+
+
+def _line(text: str) -> None:
+    """One write per line: the ranks share stdout, and `print` writes the text and its newline
+    separately when stdout is unbuffered, so another rank's line could land in between."""
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
 
 
 def run_job(case: str, processes: int, args) -> tuple[float, float]:
