@@ -36,7 +36,36 @@ def load_numba_cuda():
         config.reload_config()
     from numba import cuda
 
+    if simulating():
+        _make_shared_allocation_atomic()
     return cuda
+
+
+def _make_shared_allocation_atomic():
+    """The simulator runs a block's threads concurrently, and each call of
+    `cuda.shared.array` looks up the array for its source line, creating it when absent, in two
+    steps. Two threads that both find it absent get arrays of their own, and the block's
+    barrier then orders nothing between them: results go silently wrong, now and then. One
+    `dict.setdefault` makes the lookup atomic (a thread's spare array is dropped)."""
+    import numpy as np
+    from numba.cuda.simulator import kernelapi
+
+    shared = kernelapi.FakeCUDAShared
+    if getattr(shared.array, "minixla_atomic", False):
+        return
+    original = shared.array
+
+    def array(self, shape, dtype, alignment=None):
+        if shape == 0 or alignment is not None:  # dynamic shared memory: one fixed buffer
+            return original(self, shape, dtype, alignment)
+        if isinstance(dtype, kernelapi.types.Type):
+            dtype = kernelapi.numpy_support.as_dtype(dtype)
+        caller = sys._getframe(1)
+        key = (caller.f_code.co_filename, caller.f_lineno)
+        return self._allocations.setdefault(key, np.empty(shape, dtype))
+
+    array.minixla_atomic = True  # type: ignore[attr-defined]
+    shared.array = array
 
 
 def numba_cuda_installed() -> bool:
