@@ -342,3 +342,38 @@ ENTRY e {
 }"""
     got = both(text, bf16([2.0, 0.0]), np.array([[0]], np.int32), bf16([0.0234375]))
     assert got.astype(np.float32)[0] == 2.03125  # 2.0234375 rounds up, truncation gave 2.015625
+
+
+def test_asin_and_acos_outside_their_domain_give_a_negative_nan():
+    # libm's NaN had no sign on cpu; a TOTALORDER sort then put it last, not first
+    # (fuzz seed 3694)
+    for opcode in ("asin", "acos"):
+        for dtype in ("f32", "f64", "bf16"):
+            text = f"""HloModule m
+less {{
+  a = {dtype}[] parameter(0)
+  b = {dtype}[] parameter(1)
+  ROOT lt = pred[] compare(a, b), direction=LT, type=TOTALORDER
+}}
+ENTRY e {{
+  x = {dtype}[6] parameter(0)
+  y = {dtype}[6] {opcode}(x)
+  ROOT s = {dtype}[6] sort(y), dimensions={{0}}, to_apply=less
+}}"""
+            x = np.array([2.0, 0.0, -np.inf, np.nan, -1.5, 1.0], np.float32)
+            x = bf16(x) if dtype == "bf16" else x.astype(np.float32 if dtype == "f32" else "f8")
+            got = both(text, x).astype(np.float32)
+            assert np.isnan(got[:3]).all() and np.signbit(got[:3]).all(), (opcode, dtype)
+            assert np.isnan(got[5]) and not np.signbit(got[5])
+
+
+def test_a_negative_nan_constant_keeps_its_sign_in_a_fused_kernel():
+    text = """HloModule m
+ENTRY e {
+  p = f32[4] parameter(0)
+  c = f32[] constant(-nan)
+  b = f32[4] broadcast(c), dimensions={}
+  ROOT a = f32[4] add(p, b)
+}"""
+    got = both(text, np.ones(4, np.float32))
+    assert np.isnan(got).all() and np.signbit(got).all()

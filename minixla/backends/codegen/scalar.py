@@ -323,6 +323,7 @@ _LIBM = {
     "atanh": "math.atanh",
     "lgamma": "math.lgamma",
 }
+_DOMAIN = ("asin", "acos")  # defined on [-1, 1]
 
 
 @rule(*_MATHLIB, *_LIBM)
@@ -333,6 +334,12 @@ def _math(ctx, instr, args):
     compute = "f32" if dtype == "bf16" else dtype
     if instr.opcode in _MATHLIB and ctx.has_math(instr.opcode, compute):
         return f"{ctx.math(instr.opcode, compute)}({args[0]})"
+    if instr.opcode in _DOMAIN:
+        # libm's NaN for an argument outside [-1, 1] has no sign; XLA's (and the interpreter's)
+        # is x86's default NaN, sign set.
+        x, nan = args[0], ctx.const(-np.nan, compute)
+        value = f"({_LIBM[instr.opcode]}({x}) if {x} != {x} or abs({x}) <= 1 else {nan})"
+        return ctx.cast(value, dtype)
     if instr.opcode in _LIBM:
         return ctx.cast(f"{_LIBM[instr.opcode]}({args[0]})", dtype)
     raise _no(instr, dtype)
@@ -544,8 +551,9 @@ def literal(value, dtype: str) -> str:
         return f"{ty}(complex({_float_source(value.real)}, {_float_source(value.imag)}))"
     if kind(dtype) == "float":
         value = float(value)
-        if value != value:
-            return f"{ty}(float('nan'))"
+        if value != value:  # keeps the sign, which a TOTALORDER compare orders by
+            sign = "-1.0" if np.signbit(value) else "1.0"
+            return f"{ty}(np.copysign(float('nan'), {sign}))"
         if value in (float("inf"), float("-inf")):
             return f"{ty}(float('{value}'))"
         return f"{ty}(float.fromhex('{value.hex()}'))"
