@@ -353,3 +353,63 @@ def test_outputs_never_share_memory_with_each_other():
     first, second = compile_graph(gm, [x], OPTIONS)([x])
     first.add_(1)  # autograd and optimizers update outputs in place
     torch.testing.assert_close(second, x * 2)
+
+
+def _pool_input(dims, seed=0):
+    """Random values with ties (a row copied from its neighbour) and a NaN, which decide
+    torch's indices: the first maximum of a window wins, a NaN wins over anything."""
+    x = rand(*dims, seed=seed)
+    x[..., 1, :2] = x[..., 1, 2:4]
+    x.view(-1)[5] = float("nan")
+    return x
+
+
+POOLS = {
+    "2x2": (F.max_pool2d_with_indices, (2, 3, 6, 6), dict(kernel_size=2)),
+    "2x2_floor_overhang": (F.max_pool2d_with_indices, (1, 2, 7, 5), dict(kernel_size=2)),
+    "3x3_s2_pad_ceil": (
+        F.max_pool2d_with_indices,
+        (1, 2, 7, 7),
+        dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
+    ),
+    "3x3_s1_pad": (
+        F.max_pool2d_with_indices,
+        (2, 2, 6, 5),
+        dict(kernel_size=3, stride=1, padding=1),
+    ),
+    "dilated_rect": (
+        F.max_pool2d_with_indices,
+        (2, 2, 9, 8),
+        dict(kernel_size=(3, 2), stride=(2, 1), padding=(1, 1), dilation=(2, 1)),
+    ),
+    "tiles_padded_ceil": (
+        F.max_pool2d_with_indices,
+        (1, 2, 7, 9),
+        dict(kernel_size=3, stride=3, padding=1, ceil_mode=True),
+    ),
+    "unbatched": (F.max_pool2d_with_indices, (3, 6, 6), dict(kernel_size=2)),
+    "large_window": (F.max_pool2d_with_indices, (1, 2, 9, 9), dict(kernel_size=6, stride=3)),
+    "3d": (F.max_pool3d_with_indices, (1, 2, 5, 4, 6), dict(kernel_size=2, padding=1)),
+    "1d": (F.max_pool1d_with_indices, (2, 3, 9), dict(kernel_size=3, stride=2)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(POOLS))
+def test_max_pool_values_indices_and_gradient_follow_torch(name):
+    pool, dims, kwargs = POOLS[name]
+    x = _pool_input(dims)
+    fn = lambda t: pool(t, **kwargs)  # noqa: E731
+    check(fn, x)  # values (NaN included) and indices exactly as torch's
+    run = compiled(lambda t: pool(t, **kwargs)[0], x)
+    ours, theirs = x.clone().requires_grad_(), x.clone().requires_grad_()
+    want = pool(theirs, **kwargs)[0]
+    seed = torch.randn(want.shape, generator=torch.Generator().manual_seed(3))
+    (run(ours)[0] * seed).sum().backward()
+    (want * seed).sum().backward()
+    torch.testing.assert_close(ours.grad, theirs.grad)
+
+
+def test_max_pool_of_an_all_minus_infinity_window_names_its_first_element():
+    x = torch.full((1, 1, 5, 5), float("-inf"))
+    check(lambda t: F.max_pool2d_with_indices(t, 2, ceil_mode=True), x)
+    check(lambda t: F.max_pool2d_with_indices(t, 3, 2, padding=1), x)

@@ -7,6 +7,8 @@ TorchLoweringError naming it; `docs/torch.md` lists what is covered.
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 
 from . import aten_nn as nn
@@ -171,6 +173,8 @@ LOWERINGS = {
     aten.convolution_backward.default: nn.convolution_backward,
     aten.max_pool2d_with_indices.default: nn.max_pool_with_indices,
     aten.max_pool2d_with_indices_backward.default: nn.max_pool_backward,
+    aten.max_pool3d_with_indices.default: partial(nn.max_pool_with_indices, spatial=3),
+    aten.max_pool3d_with_indices_backward.default: partial(nn.max_pool_backward, spatial=3),
     aten.avg_pool2d.default: nn.avg_pool,
     aten.avg_pool2d_backward.default: nn.avg_pool_backward,
     aten._adaptive_avg_pool2d.default: nn.adaptive_avg_pool,
