@@ -27,7 +27,7 @@ from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from ..errors import MinixlaError
-from .convert import from_numpy, memory_owner, to_numpy
+from .convert import from_numpy, memory_owner, owned_tensors, to_numpy
 from .lowering import TorchLoweringError, lower_graph
 
 BACKENDS = ("interpreter", "cpu", "cuda")
@@ -171,6 +171,8 @@ class GraphRunner:
         self.executable = executable
         self.signature = signature
         self.parameter_views: dict[int, tuple[torch.Tensor, int, np.ndarray]] = {}
+        slots = signature.outputs
+        self.tensor_slots = slots if all(isinstance(s, int) for s in slots) else None
 
     def __call__(self, *args):
         arrays = [self._array(i, args[i]) for i in self.signature.tensor_inputs]
@@ -178,6 +180,10 @@ class GraphRunner:
             seed = torch.randint(0, 2**62, (2,), dtype=torch.int64)
             arrays.append(seed.numpy().astype(np.uint64))
         results = self.executable(*arrays)
+        if self.tensor_slots is not None:  # every output a tensor: convert them at once
+            tensors = owned_tensors(results)
+            if tensors is not None:
+                return [tensors[slot] for slot in self.tensor_slots]
         outputs, by_owner = [], {}
         for slot in self.signature.outputs:
             if not isinstance(slot, int):
@@ -195,7 +201,7 @@ class GraphRunner:
         return outputs
 
     def _array(self, position: int, tensor: torch.Tensor) -> np.ndarray:
-        if not isinstance(tensor, torch.nn.Parameter):
+        if type(tensor) is not torch.nn.Parameter:  # isinstance costs a Python-level check
             return to_numpy(tensor)
         kept = self.parameter_views.get(position)
         pointer = tensor.data_ptr()
