@@ -227,6 +227,45 @@ CASES = {
         ints(5, 4),
         rand(4, 5),
     ),
+    "complex_views": (
+        lambda x: (
+            torch.view_as_real(torch.complex(x, x.flip(-1)).conj() * 2),
+            torch.view_as_complex(x.reshape(3, 2, 2)).abs(),
+        ),
+        rand(3, 4),
+    ),
+    "shifts": (
+        lambda i, u: (i << 3, i >> 2, i << 64, i >> 70, u >> 3, torch.bitwise_left_shift(i, i % 5)),
+        torch.tensor([1, -7, 100, -(2**40)], dtype=torch.int64),
+        torch.tensor([200, 7, 255, 1], dtype=torch.uint8),
+    ),
+    "vector_norms": (
+        lambda x: (
+            [
+                torch.linalg.vector_norm(x, ord, dim=d)
+                for ord, d in (
+                    (2, None),
+                    (1, 1),
+                    (float("inf"), 0),
+                    (-float("inf"), 1),
+                    (0, 1),
+                    (3.5, 1),
+                )
+            ]
+            + [F.normalize(x, dim=0)]
+        ),
+        torch.tensor([[1.0, -2.0, 0.0], [0.5, 0.0, -3.0]]),
+    ),
+    "cummax_cummin": (
+        lambda x: (x.cummax(1), x.cummin(1), x.cummax(0)),
+        torch.tensor(
+            [[1.0, 3.0, 3.0, 2.0, float("nan"), 5.0, float("nan")], [2, 1, 2, 2, 0, 0, 7]]
+        ),
+    ),
+    "tensor_constants": (  # the graph holds the constant (an FX get_attr node)
+        lambda x: x * torch.tensor([1.0, -2.0, 3.0]) + torch.tensor([[True], [False]]),
+        rand(2, 3),
+    ),
 }
 
 
@@ -304,6 +343,30 @@ GRAD_CASES = {
         rand(12, 3),
     ),
     "bilinear": (lambda x: F.interpolate(x, size=(5, 7), mode="bilinear"), rand(1, 2, 3, 4)),
+    "cdist": (
+        lambda a, b: torch.stack([torch.cdist(a, b, p) for p in (2.0, 1.0, 3.0, float("inf"))]),
+        rand(2, 4, 3),
+        rand(2, 5, 3, seed=1),
+    ),
+    "adaptive_max_pool": (lambda x: F.adaptive_max_pool2d(x, (3, 2)), rand(2, 2, 7, 5)),
+    "embedding_bag_sum_mean": (
+        lambda w, s: (
+            F.embedding_bag(torch.tensor([1, 2, 4, 5, 4, 3, 0]), w, torch.tensor([0, 2, 2, 5]))
+            + F.embedding_bag(
+                torch.tensor([1, 0, 4, 5, 4, 3]),
+                w,
+                torch.tensor([0, 2, 6]),
+                mode="mean",
+                padding_idx=0,
+                include_last_offset=True,
+            ).sum()
+            + F.embedding_bag(
+                torch.tensor([[1, 2], [3, 3]]), w, per_sample_weights=s, mode="sum"
+            ).sum()
+        ),
+        rand(6, 3),
+        rand(2, 2),
+    ),
     "gather_index": (
         lambda x: x.gather(1, torch.tensor([[0, 0], [2, 1]])).sum() + x[torch.tensor([1, 1])].sum(),
         rand(2, 3),
