@@ -44,26 +44,40 @@ class TorchOptionsError(MinixlaError, ValueError):
 class TorchOptions:
     """`backend`: the minixla backend (interpreter, cpu, cuda; default: cpu when available);
     `fallback`: "error" (default) raises on an ATen op with no rule, "eager" warns and runs
-    that graph with torch instead."""
+    that graph with torch instead; any other key is a compile option of that backend
+    (`minixla.compile(..., **compile_options)`, e.g. the cpu's `parallel_threshold`)."""
 
     backend: str
     fallback: str = "error"
+    compile_options: tuple = ()  # (name, value) pairs
 
     @staticmethod
     def parse(options: dict | None) -> "TorchOptions":
         options = dict(options or {})
-        unknown = sorted(set(options) - {"backend", "fallback"})
-        if unknown:
-            raise TorchOptionsError(
-                f"unknown minixla torch.compile option(s) {unknown}; known: backend, fallback"
-            )
-        backend = options.get("backend") or _default_backend()
+        backend = options.pop("backend", None) or _default_backend()
         if backend not in BACKENDS:
             raise TorchOptionsError(f"backend={backend!r}: expected one of {BACKENDS}")
-        fallback = options.get("fallback", "error")
+        fallback = options.pop("fallback", "error")
         if fallback not in FALLBACKS:
             raise TorchOptionsError(f"fallback={fallback!r}: expected one of {FALLBACKS}")
-        return TorchOptions(backend, fallback)
+        _check_compile_options(backend, options)
+        return TorchOptions(backend, fallback, tuple(sorted(options.items())))
+
+
+def _check_compile_options(backend: str, options: dict) -> None:
+    from .. import backends
+    from ..backends.compile import check_options
+
+    if not options:
+        return
+    target = backends.get(backend)  # an unavailable backend says so
+    try:
+        check_options(options, target)
+    except MinixlaError as exc:
+        raise TorchOptionsError(
+            f"unknown minixla torch.compile option(s) {sorted(options)}: besides backend and "
+            f"fallback, options are compile options of the backend ({exc})"
+        ) from None
 
 
 def _default_backend() -> str:
@@ -154,7 +168,7 @@ def compile_graph(
     _dump(gm, module, name)
     from ..backends.compile import compile
 
-    executable = compile(module, backend=options.backend)
+    executable = compile(module, backend=options.backend, **dict(options.compile_options))
     return make_boxed_func(GraphRunner(executable, signature))
 
 
