@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from torch._decomp import core_aten_decompositions
 from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
+from torch._functorch.partitioners import min_cut_rematerialization_partition
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from ..errors import MinixlaError
@@ -138,6 +139,7 @@ class DynamoGraph:
                     bw_compiler=self._compiler(f"{name}_backward"),
                     inference_compiler=self._compiler(f"{name}_inference"),
                     decompositions=DECOMPOSITIONS,
+                    partition_fn=min_cut_rematerialization_partition,
                 )
 
     def _compiler(self, name: str):
@@ -185,8 +187,6 @@ class GraphRunner:
         self.executable = executable
         self.signature = signature
         self.parameter_views: dict[int, tuple[torch.Tensor, int, np.ndarray]] = {}
-        slots = signature.outputs
-        self.tensor_slots = slots if all(isinstance(s, int) for s in slots) else None
 
     def __call__(self, *args):
         arrays = [self._array(i, args[i]) for i in self.signature.tensor_inputs]
@@ -194,10 +194,12 @@ class GraphRunner:
             seed = torch.randint(0, 2**62, (2,), dtype=torch.int64)
             arrays.append(seed.numpy().astype(np.uint64))
         results = self.executable(*arrays)
-        if self.tensor_slots is not None:  # every output a tensor: convert them at once
-            tensors = owned_tensors(results)
-            if tensors is not None:
-                return [tensors[slot] for slot in self.tensor_slots]
+        tensors = owned_tensors(results)  # None: some result needs the checks below
+        if tensors is not None:
+            return [
+                tensors[slot] if isinstance(slot, int) else slot[1]
+                for slot in self.signature.outputs
+            ]
         outputs, by_owner = [], {}
         for slot in self.signature.outputs:
             if not isinstance(slot, int):
