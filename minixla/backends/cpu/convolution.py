@@ -247,12 +247,7 @@ def _planar(spec: ConvPlan, out: np.ndarray, x: np.ndarray, kernel: np.ndarray) 
     ):
         out[...] = 0
         return
-    view = np.lib.stride_tricks.sliding_window_view(x, spec.extents, axis=tuple(range(2, 2 + nsp)))
-    view = view[
-        (slice(None), slice(None))
-        + tuple(slice(0, p * wd.stride, wd.stride) for p, wd in zip(positions, spec.window))
-        + tuple(slice(None, None, wd.rhs_dilation) for wd in spec.window)
-    ]  # [n, c, positions..., taps...]
+    view = _windows(x, 2, positions, spec.window, kernel.shape[2:])  # [n, c, positions..., taps...]
     order = (0, 1) + tuple(range(2 + nsp, 2 + 2 * nsp)) + tuple(range(2, 2 + nsp))
     g, count = spec.groups, math.prod(positions)
     cols = view.transpose(order).reshape(n, g, -1, count)  # [n, g, c / g * taps, positions]
@@ -280,14 +275,9 @@ def _im2col(spec: ConvPlan, x: np.ndarray, kernel: np.ndarray, positions) -> np.
     contracted axes are (taps..., features), so the copy reads runs of a window row's taps
     times the features, contiguous in the channels-last input."""
     nsp = len(spec.window)
-    view = np.lib.stride_tricks.sliding_window_view(x, spec.extents, axis=tuple(range(1, 1 + nsp)))
-    view = view[
-        (slice(None),)
-        + tuple(slice(0, p * wd.stride, wd.stride) for p, wd in zip(positions, spec.window))
-        + (slice(None),)
-        + tuple(slice(None, None, wd.rhs_dilation) for wd in spec.window)
-    ]
-    view = np.moveaxis(view, 1 + nsp, -1)  # [n, positions..., taps..., c]
+    view = _windows(
+        x, 1, positions, spec.window, kernel.shape[:nsp]
+    )  # [n, positions..., taps..., c]
     n, o = x.shape[0], kernel.shape[-1]
     count, depth = math.prod(positions), kernel.size // max(o, 1)
     g = spec.batch_groups if spec.batch_groups > 1 else spec.groups
@@ -305,6 +295,27 @@ def _im2col(spec: ConvPlan, x: np.ndarray, kernel: np.ndarray, positions) -> np.
     if g == 1:
         return result[0]
     return np.moveaxis(result, 0, -2).reshape((n,) + tuple(positions) + (o,))
+
+
+def _windows(x: np.ndarray, first: int, positions, window, taps) -> np.ndarray:
+    """A read-only view of every window of the C-contiguous `x`: its spatial dims (from axis
+    `first`) become (positions..., taps...), each position `stride` apart and each tap
+    `rhs_dilation` apart. One ndarray over x's buffer: sliding_window_view with its slicing
+    and moveaxis cost 10-15 us per call, as much as a small convolution's GEMM."""
+    nsp = len(window)
+    strides = x.strides
+    spatial = strides[first : first + nsp]
+    view = np.ndarray(
+        x.shape[:first] + tuple(positions) + tuple(taps) + x.shape[first + nsp :],
+        x.dtype,
+        buffer=x,
+        strides=strides[:first]
+        + tuple(s * wd.stride for s, wd in zip(spatial, window))
+        + tuple(s * wd.rhs_dilation for s, wd in zip(spatial, window))
+        + strides[first + nsp :],
+    )
+    view.flags.writeable = False
+    return view
 
 
 def _dilate_and_pad(x: np.ndarray, axes, window) -> np.ndarray:
