@@ -125,6 +125,22 @@ def _arith(ctx, instr, args):
     return ctx.cast(f"{a} {_ARITH[instr.opcode]} {b}", dtype)
 
 
+@rule("mulhi")
+def _mulhi(ctx, instr, args):
+    """The high half of the double-width product: exact in 64 bits up to 32-bit types."""
+    a, b = args
+    dtype = instr.shape.dtype
+    if kind(dtype) not in ("signed", "unsigned"):
+        raise _no(instr, dtype)
+    signed, bits = kind(dtype) == "signed", BITS[dtype]
+    if bits <= 32:
+        wide = "s64" if signed else "u64"
+        product = f"({ctx.cast(a, wide)} * {ctx.cast(b, wide)})"
+        return ctx.cast(f"({product} >> {ctx.const(bits, wide)})", dtype)
+    high = f"h.mulhi64({ctx.cast(a, 'u64')}, {ctx.cast(b, 'u64')}, {signed})"
+    return ctx.cast(high, dtype)
+
+
 def _wrapped(ctx, unsigned_expr: str) -> str:
     """An s64 result computed in u64: Numba marks int64 add/sub/mul `nsw`, so LLVM may assume
     they never overflow and fold (x * c) / x to c even where the product wraps; the other
