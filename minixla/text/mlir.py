@@ -191,6 +191,7 @@ class MlirModule:
     attrs: dict
     funcs: dict[str, MlirFunc]
     resources: dict[str, bytes]
+    meshes: dict[str, str] = field(default_factory=dict)  # Shardy: name -> `["x"=2, "y"=2]`
 
 
 def looks_like_mlir(text: str) -> bool:
@@ -319,10 +320,19 @@ class MlirReader:
                 attrs = self.attr_dict()
             self.expect("{")
         funcs: dict[str, MlirFunc] = {}
+        meshes: dict[str, str] = {}
         while not (self.peek("}") if wrapped else self.at_end_of_ops()):
             offset = self.pos
+            if self.accept("sdy.mesh"):  # sdy.mesh @mesh = <["x"=2, "y"=2]> {stablehlo.mesh...}
+                mesh = self.symbol().name
+                self.expect("=")
+                self.expect("<")
+                meshes[mesh] = self.balanced("<", ">").strip()
+                if self.peek("{"):
+                    self.attr_dict()
+                continue
             if not (self.accept("func.func") or self.accept("func")):
-                raise self.error(f"expected func.func, found {self.found()}", offset)
+                raise self.error(f"expected func.func or sdy.mesh, found {self.found()}", offset)
             func = self.func(offset)
             funcs[func.name] = func
         if wrapped:
@@ -333,7 +343,7 @@ class MlirReader:
             raise self.error(f"unexpected text after the module: {self.found()}")
         if not funcs:
             raise self.error("the module has no functions")
-        return MlirModule(name, attrs, funcs, resources)
+        return MlirModule(name, attrs, funcs, resources, meshes)
 
     def at_end_of_ops(self) -> bool:
         self.skip()
@@ -500,8 +510,15 @@ class MlirReader:
                     self.accept(",")
                     self.expect("{")
                     op.regions.append(self.block_body())
+                return
+            group = self.group()
+            if self.peek("{") and _block_arguments(group) is not None:
+                self.expect("{")  # sdy.manual_computation(%x) ... (%arg: T) {...}
+                op.regions.append(self.block_body(_block_arguments(group)))
             else:
-                op.groups.append(self.group())
+                op.groups.append(group)
+        elif text.startswith("<", pos):  # a Shardy sharding: <@mesh, [{"x"}, {}]>
+            op.words.append(self.attr(typed=False))
         elif text.startswith("{", pos):
             op.attrs.update(self.attr_dict())
         elif text.startswith("[", pos):
@@ -752,6 +769,9 @@ class MlirReader:
             return self.symbol()
         if text.startswith("#", self.pos):
             return self.dialect_attr()
+        if text.startswith("<", self.pos):  # Shardy's bare <@mesh, [{"x"}, {}]>
+            self.pos += 1
+            return DialectAttr("sdy.sharding", None, self.balanced("<", ">"))
         for prefix in ("dense<", "dense_resource<"):
             if text.startswith(prefix, self.pos):
                 self.pos += len(prefix)
@@ -816,6 +836,17 @@ class MlirReader:
             except HloParseError:
                 pass
         return DialectAttr(name, None, raw)
+
+
+def _block_arguments(group: list) -> list[tuple[str, Shape]] | None:
+    """`(%a: T, %b: U)` read as a group: its (name, type) pairs, or None if it is not that."""
+    pairs = list(zip(group[::2], group[1::2]))
+    if len(group) % 2 or not all(
+        isinstance(name, str) and isinstance(typed, tuple) and typed[0] == ":"
+        for name, typed in pairs
+    ):
+        return None
+    return [(name, typed[1]) for name, typed in pairs]
 
 
 class _Hex(int):

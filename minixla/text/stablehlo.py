@@ -20,13 +20,27 @@ from ..ir.attrs import Raw
 from ..ir.computation import HloComputation
 from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule, NameUniquer
+from ..ir.sharding import HloSharding, parse_sdy_shardings, parse_sharding, sdy_meshes
 from ..ir.shapes import Shape
-from .mlir import AttrDict, Block, Dense, MlirFunc, MlirModule, MlirOp, Symbol, Word, dense_array
+from .chlo import decompose
+from .mlir import (
+    AttrDict,
+    Block,
+    Dense,
+    DialectAttr,
+    MlirFunc,
+    MlirModule,
+    MlirOp,
+    Symbol,
+    Word,
+    dense_array,
+)
 from .stablehlo_rules import (
     API_VERSIONS,
     RULES,
     TERMINATORS,
     broadcast_attrs,
+    collective_attrs,
     ints,
     scatter_attrs,
     window_of,
@@ -56,6 +70,8 @@ class Converter:
         self.computation_names = NameUniquer()
         self.funcs: dict[str, HloComputation] = {}
         self.current: MlirOp | None = None  # the op being converted: its location goes on
+        self.mesh_text = ", ".join(f"{n} = #sdy.mesh<{m}>" for n, m in mlir.meshes.items())
+        self.meshes = sdy_meshes(self.mesh_text)
 
     def run(self) -> HloModule:
         entry_name = (
@@ -75,6 +91,10 @@ class Converter:
             count = self.mlir.attrs.get(key)
             if isinstance(count, int) and count > 1:
                 self.module.header_attrs[hlo_key] = str(count)
+        if self.mesh_text:  # where XLA's import puts Shardy's meshes
+            self.module.header_attrs["frontend_attributes"] = (
+                "{xla.sdy.meshes={" + self.mesh_text + "}}"
+            )
         return self.module
 
     def error(self, op: MlirOp | MlirFunc, message: str) -> HloParseError:
@@ -95,12 +115,12 @@ class Converter:
             param = self.add(
                 scope, "parameter", shape, (), name=f"Arg_{number}", parameter_number=number
             )
-            _keep_sharding(param, attrs)
+            self.keep_sharding(param, attrs)
             scope.env[arg] = param
         results = self.block(func.body, scope)
+        for i, attrs in enumerate(func.result_attrs[: len(results)]):
+            results[i] = self.result_sharding(scope, results[i], attrs)
         root = self.pack(scope, results)
-        if len(results) == 1 and func.result_attrs:
-            _keep_sharding(root, func.result_attrs[0])
         comp.root = root
         self.module.add_computation(comp)
         return comp
@@ -242,7 +262,7 @@ class Converter:
                 operands = self.operands(op, scope)
                 attrs = rule.attrs(op, operands) if rule.attrs else {}
                 result = self.add(scope, rule.opcode, self.result_shape(op), operands, attrs)
-                _keep_op_attrs(result, op)
+                self.keep_op_attrs(result, op)
         except HloParseError as exc:
             if exc.line:
                 raise
@@ -397,11 +417,8 @@ class Converter:
 
     def build_while_(self, op, scope, rule):
         if op.groups:  # while(%iterArg = %init, ...) : types
-            group = op.groups[0]
-            arg_names = [item for item in group if isinstance(item, str)]
-            init_names = [
-                v for item in group if isinstance(item, tuple) and item[0] == "=" for v in [item[1]]
-            ]
+            arg_names = group_bindings(op.groups[0])
+            init_names = group_uses(op.groups[0])
         else:
             init_names = list(op.operands)
             arg_names = [a for a, _ in op.regions[0].args]
@@ -493,6 +510,8 @@ class Converter:
             (w.name for w in op.words if isinstance(w, Symbol)), op.get("call_target_name")
         )
         operands = self.operands(op, scope)
+        if target == "ApproxTopK":
+            return self.approx_top_k(op, scope, operands)
         attrs = {"custom_call_target": str(target)}
         version = op.get("api_version")
         if version is not None:
@@ -517,10 +536,219 @@ class Converter:
         if called:
             attrs["called_computations"] = [self.function(s.name) for s in called]
         result = self.add(scope, "custom-call", self.result_shape(op), operands, attrs)
-        _keep_op_attrs(result, op)
+        self.keep_op_attrs(result, op)
         return result
 
+    def approx_top_k(self, op, scope, operands):
+        """jax.lax.approx_max_k's custom call. XLA:CPU computes it exactly (the sort XLA's
+        import writes for is_fallback): the inputs sorted along reduction_dim by the called
+        comparator, the first k of each (k: the result's size) kept."""
+        config = op.get("mhlo.backend_config")
+        called = op.get("called_computations") or []
+        if not isinstance(config, AttrDict) or len(called) != 1 or len(operands) % 2:
+            raise self.error(
+                op,
+                "ApproxTopK needs inputs and init values, a comparator in "
+                "called_computations and reduction_dim in mhlo.backend_config",
+            )
+        inputs = operands[: len(operands) // 2]
+        dim = int(config.get("reduction_dim", inputs[0].shape.rank - 1))
+        sort = self.add(
+            scope,
+            "sort",
+            Shape.tuple_of(x.shape for x in inputs),
+            inputs,
+            {"dimensions": (dim,), "is_stable": False, "to_apply": self.function(called[0].name)},
+        )
+        results = []
+        for i, want in enumerate(op.out_types):
+            whole = self.add(scope, "get-tuple-element", inputs[i].shape, (sort,), {"index": i})
+            ranges = tuple((0, n, 1) for n in want.dims)
+            results.append(self.add(scope, "slice", want, [whole], {"slice": ranges}))
+        return results
+
+    # -- collectives ------------------------------------------------------------------------
+    def build_collective(self, op, scope, rule):
+        """all_reduce, all_gather, reduce_scatter: one operand or several (a tuple result)."""
+        operands = self.operands(op, scope)
+        attrs = rule.attrs(op, operands)
+        if op.regions:
+            attrs["to_apply"] = self.region_computation(op.regions[0], scope, "region")
+        return self.add(scope, rule.opcode, self.result_shape(op), operands, attrs)
+
+    def build_all_to_all(self, op, scope, rule):
+        """HLO's array all-to-all splits and concatenates along one dim; StableHLO's may
+        concatenate along another, which is the same exchange followed by moving the
+        source-device factor of the split dim in front of the concat dim (as XLA does)."""
+        operands = self.operands(op, scope)
+        attrs = collective_attrs(op, operands)
+        split, concat = int(op.get("split_dimension")), int(op.get("concat_dimension"))
+        count = int(op.get("split_count"))
+        if len(operands) != 1:
+            raise self.error(op, "stablehlo.all_to_all of several operands")
+        (x,) = operands
+        exchanged = self.add(scope, "all-to-all", x.shape, [x], {**attrs, "dimensions": (split,)})
+        if split == concat:
+            return exchanged
+        dims = list(x.shape.dims)
+        pieces = dims[:split] + [count, dims[split] // count] + dims[split + 1 :]
+        order = [i for i in range(len(pieces)) if i != split]
+        before = concat + (1 if concat > split else 0)  # the concat dim among `pieces`
+        order.insert(order.index(before), split)
+        split_up = self.add(scope, "reshape", x.shape.with_dims(pieces), [exchanged])
+        moved = x.shape.with_dims([pieces[i] for i in order])
+        moved = self.add(scope, "transpose", moved, [split_up], {"dimensions": tuple(order)})
+        return self.add(scope, "reshape", self.result_shape(op), [moved])
+
+    # -- shardings ------------------------------------------------------------------------
+    def keep_sharding(self, instr: HloInstruction, attrs: dict) -> None:
+        """`mhlo.sharding` becomes the instruction's sharding; `sdy.sharding` is kept as the
+        frontend attribute XLA's import writes and converted to a sharding as well."""
+        sharding = attrs.get("mhlo.sharding")
+        if isinstance(sharding, str):
+            instr.attrs["sharding"] = self.hlo_sharding(sharding)
+        sdy = attrs.get("sdy.sharding")
+        if sdy is not None:
+            _set_frontend_attribute(instr, "xla.sdy.sharding", str(sdy))
+            converted = self.sdy_sharding(str(sdy))
+            if converted is not None and "sharding" not in instr.attrs:
+                instr.attrs["sharding"] = converted
+
+    def keep_op_attrs(self, instr: HloInstruction, op: MlirOp) -> None:
+        self.keep_sharding(instr, op.attrs)
+        frontend = op.attrs.get("mhlo.frontend_attributes")
+        if isinstance(frontend, dict):
+            for key, value in frontend.items():
+                _set_frontend_attribute(instr, key, str(value))
+
+    def hlo_sharding(self, text: str) -> HloSharding:
+        try:
+            return parse_sharding(text)
+        except ValueError as exc:
+            raise HloParseError(f"mhlo.sharding {text!r}: {exc}") from None
+
+    def sdy_sharding(self, text: str) -> HloSharding | None:
+        """The sharding of one `#sdy.sharding<@mesh, [...]>`; None where it cannot be
+        expressed (sub-axes): shardings never change values, so it is then only kept as text."""
+        try:
+            found = parse_sdy_shardings(text, self.meshes)
+        except ValueError:
+            return None
+        return found[0] if len(found) == 1 else None
+
+    def result_sharding(self, scope: Scope, value: HloInstruction, attrs: dict):
+        """A result's `sdy.sharding` pins it as XLA's import does, through an
+        xla.sdy.FuncResultSharding custom call; an `mhlo.sharding` goes on the value."""
+        sdy = attrs.get("sdy.sharding")
+        if sdy is None:
+            if isinstance(attrs.get("mhlo.sharding"), str):
+                value.attrs["sharding"] = self.hlo_sharding(attrs["mhlo.sharding"])
+            return value
+        pinned = self.add(
+            scope,
+            "custom-call",
+            value.shape,
+            [value],
+            {
+                "custom_call_target": "xla.sdy.FuncResultSharding",
+                "custom_call_has_side_effect": True,
+            },
+        )
+        _set_frontend_attribute(
+            pinned, "xla.sdy.sharding", f"#sdy.sharding_per_value<[<{_sdy_body(sdy)}>]>"
+        )
+        return pinned
+
+    def build_sharding_constraint(self, op, scope, rule):
+        """`sdy.sharding_constraint %x <@mesh, [...]>` (and `sdy.reshard`): a `Sharding`
+        custom call, as with_sharding_constraint is in HLO."""
+        (x,) = self.operands(op, scope)
+        sdy = next((w for w in op.words if isinstance(w, DialectAttr)), op.get("sharding"))
+        if sdy is None:
+            raise self.error(op, f"{op.name} without a sharding")
+        call = self.add(scope, "custom-call", x.shape, [x], {"custom_call_target": "Sharding"})
+        converted = self.sdy_sharding(str(sdy))
+        if converted is not None:
+            call.attrs["sharding"] = converted
+        _set_frontend_attribute(
+            call, "xla.sdy.sharding", f"#sdy.sharding_per_value<[<{_sdy_body(sdy)}>]>"
+        )
+        return call
+
+    def build_manual_computation(self, op, scope, rule):
+        """A shard_map as XLA's import writes it: xla.sdy.GlobalToLocalShape (global arrays in,
+        per-device pieces out), a call of the body, xla.sdy.LocalToGlobalShape back."""
+        operands = self.operands(op, scope)
+        (block,) = op.regions
+        axes = ", ".join(f'"{a}"' for a in (op.get("manual_axes") or {}))
+        manual = f"#sdy<manual_axes{{{axes}}}>"
+        pieces = Shape.tuple_of(s for _, s in block.args) if len(block.args) != 1 else None
+        local = self.add(
+            scope,
+            "custom-call",
+            pieces or block.args[0][1],
+            operands,
+            {
+                "custom_call_target": "xla.sdy.GlobalToLocalShape",
+                "custom_call_has_side_effect": True,
+            },
+        )
+        _set_frontend_attribute(local, "xla.sdy.in_shardings", _per_value(op.get("in_shardings")))
+        _set_frontend_attribute(local, "xla.sdy.manual_axes", manual)
+        args = (
+            [
+                self.add(scope, "get-tuple-element", s, (local,), {"index": i})
+                for i, (_, s) in enumerate(block.args)
+            ]
+            if pieces
+            else [local]
+        )
+        body = self.region_computation(block, scope, "xla.sdy.manual_computation_body")
+        called = self.add(scope, "call", body.root.shape, args, {"to_apply": body})
+        _set_frontend_attribute(called, "inlineable", "false")
+        results = (
+            [
+                self.add(scope, "get-tuple-element", s, (called,), {"index": i})
+                for i, s in enumerate(called.shape.tuple_shapes)
+            ]
+            if called.shape.is_tuple
+            else [called]
+        )
+        result = self.add(
+            scope,
+            "custom-call",
+            self.result_shape(op),
+            results,
+            {
+                "custom_call_target": "xla.sdy.LocalToGlobalShape",
+                "custom_call_has_side_effect": True,
+            },
+        )
+        _set_frontend_attribute(
+            result, "xla.sdy.out_shardings", _per_value(op.get("out_shardings"))
+        )
+        _set_frontend_attribute(result, "xla.sdy.manual_axes", manual)
+        return result
+
+    def build_identity(self, op, scope, rule):
+        """Ops that pass their operands on (sdy.propagation_barrier, sdy.data_flow_edge)."""
+        operands = self.operands(op, scope)
+        return operands if len(operands) > 1 else operands[0]
+
+    def build_nothing(self, op, scope, rule):
+        """Ops with no result and no effect on values (sdy.sharding_group)."""
+        return []
+
     # -- CHLO decompositions --------------------------------------------------------------
+    def build_chlo(self, op, scope, rule):
+        """lgamma, erfc, zeta, ...: the HLO arithmetic of minixla.text.chlo."""
+        operands = self.operands(op, scope)
+
+        def emit(opcode, shape, args, attrs, **fields):
+            return self.add(scope, opcode, shape, args, attrs, **fields)
+
+        return decompose(op.name, emit, operands)
+
     def build_is_inf(self, op, scope, rule):
         (x,) = self.operands(op, scope)
         shape = self.result_shape(op)
@@ -530,6 +758,15 @@ class Converter:
         elif op.name == "chlo.is_neg_inf":
             x = self.add(scope, "negate", x.shape, [x])
         return self.add(scope, "compare", shape, [x, inf], {"direction": "EQ"})
+
+    def build_conj(self, op, scope, rule):
+        (x,) = self.operands(op, scope)
+        if not x.shape.element_type.is_complex:
+            return x
+        part = x.shape.with_dtype("f64" if x.shape.dtype == "c128" else "f32")
+        real = self.add(scope, "real", part, [x])
+        imag = self.add(scope, "negate", part, [self.add(scope, "imag", part, [x])])
+        return self.add(scope, "complex", x.shape, [real, imag])
 
     def build_square(self, op, scope, rule):
         (x,) = self.operands(op, scope)
@@ -624,6 +861,27 @@ class Converter:
         return self.add(scope, "select", shape, [is_one, inf, result])
 
 
+def group_bindings(group: list) -> list[str]:
+    """The names a `(%iterArg = %init, ...)` group binds: block arguments, not uses."""
+    return [
+        item
+        for item, after in zip(group, group[1:])
+        if isinstance(item, str) and isinstance(after, tuple) and after[0] == "="
+    ]
+
+
+def group_uses(group: list) -> list[str]:
+    """The values a parenthesized group reads: `%x`, `init: %c`, the `%init` of `%a = %init`."""
+    bound = set(group_bindings(group))
+    uses = [item for item in group if isinstance(item, str) and item not in bound]
+    uses += [
+        item[1]
+        for item in group
+        if isinstance(item, tuple) and isinstance(item[1], str) and item[1].startswith("%")
+    ]
+    return uses
+
+
 def free_values(block: Block, bound: set) -> list[str]:
     """Names a region uses but neither defines nor receives, in order of first use."""
     defined = set(bound) | {a for a, _ in block.args}
@@ -631,19 +889,13 @@ def free_values(block: Block, bound: set) -> list[str]:
 
     def walk(ops, defined):
         for op in ops:
-            names = list(op.operands) + [i for g in op.groups for i in g if isinstance(i, str)]
-            names += [
-                i[1]
-                for g in op.groups
-                for i in g
-                if isinstance(i, tuple) and isinstance(i[1], str) and i[1].startswith("%")
-            ]
+            names = list(op.operands) + [n for g in op.groups for n in group_uses(g)]
             for name in names:
                 if name not in defined and name not in used:
                     used.append(name)
             for region in op.regions:
                 inner = defined | {a for a, _ in region.args}
-                inner |= {i for g in op.groups for i in g if isinstance(i, str)}
+                inner |= {n for g in op.groups for n in group_bindings(g)}
                 walk(region.ops, inner)
             defined = defined | set(op.results)
 
@@ -651,22 +903,23 @@ def free_values(block: Block, bound: set) -> list[str]:
     return used
 
 
-def _keep_sharding(instr: HloInstruction, attrs: dict) -> None:
-    sharding = attrs.get("mhlo.sharding")
-    if isinstance(sharding, str):
-        instr.attrs["sharding"] = Raw(sharding)
-    sdy = attrs.get("sdy.sharding")
-    if sdy is not None:
-        escaped = str(sdy).replace("\\", "\\\\").replace('"', '\\"')
-        instr.attrs["frontend_attributes"] = Raw('{xla.sdy.sharding="' + escaped + '"}')
+def _set_frontend_attribute(instr: HloInstruction, key: str, value: str) -> None:
+    """Adds `key="value"` to the instruction's frontend_attributes (kept as text)."""
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+    entry = f'{key}="{escaped}"'
+    current = instr.attrs.get("frontend_attributes")
+    body = str(current)[1:-1] if current is not None else ""
+    instr.attrs["frontend_attributes"] = Raw("{" + (body + "," if body else "") + entry + "}")
 
 
-def _keep_op_attrs(instr: HloInstruction, op: MlirOp) -> None:
-    _keep_sharding(instr, op.attrs)
-    frontend = op.attrs.get("mhlo.frontend_attributes")
-    if isinstance(frontend, dict) and "frontend_attributes" not in instr.attrs:
-        items = ",".join(f'{k}="{v}"' for k, v in frontend.items())
-        instr.attrs["frontend_attributes"] = Raw("{" + items + "}")
+def _sdy_body(sdy) -> str:
+    """`@mesh, [{"x"}, {}]` of `#sdy.sharding<@mesh, [{"x"}, {}]>`."""
+    return sdy.raw if isinstance(sdy, DialectAttr) else str(sdy)
+
+
+def _per_value(shardings) -> str:
+    items = ", ".join(f"<{_sdy_body(s)}>" for s in shardings or [])
+    return f"#sdy.sharding_per_value<[{items}]>"
 
 
 def _hlo_name(name: str) -> str:
