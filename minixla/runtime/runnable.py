@@ -13,7 +13,7 @@ before any pass or backend sees the module:
 
 from __future__ import annotations
 
-from ..errors import UnsupportedError
+from ..errors import UnsupportedError, at_instruction
 from ..ir import layout_math
 from ..ir.module import HloModule
 
@@ -48,4 +48,4 @@ def check_runnable(module: HloModule) -> None:
     for instr in module.all_instructions():
         reason = _refusal(instr)
         if reason is not None:
-            raise UnsupportedError(f"{instr.opcode} %{instr.name}: {reason}")
+            raise at_instruction(UnsupportedError(f"{instr.opcode} %{instr.name}: {reason}"), instr)
