@@ -497,3 +497,33 @@ ENTRY e {
         minixla.compile(module)
     zeros = minixla.parse_module("HloModule z\nENTRY e {\n  ROOT c = f32[70000] constant(0)\n}\n")
     assert "f32[70000]{0} constant(0)" in zeros.to_text()  # minixla's own printer never elides
+
+
+def test_debug_locations_are_skipped_everywhere():
+    """`lowered.as_text(debug_info=True)`: `#loc` aliases above and below the module and a
+    `loc(...)` after arguments, ops, functions and the module."""
+    text = """#loc = loc(unknown)
+#loc1 = loc("x")
+module @m {
+  func.func public @main(%arg0: tensor<3xf32> loc("x")) -> (tensor<3xf32> {jax.result_info = ""}) {
+    %0 = stablehlo.negate %arg0 : tensor<3xf32> loc(#loc2)
+    return %0 : tensor<3xf32> loc(#loc)
+  } loc(#loc)
+} loc(#loc)
+#loc2 = loc("jit(f)/neg"(#loc3))
+#loc3 = loc(callsite(#loc1 at #loc1))
+"""
+    np.testing.assert_array_equal(_run(text, np.arange(3, dtype=np.float32)), [0, -1, -2])
+
+
+def test_a_custom_call_without_results_returns_the_empty_tuple():
+    text = _func(
+        """  %0 = stablehlo.get_dimension_size %a, dim = 0 : (tensor<4xf32>) -> tensor<i32>
+  stablehlo.custom_call @shape_assertion(%0) {has_side_effect = true} : (tensor<i32>) -> ()
+  return %a : tensor<4xf32>"""
+    )
+    module = minixla.parse_module(text)
+    call = next(i for i in module.entry.instructions if i.opcode == "custom-call")
+    assert call.shape.is_tuple and not call.shape.tuple_shapes
+    size = next(i for i in module.entry.instructions if i.opcode == "get-dimension-size")
+    assert size.attrs["dimensions"] == (0,)

@@ -234,7 +234,7 @@ class MlirReader:
             if m:
                 self.pos = m.end()
             if self.text.startswith("loc(", self.pos):  # debug locations carry no semantics
-                self.pos += 3
+                self.pos += 4
                 self.balanced("(", ")")
                 continue
             return
@@ -357,7 +357,12 @@ class MlirReader:
             if not m:
                 return
             self.pos = m.end()
-            self.attr()
+            start = self._after_space(self.pos)
+            if self.text.startswith("loc(", start):  # skip() would take it for a comment
+                self.pos = start + 4
+                self.balanced("(", ")")
+            else:
+                self.attr()
 
     def resources(self) -> dict[str, bytes]:
         if not self.accept("{-#"):

@@ -535,7 +535,9 @@ class Converter:
         called = op.get("called_computations")
         if called:
             attrs["called_computations"] = [self.function(s.name) for s in called]
-        result = self.add(scope, "custom-call", self.result_shape(op), operands, attrs)
+        # a call made for its effect only (`-> ()`) returns the empty tuple
+        shape = self.result_shape(op) if op.out_types else Shape.tuple_of([])
+        result = self.add(scope, "custom-call", shape, operands, attrs)
         self.keep_op_attrs(result, op)
         return result
 

@@ -224,7 +224,7 @@ def _batch_norm(op, operands):
 
 
 def _dimension(op, operands):
-    return {"dimensions": (int(op.get("dimension")),)}
+    return {"dimensions": (int(op.get("dim", "dimension")),)}
 
 
 def _gather(op, operands):
