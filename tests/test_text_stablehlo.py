@@ -527,3 +527,40 @@ def test_a_custom_call_without_results_returns_the_empty_tuple():
     assert call.shape.is_tuple and not call.shape.tuple_shapes
     size = next(i for i in module.entry.instructions if i.opcode == "get-dimension-size")
     assert size.attrs["dimensions"] == (0,)
+
+
+GENERIC = """"builtin.module"() <{sym_name = "jit_f"}> ({
+  "func.func"() <{arg_attrs = [{}, {}], function_type = (tensor<2x2xf32>, tensor<2x2xf32>) -> (tensor<2x2xf32>), sym_name = "main", sym_visibility = "public"}> ({
+  ^bb0(%arg0: tensor<2x2xf32>, %arg1: tensor<2x2xf32>):
+    %0 = "stablehlo.constant"() <{value = dense<0> : tensor<i32>}> : () -> tensor<i32>
+    %1:2 = "stablehlo.while"(%0, %arg0) ({
+    ^bb0(%i: tensor<i32>, %v: tensor<2x2xf32>):
+      %c = "stablehlo.constant"() <{value = dense<3> : tensor<i32>}> : () -> tensor<i32>
+      %p = "stablehlo.compare"(%i, %c) <{comparison_direction = #stablehlo<comparison_direction LT>}> : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      "stablehlo.return"(%p) : (tensor<i1>) -> ()
+    }, {
+    ^bb0(%i: tensor<i32>, %v: tensor<2x2xf32>):
+      %d = "func.call"(%v) <{callee = @double}> : (tensor<2x2xf32>) -> tensor<2x2xf32>
+      %one = "stablehlo.constant"() <{value = dense<1> : tensor<i32>}> : () -> tensor<i32>
+      %n = "stablehlo.add"(%i, %one) : (tensor<i32>, tensor<i32>) -> tensor<i32>
+      "stablehlo.return"(%n, %d) : (tensor<i32>, tensor<2x2xf32>) -> ()
+    }) : (tensor<i32>, tensor<2x2xf32>) -> (tensor<i32>, tensor<2x2xf32>)
+    %2 = "stablehlo.dot_general"(%1#1, %arg1) <{dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]>}> : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+    "func.return"(%2) : (tensor<2x2xf32>) -> ()
+  }) : () -> ()
+  "func.func"() <{function_type = (tensor<2x2xf32>) -> tensor<2x2xf32>, sym_name = "double", sym_visibility = "private"}> ({
+  ^bb0(%x: tensor<2x2xf32>):
+    %s = "stablehlo.add"(%x, %x) : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+    "func.return"(%s) : (tensor<2x2xf32>) -> ()
+  }) : () -> ()
+}) {mhlo.num_partitions = 1 : i32} : () -> ()
+"""
+
+
+def test_the_generic_op_form_reads_like_the_custom_one():
+    """print_generic_op_form=True: the module and functions too are generic ops, a func.func
+    with its type and name in properties and its arguments in the region's block."""
+    a = np.arange(4, dtype=np.float32).reshape(2, 2)
+    b = np.eye(2, dtype=np.float32)
+    np.testing.assert_array_equal(_run(GENERIC, a, b), a * 8)
+    assert minixla.parse_module(GENERIC).name == "jit_f"

@@ -311,8 +311,16 @@ class MlirReader:
     def module(self) -> MlirModule:
         self.skip_aliases()
         name, attrs = "", dict[str, object]()
-        wrapped = self.accept("module")
-        if wrapped:
+        generic = self.accept('"builtin.module"')  # print_generic_op_form
+        wrapped = generic or self.accept("module")
+        if generic:
+            self.expect("(")
+            self.expect(")")
+            if self.accept("<{"):
+                name = str(self.dict_entries("}>").get("sym_name", ""))
+            self.expect("(")
+            self.expect("{")
+        elif wrapped:
             self.skip()
             if self.peek("@"):
                 name = self.symbol().name
@@ -322,21 +330,14 @@ class MlirReader:
         funcs: dict[str, MlirFunc] = {}
         meshes: dict[str, str] = {}
         while not (self.peek("}") if wrapped else self.at_end_of_ops()):
-            offset = self.pos
-            if self.accept("sdy.mesh"):  # sdy.mesh @mesh = <["x"=2, "y"=2]> {stablehlo.mesh...}
-                mesh = self.symbol().name
-                self.expect("=")
-                self.expect("<")
-                meshes[mesh] = self.balanced("<", ">").strip()
-                if self.peek("{"):
-                    self.attr_dict()
-                continue
-            if not (self.accept("func.func") or self.accept("func")):
-                raise self.error(f"expected func.func or sdy.mesh, found {self.found()}", offset)
-            func = self.func(offset)
-            funcs[func.name] = func
+            self.top_level_item(funcs, meshes)
         if wrapped:
             self.expect("}")
+        if generic:
+            self.expect(")")
+            if self.peek("{"):
+                attrs = self.attr_dict()
+            self.types_section(MlirOp("builtin.module", []))
         resources = self.resources()
         self.skip_aliases()
         if self.pos < len(self.text):
@@ -344,6 +345,32 @@ class MlirReader:
         if not funcs:
             raise self.error("the module has no functions")
         return MlirModule(name, attrs, funcs, resources, meshes)
+
+    def top_level_item(self, funcs: dict, meshes: dict) -> None:
+        """A function or a Shardy mesh, in the custom or the generic form."""
+        offset = self.pos
+        if self.accept("sdy.mesh"):  # sdy.mesh @mesh = <["x"=2, "y"=2]> {stablehlo.mesh...}
+            mesh = self.symbol().name
+            self.expect("=")
+            self.expect("<")
+            meshes[mesh] = self.balanced("<", ">").strip()
+            if self.peek("{"):
+                self.attr_dict()
+            return
+        if self.peek('"'):  # "func.func"() <{sym_name = "f", function_type = ...}> ({...})
+            op = self.op()
+            if op.name == "sdy.mesh":
+                mesh = op.get("mesh")
+                meshes[str(op.get("sym_name"))] = mesh.raw if isinstance(mesh, DialectAttr) else ""
+                return
+            if op.name != "func.func":
+                raise self.error(f"expected func.func or sdy.mesh, found {op.name}", offset)
+            func = _generic_func(op, self.location(offset))
+        else:
+            if not (self.accept("func.func") or self.accept("func")):
+                raise self.error(f"expected func.func or sdy.mesh, found {self.found()}", offset)
+            func = self.func(offset)
+        funcs[func.name] = func
 
     def at_end_of_ops(self) -> bool:
         self.skip()
@@ -774,6 +801,10 @@ class MlirReader:
             return self.symbol()
         if text.startswith("#", self.pos):
             return self.dialect_attr()
+        if text.startswith("(", self.pos):  # a function type: (T, U) -> V
+            inputs = self.type_list()
+            self.expect("->")
+            return FunctionType(inputs, self.type_list())
         if text.startswith("<", self.pos):  # Shardy's bare <@mesh, [{"x"}, {}]>
             self.pos += 1
             return DialectAttr("sdy.sharding", None, self.balanced("<", ">"))
@@ -841,6 +872,29 @@ class MlirReader:
             except HloParseError:
                 pass
         return DialectAttr(name, None, raw)
+
+
+@dataclass(frozen=True)
+class FunctionType:
+    """`(T, U) -> V` as an attribute value (a generic func.func's function_type)."""
+
+    inputs: list
+    results: list
+
+
+def _generic_func(op: MlirOp, location: tuple[int, int]) -> MlirFunc:
+    """A func.func read in the generic form: its properties hold the name, visibility, type
+    and argument/result attributes, its one region the body."""
+    kind = op.get("function_type")
+    if not isinstance(kind, FunctionType) or len(op.regions) != 1:
+        raise HloParseError("a generic func.func needs a function_type and a body", *location)
+    body = op.regions[0]
+    arg_attrs = op.get("arg_attrs") or [{}] * len(body.args)
+    args = [(name, shape, dict(attrs)) for (name, shape), attrs in zip(body.args, arg_attrs)]
+    result_attrs = [dict(a) for a in op.get("res_attrs") or [{}] * len(kind.results)]
+    visibility = str(op.get("sym_visibility", default="public"))
+    name = str(op.get("sym_name"))
+    return MlirFunc(name, args, result_attrs, list(kind.results), body, visibility, *location)
 
 
 def _block_arguments(group: list) -> list[tuple[str, Shape]] | None:

@@ -484,7 +484,10 @@ class Converter:
         )
 
     def build_call(self, op, scope, rule):
-        callee = next(w for w in op.words if isinstance(w, Symbol)).name
+        callee = next((w for w in op.words if isinstance(w, Symbol)), op.get("callee"))
+        if not isinstance(callee, Symbol):
+            raise self.error(op, f"{op.name} names no function to call")
+        callee = callee.name
         operands = self.operands(op, scope)
         comp = self.function(callee)
         return self.add(

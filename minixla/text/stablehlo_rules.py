@@ -298,7 +298,7 @@ def _groups_text(value) -> str:
     return "{" + ",".join(groups) + "}"
 
 
-def collective_attrs(op, operands):
+def collective_attrs(op, operands) -> dict:
     """channel_id, replica_groups, use_global_device_ids and the op's dimension."""
     attrs: dict = {}
     channel = op.get("channel_handle")
