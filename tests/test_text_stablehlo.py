@@ -564,3 +564,14 @@ def test_the_generic_op_form_reads_like_the_custom_one():
     b = np.eye(2, dtype=np.float32)
     np.testing.assert_array_equal(_run(GENERIC, a, b), a * 8)
     assert minixla.parse_module(GENERIC).name == "jit_f"
+
+
+# f32: 0.999 is 0.99900001 as a float, which moves erf^-1 by 2e-6 there
+@pytest.mark.parametrize("dtype, rtol", [("f32", 5e-6), ("f64", 1e-13)])
+def test_chlo_erf_inv_inverts_erf(dtype, rtol):
+    numpy_type = np.float32 if dtype == "f32" else np.float64
+    x = np.array([0.5, -0.9, 0.999, 1e-3], numpy_type)
+    want = [0.4769362762044699, -1.1630871536766743, 2.326753765513524, 8.86227157466552e-4]
+    np.testing.assert_allclose(_elementwise("chlo.erf_inv", dtype, x), want, rtol=rtol)
+    edges = _elementwise("chlo.erf_inv", dtype, np.array([1, -1, 0], numpy_type))
+    assert edges.tolist() == [np.inf, -np.inf, 0.0]

@@ -1,11 +1,12 @@
-"""CHLO's math ops as HLO, for StableHLO input: HLO has no lgamma, digamma, erfc, zeta, ...
+"""CHLO's math ops as HLO, for StableHLO input: HLO has no lgamma, digamma, erfc, erf_inv, ...
 
 JAX lowers these to `chlo.*` ops and XLA's CHLO legalization expands each into HLO arithmetic
 before compiling; minixla.text.stablehlo does the same with the functions below. Each one is
 written once against `Emitter`, an elementwise builder whose values take Python's arithmetic
 operators, so a formula reads as a formula. The algorithms are XLA's (Lanczos for lgamma and
 digamma, Euler-Maclaurin for zeta, bit stepping for next_after, Cephes' rational functions for
-erfc); bessel_i1e sums its power series below a threshold and its asymptotic series above.
+erfc, Giles' polynomials for erf_inv); bessel_i1e sums its power series below a threshold and
+its asymptotic series above.
 f16 and bf16 inputs are computed in f32 and rounded once, as XLA does.
 """
 
@@ -382,7 +383,50 @@ def polygamma(m: Emitter, n: Val, x: Val) -> Val:
     return m.select(natural, result, math.nan)
 
 
+# Giles' single-precision erfinv: polynomials in w - 2.5 (w < 5) and sqrt(w) - 3 (w >= 5),
+# w = -log(1 - x^2).
+ERF_INV_SMALL_W = (
+    2.81022636e-08,
+    3.43273939e-07,
+    -3.5233877e-06,
+    -4.39150654e-06,
+    0.00021858087,
+    -0.00125372503,
+    -0.00417768164,
+    0.246640727,
+    1.50140941,
+)
+ERF_INV_LARGE_W = (
+    -0.000200214257,
+    0.000100950558,
+    0.00134934322,
+    -0.00367342844,
+    0.00573950773,
+    -0.0076224613,
+    0.00943887047,
+    1.00167406,
+    2.83297682,
+)
+
+
+def erf_inv(m: Emitter, x: Val) -> Val:
+    """erf^-1(x): Giles' approximation, as XLA expands it for f32; f64 adds two Newton steps
+    on erf(y) = x, each of which squares the approximation's 1e-7 relative error. ±inf at ±1."""
+    w = -m.log_plus_one(-(x * x))
+    small = m.lt(w, 5.0)
+    t = m.select(small, w - 2.5, m.sqrt(w) - 3.0)
+    p = m.select(small, ERF_INV_SMALL_W[0], ERF_INV_LARGE_W[0])
+    for a, b in zip(ERF_INV_SMALL_W[1:], ERF_INV_LARGE_W[1:]):
+        p = m.select(small, a, b) + p * t
+    y = p * x
+    if m.shape.dtype == "f64":
+        for _ in range(2):  # erf'(y) = 2/sqrt(pi) exp(-y^2)
+            y = y - (m.erf(y) - x) / (2.0 / math.sqrt(math.pi) * m.exp(-(y * y)))
+    return m.select(m.eq(m.abs(x), 1.0), x * math.inf, y)
+
+
 DECOMPOSITIONS: dict[str, Callable[..., Val]] = {
+    "chlo.erf_inv": erf_inv,
     "chlo.lgamma": lgamma,
     "chlo.digamma": digamma,
     "chlo.erfc": erfc,

@@ -20,14 +20,14 @@ from ..ir.attrs import Raw
 from ..ir.computation import HloComputation
 from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule, NameUniquer
-from ..ir.sharding import HloSharding, parse_sdy_shardings, parse_sharding, sdy_meshes
+from ..ir.sharding import sdy_meshes
 from ..ir.shapes import Shape
 from .chlo import decompose
+from .stablehlo_distributed import DistributedOps
 from .mlir import (
     AttrDict,
     Block,
     Dense,
-    DialectAttr,
     MlirFunc,
     MlirModule,
     MlirOp,
@@ -40,7 +40,6 @@ from .stablehlo_rules import (
     RULES,
     TERMINATORS,
     broadcast_attrs,
-    collective_attrs,
     ints,
     scatter_attrs,
     window_of,
@@ -61,7 +60,7 @@ class Scope:
         self.env: dict = dict(env or {})
 
 
-class Converter:
+class Converter(DistributedOps):
     def __init__(self, mlir: MlirModule, source: str):
         self.mlir = mlir
         self.lines = source.splitlines()
@@ -572,169 +571,6 @@ class Converter:
             results.append(self.add(scope, "slice", want, [whole], {"slice": ranges}))
         return results
 
-    # -- collectives ------------------------------------------------------------------------
-    def build_collective(self, op, scope, rule):
-        """all_reduce, all_gather, reduce_scatter: one operand or several (a tuple result)."""
-        operands = self.operands(op, scope)
-        attrs = rule.attrs(op, operands)
-        if op.regions:
-            attrs["to_apply"] = self.region_computation(op.regions[0], scope, "region")
-        return self.add(scope, rule.opcode, self.result_shape(op), operands, attrs)
-
-    def build_all_to_all(self, op, scope, rule):
-        """HLO's array all-to-all splits and concatenates along one dim; StableHLO's may
-        concatenate along another, which is the same exchange followed by moving the
-        source-device factor of the split dim in front of the concat dim (as XLA does)."""
-        operands = self.operands(op, scope)
-        attrs = collective_attrs(op, operands)
-        split, concat = int(op.get("split_dimension")), int(op.get("concat_dimension"))
-        count = int(op.get("split_count"))
-        if len(operands) != 1:
-            raise self.error(op, "stablehlo.all_to_all of several operands")
-        (x,) = operands
-        exchanged = self.add(scope, "all-to-all", x.shape, [x], {**attrs, "dimensions": (split,)})
-        if split == concat:
-            return exchanged
-        dims = list(x.shape.dims)
-        pieces = dims[:split] + [count, dims[split] // count] + dims[split + 1 :]
-        order = [i for i in range(len(pieces)) if i != split]
-        before = concat + (1 if concat > split else 0)  # the concat dim among `pieces`
-        order.insert(order.index(before), split)
-        split_up = self.add(scope, "reshape", x.shape.with_dims(pieces), [exchanged])
-        moved = x.shape.with_dims([pieces[i] for i in order])
-        moved = self.add(scope, "transpose", moved, [split_up], {"dimensions": tuple(order)})
-        return self.add(scope, "reshape", self.result_shape(op), [moved])
-
-    # -- shardings ------------------------------------------------------------------------
-    def keep_sharding(self, instr: HloInstruction, attrs: dict) -> None:
-        """`mhlo.sharding` becomes the instruction's sharding; `sdy.sharding` is kept as the
-        frontend attribute XLA's import writes and converted to a sharding as well."""
-        sharding = attrs.get("mhlo.sharding")
-        if isinstance(sharding, str):
-            instr.attrs["sharding"] = self.hlo_sharding(sharding)
-        sdy = attrs.get("sdy.sharding")
-        if sdy is not None:
-            _set_frontend_attribute(instr, "xla.sdy.sharding", str(sdy))
-            converted = self.sdy_sharding(str(sdy))
-            if converted is not None and "sharding" not in instr.attrs:
-                instr.attrs["sharding"] = converted
-
-    def keep_op_attrs(self, instr: HloInstruction, op: MlirOp) -> None:
-        self.keep_sharding(instr, op.attrs)
-        frontend = op.attrs.get("mhlo.frontend_attributes")
-        if isinstance(frontend, dict):
-            for key, value in frontend.items():
-                _set_frontend_attribute(instr, key, str(value))
-
-    def hlo_sharding(self, text: str) -> HloSharding:
-        try:
-            return parse_sharding(text)
-        except ValueError as exc:
-            raise HloParseError(f"mhlo.sharding {text!r}: {exc}") from None
-
-    def sdy_sharding(self, text: str) -> HloSharding | None:
-        """The sharding of one `#sdy.sharding<@mesh, [...]>`; None where it cannot be
-        expressed (sub-axes): shardings never change values, so it is then only kept as text."""
-        try:
-            found = parse_sdy_shardings(text, self.meshes)
-        except ValueError:
-            return None
-        return found[0] if len(found) == 1 else None
-
-    def result_sharding(self, scope: Scope, value: HloInstruction, attrs: dict):
-        """A result's `sdy.sharding` pins it as XLA's import does, through an
-        xla.sdy.FuncResultSharding custom call; an `mhlo.sharding` goes on the value."""
-        sdy = attrs.get("sdy.sharding")
-        if sdy is None:
-            if isinstance(attrs.get("mhlo.sharding"), str):
-                value.attrs["sharding"] = self.hlo_sharding(attrs["mhlo.sharding"])
-            return value
-        pinned = self.add(
-            scope,
-            "custom-call",
-            value.shape,
-            [value],
-            {
-                "custom_call_target": "xla.sdy.FuncResultSharding",
-                "custom_call_has_side_effect": True,
-            },
-        )
-        _set_frontend_attribute(
-            pinned, "xla.sdy.sharding", f"#sdy.sharding_per_value<[<{_sdy_body(sdy)}>]>"
-        )
-        return pinned
-
-    def build_sharding_constraint(self, op, scope, rule):
-        """`sdy.sharding_constraint %x <@mesh, [...]>` (and `sdy.reshard`): a `Sharding`
-        custom call, as with_sharding_constraint is in HLO."""
-        (x,) = self.operands(op, scope)
-        sdy = next((w for w in op.words if isinstance(w, DialectAttr)), op.get("sharding"))
-        if sdy is None:
-            raise self.error(op, f"{op.name} without a sharding")
-        call = self.add(scope, "custom-call", x.shape, [x], {"custom_call_target": "Sharding"})
-        converted = self.sdy_sharding(str(sdy))
-        if converted is not None:
-            call.attrs["sharding"] = converted
-        _set_frontend_attribute(
-            call, "xla.sdy.sharding", f"#sdy.sharding_per_value<[<{_sdy_body(sdy)}>]>"
-        )
-        return call
-
-    def build_manual_computation(self, op, scope, rule):
-        """A shard_map as XLA's import writes it: xla.sdy.GlobalToLocalShape (global arrays in,
-        per-device pieces out), a call of the body, xla.sdy.LocalToGlobalShape back."""
-        operands = self.operands(op, scope)
-        (block,) = op.regions
-        axes = ", ".join(f'"{a}"' for a in (op.get("manual_axes") or {}))
-        manual = f"#sdy<manual_axes{{{axes}}}>"
-        pieces = Shape.tuple_of(s for _, s in block.args) if len(block.args) != 1 else None
-        local = self.add(
-            scope,
-            "custom-call",
-            pieces or block.args[0][1],
-            operands,
-            {
-                "custom_call_target": "xla.sdy.GlobalToLocalShape",
-                "custom_call_has_side_effect": True,
-            },
-        )
-        _set_frontend_attribute(local, "xla.sdy.in_shardings", _per_value(op.get("in_shardings")))
-        _set_frontend_attribute(local, "xla.sdy.manual_axes", manual)
-        args = (
-            [
-                self.add(scope, "get-tuple-element", s, (local,), {"index": i})
-                for i, (_, s) in enumerate(block.args)
-            ]
-            if pieces
-            else [local]
-        )
-        body = self.region_computation(block, scope, "xla.sdy.manual_computation_body")
-        called = self.add(scope, "call", body.root.shape, args, {"to_apply": body})
-        _set_frontend_attribute(called, "inlineable", "false")
-        results = (
-            [
-                self.add(scope, "get-tuple-element", s, (called,), {"index": i})
-                for i, s in enumerate(called.shape.tuple_shapes)
-            ]
-            if called.shape.is_tuple
-            else [called]
-        )
-        result = self.add(
-            scope,
-            "custom-call",
-            self.result_shape(op),
-            results,
-            {
-                "custom_call_target": "xla.sdy.LocalToGlobalShape",
-                "custom_call_has_side_effect": True,
-            },
-        )
-        _set_frontend_attribute(
-            result, "xla.sdy.out_shardings", _per_value(op.get("out_shardings"))
-        )
-        _set_frontend_attribute(result, "xla.sdy.manual_axes", manual)
-        return result
-
     def build_identity(self, op, scope, rule):
         """Ops that pass their operands on (sdy.propagation_barrier, sdy.data_flow_edge)."""
         operands = self.operands(op, scope)
@@ -784,87 +620,6 @@ class Converter:
             return const
         return self.add(scope, "broadcast", shape, [const], {"dimensions": ()})
 
-    def build_erf_inv(self, op, scope, rule):
-        """Giles' single-precision approximation, as XLA's ErfInv expands it."""
-        (x,) = self.operands(op, scope)
-        shape = x.shape
-        if shape.dtype not in ("f32", "f16", "bf16", "f64"):
-            raise self.error(op, f"chlo.erf_inv of {shape.dtype}")
-        small = [
-            2.81022636e-08,
-            3.43273939e-07,
-            -3.5233877e-06,
-            -4.39150654e-06,
-            0.00021858087,
-            -0.00125372503,
-            -0.00417768164,
-            0.246640727,
-            1.50140941,
-        ]
-        large = [
-            -0.000200214257,
-            0.000100950558,
-            0.00134934322,
-            -0.00367342844,
-            0.00573950773,
-            -0.0076224613,
-            0.00943887047,
-            1.00167406,
-            2.83297682,
-        ]
-
-        def binary(opcode, a, b):
-            return self.add(scope, opcode, shape, [a, b])
-
-        one = self.splat(scope, shape, 1.0)
-        xx = binary("multiply", x, x)
-        neg = self.add(
-            scope,
-            "negate",
-            shape,
-            [binary("multiply", binary("subtract", one, x), binary("add", one, x))],
-        )
-        w = self.add(
-            scope, "negate", shape, [self.add(scope, "log", shape, [binary("subtract", one, xx)])]
-        )
-        del neg
-        lt = self.add(
-            scope,
-            "compare",
-            shape.with_dtype("pred"),
-            [w, self.splat(scope, shape, 5.0)],
-            {"direction": "LT"},
-        )
-        w_small = binary("subtract", w, self.splat(scope, shape, 2.5))
-        w_large = binary(
-            "subtract", self.add(scope, "sqrt", shape, [w]), self.splat(scope, shape, 3.0)
-        )
-        w_sel = self.add(scope, "select", shape, [lt, w_small, w_large])
-        p = self.add(
-            scope,
-            "select",
-            shape,
-            [lt, self.splat(scope, shape, small[0]), self.splat(scope, shape, large[0])],
-        )
-        for a, b in zip(small[1:], large[1:]):
-            coeff = self.add(
-                scope,
-                "select",
-                shape,
-                [lt, self.splat(scope, shape, a), self.splat(scope, shape, b)],
-            )
-            p = binary("add", coeff, binary("multiply", p, w_sel))
-        result = binary("multiply", p, x)
-        is_one = self.add(
-            scope,
-            "compare",
-            shape.with_dtype("pred"),
-            [self.add(scope, "abs", shape, [x]), one],
-            {"direction": "EQ"},
-        )
-        inf = binary("multiply", x, self.splat(scope, shape, np.inf))
-        return self.add(scope, "select", shape, [is_one, inf, result])
-
 
 def group_bindings(group: list) -> list[str]:
     """The names a `(%iterArg = %init, ...)` group binds: block arguments, not uses."""
@@ -906,25 +661,6 @@ def free_values(block: Block, bound: set) -> list[str]:
 
     walk(block.ops, defined)
     return used
-
-
-def _set_frontend_attribute(instr: HloInstruction, key: str, value: str) -> None:
-    """Adds `key="value"` to the instruction's frontend_attributes (kept as text)."""
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
-    entry = f'{key}="{escaped}"'
-    current = instr.attrs.get("frontend_attributes")
-    body = str(current)[1:-1] if current is not None else ""
-    instr.attrs["frontend_attributes"] = Raw("{" + (body + "," if body else "") + entry + "}")
-
-
-def _sdy_body(sdy) -> str:
-    """`@mesh, [{"x"}, {}]` of `#sdy.sharding<@mesh, [{"x"}, {}]>`."""
-    return sdy.raw if isinstance(sdy, DialectAttr) else str(sdy)
-
-
-def _per_value(shardings) -> str:
-    items = ", ".join(f"<{_sdy_body(s)}>" for s in shardings or [])
-    return f"#sdy.sharding_per_value<[{items}]>"
 
 
 def _hlo_name(name: str) -> str:

@@ -385,7 +385,6 @@ RULES: dict[str, Rule] = {
     "func.call": Rule("call", build="call"),
     "call": Rule("call", build="call"),
     "chlo.top_k": Rule("topk", _top_k, build="packed"),
-    "chlo.erf_inv": Rule("", build="erf_inv"),
     "chlo.is_inf": Rule("", build="is_inf"),
     "chlo.is_pos_inf": Rule("", build="is_inf"),
     "chlo.is_neg_inf": Rule("", build="is_inf"),
