@@ -97,13 +97,17 @@ def _gathered(instr) -> None:
         if not (operand.shape.is_array and result.is_array) or dim >= operand.shape.rank:
             continue
         have, got = operand.shape.dims[dim], result.dims[dim] if dim < result.rank else None
-        want = have * count if instr.opcode == "all-gather" else have // count
-        if got != want or (instr.opcode == "reduce-scatter" and have % count):
+        if instr.opcode == "reduce-scatter" and have % count:
             raise RuleFailure(
                 "shard count",
-                f"{instr.opcode} over groups of {count} along dim {dim} turns "
-                f"{operand.shape} into dim {dim} of {want if not have % count else '?'}, "
-                f"declared {result}",
+                f"reduce-scatter over groups of {count} cannot cut dim {dim} of {operand.shape}",
+            )
+        want = have * count if instr.opcode == "all-gather" else have // count
+        if got != want:
+            raise RuleFailure(
+                "shard count",
+                f"{instr.opcode} over groups of {count} turns dim {dim} of {operand.shape} "
+                f"into {want}, declared {result}",
             )
 
 
