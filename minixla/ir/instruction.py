@@ -206,8 +206,8 @@ class HloInstruction:
         for key in keys:
             if not _attr_equal(self.attrs[key], other.attrs[key]):
                 return False
-        if self.elided or other.elided:  # values unknown: never the same constant
-            return False
+        if self.elided or other.elided:  # `{...}` equals only `{...}` (CSE keeps them apart)
+            return self.elided and other.elided
         return _literal_equal(self.literal, other.literal)
 
     def clone(self, operands=None, name: str | None = None) -> "HloInstruction":
