@@ -68,6 +68,8 @@ class ReshapeMover(Pass):
             or not instr.operands
         ):
             return False
+        if instr.opcode == "bitcast-convert" and instr.shape.dims != instr.operand(0).shape.dims:
+            return False  # it changes the element width, adding or dropping the last dim
         moved = [o for o in instr.operands if o.opcode in REARRANGES]
         if not moved or any(
             not _equivalent(o, moved[0]) or len(set(map(id, o.users))) != 1 for o in moved
