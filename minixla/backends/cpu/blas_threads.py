@@ -83,9 +83,14 @@ def idle_cores() -> int:
     return _idle[1]
 
 
+def always_serial(flops: float) -> bool:
+    """A GEMM of `flops` runs on one thread whatever the load."""
+    return flops < 2 * SERIAL_FLOPS
+
+
 def threads_for(flops: float) -> int:
     """Threads a GEMM of `flops` gets when it runs (decided at run time: the load changes)."""
-    if flops < 2 * SERIAL_FLOPS:  # one thread whatever the load: skip reading it
+    if always_serial(flops):  # skip reading the load
         return 1
     return int(max(1, min(idle_cores(), flops // SERIAL_FLOPS)))
 

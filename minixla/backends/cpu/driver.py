@@ -50,7 +50,8 @@ from ..codegen.plan import (
     needs_copy,
     plan_computation,
 )
-from . import donation, libcalls, native_loop, opkernels, thunks
+from . import donation, gemm, libcalls, native_loop, opkernels, thunks
+from .blas_threads import use_threads
 from .kernels import PARALLEL_THRESHOLD, KernelSpec, build_kernel, kernel_arg, reading_outputs
 
 
@@ -183,7 +184,7 @@ class _Builder(DriverBuilder):
     def private_leaves(self, loop, decisions) -> frozenset:
         """State leaves a native loop copies before it writes them: the ones its body
         rewrites, and the in-place updated ones this computation did not make for it alone."""
-        _, _, written = decisions[id(loop)][1]
+        written = decisions[id(loop)][1][2]
         updates = self.body_updates(loop.attrs["body"])
         return frozenset(written | {i for i in updates if not _owned_by_loop(decisions, loop, i)})
 
@@ -448,7 +449,7 @@ def _while(fn: _Function, instr, native):
 def _native_while(fn: _Function, instr, native, state) -> None:
     """The whole loop as one native function (native_loop.py); the state leaves it writes
     are private to the loop, as on the Python path."""
-    name, fixed, _ = native
+    name, fixed, _, uses_blas = native
     private = fn.b.private_leaves(instr, fn.decisions)
     leaves = (
         list(state)
@@ -467,6 +468,8 @@ def _native_while(fn: _Function, instr, native, state) -> None:
         + list(fixed)
         + [status]
     )
+    if uses_blas:  # the loop's GEMMs are all below the size that gets a second thread
+        fn.lines.append(f"{fn.b.bind_host('blas_threads', use_threads)}(1)")
     fn.lines.append(f"{name}({', '.join(args)})")
     if fn.b.max_while_iterations is not None:
         fail = fn.b.bind_host("loop_limit", loop_limit)
@@ -522,7 +525,11 @@ def _dot(b: _Builder, instr):
         return None
     if opkernels.is_small_dot(instr):
         return "kernel", opkernels.small_dot(instr)
-    return ("thunk", thunks.dot(instr)) if thunks.blas_dot_ok(instr) else None
+    if not thunks.blas_dot_ok(instr):
+        return None
+    if gemm.available(instr.shape.dtype):
+        return "thunk", thunks.GemmDot(instr, b.ns, b.kernel(gemm.gemm_spec(instr.shape.dtype)))
+    return "thunk", thunks.dot(instr)
 
 
 def _custom_call(b: _Builder, instr):

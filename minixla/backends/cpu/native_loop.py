@@ -29,9 +29,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from .blas_threads import always_serial
 from .cache import module_name
+from .gemm import gemm_spec
 from .jit import kernel_id
 from .kernels import KernelSpec
+from .thunks import GemmDot
 from ..codegen.scalar import KERNEL_TYPES
 
 # Temporaries of a native loop live for the executable's lifetime; beyond this many bytes
@@ -58,6 +61,7 @@ class _Emitter:
         self.callees: dict[str, str] = {}  # local name -> kernel module name
         self.lines: list[str] = []
         self.temp_bytes = 0
+        self.uses_blas = False  # calls NumPy's BLAS: the driver sets one BLAS thread first
 
     # -- buffers ------------------------------------------------------------------------
     def temp(self, shape) -> str:
@@ -138,6 +142,8 @@ class _Emitter:
             return out
         if how == "dus":
             return self.dynamic_update_slice(instr, names)
+        if how == "thunk" and isinstance(detail, GemmDot):
+            return self.gemm(instr, detail.plan, names)
         raise _Ineligible(f"{op} lowered as {how}")
 
     def kernel(self, instr, spec: KernelSpec, names):
@@ -159,15 +165,51 @@ class _Emitter:
             if isinstance(name, tuple):
                 raise _Ineligible("tuple kernel argument")
             args.append(self.shaped(name, shape, rank))
-        callee = f"k{len(self.callees)}"
-        self.callees[callee] = module_name(kernel_id(spec))
-        self.b.kernel(spec)  # compiled (and loaded) before the loop that calls it
+        callee = self.call(spec)
         self.lines.append(f"{callee}({', '.join(args)})")
         if not instr.shape.is_tuple:
             return outs[0]
         from ..codegen.driver import nest
 
         return nest(instr.shape, iter(outs))
+
+    def gemm(self, instr, plan, names):
+        """The dot thunk's GEMM kernel, called with the thunk's arguments. Only GEMMs below
+        the size that gets a second BLAS thread: those run on one thread whatever the load,
+        which the driver sets before the loop (a larger GEMM repays the Python loop)."""
+        if plan.empty:
+            raise _Ineligible("empty dot")
+        if not always_serial(plan.flops):
+            raise _Ineligible("a dot large enough for BLAS threads")
+        args = []
+        for number, copy in ((0, plan.copy_lhs), (1, plan.copy_rhs)):
+            operand = instr.operand(number)
+            name = names[id(operand)]
+            if isinstance(name, tuple):
+                raise _Ineligible("tuple dot operand")
+            if copy is not None:  # into [batch, m, k] / [batch, k, n] order, as the thunk does
+                dims, perm = copy
+                ordered = tuple(dims[d] for d in perm)
+                into = self.temp(operand.shape)
+                source = f"{name}.reshape({dims!r}).transpose({perm!r})"
+                self.lines.append(f"{into}.reshape({ordered!r})[...] = {source}")
+                name = into
+            args.append(name)
+        out = self.temp(instr.shape)
+        dims = self.b.bind("c", plan.dims.copy())
+        self.fixed.append(dims)
+        self.fixed_dtypes.append("s64")
+        callee = self.call(gemm_spec(instr.shape.dtype))
+        self.lines.append(f"{callee}({args[0]}, {args[1]}, {out}, {dims})")
+        self.uses_blas = True
+        return out
+
+    def call(self, spec: KernelSpec) -> str:
+        """The loop's local name for kernel `spec` (compiled and loaded before the loop)."""
+        callee = f"k{len(self.callees)}"
+        self.callees[callee] = module_name(kernel_id(spec))
+        self.b.kernel(spec)
+        return callee
 
     def dynamic_update_slice(self, instr, names):
         target, update = instr.operand(0), instr.operand(1)
@@ -204,8 +246,8 @@ def _check_type(shape) -> None:
 
 def native_while(builder, loop, updates: dict, limit):
     """(global name of the loop kernel, names of its fixed arguments, state leaves it
-    overwrites besides `updates`) for `loop`, or None when its condition or body is not made
-    only of native pieces (the Python loop then)."""
+    overwrites besides `updates`, whether it calls BLAS) for `loop`, or None when its
+    condition or body is not made only of native pieces (the Python loop then)."""
     if (
         builder.flush_denormals
         or not loop.shape.is_tuple
@@ -255,7 +297,7 @@ def native_while(builder, loop, updates: dict, limit):
     dtypes = [s.dtype for s in em.state_shapes] + em.fixed_dtypes + ["s64"]
     spec = KernelSpec("loop", source, [], [1] * len(args), dtypes, True, False)
     spec.kid = spec.content_id()
-    return builder.kernel(spec), em.fixed, written
+    return builder.kernel(spec), em.fixed, written, em.uses_blas
 
 
 def _write_back(params: list[str], result) -> list[str]:

@@ -1,0 +1,212 @@
+"""Float dots as calls of the cblas GEMM in NumPy's own OpenBLAS, from compiled code.
+
+One generated kernel per element type (`gemm_spec`) calls the library's `cblas_?gemm` once per
+batch matrix. The dot thunk calls that kernel from the driver, and a native while loop calls
+the same kernel from inside the loop, with the same arguments: the two paths run the same
+library calls, so they give the same bits.
+
+The library is the OpenBLAS mapped into the process from NumPy's install (its wheel's
+`numpy.libs`), else any mapped OpenBLAS exporting cblas. Its GEMM addresses are registered with
+LLVM under fixed names (`llvmlite.binding.add_symbol`) and the kernel declares them as Numba
+external functions: a call by symbol name is resolved when the machine code is loaded, so the
+kernel can be cached (a ctypes pointer would bake in this process's address). The names carry
+the integer width of the library's interface (`blasint`: 64 bits in NumPy's ILP64 wheels), so
+a kernel compiled against one width is never loaded against the other.
+
+A dot's operands are passed as stored where one GEMM operand form fits: row-major `[m, k]`
+(no transpose) or `[k, m]` (transposed, leading dimension m), batch dims leading; otherwise
+the caller copies the operand into `[batch, m, k]` order first (`DotPlan.copy_lhs/rhs`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from .kernels import KernelSpec
+
+ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
+# (cblas symbol for f32, for f64, integer width): NumPy's wheels' ILP64 names, then plain ones
+_SYMBOLS = (
+    ("scipy_cblas_sgemm64_", "scipy_cblas_dgemm64_", 64),
+    ("cblas_sgemm64_", "cblas_dgemm64_", 64),
+    ("cblas_sgemm", "cblas_dgemm", None),  # width from openblas_get_config
+)
+_FOUND: tuple | None = None  # (path, {dtype: registered name}, width) once looked up
+
+
+def _mapped_openblas() -> list[str]:
+    """OpenBLAS libraries mapped into this process, NumPy's own first."""
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if "openblas" in line.lower()}
+    except OSError:
+        return []
+    numpy_dir = os.path.dirname(os.path.dirname(os.path.abspath(np.__file__)))
+    ours = [os.path.join(numpy_dir, "numpy"), os.path.join(numpy_dir, "numpy.libs")]
+    return sorted(
+        (p for p in paths if p.endswith(".so") or ".so." in p),
+        key=lambda p: (not any(p.startswith(d) for d in ours), p),
+    )
+
+
+def _width(library, symbol_width: int | None) -> int | None:
+    if symbol_width is not None:
+        return symbol_width
+    config = getattr(library, "openblas_get_config", None)
+    if config is None:
+        return None
+    config.restype = ctypes.c_char_p
+    return 64 if b"USE64BITINT" in (config() or b"") else 32
+
+
+def library():
+    """(path, {"f32": name, "f64": name}, integer width) of the GEMM kernels call, or None
+    where no usable cblas is mapped (dots then run through np.matmul)."""
+    global _FOUND
+    if _FOUND is None:
+        _FOUND = (None, {}, 0)
+        for path in _mapped_openblas():
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError:
+                continue
+            for single, double, symbol_width in _SYMBOLS:
+                if not (hasattr(lib, single) and hasattr(lib, double)):
+                    continue
+                width = _width(lib, symbol_width)
+                if width is None:
+                    continue
+                _FOUND = (path, _register(lib, {"f32": single, "f64": double}, width), width)
+                break
+            if _FOUND[0] is not None:
+                break
+    return _FOUND if _FOUND[0] is not None else None
+
+
+def _register(lib, symbols: dict, width: int) -> dict:
+    import llvmlite.binding as llvm
+
+    names = {}
+    for dtype, symbol in symbols.items():
+        name = f"minixla_cblas_{dtype}_gemm_i{width}"
+        llvm.add_symbol(name, ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value)
+        names[dtype] = name
+    return names
+
+
+def available(dtype: str) -> bool:
+    found = library()
+    return found is not None and dtype in found[1]
+
+
+_KERNEL = '''"""GEMM of NumPy's BLAS ({symbol}), {dtype}: one call per batch matrix."""
+import numpy as np
+from numba import njit, types
+from minixla.backends.cpu import gemm as _library
+
+_library.library()  # registers {symbol} before this module's machine code is loaded
+_I = types.int{width}
+_P = types.intp
+gemm = types.ExternalFunction(
+    "{symbol}",
+    types.void(types.int32, types.int32, types.int32, _I, _I, _I, types.{scalar}, _P, _I,
+               _P, _I, types.{scalar}, _P, _I),
+)
+blasint = np.int{width}
+
+
+@njit(error_model='numpy', boundscheck=False, nogil=True, cache=CACHE)
+def kernel(a, b, c, dims):
+    # dims: batch, m, n, k, transpose a, transpose b, lda, ldb, batch stride of a and of b
+    batch, m, n, k = dims[0], dims[1], dims[2], dims[3]
+    if k == 0:
+        c[:] = 0
+        return
+    trans_a, trans_b = np.int32(dims[4]), np.int32(dims[5])
+    lda, ldb, stride_a, stride_b = dims[6], dims[7], dims[8], dims[9]
+    pa, pb, pc = np.intp(a.ctypes.data), np.intp(b.ctypes.data), np.intp(c.ctypes.data)
+    for i in range(batch):
+        gemm(
+            np.int32({row_major}), trans_a, trans_b, blasint(m), blasint(n), blasint(k),
+            np.{scalar}(1), pa + i * stride_a * {size}, blasint(lda),
+            pb + i * stride_b * {size}, blasint(ldb),
+            np.{scalar}(0), pc + i * m * n * {size}, blasint(n),
+        )
+'''
+
+
+def gemm_spec(dtype: str) -> KernelSpec:
+    """The GEMM kernel for `dtype` ("f32" or "f64"): kernel(a, b, c, dims), every array flat."""
+    _, names, width = library()
+    source = _KERNEL.format(
+        symbol=names[dtype],
+        dtype=dtype,
+        width=width,
+        scalar="float32" if dtype == "f32" else "float64",
+        size=4 if dtype == "f32" else 8,
+        row_major=ROW_MAJOR,
+    )
+    args = [("param", 0), ("param", 1), ("out", 0), ("dims", None)]  # called by GemmDot
+    spec = KernelSpec("kernel", source, args, [1] * 4, [dtype, dtype, dtype, "s64"], True, False)
+    spec.kid = spec.content_id()
+    return spec
+
+
+@dataclass(frozen=True)
+class DotPlan:
+    """How a dot instruction maps onto batched GEMMs of row-major operands."""
+
+    batch: int
+    m: int
+    n: int
+    k: int
+    copy_lhs: tuple | None  # (dims, permutation) of a transpose into [batch, m, k] order
+    copy_rhs: tuple | None  # ... into [batch, k, n]
+    dims: np.ndarray  # the kernel's dims argument
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.batch * self.m * self.n * self.k
+
+    @property
+    def empty(self) -> bool:
+        return self.batch * self.m * self.n == 0
+
+
+def _operand_form(dims, batch, first, second) -> tuple[bool, tuple | None]:
+    """(transposed, copy) for an operand whose GEMM matrix is [first, second] per batch: as
+    stored when its dims are batch + first + second (plain) or batch + second + first
+    (transposed); else a copy into batch + first + second order."""
+    if batch + first + second == list(range(len(dims))):
+        return False, None
+    if batch + second + first == list(range(len(dims))):
+        return True, None
+    return False, (tuple(dims), tuple(batch + first + second))
+
+
+def plan(instr) -> DotPlan:
+    attrs = instr.attrs
+    lhs, rhs = instr.operand(0).shape, instr.operand(1).shape
+    lb, rb = list(attrs.get("lhs_batch_dims", ())), list(attrs.get("rhs_batch_dims", ()))
+    lc = list(attrs.get("lhs_contracting_dims", ()))
+    rc = list(attrs.get("rhs_contracting_dims", ()))
+    lf = [d for d in range(lhs.rank) if d not in lb + lc]
+    rf = [d for d in range(rhs.rank) if d not in rb + rc]
+    batch = math.prod(lhs.dims[d] for d in lb)
+    m, k = math.prod(lhs.dims[d] for d in lf), math.prod(lhs.dims[d] for d in lc)
+    n = math.prod(rhs.dims[d] for d in rf)
+    trans_a, copy_lhs = _operand_form(lhs.dims, lb, lf, lc)
+    trans_b, copy_rhs = _operand_form(rhs.dims, rb, rc, rf)
+    lda = max(1, m if trans_a else k)
+    ldb = max(1, k if trans_b else n)
+    dims = np.array(
+        [batch, m, n, k, TRANS if trans_a else NO_TRANS, TRANS if trans_b else NO_TRANS]
+        + [lda, ldb, m * k, k * n],
+        np.int64,
+    )
+    return DotPlan(batch, m, n, k, copy_lhs, copy_rhs, dims)
