@@ -218,6 +218,9 @@ BLAS_DOTS = [
     ),
     ("[8,4,32]", "[4,32,80]", "lhs_contracting_dims={1,2}, rhs_contracting_dims={0,1}"),
     ("[4,16,32]", "[32,80]", "lhs_contracting_dims={2}, rhs_contracting_dims={0}"),
+    # above the small-matrix path's size: blocks of columns where the library has that path
+    ("[16,128]", "[128,1040]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
+    ("[128,16]", "[1040,128]", "lhs_contracting_dims={0}, rhs_contracting_dims={1}"),
 ]
 
 
@@ -225,7 +228,18 @@ BLAS_DOTS = [
 @pytest.mark.parametrize(
     "lhs, rhs, dims",
     BLAS_DOTS,
-    ids=["nn", "tn", "nt", "tt", "batch", "batch-copied", "two-contracted", "two-free"],
+    ids=[
+        "nn",
+        "tn",
+        "nt",
+        "tt",
+        "batch",
+        "batch-copied",
+        "two-contracted",
+        "two-free",
+        "nn-columns",
+        "tt-columns",
+    ],
 )
 def test_a_scan_of_blas_dots_runs_natively_bit_for_bit_as_the_python_loop(dtype, lhs, rhs, dims):
     rng = np.random.default_rng(3)
