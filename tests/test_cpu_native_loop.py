@@ -5,6 +5,8 @@ keep the Python loop. BLAS-sized dots run natively, bit for bit as in the Python
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -164,7 +166,7 @@ def test_a_small_dot_kernel_and_a_blas_dot_both_run_natively(width):
 
 
 def _gemm(exe) -> bool:
-    return any("GEMM of NumPy's BLAS" in spec.source for spec in exe.program.kernels.values())
+    return any("of NumPy's BLAS" in spec.source for spec in exe.program.kernels.values())
 
 
 # A scan whose step is a BLAS-sized dot: acc = acc * 0.5 + tanh(dot(a, b)), a = a * 0.75.
@@ -218,6 +220,17 @@ BLAS_DOTS = [
     ),
     ("[8,4,32]", "[4,32,80]", "lhs_contracting_dims={1,2}, rhs_contracting_dims={0,1}"),
     ("[4,16,32]", "[32,80]", "lhs_contracting_dims={2}, rhs_contracting_dims={0}"),
+    # one operand a vector: GEMV, with the matrix as stored or transposed
+    ("[64]", "[64,96]", "lhs_contracting_dims={0}, rhs_contracting_dims={0}"),
+    ("[1,64]", "[96,64]", "lhs_contracting_dims={1}, rhs_contracting_dims={1}"),
+    ("[96,64]", "[64]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
+    ("[64,96]", "[64,1]", "lhs_contracting_dims={0}, rhs_contracting_dims={0}"),
+    (
+        "[3,64]",
+        "[3,64,96]",
+        "lhs_batch_dims={0}, lhs_contracting_dims={1}, rhs_batch_dims={0}, "
+        "rhs_contracting_dims={1}",
+    ),
     # above the small-matrix path's size: blocks of columns where the library has that path
     ("[16,128]", "[128,1040]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
     ("[128,16]", "[1040,128]", "lhs_contracting_dims={0}, rhs_contracting_dims={1}"),
@@ -237,6 +250,11 @@ BLAS_DOTS = [
         "batch-copied",
         "two-contracted",
         "two-free",
+        "vector-matrix",
+        "row-transposed-matrix",
+        "matrix-vector",
+        "transposed-matrix-column",
+        "batched-vector",
         "nn-columns",
         "tt-columns",
     ],
@@ -380,3 +398,56 @@ def test_a_read_only_argument_the_loop_only_reads():
     w.flags.writeable = False
     exe = _check(DOT_BODY, h, w, passes=[])
     assert _native(exe)
+
+
+def test_a_loop_carried_scatter_runs_natively_in_place():
+    from test_cpu_loops import SCATTER_ROW
+
+    exe = _check(SCATTER_ROW, np.arange(24, dtype=np.float32).reshape(8, 3))
+    assert _native(exe) and not _python_loop(exe)
+    (source,) = [s.source for s in exe.program.kernels.values() if "Native while loop" in s.source]
+    # the state buffer is the scatter's operand and its output
+    assert re.search(r"k\d+\((s\d+)\.reshape\(\(8, 3\)\), .*\1\.reshape\(\(8, 3\)\)\)", source)
+
+
+# The updated buffer is also read in the same iteration (a KV cache the step attends over).
+READ_AFTER_UPDATE = """
+HloModule r
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+cond {
+  s = (s32[], f32[8,3], f32[]) parameter(0)
+  ROOT lt = pred[] compare(s32[] get-tuple-element(s), index=0, s32[] constant(6)), direction=LT
+}
+body {
+  s = (s32[], f32[8,3], f32[]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  buf = f32[8,3] get-tuple-element(s), index=1
+  total = f32[] get-tuple-element(s), index=2
+  row = f32[1,3] broadcast(f32[] convert(i)), dimensions={}
+  upd = f32[8,3] dynamic-update-slice(buf, row, i, s32[] constant(0))
+  sum = f32[] reduce(upd, f32[] constant(0)), dimensions={0,1}, to_apply=add
+  ROOT t = (s32[], f32[8,3], f32[]) tuple(s32[] add(i, s32[] constant(1)), upd, f32[] add(total, sum))
+}
+ENTRY main {
+  x = f32[8,3] parameter(0)
+  w = (s32[], f32[8,3], f32[]) while((s32[], f32[8,3], f32[]) tuple(s32[] constant(0), x, f32[] constant(0))), condition=cond, body=body
+  ROOT r = (f32[8,3], f32[]) tuple(f32[8,3] get-tuple-element(w), index=1, f32[] get-tuple-element(w), index=2)
+}"""
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "python"])
+def test_an_update_read_again_in_its_iteration_is_still_in_place(native):
+    exe = _check(
+        READ_AFTER_UPDATE, np.arange(24, dtype=np.float32).reshape(8, 3), native_loops=native
+    )
+    assert _native(exe) == native
+    if native:
+        (source,) = [s.source for s in exe.program.kernels.values() if "Native while" in s.source]
+        assert re.search(r"\n +s1\.reshape\(\(8, 3\)\)\[", source), source  # into the state
+    else:
+        body = [c for c in exe.program.source.split("\n\n\n") if "dynamic-update-slice" in c][0]
+        assert re.search(r"t\d+\((v\d+), \1, ", body), body

@@ -1,12 +1,14 @@
 """Float dots as calls of the cblas GEMM in NumPy's own OpenBLAS, from compiled code.
 
 One generated kernel per element type (`gemm_spec`) calls the library's `cblas_?gemm` once per
-batch matrix. The dot thunk calls that kernel from the driver, and a native while loop calls
-the same kernel from inside the loop, with the same arguments: the two paths run the same
-library calls, so they give the same bits.
+batch matrix, or `cblas_?gemv` where one operand is a vector (m or n is 1: OpenBLAS's GEMM
+took 84-114 us for a 512-vector times a 512x1000 matrix, its GEMV 16 us, as NumPy uses).
+The dot thunk calls that kernel from the driver, and a native while loop calls the same kernel
+from inside the loop, with the same arguments: the two paths run the same library calls, so
+they give the same bits.
 
 The library is the OpenBLAS mapped into the process from NumPy's install (its wheel's
-`numpy.libs`), else any mapped OpenBLAS exporting cblas. Its GEMM addresses are registered with
+`numpy.libs`), else any mapped OpenBLAS exporting cblas. Its routines' addresses are registered with
 LLVM under fixed names (`llvmlite.binding.add_symbol`) and the kernel declares them as Numba
 external functions: a call by symbol name is resolved when the machine code is loaded, so the
 kernel can be cached (a ctypes pointer would bake in this process's address). The names carry
@@ -31,12 +33,11 @@ from .blas_threads import always_serial
 from .kernels import KernelSpec
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
-# (cblas symbol for f32, for f64, integer width): NumPy's wheels' ILP64 names, then plain ones
-_SYMBOLS = (
-    ("scipy_cblas_sgemm64_", "scipy_cblas_dgemm64_", 64),
-    ("cblas_sgemm64_", "cblas_dgemm64_", 64),
-    ("cblas_sgemm", "cblas_dgemm", None),  # width from openblas_get_config
-)
+# (symbol prefix, suffix, integer width): NumPy's wheels' ILP64 names, then plain ones
+# (cblas_sgemm64_, scipy_cblas_dgemv64_, ...)
+_SYMBOLS = (("scipy_cblas_", "64_", 64), ("cblas_", "64_", 64), ("cblas_", "", None))
+_ROUTINES = {("f32", "gemm"): "sgemm", ("f64", "gemm"): "dgemm"}
+_ROUTINES.update({("f32", "gemv"): "sgemv", ("f64", "gemv"): "dgemv"})
 # OpenBLAS's AVX-512 kernels compute GEMMs of at most 10^6 multiply-adds without packing the
 # operands (its small-matrix path); above that, a GEMM with few rows spends most of its time
 # packing B. Such GEMMs are run as column blocks under the limit (`DotPlan.block`).
@@ -47,7 +48,7 @@ SMALL_PATH_MACS = 1_000_000
 @dataclass(frozen=True)
 class Blas:
     path: str
-    names: dict  # element type -> the GEMM's registered symbol name
+    names: dict  # (element type, "gemm" or "gemv") -> the registered symbol name
     width: int  # bits of the interface's integers
     small_path: bool  # the core OpenBLAS runs has its small-matrix GEMM path
 
@@ -69,12 +70,13 @@ def _find() -> Blas | None:
             lib = ctypes.CDLL(path)
         except OSError:
             continue
-        for single, double, symbol_width in _SYMBOLS:
-            if not (hasattr(lib, single) and hasattr(lib, double)):
+        for prefix, suffix, symbol_width in _SYMBOLS:
+            symbols = {key: f"{prefix}{name}{suffix}" for key, name in _ROUTINES.items()}
+            if not all(hasattr(lib, symbol) for symbol in symbols.values()):
                 continue
             width = _width(lib, symbol_width)
             if width is not None:
-                names = _register(lib, {"f32": single, "f64": double}, width)
+                names = _register(lib, symbols, width)
                 return Blas(path, names, width, _core(lib).lower() in _SMALL_PATH_CORES)
     return None
 
@@ -121,69 +123,84 @@ def _register(lib, symbols: dict, width: int) -> dict:
     import llvmlite.binding as llvm
 
     names = {}
-    for dtype, symbol in symbols.items():
-        name = f"minixla_cblas_{dtype}_gemm_i{width}"
+    for (dtype, routine), symbol in symbols.items():
+        name = f"minixla_cblas_{dtype}_{routine}_i{width}"
         llvm.add_symbol(name, ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value)
-        names[dtype] = name
+        names[(dtype, routine)] = name
     return names
 
 
 def available(dtype: str) -> bool:
     found = library()
-    return found is not None and dtype in found.names
+    return found is not None and (dtype, "gemm") in found.names
 
 
-_KERNEL = '''"""GEMM of NumPy's BLAS ({symbol}), {dtype}: one call per batch matrix."""
+_KERNEL = '''"""GEMM and GEMV of NumPy's BLAS, {dtype}: one call per batch matrix."""
 import numpy as np
 from numba import njit, types
 from minixla.backends.cpu import gemm as _library
 
-_library.library()  # registers {symbol} before this module's machine code is loaded
+_library.library()  # registers the symbols before this module's machine code is loaded
 _I = types.int{width}
 _P = types.intp
+_F = types.{scalar}
 gemm = types.ExternalFunction(
-    "{symbol}",
-    types.void(types.int32, types.int32, types.int32, _I, _I, _I, types.{scalar}, _P, _I,
-               _P, _I, types.{scalar}, _P, _I),
+    "{gemm}", types.void(types.int32, types.int32, types.int32, _I, _I, _I, _F, _P, _I, _P, _I,
+                         _F, _P, _I),
+)
+gemv = types.ExternalFunction(
+    "{gemv}", types.void(types.int32, types.int32, _I, _I, _F, _P, _I, _P, _I, _F, _P, _I),
 )
 blasint = np.int{width}
+ONE, ZERO = np.{scalar}(1), np.{scalar}(0)
+ROW_MAJOR, NO_TRANS, TRANS = np.int32({row_major}), np.int32({no_trans}), np.int32({trans})
 
 
 @njit(error_model='numpy', boundscheck=False, nogil=True, cache=CACHE)
 def kernel(a, b, c, dims):
     # dims: batch, m, n, k, transpose a, transpose b, lda, ldb, batch stride of a and of b,
-    # columns per GEMM call
+    # columns per GEMM call, routine (0 GEMM, 1 GEMV of b, 2 GEMV of a)
     batch, m, n, k = dims[0], dims[1], dims[2], dims[3]
     if k == 0:
         c[:] = 0
         return
     trans_a, trans_b = np.int32(dims[4]), np.int32(dims[5])
     lda, ldb, stride_a, stride_b, block = dims[6], dims[7], dims[8], dims[9], dims[10]
+    routine = dims[11]
     pa, pb, pc = np.intp(a.ctypes.data), np.intp(b.ctypes.data), np.intp(c.ctypes.data)
     for i in range(batch):
-        for j in range(0, n, block):
-            columns = min(block, n - j)
-            b_offset = i * stride_b + (j * ldb if trans_b == {trans} else j)
-            gemm(
-                np.int32({row_major}), trans_a, trans_b, blasint(m), blasint(columns),
-                blasint(k), np.{scalar}(1), pa + i * stride_a * {size}, blasint(lda),
-                pb + b_offset * {size}, blasint(ldb),
-                np.{scalar}(0), pc + (i * m * n + j) * {size}, blasint(n),
-            )
+        a_i, b_i = pa + i * stride_a * {size}, pb + i * stride_b * {size}
+        c_i = pc + i * m * n * {size}
+        if routine == 1:  # one row of a: c = b^T a, b stored [k, n] (or [n, k] transposed)
+            rows, columns = (n, k) if trans_b == TRANS else (k, n)
+            gemv(ROW_MAJOR, NO_TRANS if trans_b == TRANS else TRANS, blasint(rows),
+                 blasint(columns), ONE, b_i, blasint(ldb), a_i, blasint(1), ZERO, c_i, blasint(1))
+        elif routine == 2:  # one column of b: c = a b, a stored [m, k] (or [k, m] transposed)
+            rows, columns = (k, m) if trans_a == TRANS else (m, k)
+            gemv(ROW_MAJOR, trans_a, blasint(rows), blasint(columns), ONE, a_i, blasint(lda),
+                 b_i, blasint(1), ZERO, c_i, blasint(1))
+        else:
+            for j in range(0, n, block):
+                b_j = b_i + (j * ldb if trans_b == TRANS else j) * {size}
+                gemm(ROW_MAJOR, trans_a, trans_b, blasint(m), blasint(min(block, n - j)),
+                     blasint(k), ONE, a_i, blasint(lda), b_j, blasint(ldb), ZERO,
+                     c_i + j * {size}, blasint(n))
 '''
 
 
 def gemm_spec(dtype: str) -> KernelSpec:
-    """The GEMM kernel for `dtype` ("f32" or "f64"): kernel(a, b, c, dims), every array flat."""
+    """The dot kernel for `dtype` ("f32" or "f64"): kernel(a, b, c, dims), every array flat."""
     blas = library()
     assert blas is not None
     source = _KERNEL.format(
-        symbol=blas.names[dtype],
+        gemm=blas.names[(dtype, "gemm")],
+        gemv=blas.names[(dtype, "gemv")],
         dtype=dtype,
         width=blas.width,
         scalar="float32" if dtype == "f32" else "float64",
         size=4 if dtype == "f32" else 8,
         row_major=ROW_MAJOR,
+        no_trans=NO_TRANS,
         trans=TRANS,
     )
     args = [("param", 0), ("param", 1), ("out", 0), ("dims", None)]  # called by GemmDot
@@ -241,7 +258,8 @@ def plan(instr) -> DotPlan:
     ldb = max(1, k if trans_b else n)
     dims = np.array(
         [batch, m, n, k, TRANS if trans_a else NO_TRANS, TRANS if trans_b else NO_TRANS]
-        + [lda, ldb, m * k, k * n, _columns_per_call(m, n, k, trans_a, trans_b)],
+        + [lda, ldb, m * k, k * n, _columns_per_call(m, n, k, trans_a, trans_b)]
+        + [1 if m == 1 else 2 if n == 1 else 0],
         np.int64,
     )
     return DotPlan(batch, m, n, k, copy_lhs, copy_rhs, dims)

@@ -1,8 +1,9 @@
 """A while loop as one Numba function: condition and body kernels called in native code.
 
 When every instruction of a loop's condition and body is a generated kernel, a view, a
-copy, a broadcast of a scalar or a dynamic-update-slice (with tuples, get-tuple-elements,
-parameters and array constants around them), the driver does not run the loop in Python.
+copy, a broadcast of a scalar, a dynamic-update-slice, a scatter or a float dot (BLAS GEMM,
+gemm.py) (with tuples, get-tuple-elements, parameters and array constants around them), the
+driver does not run the loop in Python.
 `native_while` emits one function
 
     @njit(nogil=True, cache=CACHE)
@@ -20,8 +21,9 @@ C order); kernels get the rank their signature asks for through a reshape. Tempo
 allocated once at compile time (calls of an executable are serialized), so the loop
 allocates nothing. State leaves the body writes are private to the loop: copied once per call
 before the loop unless the computation made them for the loop alone, as on the Python path.
-Anything else (nested control flow, BLAS dots, other thunks, fallbacks, bf16, empty arrays,
-large temporaries) keeps the Python loop around the driver functions.
+Anything else (nested control flow, GEMMs large enough for BLAS threads, other thunks,
+fallbacks, bf16, empty arrays, large temporaries) keeps the Python loop around the driver
+functions.
 """
 
 from __future__ import annotations
@@ -142,17 +144,23 @@ class _Emitter:
             return out
         if how == "dus":
             return self.dynamic_update_slice(instr, names)
+        if how == "scatter":  # a loop-carried update writes the state buffer in place
+            copying, in_place = detail
+            if id(instr) not in self.updates:
+                return self.kernel(instr, copying, names)
+            target = names[id(instr.operand(0))]
+            return self.kernel(instr, in_place, names, outs=[target])
         if how == "thunk" and isinstance(detail, GemmDot):
             return self.gemm(instr, detail.plan, names)
         raise _Ineligible(f"{op} lowered as {how}")
 
-    def kernel(self, instr, spec: KernelSpec, names):
+    def kernel(self, instr, spec: KernelSpec, names, outs=None):
         leaves = [s for _, s in instr.shape.leaves()]
         if any(s.numel() == 0 for s in leaves):
             raise _Ineligible("empty array")
         if "bf16" in spec.dtypes:
             raise _Ineligible("bf16 kernel")
-        outs = [self.temp(s) for s in leaves]
+        outs = [self.temp(s) for s in leaves] if outs is None else outs
         args = []
         for (kind, what), rank in zip(spec.args, spec.ndims):
             if kind == "param":
