@@ -28,6 +28,7 @@ functions.
 
 from __future__ import annotations
 
+from typing import NamedTuple
 
 import numpy as np
 
@@ -64,6 +65,7 @@ class _Emitter:
         self.lines: list[str] = []
         self.temp_bytes = 0
         self.uses_blas = False  # calls NumPy's BLAS: the driver sets one BLAS thread first
+        self.parallel_work = 0  # the largest work of a parallel kernel it calls
 
     # -- buffers ------------------------------------------------------------------------
     def temp(self, shape) -> str:
@@ -161,6 +163,8 @@ class _Emitter:
         if "bf16" in spec.dtypes:
             raise _Ineligible("bf16 kernel")
         outs = [self.temp(s) for s in leaves] if outs is None else outs
+        if spec.parallel:
+            self.parallel_work = max(self.parallel_work, spec.work)
         args = []
         for (kind, what), rank in zip(spec.args, spec.ndims):
             if kind == "param":
@@ -252,10 +256,17 @@ def _check_type(shape) -> None:
         raise _Ineligible(f"element type of {shape}")
 
 
-def native_while(builder, loop, updates: dict, limit):
-    """(global name of the loop kernel, names of its fixed arguments, state leaves it
-    overwrites besides `updates`, whether it calls BLAS) for `loop`, or None when its
-    condition or body is not made only of native pieces (the Python loop then)."""
+class NativeLoop(NamedTuple):
+    name: str  # global name of the loop kernel
+    fixed: list  # names of its fixed arguments (temporaries, constants)
+    written: set  # state leaves it overwrites besides the in-place updates
+    uses_blas: bool  # it calls NumPy's BLAS (the driver sets one BLAS thread first)
+    work: int  # the largest kernel_work of its parallel kernels (0: none)
+
+
+def native_while(builder, loop, updates: dict, limit) -> NativeLoop | None:
+    """The native function running `loop`, or None when its condition or body is not made
+    only of native pieces (the Python loop then)."""
     if (
         builder.flush_denormals
         or not loop.shape.is_tuple
@@ -305,7 +316,7 @@ def native_while(builder, loop, updates: dict, limit):
     dtypes = [s.dtype for s in em.state_shapes] + em.fixed_dtypes + ["s64"]
     spec = KernelSpec("loop", source, [], [1] * len(args), dtypes, True, False)
     spec.kid = spec.content_id()
-    return builder.kernel(spec), em.fixed, written, em.uses_blas
+    return NativeLoop(builder.kernel(spec), em.fixed, written, em.uses_blas, em.parallel_work)
 
 
 def _write_back(params: list[str], result) -> list[str]:
