@@ -533,6 +533,22 @@ def test_blas_threads_follow_the_gemm_size_and_the_idle_cores():
     np.testing.assert_array_equal(a @ a, np.full((64, 64), 64, np.float32))
 
 
+def test_dots_use_np_matmul_where_no_cblas_can_be_called(monkeypatch):
+    from minixla.backends.cpu import gemm
+
+    monkeypatch.setattr(gemm, "_FOUND", [None])
+    text = module("""
+  a = f64[24,40] parameter(0)
+  b = f64[24,56] parameter(1)
+  ROOT d = f64[40,56] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+""")
+    exe = minixla.compile(text, backend="cpu", passes=[], cache=False)
+    assert not any("NumPy's BLAS" in spec.source for spec in exe.program.kernels.values())
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((24, 40)), rng.standard_normal((24, 56))
+    np.testing.assert_allclose(exe(a, b), a.T @ b, rtol=1e-12)
+
+
 def test_kernel_threads_follow_the_work_the_idle_cores_and_recent_threaded_gemms(monkeypatch):
     from minixla.backends.cpu import blas_threads
 

@@ -55,17 +55,19 @@ def cores() -> int:
     return os.cpu_count() or 1
 
 
-def _find_setters() -> list:
-    setters, seen = [], set()
+def openblas_paths() -> list[str]:
+    """The OpenBLAS libraries mapped into this process (empty where /proc/self/maps is not)."""
     try:
         with open("/proc/self/maps") as maps:
             paths = {line.split()[-1] for line in maps if "openblas" in line.lower()}
     except OSError:
         return []
-    for path in sorted(paths):
-        if path in seen or not os.path.exists(path):
-            continue
-        seen.add(path)
+    return sorted(p for p in paths if os.path.exists(p))
+
+
+def _find_setters() -> list:
+    setters = []
+    for path in openblas_paths():
         try:
             library = ctypes.CDLL(path)
         except OSError:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .blas_threads import always_serial
+from .blas_threads import always_serial, openblas_paths
 from .kernels import KernelSpec
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
@@ -96,17 +96,10 @@ def _core(lib) -> str:
 
 def _mapped_openblas() -> list[str]:
     """OpenBLAS libraries mapped into this process, NumPy's own first."""
-    try:
-        with open("/proc/self/maps") as maps:
-            paths = {line.split()[-1] for line in maps if "openblas" in line.lower()}
-    except OSError:
-        return []
-    numpy_dir = os.path.dirname(os.path.dirname(os.path.abspath(np.__file__)))
-    ours = [os.path.join(numpy_dir, "numpy"), os.path.join(numpy_dir, "numpy.libs")]
-    return sorted(
-        (p for p in paths if p.endswith(".so") or ".so." in p),
-        key=lambda p: (not any(p.startswith(d) for d in ours), p),
-    )
+    site = os.path.dirname(os.path.dirname(os.path.abspath(np.__file__)))
+    ours = [os.path.join(site, "numpy"), os.path.join(site, "numpy.libs")]
+    paths = [p for p in openblas_paths() if p.endswith(".so") or ".so." in p]
+    return sorted(paths, key=lambda p: (not any(p.startswith(d) for d in ours), p))
 
 
 def _width(library, symbol_width: int | None) -> int | None:
