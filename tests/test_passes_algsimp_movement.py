@@ -237,6 +237,17 @@ FIRES = {
         "CHECK: ROOT %r = f32[5,2,4]{2,1,0} dot(%a, %b), lhs_batch_dims={0}, "
         "lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}",
     ),
+    "transpose_of_dot": (
+        """
+  a = f32[5,2,3] parameter(0)
+  b = f32[5,3,4] parameter(1)
+  d = f32[5,2,4] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2},
+    rhs_batch_dims={0}, rhs_contracting_dims={1}, operand_precision={highest,default}
+  ROOT r = f32[5,4,2] transpose(d), dimensions={0,2,1}""",
+        "CHECK: ROOT %r = f32[5,4,2]{2,1,0} dot(%b, %a), lhs_batch_dims={0}, "
+        "lhs_contracting_dims={1}, rhs_batch_dims={0}, rhs_contracting_dims={2}, "
+        "operand_precision={default,highest}",
+    ),
     "constant_to_right": (
         """
   x = s32[4] parameter(0)
@@ -369,6 +380,13 @@ UNCHANGED = {
   a = f32[2,3] parameter(0)
   b = f32[3,4] parameter(1)
   ROOT r = f32[2,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}""",
+    # the dot's result is also used as it is
+    "transpose_of_dot": """
+  a = f32[2,3] parameter(0)
+  b = f32[3,4] parameter(1)
+  d = f32[2,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  t = f32[4,2] transpose(d), dimensions={1,0}
+  ROOT r = (f32[2,4], f32[4,2]) tuple(d, t)""",
     "constant_to_right": """
   c = s32[4] constant({1, 2, 3, 4})
   ROOT r = s32[4] multiply(c, c)""",
