@@ -377,3 +377,18 @@ ENTRY e {
 }"""
     got = both(text, np.ones(4, np.float32))
     assert np.isnan(got).all() and np.signbit(got).all()
+
+
+def test_integer_power_reads_the_exponents_low_six_bits_as_xla_does():
+    # XLA:CPU gives 3^64 = 1 and 3^66 = 9 (any exponent past 63 overflows a base other than
+    # 0 and +-1); minixla computed the full wrapped power (found against XLA:CPU, fuzz seed 265)
+    text = """HloModule m
+ENTRY e {
+  x = s64[6] parameter(0)
+  y = s64[6] parameter(1)
+  ROOT p = s64[6] power(x, y)
+}"""
+    base = np.array([3, 3, 2, 2, -1, 5], np.int64)
+    exponent = np.array([64, 66, 63, 64, -3, 100], np.int64)
+    got = both(text, base, exponent)
+    assert got.tolist() == [1, 9, -(2**63), 1, -1, pow(5, 36, 2**64) - 2**64]

@@ -47,7 +47,9 @@ def flushed(value):
     small = _small(value, tiny)
     if not small.any():
         return value
-    return np.where(small, value * value.dtype.type(0), value)
+    out = np.array(value)  # multiplied only where small: inf * 0 elsewhere would warn
+    np.multiply(out, out.dtype.type(0), out=out, where=small)
+    return out
 
 
 def flush_in_place(array: np.ndarray) -> None:
@@ -57,4 +59,4 @@ def flush_in_place(array: np.ndarray) -> None:
         return
     small = _small(array, tiny)
     if small.any():
-        np.copyto(array, array * array.dtype.type(0), where=small)
+        np.multiply(array, array.dtype.type(0), out=array, where=small)

@@ -186,7 +186,9 @@ def _power(ctx, instr, args):
     if kind(dtype) == "float":
         return f"{ctx.math('power', 'f32' if dtype == 'bf16' else dtype)}({a}, {b})"
     if kind(dtype) in ("signed", "unsigned"):
-        unsigned = ctx.cast(b, unsigned_of(dtype))
+        # only the exponent's low 6 bits, as XLA's kernels (and the interpreter) read it
+        bits = unsigned_of(dtype)
+        unsigned = ctx.cast(f"{ctx.cast(b, bits)} & {ctx.const(63, bits)}", bits)
         negative = f"({b} < 0)" if kind(dtype) == "signed" else "False"
         if dtype == "s64":  # squared in u64, see _wrapped
             return _wrapped(
