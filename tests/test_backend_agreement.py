@@ -392,3 +392,20 @@ ENTRY e {
     exponent = np.array([64, 66, 63, 64, -3, 100], np.int64)
     got = both(text, base, exponent)
     assert got.tolist() == [1, 9, -(2**63), 1, -1, pow(5, 36, 2**64) - 2**64]
+
+
+def test_a_mixed_precision_select_run_through_the_interpreters_handler():
+    # f16 has no cpu kernel, so the select runs through the interpreter's handler, which was
+    # called without the widening the interpreter applies to mixed float operands: a
+    # ShapeError on cpu for a module the interpreter runs (and, in a fusion, an f16 array
+    # where the next kernel wanted f64: a raw Numba TypeError; fuzz mutant seed 19)
+    text = """HloModule m
+ENTRY e {
+  p = f16[2] parameter(0)
+  q = f64[2] parameter(1)
+  c = pred[2] parameter(2)
+  ROOT s = f16[2] select(c, q, p)
+}"""
+    p, q = np.array([1.5, -2], np.float16), np.array([0.1, 7.0])
+    got = both(text, p, q, np.array([True, False]))
+    assert got.dtype == np.float16 and got.tolist() == [np.float16(0.1), -2]

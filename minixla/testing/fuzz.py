@@ -574,17 +574,26 @@ def check_module(module, args, *, backends=("cpu",)) -> list[str]:
     from ..passes.pipelines import cpu_pipeline
     from .compare import compare_values
 
+    problems = []
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         want = compile(module, backend="interpreter")(*args)
-        optimized = module.clone()
-        run_pipeline(cpu_pipeline(), optimized, verify=True)
-        runs = {
-            "interpreter after the cpu pipeline": compile(optimized, backend="interpreter")(*args)
-        }
+        runs = {}
+        # once the reference has run the module, every other path must run it too: an error
+        # there (a ShapeError from a pass, an op a backend lacks) is a difference, not a refusal
+        try:
+            optimized = module.clone()
+            run_pipeline(cpu_pipeline(), optimized, verify=True)
+            runs["interpreter after the cpu pipeline"] = compile(optimized, backend="interpreter")(
+                *args
+            )
+        except MinixlaError as exc:
+            problems.append(f"the cpu pipeline or its result refused: {_brief(exc)}")
         for backend in backends:
-            runs[backend] = compile(module, backend=backend)(*args)
-    problems = []
+            try:
+                runs[backend] = compile(module, backend=backend)(*args)
+            except MinixlaError as exc:
+                problems.append(f"{backend} refused: {_brief(exc)}")
     root = module.entry.root
     leaves = list(root.shape.tuple_shapes) if root.shape.is_tuple else [root.shape]
     for name, got in runs.items():
@@ -595,6 +604,10 @@ def check_module(module, args, *, backends=("cpu",)) -> list[str]:
             atol = float(np.finfo(shape.numpy_dtype).tiny) if shape.dtype in FLOATS else 0.0
             problems += compare_values(g, w, rtol=rtol, atol=atol, what=f"{name} output {i}")
     return problems
+
+
+def _brief(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc)[:200]}"
 
 
 # -- mutants -------------------------------------------------------------------------------------
@@ -671,7 +684,9 @@ def mutate(text: str, seed: int, *, edits: int | None = None) -> str:
 
 def run_case(text: str, seed: int, backends=("cpu",)) -> tuple[str, str]:
     """(outcome, detail) of one module text: 'rejected' (a MinixlaError while parsing,
-    verifying, compiling or running), 'agree', 'mismatch' or 'crash' (any other exception)."""
+    verifying, or compiling or running it on the interpreter), 'agree', 'mismatch' (different
+    values, or another path refusing what the interpreter ran) or 'crash' (any other
+    exception)."""
     from ..text import parse_hlo_module
 
     try:
@@ -679,9 +694,9 @@ def run_case(text: str, seed: int, backends=("cpu",)) -> tuple[str, str]:
         args = random_inputs(module, seed)
         problems = check_module(module, args, backends=backends)
     except MinixlaError as exc:
-        return "rejected", f"{type(exc).__name__}: {str(exc)[:200]}"
+        return "rejected", _brief(exc)
     except Exception as exc:  # noqa: BLE001 - the fuzzer reports what escaped
-        return "crash", f"{type(exc).__name__}: {str(exc)[:200]}"
+        return "crash", _brief(exc)
     return ("mismatch", "\n".join(problems)) if problems else ("agree", "")
 
 
