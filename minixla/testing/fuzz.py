@@ -82,7 +82,6 @@ NOT_GENERATED = {
     "complex": "complex types are not generated",
     "mulhi": "not in XLA's text for these types",
     "stochastic-convert": "not implemented",
-    "map": "scalar computations are covered by reduce, sort and scatter",
     "dynamic-reshape": "dynamic shapes",
     "set-dimension-size": "dynamic shapes",
     "get-dimension-size": "static shapes only",
@@ -99,9 +98,6 @@ NOT_GENERATED = {
     "batch-norm-training": "expanded before backends",
     "batch-norm-inference": "expanded",
     "batch-norm-grad": "expanded before backends",
-    "while": "control flow has its own tests",
-    "conditional": "control flow has its own tests",
-    "call": "inlined by the pipeline",
     "fusion": "made by the pipeline",
     "custom-call": "needs registered targets",
     "opt-barrier": "an identity",
@@ -499,6 +495,83 @@ def _sort(ctx, opcode):
     )
 
 
+def _elementwise_chain(rng, value):
+    """One or two elementwise ops on `value` in its own computation (a callee, branch, loop
+    body or map's to_apply)."""
+    kind = _kind(value.dtype)
+    if kind == "float":
+        ops: tuple = FLOAT_UNARY[:-1] + ANY_UNARY[:3]
+    elif kind == "int":
+        ops = ANY_UNARY[:3] + INT_UNARY
+    else:
+        ops = ("not",)
+    out = value.builder.emit(ops[rng.integers(len(ops))], [value])
+    if kind != "pred" and rng.random() < 0.5:
+        out = value.builder.emit(ARITHMETIC[rng.integers(len(ARITHMETIC))], [out, value])
+    return out
+
+
+def _map(ctx, opcode):
+    x = ctx.pick(("float", "int"))
+    op = ARITHMETIC[ctx.rng.integers(len(ARITHMETIC))]
+    return ctx.emit(
+        opcode,
+        [x, ctx.like(x)],
+        {"dimensions": list(range(x.rank)), "to_apply": ctx.b.reducer(op, x.dtype)},
+    )
+
+
+def _call(ctx, opcode):
+    x = ctx.pick()
+    callee = ctx.b.computation(lambda p: _elementwise_chain(ctx.rng, p), [x.shape], "callee")
+    return ctx.emit(opcode, [x], {"to_apply": callee})
+
+
+def _conditional(ctx, opcode):
+    x = ctx.pick()
+    count = int(ctx.rng.integers(1, 4))
+    branches = [
+        ctx.b.computation(lambda p: _elementwise_chain(ctx.rng, p), [x.shape], "branch")
+        for _ in range(count)
+    ]
+    if count == 2 and ctx.rng.random() < 0.5:
+        selector = ctx.scalar("pred", bool(ctx.rng.integers(2)))
+        attrs = {"true_computation": branches[0], "false_computation": branches[1]}
+    else:  # an index out of range runs the last branch
+        selector = ctx.scalar("s32", int(ctx.rng.integers(-1, count + 1)))
+        attrs = {"branch_computations": branches}
+    return ctx.emit(opcode, [selector] + [x] * count, attrs)
+
+
+def _while(ctx, opcode):
+    """A counted loop: (i, x) -> (i + 1, f(x)) while i < a bound of 0 to 3."""
+    x = ctx.pick()
+    state = Shape.tuple_of([Shape.array("s32", ()), x.shape])
+    bound = int(ctx.rng.integers(0, 4))
+
+    def condition(s):
+        b = s.builder
+        i = b.emit("get-tuple-element", [s], {"index": 0})
+        limit = b.constant(np.int32(bound))
+        return b.emit("compare", [i, limit], {"direction": "LT"})
+
+    def body(s):
+        b = s.builder
+        i = b.emit("get-tuple-element", [s], {"index": 0})
+        v = b.emit("get-tuple-element", [s], {"index": 1})
+        return (b.emit("add", [i, b.constant(np.int32(1))]), _elementwise_chain(ctx.rng, v))
+
+    loop = ctx.emit(
+        opcode,
+        [ctx.emit("tuple", [ctx.scalar("s32", 0), x])],
+        {
+            "condition": ctx.b.computation(condition, [state], "cond"),
+            "body": ctx.b.computation(body, [state], "body"),
+        },
+    )
+    return ctx.emit("get-tuple-element", [loop], {"index": 1})
+
+
 GENERATORS = {
     **{op: _unary(("float",)) for op in FLOAT_UNARY},
     **{op: _unary(("float", "int")) for op in ANY_UNARY},
@@ -528,6 +601,10 @@ GENERATORS = {
     "gather": _gather,
     "scatter": _scatter,
     "sort": _sort,
+    "map": _map,
+    "call": _call,
+    "conditional": _conditional,
+    "while": _while,
 }
 
 
