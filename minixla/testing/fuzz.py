@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import MinixlaError
 from ..ir import Shape
-from ..ir.opcodes import OPCODES
+from ..ir.opcodes import ELEMENTWISE, OPCODES
 
 FLOATS = ("f32", "f16", "bf16", "f64")
 INTS = ("s32", "s8", "u8", "u32", "s64")
@@ -31,39 +31,6 @@ DTYPES = FLOATS + INTS + ("pred",)
 # relative tolerance per float type: a few ulp, for 1-2 ulp math functions in short chains
 RTOL = {"f32": 2e-5, "f16": 4e-3, "bf16": 3e-2, "f64": 1e-12}
 
-FLOAT_UNARY = (
-    "exponential",
-    "exponential-minus-one",
-    "log",
-    "log-plus-one",
-    "logistic",
-    "sqrt",
-    "rsqrt",
-    "cbrt",
-    "sine",
-    "cosine",
-    "tan",
-    "tanh",
-    "sinh",
-    "cosh",
-    "asin",
-    "acos",
-    "atan",
-    "asinh",
-    "acosh",
-    "atanh",
-    "erf",
-    "floor",
-    "ceil",
-    "round-nearest-afz",
-    "round-nearest-even",
-    "is-finite",
-)
-ANY_UNARY = ("abs", "negate", "sign", "copy")
-INT_UNARY = ("not", "popcnt", "count-leading-zeros")
-ARITHMETIC = ("add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum", "power")
-FLOAT_BINARY = ("atan2",)
-INT_BINARY = ("and", "or", "xor", "shift-left", "shift-right-arithmetic", "shift-right-logical")
 DIRECTIONS = ("EQ", "NE", "LT", "LE", "GT", "GE")
 
 NOT_GENERATED = {
@@ -135,7 +102,7 @@ class _Context:
         choices = [
             v
             for v in self.values
-            if (kinds is None or _kind(v.dtype) in kinds)
+            if (kinds is None or _kinds_of(v.dtype) & set(kinds))
             and v.rank >= rank_at_least
             and 0 not in v.dims
         ]
@@ -167,6 +134,14 @@ class _Context:
 
 def _kind(dtype: str) -> str:
     return "float" if dtype in FLOATS else "pred" if dtype == "pred" else "int"
+
+
+def _kinds_of(dtype: str) -> set[str]:
+    """The fuzzer's kind of `dtype` and the opcode table's (signed and unsigned are ints)."""
+    kind = _kind(dtype)
+    if kind != "int":
+        return {kind}
+    return {kind, "unsigned" if dtype.startswith("u") else "signed"}
 
 
 def special_values(rng, dtype: str, dims) -> np.ndarray:
@@ -495,25 +470,48 @@ def _sort(ctx, opcode):
     )
 
 
+def _row_generated() -> dict:
+    """Plain elementwise ops need no generator of their own: their rows say how many operands
+    and which element kinds they take (complex values are not generated)."""
+    made = {}
+    for opcode, row in OPCODES.items():
+        plain = row.kind == ELEMENTWISE and row.arity in (1, 2) and row.shape_optional
+        if plain and not row.required_attrs and opcode not in NOT_GENERATED.keys() | _OWN_GENERATOR:
+            kinds = tuple(sorted(row.kinds - {"complex"}))
+            made[opcode] = _unary(kinds) if row.arity == 1 else _binary(kinds)
+    return made
+
+
+_OWN_GENERATOR = {"compare", "select", "clamp"}
+
+
+def _row_ops(dtype: str, arity: int) -> list[str]:
+    """The plain elementwise opcodes of `arity` operands that take `dtype`."""
+    return sorted(
+        op
+        for op in _row_generated()
+        if OPCODES[op].arity == arity and _kinds_of(dtype) & OPCODES[op].kinds
+    )
+
+
 def _elementwise_chain(rng, value):
-    """One or two elementwise ops on `value` in its own computation (a callee, branch, loop
-    body or map's to_apply)."""
-    kind = _kind(value.dtype)
-    if kind == "float":
-        ops: tuple = FLOAT_UNARY[:-1] + ANY_UNARY[:3]
-    elif kind == "int":
-        ops = ANY_UNARY[:3] + INT_UNARY
-    else:
-        ops = ("not",)
-    out = value.builder.emit(ops[rng.integers(len(ops))], [value])
-    if kind != "pred" and rng.random() < 0.5:
-        out = value.builder.emit(ARITHMETIC[rng.integers(len(ARITHMETIC))], [out, value])
+    """One or two elementwise ops on `value`, keeping its type, in its own computation (a
+    callee, branch, loop body or map's to_apply)."""
+    b = value.builder
+    unary = _row_ops(value.dtype, 1)
+    out = b.emit(unary[rng.integers(len(unary))], [value])
+    if out.dtype != value.dtype:  # is-finite: dropped when the computation is built
+        out = b.emit("not" if value.dtype == "pred" else "negate", [value])
+    binary = [op for op in _row_ops(value.dtype, 2) if value.dtype != "pred"]
+    if binary and rng.random() < 0.5:
+        out = b.emit(binary[rng.integers(len(binary))], [out, value])
     return out
 
 
 def _map(ctx, opcode):
     x = ctx.pick(("float", "int"))
-    op = ARITHMETIC[ctx.rng.integers(len(ARITHMETIC))]
+    ops = _row_ops(x.dtype, 2)
+    op = ops[ctx.rng.integers(len(ops))]
     return ctx.emit(
         opcode,
         [x, ctx.like(x)],
@@ -573,12 +571,7 @@ def _while(ctx, opcode):
 
 
 GENERATORS = {
-    **{op: _unary(("float",)) for op in FLOAT_UNARY},
-    **{op: _unary(("float", "int")) for op in ANY_UNARY},
-    **{op: _unary(("int",)) for op in INT_UNARY},
-    **{op: _binary(("float", "int")) for op in ARITHMETIC},
-    **{op: _binary(("float",)) for op in FLOAT_BINARY},
-    **{op: _binary(("int", "pred")) for op in INT_BINARY},
+    **_row_generated(),
     "compare": _compare,
     "select": _select,
     "clamp": _clamp,
@@ -689,15 +682,17 @@ def _brief(exc: BaseException) -> str:
 
 # -- mutants -------------------------------------------------------------------------------------
 
+
 # opcodes that can stand in for each other: same operand count and operand kinds
-SWAPPABLE = (
-    FLOAT_UNARY[:-1],
-    ANY_UNARY[:3],
-    INT_UNARY,
-    ARITHMETIC + FLOAT_BINARY,
-    INT_BINARY,
-    DIRECTIONS,
-)
+def _swappable_families() -> tuple[tuple[str, ...], ...]:
+    families: dict[tuple, list[str]] = {}
+    for opcode in sorted(_row_generated()):
+        row = OPCODES[opcode]
+        families.setdefault((row.arity, row.kinds, row.infer), []).append(opcode)
+    return tuple(tuple(ops) for ops in families.values() if len(ops) > 1) + (DIRECTIONS,)
+
+
+SWAPPABLE = _swappable_families()
 
 
 def mutate(text: str, seed: int, *, edits: int | None = None) -> str:

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ...errors import UnsupportedError
-from ...ir.opcodes import EXACT, opcodes_with
+from ...ir.opcodes import ELEMENTWISE, EXACT, EXPENSIVE, OPCODES, opcodes_with
 
 
 class NotEmittable(UnsupportedError):
@@ -298,22 +298,9 @@ def _rounding(ctx, instr, args):
     return f"{_ROUNDING[instr.opcode]}({args[0]})"
 
 
-# Vectorizable approximations where mathlib has them, libm through Numba's math otherwise.
-_MATHLIB = (
-    "exponential",
-    "exponential-minus-one",
-    "log",
-    "log-plus-one",
-    "tanh",
-    "logistic",
-    "sine",
-    "cosine",
-    "tan",
-    "erf",
-    "cbrt",
-    "sqrt",
-    "rsqrt",
-)
+# The transcendental rows: the target's own math table where it has the function (cpu:
+# mathlib's vectorizable approximations; cuda: libdevice), libm through Numba's math otherwise.
+_MATH = frozenset(op for op in opcodes_with(EXPENSIVE, arity=1) if OPCODES[op].kind == ELEMENTWISE)
 _LIBM = {
     "asin": "math.asin",
     "acos": "math.acos",
@@ -323,18 +310,17 @@ _LIBM = {
     "asinh": "math.asinh",
     "acosh": "math.acosh",
     "atanh": "math.atanh",
-    "lgamma": "math.lgamma",
 }
 _DOMAIN = ("asin", "acos")  # defined on [-1, 1]
 
 
-@rule(*_MATHLIB, *_LIBM)
+@rule(*_MATH)
 def _math(ctx, instr, args):
     dtype = instr.shape.dtype
     if kind(dtype) != "float":
         raise _no(instr, dtype)
     compute = "f32" if dtype == "bf16" else dtype
-    if instr.opcode in _MATHLIB and ctx.has_math(instr.opcode, compute):
+    if ctx.has_math(instr.opcode, compute):
         return f"{ctx.math(instr.opcode, compute)}({args[0]})"
     if instr.opcode in _DOMAIN:
         # libm's NaN for an argument outside [-1, 1] has no sign; XLA's (and the interpreter's)
