@@ -132,6 +132,20 @@ def test_the_flag_comes_from_minixla_flags_and_the_option_wins(monkeypatch):
         assert not minixla.compile(COMPARE, backend=backend, flush_denormals=False)(TINY_F32)[0]
 
 
+def test_flushing_next_to_an_infinity_does_not_warn():
+    import warnings
+
+    from minixla.reference.denormals import flush_in_place
+
+    values = np.array([np.inf, -1e-40, 2.0], np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # inf * 0 would be an invalid-value RuntimeWarning
+        out = flushed(values)
+        flush_in_place(values)
+    assert np.isinf(out[0]) and out[1] == 0 and np.signbit(out[1])
+    np.testing.assert_array_equal(values, out)
+
+
 def test_flushed_leaves_clean_values_alone_and_keeps_signs():
     clean = np.array([1.0, 0.0, np.nan, np.inf], np.float32)
     assert flushed(clean) is clean
