@@ -1,5 +1,9 @@
 """What executables hand back: exactly the declared shapes, never the caller's own arrays."""
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -60,6 +64,30 @@ def test_check_results_names_the_wrong_part():
         check_results((np.zeros(2, np.float32), np.array([1], np.int32)), shape, "m")
     with pytest.raises(minixla.ExecutionError, match=r"result\[0\] should be f32\[2\].*float64"):
         check_results((np.zeros(2), np.array(1, np.int32)), shape, "m")
+
+
+def test_the_environment_turns_the_check_on_at_run_time():
+    # a backend whose result has the wrong shape: caught only when the check is on
+    script = """
+import numpy as np, minixla
+exe = minixla.compile("HloModule m\\nENTRY e {\\n  ROOT x = f32[2] parameter(0)\\n}")
+exe._run = lambda args: np.zeros(3, np.float32)
+try:
+    exe(np.ones(2, np.float32))
+    print("unchecked")
+except minixla.ExecutionError as exc:
+    print(exc)
+"""
+
+    def run(flag: str) -> str:
+        env = dict(os.environ, MINIXLA_CHECK_RESULTS=flag)
+        done = subprocess.run(
+            [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+        )
+        return done.stdout.strip()
+
+    assert run("0") == "unchecked"
+    assert "should be f32[2]" in run("1")
 
 
 def test_masked_arrays_are_refused():

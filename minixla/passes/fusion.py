@@ -317,7 +317,7 @@ class InstructionFusion(Pass):
     def _rename_parameters(self, fused: HloComputation) -> None:
         params = fused.parameters
         for param in params:
-            self.names.used.discard(param.name)
+            self.names.release(param.name)
         for param in params:
             param.name = self.names(f"param_{param.parameter_number}")
 

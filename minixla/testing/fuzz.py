@@ -49,7 +49,6 @@ NOT_GENERATED = {
     "complex": "complex types are not generated",
     "mulhi": "not in XLA's text for these types",
     "stochastic-convert": "not implemented",
-    "map": "scalar computations are covered by reduce, sort and scatter",
     "dynamic-reshape": "dynamic shapes",
     "set-dimension-size": "dynamic shapes",
     "get-dimension-size": "static shapes only",
@@ -66,9 +65,6 @@ NOT_GENERATED = {
     "batch-norm-training": "expanded before backends",
     "batch-norm-inference": "expanded",
     "batch-norm-grad": "expanded before backends",
-    "while": "control flow has its own tests",
-    "conditional": "control flow has its own tests",
-    "call": "inlined by the pipeline",
     "fusion": "made by the pipeline",
     "custom-call": "needs registered targets",
     "opt-barrier": "an identity",
@@ -488,6 +484,92 @@ def _row_generated() -> dict:
 
 _OWN_GENERATOR = {"compare", "select", "clamp"}
 
+
+def _row_ops(dtype: str, arity: int) -> list[str]:
+    """The plain elementwise opcodes of `arity` operands that take `dtype`."""
+    return sorted(
+        op
+        for op in _row_generated()
+        if OPCODES[op].arity == arity and _kinds_of(dtype) & OPCODES[op].kinds
+    )
+
+
+def _elementwise_chain(rng, value):
+    """One or two elementwise ops on `value`, keeping its type, in its own computation (a
+    callee, branch, loop body or map's to_apply)."""
+    b = value.builder
+    unary = _row_ops(value.dtype, 1)
+    out = b.emit(unary[rng.integers(len(unary))], [value])
+    if out.dtype != value.dtype:  # is-finite: dropped when the computation is built
+        out = b.emit("not" if value.dtype == "pred" else "negate", [value])
+    binary = [op for op in _row_ops(value.dtype, 2) if value.dtype != "pred"]
+    if binary and rng.random() < 0.5:
+        out = b.emit(binary[rng.integers(len(binary))], [out, value])
+    return out
+
+
+def _map(ctx, opcode):
+    x = ctx.pick(("float", "int"))
+    ops = _row_ops(x.dtype, 2)
+    op = ops[ctx.rng.integers(len(ops))]
+    return ctx.emit(
+        opcode,
+        [x, ctx.like(x)],
+        {"dimensions": list(range(x.rank)), "to_apply": ctx.b.reducer(op, x.dtype)},
+    )
+
+
+def _call(ctx, opcode):
+    x = ctx.pick()
+    callee = ctx.b.computation(lambda p: _elementwise_chain(ctx.rng, p), [x.shape], "callee")
+    return ctx.emit(opcode, [x], {"to_apply": callee})
+
+
+def _conditional(ctx, opcode):
+    x = ctx.pick()
+    count = int(ctx.rng.integers(1, 4))
+    branches = [
+        ctx.b.computation(lambda p: _elementwise_chain(ctx.rng, p), [x.shape], "branch")
+        for _ in range(count)
+    ]
+    if count == 2 and ctx.rng.random() < 0.5:
+        selector = ctx.scalar("pred", bool(ctx.rng.integers(2)))
+        attrs = {"true_computation": branches[0], "false_computation": branches[1]}
+    else:  # an index out of range runs the last branch
+        selector = ctx.scalar("s32", int(ctx.rng.integers(-1, count + 1)))
+        attrs = {"branch_computations": branches}
+    return ctx.emit(opcode, [selector] + [x] * count, attrs)
+
+
+def _while(ctx, opcode):
+    """A counted loop: (i, x) -> (i + 1, f(x)) while i < a bound of 0 to 3."""
+    x = ctx.pick()
+    state = Shape.tuple_of([Shape.array("s32", ()), x.shape])
+    bound = int(ctx.rng.integers(0, 4))
+
+    def condition(s):
+        b = s.builder
+        i = b.emit("get-tuple-element", [s], {"index": 0})
+        limit = b.constant(np.int32(bound))
+        return b.emit("compare", [i, limit], {"direction": "LT"})
+
+    def body(s):
+        b = s.builder
+        i = b.emit("get-tuple-element", [s], {"index": 0})
+        v = b.emit("get-tuple-element", [s], {"index": 1})
+        return (b.emit("add", [i, b.constant(np.int32(1))]), _elementwise_chain(ctx.rng, v))
+
+    loop = ctx.emit(
+        opcode,
+        [ctx.emit("tuple", [ctx.scalar("s32", 0), x])],
+        {
+            "condition": ctx.b.computation(condition, [state], "cond"),
+            "body": ctx.b.computation(body, [state], "body"),
+        },
+    )
+    return ctx.emit("get-tuple-element", [loop], {"index": 1})
+
+
 GENERATORS = {
     **_row_generated(),
     "compare": _compare,
@@ -512,6 +594,10 @@ GENERATORS = {
     "gather": _gather,
     "scatter": _scatter,
     "sort": _sort,
+    "map": _map,
+    "call": _call,
+    "conditional": _conditional,
+    "while": _while,
 }
 
 
@@ -558,17 +644,26 @@ def check_module(module, args, *, backends=("cpu",)) -> list[str]:
     from ..passes.pipelines import cpu_pipeline
     from .compare import compare_values
 
+    problems = []
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         want = compile(module, backend="interpreter")(*args)
-        optimized = module.clone()
-        run_pipeline(cpu_pipeline(), optimized, verify=True)
-        runs = {
-            "interpreter after the cpu pipeline": compile(optimized, backend="interpreter")(*args)
-        }
+        runs = {}
+        # once the reference has run the module, every other path must run it too: an error
+        # there (a ShapeError from a pass, an op a backend lacks) is a difference, not a refusal
+        try:
+            optimized = module.clone()
+            run_pipeline(cpu_pipeline(), optimized, verify=True)
+            runs["interpreter after the cpu pipeline"] = compile(optimized, backend="interpreter")(
+                *args
+            )
+        except MinixlaError as exc:
+            problems.append(f"the cpu pipeline or its result refused: {_brief(exc)}")
         for backend in backends:
-            runs[backend] = compile(module, backend=backend)(*args)
-    problems = []
+            try:
+                runs[backend] = compile(module, backend=backend)(*args)
+            except MinixlaError as exc:
+                problems.append(f"{backend} refused: {_brief(exc)}")
     root = module.entry.root
     leaves = list(root.shape.tuple_shapes) if root.shape.is_tuple else [root.shape]
     for name, got in runs.items():
@@ -579,6 +674,10 @@ def check_module(module, args, *, backends=("cpu",)) -> list[str]:
             atol = float(np.finfo(shape.numpy_dtype).tiny) if shape.dtype in FLOATS else 0.0
             problems += compare_values(g, w, rtol=rtol, atol=atol, what=f"{name} output {i}")
     return problems
+
+
+def _brief(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc)[:200]}"
 
 
 # -- mutants -------------------------------------------------------------------------------------
@@ -657,7 +756,9 @@ def mutate(text: str, seed: int, *, edits: int | None = None) -> str:
 
 def run_case(text: str, seed: int, backends=("cpu",)) -> tuple[str, str]:
     """(outcome, detail) of one module text: 'rejected' (a MinixlaError while parsing,
-    verifying, compiling or running), 'agree', 'mismatch' or 'crash' (any other exception)."""
+    verifying, or compiling or running it on the interpreter), 'agree', 'mismatch' (different
+    values, or another path refusing what the interpreter ran) or 'crash' (any other
+    exception)."""
     from ..text import parse_hlo_module
 
     try:
@@ -665,9 +766,9 @@ def run_case(text: str, seed: int, backends=("cpu",)) -> tuple[str, str]:
         args = random_inputs(module, seed)
         problems = check_module(module, args, backends=backends)
     except MinixlaError as exc:
-        return "rejected", f"{type(exc).__name__}: {str(exc)[:200]}"
+        return "rejected", _brief(exc)
     except Exception as exc:  # noqa: BLE001 - the fuzzer reports what escaped
-        return "crash", f"{type(exc).__name__}: {str(exc)[:200]}"
+        return "crash", _brief(exc)
     return ("mismatch", "\n".join(problems)) if problems else ("agree", "")
 
 

@@ -161,8 +161,8 @@ def scalar_helpers(
     @jit
     def ipow(base, exponent_bits, negative, one, zero):
         """Square-and-multiply over the exponent's unsigned bits (wraps like the integer
-        type). A negative signed exponent gives 1 for base 1, +-1 by parity for base -1,
-        else 0."""
+        type; the caller keeps the low 6, as XLA's kernels read). A negative signed exponent
+        gives 1 for base 1, +-1 by parity for base -1, else 0."""
         if negative:
             if base == one:
                 return one

@@ -202,7 +202,9 @@ def _power(ctx, instr, args):
     if kind(dtype) == "float":
         return f"{ctx.math('power', 'f32' if dtype == 'bf16' else dtype)}({a}, {b})"
     if kind(dtype) in ("signed", "unsigned"):
-        unsigned = ctx.cast(b, unsigned_of(dtype))
+        # only the exponent's low 6 bits, as XLA's kernels (and the interpreter) read it
+        bits = unsigned_of(dtype)
+        unsigned = ctx.cast(f"{ctx.cast(b, bits)} & {ctx.const(63, bits)}", bits)
         negative = f"({b} < 0)" if kind(dtype) == "signed" else "False"
         if dtype == "s64":  # squared in u64, see _wrapped
             return _wrapped(
@@ -468,7 +470,7 @@ def _bitcast_convert(ctx, instr, args):
     return f"h.bitcast({args[0]}, {kernel_type(dst)})"
 
 
-class _Retyped:
+class Retyped:
     """`instr` seen with another result element type or as a convert: same attributes, each
     operand a value of the given shape (only what the rules read)."""
 
@@ -502,16 +504,16 @@ def emit_scalar(ctx, instr, args: list[str], *, round_bf16: bool = True) -> str:
         operand, dtype = instr.operand(0).shape, instr.shape.dtype
         kernel_type(source), kernel_type(dtype)  # f16 and f8 have none
         if BITS[dtype] >= BITS[source]:
-            value = emit_scalar(ctx, _Retyped("convert", {}, instr.shape, [operand]), args)
+            value = emit_scalar(ctx, Retyped("convert", {}, instr.shape, [operand]), args)
             return emit_scalar(
                 ctx,
-                _Retyped(instr.opcode, instr.attrs, instr.shape, [operand.with_dtype(dtype)]),
+                Retyped(instr.opcode, instr.attrs, instr.shape, [operand.with_dtype(dtype)]),
                 [value],
                 round_bf16=round_bf16,
             )
-        value = emit_scalar(ctx, _Retyped(instr.opcode, instr.attrs, operand, [operand]), args)
+        value = emit_scalar(ctx, Retyped(instr.opcode, instr.attrs, operand, [operand]), args)
         return emit_scalar(
-            ctx, _Retyped("convert", {}, instr.shape, [operand]), [value], round_bf16=round_bf16
+            ctx, Retyped("convert", {}, instr.shape, [operand]), [value], round_bf16=round_bf16
         )
     if any(
         kind(d) == "complex"

@@ -224,8 +224,9 @@ def _leaves(value):
 
 
 def fallback(instr, evaluator):
-    """Runs `instr` with the interpreter's handler (its reference implementation). A result
-    that shares memory with an operand is copied: the operand's storage may be reused."""
+    """Runs `instr` as the interpreter does (its reference implementation, mixed precision
+    included). A result that shares memory with an operand is copied: the operand's storage
+    may be reused."""
     from ...errors import UnsupportedError
     from ...reference.evaluator import handlers
 
@@ -236,7 +237,7 @@ def fallback(instr, evaluator):
         )
 
     def run(*operands):
-        result = handler(evaluator, instr, list(operands))
+        result = evaluator.apply(instr, list(operands))
         return _unshared(result, [leaf for op in operands for leaf in _leaves(op)])
 
     return run
