@@ -209,3 +209,56 @@ def test_a_kernel_writing_over_its_operand_gets_one_array():
         // CHECK: o0[i0, i1] =
     """,
     )
+
+
+def test_a_reduce_over_several_dims_sums_its_innermost_loop_apart():
+    # the innermost loop starts its own accumulator at the identity (LLVM vectorizes only
+    # such loops) and folds it into the running one, which starts at the init value
+    program = emit(f"""
+    HloModule m
+    {ADD}
+    ENTRY main {{
+      x = f32[8,16,4,4] parameter(0)
+      ROOT r = f32[16] reduce(x, f32[] constant(5)), dimensions={{0,2,3}}, to_apply=add
+    }}""")
+    check_hlo(
+        kernel_source(program),
+        """
+        // CHECK: for i0 in range(16):
+        // CHECK-NEXT: acc[[RUN:[0-9]+]] = v
+        // CHECK-NEXT: for r{{[0-9]+}} in range(8):
+        // CHECK-NEXT: for r{{[0-9]+}} in range(4):
+        // CHECK-NEXT: acc[[ROW:[0-9]+]] = K0
+        // CHECK-NEXT: for r{{[0-9]+}} in range(4):
+        // CHECK: acc[[ROW]] = v
+        // CHECK: v[[SUM:[0-9]+]] = np.float32(acc[[RUN]] + acc[[ROW]])
+        // CHECK-NEXT: acc[[RUN]] = v[[SUM]]
+    """,
+    )
+
+
+def test_split_reductions_keep_init_values_nan_and_integer_extremes():
+    import numpy as np
+
+    for dtype, op, init, values in [
+        ("f32", "maximum", "-5", np.array([[1.0, np.nan], [-7.0, 2.0]], np.float32)),
+        ("f32", "minimum", "5", np.array([[1.0, 3.0], [-7.0, 2.0]], np.float32)),
+        ("s32", "maximum", "-2147483648", np.array([[-(2**31), -3], [-9, -(2**31)]], np.int32)),
+        ("s32", "multiply", "3", np.array([[2, -1], [5, 7]], np.int32)),
+        ("pred", "and", "true", np.array([[True, True], [False, True]])),
+        ("pred", "or", "false", np.array([[False, False], [False, True]])),
+    ]:
+        text = f"""
+        HloModule m
+        f {{
+          a = {dtype}[] parameter(0)
+          b = {dtype}[] parameter(1)
+          ROOT c = {dtype}[] {op}(a, b)
+        }}
+        ENTRY main {{
+          x = {dtype}[3,2,2] parameter(0)
+          ROOT r = {dtype}[3] reduce(x, {dtype}[] constant({init})), dimensions={{1,2}}, to_apply=f
+        }}"""
+        x = np.stack([values, values[::-1], values.T])
+        want = minixla.compile(text, backend="interpreter")(x)
+        np.testing.assert_array_equal(minixla.compile(text, backend="cpu")(x), want)

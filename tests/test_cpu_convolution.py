@@ -92,6 +92,25 @@ CASES = {
         "f32[2,4,7,7]",
         "window={size=3x2 pad=0_0x0_0 rhs_dilate=2x1}, dim_labels=bf01_oi01->bf01",
     ),
+    "2d_nchw_reversed_lhs_dilated": (
+        "f32[2,4,5,6]",
+        "f32[6,2,3,2]",
+        "f32[2,6,11,12]",
+        "window={size=3x2 pad=2_2x1_1 lhs_dilate=2x2 rhs_reversal=1x1}, "
+        "dim_labels=bf01_oi01->bf01, feature_group_count=2",
+    ),
+    "2d_nchw_in_nhwc_out": (
+        "f32[2,3,9,8]",
+        "f32[3,3,3,5]",
+        "f32[2,9,8,5]",
+        "window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_01io->b01f",
+    ),
+    "2d_fchw_s8": (
+        "s8[3,2,9,10]",
+        "s8[4,3,3,3]",
+        "s32[2,4,9,10]",
+        "window={size=3x3 pad=1_1x1_1}, dim_labels=fb01_oi01->bf01",
+    ),
     "2d_strided": (
         "f32[2,3,7,6]",
         "f32[4,3,3,2]",
@@ -159,7 +178,7 @@ def _inputs(module):
 
 def _strategies(instr) -> list[str]:
     found = []
-    for strategy in ("shifted", "im2col"):
+    for strategy in ("shifted", "im2col", "planar"):
         try:
             conv.plan(instr, strategy)
         except ValueError:
@@ -200,6 +219,9 @@ def test_the_shifted_strategy_applies_where_strides_and_batch_groups_allow():
         "2d_groups_reversed",
         "2d_lhs_dilated",
         "2d_nchw_groups",
+        "2d_nchw_reversed_lhs_dilated",
+        "2d_nchw_in_nhwc_out",
+        "2d_fchw_s8",
         "3d",
         "f64",
         "s8_to_s32",
@@ -212,6 +234,22 @@ def test_the_shifted_strategy_applies_where_strides_and_batch_groups_allow():
         if "shifted" in _strategies(minixla.parse_hlo_module(_text(*CASES[case])).entry.root)
     }
     assert shifting == expected
+
+
+def test_the_planar_strategy_applies_to_features_first_layouts():
+    planar = {
+        case
+        for case in CASES
+        if "planar" in _strategies(minixla.parse_hlo_module(_text(*CASES[case])).entry.root)
+    }
+    assert planar == {
+        "1d_feature_major",
+        "2d_nchw_groups",
+        "2d_nchw_dilated",
+        "2d_nchw_reversed_lhs_dilated",
+        "2d_fchw_s8",
+        "2d_strided",  # strided along the major spatial dim only
+    }
 
 
 @pytest.mark.parametrize(
@@ -261,6 +299,37 @@ def test_the_shifted_strategy_applies_where_strides_and_batch_groups_allow():
             "f32[3,32,32]",
             "f32[8,32,32]",
             "window={size=3 stride=2 pad=1_1}, dim_labels=b0f_0io->b0f",
+            "im2col",
+        ),
+        # PyTorch's NCHW: small images keep their layout
+        (
+            "f32[8,3,16,16]",
+            "f32[16,3,3,3]",
+            "f32[8,16,16,16]",
+            "window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01",
+            "planar",
+        ),
+        # ... unless strided along the minor dim, or with many features per window row
+        (
+            "f32[8,3,16,16]",
+            "f32[16,3,3,3]",
+            "f32[8,16,8,8]",
+            "window={size=3x3 stride=2x2 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01",
+            "im2col",
+        ),
+        (
+            "f32[8,16,4,4]",
+            "f32[16,16,3,3]",
+            "f32[8,16,4,4]",
+            "window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01",
+            "im2col",
+        ),
+        # a torch weight gradient: the window is the whole image
+        (
+            "f32[8,16,8,8]",
+            "f32[8,32,8,8]",
+            "f32[32,16,3,3]",
+            "window={size=8x8 pad=1_1x1_1}, dim_labels=fb01_io01->fb01",
             "im2col",
         ),
     ],

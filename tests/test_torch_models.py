@@ -176,6 +176,33 @@ def test_a_vae_with_sampled_noise_trains():
     assert all(torch.isfinite(torch.tensor(losses))) and losses[-1] < losses[0]
 
 
+def test_bfloat16_models_and_autocast_match_eager_to_bf16_precision():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 4))
+    model = model.to(torch.bfloat16)
+    eager = copy.deepcopy(model)
+    x = torch.randn(8, 16, dtype=torch.bfloat16)
+    out, want = compile_model(model)(x), eager(x)
+    assert out.dtype == torch.bfloat16
+    bf16 = dict(rtol=1.6e-2, atol=3e-2)  # one or two bf16 roundings apart
+    torch.testing.assert_close(out, want, **bf16)
+    out.float().sum().backward()
+    want.float().sum().backward()
+    for p, q in zip(model.parameters(), eager.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, **bf16)
+
+    linear, x = nn.Linear(16, 4), torch.randn(8, 16)
+
+    def autocast(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return linear(x)
+
+    torch._dynamo.reset()
+    out = torch.compile(autocast, backend="minixla", options=OPTIONS)(x)
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out, autocast(x), **bf16)
+
+
 def test_eval_mode_batch_norm_uses_running_stats():
     model, x = make("cnn")
     model.train()(x)  # move the running stats off their initial values
@@ -190,6 +217,17 @@ def test_a_second_batch_size_recompiles():
     for batch in (8, 3, 5):
         x = torch.randn(batch, 16)
         assert_close(compiled(x), model(x))
+
+
+def test_dynamic_shapes_from_the_start_trace_each_concrete_size():
+    def fn(x):  # the symbolic batch size enters the computation, not only the shapes
+        return x.view(x.shape[0] * 2, -1).sum(0) / x.shape[0]
+
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend="minixla", options=OPTIONS, dynamic=True)
+    for batch in (2, 6, 3):
+        x = torch.randn(batch, 8)
+        assert_close(compiled(x), fn(x))
 
 
 def test_static_graphs_trace_once_and_dynamo_recompiles_on_other_signatures(monkeypatch):
@@ -270,6 +308,24 @@ def test_unknown_options_are_errors():
         torch.compile(model, backend="minixla", options={"bakend": "cpu"})(x)
     with pytest.raises(TorchOptionsError, match="expected one of"):
         minixla.torch.TorchOptions.parse({"backend": "tpu"})
+
+
+def test_other_options_are_the_backends_compile_options(monkeypatch):
+    from minixla.backends import compile as compile_module
+
+    seen = []
+    real = compile_module.compile
+
+    def spy(module, backend=None, **options):
+        seen.append(options)
+        return real(module, backend=backend, **options)
+
+    monkeypatch.setattr(compile_module, "compile", spy)
+    model, x = make("mlp")
+    torch._dynamo.reset()
+    options = {**OPTIONS, "passes": [], "verify": True}
+    assert_close(torch.compile(model, backend="minixla", options=options)(x), model(x))
+    assert seen and all(s == {"passes": [], "verify": True} for s in seen)
 
 
 def test_unsupported_op_error_names_op_and_user_line():

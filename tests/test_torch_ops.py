@@ -227,6 +227,45 @@ CASES = {
         ints(5, 4),
         rand(4, 5),
     ),
+    "complex_views": (
+        lambda x: (
+            torch.view_as_real(torch.complex(x, x.flip(-1)).conj() * 2),
+            torch.view_as_complex(x.reshape(3, 2, 2)).abs(),
+        ),
+        rand(3, 4),
+    ),
+    "shifts": (
+        lambda i, u: (i << 3, i >> 2, i << 64, i >> 70, u >> 3, torch.bitwise_left_shift(i, i % 5)),
+        torch.tensor([1, -7, 100, -(2**40)], dtype=torch.int64),
+        torch.tensor([200, 7, 255, 1], dtype=torch.uint8),
+    ),
+    "vector_norms": (
+        lambda x: (
+            [
+                torch.linalg.vector_norm(x, ord, dim=d)
+                for ord, d in (
+                    (2, None),
+                    (1, 1),
+                    (float("inf"), 0),
+                    (-float("inf"), 1),
+                    (0, 1),
+                    (3.5, 1),
+                )
+            ]
+            + [F.normalize(x, dim=0)]
+        ),
+        torch.tensor([[1.0, -2.0, 0.0], [0.5, 0.0, -3.0]]),
+    ),
+    "cummax_cummin": (
+        lambda x: (x.cummax(1), x.cummin(1), x.cummax(0)),
+        torch.tensor(
+            [[1.0, 3.0, 3.0, 2.0, float("nan"), 5.0, float("nan")], [2, 1, 2, 2, 0, 0, 7]]
+        ),
+    ),
+    "tensor_constants": (  # the graph holds the constant (an FX get_attr node)
+        lambda x: x * torch.tensor([1.0, -2.0, 3.0]) + torch.tensor([[True], [False]]),
+        rand(2, 3),
+    ),
 }
 
 
@@ -304,6 +343,30 @@ GRAD_CASES = {
         rand(12, 3),
     ),
     "bilinear": (lambda x: F.interpolate(x, size=(5, 7), mode="bilinear"), rand(1, 2, 3, 4)),
+    "cdist": (
+        lambda a, b: torch.stack([torch.cdist(a, b, p) for p in (2.0, 1.0, 3.0, float("inf"))]),
+        rand(2, 4, 3),
+        rand(2, 5, 3, seed=1),
+    ),
+    "adaptive_max_pool": (lambda x: F.adaptive_max_pool2d(x, (3, 2)), rand(2, 2, 7, 5)),
+    "embedding_bag_sum_mean": (
+        lambda w, s: (
+            F.embedding_bag(torch.tensor([1, 2, 4, 5, 4, 3, 0]), w, torch.tensor([0, 2, 2, 5]))
+            + F.embedding_bag(
+                torch.tensor([1, 0, 4, 5, 4, 3]),
+                w,
+                torch.tensor([0, 2, 6]),
+                mode="mean",
+                padding_idx=0,
+                include_last_offset=True,
+            ).sum()
+            + F.embedding_bag(
+                torch.tensor([[1, 2], [3, 3]]), w, per_sample_weights=s, mode="sum"
+            ).sum()
+        ),
+        rand(6, 3),
+        rand(2, 2),
+    ),
     "gather_index": (
         lambda x: x.gather(1, torch.tensor([[0, 0], [2, 1]])).sum() + x[torch.tensor([1, 1])].sum(),
         rand(2, 3),
@@ -353,3 +416,63 @@ def test_outputs_never_share_memory_with_each_other():
     first, second = compile_graph(gm, [x], OPTIONS)([x])
     first.add_(1)  # autograd and optimizers update outputs in place
     torch.testing.assert_close(second, x * 2)
+
+
+def _pool_input(dims, seed=0):
+    """Random values with ties (a row copied from its neighbour) and a NaN, which decide
+    torch's indices: the first maximum of a window wins, a NaN wins over anything."""
+    x = rand(*dims, seed=seed)
+    x[..., 1, :2] = x[..., 1, 2:4]
+    x.view(-1)[5] = float("nan")
+    return x
+
+
+POOLS = {
+    "2x2": (F.max_pool2d_with_indices, (2, 3, 6, 6), dict(kernel_size=2)),
+    "2x2_floor_overhang": (F.max_pool2d_with_indices, (1, 2, 7, 5), dict(kernel_size=2)),
+    "3x3_s2_pad_ceil": (
+        F.max_pool2d_with_indices,
+        (1, 2, 7, 7),
+        dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
+    ),
+    "3x3_s1_pad": (
+        F.max_pool2d_with_indices,
+        (2, 2, 6, 5),
+        dict(kernel_size=3, stride=1, padding=1),
+    ),
+    "dilated_rect": (
+        F.max_pool2d_with_indices,
+        (2, 2, 9, 8),
+        dict(kernel_size=(3, 2), stride=(2, 1), padding=(1, 1), dilation=(2, 1)),
+    ),
+    "tiles_padded_ceil": (
+        F.max_pool2d_with_indices,
+        (1, 2, 7, 9),
+        dict(kernel_size=3, stride=3, padding=1, ceil_mode=True),
+    ),
+    "unbatched": (F.max_pool2d_with_indices, (3, 6, 6), dict(kernel_size=2)),
+    "large_window": (F.max_pool2d_with_indices, (1, 2, 9, 9), dict(kernel_size=6, stride=3)),
+    "3d": (F.max_pool3d_with_indices, (1, 2, 5, 4, 6), dict(kernel_size=2, padding=1)),
+    "1d": (F.max_pool1d_with_indices, (2, 3, 9), dict(kernel_size=3, stride=2)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(POOLS))
+def test_max_pool_values_indices_and_gradient_follow_torch(name):
+    pool, dims, kwargs = POOLS[name]
+    x = _pool_input(dims)
+    fn = lambda t: pool(t, **kwargs)  # noqa: E731
+    check(fn, x)  # values (NaN included) and indices exactly as torch's
+    run = compiled(lambda t: pool(t, **kwargs)[0], x)
+    ours, theirs = x.clone().requires_grad_(), x.clone().requires_grad_()
+    want = pool(theirs, **kwargs)[0]
+    seed = torch.randn(want.shape, generator=torch.Generator().manual_seed(3))
+    (run(ours)[0] * seed).sum().backward()
+    (want * seed).sum().backward()
+    torch.testing.assert_close(ours.grad, theirs.grad)
+
+
+def test_max_pool_of_an_all_minus_infinity_window_names_its_first_element():
+    x = torch.full((1, 1, 5, 5), float("-inf"))
+    check(lambda t: F.max_pool2d_with_indices(t, 2, ceil_mode=True), x)
+    check(lambda t: F.max_pool2d_with_indices(t, 3, 2, padding=1), x)

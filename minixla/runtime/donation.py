@@ -175,12 +175,11 @@ def _all_fresh(result, arrays: list) -> bool:
     for value in leaves:
         if type(value) is not np.ndarray or value.base is not None:
             return False
+    results = {id(value) for value in leaves}  # one pass over each side (a graph with
+    # many saved activations has many of both)
     for a in arrays:
-        if not isinstance(a, np.ndarray):
+        if not isinstance(a, np.ndarray) or id(a) in results or id(a.base) in results:
             return False
-        for value in leaves:
-            if a is value or a.base is value:
-                return False
     return True
 
 

@@ -77,9 +77,10 @@ class Executable:
             deactivate(token)
         if CHECK_RESULTS:
             check_results(result, self.result_shape, f"{self.module.name} on {self.backend}")
-        self.execution_seconds += time.perf_counter() - start
+        elapsed = time.perf_counter() - start
+        self.execution_seconds += elapsed
         self.executions += 1
-        record_execution(self.backend, time.perf_counter() - start)
+        record_execution(self.backend, elapsed)
         return result
 
     def _checked(self, args) -> list:

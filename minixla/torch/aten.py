@@ -7,8 +7,11 @@ TorchLoweringError naming it; `docs/torch.md` lists what is covered.
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 
+from . import aten_more as more
 from . import aten_nn as nn
 from . import aten_rules as r
 
@@ -27,7 +30,7 @@ LOWERINGS = {
     aten.div.Scalar: r.div,
     aten.div.Tensor_mode: r.div,
     aten.neg.default: r.unary("negate"),
-    aten.abs.default: r.unary("abs"),
+    aten.abs.default: r.abs_,
     aten.exp.default: r.unary("exponential"),
     aten.expm1.default: r.unary("exponential-minus-one"),
     aten.log.default: r.unary("log"),
@@ -121,6 +124,7 @@ LOWERINGS = {
     aten.empty.memory_format: r.empty,
     aten.zeros.default: r.empty,
     aten.empty_strided.default: r.empty,
+    aten.empty_permuted.default: r.empty,
     aten.new_empty.default: r.empty,
     aten.new_empty_strided.default: r.empty,
     aten.new_zeros.default: r.empty,
@@ -171,6 +175,8 @@ LOWERINGS = {
     aten.convolution_backward.default: nn.convolution_backward,
     aten.max_pool2d_with_indices.default: nn.max_pool_with_indices,
     aten.max_pool2d_with_indices_backward.default: nn.max_pool_backward,
+    aten.max_pool3d_with_indices.default: partial(nn.max_pool_with_indices, spatial=3),
+    aten.max_pool3d_with_indices_backward.default: partial(nn.max_pool_backward, spatial=3),
     aten.avg_pool2d.default: nn.avg_pool,
     aten.avg_pool2d_backward.default: nn.avg_pool_backward,
     aten._adaptive_avg_pool2d.default: nn.adaptive_avg_pool,
@@ -192,4 +198,39 @@ LOWERINGS = {
     aten.scatter_add.default: nn.scatter_add,
     aten.embedding.default: nn.embedding,
     aten.embedding_dense_backward.default: nn.embedding_dense_backward,
+    aten._embedding_bag.default: more.embedding_bag,
+    aten._embedding_bag_forward_only.default: more.embedding_bag,
+    aten._embedding_bag_backward.default: more.embedding_bag_backward,
+    aten._embedding_bag_dense_backward.default: more.embedding_bag_dense_backward,
+    aten._embedding_bag_per_sample_weights_backward.default: (
+        more.embedding_bag_sample_weights_backward
+    ),
+    # complex numbers
+    aten.complex.default: more.complex_,
+    aten._conj.default: more.conj,
+    aten.conj_physical.default: more.conj,
+    aten.view_as_real.default: more.view_as_real,
+    aten.view_as_complex.default: more.view_as_complex,
+    # bit shifts
+    aten.__lshift__.Scalar: more.shift_left,
+    aten.__lshift__.Tensor: more.shift_left,
+    aten.bitwise_left_shift.Tensor: more.shift_left,
+    aten.bitwise_left_shift.Tensor_Scalar: more.shift_left,
+    aten.__rshift__.Scalar: more.shift_right,
+    aten.__rshift__.Tensor: more.shift_right,
+    aten.bitwise_right_shift.Tensor: more.shift_right,
+    aten.bitwise_right_shift.Tensor_Scalar: more.shift_right,
+    # norms, distances, running max/min, adaptive max pooling
+    aten.linalg_vector_norm.default: more.vector_norm,
+    aten._cdist_forward.default: more.cdist,
+    aten._cdist_backward.default: more.cdist_backward,
+    aten.cummax.default: more.cummax,
+    aten.cummin.default: more.cummin,
+    aten.adaptive_max_pool2d.default: more.adaptive_max_pool,
+    aten.adaptive_max_pool2d_backward.default: more.adaptive_max_pool_backward,
+    aten.adaptive_max_pool3d.default: more.adaptive_max_pool,
+    aten.adaptive_max_pool3d_backward.default: partial(more.adaptive_max_pool_backward, spatial=3),
+    # runtime assertions (torch._check)
+    aten._assert_async.msg: more.assert_async,
+    aten._assert_async.default: more.assert_async,
 }

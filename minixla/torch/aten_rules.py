@@ -232,6 +232,12 @@ def remainder(ctx, x, y):
     return elementwise(ctx, fn, x, y)
 
 
+def abs_(ctx, x):
+    if isinstance(x, XlaOp) and x.dtype in COMPLEX:  # |re + i im|, a real number
+        return xo.Abs(x)
+    return elementwise(ctx, xo.Abs, x)
+
+
 def reciprocal(ctx, x):
     return elementwise(ctx, lambda a: xo.Div(const(ctx, 1, a.dtype), a, ()), x)
 

@@ -24,10 +24,11 @@ import numpy as np
 import torch
 from torch._decomp import core_aten_decompositions
 from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
+from torch._functorch.partitioners import min_cut_rematerialization_partition
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from ..errors import MinixlaError
-from .convert import from_numpy, memory_owner, to_numpy
+from .convert import from_numpy, memory_owner, owned_tensors, to_numpy
 from .lowering import TorchLoweringError, lower_graph
 
 BACKENDS = ("interpreter", "cpu", "cuda")
@@ -44,26 +45,40 @@ class TorchOptionsError(MinixlaError, ValueError):
 class TorchOptions:
     """`backend`: the minixla backend (interpreter, cpu, cuda; default: cpu when available);
     `fallback`: "error" (default) raises on an ATen op with no rule, "eager" warns and runs
-    that graph with torch instead."""
+    that graph with torch instead; any other key is a compile option of that backend
+    (`minixla.compile(..., **compile_options)`, e.g. the cpu's `parallel_threshold`)."""
 
     backend: str
     fallback: str = "error"
+    compile_options: tuple = ()  # (name, value) pairs
 
     @staticmethod
     def parse(options: dict | None) -> "TorchOptions":
         options = dict(options or {})
-        unknown = sorted(set(options) - {"backend", "fallback"})
-        if unknown:
-            raise TorchOptionsError(
-                f"unknown minixla torch.compile option(s) {unknown}; known: backend, fallback"
-            )
-        backend = options.get("backend") or _default_backend()
+        backend = options.pop("backend", None) or _default_backend()
         if backend not in BACKENDS:
             raise TorchOptionsError(f"backend={backend!r}: expected one of {BACKENDS}")
-        fallback = options.get("fallback", "error")
+        fallback = options.pop("fallback", "error")
         if fallback not in FALLBACKS:
             raise TorchOptionsError(f"fallback={fallback!r}: expected one of {FALLBACKS}")
-        return TorchOptions(backend, fallback)
+        _check_compile_options(backend, options)
+        return TorchOptions(backend, fallback, tuple(sorted(options.items())))
+
+
+def _check_compile_options(backend: str, options: dict) -> None:
+    from .. import backends
+    from ..backends.compile import check_options
+
+    if not options:
+        return
+    target = backends.get(backend)  # an unavailable backend says so
+    try:
+        check_options(options, target)
+    except MinixlaError as exc:
+        raise TorchOptionsError(
+            f"unknown minixla torch.compile option(s) {sorted(options)}: besides backend and "
+            f"fallback, options are compile options of the backend ({exc})"
+        ) from None
 
 
 def _default_backend() -> str:
@@ -124,6 +139,7 @@ class DynamoGraph:
                     bw_compiler=self._compiler(f"{name}_backward"),
                     inference_compiler=self._compiler(f"{name}_inference"),
                     decompositions=DECOMPOSITIONS,
+                    partition_fn=min_cut_rematerialization_partition,
                 )
 
     def _compiler(self, name: str):
@@ -154,7 +170,7 @@ def compile_graph(
     _dump(gm, module, name)
     from ..backends.compile import compile
 
-    executable = compile(module, backend=options.backend)
+    executable = compile(module, backend=options.backend, **dict(options.compile_options))
     return make_boxed_func(GraphRunner(executable, signature))
 
 
@@ -178,6 +194,12 @@ class GraphRunner:
             seed = torch.randint(0, 2**62, (2,), dtype=torch.int64)
             arrays.append(seed.numpy().astype(np.uint64))
         results = self.executable(*arrays)
+        tensors = owned_tensors(results)  # None: some result needs the checks below
+        if tensors is not None:
+            return [
+                tensors[slot] if isinstance(slot, int) else slot[1]
+                for slot in self.signature.outputs
+            ]
         outputs, by_owner = [], {}
         for slot in self.signature.outputs:
             if not isinstance(slot, int):
@@ -195,7 +217,7 @@ class GraphRunner:
         return outputs
 
     def _array(self, position: int, tensor: torch.Tensor) -> np.ndarray:
-        if not isinstance(tensor, torch.nn.Parameter):
+        if type(tensor) is not torch.nn.Parameter:  # isinstance costs a Python-level check
             return to_numpy(tensor)
         kept = self.parameter_views.get(position)
         pointer = tensor.data_ptr()

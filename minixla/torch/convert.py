@@ -39,13 +39,31 @@ def to_numpy(tensor: torch.Tensor) -> np.ndarray:
     """The tensor's data as an array sharing its memory (a copy only when not contiguous or
     not on the CPU). NumPy has no bfloat16, so bf16 travels as int16 bits viewed as
     ml_dtypes.bfloat16."""
-    tensor = tensor.detach()
+    if tensor.requires_grad:
+        tensor = tensor.detach()
+    if tensor.is_cpu and tensor.dtype is not torch.bfloat16 and tensor.is_contiguous():
+        return tensor.numpy()  # the common case, checked in the order that is cheapest
     if tensor.device.type != "cpu":
         tensor = tensor.cpu()
     tensor = tensor.contiguous()
     if tensor.dtype == torch.bfloat16:
         return tensor.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
     return tensor.numpy()
+
+
+def owned_tensors(arrays) -> list[torch.Tensor] | None:
+    """Tensors over `arrays` when each owns its memory, is writeable and C-contiguous, and
+    none appears twice (so no two can overlap); None when any array needs from_numpy's
+    checks."""
+    seen = set()
+    for array in arrays:
+        if type(array) is not np.ndarray or array.base is not None or id(array) in seen:
+            return None
+        flags = array.flags
+        if not (flags.writeable and flags.c_contiguous) or array.dtype == ml_dtypes.bfloat16:
+            return None
+        seen.add(id(array))
+    return [torch.from_numpy(array) for array in arrays]
 
 
 def from_numpy(array: np.ndarray, others: list[np.ndarray] = ()) -> torch.Tensor:

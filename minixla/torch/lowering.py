@@ -115,6 +115,8 @@ def lower_graph(gm: torch.fx.GraphModule, example_inputs, name: str = "torch_gra
         if node.op == "call_function":
             ctx.node = node
             env[node] = _lower_node(ctx, node, env, LOWERINGS)
+        elif node.op == "get_attr":  # a tensor the graph holds (torch.tensor(...) in forward)
+            env[node] = _constant(builder, node, operator.attrgetter(node.target)(gm))
         elif node.op == "output":
             for value in _flat_outputs(node.args[0], env):
                 if isinstance(value, XlaOp):
@@ -126,6 +128,18 @@ def lower_graph(gm: torch.fx.GraphModule, example_inputs, name: str = "torch_gra
             raise lowering_error(node, f"FX node kind {node.op!r} is not supported")
     module = builder.module(results, name=_identifier(name))
     return module, signature
+
+
+def _constant(builder: Builder, node: torch.fx.Node, value) -> XlaOp:
+    if not isinstance(value, torch.Tensor):
+        raise lowering_error(node, f"graph attribute of type {type(value).__name__}")
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    from .convert import to_numpy
+
+    hlo_dtype(value.dtype)  # raises for dtypes HLO has no type for
+    with unset_fake_temporarily():  # compilers run under AOTAutograd's fake mode
+        return builder.constant(to_numpy(value).copy())  # a copy: later writes cannot reach it
 
 
 def _lower_node(ctx: LoweringContext, node, env, table):

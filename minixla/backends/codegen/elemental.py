@@ -42,6 +42,11 @@ class Writer:
         self.counter = 0
         self.uses_reduce = False
         self.flush_denormals = False  # flush subnormal results of every op (reference/denormals.py)
+        # A reduce over several dims sums its innermost loop into an accumulator of its own
+        # (starting at the identity) and adds that to the running one after the loop: LLVM
+        # vectorizes a reduction only when its accumulator starts in the loop's preheader.
+        # Reassociates the sum, so only for targets that compile reductions with `reassoc`.
+        self.split_inner_reductions = False
 
     def var(self, prefix: str = "v") -> str:
         self.counter += 1
@@ -554,6 +559,39 @@ def _get_tuple_element(em, instr, index):
     return values[instr.attrs["index"]]
 
 
+_IDENTITIES = {"add": 0, "multiply": 1, "or": False, "and": True}
+
+
+def _identity(reduce):
+    """The identity of a one-input reduce whose to_apply is a plain add, multiply, maximum,
+    minimum, and or or of its two parameters (None otherwise, or for a bf16 sum kept in f32)."""
+    comp = reduce.attrs["to_apply"]
+    root, params = comp.root, comp.parameters
+    if (
+        reduce.operand_count != 2
+        or accumulates_in_f32(reduce)
+        or len(params) != 2
+        or {id(o) for o in root.operands} != {id(p) for p in params}
+        or root.operand(0) is root.operand(1)
+    ):
+        return None
+    dtype = reduce.shape.dtype
+    if dtype == "pred" and root.opcode in ("and", "or"):
+        return _IDENTITIES[root.opcode]
+    if root.opcode in ("maximum", "minimum") and dtype != "pred":
+        import numpy as np
+
+        if dtype in FLUSHED or dtype in ("f16", "f64"):
+            return -math.inf if root.opcode == "maximum" else math.inf
+        if dtype[0] in "su" and dtype[1:].isdigit():
+            info = np.iinfo(f"{'int' if dtype[0] == 's' else 'uint'}{dtype[1:]}")
+            return info.min if root.opcode == "maximum" else info.max
+        return None
+    if root.opcode in ("add", "multiply") and dtype != "pred" and dtype[0] in "suf":
+        return _IDENTITIES[root.opcode]
+    return None
+
+
 @handles("reduce")
 def _reduce(em, instr, index):
     """A loop over the reduced dims with scalar accumulators, at one output index."""
@@ -567,8 +605,12 @@ def _reduce(em, instr, index):
     for init in inits:
         accumulators.append(em.bind(em.value(init, ()), "acc"))
     input_dims = inputs[0].shape.dims
+    identity = _identity(instr) if em.w.split_inner_reductions and len(dims) > 1 else None
     loop_vars, kept = {}, iter(index)
-    for d in dims:
+    outer = accumulators
+    for k, d in enumerate(dims):
+        if identity is not None and k == len(dims) - 1:  # the innermost loop's own sum
+            accumulators = [em.bind(em.w.const(identity, instr.shape.dtype), "acc")]
         loop_vars[d] = em.w.var("r")
         em.w.line(f"for {loop_vars[d]} in range({input_dims[d]}):")
         em.w.depth += 1
@@ -581,7 +623,12 @@ def _reduce(em, instr, index):
     else:
         em.w.line(f"{', '.join(accumulators)} = {', '.join(combined)}")
     em.pop()
-    em.w.depth -= len(dims)
+    em.w.depth -= 1
+    if identity is not None:
+        total = em.inline(instr.attrs["to_apply"], outer + accumulators)
+        em.w.line(f"{outer[0]} = {total[0]}")
+        accumulators = outer
+    em.w.depth -= len(dims) - 1
     if accumulates_in_f32(instr):
         em.w.line(f"{accumulators[0]} = h.round_bf16({accumulators[0]})")
     return accumulators[0] if count == 1 and not instr.shape.is_tuple else tuple(accumulators)

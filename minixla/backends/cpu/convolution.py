@@ -1,10 +1,10 @@
 """The convolution thunk: any dimension numbers, strides, padding (negative: cropping), lhs and
 rhs dilation, window reversal, feature groups and batch groups, as BLAS GEMMs.
 
-Everything is computed channels-last: the input as [batch, spatial..., features], the kernel
-as [spatial..., in features, out features], the result as [batch, spatial..., out features]
-written through a transposed view of the output, so the contracted features are the minor
-dim of every GEMM operand. Two strategies:
+The first two strategies compute channels-last: the input as [batch, spatial..., features],
+the kernel as [spatial..., in features, out features], the result as [batch, spatial..., out
+features] written through a transposed view of the output, so the contracted features are
+the minor dim of every GEMM operand. The third keeps features before spatial dims (NCHW).
 
 * shifted GEMMs (stride 1, no batch groups, enough features per group): the padded input is
   one [batch * positions, features] matrix, and the output row of a position is the sum over
@@ -15,7 +15,18 @@ dim of every GEMM operand. Two strategies:
 * im2col: the windows are copied into one [groups, batch * positions, taps * features] matrix
   (taps outer, features minor, so each copied run is contiguous in the input) and multiplied
   with the kernel in one batched GEMM. Used for strides, batch groups (weight gradients),
-  few input features (an RGB first layer), and windows with many taps.
+  few input features (an RGB first layer), and windows with many taps. The padding copy
+  puts the input channels-last whatever its layout, so each copied run is a window row's
+  taps times the features: for an NCHW input, copying windows straight from NCHW (runs of
+  one window row's taps) took 5-10x longer than that transposing copy plus the windows.
+* planar im2col (features before spatial dims in the input and the output, as PyTorch's
+  NCHW; no batch groups; stride 1 along the minor spatial dim): per batch element the
+  windows are copied into a [features * taps, positions] matrix, runs of the output's minor
+  spatial dim, and the kernel [out features, features * taps] times it is that element's
+  output in its own layout, with no transposing copy on either side. Chosen for few
+  features per tap row (an RGB or grayscale first layer: 0.35-0.6x the channels-last
+  im2col's time) and where the positions outnumber the taps (not for weight gradients,
+  whose windows are whole images).
 """
 
 from __future__ import annotations
@@ -32,6 +43,10 @@ from .libcalls import _finish, _gemm_dtype, _work_dtype
 # When shifted GEMMs beat im2col (measured on [8, 1024, c] 1-D and [8, h, w, c] 2-D cases):
 SHIFT_MIN_FEATURES = 16  # fewer input features per group make each tap's GEMM too thin
 SHIFT_MAX_TAPS = 32  # more taps: one im2col GEMM beats as many thin GEMMs
+# Planar im2col copies runs of the output's minor spatial dim, channels-last runs of the
+# window's minor taps times the features; planar won (0.3-0.9x the time) where its runs were
+# at least half as long, and lost by 10-15% below that
+PLANAR_RUN_RATIO = 2
 SHIFT_MAX_WASTE = 1.2  # computed rows (the padded grid) over kept rows (output positions);
 # 3x3 on 16x16 images computes 1.27x the rows and ran 1.1-1.4x slower than im2col
 
@@ -40,7 +55,7 @@ SHIFT_MAX_WASTE = 1.2  # computed rows (the padded grid) over kept rows (output 
 class ConvPlan:
     """What a convolution needs at run time, decided once at compile time."""
 
-    x_perm: tuple[int, ...]  # operand 0 -> the order it is padded in (see channels_last)
+    x_perm: tuple[int, ...]  # operand 0 -> [batch, spatial..., features], as it is padded
     k_perm: tuple[int, ...]  # operand 1 -> [spatial..., in features, out features]
     out_perm: tuple[int, ...]  # the output -> [batch, spatial..., out features]
     window: tuple
@@ -49,10 +64,8 @@ class ConvPlan:
     groups: int
     batch_groups: int
     work: np.dtype
-    strategy: str  # "shifted" or "im2col"
+    strategy: str  # "shifted", "im2col" or "planar"
     flops: float
-    channels_last: bool  # operand 0 padded as [batch, spatial..., features], else
-    # [batch, features, spatial...] with taps minor in im2col (NCHW-like operands)
 
 
 def plan(instr, strategy: str | None = None) -> ConvPlan:
@@ -78,6 +91,10 @@ def plan(instr, strategy: str | None = None) -> ConvPlan:
     ]
     waste = math.prod(padded) / max(math.prod(out_spatial), 1)
     can_shift = all(wd.stride == 1 for wd in window) and batch_groups == 1
+    features_first = dims.input_feature < min(dims.input_spatial, default=0) and (
+        dims.output_feature < min(dims.output_spatial, default=0)
+    )
+    can_planar = features_first and batch_groups == 1 and bool(window) and window[-1].stride == 1
     if strategy is None:
         strategy = (
             "shifted"
@@ -85,15 +102,37 @@ def plan(instr, strategy: str | None = None) -> ConvPlan:
             and features >= SHIFT_MIN_FEATURES
             and taps <= SHIFT_MAX_TAPS
             and waste <= SHIFT_MAX_WASTE
+            else "planar"
+            if can_planar
+            and out_spatial[-1] * PLANAR_RUN_RATIO >= kernel_sizes[-1] * features
+            and math.prod(out_spatial) >= taps
             else "im2col"
         )
-    if strategy not in ("shifted", "im2col") or strategy == "shifted" and not can_shift:
+    if (
+        strategy not in ("shifted", "im2col", "planar")
+        or strategy == "shifted"
+        and not can_shift
+        or strategy == "planar"
+        and not can_planar
+    ):
         raise ValueError(f"convolution strategy {strategy!r} does not apply")
-    channels_last = strategy == "shifted" or dims.input_feature == lhs.rank - 1
+    if strategy == "planar":
+        return ConvPlan(
+            x_perm=(dims.input_batch, dims.input_feature) + tuple(dims.input_spatial),
+            k_perm=(dims.kernel_output_feature, dims.kernel_input_feature)
+            + tuple(dims.kernel_spatial),
+            out_perm=(dims.output_batch, dims.output_feature) + tuple(dims.output_spatial),
+            window=tuple(window),
+            flips=tuple(2 + i for i, wd in enumerate(window) if wd.reversal),
+            extents=extents,
+            groups=groups,
+            batch_groups=batch_groups,
+            work=work,
+            strategy=strategy,
+            flops=2.0 * instr.shape.numel() * taps * features,
+        )
     return ConvPlan(
-        x_perm=(dims.input_batch,) + tuple(dims.input_spatial) + (dims.input_feature,)
-        if channels_last
-        else (dims.input_batch, dims.input_feature) + tuple(dims.input_spatial),
+        x_perm=(dims.input_batch,) + tuple(dims.input_spatial) + (dims.input_feature,),
         k_perm=tuple(dims.kernel_spatial) + (dims.kernel_input_feature, dims.kernel_output_feature),
         out_perm=(dims.output_batch,) + tuple(dims.output_spatial) + (dims.output_feature,),
         window=tuple(window),
@@ -104,7 +143,6 @@ def plan(instr, strategy: str | None = None) -> ConvPlan:
         work=work,
         strategy=strategy,
         flops=2.0 * instr.shape.numel() * taps * features,
-        channels_last=channels_last,
     )
 
 
@@ -115,12 +153,11 @@ def convolution(instr, strategy: str | None = None):
 
     def run(out, x, kernel):
         use_threads(threads_for(spec.flops))
+        if spec.strategy == "planar":
+            _planar(spec, out, x, kernel)
+            return
         x = x.transpose(spec.x_perm).astype(spec.work, copy=False)
-        x = _dilate_and_pad(
-            x, range(1, 1 + nsp) if spec.channels_last else range(2, 2 + nsp), spec.window
-        )
-        if not spec.channels_last:
-            x = np.moveaxis(x, 1, -1)
+        x = _dilate_and_pad(x, range(1, 1 + nsp), spec.window)
         kernel = kernel.transpose(spec.k_perm).astype(spec.work, copy=False)
         if spec.flips:
             kernel = np.flip(kernel, spec.flips)
@@ -190,6 +227,37 @@ def _shifted(spec: ConvPlan, x: np.ndarray, kernel: np.ndarray, positions, gemm)
     return grid[(slice(None),) + tuple(slice(0, p) for p in positions)]
 
 
+def _planar(spec: ConvPlan, out: np.ndarray, x: np.ndarray, kernel: np.ndarray) -> None:
+    """Per batch element and group, kernel [out features, features * taps] times the windows
+    [features * taps, positions]: the output in [batch, features, spatial...] order."""
+    nsp = len(spec.window)
+    x = x.transpose(spec.x_perm).astype(spec.work, copy=False)
+    x = _dilate_and_pad(x, range(2, 2 + nsp), spec.window)
+    kernel = kernel.transpose(spec.k_perm).astype(spec.work, copy=False)
+    if spec.flips:
+        kernel = np.flip(kernel, spec.flips)
+    target = out.transpose(spec.out_perm)
+    n, o, positions = target.shape[0], target.shape[1], target.shape[2:]
+    if (
+        any(x.shape[2 + i] < e for i, e in enumerate(spec.extents))
+        or n == 0
+        or x.shape[1] == 0
+        or kernel.size == 0
+        or out.size == 0
+    ):
+        out[...] = 0
+        return
+    view = _windows(x, 2, positions, spec.window, kernel.shape[2:])  # [n, c, positions..., taps...]
+    order = (0, 1) + tuple(range(2 + nsp, 2 + 2 * nsp)) + tuple(range(2, 2 + nsp))
+    g, count = spec.groups, math.prod(positions)
+    cols = view.transpose(order).reshape(n, g, -1, count)  # [n, g, c / g * taps, positions]
+    weights = kernel.reshape(g, o // g, -1)  # [g, o / g, c / g * taps]
+    if target.flags.c_contiguous and target.dtype == spec.work:
+        np.matmul(weights, cols, out=target.reshape(n, g, o // g, count))
+        return
+    _finish(target, np.matmul(weights, cols).reshape(target.shape))
+
+
 def _accumulating_gemm(work: np.dtype):
     """SciPy's BLAS gemm for float32/float64 (it accumulates into C in place), else None."""
     if work not in (np.float32, np.float64):
@@ -203,21 +271,13 @@ def _accumulating_gemm(work: np.dtype):
 
 
 def _im2col(spec: ConvPlan, x: np.ndarray, kernel: np.ndarray, positions) -> np.ndarray:
-    """[batch, positions..., out features] from one batched GEMM over copied windows. The
-    contracted axes are (taps..., features) when the features are operand 0's minor dim,
-    else (features, taps...), so the copy reads runs that are contiguous in memory."""
+    """[batch, positions..., out features] from one batched GEMM over copied windows; the
+    contracted axes are (taps..., features), so the copy reads runs of a window row's taps
+    times the features, contiguous in the channels-last input."""
     nsp = len(spec.window)
-    view = np.lib.stride_tricks.sliding_window_view(x, spec.extents, axis=tuple(range(1, 1 + nsp)))
-    view = view[
-        (slice(None),)
-        + tuple(slice(0, p * wd.stride, wd.stride) for p, wd in zip(positions, spec.window))
-        + (slice(None),)
-        + tuple(slice(None, None, wd.rhs_dilation) for wd in spec.window)
-    ]
-    if spec.channels_last:  # [n, positions..., taps..., c]; the kernel is [taps..., c, o]
-        view = np.moveaxis(view, 1 + nsp, -1)
-    else:  # [n, positions..., c, taps...] as it comes
-        kernel = np.moveaxis(kernel, -2, 0)  # [c, taps..., o]
+    view = _windows(
+        x, 1, positions, spec.window, kernel.shape[:nsp]
+    )  # [n, positions..., taps..., c]
     n, o = x.shape[0], kernel.shape[-1]
     count, depth = math.prod(positions), kernel.size // max(o, 1)
     g = spec.batch_groups if spec.batch_groups > 1 else spec.groups
@@ -227,7 +287,7 @@ def _im2col(spec: ConvPlan, x: np.ndarray, kernel: np.ndarray, positions) -> np.
     elif g == 1:
         cols = view.reshape(1, n * count, depth)
     else:  # [g, n * positions, K], group j's features
-        axis = 1 + nsp + (nsp if spec.channels_last else 0)
+        axis = 1 + 2 * nsp
         grouped = view.reshape(view.shape[:axis] + (g, -1) + view.shape[axis + 1 :])
         cols = np.moveaxis(grouped, axis, 0).reshape(g, n * count, depth)
     weights = kernel.reshape(depth, g, o // g).transpose(1, 0, 2)  # [g, K, o / g]
@@ -235,6 +295,27 @@ def _im2col(spec: ConvPlan, x: np.ndarray, kernel: np.ndarray, positions) -> np.
     if g == 1:
         return result[0]
     return np.moveaxis(result, 0, -2).reshape((n,) + tuple(positions) + (o,))
+
+
+def _windows(x: np.ndarray, first: int, positions, window, taps) -> np.ndarray:
+    """A read-only view of every window of the C-contiguous `x`: its spatial dims (from axis
+    `first`) become (positions..., taps...), each position `stride` apart and each tap
+    `rhs_dilation` apart. One ndarray over x's buffer: sliding_window_view with its slicing
+    and moveaxis cost 10-15 us per call, as much as a small convolution's GEMM."""
+    nsp = len(window)
+    strides = x.strides
+    spatial = strides[first : first + nsp]
+    view = np.ndarray(
+        x.shape[:first] + tuple(positions) + tuple(taps) + x.shape[first + nsp :],
+        x.dtype,
+        buffer=x,
+        strides=strides[:first]
+        + tuple(s * wd.stride for s, wd in zip(spatial, window))
+        + tuple(s * wd.rhs_dilation for s, wd in zip(spatial, window))
+        + strides[first + nsp :],
+    )
+    view.flags.writeable = False
+    return view
 
 
 def _dilate_and_pad(x: np.ndarray, axes, window) -> np.ndarray:

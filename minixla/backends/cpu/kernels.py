@@ -107,6 +107,10 @@ class CpuWriter(Writer):
     """Kernel text for Numba on the CPU: transcendental functions come from mathlib's
     vectorizable tables (`MATH_F32`/`MATH_F64`, imported by the kernel header)."""
 
+    def __init__(self):
+        super().__init__()
+        self.split_inner_reductions = True  # reductions compile with reassoc
+
     def math_table(self, dtype: str):
         if dtype not in ("f32", "f64"):
             return None
