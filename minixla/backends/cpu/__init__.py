@@ -5,7 +5,10 @@ compile_module(module, options) -> Executable:
           the shared emitter and scalar rules of codegen/), one driver function per control
           computation, a buffer plan with a preallocated arena (codegen/plan.py). Needs no
           compiler.
-  compile jit.obtain for every kernel: in-process memo, persistent cache (cache.py), Numba.
+  compile with the persistent cache, the program's kernels linked into one shared library,
+          loaded without Numba (native_library.py); else jit.obtain for every kernel:
+          in-process memo, persistent cache (cache.py), Numba; then the library is linked
+          for the next process.
   run     the entry driver function, under a lock (the arena is per executable).
 
 Options: `cache` (bool, default $MINIXLA_CACHE or on), `cache_dir`, `parallel_threshold`
@@ -31,22 +34,19 @@ from ...runtime.donation import Donations
 from ...runtime.executable import Executable
 from ...runtime.metrics import count, record_phase
 from .. import Backend, flush_denormals_requested
-from . import cache, driver, jit, programs
-
-try:  # the vector math library (and Numba) load with the backend, not inside a compile
-    from . import mathlib  # noqa: F401
-except ImportError:  # pragma: no cover - reported by available()
-    pass
+from . import cache, driver, jit, native_library, programs
 
 _CODEGEN_OPTIONS = ("parallel_threshold", "native_loops")  # options that change the generated code
 
 
 def available() -> tuple[bool, str]:
-    try:
-        import llvmlite  # noqa: F401
-        import numba  # noqa: F401
-    except ImportError as exc:
-        return False, f"numba/llvmlite are not importable: {exc}"
+    """Whether Numba and llvmlite are installed: found, not imported (a compile whose kernels
+    come from the cache never imports them)."""
+    import importlib.util
+
+    missing = [name for name in ("numba", "llvmlite") if importlib.util.find_spec(name) is None]
+    if missing:
+        return False, f"{' and '.join(missing)} not installed"
     return True, ""
 
 
@@ -146,14 +146,27 @@ def compile_module(module: HloModule, options: dict) -> Executable:
 
 
 def bind_kernels(program, disk) -> list[str]:
-    """Compiles (or loads) every kernel of `program` into its namespace; how each came."""
-    outcomes = []
-    for name, spec in program.kernels.items():
+    """Compiles (or loads) every kernel of `program` into its namespace; how each came. With
+    a disk cache the kernels come from the program's shared library when there is one
+    (native_library.py: Numba is imported only for kernels that need its runtime); else from
+    Numba, and the library is linked for next time and bound here too, so a program runs the
+    same machine code through the same entry points in every process."""
+    library = native_library.bind(program, disk) if disk is not None else None
+    if library is not None:
+        count("cpu.cache.library_hit")
+    bound, names = library if library is not None else (set(), list(program.kernels))
+    outcomes = {name: "disk" for name in program.kernels}
+    for name in names:
+        spec = program.kernels[name]
         dispatcher, how = jit.obtain(spec, disk)
-        program.namespace[name] = jit.entry_point(dispatcher, spec)
-        outcomes.append(how)
+        if name not in bound:
+            program.namespace[name] = jit.entry_point(dispatcher, spec)
+        outcomes[name] = how
+    if library is None and disk is not None:
+        native_library.bind(program, disk)
+    for how in outcomes.values():
         count(f"cpu.kernel.{how}")
-    return outcomes
+    return list(outcomes.values())
 
 
 def executable_of(module: HloModule, program, options: dict, outcomes: list[str]) -> Executable:

@@ -80,17 +80,35 @@ from minixla.backends.cpu.mathlib import MATH_F32, MATH_F64
 '''
 
 
+# The opcodes mathlib.MATH_F32 and MATH_F64 implement (mathlib builds its tables from this).
+MATH_OPCODES = (
+    "exponential",
+    "exponential-minus-one",
+    "log",
+    "log-plus-one",
+    "tanh",
+    "logistic",
+    "sine",
+    "cosine",
+    "tan",
+    "erf",
+    "power",
+    "atan2",
+    "cbrt",
+    "sqrt",
+    "rsqrt",
+)
+
+
 class CpuWriter(Writer):
     """Kernel text for Numba on the CPU: transcendental functions come from mathlib's
-    vectorizable tables (`MATH_F32`/`MATH_F64`, imported by the kernel header)."""
+    vectorizable tables (`MATH_F32`/`MATH_F64`, imported by the kernel header). Emitting
+    needs only their opcodes, so it does not import mathlib (nor Numba)."""
 
     def math_table(self, dtype: str):
         if dtype not in ("f32", "f64"):
             return None
-        from . import mathlib
-
-        table = mathlib.MATH_F32 if dtype == "f32" else mathlib.MATH_F64
-        return table, f"MATH_{dtype.upper()}"
+        return MATH_OPCODES, f"MATH_{dtype.upper()}"
 
 
 def build_kernel(
