@@ -37,16 +37,20 @@ class NameUniquer:
 
     def __init__(self, module: "HloModule | None" = None):
         self.used: set[str] = set()
+        self.tried: dict[str, int] = {}  # stem -> the suffix below which every name is used
         if module is not None:
             self.used.update(c.name for c in module.computations)
             self.used.update(i.name for i in module.all_instructions())
 
     def __call__(self, base: str) -> str:
         stem = re.sub(r"\.\d+$", "", base) or "instr"
-        name, n = base, 0
-        while name in self.used:
-            n += 1
-            name = f"{stem}.{n}"
+        name = base
+        if name in self.used:  # suffixes only grow, so each stem's probing is linear overall
+            n = self.tried.get(stem, 0)
+            while name in self.used:
+                n += 1
+                name = f"{stem}.{n}"
+            self.tried[stem] = n
         self.used.add(name)
         return name
 
