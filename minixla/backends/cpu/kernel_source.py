@@ -64,7 +64,7 @@ class OpSource:
     def spec(self, name: str = "kernel", reduce_flags: bool = False) -> KernelSpec:
         instr = self.instr
         fastmath = "{'contract'}"
-        lines = [_HEADER.format(doc=f"Kernel for {instr.opcode} %{instr.name}.")]
+        lines = [_HEADER.format(doc=f"Kernel for {instr.opcode}.")]  # no name: alike, shared
         lines += [f"{n} = {text}" for text, n in self.w.constants.items()]
         lines += [f"{n} = {key}" for key, n in self.w.math_names.items()]
         lines += [

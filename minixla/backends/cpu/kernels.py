@@ -141,7 +141,9 @@ def build_kernel(
         body.extend(writer.lines)
     parallel = parallel and any("prange" in line for line in body)
     fastmath = {"contract", "reassoc"} if writer.uses_reduce else {"contract"}
-    lines = [_HEADER.format(doc=f"Kernel for computation {comp.name}.")]
+    # No names in the source: fusions alike are one kernel, compiled once (a long chain of
+    # elementwise ops splits into fusions that repeat).
+    lines = [_HEADER.format(doc="Kernel for a fused computation.")]
     lines += [f"{n} = {text}" for text, n in writer.constants.items()]
     lines += [f"{n} = {key}" for key, n in writer.math_names.items()]
     lines += [
