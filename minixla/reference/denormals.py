@@ -10,8 +10,8 @@ where this differs from the hardware's flags.
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
+from ..ir.dtypes import finfo
 
 OPTION = "flush_denormals"
 _SMALLEST_NORMAL: dict[np.dtype, object] = {}
@@ -23,7 +23,7 @@ def smallest_normal(dtype) -> object | None:
     if dtype not in _SMALLEST_NORMAL:
         real = dtype.kind == "f" or (dtype.kind == "V" and dtype.type.__module__ == "ml_dtypes")
         try:
-            _SMALLEST_NORMAL[dtype] = ml_dtypes.finfo(dtype).smallest_normal if real else None
+            _SMALLEST_NORMAL[dtype] = finfo(dtype).smallest_normal if real else None
         except (TypeError, ValueError):
             _SMALLEST_NORMAL[dtype] = None  # an ml_dtypes integer type
     return _SMALLEST_NORMAL[dtype]
