@@ -25,13 +25,19 @@ pytestmark = pytest.mark.skipif(
     native_library.unavailable() is not None, reason=str(native_library.unavailable())
 )
 
-# A row reduction, a tiled transpose, a multi-output fusion, a small dot and a bf16 kernel.
+# A row reduction, a tiled transpose, a multi-output fusion, a small dot, a bf16 kernel and a
+# sort (its scratch on the kernel's stack).
 MODULE = """
 HloModule kinds
 add {
   a = f32[] parameter(0)
   b = f32[] parameter(1)
   ROOT s = f32[] add(a, b)
+}
+less {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT lt = pred[] compare(a, b), direction=LT
 }
 ENTRY main {
   x = f32[64,48] parameter(0)
@@ -43,7 +49,8 @@ ENTRY main {
   d = f32[64,8] dot(t, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
   h = bf16[64,8] convert(d)
   g = bf16[64,8] multiply(h, h)
-  ROOT o = (f32[64], f32[48,64], f32[64,8], bf16[64,8]) tuple(r, tr, d, g)
+  s = f32[64,48] sort(x), dimensions={1}, to_apply=less
+  ROOT o = (f32[64], f32[48,64], f32[64,8], bf16[64,8], f32[64,48]) tuple(r, tr, d, g, s)
 }
 """
 
@@ -114,6 +121,8 @@ def test_a_warm_process_runs_the_library_without_numba_and_gets_numbas_bits(tmp_
     assert "compiled" in cold["outcomes"] and cold["library"] == 0
     assert warm["library"] == 1 and not warm["numba"] and set(warm["outcomes"]) == {"disk"}
     assert numba_only["bits"] == cold["bits"] == warm["bits"]
+    (manifest,) = (tmp_path / "libraries").glob("*.json")
+    assert not json.loads(manifest.read_text())["body"]["numba"]  # every kernel linked
     assert not cold["warnings"] and not warm["warnings"]
 
 

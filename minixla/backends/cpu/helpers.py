@@ -115,6 +115,40 @@ def signbit(typingctx, x):
     return types.boolean(x), codegen
 
 
+# ---- scratch arrays -----------------------------------------------------------------------------
+
+
+@intrinsic(prefer_literal=True)
+def stack_array(typingctx, count, dtype):
+    """A 1-d array of `count` (a literal) elements of `dtype` (np.int64, ...) in the calling
+    kernel's stack frame: no allocation, so the kernel needs nothing of Numba's runtime and
+    can be linked into a program's library (native_library.py). Valid until the kernel
+    returns; kept small (kernel_source.STACK_SCRATCH_BYTES), bigger scratch is np.empty."""
+    element = getattr(dtype, "instance_type", None)
+    if not isinstance(count, types.IntegerLiteral) or not isinstance(element, types.Number):
+        return None
+    array_type = types.Array(element, 1, "C")
+
+    def codegen(context, builder, sig, args):
+        from numba.np.arrayobj import make_array, populate_array
+
+        n = count.literal_value
+        data = cgutils.alloca_once(builder, context.get_data_type(element), size=n)
+        itemsize = context.get_constant(types.intp, context.get_abi_sizeof(data.type.pointee))
+        array = make_array(array_type)(context, builder)
+        populate_array(
+            array,
+            data=data,
+            shape=[context.get_constant(types.intp, n)],
+            strides=[itemsize],
+            itemsize=itemsize,
+            meminfo=None,
+        )
+        return array._getvalue()
+
+    return array_type(count, dtype), codegen
+
+
 # ---- floats --------------------------------------------------------------------------------------
 
 

@@ -9,6 +9,11 @@ from ..codegen.elemental import Elemental
 from ..codegen.scalar import kernel_type
 from .kernels import _HEADER, CpuWriter, KernelSpec
 
+# Scratch a kernel keeps in its stack frame, per array (h.stack_array): no allocation, so the
+# kernel needs nothing of Numba's runtime and can live in a program's library
+# (native_library.py). Bigger scratch is np.empty.
+STACK_SCRATCH_BYTES = 1 << 15
+
 
 class OpSource:
     """One op kernel under construction: arguments, body lines and the elemental emitter for
@@ -44,6 +49,15 @@ class OpSource:
         # values off the bf16 grid, and bf16_store only keeps the upper half
         value = f"h.bf16_store(h.round_bf16({value}))" if dtype == "bf16" else value
         self.line(f"{array}[{', '.join(index) if index else '0'}] = {value}")
+
+    def scratch(self, name: str, count: int, dtype: str) -> None:
+        """`name` = a 1-d scratch array of `count` elements of NumPy type `dtype` ("int64")."""
+        import numpy as np
+
+        if count * np.dtype(dtype).itemsize <= STACK_SCRATCH_BYTES:
+            self.line(f"{name} = h.stack_array({count}, np.{dtype})")
+        else:
+            self.line(f"{name} = np.empty({count}, np.{dtype})")
 
     def bind(self, expr: str, prefix: str = "v") -> str:
         name = self.w.var(prefix)
