@@ -2,6 +2,7 @@
 """Compile times: cold, warm from the persistent cache in a new process, and again in-process.
 
     python bench/compile_times.py [--only NAME ...] [--repeat N] [--no-jax] [--chain N ...]
+                                  [--extra FILE.hlo ...]
 
 For README's MLP (examples/mlp.hlo) and every whole program of bench/programs/ (the HLO that
 bench/whole_programs.py runs), each in new processes, on the cpu backend:
@@ -20,7 +21,8 @@ Each time is the median of --repeat new processes (a new cache directory for eve
 minixla's bytecode is compiled first (`compileall`), as an installed package's is.
 The project's targets: warm at most 50 ms for the MLP and at most 5% of cold for every
 program, memo under 1 ms, cold at most 1.5x XLA's (geo-mean). `--chain N` adds chains of N
-elementwise ops, whose cold compile should grow linearly with N.
+elementwise ops, whose cold compile should grow linearly with N; `--extra` adds HLO files from
+outside the repository (XLA's own benchmark modules, say), measured without XLA.
 """
 
 from __future__ import annotations
@@ -129,12 +131,14 @@ def main(argv=None) -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-jax", action="store_true")
     parser.add_argument("--chain", type=int, nargs="*", default=[])
+    parser.add_argument("--extra", nargs="*", default=[], help="more .hlo files to measure")
     args = parser.parse_args(argv)
     jax = not args.no_jax and _have_jax()
     cases = [("mlp (README)", ROOT / "examples" / "mlp.hlo", None)]
     cases += [(p.stem, p, p.stem) for p in sorted(STORED.glob("*.hlo"))]
     if args.only is not None:
         cases = [c for c in cases if c[2] in args.only or c[0] in args.only]
+    cases += [(Path(extra).stem, Path(extra), None) for extra in args.extra]
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "minixla")], check=True)
     with tempfile.TemporaryDirectory() as folder:
         for n in args.chain:

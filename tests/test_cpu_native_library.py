@@ -269,3 +269,33 @@ def test_libraries_are_private_and_listed_by_cache_info(tmp_path):
     assert not list(folder.glob(".load-*"))  # the private copies loaded are gone
     names = [name for _, _, name, _ in cpu_cache.DiskCache(tmp_path).entries()]
     assert sum(name.startswith("library:") for name in names) == 1
+
+
+def test_a_long_compile_says_which_kernel_it_is_on(caplog):
+    import io
+
+    from minixla.backends import cpu
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    ticks = iter([0.0, 0.4, 1.5, 2.5])
+    stream = Terminal()
+    progress = cpu.KernelProgress(
+        3, "    # h = dot f32[8]\n    k0(p0, a1)\n", stream, lambda: next(ticks)
+    )
+    spec = KernelSpec("kernel", "", [], [], [], True, False)
+    with caplog.at_level(logging.INFO, logger="minixla.compile"):
+        progress.kernel("k0", spec, "compiled", 0.4)  # 0.4 s in: nothing shown yet
+        assert stream.getvalue() == ""
+        progress.kernel("k1", spec, "disk", 0.0)
+        progress.kernel("k2", spec, "compiled", 1.0)
+    progress.finish()
+    assert stream.getvalue() == (
+        "\r\x1b[Kminixla: 2/3 kernels (1.5 s)\r\x1b[Kminixla: 3/3 kernels (2.5 s)\r\x1b[K"
+    )
+    assert [r.getMessage() for r in caplog.records] == [
+        "kernel 1/3 k0 for %h compiled in 0.40 s",
+        "kernel 3/3 k2 for a native loop compiled in 1.00 s",
+    ]
