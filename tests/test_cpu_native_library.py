@@ -299,3 +299,21 @@ def test_a_long_compile_says_which_kernel_it_is_on(caplog):
         "kernel 1/3 k0 for %h compiled in 0.40 s",
         "kernel 3/3 k2 for a native loop compiled in 1.00 s",
     ]
+
+
+def test_scratch_too_big_for_the_stack_comes_from_malloc_and_is_linked(tmp_path):
+    text = """HloModule big_topk
+ENTRY e {
+  x = f32[2,9000] parameter(0)
+  ROOT t = (f32[2,5], s32[2,5]) topk(x), k=5, largest=true
+}"""
+    exe, _, warned = compile_here(tmp_path, text)
+    (source,) = [s.source for s in exe.program.kernels.values()]
+    assert "keys = h.heap_array(9000, np.int64)" in source and "h.free_array(keys)" in source
+    (manifest,) = (tmp_path / "libraries").glob("*.json")
+    assert not json.loads(manifest.read_text())["body"]["numba"] and not warned
+    x = np.random.default_rng(1).standard_normal((2, 9000)).astype(np.float32)
+    values, indices = exe(x)
+    want = np.argsort(-x, axis=1, kind="stable")[:, :5]
+    np.testing.assert_array_equal(indices, want)
+    np.testing.assert_array_equal(values, np.take_along_axis(x, want, axis=1))

@@ -149,6 +149,59 @@ def stack_array(typingctx, count, dtype):
     return array_type(count, dtype), codegen
 
 
+@intrinsic(prefer_literal=True)
+def heap_array(typingctx, count, dtype):
+    """A 1-d array of `count` (a literal) elements of `dtype` from the C library's malloc, for
+    scratch too big for the stack: like stack_array it needs nothing of Numba's runtime. The
+    kernel frees it with free_array before it returns."""
+    element = getattr(dtype, "instance_type", None)
+    if not isinstance(count, types.IntegerLiteral) or not isinstance(element, types.Number):
+        return None
+    array_type = types.Array(element, 1, "C")
+
+    def codegen(context, builder, sig, args):
+        from numba.np.arrayobj import make_array, populate_array
+
+        n = count.literal_value
+        pointer = context.get_data_type(element).as_pointer()
+        itemsize = context.get_abi_sizeof(pointer.pointee)
+        malloc = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(cgutils.voidptr_t, [cgutils.intp_t]), "malloc"
+        )
+        data = builder.call(malloc, [ir.Constant(cgutils.intp_t, n * itemsize)])
+        array = make_array(array_type)(context, builder)
+        populate_array(
+            array,
+            data=builder.bitcast(data, pointer),
+            shape=[context.get_constant(types.intp, n)],
+            strides=[context.get_constant(types.intp, itemsize)],
+            itemsize=context.get_constant(types.intp, itemsize),
+            meminfo=None,
+        )
+        return array._getvalue()
+
+    return array_type(count, dtype), codegen
+
+
+@intrinsic
+def free_array(typingctx, array):
+    """Frees the data of an array heap_array made."""
+    if not isinstance(array, types.Array):
+        return None
+
+    def codegen(context, builder, sig, args):
+        from numba.np.arrayobj import make_array
+
+        free = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [cgutils.voidptr_t]), "free"
+        )
+        data = make_array(array)(context, builder, value=args[0]).data
+        builder.call(free, [builder.bitcast(data, cgutils.voidptr_t)])
+        return context.get_dummy_value()
+
+    return types.none(array), codegen
+
+
 # ---- floats --------------------------------------------------------------------------------------
 
 

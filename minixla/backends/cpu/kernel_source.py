@@ -9,9 +9,9 @@ from ..codegen.elemental import Elemental
 from ..codegen.scalar import kernel_type
 from .kernels import _HEADER, CpuWriter, KernelSpec
 
-# Scratch a kernel keeps in its stack frame, per array (h.stack_array): no allocation, so the
-# kernel needs nothing of Numba's runtime and can live in a program's library
-# (native_library.py). Bigger scratch is np.empty.
+# Scratch a kernel keeps in its stack frame, per array (h.stack_array); bigger scratch comes
+# from malloc (h.heap_array) and is freed at the end. Neither allocates through Numba's
+# runtime, so the kernel can live in a program's library (native_library.py).
 STACK_SCRATCH_BYTES = 1 << 15
 
 
@@ -27,6 +27,7 @@ class OpSource:
         leaves = [s for _, s in instr.shape.leaves()]
         self.out_shapes = leaves
         self.outs = [f"o{k}" for k in range(len(leaves))]
+        self.heap: list[str] = []  # scratch arrays to free before the kernel returns
         for shape in [op.shape for op in instr.operands] + leaves:
             kernel_type(shape.dtype)
 
@@ -57,7 +58,8 @@ class OpSource:
         if count * np.dtype(dtype).itemsize <= STACK_SCRATCH_BYTES:
             self.line(f"{name} = h.stack_array({count}, np.{dtype})")
         else:
-            self.line(f"{name} = np.empty({count}, np.{dtype})")
+            self.line(f"{name} = h.heap_array({count}, np.{dtype})")
+            self.heap.append(name)
 
     def bind(self, expr: str, prefix: str = "v") -> str:
         name = self.w.var(prefix)
@@ -89,6 +91,7 @@ class OpSource:
             f"def {name}({', '.join(self.params + self.outs)}):",
         ]
         lines += self.w.lines or ["    pass"]
+        lines += [f"    h.free_array({name})" for name in self.heap]
         source = "\n".join(lines) + "\n"
         shapes = [op.shape for op in instr.operands] + self.out_shapes
         args = [("param", i) for i in range(len(instr.operands))] + [
