@@ -134,6 +134,7 @@ def stack_array(typingctx, count, dtype):
 
         n = count.literal_value
         data = cgutils.alloca_once(builder, context.get_data_type(element), size=n)
+        data.align = 64  # as Numba aligns what it allocates: loops over it vectorize alike
         itemsize = context.get_constant(types.intp, context.get_abi_sizeof(data.type.pointee))
         array = make_array(array_type)(context, builder)
         populate_array(
@@ -142,11 +143,20 @@ def stack_array(typingctx, count, dtype):
             shape=[context.get_constant(types.intp, n)],
             strides=[itemsize],
             itemsize=itemsize,
-            meminfo=None,
+            meminfo=_opaque_null(builder),
         )
         return array._getvalue()
 
     return array_type(count, dtype), codegen
+
+
+def _opaque_null(builder):
+    """A null meminfo LLVM cannot see is null. With a constant null the reference counting
+    around the array folds away, and LLVM shapes the loops over it differently: a merge
+    sort over 1,024 elements ran 10% slower than over np.empty's scratch (5.9 against
+    5.35 ms for 64 rows); with this, within 1-2% of it."""
+    null = ir.Constant(cgutils.voidptr_t, None)
+    return builder.asm(ir.FunctionType(null.type, [null.type]), "", "=r,0", [null], False)
 
 
 @intrinsic(prefer_literal=True)
@@ -176,7 +186,7 @@ def heap_array(typingctx, count, dtype):
             shape=[context.get_constant(types.intp, n)],
             strides=[context.get_constant(types.intp, itemsize)],
             itemsize=context.get_constant(types.intp, itemsize),
-            meminfo=None,
+            meminfo=_opaque_null(builder),
         )
         return array._getvalue()
 
