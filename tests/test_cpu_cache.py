@@ -352,3 +352,34 @@ def test_a_cache_well_under_its_cap_is_measured_again_only_when_due(tmp_path, mo
     monkeypatch.setattr(cpu_cache, "RESCAN_SECONDS", 1e9)
     disk.evict()
     assert len(scans) == 3
+
+
+@pytest.mark.parametrize("damage", ["garbage", "another probe's", "edited"])
+def test_the_environment_is_recalled_and_a_damaged_record_measured_again(tmp_path, damage):
+    """A process recalls environment() from the record an earlier one left (so a hit needs no
+    Numba to learn its version); a record that does not check out is measured again."""
+    compile_small(tmp_path)
+    (record,) = (tmp_path / "environment").glob("*.json")
+    measured = cpu_cache.environment()
+    entry = json.loads(record.read_text())
+    assert entry["body"] == measured
+    if damage == "garbage":
+        record.write_text("\x80garbage")
+    elif damage == "another probe's":
+        record.write_text(
+            json.dumps(
+                {"sha256": cpu_cache._body_sha("0" * 32, entry["body"]), "body": entry["body"]}
+            )
+        )
+    else:
+        record.write_text(
+            json.dumps({"sha256": entry["sha256"], "body": dict(entry["body"], numba="0.0.0")})
+        )
+    cpu_cache._ENVIRONMENT.clear()
+    cpu_cache._RECORDED.clear()  # as in a new process
+    try:
+        cpu_cache.recall_environment(tmp_path)
+        assert cpu_cache.environment() == measured
+        assert json.loads(record.read_text())["body"] == measured  # written again
+    finally:
+        cpu_cache._ENVIRONMENT[:] = [measured]

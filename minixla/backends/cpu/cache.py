@@ -57,6 +57,7 @@ import sys
 import tempfile
 import time
 import warnings
+from functools import lru_cache
 from pathlib import Path
 
 try:
@@ -173,24 +174,37 @@ def recall_environment(root: Path) -> None:
     """Sets environment() from what an earlier process measured for the same probe (kept
     under `root`), so a process that finds everything in the cache never imports Numba; or
     measures it and keeps it there."""
-    if _ENVIRONMENT:
+    if str(root) in _RECORDED:
         return
-    probe = environment_probe()
+    probe = _probe()
     if probe is None:
         return
     path = root / "environment" / f"{probe}.json"
-    if owned_by_us(path):
+    if not _ENVIRONMENT and owned_by_us(path):
         try:
             entry = json.loads(path.read_bytes())
             if entry.get("sha256") == _body_sha(probe, entry["body"]):
                 _ENVIRONMENT.append(entry["body"])
+                _RECORDED.add(str(root))
                 return
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             pass
+    elif _ENVIRONMENT and owned_by_us(path):  # known here, and recorded there
+        _RECORDED.add(str(root))
+        return
     body = environment()
     with contextlib.suppress(OSError):
         entry = {"sha256": _body_sha(probe, body), "body": body}
         atomic_write(path, json.dumps(entry).encode())
+        _RECORDED.add(str(root))
+
+
+_RECORDED: set[str] = set()  # cache roots whose record of environment() this process checked
+
+
+@lru_cache(maxsize=1)
+def _probe() -> str | None:
+    return environment_probe()
 
 
 def digest(*parts) -> str:
