@@ -25,6 +25,12 @@ def pytest_addoption(parser):
         help="run the differential fuzzer's full sweep (tests/test_fuzz.py)",
     )
     parser.addoption(
+        "--opcode-sweep-full",
+        action="store_true",
+        default=False,
+        help="sweep every element type of every elementwise row (tests/test_cpu_opcode_sweep.py)",
+    )
+    parser.addoption(
         "--spmd-full",
         action="store_true",
         default=False,

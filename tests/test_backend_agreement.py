@@ -377,3 +377,62 @@ ENTRY e {
 }"""
     got = both(text, np.ones(4, np.float32))
     assert np.isnan(got).all() and np.signbit(got).all()
+
+
+def test_mulhi_of_every_integer_width_is_native_and_exact():
+    """cpu had no kernel code for mulhi; 64-bit products need 128 bits, checked against
+    Python's integers."""
+    for dtype, np_type in (
+        ("s64", np.int64),
+        ("u64", np.uint64),
+        ("s32", np.int32),
+        ("u8", np.uint8),
+    ):
+        info = np.iinfo(np_type)
+        values = np.array([info.min, info.max, -1 % (info.max + 1), 0, 1, 3, info.max // 3], object)
+        values = np.array([int(v) for v in values if info.min <= int(v) <= info.max], np_type)
+        a, b = np.meshgrid(values, values)
+        text = f"""HloModule m
+ENTRY e {{
+  a = {dtype}[{a.size}] parameter(0)
+  b = {dtype}[{a.size}] parameter(1)
+  ROOT h = {dtype}[{a.size}] mulhi(a, b)
+}}"""
+        got = minixla.compile(text, backend="cpu", strict=True)(a.ravel(), b.ravel())
+        bits = np.iinfo(np_type).bits
+        want = [(int(x) * int(y)) >> bits for x, y in zip(a.ravel(), b.ravel())]
+        want = np.array([w % (1 << bits) for w in want], object).astype(np.uint64)
+        assert got.view(f"u{got.itemsize}").astype(np.uint64).tolist() == want.tolist(), dtype
+        np.testing.assert_array_equal(got, both(text, a.ravel(), b.ravel()))
+
+
+def test_integer_power_reads_the_exponents_low_six_bits_as_xla_does():
+    # XLA:CPU gives 3^64 = 1 and 3^66 = 9 (any exponent past 63 overflows a base other than
+    # 0 and +-1); minixla computed the full wrapped power (found against XLA:CPU, fuzz seed 265)
+    text = """HloModule m
+ENTRY e {
+  x = s64[6] parameter(0)
+  y = s64[6] parameter(1)
+  ROOT p = s64[6] power(x, y)
+}"""
+    base = np.array([3, 3, 2, 2, -1, 5], np.int64)
+    exponent = np.array([64, 66, 63, 64, -3, 100], np.int64)
+    got = both(text, base, exponent)
+    assert got.tolist() == [1, 9, -(2**63), 1, -1, pow(5, 36, 2**64) - 2**64]
+
+
+def test_a_mixed_precision_select_run_through_the_interpreters_handler():
+    # f16 has no cpu kernel, so the select runs through the interpreter's handler, which was
+    # called without the widening the interpreter applies to mixed float operands: a
+    # ShapeError on cpu for a module the interpreter runs (and, in a fusion, an f16 array
+    # where the next kernel wanted f64: a raw Numba TypeError; fuzz mutant seed 19)
+    text = """HloModule m
+ENTRY e {
+  p = f16[2] parameter(0)
+  q = f64[2] parameter(1)
+  c = pred[2] parameter(2)
+  ROOT s = f16[2] select(c, q, p)
+}"""
+    p, q = np.array([1.5, -2], np.float16), np.array([0.1, 7.0])
+    got = both(text, p, q, np.array([True, False]))
+    assert got.dtype == np.float16 and got.tolist() == [np.float16(0.1), -2]

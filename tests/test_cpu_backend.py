@@ -463,7 +463,10 @@ ENTRY main {
 def test_threaded_kernels_match_interpreter():
     x = np.random.default_rng(2).standard_normal((6, 70)).astype(np.float32)
     exe = cpu(PARALLEL, passes=[], parallel_threshold=1)
-    assert all(spec.parallel for spec in exe.program.kernels.values())
+    for spec in exe.program.kernels.values():
+        # a column reduction over the outermost dim has no dim worth splitting (loops.py)
+        column = re.search(r"computation single\.c[01]\.", spec.source) is not None
+        assert spec.parallel != column, spec.source
     assert_close(exe(x), interpret(PARALLEL, x), rtol=1e-5)
 
 

@@ -1,8 +1,11 @@
 """While loops made only of kernels run as one native function on cpu (native_loop.py): no
 Python per iteration, results equal to the interpreter's, arguments never written, and loops
-with other pieces (BLAS dots, nested loops, exchanged state leaves) keep the Python loop."""
+with other pieces (nested loops, exchanged state leaves, GEMMs large enough for BLAS threads)
+keep the Python loop. BLAS-sized dots run natively, bit for bit as in the Python loop."""
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pytest
@@ -152,13 +155,147 @@ ENTRY main {
 
 
 @pytest.mark.parametrize("width", [8, 128])
-def test_a_small_dot_is_a_kernel_and_a_blas_dot_keeps_the_python_loop(width):
+def test_a_small_dot_kernel_and_a_blas_dot_both_run_natively(width):
     rng = np.random.default_rng(0)
     h = rng.standard_normal((1, width)).astype(np.float32)
     w = (rng.standard_normal((width, width)) * 0.3).astype(np.float32)
     exe = _check(DOT_BODY.replace("8]", f"{width}]").replace("[8,", f"[{width},"), h, w)
+    assert _native(exe) and not _python_loop(exe)
     small = width * width <= SMALL_DOT_MACS
-    assert _native(exe) == small and _python_loop(exe) != small
+    assert _gemm(exe) != small
+
+
+def _gemm(exe) -> bool:
+    return any("of NumPy's BLAS" in spec.source for spec in exe.program.kernels.values())
+
+
+# A scan whose step is a BLAS-sized dot: acc = acc * 0.5 + tanh(dot(a, b)), a = a * 0.75.
+def _scan(dtype: str, lhs: str, rhs: str, dims: str, steps: int = 3) -> str:
+    out = f"{dtype}{_dot_shape(lhs, rhs, dims)}"
+    a, b = f"{dtype}{lhs}", f"{dtype}{rhs}"
+    state = f"(s32[], {out}, {a}, {b})"
+    return f"""
+HloModule scan
+cond {{
+  s = {state} parameter(0)
+  ROOT lt = pred[] compare(s32[] get-tuple-element(s), index=0, s32[] constant({steps})), direction=LT
+}}
+body {{
+  s = {state} parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  acc = {out} get-tuple-element(s), index=1
+  a = {a} get-tuple-element(s), index=2
+  b = {b} get-tuple-element(s), index=3
+  d = {out} dot(a, b), {dims}
+  half = {out} multiply(acc, {out} broadcast({dtype}[] constant(0.5)), dimensions={{}})
+  next = {out} add(half, {out} tanh(d))
+  a2 = {a} multiply(a, {a} broadcast({dtype}[] constant(0.75)), dimensions={{}})
+  ROOT t = {state} tuple(s32[] add(i, s32[] constant(1)), next, a2, b)
+}}
+ENTRY main {{
+  acc = {out} parameter(0)
+  a = {a} parameter(1)
+  b = {b} parameter(2)
+  l = {state} while({state} tuple(s32[] constant(0), acc, a, b)), condition=cond, body=body
+  ROOT r = {out} get-tuple-element(l), index=1
+}}"""
+
+
+BLAS_DOTS = [
+    ("[16,64]", "[64,96]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
+    ("[64,16]", "[64,96]", "lhs_contracting_dims={0}, rhs_contracting_dims={0}"),
+    ("[16,64]", "[96,64]", "lhs_contracting_dims={1}, rhs_contracting_dims={1}"),
+    ("[64,16]", "[96,64]", "lhs_contracting_dims={0}, rhs_contracting_dims={1}"),
+    (
+        "[3,16,64]",
+        "[3,64,40]",
+        "lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, "
+        "rhs_contracting_dims={1}",
+    ),
+    (
+        "[16,3,64]",
+        "[64,40,3]",
+        "lhs_batch_dims={1}, lhs_contracting_dims={2}, rhs_batch_dims={2}, "
+        "rhs_contracting_dims={0}",
+    ),
+    ("[8,4,32]", "[4,32,80]", "lhs_contracting_dims={1,2}, rhs_contracting_dims={0,1}"),
+    ("[4,16,32]", "[32,80]", "lhs_contracting_dims={2}, rhs_contracting_dims={0}"),
+    # one operand a vector: GEMV, with the matrix as stored or transposed
+    ("[64]", "[64,96]", "lhs_contracting_dims={0}, rhs_contracting_dims={0}"),
+    ("[1,64]", "[96,64]", "lhs_contracting_dims={1}, rhs_contracting_dims={1}"),
+    ("[96,64]", "[64]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
+    ("[64,96]", "[64,1]", "lhs_contracting_dims={0}, rhs_contracting_dims={0}"),
+    (
+        "[3,64]",
+        "[3,64,96]",
+        "lhs_batch_dims={0}, lhs_contracting_dims={1}, rhs_batch_dims={0}, "
+        "rhs_contracting_dims={1}",
+    ),
+    # above the small-matrix path's size: blocks of columns where the library has that path
+    ("[16,128]", "[128,1040]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
+    ("[128,16]", "[1040,128]", "lhs_contracting_dims={0}, rhs_contracting_dims={1}"),
+]
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize(
+    "lhs, rhs, dims",
+    BLAS_DOTS,
+    ids=[
+        "nn",
+        "tn",
+        "nt",
+        "tt",
+        "batch",
+        "batch-copied",
+        "two-contracted",
+        "two-free",
+        "vector-matrix",
+        "row-transposed-matrix",
+        "matrix-vector",
+        "transposed-matrix-column",
+        "batched-vector",
+        "nn-columns",
+        "tt-columns",
+    ],
+)
+def test_a_scan_of_blas_dots_runs_natively_bit_for_bit_as_the_python_loop(dtype, lhs, rhs, dims):
+    rng = np.random.default_rng(3)
+    np_dtype = np.float32 if dtype == "f32" else np.float64
+    a = (rng.standard_normal(eval(lhs)) * 0.2).astype(np_dtype)
+    b = (rng.standard_normal(eval(rhs)) * 0.2).astype(np_dtype)
+    acc = rng.standard_normal(eval(_dot_shape(lhs, rhs, dims))).astype(np_dtype)
+    text = _scan(dtype, lhs, rhs, dims)
+    exe = _check(text, acc, a, b)
+    assert _native(exe) and _gemm(exe) and not _python_loop(exe), exe.program.source
+    python = minixla.compile(text, backend="cpu", native_loops=False)
+    assert _python_loop(python) and _gemm(python)
+    np.testing.assert_array_equal(exe(acc, a, b), python(acc, a, b))
+
+
+def test_a_loop_runs_its_gemms_on_one_blas_thread():
+    from minixla.backends.cpu import blas_threads
+
+    lhs, rhs, dims = BLAS_DOTS[0]
+    rng = np.random.default_rng(4)
+    args = [rng.standard_normal(eval(s)).astype(np.float32) for s in ("[16,96]", lhs, rhs)]
+    exe = minixla.compile(_scan("f32", lhs, rhs, dims), backend="cpu")
+    blas_threads.use_threads(2)
+    exe(*args)
+    assert blas_threads._current == 1
+
+
+def test_a_dot_large_enough_for_blas_threads_keeps_the_python_loop():
+    from minixla.backends.cpu.blas_threads import always_serial
+
+    dims = "lhs_contracting_dims={1}, rhs_contracting_dims={0}"
+    assert not always_serial(2.0 * 256 * 256 * 512)
+    rng = np.random.default_rng(5)
+    a = (rng.standard_normal((256, 256)) * 0.05).astype(np.float32)
+    b = (rng.standard_normal((256, 512)) * 0.05).astype(np.float32)
+    acc = np.zeros((256, 512), np.float32)
+    exe = _check(_scan("f32", "[256,256]", "[256,512]", dims, steps=2), acc, a, b)
+    assert _python_loop(exe) and not _native(exe)
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f64"])
@@ -261,3 +398,56 @@ def test_a_read_only_argument_the_loop_only_reads():
     w.flags.writeable = False
     exe = _check(DOT_BODY, h, w, passes=[])
     assert _native(exe)
+
+
+def test_a_loop_carried_scatter_runs_natively_in_place():
+    from test_cpu_loops import SCATTER_ROW
+
+    exe = _check(SCATTER_ROW, np.arange(24, dtype=np.float32).reshape(8, 3))
+    assert _native(exe) and not _python_loop(exe)
+    (source,) = [s.source for s in exe.program.kernels.values() if "Native while loop" in s.source]
+    # the state buffer is the scatter's operand and its output
+    assert re.search(r"k\d+\((s\d+)\.reshape\(\(8, 3\)\), .*\1\.reshape\(\(8, 3\)\)\)", source)
+
+
+# The updated buffer is also read in the same iteration (a KV cache the step attends over).
+READ_AFTER_UPDATE = """
+HloModule r
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+cond {
+  s = (s32[], f32[8,3], f32[]) parameter(0)
+  ROOT lt = pred[] compare(s32[] get-tuple-element(s), index=0, s32[] constant(6)), direction=LT
+}
+body {
+  s = (s32[], f32[8,3], f32[]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  buf = f32[8,3] get-tuple-element(s), index=1
+  total = f32[] get-tuple-element(s), index=2
+  row = f32[1,3] broadcast(f32[] convert(i)), dimensions={}
+  upd = f32[8,3] dynamic-update-slice(buf, row, i, s32[] constant(0))
+  sum = f32[] reduce(upd, f32[] constant(0)), dimensions={0,1}, to_apply=add
+  ROOT t = (s32[], f32[8,3], f32[]) tuple(s32[] add(i, s32[] constant(1)), upd, f32[] add(total, sum))
+}
+ENTRY main {
+  x = f32[8,3] parameter(0)
+  w = (s32[], f32[8,3], f32[]) while((s32[], f32[8,3], f32[]) tuple(s32[] constant(0), x, f32[] constant(0))), condition=cond, body=body
+  ROOT r = (f32[8,3], f32[]) tuple(f32[8,3] get-tuple-element(w), index=1, f32[] get-tuple-element(w), index=2)
+}"""
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "python"])
+def test_an_update_read_again_in_its_iteration_is_still_in_place(native):
+    exe = _check(
+        READ_AFTER_UPDATE, np.arange(24, dtype=np.float32).reshape(8, 3), native_loops=native
+    )
+    assert _native(exe) == native
+    if native:
+        (source,) = [s.source for s in exe.program.kernels.values() if "Native while" in s.source]
+        assert re.search(r"\n +s1\.reshape\(\(8, 3\)\)\[", source), source  # into the state
+    else:
+        body = [c for c in exe.program.source.split("\n\n\n") if "dynamic-update-slice" in c][0]
+        assert re.search(r"t\d+\((v\d+), \1, ", body), body

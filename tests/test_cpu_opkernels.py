@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import warnings
 
+import re
+
 import numpy as np
 import pytest
 
@@ -529,6 +531,58 @@ def test_blas_threads_follow_the_gemm_size_and_the_idle_cores():
     blas_threads.use_threads(1)
     a = np.ones((64, 64), np.float32)
     np.testing.assert_array_equal(a @ a, np.full((64, 64), 64, np.float32))
+
+
+def test_dots_use_np_matmul_where_no_cblas_can_be_called(monkeypatch):
+    from minixla.backends.cpu import gemm
+
+    monkeypatch.setattr(gemm, "_FOUND", [None])
+    text = module("""
+  a = f64[24,40] parameter(0)
+  b = f64[24,56] parameter(1)
+  ROOT d = f64[40,56] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+""")
+    exe = minixla.compile(text, backend="cpu", passes=[], cache=False)
+    assert not any("NumPy's BLAS" in spec.source for spec in exe.program.kernels.values())
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((24, 40)), rng.standard_normal((24, 56))
+    np.testing.assert_allclose(exe(a, b), a.T @ b, rtol=1e-12)
+
+
+def test_kernel_threads_follow_the_work_the_idle_cores_and_recent_threaded_gemms(monkeypatch):
+    from minixla.backends.cpu import blas_threads
+
+    monkeypatch.setattr(blas_threads, "_last_threaded_gemm", -1e9)
+    monkeypatch.setattr(blas_threads, "idle_cores", lambda: 4)
+    unit = blas_threads.KERNEL_WORK
+    assert blas_threads.kernel_threads(unit) == 1
+    assert blas_threads.kernel_threads(3 * unit) == 3
+    assert blas_threads.kernel_threads(100 * unit) == 4
+    monkeypatch.setattr(blas_threads, "idle_cores", lambda: 1)  # a loaded machine
+    assert blas_threads.kernel_threads(100 * unit) == 1
+    monkeypatch.setattr(blas_threads, "idle_cores", lambda: 4)
+    monkeypatch.setattr(blas_threads, "_current", None)
+    blas_threads.use_threads(2)  # a GEMM's idle BLAS workers now spin for a while
+    assert blas_threads.kernel_threads(100 * unit) == 1
+    blas_threads.use_threads(1)
+
+
+PARALLEL_WORK = module("""
+  x = f32[512,1024] parameter(0)
+  ROOT y = f32[512,1024] tanh(x)
+""")
+
+
+def test_a_kernel_with_enough_work_is_parallel_and_its_threads_are_set_per_call():
+    exe = minixla.compile(PARALLEL_WORK, backend="cpu", passes=[], parallel_threshold=1 << 20)
+    (spec,) = exe.program.kernels.values()
+    assert spec.parallel and spec.work >= 1 << 20 and "prange" in spec.source
+    assert re.search(rf"kernel_threads\d+\({spec.work}\)\n +k0\(", exe.program.source)
+    x = np.linspace(-3, 3, 512 * 1024, dtype=np.float32).reshape(512, 1024)
+    np.testing.assert_allclose(exe(x), np.tanh(x), rtol=1e-6, atol=1e-6)
+    small = minixla.compile(PARALLEL_WORK, backend="cpu", passes=[], parallel_threshold=1 << 62)
+    (serial,) = small.program.kernels.values()
+    assert not serial.parallel and "kernel_threads" not in small.program.source
 
 
 # ---- complex numbers ------------------------------------------------------------------------

@@ -351,6 +351,30 @@ def test_while_with_in_place_update_matches_interpreter():
     assert any(spec.kind == "window" for spec in exe.program.kernels.values())
 
 
+SPIN = """
+HloModule spin
+cond {
+  p = s32[] parameter(0)
+  ROOT c = pred[] compare(p, s32[] constant(-1)), direction=NE
+}
+body {
+  p = s32[] parameter(0)
+  ROOT n = s32[] add(p, s32[] constant(1))
+}
+ENTRY e {
+  x = s32[] parameter(0)
+  ROOT w = s32[] while(x), condition=cond, body=body
+}
+"""
+
+
+def test_max_while_iterations_stops_a_runaway_loop():
+    exe = minixla.compile(SPIN, backend="cuda", max_while_iterations=20)
+    with pytest.raises(minixla.ExecutionError, match=r"while %w ran more than 20 iterations"):
+        exe(np.int32(0))
+    assert exe(np.int32(-15)) == -1  # 14 iterations are within the bound
+
+
 def test_results_never_alias_each_other_or_the_arena():
     text = """
     HloModule m

@@ -157,3 +157,13 @@ def test_element_types_map_to_numpy():
         "u4",
     ):
         assert numpy_dtype(name) is not None, name
+
+
+def test_name_uniquer_counts_on_and_hands_back_released_names():
+    from minixla.ir.module import NameUniquer
+
+    names = NameUniquer()
+    assert [names("p") for _ in range(4)] == ["p", "p.1", "p.2", "p.3"]
+    names.release("p.1")
+    assert names("p") == "p.1"
+    assert names("p.2") == "p.4"

@@ -237,6 +237,17 @@ FIRES = {
         "CHECK: ROOT %r = f32[5,2,4]{2,1,0} dot(%a, %b), lhs_batch_dims={0}, "
         "lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}",
     ),
+    "transpose_of_dot": (
+        """
+  a = f32[5,2,3] parameter(0)
+  b = f32[5,3,4] parameter(1)
+  d = f32[5,2,4] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2},
+    rhs_batch_dims={0}, rhs_contracting_dims={1}, operand_precision={highest,default}
+  ROOT r = f32[5,4,2] transpose(d), dimensions={0,2,1}""",
+        "CHECK: ROOT %r = f32[5,4,2]{2,1,0} dot(%b, %a), lhs_batch_dims={0}, "
+        "lhs_contracting_dims={1}, rhs_batch_dims={0}, rhs_contracting_dims={2}, "
+        "operand_precision={default,highest}",
+    ),
     "constant_to_right": (
         """
   x = s32[4] parameter(0)
@@ -369,6 +380,13 @@ UNCHANGED = {
   a = f32[2,3] parameter(0)
   b = f32[3,4] parameter(1)
   ROOT r = f32[2,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}""",
+    # the dot's result is also used as it is
+    "transpose_of_dot": """
+  a = f32[2,3] parameter(0)
+  b = f32[3,4] parameter(1)
+  d = f32[2,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  t = f32[4,2] transpose(d), dimensions={1,0}
+  ROOT r = (f32[2,4], f32[4,2]) tuple(d, t)""",
     "constant_to_right": """
   c = s32[4] constant({1, 2, 3, 4})
   ROOT r = s32[4] multiply(c, c)""",
@@ -389,6 +407,31 @@ def test_rule_fires(rule):
 def test_rule_does_not_fire(rule):
     body, extra = _case(UNCHANGED[rule])
     check_pass(rule_pass(ALGSIMP, rule), module(body, extra), expected=None)
+
+
+@pytest.mark.parametrize(
+    "rule,body",
+    [
+        (
+            "dynamic_slice_full",
+            """
+  x = f32[<=4] parameter(0)
+  ROOT r = f32[4] dynamic-slice(x, s32[] constant(0)), dynamic_slice_sizes={4}""",
+        ),
+        (
+            "dynamic_update_slice_full",
+            """
+  x = f32[<=4] parameter(0)
+  u = f32[4] parameter(1)
+  ROOT r = f32[<=4] dynamic-update-slice(x, u, s32[] constant(0))""",
+        ),
+    ],
+    ids=["dynamic-slice", "dynamic-update-slice"],
+)
+def test_whole_size_slices_of_a_dynamic_dimension_stay(rule, body):
+    # the static value is not the dynamic one (a RuleError on XLA's
+    # dynamic_dimension_inference_test.002)
+    check_pass(rule_pass(ALGSIMP, rule), module(body), expected=None)
 
 
 def test_every_rule_has_both_tests():

@@ -215,6 +215,50 @@ def test_sibling_multi_output_fusion_reads_the_operand_once():
     assert len(fusions(module)) == 1
 
 
+def test_sibling_fusion_whose_root_is_a_variadic_reduce_keeps_each_output():
+    """XLA prints argmax as a fusion whose root is a (value, index) reduce, not a tuple op; merged
+    with a sibling, its index output must stay the s32 element (it became the sibling's f32)."""
+    module = check_pass(
+        "fusion",
+        """
+    HloModule argmax_and_sum
+    pick {
+      a = f32[] parameter(0)
+      i = s32[] parameter(1)
+      b = f32[] parameter(2)
+      j = s32[] parameter(3)
+      gt = pred[] compare(a, b), direction=GT
+      ROOT r = (f32[], s32[]) tuple(select(gt, a, b), select(gt, i, j))
+    }
+    add {
+      a = f32[] parameter(0)
+      b = f32[] parameter(1)
+      ROOT s = f32[] add(a, b)
+    }
+    argmax_computation {
+      x = f32[4,6] parameter(0)
+      iota = s32[4,6] iota(), iota_dimension=1
+      ROOT r = (f32[4], s32[4]) reduce(x, iota, f32[] constant(-inf), s32[] constant(0)),
+          dimensions={1}, to_apply=pick
+    }
+    sum_computation {
+      x = f32[4,6] parameter(0)
+      ROOT r = f32[4] reduce(x, f32[] constant(0)), dimensions={1}, to_apply=add
+    }
+    ENTRY main {
+      x = f32[4,6] parameter(0)
+      argmax = (f32[4], s32[4]) fusion(x), kind=kLoop, calls=argmax_computation
+      sum = f32[4] fusion(x), kind=kLoop, calls=sum_computation
+      index = s32[4] get-tuple-element(argmax), index=1
+      ROOT t = (s32[4], f32[4]) tuple(index, sum)
+    }""",
+        """
+    // CHECK: ROOT %{{.*}} = (s32[4]{0}, f32[4]{0}) tuple(
+    """,
+    )
+    assert len(fusions(module)) == 1
+
+
 def test_without_multi_output_the_shared_producer_stays_alone():
     module = minixla.parse_hlo_module(SOFTMAX)
     InstructionFusion(multi_output=False).run(module)

@@ -1,4 +1,5 @@
-"""reshape-mover, transpose-folding, broadcast-canonicalizer, and the CPU pipeline's makeup."""
+"""reshape-mover, transpose-folding, broadcast-canonicalizer, movement-converts, and the CPU
+pipeline's makeup."""
 
 import pytest
 
@@ -123,6 +124,7 @@ def test_cpu_pipeline_runs_every_pass_in_xla_order():
     order = names(cpu_pipeline())
     for name in (
         "call-inliner",
+        "movement-converts",
         "algsimp",
         "dce",
         "cse",
@@ -143,6 +145,50 @@ def test_cpu_pipeline_runs_every_pass_in_xla_order():
         "scheduling",
     ]
     assert order[-len(tail) :] == tail
+
+
+def test_a_movement_op_that_changes_the_float_type_reads_a_convert():
+    check_pass(
+        "movement-converts",
+        """
+    HloModule mc
+    ENTRY main {
+      x = f64[3,4] parameter(0)
+      v = f32[] parameter(1)
+      r = bf16[12] reshape(x)
+      p = bf16[14] pad(r, v), padding=1_1
+      i = s32[] parameter(2)
+      ROOT d = bf16[2] dynamic-slice(p, i), dynamic_slice_sizes={2}
+    }""",
+        """
+    // CHECK: %[[C:.*]] = bf16[3,4]{1,0} convert(%x)
+    // CHECK: %r = bf16[12]{0} reshape(%[[C]])
+    // CHECK: %[[V:.*]] = bf16[] convert(%v)
+    // CHECK: %p = bf16[14]{0} pad(%r, %[[V]])
+    // CHECK: dynamic-slice(%p, %i)
+    """,
+    )
+
+
+def test_the_pipeline_keeps_the_rounding_of_a_mixed_precision_reshape():
+    # reshape-mover turned convert(bf16 reshape(f64 x)) into an f64 reshape: no bf16 rounding
+    # (fuzz mutant seed 864)
+    import numpy as np
+
+    import minixla
+    from minixla.passes.base import run_pipeline
+
+    text = """HloModule m
+ENTRY e {
+  x = f64[2,2] parameter(0)
+  r = bf16[4] reshape(x)
+  ROOT c = f64[4] convert(r)
+}"""
+    module = minixla.parse_hlo_module(text)
+    run_pipeline(cpu_pipeline(), module)
+    x = np.array([[0.546302, 1.0], [3.14159, -2.0]])
+    got = minixla.compile(module, backend="interpreter", passes=[])(x)
+    np.testing.assert_array_equal(got, [0.546875, 1.0, 3.140625, -2.0])
 
 
 @requires_corpus

@@ -1,9 +1,14 @@
 """What executables hand back: exactly the declared shapes, never the caller's own arrays."""
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
 import minixla
+from minixla.ir.opcodes import OPCODES
 from minixla.runtime.executable import check_results
 
 BACKENDS = ["interpreter", "cpu"]
@@ -61,6 +66,30 @@ def test_check_results_names_the_wrong_part():
         check_results((np.zeros(2), np.array(1, np.int32)), shape, "m")
 
 
+def test_the_environment_turns_the_check_on_at_run_time():
+    # a backend whose result has the wrong shape: caught only when the check is on
+    script = """
+import numpy as np, minixla
+exe = minixla.compile("HloModule m\\nENTRY e {\\n  ROOT x = f32[2] parameter(0)\\n}")
+exe._run = lambda args: np.zeros(3, np.float32)
+try:
+    exe(np.ones(2, np.float32))
+    print("unchecked")
+except minixla.ExecutionError as exc:
+    print(exc)
+"""
+
+    def run(flag: str) -> str:
+        env = dict(os.environ, MINIXLA_CHECK_RESULTS=flag)
+        done = subprocess.run(
+            [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+        )
+        return done.stdout.strip()
+
+    assert run("0") == "unchecked"
+    assert "should be f32[2]" in run("1")
+
+
 def test_masked_arrays_are_refused():
     exe = minixla.compile(
         "HloModule m\nENTRY e {\n  ROOT x = f32[3] parameter(0)\n}", backend="interpreter"
@@ -93,12 +122,16 @@ def test_invalid_operations_give_the_same_nan_on_every_backend():
 
 @pytest.mark.parametrize(
     "op",
-    [
+    sorted(
         op
-        for op in __import__("minixla.testing.fuzz", fromlist=["x"]).FLOAT_UNARY
-        if op != "is-finite"
-    ]
-    + ["abs", "negate", "sign"],
+        for op, row in OPCODES.items()
+        if row.kind == "elementwise"
+        and row.arity == 1
+        and row.shape_optional
+        and "float" in row.kinds
+        and not row.required_attrs
+        and op not in ("is-finite", "real", "imag")  # not NaN in, NaN out
+    ),
 )
 def test_a_nan_operand_keeps_its_sign_through_unary_ops(op):
     """Found by the fuzzer: NumPy's log(-nan) is +nan; hardware (and XLA) pass the NaN on."""

@@ -150,3 +150,117 @@ ENTRY e {
         assert minixla.compile(text)(x)[0].tolist() == [[0.0], [0.0]]
     finally:
         unregister_custom_call("TopK", "interpreter")
+
+
+C128, F64, I32 = np.complex128, np.float64, np.int32
+
+
+@pytest.mark.parametrize("complex_input", [False, True])
+def test_geev_gives_unit_eigenvectors_on_both_sides(complex_input):
+    a = RNG.standard_normal((2, 4, 4)) + (
+        1j * RNG.standard_normal((2, 4, 4)) if complex_input else 0
+    )
+    vectors = [((2, 4, 4), C128)] * 2 + [((2,), I32)]
+    if complex_input:
+        w, vl, vr, info = _call(
+            "lapack_zgeev_ffi",
+            (a,),
+            [((2, 4), C128)] + vectors,
+            compute_left="V",
+            compute_right="V",
+        )
+    else:
+        wr, wi, vl, vr, info = _call(
+            "lapack_dgeev_ffi",
+            (a,),
+            [((2, 4), F64)] * 2 + vectors,
+            compute_left="V",
+            compute_right="V",
+        )
+        w = wr + 1j * wi
+    assert info.tolist() == [0, 0]
+    for b in range(2):
+        np.testing.assert_allclose(a[b] @ vr[b], vr[b] * w[b], atol=1e-10)
+        np.testing.assert_allclose(
+            vl[b].conj().T @ a[b], w[b][:, None] * vl[b].conj().T, atol=1e-10
+        )
+        np.testing.assert_allclose(np.linalg.norm(vl[b], axis=0), 1)
+        largest = vl[b][np.argmax(np.abs(vl[b]), axis=0), range(4)]
+        np.testing.assert_allclose(largest.imag, 0, atol=1e-12)  # LAPACK's normalization
+
+
+@pytest.mark.parametrize("complex_input", [False, True])
+def test_gees_is_a_schur_decomposition(complex_input):
+    pytest.importorskip("scipy")
+    a = RNG.standard_normal((4, 4)) + (1j * RNG.standard_normal((4, 4)) if complex_input else 0)
+    results = _call(f"lapack_{'z' if complex_input else 'd'}gees_ffi", (a,), [], mode="V")
+    t, z = results[:2]
+    np.testing.assert_allclose(z @ t @ z.conj().T, a, atol=1e-12)
+    np.testing.assert_allclose(z.conj().T @ z, np.eye(4), atol=1e-12)
+    assert not np.tril(t, -1 if complex_input else -2).any()  # (quasi-)triangular
+    values = results[2] if complex_input else results[2] + 1j * results[3]
+    np.testing.assert_allclose(np.sort_complex(values), np.sort_complex(np.linalg.eigvals(a)))
+
+
+def _q_of_reflectors(m, tau, lower=True):
+    """Q = H(0) H(1) ... (lower) or H(n-2) ... H(0) (upper) of sytrd's/gehrd's reflectors."""
+    n = len(m)
+    q = np.eye(n, dtype=m.dtype)
+    for i in range(len(tau)):
+        v = np.zeros(n, m.dtype)
+        if lower:
+            v[i + 1], v[i + 2 :] = 1, m[i + 2 :, i]
+        else:
+            v[i], v[:i] = 1, m[:i, i + 1]
+        reflector = np.eye(n) - tau[i] * np.outer(v, v.conj())
+        q = q @ reflector if lower else reflector @ q
+    return q
+
+
+@pytest.mark.parametrize("complex_input", [False, True])
+def test_gehrd_gives_a_hessenberg_form_and_its_reflectors(complex_input):
+    a = RNG.standard_normal((5, 5)) + (1j * RNG.standard_normal((5, 5)) if complex_input else 0)
+    h, tau, info = _call(f"lapack_{'z' if complex_input else 'd'}gehrd_ffi", (a,), [])
+    assert info == 0 and tau.shape == (4,)
+    q = _q_of_reflectors(h, tau)
+    np.testing.assert_allclose(q @ np.triu(h, -1) @ q.conj().T, a, atol=1e-12)
+
+
+@pytest.mark.parametrize("uplo", ["L", "U"])
+@pytest.mark.parametrize("complex_input", [False, True])
+def test_sytrd_gives_a_tridiagonal_form_and_its_reflectors(uplo, complex_input):
+    m = RNG.standard_normal((5, 5)) + (1j * RNG.standard_normal((5, 5)) if complex_input else 0)
+    a = m + m.conj().T
+    outs = [((5, 5), a.dtype), ((5,), F64), ((4,), F64), ((4,), a.dtype), ((), I32)]
+    routine = "zhetrd" if complex_input else "dsytrd"
+    packed, d, e, tau, info = _call(f"lapack_{routine}_ffi", (a,), outs, uplo=uplo)
+    tridiagonal = np.diag(d) + np.diag(e, -1) + np.diag(e, 1)
+    q = _q_of_reflectors(packed, tau, lower=uplo == "L")
+    np.testing.assert_allclose(q @ tridiagonal @ q.conj().T, a, atol=1e-12)
+
+
+def test_gtsv_geqp3_gesvd_and_ormqr():
+    d, dl, du = RNG.uniform(3, 4, 5), RNG.standard_normal(5), RNG.standard_normal(5)
+    dl[0] = du[-1] = 0  # JAX passes all three diagonals at full length
+    b = RNG.standard_normal((5, 2))
+    *_, x, info = _call("lapack_dgtsv_ffi", (dl, d, du, b), [])
+    matrix = np.diag(d) + np.diag(dl[1:], -1) + np.diag(du[:-1], 1)
+    np.testing.assert_allclose(matrix @ x, b, atol=1e-12)
+
+    a = RNG.standard_normal((5, 4))
+    factors, permutation, tau = _call("lapack_dgeqp3_ffi", (a, np.zeros(4, np.int32)), [])
+    q = _call("lapack_dorgqr_ffi", (factors, tau), [])
+    r = np.triu(factors[:4])
+    np.testing.assert_allclose(q @ r, a[:, permutation - 1], atol=1e-12)
+    assert (np.diff(np.abs(np.diag(r))) <= 1e-12).all()  # pivoting orders |R_ii| downwards
+
+    outs = [((5, 4), F64), ((4,), F64), ((5, 5), F64), ((4, 4), F64), ((), I32)]
+    _, s, u, vt, _ = _call("lapack_dgesvd_ffi", (a,), outs, mode="A")
+    np.testing.assert_allclose(u[:, :4] * s @ vt, a, atol=1e-12)
+
+    h, tau = _call("lapack_dgeqrf_ffi", (a,), [])
+    c = RNG.standard_normal((5, 3))
+    q_full = _call("lapack_dorgqr_ffi", (np.pad(h, ((0, 0), (0, 1))), tau), [])
+    np.testing.assert_allclose(
+        _call("lapack_dormqr_ffi", (h, tau, c), [], side="L", trans="T"), q_full.T @ c, atol=1e-12
+    )

@@ -5,6 +5,9 @@ import numpy as np
 import pytest
 
 import minixla
+from minixla.backends import get as get_backend
+from minixla.backends.cpu import driver
+from minixla.passes.base import run_pipeline
 
 # A scalar multiply written as a dot, and one written through a reshape to f32[1] and back.
 MULTIPLY = {
@@ -80,3 +83,41 @@ ENTRY e {
     x = np.array([3, -1, 4, 1, -5, 9, 2, 6], np.float32)
     for backend in ("interpreter", "cpu"):
         np.testing.assert_array_equal(minixla.compile(text, backend=backend)(x), -np.sort(-x))
+
+
+def cpu_fallbacks(text: str) -> list:
+    module = minixla.parse_hlo_module(text)
+    run_pipeline(get_backend("cpu").pipeline(), module)
+    return driver.build_program(module, {}).fallback_reasons
+
+
+@pytest.mark.parametrize("form", sorted(MULTIPLY))
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_cpu_compiles_them_natively(case, form):
+    assert not cpu_fallbacks(module(MULTIPLY[form], CASES[case][0]))
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+@pytest.mark.parametrize(
+    "narrow,wide,values",
+    [
+        ("bf16", "f32", [1.0078125, 3.015625, -255.0]),  # products exact in f32, not in bf16
+        ("s8", "s32", [100, -128, 127]),  # products that wrap in s8
+    ],
+)
+def test_a_widening_scalar_dot_multiplies_in_the_wide_type(backend, narrow, wide, values):
+    text = f"""HloModule m
+mul {{
+  a = {narrow}[] parameter(0)
+  b = {narrow}[] parameter(1)
+  ROOT m = {wide}[] dot(a, b), lhs_contracting_dims={{}}, rhs_contracting_dims={{}}
+}}
+ENTRY e {{
+  x = {narrow}[3] parameter(0)
+  ROOT r = {wide}[3] map(x, x), dimensions={{0}}, to_apply=mul
+}}"""
+    exe = minixla.compile(text, backend=backend)
+    x = np.array(values, minixla.parse_shape(f"{narrow}[3]").numpy_dtype)
+    np.testing.assert_array_equal(exe(x), x.astype(np.float64) ** 2)
+    if backend == "cpu":
+        assert not cpu_fallbacks(text)

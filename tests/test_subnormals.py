@@ -108,11 +108,42 @@ def test_f64_and_bf16_are_flushed_at_their_own_smallest_normal(backend):
     )
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_f16_subnormals_are_kept_as_xla_cpu_keeps_them(backend):
+    # XLA:CPU computes f16 in f32, where an f16 subnormal is normal: log(-1e-5) is NaN in
+    # jax.jit, not log(-0) = -inf
+    text = """
+    HloModule half
+    ENTRY main {
+      x = f16[2] parameter(0)
+      zero = pred[2] compare(x, f16[2] constant({0, 0})), direction=EQ
+      ROOT t = (pred[2], f16[2]) tuple(zero, f16[2] log(x))
+    }"""
+    x = np.array([1e-5, -1e-5], np.float16)
+    zero, logs = minixla.compile(text, backend=backend, flush_denormals=True)(x)
+    np.testing.assert_array_equal(zero, [False, False])
+    assert np.isnan(logs[1]) and logs[0] == np.float16(np.log(np.float32(x[0])))
+
+
 def test_the_flag_comes_from_minixla_flags_and_the_option_wins(monkeypatch):
     monkeypatch.setenv("MINIXLA_FLAGS", "--flush_denormals")
     for backend in BACKENDS:
         assert minixla.compile(COMPARE, backend=backend)(TINY_F32)[0]
         assert not minixla.compile(COMPARE, backend=backend, flush_denormals=False)(TINY_F32)[0]
+
+
+def test_flushing_next_to_an_infinity_does_not_warn():
+    import warnings
+
+    from minixla.reference.denormals import flush_in_place
+
+    values = np.array([np.inf, -1e-40, 2.0], np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # inf * 0 would be an invalid-value RuntimeWarning
+        out = flushed(values)
+        flush_in_place(values)
+    assert np.isinf(out[0]) and out[1] == 0 and np.signbit(out[1])
+    np.testing.assert_array_equal(values, out)
 
 
 def test_flushed_leaves_clean_values_alone_and_keeps_signs():

@@ -33,6 +33,7 @@ class HloInstruction:
         "control_predecessors",
         "control_successors",
         "location",
+        "elided",
         "__weakref__",
     )
 
@@ -63,6 +64,9 @@ class HloInstruction:
         self.control_predecessors: list[HloInstruction] = []
         self.control_successors: list[HloInstruction] = []
         self.location: tuple[int, int] | None = None  # (line, column) in the parsed text
+        # a constant read as `{...}`: XLA printed it without its values, so `literal` holds
+        # zeros that stand for nothing; it prints back as `{...}` and never runs
+        self.elided = False
         for operand in operands:
             self.append_operand(operand)
 
@@ -202,6 +206,8 @@ class HloInstruction:
         for key in keys:
             if not _attr_equal(self.attrs[key], other.attrs[key]):
                 return False
+        if self.elided or other.elided:  # `{...}` equals only `{...}` (CSE keeps them apart)
+            return self.elided and other.elided
         return _literal_equal(self.literal, other.literal)
 
     def clone(self, operands=None, name: str | None = None) -> "HloInstruction":
@@ -217,6 +223,7 @@ class HloInstruction:
         )
         copy.attrs.pop("control-predecessors", None)
         copy.location = self.location
+        copy.elided = self.elided
         return copy
 
     def to_text(self) -> str:

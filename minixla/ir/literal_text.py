@@ -1,5 +1,5 @@
 """Constants as XLA writes them: floats short where they round-trip, NaN payloads, nested
-braces, and all-zero constants elided to `{...}`."""
+braces, and large constants of one value as that value (a splat)."""
 
 from __future__ import annotations
 
@@ -78,10 +78,8 @@ def format_literal(value, shape: Shape) -> str:
     dtype = array.dtype
     if array.ndim == 0:
         return format_scalar(array[()], dtype)
-    if array.size >= _ELIDE_ZEROS:
+    if array.size >= _SPLAT_FROM:
         bits = np.ascontiguousarray(array).reshape(-1).view(np.uint8).reshape(array.size, -1)
-        if not bits.any():
-            return "{...}"  # all bits zero: XLA's elided form, which reads back as zeros
         if (bits == bits[0]).all():  # one value: the splat `constant(0.5)` XLA's parser reads
             return format_scalar(array.reshape(-1)[0], dtype)
     texts = _element_texts(array)
@@ -90,7 +88,7 @@ def format_literal(value, shape: Shape) -> str:
     return _format_nested(texts, array.shape)
 
 
-_ELIDE_ZEROS = 1 << 16  # elements from which an all-zero or splat constant prints short
+_SPLAT_FROM = 1 << 16  # elements from which a constant of one value prints short
 
 
 def _element_texts(array: np.ndarray) -> list[str]:

@@ -37,22 +37,30 @@ class NameUniquer:
 
     def __init__(self, module: "HloModule | None" = None):
         self.used: set[str] = set()
-        self.tried: dict[str, int] = {}  # stem -> the suffix below which every name is used
+        # per stem, a suffix below which every `stem.N` is taken (until one is released), so
+        # thousands of `p`s (a module of nested calls) do not each count up from 1
+        self._taken_below: dict[str, int] = {}
         if module is not None:
             self.used.update(c.name for c in module.computations)
             self.used.update(i.name for i in module.all_instructions())
 
     def __call__(self, base: str) -> str:
-        stem = re.sub(r"\.\d+$", "", base) or "instr"
         name = base
-        if name in self.used:  # suffixes only grow, so each stem's probing is linear overall
-            n = self.tried.get(stem, 0)
+        if name in self.used:
+            stem = re.sub(r"\.\d+$", "", base) or "instr"
+            n = self._taken_below.get(stem, 1)
+            name = f"{stem}.{n}"
             while name in self.used:
                 n += 1
                 name = f"{stem}.{n}"
-            self.tried[stem] = n
+            self._taken_below[stem] = n
         self.used.add(name)
         return name
+
+    def release(self, name: str) -> None:
+        """Makes `name` free to hand out again."""
+        self.used.discard(name)
+        self._taken_below.pop(re.sub(r"\.\d+$", "", name) or "instr", None)
 
     fresh = __call__
 

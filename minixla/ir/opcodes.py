@@ -59,6 +59,12 @@ class OpDef:
     shape_optional: bool = False  # may the text omit the result shape?
     traits: frozenset[str] = frozenset()
     kinds: frozenset[str] = NUMERIC_KINDS  # element kinds accepted (elementwise ops)
+    # An elementwise op's partial derivatives, one formula per operand, written with the
+    # table's own op names (underscores for hyphens) over `x`, `y`, `z` (the operands) and
+    # `out` (the result): `sine` has ("cosine(x)",), `divide` ("1 / y", "-out / y"). "0" where
+    # the result does not depend on an operand; all "0": the result carries no tangent.
+    # None: the op's derivative needs code (transforms/ad_rules.py) or is declined there.
+    partials: tuple[str, ...] | None = None
 
     @property
     def attr_names(self) -> tuple[str, ...]:
@@ -94,8 +100,17 @@ def _t(*names: str) -> frozenset[str]:
 _ACCURACY = ("result_accuracy",)
 
 
+# The partials of ops whose result is piecewise constant or not a float: no tangent.
+FLAT = ("0",)
+NO_PRED = NUMERIC_KINDS - {"pred"}
+
+
 def _unary(
-    name: str, *traits: str, infer: str = "elementwise", kinds: frozenset[str] = NUMERIC_KINDS
+    name: str,
+    *traits: str,
+    infer: str = "elementwise",
+    kinds: frozenset[str] = NUMERIC_KINDS,
+    partials: tuple[str, ...] | None = None,
 ) -> OpDef:
     attrs = _ACCURACY if EXPENSIVE in traits else ()
     return OpDef(
@@ -107,19 +122,31 @@ def _unary(
         shape_optional=True,
         traits=_t(*traits),
         kinds=kinds,
+        partials=partials,
     )
 
 
-def _math(name: str, kinds: frozenset[str] = FLOATISH_KINDS) -> OpDef:
+def _math(name: str, partial: str, kinds: frozenset[str] = FLOATISH_KINDS) -> OpDef:
     """A transcendental function: float (and mostly complex) only, accuracy selectable."""
-    return _unary(name, EXPENSIVE, kinds=kinds)
+    return _unary(name, EXPENSIVE, kinds=kinds, partials=(partial,))
 
 
 def _binary(
-    name: str, *traits: str, infer: str = "elementwise", kinds: frozenset[str] = NUMERIC_KINDS
+    name: str,
+    *traits: str,
+    infer: str = "elementwise",
+    kinds: frozenset[str] = NUMERIC_KINDS,
+    partials: tuple[str, ...] | None = None,
 ) -> OpDef:
     return OpDef(
-        name, 2, ELEMENTWISE, infer=infer, shape_optional=True, traits=_t(*traits), kinds=kinds
+        name,
+        2,
+        ELEMENTWISE,
+        infer=infer,
+        shape_optional=True,
+        traits=_t(*traits),
+        kinds=kinds,
+        partials=partials,
     )
 
 
@@ -159,43 +186,43 @@ _ROWS = [
     OpDef("partition-id", 0, COLLECTIVE, infer="u32_scalar", shape_optional=True),
     OpDef("after-all", VARIADIC, CONTROL, infer="token", shape_optional=True),
     # elementwise unary
-    _unary("abs", EXACT, IDEMPOTENT, infer="abs"),
-    _unary("negate", EXACT, kinds=NUMERIC_KINDS - {"pred"}),
-    _unary("sign", EXACT, IDEMPOTENT, kinds=NUMERIC_KINDS - {"pred", "unsigned"}),
-    _unary("floor", EXACT, IDEMPOTENT, kinds=FLOAT_KINDS),
-    _unary("ceil", EXACT, IDEMPOTENT, kinds=FLOAT_KINDS),
-    _unary("round-nearest-afz", EXACT, IDEMPOTENT, kinds=FLOAT_KINDS),
-    _unary("round-nearest-even", EXACT, IDEMPOTENT, kinds=FLOAT_KINDS),
-    _math("exponential"),
-    _math("exponential-minus-one"),
-    _math("log"),
-    _math("log-plus-one"),
-    _math("logistic"),
-    _math("sqrt"),
-    _math("rsqrt"),
-    _math("cbrt", FLOAT_KINDS),
-    _math("sine"),
-    _math("cosine"),
-    _math("tan"),
-    _math("tanh"),
-    _math("sinh"),
-    _math("cosh"),
-    _math("asin"),
-    _math("acos"),
-    _math("atan"),
-    _math("asinh"),
-    _math("acosh"),
-    _math("atanh"),
-    _math("erf", FLOAT_KINDS),
-    _unary("not", kinds=BITWISE_KINDS),
-    _unary("popcnt", kinds=INTEGER_KINDS),
-    _unary("count-leading-zeros", kinds=INTEGER_KINDS),
-    _unary("is-finite", EXACT, infer="is_finite"),
-    _unary("real", infer="complex_part"),
-    _unary("imag", infer="complex_part"),
-    _unary("copy", EXACT),
+    _unary("abs", EXACT, IDEMPOTENT, infer="abs", kinds=NO_PRED, partials=("sign(x)",)),
+    _unary("negate", EXACT, kinds=NO_PRED, partials=("-1",)),
+    _unary("sign", EXACT, IDEMPOTENT, kinds=NO_PRED - {"unsigned"}, partials=FLAT),
+    _unary("floor", EXACT, IDEMPOTENT, kinds=FLOAT_KINDS, partials=FLAT),
+    _unary("ceil", EXACT, IDEMPOTENT, kinds=FLOAT_KINDS, partials=FLAT),
+    _unary("round-nearest-afz", EXACT, IDEMPOTENT, kinds=FLOAT_KINDS, partials=FLAT),
+    _unary("round-nearest-even", EXACT, IDEMPOTENT, kinds=FLOAT_KINDS, partials=FLAT),
+    _math("exponential", "out"),
+    _math("exponential-minus-one", "out + 1"),
+    _math("log", "1 / x"),
+    _math("log-plus-one", "1 / (x + 1)"),
+    _math("logistic", "out * (1 - out)"),
+    _math("sqrt", "0.5 / out"),
+    _math("rsqrt", "-0.5 * out / x"),
+    _math("cbrt", "out / (3 * x)", FLOAT_KINDS),
+    _math("sine", "cosine(x)"),
+    _math("cosine", "-sine(x)"),
+    _math("tan", "1 + out * out"),
+    _math("tanh", "1 - out * out"),
+    _math("sinh", "cosh(x)"),
+    _math("cosh", "sinh(x)"),
+    _math("asin", "1 / sqrt(1 - x * x)"),
+    _math("acos", "-1 / sqrt(1 - x * x)"),
+    _math("atan", "1 / (1 + x * x)"),
+    _math("asinh", "1 / sqrt(x * x + 1)"),
+    _math("acosh", "1 / sqrt(x * x - 1)"),
+    _math("atanh", "1 / (1 - x * x)"),
+    _math("erf", "1.1283791670955126 * exponential(-x * x)", FLOAT_KINDS),  # 2/sqrt(pi)
+    _unary("not", kinds=BITWISE_KINDS, partials=FLAT),
+    _unary("popcnt", kinds=INTEGER_KINDS, partials=FLAT),
+    _unary("count-leading-zeros", kinds=INTEGER_KINDS, partials=FLAT),
+    _unary("is-finite", EXACT, infer="is_finite", kinds=FLOAT_KINDS, partials=FLAT),
+    _unary("real", infer="complex_part", kinds=FLOATISH_KINDS),
+    _unary("imag", infer="complex_part", kinds=FLOATISH_KINDS),
+    _unary("copy", EXACT, partials=("1",)),
     OpDef("convert", 1, ELEMENTWISE, infer="convert"),
-    OpDef("bitcast-convert", 1, ELEMENTWISE, infer="bitcast_convert"),
+    OpDef("bitcast-convert", 1, ELEMENTWISE, infer="bitcast_convert", partials=FLAT),
     OpDef(
         "reduce-precision",
         1,
@@ -203,27 +230,33 @@ _ROWS = [
         ("exponent_bits!", "mantissa_bits!"),
         infer="elementwise",
         kinds=FLOAT_KINDS,
+        partials=("1",),
     ),
-    OpDef("stochastic-convert", 2, ELEMENTWISE, infer="convert"),
+    OpDef("stochastic-convert", 2, ELEMENTWISE, infer="convert", partials=FLAT * 2),
     # elementwise binary
-    _binary("add", COMMUTATIVE, ASSOCIATIVE),
-    _binary("subtract"),
-    _binary("multiply", COMMUTATIVE, ASSOCIATIVE),
-    _binary("divide"),
-    _binary("remainder", EXACT),
+    _binary("add", COMMUTATIVE, ASSOCIATIVE, partials=("1", "1")),
+    _binary("subtract", kinds=NO_PRED, partials=("1", "-1")),
+    _binary("multiply", COMMUTATIVE, ASSOCIATIVE, partials=("y", "x")),
+    _binary("divide", kinds=NO_PRED, partials=("1 / y", "-out / y")),
+    _binary("remainder", EXACT, kinds=NO_PRED, partials=("1", "-sign(x / y) * floor(abs(x / y))")),
     _binary("maximum", EXACT, COMMUTATIVE, ASSOCIATIVE, IDEMPOTENT),
     _binary("minimum", EXACT, COMMUTATIVE, ASSOCIATIVE, IDEMPOTENT),
     # XLA defines integer power too
-    _binary("power", EXPENSIVE, kinds=NUMERIC_KINDS - {"pred"}),
-    _binary("atan2", EXPENSIVE, kinds=FLOATISH_KINDS),
-    _binary("complex", infer="complex"),
-    _binary("and", COMMUTATIVE, ASSOCIATIVE, IDEMPOTENT, kinds=BITWISE_KINDS),
-    _binary("or", COMMUTATIVE, ASSOCIATIVE, IDEMPOTENT, kinds=BITWISE_KINDS),
-    _binary("xor", COMMUTATIVE, ASSOCIATIVE, kinds=BITWISE_KINDS),
-    _binary("shift-left", kinds=INTEGER_KINDS),
-    _binary("shift-right-arithmetic", kinds=INTEGER_KINDS),
-    _binary("shift-right-logical", kinds=INTEGER_KINDS),
-    _binary("mulhi", kinds=INTEGER_KINDS),
+    _binary("power", EXPENSIVE, kinds=NO_PRED),
+    _binary(
+        "atan2",
+        EXPENSIVE,
+        kinds=FLOATISH_KINDS,
+        partials=("y / (x * x + y * y)", "-x / (x * x + y * y)"),
+    ),
+    _binary("complex", infer="complex", kinds=FLOAT_KINDS),
+    _binary("and", COMMUTATIVE, ASSOCIATIVE, IDEMPOTENT, kinds=BITWISE_KINDS, partials=FLAT * 2),
+    _binary("or", COMMUTATIVE, ASSOCIATIVE, IDEMPOTENT, kinds=BITWISE_KINDS, partials=FLAT * 2),
+    _binary("xor", COMMUTATIVE, ASSOCIATIVE, kinds=BITWISE_KINDS, partials=FLAT * 2),
+    _binary("shift-left", kinds=INTEGER_KINDS, partials=FLAT * 2),
+    _binary("shift-right-arithmetic", kinds=INTEGER_KINDS, partials=FLAT * 2),
+    _binary("shift-right-logical", kinds=INTEGER_KINDS, partials=FLAT * 2),
+    _binary("mulhi", kinds=INTEGER_KINDS, partials=FLAT * 2),
     OpDef(
         "compare",
         2,
@@ -232,6 +265,7 @@ _ROWS = [
         infer="compare",
         shape_optional=True,
         traits=_t(EXACT),
+        partials=FLAT * 2,
     ),
     # ternary
     OpDef("select", 3, ELEMENTWISE, infer="select", shape_optional=True, traits=_t(EXACT)),

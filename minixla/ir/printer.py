@@ -78,7 +78,7 @@ def instruction_to_text(instr: HloInstruction, *, print_metadata: bool = True) -
     if instr.opcode == "parameter":
         inside = str(instr.parameter_number)
     elif instr.opcode == "constant":
-        inside = format_literal(instr.literal, instr.shape)
+        inside = "{...}" if instr.elided else format_literal(instr.literal, instr.shape)
     else:
         inside = ", ".join("%" + operand.name for operand in instr.operands)
     text = f"%{instr.name} = {instr.shape} {instr.opcode}({inside})"

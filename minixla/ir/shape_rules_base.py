@@ -242,25 +242,24 @@ def abs_(instr) -> Shape:
 
 def is_finite(instr) -> Shape:
     shape = operand_array(instr, 0)
-    if not shape.element_type.is_float:
-        raise fail(instr, f"needs a floating-point operand, got {fmt(shape)}")
+    _check_kind(instr, shape)
     return shape.with_dtype("pred").without_layout()
 
 
 def complex_part(instr) -> Shape:
     shape = operand_array(instr, 0)
+    _check_kind(instr, shape)  # real/imag of a real number: XLA allows it
     if shape.element_type.is_complex:
         return shape.with_dtype(component_type(shape.element_type)).without_layout()
-    if shape.element_type.is_float:  # real/imag of a real number: XLA allows it
-        return shape.without_layout()
-    raise fail(instr, f"needs a complex or float operand, got {fmt(shape)}")
+    return shape.without_layout()
 
 
 def complex_(instr) -> Shape:
     shapes = operand_arrays(instr)
     same_dims_all(instr, shapes)
     same_type_all(instr, shapes)
-    if shapes[0].dtype not in ("f32", "f64"):
+    _check_kind(instr, shapes[0])
+    if shapes[0].dtype not in ("f32", "f64"):  # no complex type of narrower parts
         raise fail(instr, f"needs f32 or f64 operands, got {shapes[0].dtype}")
     return shapes[0].with_dtype("c64" if shapes[0].dtype == "f32" else "c128").without_layout()
 

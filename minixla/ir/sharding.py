@@ -586,6 +586,39 @@ def leaf_shapes(shape) -> list:
     return [shape]
 
 
+_SDY_MESH = re.compile(r"(\w+)\s*=\s*#sdy\.mesh<\[([^\]]*)\](?:\s*,\s*device_ids=\[([^\]]*)\])?>")
+_SDY_AXIS = re.compile(r'"([^"]+)"\s*=\s*(\d+)')
+_SDY_ONE = re.compile(r"<@(\w+)\s*,\s*\[((?:\{[^}]*\}\s*,?\s*)*)\]([^>]*)>")
+
+Mesh = tuple[dict[str, int], "list[int] | None"]
+
+
+def sdy_meshes(text: str) -> dict[str, Mesh]:
+    """The Shardy meshes `name = #sdy.mesh<["x"=2, "y"=2]>` in `text` (the header's
+    xla.sdy.meshes): name -> (axis sizes in order, device ids or None for an iota)."""
+    found = {}
+    for name, axes, ids in _SDY_MESH.findall(text):
+        sizes = {a: int(n) for a, n in _SDY_AXIS.findall(axes)}
+        found[name] = (sizes, [int(i) for i in ids.split(",")] if ids else None)
+    return found
+
+
+def parse_sdy_shardings(text: str, meshes: dict[str, Mesh]) -> list[HloSharding]:
+    """The HloSharding of each `<@mesh, [{"x"}, {}]>` in `text` (a `#sdy.sharding<...>` or
+    `#sdy.sharding_per_value<[...]>`); ValueError for an unknown mesh, sub-axes or unreduced
+    axes."""
+    out = []
+    for mesh, dims, rest in _SDY_ONE.findall(text):
+        if mesh not in meshes:
+            raise ValueError(f"mesh @{mesh} is not one of the module's Shardy meshes")
+        axes = [tuple(re.findall(r'"([^"]+)"', d)) for d in re.findall(r"\{([^}]*)\}", dims)]
+        if any(":" in d for d in re.findall(r"\{([^}]*)\}", dims)) or "unreduced" in rest:
+            raise ValueError("sub-axes and unreduced axes of Shardy shardings are not supported")
+        sizes, ids = meshes[mesh]
+        out.append(mesh_sharding(sizes, axes, ids))
+    return out
+
+
 def mesh_sharding(axis_sizes: dict[str, int], dim_axes, device_ids=None) -> HloSharding:
     """The HLO sharding of an array whose dim i is cut by the mesh axes `dim_axes[i]` (major
     to minor): the mesh's device grid transposed so the axes of dim 0 come first, then those

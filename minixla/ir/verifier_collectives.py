@@ -4,8 +4,9 @@
 with verifier_rules.INSTRUCTION_RULES; `check_module_collectives(module)` holds the rules
 that compare instructions with each other (channels, layout-constrained all-reduces).
 Replica-group sizes are checked only where the groups are listed: an empty `{}` means every
-participant, whose count the module text does not always give. Send shapes are not checked:
-XLA's own pass tests load sends with two-element, non-tuple and mismatched shapes.
+participant, whose count the module text does not always give (nor does it always give the
+partition count that cross-replica-and-partition groups multiply by). Send shapes are not
+checked: XLA's own pass tests load sends with two-element, non-tuple and mismatched shapes.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
+from .sharding import CROSS_REPLICA_AND_PARTITION, group_mode
+from .shapes import Shape
 from .verifier_rules import RuleFailure
 
 if TYPE_CHECKING:
@@ -55,18 +58,114 @@ def _results(instr) -> list:
     return list(shape.tuple_shapes)
 
 
-def _gathered(instr) -> None:
-    """all-gather and reduce-scatter of N > 1 operands return a tuple of N.
+def _uniform_groups(instr) -> None:
+    """XLA's CheckReplicaGroups: every group of an all-gather, reduce-scatter or all-to-all
+    has one size (all-reduce's may differ)."""
+    groups = instr.attrs.get("replica_groups")
+    if groups is not None and len({len(g) for g in groups.groups}) > 1:
+        raise RuleFailure(
+            "replica groups", f"{instr.opcode} needs replica groups of one size, got {groups}"
+        )
 
-    Unlike XLA, the gathered or scattered dimension is not checked against the group size:
-    XLA's own pass tests (collective_opt_utils, reduce_scatter_reassociate) give modules whose
-    sizes disagree with their groups and expect them to load."""
+
+def _shard_count(instr) -> int | None:
+    """How many pieces an all-gather joins or a reduce-scatter cuts (XLA's GetSubgroupSize):
+    the group size, times the partition count across replicas and partitions; None where
+    the text leaves it to the module's configuration."""
+    size = _group_size(instr)
+    if size is None:
+        return None
+    if group_mode(instr) != CROSS_REPLICA_AND_PARTITION:
+        return size
+    module = instr.parent.module if instr.parent is not None else None
+    partitions = module.header_attrs.get("num_partitions") if module is not None else None
+    return size * int(partitions) if partitions is not None else None
+
+
+def _gathered(instr) -> None:
+    """all-gather and reduce-scatter of N > 1 operands return a tuple of N; along the
+    gathered dim each result is the operand times the shard count (all-gather) or the
+    operand is the result times it (reduce-scatter), as XLA's shape inference has it."""
     _global_device_ids(instr)
-    _results(instr)
+    _uniform_groups(instr)
+    results = _results(instr)
+    count = _shard_count(instr)
+    dim = instr.attrs["dimensions"][0]
+    if count is None:
+        return
+    for operand, result in zip(instr.operands, results):
+        if not (operand.shape.is_array and result.is_array) or dim >= operand.shape.rank:
+            continue
+        have, got = operand.shape.dims[dim], result.dims[dim] if dim < result.rank else None
+        if instr.opcode == "reduce-scatter" and have % count:
+            raise RuleFailure(
+                "shard count",
+                f"reduce-scatter over groups of {count} cannot cut dim {dim} of {operand.shape}",
+            )
+        want = have * count if instr.opcode == "all-gather" else have // count
+        if got != want:
+            raise RuleFailure(
+                "shard count",
+                f"{instr.opcode} over groups of {count} turns dim {dim} of {operand.shape} "
+                f"into {want}, declared {result}",
+            )
+
+
+def _maybe_tuple(shapes) -> Shape:
+    return shapes[0] if len(shapes) == 1 else Shape.tuple_of(shapes)
+
+
+def _start_shape(instr, want) -> None:
+    if not instr.shape.compatible(want):
+        raise RuleFailure(
+            f"{instr.opcode} shape", f"{instr.opcode} returns {want}, declared {instr.shape}"
+        )
+
+
+def _all_reduce_start(instr) -> None:
+    """all-reduce-start returns what all-reduce does: the operand, or a tuple of several."""
+    _global_device_ids(instr)
+    _start_shape(instr, _maybe_tuple([o.shape for o in instr.operands]))
+
+
+def _all_gather_start(instr) -> None:
+    """all-gather-start returns (operands, gathered results), each a tuple for several."""
+    _global_device_ids(instr)
+    _uniform_groups(instr)
+    shape = instr.shape
+    if not shape.is_tuple or len(shape.tuple_shapes) != 2:
+        raise RuleFailure(
+            "all-gather-start shape",
+            f"all-gather-start returns (operands, results), declared {shape}",
+        )
+    _start_shape(
+        instr,
+        Shape.tuple_of([_maybe_tuple([o.shape for o in instr.operands]), shape.tuple_shapes[1]]),
+    )
+
+
+def _collective_permute_start(instr) -> None:
+    """collective-permute-start returns (input, output, context...): the operand twice
+    first, for the one-operand form."""
+    _collective_permute(instr)
+    if instr.operand_count != 1:
+        return
+    shape, operand = instr.shape, instr.operand(0).shape
+    if (
+        not shape.is_tuple
+        or len(shape.tuple_shapes) < 2
+        or not all(s.compatible(operand) for s in shape.tuple_shapes[:2])
+    ):
+        raise RuleFailure(
+            "collective-permute-start shape",
+            f"collective-permute-start returns ({operand}, {operand}, context...), "
+            f"declared {shape}",
+        )
 
 
 def _all_to_all(instr) -> None:
     """The tuple form (no split dimension) sends operand i to the i-th member of the group."""
+    _uniform_groups(instr)
     size = _group_size(instr)
     if (
         instr.attrs.get("dimensions") is None
@@ -225,13 +324,13 @@ def _conditional_sharding(instr) -> None:
 
 COLLECTIVE_RULES = {
     "all-reduce": _global_device_ids,
-    "all-reduce-start": _global_device_ids,
+    "all-reduce-start": _all_reduce_start,
     "all-gather": _gathered,
     "reduce-scatter": _gathered,
-    "all-gather-start": _global_device_ids,
+    "all-gather-start": _all_gather_start,
     "all-to-all": _all_to_all,
     "collective-permute": _collective_permute,
-    "collective-permute-start": _collective_permute,
+    "collective-permute-start": _collective_permute_start,
     "ragged-all-to-all": _ragged_all_to_all,
     "infeed": _infeed,
     "recv": _recv,

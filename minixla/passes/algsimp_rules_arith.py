@@ -39,7 +39,11 @@ def _real(instr) -> bool:
 def _is(instr, value) -> bool:
     """A constant (or broadcast of one) whose elements all equal `value`."""
     source = instr.operand(0) if instr.opcode == "broadcast" else instr
-    return source.opcode == "constant" and values_equal(source.literal, value, _etype(source))
+    return (
+        source.opcode == "constant"
+        and not source.elided
+        and values_equal(source.literal, value, _etype(source))
+    )
 
 
 # -- add, subtract ------------------------------------------------------------------------------

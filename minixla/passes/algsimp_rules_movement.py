@@ -243,14 +243,16 @@ def dynamic_slice_constant_starts(root, x):
 
 @MOVEMENT.rule(m.DynamicSlice(X, ...))
 def dynamic_slice_full(root, x):
-    # dynamic-slice(x, ...) of x's whole size -> x (every start clamps to 0)
-    return x if tuple(root.attrs["dynamic_slice_sizes"]) == x.shape.dims else None
+    # dynamic-slice(x, ...) of x's whole size -> x (every start clamps to 0); not of a dynamic
+    # dimension, whose size at run time may be below its bound
+    return x if root.shape.compatible(x.shape) else None
 
 
 @MOVEMENT.rule(m.DynamicUpdateSlice(X, m.Any("update"), ...))
 def dynamic_update_slice_full(root, x, update):
-    # dynamic-update-slice(x, u, ...) with u as big as x -> u (starts clamp to 0)
-    return update if update.shape.dims == x.shape.dims else None
+    # dynamic-update-slice(x, u, ...) with u as big as x -> u (starts clamp to 0); a static u
+    # does not stand for a dynamic x
+    return update if update.shape.compatible(x.shape) else None
 
 
 @MOVEMENT.rule(m.DynamicUpdateSlice(X, m.Any("update"), ...))

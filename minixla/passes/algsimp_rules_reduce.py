@@ -7,6 +7,7 @@ fewer times unless that init is an exact identity of the reducer.
 
 from __future__ import annotations
 
+from ..ir.attrs import Raw
 from .patterns import RuleSet, all_ones, highest, lowest, m, new, values_equal
 
 REDUCE = RuleSet("algsimp")
@@ -102,3 +103,34 @@ def dot_of_transposed_rhs(root, a, b):
     # dot(a, transpose(b)) -> dot(a, b) with the permutation in the rhs dimension numbers
     attrs = _fold_transpose(root, "rhs") if root.operand(1).opcode == "transpose" else None
     return None if attrs is None else new("dot", root.shape, a, b, **attrs)
+
+
+@REDUCE.rule(m.Transpose(m.Dot(m.Any("a"), m.Any("b"), name="dot")))
+def transpose_of_dot(root, dot, a, b):
+    # transpose(dot(a, b)) putting b's free dims before a's -> dot(b, a): the product is
+    # computed in the transposed order directly, with no transpose of the result after it
+    if dot.users != [root]:
+        return None
+    attrs = dot.attrs
+    batch = len(attrs.get("lhs_batch_dims", ()))
+    lhs_free = a.shape.rank - batch - len(attrs.get("lhs_contracting_dims", ()))
+    rhs_free = b.shape.rank - batch - len(attrs.get("rhs_contracting_dims", ()))
+    swapped = (
+        tuple(range(batch))
+        + tuple(batch + lhs_free + i for i in range(rhs_free))
+        + tuple(batch + i for i in range(lhs_free))
+    )
+    if tuple(root.attrs["dimensions"]) != swapped or not (lhs_free and rhs_free):
+        return None
+    flipped = {}
+    for name, value in attrs.items():
+        side, _, rest = name.partition("_")
+        if side in ("lhs", "rhs") and rest in ("batch_dims", "contracting_dims"):
+            flipped[f"{'rhs' if side == 'lhs' else 'lhs'}_{rest}"] = value
+        elif name == "operand_precision" and isinstance(value, Raw):
+            flipped[name] = Raw("{" + ",".join(reversed(value.text.strip("{}").split(","))) + "}")
+        elif name == "operand_precision" and value is not None:
+            return None
+        else:
+            flipped[name] = value
+    return new("dot", root.shape, b, a, **flipped)

@@ -34,7 +34,9 @@ def _elements(shape) -> int:
 
 
 def foldable(instr: HloInstruction) -> bool:
-    if instr.opcode in _NEVER or not all(o.opcode == "constant" for o in instr.operands):
+    if instr.opcode in _NEVER or not all(
+        o.opcode == "constant" and not o.elided for o in instr.operands
+    ):  # an elided constant (`{...}`) has no values to fold
         return False
     if instr.opdef.kind not in _FOLDABLE_KINDS and instr.opcode != "get-tuple-element":
         return False

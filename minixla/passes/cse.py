@@ -40,6 +40,7 @@ def _key(instr) -> tuple:
 def _mergeable(instr, memo: dict) -> bool:
     return not (
         instr.opcode in _NEVER
+        or instr.elided  # values not printed: two of them need not be the same
         or instr.control_predecessors
         or instr.control_successors
         or has_side_effect(instr, memo)

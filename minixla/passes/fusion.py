@@ -165,7 +165,8 @@ class InstructionFusion(Pass):
             else:
                 fused.remove_instruction(param)
         outputs = fused.root.operands if fused.root.opcode == "tuple" else [fused.root]
-        kind = "kInput" if any(r.opcode == "reduce" for r in outputs) else "kLoop"
+        reduces = [r.operand(0) if r.opcode == "get-tuple-element" else r for r in outputs]
+        kind = "kInput" if any(r.opcode == "reduce" for r in reduces) else "kLoop"
         attrs = dict(fusion.attrs, kind=kind)
         new = HloInstruction("fusion", fused.root.shape, kept, attrs, name=fusion.name)
         comp = fusion.computation
@@ -251,7 +252,7 @@ class InstructionFusion(Pass):
         args = [self._parameter_for(fused, operands, o) for o in source.operands]
         if source.opcode == "fusion":
             root = inline_computation(source.attrs["calls"], args, fused, self.names)
-            source_outputs = list(root.operands) if root.opcode == "tuple" else [root]
+            source_outputs = self._outputs(fused, root)
         else:
             clone = source.clone(args, name=self.names(source.name))
             source_outputs = [fused.add_instruction(clone)]
@@ -259,10 +260,7 @@ class InstructionFusion(Pass):
             for i, operand in enumerate(operands):
                 if operand is source:
                     fused.parameter(i).replace_all_uses_with(source_outputs[0])
-        target_root = fused.root
-        target_outputs = (
-            list(target_root.operands) if target_root.opcode == "tuple" else [target_root]
-        )
+        target_outputs = self._outputs(fused, fused.root)
         outputs = _dedupe(fused, target_outputs + source_outputs)
         new = self._rebuild(target, operands, outputs)
         self._redirect(target, new, 0)
@@ -274,6 +272,27 @@ class InstructionFusion(Pass):
             self.module.remove_computation(source.attrs["calls"])
             self.touched.pop(id(source.attrs["calls"]), None)
         return new
+
+    def _outputs(self, fused: HloComputation, root: HloInstruction) -> list:
+        """One value per output of a fused computation: a tuple's operands, or the elements of
+        a root that returns a tuple itself (a variadic reduce, a sort), which users read by
+        index like a tuple's."""
+        if root.opcode == "tuple":
+            return list(root.operands)
+        if not root.shape.is_tuple:
+            return [root]
+        return [
+            fused.add_instruction(
+                HloInstruction(
+                    "get-tuple-element",
+                    shape,
+                    [root],
+                    {"index": i},
+                    name=self.names("get-tuple-element"),
+                )
+            )
+            for i, shape in enumerate(root.shape.tuple_shapes)
+        ]
 
     def _redirect(self, old: HloInstruction, new: HloInstruction, base: int) -> None:
         """Points old's users at `new`'s outputs starting at tuple index `base`."""
@@ -298,7 +317,7 @@ class InstructionFusion(Pass):
     def _rename_parameters(self, fused: HloComputation) -> None:
         params = fused.parameters
         for param in params:
-            self.names.used.discard(param.name)
+            self.names.release(param.name)
         for param in params:
             param.name = self.names(f"param_{param.parameter_number}")
 

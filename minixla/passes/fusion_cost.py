@@ -60,6 +60,8 @@ def is_loop_fusible(instr: HloInstruction) -> bool:
         return False
     if instr.opcode == "constant":
         return instr.shape.rank == 0
+    if instr.opcode == "bitcast-convert" and instr.shape.dims != instr.operand(0).shape.dims:
+        return False  # a change of element width splits or joins elements: not one-to-one
     if instr.opdef.kind == ELEMENTWISE:
         return instr.opcode not in NOT_FUSIBLE_ELEMENTWISE
     return instr.opcode in LOOP_FUSIBLE_MOVEMENT

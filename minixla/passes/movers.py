@@ -10,13 +10,18 @@ broadcast-canonicalizer.
   dimensions that survive into the result.
 - broadcast-canonicalizer (XLA's BroadcastCanonicalizer): a broadcast's `dimensions` are
   made increasing by transposing its operand first, so backends see one form only.
+- movement-converts: a data-movement op whose result has another float type than a float
+  operand (mixed precision: XLA's test modules write `f32 transpose(f64 p)`) reads a convert
+  of that operand instead, so the op only moves values. The other passes move, merge and
+  drop movement ops as if they kept values; on the mixed op they dropped its rounding
+  (`convert(bf16 reshape(f64 x))` became f64 x). It runs first.
 """
 
 from __future__ import annotations
 
 from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule
-from ..ir.opcodes import ELEMENTWISE
+from ..ir.opcodes import ELEMENTWISE, MOVEMENT
 from .base import Pass, register_pass
 from .hlo_utils import NameUniquer, remove_if_dead
 
@@ -68,6 +73,8 @@ class ReshapeMover(Pass):
             or not instr.operands
         ):
             return False
+        if instr.opcode == "bitcast-convert" and instr.shape.dims != instr.operand(0).shape.dims:
+            return False  # it changes the element width, adding or dropping the last dim
         moved = [o for o in instr.operands if o.opcode in REARRANGES]
         if not moved or any(
             not _equivalent(o, moved[0]) or len(set(map(id, o.users))) != 1 for o in moved
@@ -157,4 +164,34 @@ class BroadcastCanonicalizer(Pass):
             instr.replace_operand(0, transpose)
             instr.attrs["dimensions"] = tuple(sorted(dims))
             changed = True
+        return changed
+
+
+@register_pass
+class MovementConverts(Pass):
+    name = "movement-converts"
+
+    def run(self, module: HloModule) -> bool:
+        names = NameUniquer(module)
+        changed = False
+        for instr in list(_instructions(module)):
+            if instr.opdef.kind != MOVEMENT or instr.opcode in ("bitcast", "scatter"):
+                continue
+            if not (instr.shape.is_array and instr.shape.element_type.is_float):
+                continue
+            for number, operand in enumerate(instr.operands):
+                shape = operand.shape
+                if (
+                    shape.is_array
+                    and shape.element_type.is_float
+                    and shape.dtype != (instr.shape.dtype)
+                ):
+                    convert = HloInstruction(
+                        "convert",
+                        _like(shape.with_dtype(instr.shape.dtype), shape),
+                        [operand],
+                        name=names("convert"),
+                    )
+                    instr.replace_operand(number, instr.computation.add_instruction(convert))
+                    changed = True
         return changed

@@ -204,7 +204,7 @@ def constant(value=None, *, name: str | None = None, scalar: bool = False) -> Pa
         pat = pat.where(lambda i: i.shape.rank == 0, "a scalar")
     if value is not None:
         pat = pat.where(
-            lambda i: values_equal(i.literal, value, i.shape.element_type),
+            lambda i: not i.elided and values_equal(i.literal, value, i.shape.element_type),
             f"all {_describe(value)}",
         )
     shown = "" if value is None else _describe(value)

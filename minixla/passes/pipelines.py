@@ -1,10 +1,11 @@
 """The pass pipelines backends declare, built from registered passes by name.
 
 `cpu_pipeline()` follows XLA:CPU's order (xla-reference.md 3), reduced to minixla's passes:
-inline calls, simplify to a fixed point, compute narrow floats in f32, canonicalize
-broadcasts and fold transposes into dots, assign layouts, fuse (XLA fuses after layout
-assignment, so fusions see final layouts and transposes already turned into bitcasts), then
-add the copies control flow needs and schedule, which is what `assign_buffers` expects.
+inline calls, give mixed-precision movement ops a convert (movers.py), simplify to a fixed
+point, compute narrow floats in f32, canonicalize broadcasts and fold transposes into dots,
+assign layouts, fuse (XLA fuses after layout assignment, so fusions see final layouts and
+transposes already turned into bitcasts), then add the copies control flow needs and schedule,
+which is what `assign_buffers` expects.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ def cpu_pipeline() -> Pipeline:
         "cpu",
         [
             get_pass("call-inliner"),
+            get_pass("movement-converts"),
             simplification(),
             get_pass("float-normalization"),
             get_pass("broadcast-canonicalizer"),

@@ -14,26 +14,17 @@ from __future__ import annotations
 import re
 
 from ..errors import UnsupportedError
-from ..ir.sharding import mesh_sharding
+from ..ir.sharding import parse_sdy_shardings, sdy_meshes
 
 GLOBAL_TO_LOCAL = "xla.sdy.GlobalToLocalShape"
 LOCAL_TO_GLOBAL = "xla.sdy.LocalToGlobalShape"
 FUNC_RESULT_SHARDING = "xla.sdy.FuncResultSharding"
 SHARDY_TARGETS = (GLOBAL_TO_LOCAL, LOCAL_TO_GLOBAL, FUNC_RESULT_SHARDING)
 
-_MESH = re.compile(r"(\w+)\s*=\s*#sdy\.mesh<\[([^\]]*)\](?:\s*,\s*device_ids=\[([^\]]*)\])?>")
-_AXIS = re.compile(r'"([^"]+)"\s*=\s*(\d+)')
-_ONE = re.compile(r"<@(\w+)\s*,\s*\[((?:\{[^}]*\}\s*,?\s*)*)\]([^>]*)>")
-
 
 def meshes(module) -> dict[str, tuple[dict[str, int], list[int] | None]]:
     """Mesh name -> (axis sizes in order, device ids or None for an iota)."""
-    text = module.header_attrs.get("frontend_attributes", "").replace('\\"', '"')
-    found = {}
-    for name, axes, ids in _MESH.findall(text):
-        sizes = {a: int(n) for a, n in _AXIS.findall(axes)}
-        found[name] = (sizes, [int(i) for i in ids.split(",")] if ids else None)
-    return found
+    return sdy_meshes(module.header_attrs.get("frontend_attributes", "").replace('\\"', '"'))
 
 
 def _frontend_attribute(instr, key: str) -> str | None:
@@ -49,24 +40,10 @@ def sdy_shardings(instr, key: str, module) -> list:
         raise UnsupportedError(
             f"%{instr.name}: {instr.attrs.get('custom_call_target')} has no {key} attribute"
         )
-    found = meshes(module)
-    out = []
-    for mesh, dims, rest in _ONE.findall(text):
-        if mesh not in found:
-            raise UnsupportedError(
-                f"%{instr.name}: mesh @{mesh} is not in the header's xla.sdy.meshes"
-            )
-        axes = [tuple(re.findall(r'"([^"]+)"', d)) for d in re.findall(r"\{([^}]*)\}", dims)]
-        if any(":" in d for d in re.findall(r"\{([^}]*)\}", dims)) or "unreduced" in rest:
-            raise UnsupportedError(
-                f"%{instr.name}: sub-axes and unreduced axes of Shardy shardings are not supported"
-            )
-        sizes, ids = found[mesh]
-        try:
-            out.append(mesh_sharding(sizes, axes, ids))
-        except ValueError as exc:
-            raise UnsupportedError(f"%{instr.name}: {exc}") from None
-    return out
+    try:
+        return parse_sdy_shardings(text, meshes(module))
+    except ValueError as exc:
+        raise UnsupportedError(f"%{instr.name}: {exc}") from None
 
 
 def shardy_target(instr) -> str | None:

@@ -453,7 +453,10 @@ class _Partitioner:
         if id(instr) in manual:  # a shard_map body: per-device already
             return self.local_op(instr, [local[id(o)] for o in instr.operands], None)
         if target == LOCAL_TO_GLOBAL:  # the pieces are the shards of `want`
-            return local[id(instr.operand(0))]
+            pieces = [local[id(o)] for o in instr.operands]
+            if len(pieces) == 1:
+                return pieces[0]
+            return self.add("tuple", Shape.tuple_of(p.shape for p in pieces), pieces)
         if instr.opcode == "parameter":
             param = HloInstruction.parameter(
                 instr.parameter_number, local_shape(instr.shape, want), instr.name

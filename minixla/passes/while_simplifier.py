@@ -102,7 +102,11 @@ class WhileLoopSimplifier(Pass):
         init, body, cond = loop.operand(0), loop.attrs["body"], loop.attrs["condition"]
         if init.opcode != "tuple":
             return None
-        state = {k: o.literal for k, o in enumerate(init.operands) if o.opcode == "constant"}
+        state = {
+            k: o.literal
+            for k, o in enumerate(init.operands)
+            if o.opcode == "constant" and not o.elided
+        }
         first = self._evaluate(cond, state, [None])
         if first is UNKNOWN:
             return None

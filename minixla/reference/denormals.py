@@ -2,9 +2,11 @@
 
 By default minixla keeps subnormals (IEEE gradual underflow). With the compile option
 `flush_denormals=True`, or `MINIXLA_FLAGS=--flush_denormals` (the option wins), the interpreter
-and cpu treat every subnormal value of a real floating type (f16, bf16, f32, f64, the f8
-types) as zero of the same sign: arguments and constants as they enter, and the result of
-every instruction (on cpu also every operation inside a fused kernel). docs/semantics.md has
+and cpu treat every subnormal value of f32, f64 and bf16 as zero of the same sign: arguments
+and constants as they enter, and the result of every instruction (on cpu also every operation
+inside a fused kernel). Those are the types whose subnormals reach XLA:CPU's arithmetic as
+subnormals (bf16 widens to an f32 subnormal); f16 and the f8 types compute in f32, where their
+subnormals are normal numbers, so XLA keeps them and so does minixla. docs/semantics.md has
 where this differs from the hardware's flags.
 """
 
@@ -14,19 +16,18 @@ import numpy as np
 from ..ir.dtypes import finfo
 
 OPTION = "flush_denormals"
-_SMALLEST_NORMAL: dict[np.dtype, object] = {}
+_SMALLEST_NORMAL: dict[np.dtype, object] = {
+    np.dtype(t): np.finfo(t).smallest_normal for t in (np.float32, np.float64)
+}
 
 
 def smallest_normal(dtype) -> object | None:
-    """The smallest positive normal value of a real floating dtype; None for other types."""
+    """The smallest positive normal value of a flushed dtype (f32, f64, bf16); None for the
+    others."""
     dtype = np.dtype(dtype)
-    if dtype not in _SMALLEST_NORMAL:
-        real = dtype.kind == "f" or (dtype.kind == "V" and dtype.type.__module__ == "ml_dtypes")
-        try:
-            _SMALLEST_NORMAL[dtype] = finfo(dtype).smallest_normal if real else None
-        except (TypeError, ValueError):
-            _SMALLEST_NORMAL[dtype] = None  # an ml_dtypes integer type
-    return _SMALLEST_NORMAL[dtype]
+    if dtype.name == "bfloat16" and dtype not in _SMALLEST_NORMAL:  # ml_dtypes', loaded by now
+        _SMALLEST_NORMAL[dtype] = finfo(dtype).smallest_normal
+    return _SMALLEST_NORMAL.get(dtype)
 
 
 def _small(array: np.ndarray, tiny) -> np.ndarray:
@@ -48,7 +49,9 @@ def flushed(value):
     small = _small(value, tiny)
     if not small.any():
         return value
-    return np.where(small, value * value.dtype.type(0), value)
+    out = np.array(value)  # multiplied only where small: inf * 0 elsewhere would warn
+    np.multiply(out, out.dtype.type(0), out=out, where=small)
+    return out
 
 
 def flush_in_place(array: np.ndarray) -> None:
@@ -58,4 +61,4 @@ def flush_in_place(array: np.ndarray) -> None:
         return
     small = _small(array, tiny)
     if small.any():
-        np.copyto(array, array * array.dtype.type(0), where=small)
+        np.multiply(array, array.dtype.type(0), out=array, where=small)

@@ -263,9 +263,11 @@ def _int_remainder(lhs, rhs, bits, signed):
 
 def _int_power(base, exponent, bits, signed):
     # Square-and-multiply in u64; wrapping mod 2^64 keeps the low bits right for any width.
+    # Only the exponent's low 6 bits are read, as XLA's kernels do (a larger exponent
+    # overflows any base but 0 and +-1): 3^64 is 1, 3^66 is 9.
     accumulator = np.ones(np.broadcast_shapes(base.shape, exponent.shape), np.uint64)
     factor = base.astype(np.int64).astype(np.uint64)
-    remaining = _unsigned(exponent, bits).astype(np.uint64)
+    remaining = _unsigned(exponent, bits).astype(np.uint64) & np.uint64(63)
     while np.any(remaining):
         accumulator = np.where(remaining & np.uint64(1), accumulator * factor, accumulator)
         factor = factor * factor

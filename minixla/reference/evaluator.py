@@ -192,30 +192,31 @@ class Evaluator:
                 value = args[instr.parameter_number]
                 values[id(instr)] = value if self.flush is None else self.flush(value)
                 continue
-            handler = self.table.get(instr.opcode)
-            if handler is None:
-                raise UnsupportedError(
-                    f"the interpreter does not implement {instr.opcode} (instruction %{instr.name})"
-                )
-            operands = [values[id(o)] for o in instr.operands]
-            mixed = instr.opcode not in _PASS_ON and _mixed_floats(instr, operands)
-            if mixed:
-                operands = _widened(operands)
-            try:
-                values[id(instr)] = handler(self, instr, operands)
-                if instr.opcode not in _PASS_ON:
-                    values[id(instr)] = _as_declared(instr, values[id(instr)])
-            except MinixlaError as exc:
-                at_instruction(exc, instr)
-                raise
-            except MemoryError as exc:  # a temporary larger than the machine (a huge window)
-                raise ResourceExhaustedError(
-                    f"the interpreter ran out of memory evaluating "
-                    f"{instr.opcode} %{instr.name}: {exc}"
-                ) from None
+            values[id(instr)] = self.apply(instr, [values[id(o)] for o in instr.operands])
             if self.flush is not None:
                 values[id(instr)] = self.flush(values[id(instr)])
         return values[id(comp.root)]
+
+    def apply(self, instr, operands: list) -> Value:
+        """`instr` on its operands' values: mixed-precision float operands computed in the
+        widest of them, the result in the declared type. Backends run their fallbacks here."""
+        handler = self.table.get(instr.opcode)
+        if handler is None:
+            raise UnsupportedError(
+                f"the interpreter does not implement {instr.opcode} (instruction %{instr.name})"
+            )
+        if instr.opcode not in _PASS_ON and _mixed_floats(instr, operands):
+            operands = _widened(operands)
+        try:
+            value = handler(self, instr, operands)
+            return value if instr.opcode in _PASS_ON else _as_declared(instr, value)
+        except MinixlaError as exc:
+            at_instruction(exc, instr)
+            raise
+        except MemoryError as exc:  # a temporary larger than the machine (a huge window)
+            raise ResourceExhaustedError(
+                f"the interpreter ran out of memory evaluating {instr.opcode} %{instr.name}: {exc}"
+            ) from None
 
     def apply_scalar(self, comp: HloComputation, args) -> Value:
         """Runs a scalar computation (to_apply of reduce, map, scatter, sort...) on arrays of

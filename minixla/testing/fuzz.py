@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import MinixlaError
 from ..ir import Shape
-from ..ir.opcodes import OPCODES
+from ..ir.opcodes import ELEMENTWISE, OPCODES
 
 FLOATS = ("f32", "f16", "bf16", "f64")
 INTS = ("s32", "s8", "u8", "u32", "s64")
@@ -31,39 +31,6 @@ DTYPES = FLOATS + INTS + ("pred",)
 # relative tolerance per float type: a few ulp, for 1-2 ulp math functions in short chains
 RTOL = {"f32": 2e-5, "f16": 4e-3, "bf16": 3e-2, "f64": 1e-12}
 
-FLOAT_UNARY = (
-    "exponential",
-    "exponential-minus-one",
-    "log",
-    "log-plus-one",
-    "logistic",
-    "sqrt",
-    "rsqrt",
-    "cbrt",
-    "sine",
-    "cosine",
-    "tan",
-    "tanh",
-    "sinh",
-    "cosh",
-    "asin",
-    "acos",
-    "atan",
-    "asinh",
-    "acosh",
-    "atanh",
-    "erf",
-    "floor",
-    "ceil",
-    "round-nearest-afz",
-    "round-nearest-even",
-    "is-finite",
-)
-ANY_UNARY = ("abs", "negate", "sign", "copy")
-INT_UNARY = ("not", "popcnt", "count-leading-zeros")
-ARITHMETIC = ("add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum", "power")
-FLOAT_BINARY = ("atan2",)
-INT_BINARY = ("and", "or", "xor", "shift-left", "shift-right-arithmetic", "shift-right-logical")
 DIRECTIONS = ("EQ", "NE", "LT", "LE", "GT", "GE")
 
 NOT_GENERATED = {
@@ -82,7 +49,6 @@ NOT_GENERATED = {
     "complex": "complex types are not generated",
     "mulhi": "not in XLA's text for these types",
     "stochastic-convert": "not implemented",
-    "map": "scalar computations are covered by reduce, sort and scatter",
     "dynamic-reshape": "dynamic shapes",
     "set-dimension-size": "dynamic shapes",
     "get-dimension-size": "static shapes only",
@@ -99,9 +65,6 @@ NOT_GENERATED = {
     "batch-norm-training": "expanded before backends",
     "batch-norm-inference": "expanded",
     "batch-norm-grad": "expanded before backends",
-    "while": "control flow has its own tests",
-    "conditional": "control flow has its own tests",
-    "call": "inlined by the pipeline",
     "fusion": "made by the pipeline",
     "custom-call": "needs registered targets",
     "opt-barrier": "an identity",
@@ -139,7 +102,7 @@ class _Context:
         choices = [
             v
             for v in self.values
-            if (kinds is None or _kind(v.dtype) in kinds)
+            if (kinds is None or _kinds_of(v.dtype) & set(kinds))
             and v.rank >= rank_at_least
             and 0 not in v.dims
         ]
@@ -171,6 +134,14 @@ class _Context:
 
 def _kind(dtype: str) -> str:
     return "float" if dtype in FLOATS else "pred" if dtype == "pred" else "int"
+
+
+def _kinds_of(dtype: str) -> set[str]:
+    """The fuzzer's kind of `dtype` and the opcode table's (signed and unsigned are ints)."""
+    kind = _kind(dtype)
+    if kind != "int":
+        return {kind}
+    return {kind, "unsigned" if dtype.startswith("u") else "signed"}
 
 
 def special_values(rng, dtype: str, dims) -> np.ndarray:
@@ -499,13 +470,108 @@ def _sort(ctx, opcode):
     )
 
 
+def _row_generated() -> dict:
+    """Plain elementwise ops need no generator of their own: their rows say how many operands
+    and which element kinds they take (complex values are not generated)."""
+    made = {}
+    for opcode, row in OPCODES.items():
+        plain = row.kind == ELEMENTWISE and row.arity in (1, 2) and row.shape_optional
+        if plain and not row.required_attrs and opcode not in NOT_GENERATED.keys() | _OWN_GENERATOR:
+            kinds = tuple(sorted(row.kinds - {"complex"}))
+            made[opcode] = _unary(kinds) if row.arity == 1 else _binary(kinds)
+    return made
+
+
+_OWN_GENERATOR = {"compare", "select", "clamp"}
+
+
+def _row_ops(dtype: str, arity: int) -> list[str]:
+    """The plain elementwise opcodes of `arity` operands that take `dtype`."""
+    return sorted(
+        op
+        for op in _row_generated()
+        if OPCODES[op].arity == arity and _kinds_of(dtype) & OPCODES[op].kinds
+    )
+
+
+def _elementwise_chain(rng, value):
+    """One or two elementwise ops on `value`, keeping its type, in its own computation (a
+    callee, branch, loop body or map's to_apply)."""
+    b = value.builder
+    unary = _row_ops(value.dtype, 1)
+    out = b.emit(unary[rng.integers(len(unary))], [value])
+    if out.dtype != value.dtype:  # is-finite: dropped when the computation is built
+        out = b.emit("not" if value.dtype == "pred" else "negate", [value])
+    binary = [op for op in _row_ops(value.dtype, 2) if value.dtype != "pred"]
+    if binary and rng.random() < 0.5:
+        out = b.emit(binary[rng.integers(len(binary))], [out, value])
+    return out
+
+
+def _map(ctx, opcode):
+    x = ctx.pick(("float", "int"))
+    ops = _row_ops(x.dtype, 2)
+    op = ops[ctx.rng.integers(len(ops))]
+    return ctx.emit(
+        opcode,
+        [x, ctx.like(x)],
+        {"dimensions": list(range(x.rank)), "to_apply": ctx.b.reducer(op, x.dtype)},
+    )
+
+
+def _call(ctx, opcode):
+    x = ctx.pick()
+    callee = ctx.b.computation(lambda p: _elementwise_chain(ctx.rng, p), [x.shape], "callee")
+    return ctx.emit(opcode, [x], {"to_apply": callee})
+
+
+def _conditional(ctx, opcode):
+    x = ctx.pick()
+    count = int(ctx.rng.integers(1, 4))
+    branches = [
+        ctx.b.computation(lambda p: _elementwise_chain(ctx.rng, p), [x.shape], "branch")
+        for _ in range(count)
+    ]
+    if count == 2 and ctx.rng.random() < 0.5:
+        selector = ctx.scalar("pred", bool(ctx.rng.integers(2)))
+        attrs = {"true_computation": branches[0], "false_computation": branches[1]}
+    else:  # an index out of range runs the last branch
+        selector = ctx.scalar("s32", int(ctx.rng.integers(-1, count + 1)))
+        attrs = {"branch_computations": branches}
+    return ctx.emit(opcode, [selector] + [x] * count, attrs)
+
+
+def _while(ctx, opcode):
+    """A counted loop: (i, x) -> (i + 1, f(x)) while i < a bound of 0 to 3."""
+    x = ctx.pick()
+    state = Shape.tuple_of([Shape.array("s32", ()), x.shape])
+    bound = int(ctx.rng.integers(0, 4))
+
+    def condition(s):
+        b = s.builder
+        i = b.emit("get-tuple-element", [s], {"index": 0})
+        limit = b.constant(np.int32(bound))
+        return b.emit("compare", [i, limit], {"direction": "LT"})
+
+    def body(s):
+        b = s.builder
+        i = b.emit("get-tuple-element", [s], {"index": 0})
+        v = b.emit("get-tuple-element", [s], {"index": 1})
+        return (b.emit("add", [i, b.constant(np.int32(1))]), _elementwise_chain(ctx.rng, v))
+
+    loop = ctx.emit(
+        opcode,
+        [ctx.emit("tuple", [ctx.scalar("s32", 0), x])],
+        {
+            "condition": ctx.b.computation(condition, [state], "cond"),
+            "body": ctx.b.computation(body, [state], "body"),
+        },
+    )
+    return ctx.emit("get-tuple-element", [loop], {"index": 1})
+
+
 GENERATORS = {
-    **{op: _unary(("float",)) for op in FLOAT_UNARY},
-    **{op: _unary(("float", "int")) for op in ANY_UNARY},
-    **{op: _unary(("int",)) for op in INT_UNARY},
-    **{op: _binary(("float", "int")) for op in ARITHMETIC},
-    **{op: _binary(("float",)) for op in FLOAT_BINARY},
-    **{op: _binary(("int", "pred")) for op in INT_BINARY},
+    **_row_generated(),
     "compare": _compare,
     "select": _select,
     "clamp": _clamp,
@@ -528,6 +594,10 @@ GENERATORS = {
     "gather": _gather,
     "scatter": _scatter,
     "sort": _sort,
+    "map": _map,
+    "call": _call,
+    "conditional": _conditional,
+    "while": _while,
 }
 
 
@@ -574,17 +644,26 @@ def check_module(module, args, *, backends=("cpu",)) -> list[str]:
     from ..passes.pipelines import cpu_pipeline
     from .compare import compare_values
 
+    problems = []
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         want = compile(module, backend="interpreter")(*args)
-        optimized = module.clone()
-        run_pipeline(cpu_pipeline(), optimized, verify=True)
-        runs = {
-            "interpreter after the cpu pipeline": compile(optimized, backend="interpreter")(*args)
-        }
+        runs = {}
+        # once the reference has run the module, every other path must run it too: an error
+        # there (a ShapeError from a pass, an op a backend lacks) is a difference, not a refusal
+        try:
+            optimized = module.clone()
+            run_pipeline(cpu_pipeline(), optimized, verify=True)
+            runs["interpreter after the cpu pipeline"] = compile(optimized, backend="interpreter")(
+                *args
+            )
+        except MinixlaError as exc:
+            problems.append(f"the cpu pipeline or its result refused: {_brief(exc)}")
         for backend in backends:
-            runs[backend] = compile(module, backend=backend)(*args)
-    problems = []
+            try:
+                runs[backend] = compile(module, backend=backend)(*args)
+            except MinixlaError as exc:
+                problems.append(f"{backend} refused: {_brief(exc)}")
     root = module.entry.root
     leaves = list(root.shape.tuple_shapes) if root.shape.is_tuple else [root.shape]
     for name, got in runs.items():
@@ -597,17 +676,23 @@ def check_module(module, args, *, backends=("cpu",)) -> list[str]:
     return problems
 
 
+def _brief(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc)[:200]}"
+
+
 # -- mutants -------------------------------------------------------------------------------------
 
+
 # opcodes that can stand in for each other: same operand count and operand kinds
-SWAPPABLE = (
-    FLOAT_UNARY[:-1],
-    ANY_UNARY[:3],
-    INT_UNARY,
-    ARITHMETIC + FLOAT_BINARY,
-    INT_BINARY,
-    DIRECTIONS,
-)
+def _swappable_families() -> tuple[tuple[str, ...], ...]:
+    families: dict[tuple, list[str]] = {}
+    for opcode in sorted(_row_generated()):
+        row = OPCODES[opcode]
+        families.setdefault((row.arity, row.kinds, row.infer), []).append(opcode)
+    return tuple(tuple(ops) for ops in families.values() if len(ops) > 1) + (DIRECTIONS,)
+
+
+SWAPPABLE = _swappable_families()
 
 
 def mutate(text: str, seed: int, *, edits: int | None = None) -> str:
@@ -671,7 +756,9 @@ def mutate(text: str, seed: int, *, edits: int | None = None) -> str:
 
 def run_case(text: str, seed: int, backends=("cpu",)) -> tuple[str, str]:
     """(outcome, detail) of one module text: 'rejected' (a MinixlaError while parsing,
-    verifying, compiling or running), 'agree', 'mismatch' or 'crash' (any other exception)."""
+    verifying, or compiling or running it on the interpreter), 'agree', 'mismatch' (different
+    values, or another path refusing what the interpreter ran) or 'crash' (any other
+    exception)."""
     from ..text import parse_hlo_module
 
     try:
@@ -679,9 +766,9 @@ def run_case(text: str, seed: int, backends=("cpu",)) -> tuple[str, str]:
         args = random_inputs(module, seed)
         problems = check_module(module, args, backends=backends)
     except MinixlaError as exc:
-        return "rejected", f"{type(exc).__name__}: {str(exc)[:200]}"
+        return "rejected", _brief(exc)
     except Exception as exc:  # noqa: BLE001 - the fuzzer reports what escaped
-        return "crash", f"{type(exc).__name__}: {str(exc)[:200]}"
+        return "crash", _brief(exc)
     return ("mismatch", "\n".join(problems)) if problems else ("agree", "")
 
 

@@ -17,8 +17,24 @@ from ..ir.dtypes import finfo
 _SPECIAL = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan, "-nan": -math.nan}
 
 
+class Elided:
+    """What `{...}` reads as: XLA printed the constant without its values (it does so for
+    tuples and arrays of more than ten elements unless asked to print large constants)."""
+
+
+ELIDED = Elided()
+
+
 def parse_literal(parser, shape: Shape):
-    """Reads a literal of `shape` at the parser's position; arrays come back in logical order."""
+    """Reads a literal of `shape` at the parser's position; arrays come back in logical order,
+    `{...}` as ELIDED."""
+    if (
+        parser.peek().is_punct("{")
+        and parser.lookahead(1).is_punct("...")
+        and parser.lookahead(2).is_punct("}")
+    ):
+        parser.next(), parser.next(), parser.next()
+        return ELIDED
     if shape.is_tuple:
         parser.expect("(")
         parts = []
@@ -41,18 +57,18 @@ def parse_literal(parser, shape: Shape):
     if shape.rank == 0:
         return _to_array([_scalar(parser, shape)], dtype, parser).reshape(())
     token = parser.peek()
-    if (
-        token.is_punct("{")
-        and parser.lookahead(1).is_punct("...")
-        and parser.lookahead(2).is_punct("}")
-    ):
-        parser.next(), parser.next(), parser.next()
-        return np.zeros(shape.dims, dtype)  # elided data: XLA fills unspecified values too
     if not token.is_punct("{"):  # `f32[3,3] constant(1)`: one value for every element
         return np.full(shape.dims, _to_array([_scalar(parser, shape)], dtype, parser)[0])
     values: list = []
     _nested(parser, shape, 0, values)
     return _to_array(values, dtype, parser).reshape(shape.dims)
+
+
+def zeros_like_shape(shape: Shape):
+    """A literal of zeros for `shape` (tuples element by element)."""
+    if shape.is_tuple:
+        return tuple(zeros_like_shape(s) for s in shape.tuple_shapes)
+    return None if shape.is_token else np.zeros(shape.dims, shape.numpy_dtype)
 
 
 def _nested(parser, shape: Shape, depth: int, out: list) -> None:

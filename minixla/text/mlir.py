@@ -191,6 +191,7 @@ class MlirModule:
     attrs: dict
     funcs: dict[str, MlirFunc]
     resources: dict[str, bytes]
+    meshes: dict[str, str] = field(default_factory=dict)  # Shardy: name -> `["x"=2, "y"=2]`
 
 
 def looks_like_mlir(text: str) -> bool:
@@ -233,7 +234,7 @@ class MlirReader:
             if m:
                 self.pos = m.end()
             if self.text.startswith("loc(", self.pos):  # debug locations carry no semantics
-                self.pos += 3
+                self.pos += 4
                 self.balanced("(", ")")
                 continue
             return
@@ -310,8 +311,16 @@ class MlirReader:
     def module(self) -> MlirModule:
         self.skip_aliases()
         name, attrs = "", dict[str, object]()
-        wrapped = self.accept("module")
-        if wrapped:
+        generic = self.accept('"builtin.module"')  # print_generic_op_form
+        wrapped = generic or self.accept("module")
+        if generic:
+            self.expect("(")
+            self.expect(")")
+            if self.accept("<{"):
+                name = str(self.dict_entries("}>").get("sym_name", ""))
+            self.expect("(")
+            self.expect("{")
+        elif wrapped:
             self.skip()
             if self.peek("@"):
                 name = self.symbol().name
@@ -319,21 +328,49 @@ class MlirReader:
                 attrs = self.attr_dict()
             self.expect("{")
         funcs: dict[str, MlirFunc] = {}
+        meshes: dict[str, str] = {}
         while not (self.peek("}") if wrapped else self.at_end_of_ops()):
-            offset = self.pos
-            if not (self.accept("func.func") or self.accept("func")):
-                raise self.error(f"expected func.func, found {self.found()}", offset)
-            func = self.func(offset)
-            funcs[func.name] = func
+            self.top_level_item(funcs, meshes)
         if wrapped:
             self.expect("}")
+        if generic:
+            self.expect(")")
+            if self.peek("{"):
+                attrs = self.attr_dict()
+            self.types_section(MlirOp("builtin.module", []))
         resources = self.resources()
         self.skip_aliases()
         if self.pos < len(self.text):
             raise self.error(f"unexpected text after the module: {self.found()}")
         if not funcs:
             raise self.error("the module has no functions")
-        return MlirModule(name, attrs, funcs, resources)
+        return MlirModule(name, attrs, funcs, resources, meshes)
+
+    def top_level_item(self, funcs: dict, meshes: dict) -> None:
+        """A function or a Shardy mesh, in the custom or the generic form."""
+        offset = self.pos
+        if self.accept("sdy.mesh"):  # sdy.mesh @mesh = <["x"=2, "y"=2]> {stablehlo.mesh...}
+            mesh = self.symbol().name
+            self.expect("=")
+            self.expect("<")
+            meshes[mesh] = self.balanced("<", ">").strip()
+            if self.peek("{"):
+                self.attr_dict()
+            return
+        if self.peek('"'):  # "func.func"() <{sym_name = "f", function_type = ...}> ({...})
+            op = self.op()
+            if op.name == "sdy.mesh":
+                mesh = op.get("mesh")
+                meshes[str(op.get("sym_name"))] = mesh.raw if isinstance(mesh, DialectAttr) else ""
+                return
+            if op.name != "func.func":
+                raise self.error(f"expected func.func or sdy.mesh, found {op.name}", offset)
+            func = _generic_func(op, self.location(offset))
+        else:
+            if not (self.accept("func.func") or self.accept("func")):
+                raise self.error(f"expected func.func or sdy.mesh, found {self.found()}", offset)
+            func = self.func(offset)
+        funcs[func.name] = func
 
     def at_end_of_ops(self) -> bool:
         self.skip()
@@ -347,7 +384,12 @@ class MlirReader:
             if not m:
                 return
             self.pos = m.end()
-            self.attr()
+            start = self._after_space(self.pos)
+            if self.text.startswith("loc(", start):  # skip() would take it for a comment
+                self.pos = start + 4
+                self.balanced("(", ")")
+            else:
+                self.attr()
 
     def resources(self) -> dict[str, bytes]:
         if not self.accept("{-#"):
@@ -500,8 +542,15 @@ class MlirReader:
                     self.accept(",")
                     self.expect("{")
                     op.regions.append(self.block_body())
+                return
+            group = self.group()
+            if self.peek("{") and _block_arguments(group) is not None:
+                self.expect("{")  # sdy.manual_computation(%x) ... (%arg: T) {...}
+                op.regions.append(self.block_body(_block_arguments(group)))
             else:
-                op.groups.append(self.group())
+                op.groups.append(group)
+        elif text.startswith("<", pos):  # a Shardy sharding: <@mesh, [{"x"}, {}]>
+            op.words.append(self.attr(typed=False))
         elif text.startswith("{", pos):
             op.attrs.update(self.attr_dict())
         elif text.startswith("[", pos):
@@ -752,6 +801,13 @@ class MlirReader:
             return self.symbol()
         if text.startswith("#", self.pos):
             return self.dialect_attr()
+        if text.startswith("(", self.pos):  # a function type: (T, U) -> V
+            inputs = self.type_list()
+            self.expect("->")
+            return FunctionType(inputs, self.type_list())
+        if text.startswith("<", self.pos):  # Shardy's bare <@mesh, [{"x"}, {}]>
+            self.pos += 1
+            return DialectAttr("sdy.sharding", None, self.balanced("<", ">"))
         for prefix in ("dense<", "dense_resource<"):
             if text.startswith(prefix, self.pos):
                 self.pos += len(prefix)
@@ -816,6 +872,40 @@ class MlirReader:
             except HloParseError:
                 pass
         return DialectAttr(name, None, raw)
+
+
+@dataclass(frozen=True)
+class FunctionType:
+    """`(T, U) -> V` as an attribute value (a generic func.func's function_type)."""
+
+    inputs: list
+    results: list
+
+
+def _generic_func(op: MlirOp, location: tuple[int, int]) -> MlirFunc:
+    """A func.func read in the generic form: its properties hold the name, visibility, type
+    and argument/result attributes, its one region the body."""
+    kind = op.get("function_type")
+    if not isinstance(kind, FunctionType) or len(op.regions) != 1:
+        raise HloParseError("a generic func.func needs a function_type and a body", *location)
+    body = op.regions[0]
+    arg_attrs = op.get("arg_attrs") or [{}] * len(body.args)
+    args = [(name, shape, dict(attrs)) for (name, shape), attrs in zip(body.args, arg_attrs)]
+    result_attrs = [dict(a) for a in op.get("res_attrs") or [{}] * len(kind.results)]
+    visibility = str(op.get("sym_visibility", default="public"))
+    name = str(op.get("sym_name"))
+    return MlirFunc(name, args, result_attrs, list(kind.results), body, visibility, *location)
+
+
+def _block_arguments(group: list) -> list[tuple[str, Shape]] | None:
+    """`(%a: T, %b: U)` read as a group: its (name, type) pairs, or None if it is not that."""
+    pairs = list(zip(group[::2], group[1::2]))
+    if len(group) % 2 or not all(
+        isinstance(name, str) and isinstance(typed, tuple) and typed[0] == ":"
+        for name, typed in pairs
+    ):
+        return None
+    return [(name, typed[1]) for name, typed in pairs]
 
 
 class _Hex(int):

@@ -27,7 +27,7 @@ from ..ir.shape_rules_base import same
 from ..ir.shapes import Shape
 from .async_sugar import AsyncSugar
 from .lexer import ATTR, EOF, IDENT, INT, NAME, STRING
-from .literals import parse_literal
+from .literals import ELIDED, parse_literal, zeros_like_shape
 from .values import ValueParser, _describe
 
 _STACK_TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
@@ -311,6 +311,8 @@ class Parser(ValueParser):
             if self.peek().kind == IDENT and self.lookahead(1).is_punct("["):
                 self.parse_shape()  # old dumps repeat the shape: constant(f32[2] {1, 2})
             instr.literal = parse_literal(self, shape)
+            if instr.literal is ELIDED:  # kept as zeros of the shape, marked: it never runs
+                instr.literal, instr.elided = zeros_like_shape(shape), True
         else:
             if not self.peek().is_punct(")"):
                 instr.append_operand(self.parse_operand(comp))

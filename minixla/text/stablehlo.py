@@ -20,8 +20,21 @@ from ..ir.attrs import Raw
 from ..ir.computation import HloComputation
 from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule, NameUniquer
+from ..ir.sharding import sdy_meshes
 from ..ir.shapes import Shape
-from .mlir import AttrDict, Block, Dense, MlirFunc, MlirModule, MlirOp, Symbol, Word, dense_array
+from .chlo import decompose
+from .stablehlo_distributed import DistributedOps
+from .mlir import (
+    AttrDict,
+    Block,
+    Dense,
+    MlirFunc,
+    MlirModule,
+    MlirOp,
+    Symbol,
+    Word,
+    dense_array,
+)
 from .stablehlo_rules import (
     API_VERSIONS,
     RULES,
@@ -47,7 +60,7 @@ class Scope:
         self.env: dict = dict(env or {})
 
 
-class Converter:
+class Converter(DistributedOps):
     def __init__(self, mlir: MlirModule, source: str):
         self.mlir = mlir
         self.lines = source.splitlines()
@@ -56,6 +69,8 @@ class Converter:
         self.computation_names = NameUniquer()
         self.funcs: dict[str, HloComputation] = {}
         self.current: MlirOp | None = None  # the op being converted: its location goes on
+        self.mesh_text = ", ".join(f"{n} = #sdy.mesh<{m}>" for n, m in mlir.meshes.items())
+        self.meshes = sdy_meshes(self.mesh_text)
 
     def run(self) -> HloModule:
         entry_name = (
@@ -75,6 +90,10 @@ class Converter:
             count = self.mlir.attrs.get(key)
             if isinstance(count, int) and count > 1:
                 self.module.header_attrs[hlo_key] = str(count)
+        if self.mesh_text:  # where XLA's import puts Shardy's meshes
+            self.module.header_attrs["frontend_attributes"] = (
+                "{xla.sdy.meshes={" + self.mesh_text + "}}"
+            )
         return self.module
 
     def error(self, op: MlirOp | MlirFunc, message: str) -> HloParseError:
@@ -95,12 +114,12 @@ class Converter:
             param = self.add(
                 scope, "parameter", shape, (), name=f"Arg_{number}", parameter_number=number
             )
-            _keep_sharding(param, attrs)
+            self.keep_sharding(param, attrs)
             scope.env[arg] = param
         results = self.block(func.body, scope)
+        for i, attrs in enumerate(func.result_attrs[: len(results)]):
+            results[i] = self.result_sharding(scope, results[i], attrs)
         root = self.pack(scope, results)
-        if len(results) == 1 and func.result_attrs:
-            _keep_sharding(root, func.result_attrs[0])
         comp.root = root
         self.module.add_computation(comp)
         return comp
@@ -242,7 +261,7 @@ class Converter:
                 operands = self.operands(op, scope)
                 attrs = rule.attrs(op, operands) if rule.attrs else {}
                 result = self.add(scope, rule.opcode, self.result_shape(op), operands, attrs)
-                _keep_op_attrs(result, op)
+                self.keep_op_attrs(result, op)
         except HloParseError as exc:
             if exc.line:
                 raise
@@ -397,11 +416,8 @@ class Converter:
 
     def build_while_(self, op, scope, rule):
         if op.groups:  # while(%iterArg = %init, ...) : types
-            group = op.groups[0]
-            arg_names = [item for item in group if isinstance(item, str)]
-            init_names = [
-                v for item in group if isinstance(item, tuple) and item[0] == "=" for v in [item[1]]
-            ]
+            arg_names = group_bindings(op.groups[0])
+            init_names = group_uses(op.groups[0])
         else:
             init_names = list(op.operands)
             arg_names = [a for a, _ in op.regions[0].args]
@@ -467,7 +483,10 @@ class Converter:
         )
 
     def build_call(self, op, scope, rule):
-        callee = next(w for w in op.words if isinstance(w, Symbol)).name
+        callee = next((w for w in op.words if isinstance(w, Symbol)), op.get("callee"))
+        if not isinstance(callee, Symbol):
+            raise self.error(op, f"{op.name} names no function to call")
+        callee = callee.name
         operands = self.operands(op, scope)
         comp = self.function(callee)
         return self.add(
@@ -493,6 +512,8 @@ class Converter:
             (w.name for w in op.words if isinstance(w, Symbol)), op.get("call_target_name")
         )
         operands = self.operands(op, scope)
+        if target == "ApproxTopK":
+            return self.approx_top_k(op, scope, operands)
         attrs = {"custom_call_target": str(target)}
         version = op.get("api_version")
         if version is not None:
@@ -516,11 +537,59 @@ class Converter:
         called = op.get("called_computations")
         if called:
             attrs["called_computations"] = [self.function(s.name) for s in called]
-        result = self.add(scope, "custom-call", self.result_shape(op), operands, attrs)
-        _keep_op_attrs(result, op)
+        # a call made for its effect only (`-> ()`) returns the empty tuple
+        shape = self.result_shape(op) if op.out_types else Shape.tuple_of([])
+        result = self.add(scope, "custom-call", shape, operands, attrs)
+        self.keep_op_attrs(result, op)
         return result
 
+    def approx_top_k(self, op, scope, operands):
+        """jax.lax.approx_max_k's custom call. XLA:CPU computes it exactly (the sort XLA's
+        import writes for is_fallback): the inputs sorted along reduction_dim by the called
+        comparator, the first k of each (k: the result's size) kept."""
+        config = op.get("mhlo.backend_config")
+        called = op.get("called_computations") or []
+        if not isinstance(config, AttrDict) or len(called) != 1 or len(operands) % 2:
+            raise self.error(
+                op,
+                "ApproxTopK needs inputs and init values, a comparator in "
+                "called_computations and reduction_dim in mhlo.backend_config",
+            )
+        inputs = operands[: len(operands) // 2]
+        dim = int(config.get("reduction_dim", inputs[0].shape.rank - 1))
+        sort = self.add(
+            scope,
+            "sort",
+            Shape.tuple_of(x.shape for x in inputs),
+            inputs,
+            {"dimensions": (dim,), "is_stable": False, "to_apply": self.function(called[0].name)},
+        )
+        results = []
+        for i, want in enumerate(op.out_types):
+            whole = self.add(scope, "get-tuple-element", inputs[i].shape, (sort,), {"index": i})
+            ranges = tuple((0, n, 1) for n in want.dims)
+            results.append(self.add(scope, "slice", want, [whole], {"slice": ranges}))
+        return results
+
+    def build_identity(self, op, scope, rule):
+        """Ops that pass their operands on (sdy.propagation_barrier, sdy.data_flow_edge)."""
+        operands = self.operands(op, scope)
+        return operands if len(operands) > 1 else operands[0]
+
+    def build_nothing(self, op, scope, rule):
+        """Ops with no result and no effect on values (sdy.sharding_group)."""
+        return []
+
     # -- CHLO decompositions --------------------------------------------------------------
+    def build_chlo(self, op, scope, rule):
+        """lgamma, erfc, zeta, ...: the HLO arithmetic of minixla.text.chlo."""
+        operands = self.operands(op, scope)
+
+        def emit(opcode, shape, args, attrs, **fields):
+            return self.add(scope, opcode, shape, args, attrs, **fields)
+
+        return decompose(op.name, emit, operands)
+
     def build_is_inf(self, op, scope, rule):
         (x,) = self.operands(op, scope)
         shape = self.result_shape(op)
@@ -530,6 +599,15 @@ class Converter:
         elif op.name == "chlo.is_neg_inf":
             x = self.add(scope, "negate", x.shape, [x])
         return self.add(scope, "compare", shape, [x, inf], {"direction": "EQ"})
+
+    def build_conj(self, op, scope, rule):
+        (x,) = self.operands(op, scope)
+        if not x.shape.element_type.is_complex:
+            return x
+        part = x.shape.with_dtype("f64" if x.shape.dtype == "c128" else "f32")
+        real = self.add(scope, "real", part, [x])
+        imag = self.add(scope, "negate", part, [self.add(scope, "imag", part, [x])])
+        return self.add(scope, "complex", x.shape, [real, imag])
 
     def build_square(self, op, scope, rule):
         (x,) = self.operands(op, scope)
@@ -542,86 +620,26 @@ class Converter:
             return const
         return self.add(scope, "broadcast", shape, [const], {"dimensions": ()})
 
-    def build_erf_inv(self, op, scope, rule):
-        """Giles' single-precision approximation, as XLA's ErfInv expands it."""
-        (x,) = self.operands(op, scope)
-        shape = x.shape
-        if shape.dtype not in ("f32", "f16", "bf16", "f64"):
-            raise self.error(op, f"chlo.erf_inv of {shape.dtype}")
-        small = [
-            2.81022636e-08,
-            3.43273939e-07,
-            -3.5233877e-06,
-            -4.39150654e-06,
-            0.00021858087,
-            -0.00125372503,
-            -0.00417768164,
-            0.246640727,
-            1.50140941,
-        ]
-        large = [
-            -0.000200214257,
-            0.000100950558,
-            0.00134934322,
-            -0.00367342844,
-            0.00573950773,
-            -0.0076224613,
-            0.00943887047,
-            1.00167406,
-            2.83297682,
-        ]
 
-        def binary(opcode, a, b):
-            return self.add(scope, opcode, shape, [a, b])
+def group_bindings(group: list) -> list[str]:
+    """The names a `(%iterArg = %init, ...)` group binds: block arguments, not uses."""
+    return [
+        item
+        for item, after in zip(group, group[1:])
+        if isinstance(item, str) and isinstance(after, tuple) and after[0] == "="
+    ]
 
-        one = self.splat(scope, shape, 1.0)
-        xx = binary("multiply", x, x)
-        neg = self.add(
-            scope,
-            "negate",
-            shape,
-            [binary("multiply", binary("subtract", one, x), binary("add", one, x))],
-        )
-        w = self.add(
-            scope, "negate", shape, [self.add(scope, "log", shape, [binary("subtract", one, xx)])]
-        )
-        del neg
-        lt = self.add(
-            scope,
-            "compare",
-            shape.with_dtype("pred"),
-            [w, self.splat(scope, shape, 5.0)],
-            {"direction": "LT"},
-        )
-        w_small = binary("subtract", w, self.splat(scope, shape, 2.5))
-        w_large = binary(
-            "subtract", self.add(scope, "sqrt", shape, [w]), self.splat(scope, shape, 3.0)
-        )
-        w_sel = self.add(scope, "select", shape, [lt, w_small, w_large])
-        p = self.add(
-            scope,
-            "select",
-            shape,
-            [lt, self.splat(scope, shape, small[0]), self.splat(scope, shape, large[0])],
-        )
-        for a, b in zip(small[1:], large[1:]):
-            coeff = self.add(
-                scope,
-                "select",
-                shape,
-                [lt, self.splat(scope, shape, a), self.splat(scope, shape, b)],
-            )
-            p = binary("add", coeff, binary("multiply", p, w_sel))
-        result = binary("multiply", p, x)
-        is_one = self.add(
-            scope,
-            "compare",
-            shape.with_dtype("pred"),
-            [self.add(scope, "abs", shape, [x]), one],
-            {"direction": "EQ"},
-        )
-        inf = binary("multiply", x, self.splat(scope, shape, np.inf))
-        return self.add(scope, "select", shape, [is_one, inf, result])
+
+def group_uses(group: list) -> list[str]:
+    """The values a parenthesized group reads: `%x`, `init: %c`, the `%init` of `%a = %init`."""
+    bound = set(group_bindings(group))
+    uses = [item for item in group if isinstance(item, str) and item not in bound]
+    uses += [
+        item[1]
+        for item in group
+        if isinstance(item, tuple) and isinstance(item[1], str) and item[1].startswith("%")
+    ]
+    return uses
 
 
 def free_values(block: Block, bound: set) -> list[str]:
@@ -631,42 +649,18 @@ def free_values(block: Block, bound: set) -> list[str]:
 
     def walk(ops, defined):
         for op in ops:
-            names = list(op.operands) + [i for g in op.groups for i in g if isinstance(i, str)]
-            names += [
-                i[1]
-                for g in op.groups
-                for i in g
-                if isinstance(i, tuple) and isinstance(i[1], str) and i[1].startswith("%")
-            ]
+            names = list(op.operands) + [n for g in op.groups for n in group_uses(g)]
             for name in names:
                 if name not in defined and name not in used:
                     used.append(name)
             for region in op.regions:
                 inner = defined | {a for a, _ in region.args}
-                inner |= {i for g in op.groups for i in g if isinstance(i, str)}
+                inner |= {n for g in op.groups for n in group_bindings(g)}
                 walk(region.ops, inner)
             defined = defined | set(op.results)
 
     walk(block.ops, defined)
     return used
-
-
-def _keep_sharding(instr: HloInstruction, attrs: dict) -> None:
-    sharding = attrs.get("mhlo.sharding")
-    if isinstance(sharding, str):
-        instr.attrs["sharding"] = Raw(sharding)
-    sdy = attrs.get("sdy.sharding")
-    if sdy is not None:
-        escaped = str(sdy).replace("\\", "\\\\").replace('"', '\\"')
-        instr.attrs["frontend_attributes"] = Raw('{xla.sdy.sharding="' + escaped + '"}')
-
-
-def _keep_op_attrs(instr: HloInstruction, op: MlirOp) -> None:
-    _keep_sharding(instr, op.attrs)
-    frontend = op.attrs.get("mhlo.frontend_attributes")
-    if isinstance(frontend, dict) and "frontend_attributes" not in instr.attrs:
-        items = ",".join(f'{k}="{v}"' for k, v in frontend.items())
-        instr.attrs["frontend_attributes"] = Raw("{" + items + "}")
 
 
 def _hlo_name(name: str) -> str:

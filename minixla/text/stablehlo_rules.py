@@ -11,9 +11,11 @@ from typing import Callable
 import numpy as np
 
 from ..ir.attrs import Window, WindowDim
+from ..ir.sharding import parse_replica_groups, parse_source_target_pairs
+from .chlo import DECOMPOSITIONS
 from .mlir import Dense, DialectAttr, MlirOp, Slices, Word
 
-TERMINATORS = ("stablehlo.return", "mhlo.return", "func.return", "return")
+TERMINATORS = ("stablehlo.return", "mhlo.return", "func.return", "return", "sdy.return")
 API_VERSIONS = {
     0: "API_VERSION_UNSPECIFIED",
     1: "API_VERSION_ORIGINAL",
@@ -213,7 +215,7 @@ def _cholesky(op, operands):
 
 def _fft(op, operands):
     words = words_of(op)
-    kind = words[0] if words else _word(op.get("fft_type"))
+    kind = words[0] if words else _word(op.get("type", "fft_type"))
     return {"fft_type": kind, "fft_length": tuple(ints(op.get("length", "fft_length")))}
 
 
@@ -222,7 +224,7 @@ def _batch_norm(op, operands):
 
 
 def _dimension(op, operands):
-    return {"dimensions": (int(op.get("dimension")),)}
+    return {"dimensions": (int(op.get("dim", "dimension")),)}
 
 
 def _gather(op, operands):
@@ -286,6 +288,35 @@ def _top_k(op, operands):
     return {"k": int(k), "largest": True}
 
 
+def _groups_text(value) -> str:
+    """A dense<[[0, 1], [2, 3]]> of device ids as HLO's `{{0,1},{2,3}}`; StableHLO pads
+    groups of unequal size with -1."""
+    rows = value.body if isinstance(value, Dense) else value
+    if not rows or not isinstance(rows[0], list):
+        rows = [rows] if rows else []
+    groups = ("{" + ",".join(str(int(v)) for v in row if int(v) >= 0) + "}" for row in rows)
+    return "{" + ",".join(groups) + "}"
+
+
+def collective_attrs(op, operands) -> dict:
+    """channel_id, replica_groups, use_global_device_ids and the op's dimension."""
+    attrs: dict = {}
+    channel = op.get("channel_handle")
+    if isinstance(channel, DialectAttr) and int(channel.get("handle", 0)) > 0:
+        attrs["channel_id"] = int(channel.get("handle"))
+    if op.get("replica_groups") is not None:
+        attrs["replica_groups"] = parse_replica_groups(_groups_text(op.get("replica_groups")))
+    if op.get("source_target_pairs") is not None:
+        pairs = _groups_text(op.get("source_target_pairs"))
+        attrs["source_target_pairs"] = parse_source_target_pairs(pairs)
+    if op.get("use_global_device_ids"):
+        attrs["use_global_device_ids"] = True
+    dimension = op.get("all_gather_dim", "scatter_dimension")
+    if dimension is not None:
+        attrs["dimensions"] = (int(dimension),)
+    return attrs
+
+
 @dataclass(frozen=True)
 class Rule:
     opcode: str  # the HLO opcode ("" for ops a builder lowers to several instructions)
@@ -344,15 +375,30 @@ RULES: dict[str, Rule] = {
     "stablehlo.case": Rule("conditional", build="case"),
     "stablehlo.if": Rule("conditional", build="if_"),
     "stablehlo.custom_call": Rule("custom-call", build="custom_call"),
+    "stablehlo.all_reduce": Rule("all-reduce", collective_attrs, build="collective"),
+    "stablehlo.all_gather": Rule("all-gather", collective_attrs, build="collective"),
+    "stablehlo.reduce_scatter": Rule("reduce-scatter", collective_attrs, build="collective"),
+    "stablehlo.collective_permute": Rule("collective-permute", collective_attrs),
+    "stablehlo.collective_broadcast": Rule("collective-broadcast", collective_attrs),
+    "stablehlo.all_to_all": Rule("all-to-all", collective_attrs, build="all_to_all"),
     "stablehlo.composite": Rule("", build="composite"),
     "func.call": Rule("call", build="call"),
     "call": Rule("call", build="call"),
     "chlo.top_k": Rule("topk", _top_k, build="packed"),
-    "chlo.erf_inv": Rule("", build="erf_inv"),
     "chlo.is_inf": Rule("", build="is_inf"),
     "chlo.is_pos_inf": Rule("", build="is_inf"),
     "chlo.is_neg_inf": Rule("", build="is_inf"),
     "chlo.square": Rule("", build="square"),
+    "chlo.conj": Rule("", build="conj"),
+    # Shardy (JAX's default partitioner): as XLA's import writes them into HLO
+    "sdy.sharding_constraint": Rule("custom-call", build="sharding_constraint"),
+    "sdy.reshard": Rule("custom-call", build="sharding_constraint"),
+    "sdy.manual_computation": Rule("call", build="manual_computation"),
+    "sdy.propagation_barrier": Rule("", build="identity"),
+    "sdy.data_flow_edge": Rule("", build="identity"),
+    "sdy.sharding_group": Rule("", build="nothing"),
+    "chlo.mulhi": Rule("mulhi"),
+    **{name: Rule("", build="chlo") for name in DECOMPOSITIONS},
 }
 # MHLO spells most ops as StableHLO does.
 RULES.update(
@@ -369,6 +415,7 @@ RULES.update(
 
 __all__ = [
     "API_VERSIONS",
+    "collective_attrs",
     "RULES",
     "Rule",
     "TERMINATORS",

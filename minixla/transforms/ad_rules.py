@@ -12,13 +12,16 @@ tables into `RULES`.
 
 from __future__ import annotations
 
-import math
+import ast
+import operator
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
 from .. import numpy as mnp
+from ..ir.opcodes import ELEMENTWISE as ELEMENTWISE_KIND
+from ..ir.opcodes import OPCODES
 from . import ad_emit as E
 from .ad_emit import T, emit
 from .tracing import emit_like
@@ -98,81 +101,87 @@ def _clamp_partials(lo, x, hi, out):
     return [d_lo, d_x, d_hi]
 
 
-def _rem_partials(x, y, out):
-    quotient = x / y
-    return [1, -(mnp.sign(quotient) * mnp.floor(mnp.abs(quotient)))]
-
-
-_SQRT_PI = math.sqrt(math.pi)
-
+# The elementwise derivatives that need code; every other elementwise op states its partials
+# in its row of the opcode table (OpDef.partials), read by `row_partials`.
 ELEMENTWISE = {
-    "add": lambda x, y, out: [1, 1],
-    "subtract": lambda x, y, out: [1, -1],
-    "multiply": lambda x, y, out: [y, x],
-    "divide": lambda x, y, out: [1 / y, -out / y],
-    "negate": lambda x, out: [-1],
-    "exponential": lambda x, out: [out],
-    "exponential-minus-one": lambda x, out: [out + 1],
-    "log": lambda x, out: [1 / x],
-    "log-plus-one": lambda x, out: [1 / (x + 1)],
-    "tanh": lambda x, out: [1 - out * out],
-    "logistic": lambda x, out: [out * (1 - out)],
-    "sqrt": lambda x, out: [0.5 / out],
-    "rsqrt": lambda x, out: [-0.5 * out / x],
-    "cbrt": lambda x, out: [out / (3 * x)],
     "power": _pow_partials,
-    "sine": lambda x, out: [mnp.cos(x)],
-    "cosine": lambda x, out: [-mnp.sin(x)],
-    "tan": lambda x, out: [1 + out * out],
-    "sinh": lambda x, out: [mnp.cosh(x)],
-    "cosh": lambda x, out: [mnp.sinh(x)],
-    "asin": lambda x, out: [1 / mnp.sqrt(1 - x * x)],
-    "acos": lambda x, out: [-1 / mnp.sqrt(1 - x * x)],
-    "atan": lambda x, out: [1 / (1 + x * x)],
-    "asinh": lambda x, out: [1 / mnp.sqrt(x * x + 1)],
-    "acosh": lambda x, out: [1 / mnp.sqrt(x * x - 1)],
-    "atanh": lambda x, out: [1 / (1 - x * x)],
-    "atan2": lambda y, x, out: [x / (x * x + y * y), -y / (x * x + y * y)],
-    "abs": lambda x, out: [mnp.sign(x)],
     "maximum": _max_partials,
     "minimum": lambda x, y, out: _max_partials(x, y, out, greater=False),
-    "remainder": _rem_partials,
-    "erf": lambda x, out: [(2 / _SQRT_PI) * mnp.exp(-x * x)],
     "clamp": _clamp_partials,
-    "copy": lambda x, out: [1],
-    "reduce-precision": lambda x, out: [1],
 }
 
-# Piecewise-constant or non-float results: the tangent is zero (JAX gives zeros too).
+_OPERANDS = ("x", "y", "z")
+_ARITHMETIC = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+}
+
+
+class FormulaError(ValueError):
+    """A row's partial-derivative formula uses something the formula language lacks."""
+
+
+def _formula_value(node, names: dict):
+    """A formula's value over Tracers: numbers stay Python numbers (1 and -1 then cost no
+    multiply), names are operands or `out`, calls emit the named opcode."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+        return node.value
+    if isinstance(node, ast.Name) and node.id in names:
+        return names[node.id]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_formula_value(node.operand, names)
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+        left, right = _formula_value(node.left, names), _formula_value(node.right, names)
+        return _ARITHMETIC[type(node.op)](left, right)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
+        opcode = node.func.id.replace("_", "-")
+        row = OPCODES.get(opcode)
+        if row is None or row.kind != ELEMENTWISE_KIND or not row.accepts_arity(len(node.args)):
+            raise FormulaError(f"{node.func.id} is not an elementwise opcode of that arity")
+        operands = [_formula_value(arg, names) for arg in node.args]
+        return T(emit(opcode, [E.op_of(v) for v in operands]))
+    raise FormulaError(f"unsupported formula syntax: {ast.unparse(node)}")
+
+
+def row_partials(opcode: str):
+    """`partials(*operands, out)` from the row's formulas; "0" gives None (no dependence)."""
+    row = OPCODES[opcode]
+    assert row.partials is not None
+    trees = [ast.parse(formula, mode="eval").body for formula in row.partials]
+
+    def partials(*values):
+        names = dict(zip(_OPERANDS, values[:-1]), out=values[-1])
+        return [
+            None
+            if isinstance(tree, ast.Constant) and tree.value == 0
+            else _formula_value(tree, names)
+            for tree in trees
+        ]
+
+    return partials
+
+
+def _formula_rule(opcode: str) -> Rule:
+    if all(formula == "0" for formula in OPCODES[opcode].partials or ()):
+        return NONDIFF
+    return elementwise(row_partials(opcode))
+
+
+FORMULA_RULES = {op: _formula_rule(op) for op, row in OPCODES.items() if row.partials is not None}
+
+# Results with no tangent that the table does not cover as elementwise (JAX gives zeros too).
 NONDIFFERENTIABLE = [
-    "sign",
-    "floor",
-    "ceil",
-    "round-nearest-afz",
-    "round-nearest-even",
-    "is-finite",
-    "compare",
-    "not",
-    "and",
-    "or",
-    "xor",
-    "popcnt",
-    "count-leading-zeros",
-    "shift-left",
-    "shift-right-arithmetic",
-    "shift-right-logical",
-    "mulhi",
     "iota",
     "constant",
     "rng",
     "rng-bit-generator",
     "parameter",
-    "bitcast-convert",
     "get-dimension-size",
     "partition-id",
     "replica-id",
     "after-all",
-    "stochastic-convert",
 ]
 
 
@@ -367,6 +376,7 @@ RULES: dict[str, Rule] = {
         lambda instr, args, out, ts: ts[0], lambda instr, args, out, ct, _: [ct, None]
     ),
     "domain": Rule(_identity_jvp, _identity_vjp),
+    **FORMULA_RULES,
     **{opcode: elementwise(partials) for opcode, partials in ELEMENTWISE.items()},
     **{opcode: NONDIFF for opcode in NONDIFFERENTIABLE},
     "select": linear_rule([1, 2], _select_vjp),

@@ -1,21 +1,29 @@
 """Regenerates the StableHLO corpus in this folder from JAX (needs `pip install jax`).
 
-    python tests/stablehlo/generate.py
+    python tests/stablehlo/generate.py [NAME ...]
 
 For each function below it writes NAME.mlir (`jax.jit(f).lower(*args).as_text()`, StableHLO),
 NAME.hlo (the same lowering as HLO text) and NAME.npz (the arguments and JAX's results), so the
-tests need no JAX.
+tests need no JAX; with NAMEs, only those cases.
 """
 
 from __future__ import annotations
 
+import os
 import pathlib
 
 import numpy as np
 
-import jax
-import jax.numpy as jnp
-from jax import lax
+# Four host devices for the sharded cases (they lower with Shardy and collectives); the other
+# cases are jitted for one device as before.
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import jax.scipy as jsp  # noqa: E402
+from jax import lax  # noqa: E402
+from jax.sharding import AxisType, NamedSharding  # noqa: E402
+from jax.sharding import PartitionSpec as P  # noqa: E402
 
 jax.config.update("jax_enable_x64", False)
 HERE = pathlib.Path(__file__).parent
@@ -244,6 +252,88 @@ def solve(a, b):
     return jnp.linalg.solve(a, b)
 
 
+def special_functions(x, n):
+    return (
+        jsp.special.gammaln(x * 3),
+        jsp.special.digamma(x - 2.5),
+        jsp.special.erfc(x * 3 - 1),
+        jsp.special.i1e(x * 8 - 4),
+        jsp.special.zeta(x + 1.5, x),
+        jsp.special.polygamma(n, x + 0.5),
+        jnp.nextafter(x, -x),
+        jax.nn.gelu(x * 4 - 2, approximate=False),
+    )
+
+
+def gamma_sample(x):
+    """jax.random.gamma: rejection sampling, a while loop inside a while loop."""
+    return x + jax.random.gamma(jax.random.key(1), x + 0.5)
+
+
+def truncated_normal(x):
+    return x + jax.random.truncated_normal(jax.random.key(2), -1.0, 1.0, x.shape)
+
+
+def fft_real(x):
+    spectrum = jnp.fft.rfft(x, axis=-1)
+    return jnp.fft.irfft(spectrum * jnp.exp(-jnp.arange(5.0)), n=8), jnp.fft.fft2(x)
+
+
+def approx_top_k(x):
+    return lax.approx_max_k(x, 3), lax.approx_min_k(x, 2)
+
+
+def eigvals(a):
+    return jnp.sort_complex(jnp.linalg.eigvals(a))
+
+
+def hessenberg_tridiagonal(a):
+    h, q = jsp.linalg.hessenberg(a, calc_q=True)
+    return h, q, lax.linalg.tridiagonal(a + a.T, lower=True)
+
+
+def qr_pivoting(a):
+    return jsp.linalg.qr(a, pivoting=True)
+
+
+def tridiagonal_solve(d, e, b):
+    zero = jnp.zeros(1, e.dtype)
+    return lax.linalg.tridiagonal_solve(
+        jnp.concatenate([zero, e]), d, jnp.concatenate([e, zero]), b
+    )
+
+
+MESH = jax.make_mesh((2, 2), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+
+
+def sharded_constraint(x):
+    return jax.lax.with_sharding_constraint(jnp.sin(x) * 2, NamedSharding(MESH, P("y"))).sum(0)
+
+
+def _collectives(a, b):
+    return (
+        jax.lax.psum(a, "x"),
+        jax.lax.all_gather(a, "x", axis=1, tiled=True),
+        jax.lax.psum_scatter(b, "y", scatter_dimension=1, tiled=True),
+        jax.lax.all_to_all(a, "y", 0, 1, tiled=True),
+        jax.lax.ppermute(b, "x", [(0, 1), (1, 0)]),
+        jax.lax.pmax(b, ("x", "y")) * jax.lax.axis_index("y"),
+    )
+
+
+shard_map_collectives = jax.shard_map(
+    _collectives,
+    mesh=MESH,
+    in_specs=(P("x", "y"), P("y")),
+    out_specs=P(("x", "y")),
+    check_vma=False,
+)
+
+# Cases jitted with shardings on their arguments and results.
+SHARDINGS = {
+    "sharded_constraint": (NamedSharding(MESH, P("x")), NamedSharding(MESH, P())),
+}
+
 CASES = {
     "mlp": (mlp, [f32(4, 8), f32(8, 16), f32(16), f32(16, 3)]),
     "conv2d": (conv2d, [f32(1, 6, 6, 3), f32(3, 3, 3, 4)]),
@@ -295,6 +385,23 @@ CASES = {
     "svdvals": (svdvals, [f32(3, 5)]),
     "inv_det": (inv_det, [f32(2, 3, 3)]),
     "solve": (solve, [f32(4, 4), f32(4, 2)]),
+    "special": (
+        special_functions,
+        [rng.uniform(0.05, 1, 8).astype(np.float32), np.arange(8, dtype=np.int32) % 4],
+    ),
+    "gamma_sample": (gamma_sample, [rng.uniform(0.2, 3, 4).astype(np.float32)]),
+    "truncated_normal": (truncated_normal, [f32(5)]),
+    "fft": (fft_real, [f32(3, 8)]),
+    "approx_top_k": (approx_top_k, [f32(3, 9)]),
+    "eigvals": (eigvals, [f32(4, 4)]),
+    "hessenberg": (hessenberg_tridiagonal, [f32(4, 4)]),
+    "qr_pivoting": (qr_pivoting, [f32(5, 4)]),
+    "tridiagonal_solve": (
+        tridiagonal_solve,
+        [rng.uniform(3, 4, 5).astype(np.float32), f32(4), f32(5, 2)],
+    ),
+    "sharded_constraint": (sharded_constraint, [f32(8, 4)]),
+    "shard_map_collectives": (shard_map_collectives, [f32(8, 8), f32(8, 4)]),
 }
 # Cases whose XLA:CPU-optimized module (`.lower(...).compile().as_text()`) is kept as
 # NAME.optimized.hlo: bitcasts that change the element type, TopK and LAPACK custom calls.
@@ -309,6 +416,10 @@ OPTIMIZED = [
     "svdvals",
     "inv_det",
     "solve",
+    "eigvals",
+    "hessenberg",
+    "qr_pivoting",
+    "tridiagonal_solve",
     "mlp",
     "while_loop",
     "scatter_add",
@@ -316,19 +427,27 @@ OPTIMIZED = [
 ]
 
 
-def main() -> None:
+def main(names: list[str]) -> None:
     for name, (fn, args) in CASES.items():
-        lowered = jax.jit(fn).lower(*args)
+        if names and name not in names:
+            continue
+        shardings = SHARDINGS.get(name, (None, None))
+        jitted = jax.jit(fn, in_shardings=shardings[0], out_shardings=shardings[1])
+        lowered = jitted.lower(*args)
         (HERE / f"{name}.mlir").write_text(lowered.as_text())
         (HERE / f"{name}.hlo").write_text(lowered.as_text(dialect="hlo"))
-        results = jax.tree_util.tree_leaves(jax.jit(fn)(*args))
+        results = jax.tree_util.tree_leaves(jitted(*args))
         arrays = {f"arg{i}": np.asarray(a) for i, a in enumerate(args)}
         arrays.update({f"out{i}": np.asarray(r) for i, r in enumerate(results)})
         np.savez(HERE / f"{name}.npz", **arrays)
         if name in OPTIMIZED:
-            (HERE / f"{name}.optimized.hlo").write_text(lowered.compile().as_text())
+            optimized = lowered.compile().as_text()
+            assert "{...}" not in optimized, f"{name}: XLA elided a constant"
+            (HERE / f"{name}.optimized.hlo").write_text(optimized)
         print(name)
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main(sys.argv[1:])

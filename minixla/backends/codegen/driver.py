@@ -19,7 +19,10 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ...errors import ExecutionError
+import warnings
+
+from ...errors import ExecutionError, UnsupportedError
+from ...ir.opcodes import COLLECTIVE
 from .plan import constant_value, is_view_op
 from .scalar import NotEmittable
 
@@ -340,3 +343,25 @@ LOWERING: dict[str, Lowering] = {
     "call": lower_call,
     "fallback": lower_fallback,
 }
+
+
+class FallbackWarning(UserWarning):
+    """Some instructions run through the reference interpreter's NumPy code (slow)."""
+
+
+def report_fallbacks(backend: str, fallback_reasons, strict: bool) -> None:
+    """One warning per compile naming every instruction without native code; with `strict`,
+    a compile error instead."""
+    # collectives run as host thunks meeting the other devices: that is their implementation
+    slow = [(instr, why) for instr, why in fallback_reasons if instr.opdef.kind != COLLECTIVE]
+    if not slow:
+        return
+    listed = "; ".join(f"{instr.opcode} %{instr.name} ({why})" for instr, why in slow)
+    if strict:
+        raise UnsupportedError(f"the {backend} backend has no native code for: {listed}")
+    warnings.warn(
+        f"minixla {backend}: {len(slow)} instruction(s) run through the reference interpreter: "
+        f"{listed}",
+        FallbackWarning,
+        stacklevel=4,
+    )

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection
 
-from .scalar import NotEmittable, emit_scalar, kernel_type
+from .scalar import NotEmittable, Retyped, emit_scalar, kernel_type, kind
 
 Index = tuple[str, ...]
 # Real float types a kernel computes in, and their smallest normal value (bf16: f32's range).
@@ -516,6 +516,28 @@ def _map(em, instr, index):
     args = [em.value(op, () if op.shape.rank == 0 else index) for op in instr.operands]
     (result,) = em.inline(instr.attrs["to_apply"], args)
     return em.bind(result)
+
+
+@handles("dot")
+def _scalar_dot(em, instr, index):
+    """A dot of two scalars (XLA reads one in a reducer or comparator as a multiply): the
+    product in dot's work type (f32 or f64 for floats, the result type for integers), rounded
+    once to the result, as the interpreter computes it."""
+    lhs, rhs = instr.operands
+    result = instr.shape
+    if lhs.shape.rank or rhs.shape.rank or kind(result.dtype) in ("pred", "complex"):
+        raise NotEmittable("dot cannot be computed per element")
+    work = result
+    if kind(result.dtype) == "float":
+        wide = "f64" in (result.dtype, lhs.shape.dtype, rhs.shape.dtype)
+        work = result.with_dtype("f64" if wide else "f32")
+    a, b = (
+        em.bind(emit_scalar(em.w, Retyped("convert", {}, work, [op.shape]), [em.value(op, ())]))
+        for op in (lhs, rhs)
+    )
+    product = em.bind(emit_scalar(em.w, Retyped("multiply", {}, work, [work, work]), [a, b]))
+    value = emit_scalar(em.w, Retyped("convert", {}, result, [work]), [product])
+    return em.flushed(em.bind(value), result.dtype)
 
 
 @handles("tuple")

@@ -39,6 +39,7 @@ class ScalarHelpers:
     udiv: Callable
     urem: Callable
     ipow: Callable
+    mulhi64: Callable
     bf16_load: Callable
     bf16_store: Callable
     round_bf16: Callable
@@ -141,10 +142,27 @@ def scalar_helpers(
         return a % b
 
     @jit
+    def mulhi64(a, b, signed):
+        """The high 64 bits of the 128-bit product of two 64-bit integers, given and returned
+        as uint64 bit patterns; for signed operands the unsigned high word is corrected by
+        subtracting the other operand where one is negative."""
+        mask, half = np.uint64(0xFFFFFFFF), np.uint64(32)
+        a_lo, a_hi, b_lo, b_hi = a & mask, a >> half, b & mask, b >> half
+        cross_hl, cross_lh = a_hi * b_lo, a_lo * b_hi
+        middle = ((a_lo * b_lo) >> half) + (cross_hl & mask) + cross_lh  # < 2^64: no carry lost
+        high = a_hi * b_hi + (cross_hl >> half) + (middle >> half)
+        if signed:
+            if a >> np.uint64(63):
+                high -= b
+            if b >> np.uint64(63):
+                high -= a
+        return high
+
+    @jit
     def ipow(base, exponent_bits, negative, one, zero):
         """Square-and-multiply over the exponent's unsigned bits (wraps like the integer
-        type). A negative signed exponent gives 1 for base 1, +-1 by parity for base -1,
-        else 0."""
+        type; the caller keeps the low 6, as XLA's kernels read). A negative signed exponent
+        gives 1 for base 1, +-1 by parity for base -1, else 0."""
         if negative:
             if base == one:
                 return one
@@ -285,6 +303,7 @@ def scalar_helpers(
         udiv=udiv,
         urem=urem,
         ipow=ipow,
+        mulhi64=mulhi64,
         bf16_load=bf16_load,
         bf16_store=bf16_store,
         round_bf16=round_bf16,

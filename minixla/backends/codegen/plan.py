@@ -177,7 +177,8 @@ def loop_carried_updates(body, how, order) -> dict[int, object]:
     """State leaves a while body may update in place: {leaf index: the updating instruction}.
 
     Leaf i qualifies when the body's root tuple returns, at i, a dynamic-update-slice (or a
-    one-operand scatter) of get-tuple-element(state, i), that update is used only there, and
+    one-operand scatter) of get-tuple-element(state, i), that update is otherwise read only
+    by kernels and thunks (they run within the iteration and copy what they read), and
     every other reader of the old value is a kernel or thunk (it copies what it reads) that
     runs before the update because the update depends on it. The next iteration then
     receives the same buffer, so with an initial state the loop owns (the driver copies it
@@ -192,8 +193,10 @@ def loop_carried_updates(body, how, order) -> dict[int, object]:
     position = {id(instr): k for k, instr in enumerate(order)}
     found = {}
     for i, dus in enumerate(root.operands):
-        if how(dus) not in IN_PLACE_KINDS or dus.users != [root] or root.operands.count(dus) != 1:
+        if how(dus) not in IN_PLACE_KINDS or root.operands.count(dus) != 1:
             continue
+        if any(u is not root and how(u) not in ("kernel", "thunk") for u in dus.users):
+            continue  # readers of the updated value besides the root must copy what they read
         old = dus.operand(0)
         if (
             old.opcode != "get-tuple-element"

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ...errors import UnsupportedError
-from ...ir.opcodes import EXACT, opcodes_with
+from ...ir.opcodes import ELEMENTWISE, EXACT, EXPENSIVE, OPCODES, opcodes_with
 
 
 class NotEmittable(UnsupportedError):
@@ -125,6 +125,22 @@ def _arith(ctx, instr, args):
     return ctx.cast(f"{a} {_ARITH[instr.opcode]} {b}", dtype)
 
 
+@rule("mulhi")
+def _mulhi(ctx, instr, args):
+    """The high half of the double-width product: exact in 64 bits up to 32-bit types."""
+    a, b = args
+    dtype = instr.shape.dtype
+    if kind(dtype) not in ("signed", "unsigned"):
+        raise _no(instr, dtype)
+    signed, bits = kind(dtype) == "signed", BITS[dtype]
+    if bits <= 32:
+        wide = "s64" if signed else "u64"
+        product = f"({ctx.cast(a, wide)} * {ctx.cast(b, wide)})"
+        return ctx.cast(f"({product} >> {ctx.const(bits, wide)})", dtype)
+    high = f"h.mulhi64({ctx.cast(a, 'u64')}, {ctx.cast(b, 'u64')}, {signed})"
+    return ctx.cast(high, dtype)
+
+
 def _wrapped(ctx, unsigned_expr: str) -> str:
     """An s64 result computed in u64: Numba marks int64 add/sub/mul `nsw`, so LLVM may assume
     they never overflow and fold (x * c) / x to c even where the product wraps; the other
@@ -186,7 +202,9 @@ def _power(ctx, instr, args):
     if kind(dtype) == "float":
         return f"{ctx.math('power', 'f32' if dtype == 'bf16' else dtype)}({a}, {b})"
     if kind(dtype) in ("signed", "unsigned"):
-        unsigned = ctx.cast(b, unsigned_of(dtype))
+        # only the exponent's low 6 bits, as XLA's kernels (and the interpreter) read it
+        bits = unsigned_of(dtype)
+        unsigned = ctx.cast(f"{ctx.cast(b, bits)} & {ctx.const(63, bits)}", bits)
         negative = f"({b} < 0)" if kind(dtype) == "signed" else "False"
         if dtype == "s64":  # squared in u64, see _wrapped
             return _wrapped(
@@ -296,22 +314,9 @@ def _rounding(ctx, instr, args):
     return f"{_ROUNDING[instr.opcode]}({args[0]})"
 
 
-# Vectorizable approximations where mathlib has them, libm through Numba's math otherwise.
-_MATHLIB = (
-    "exponential",
-    "exponential-minus-one",
-    "log",
-    "log-plus-one",
-    "tanh",
-    "logistic",
-    "sine",
-    "cosine",
-    "tan",
-    "erf",
-    "cbrt",
-    "sqrt",
-    "rsqrt",
-)
+# The transcendental rows: the target's own math table where it has the function (cpu:
+# mathlib's vectorizable approximations; cuda: libdevice), libm through Numba's math otherwise.
+_MATH = frozenset(op for op in opcodes_with(EXPENSIVE, arity=1) if OPCODES[op].kind == ELEMENTWISE)
 _LIBM = {
     "asin": "math.asin",
     "acos": "math.acos",
@@ -321,18 +326,17 @@ _LIBM = {
     "asinh": "math.asinh",
     "acosh": "math.acosh",
     "atanh": "math.atanh",
-    "lgamma": "math.lgamma",
 }
 _DOMAIN = ("asin", "acos")  # defined on [-1, 1]
 
 
-@rule(*_MATHLIB, *_LIBM)
+@rule(*_MATH)
 def _math(ctx, instr, args):
     dtype = instr.shape.dtype
     if kind(dtype) != "float":
         raise _no(instr, dtype)
     compute = "f32" if dtype == "bf16" else dtype
-    if instr.opcode in _MATHLIB and ctx.has_math(instr.opcode, compute):
+    if ctx.has_math(instr.opcode, compute):
         return f"{ctx.math(instr.opcode, compute)}({args[0]})"
     if instr.opcode in _DOMAIN:
         # libm's NaN for an argument outside [-1, 1] has no sign; XLA's (and the interpreter's)
@@ -466,7 +470,7 @@ def _bitcast_convert(ctx, instr, args):
     return f"h.bitcast({args[0]}, {kernel_type(dst)})"
 
 
-class _Retyped:
+class Retyped:
     """`instr` seen with another result element type or as a convert: same attributes, each
     operand a value of the given shape (only what the rules read)."""
 
@@ -500,16 +504,16 @@ def emit_scalar(ctx, instr, args: list[str], *, round_bf16: bool = True) -> str:
         operand, dtype = instr.operand(0).shape, instr.shape.dtype
         kernel_type(source), kernel_type(dtype)  # f16 and f8 have none
         if BITS[dtype] >= BITS[source]:
-            value = emit_scalar(ctx, _Retyped("convert", {}, instr.shape, [operand]), args)
+            value = emit_scalar(ctx, Retyped("convert", {}, instr.shape, [operand]), args)
             return emit_scalar(
                 ctx,
-                _Retyped(instr.opcode, instr.attrs, instr.shape, [operand.with_dtype(dtype)]),
+                Retyped(instr.opcode, instr.attrs, instr.shape, [operand.with_dtype(dtype)]),
                 [value],
                 round_bf16=round_bf16,
             )
-        value = emit_scalar(ctx, _Retyped(instr.opcode, instr.attrs, operand, [operand]), args)
+        value = emit_scalar(ctx, Retyped(instr.opcode, instr.attrs, operand, [operand]), args)
         return emit_scalar(
-            ctx, _Retyped("convert", {}, instr.shape, [operand]), [value], round_bf16=round_bf16
+            ctx, Retyped("convert", {}, instr.shape, [operand]), [value], round_bf16=round_bf16
         )
     if any(
         kind(d) == "complex"

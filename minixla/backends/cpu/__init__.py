@@ -36,6 +36,7 @@ from ...runtime.donation import Donations
 from ...runtime.executable import Executable
 from ...runtime.metrics import count, record_phase
 from .. import Backend, flush_denormals_requested
+from ..codegen.driver import FallbackWarning, report_fallbacks
 from . import cache, driver, jit, native_library, programs
 
 _CODEGEN_OPTIONS = ("parallel_threshold", "native_loops")  # options that change the generated code
@@ -86,37 +87,12 @@ def _open_cache(options: dict) -> "cache.DiskCache | None":
     return disk
 
 
-class FallbackWarning(UserWarning):
-    """Some instructions run through the reference interpreter's NumPy code (slow)."""
-
-
-def _report_fallbacks(program, strict: bool) -> None:
-    """One warning per compile naming every instruction without native code; with `strict`,
-    a compile error instead."""
-    # collectives run as host thunks meeting the other devices: that is their implementation
-    slow = [
-        (instr, reason)
-        for instr, reason in program.fallback_reasons
-        if instr.opdef.kind != COLLECTIVE
-    ]
-    if not slow:
-        return
-    listed = "; ".join(f"{instr.opcode} %{instr.name} ({reason})" for instr, reason in slow)
-    if strict:
-        raise UnsupportedError(f"the cpu backend has no native code for: {listed}")
-    warnings.warn(
-        f"minixla cpu: {len(slow)} instruction(s) run through the reference interpreter: {listed}",
-        FallbackWarning,
-        stacklevel=4,
-    )
-
-
 def compile_module(module: HloModule, options: dict) -> Executable:
     _check_custom_calls(module)
     start = time.perf_counter()
     program = driver.build_program(module, options)
     record_phase("codegen.cpu.emit", time.perf_counter() - start)
-    _report_fallbacks(program, bool(options.get("strict", False)))
+    report_fallbacks("cpu", program.fallback_reasons, bool(options.get("strict", False)))
     disk = _open_cache(options)
     start = time.perf_counter()
     key = None

@@ -50,8 +50,9 @@ from ..codegen.plan import (
     needs_copy,
     plan_computation,
 )
-from . import donation, libcalls, native_loop, opkernels, thunks
-from .kernels import PARALLEL_THRESHOLD, KernelSpec, build_kernel, kernel_arg, reading_outputs
+from . import donation, gemm, libcalls, native_loop, opkernels, thunks
+from .blas_threads import use_kernel_threads, use_threads
+from .kernels import PARALLEL_WORK, KernelSpec, build_kernel, kernel_arg, reading_outputs
 
 
 @dataclass
@@ -82,7 +83,7 @@ class Program:
 class _Builder(DriverBuilder):
     def __init__(self, module, options: dict):
         super().__init__(module, options)
-        self.parallel_threshold = int(options.get("parallel_threshold", PARALLEL_THRESHOLD))
+        self.parallel_threshold = int(options.get("parallel_threshold", PARALLEL_WORK))
         self.allow_native_loops = bool(options.get("native_loops", True))
         self.ns: dict = {
             "np": np,
@@ -183,7 +184,7 @@ class _Builder(DriverBuilder):
     def private_leaves(self, loop, decisions) -> frozenset:
         """State leaves a native loop copies before it writes them: the ones its body
         rewrites, and the in-place updated ones this computation did not make for it alone."""
-        _, _, written = decisions[id(loop)][1]
+        written = decisions[id(loop)][1].written
         updates = self.body_updates(loop.attrs["body"])
         return frozenset(written | {i for i in updates if not _owned_by_loop(decisions, loop, i)})
 
@@ -360,6 +361,8 @@ def _kernel(fn: _Function, instr, spec: KernelSpec, outs=None):
     if pairs:
         spec = reading_outputs(spec, pairs)
         args = [arg for k, arg in enumerate(args) if k not in pairs]
+    if spec.parallel:  # its thread count, chosen per call
+        fn.lines.append(f"{fn.b.bind_host('kernel_threads', use_kernel_threads)}({spec.work})")
     fn.lines.append(f"{fn.b.kernel(spec)}({', '.join(args)})")
     _flush_outputs(fn, instr, outs)
 
@@ -448,7 +451,7 @@ def _while(fn: _Function, instr, native):
 def _native_while(fn: _Function, instr, native, state) -> None:
     """The whole loop as one native function (native_loop.py); the state leaves it writes
     are private to the loop, as on the Python path."""
-    name, fixed, _ = native
+    name, fixed, uses_blas, kernel_work = native.name, native.fixed, native.uses_blas, native.work
     private = fn.b.private_leaves(instr, fn.decisions)
     leaves = (
         list(state)
@@ -467,6 +470,10 @@ def _native_while(fn: _Function, instr, native, state) -> None:
         + list(fixed)
         + [status]
     )
+    if uses_blas:  # the loop's GEMMs are all below the size that gets a second thread
+        fn.lines.append(f"{fn.b.bind_host('blas_threads', use_threads)}(1)")
+    if kernel_work:  # the threads of its parallel kernels, chosen for the largest
+        fn.lines.append(f"{fn.b.bind_host('kernel_threads', use_kernel_threads)}({kernel_work})")
     fn.lines.append(f"{name}({', '.join(args)})")
     if fn.b.max_while_iterations is not None:
         fail = fn.b.bind_host("loop_limit", loop_limit)
@@ -522,7 +529,11 @@ def _dot(b: _Builder, instr):
         return None
     if opkernels.is_small_dot(instr):
         return "kernel", opkernels.small_dot(instr)
-    return ("thunk", thunks.dot(instr)) if thunks.blas_dot_ok(instr) else None
+    if not thunks.blas_dot_ok(instr):
+        return None
+    if gemm.available(instr.shape.dtype):
+        return "thunk", thunks.GemmDot(instr, b.ns, b.kernel(gemm.gemm_spec(instr.shape.dtype)))
+    return "thunk", thunks.dot(instr)
 
 
 def _custom_call(b: _Builder, instr):

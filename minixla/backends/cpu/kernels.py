@@ -8,7 +8,8 @@ loop nest each inside the same kernel.
 Loops run over the output in row-major order, so the innermost loop walks contiguous memory
 and LLVM vectorizes it. When the fusion is purely elementwise every array is passed flattened
 and the kernel is one loop whose bound comes from the array, so the same kernel serves every
-shape. Large kernels use `prange` on the outermost loop and are compiled with parallel=True.
+shape. Kernels whose estimated work is large use `prange` on the outermost loop and are compiled
+with parallel=True; the driver picks their thread count per call.
 
 Only 'contract' fast-math is on (FMA formation, which only removes roundings); kernels with
 reductions also get 'reassoc' so LLVM can vectorize the accumulation (XLA:CPU does the same).
@@ -26,17 +27,38 @@ from ..codegen.kernels import is_flat, kernel_signature, leaf_shape, outputs_of
 from .loops import emit_nest, plan_nests
 
 
-def _default_parallel_threshold() -> int:
-    """Elements a kernel touches before it runs on threads: 2^18, below which threads cost
-    more than they save; with fewer than four cores, never (on two cores measured kernels ran
-    slower threaded: the second core is busy with the driver, the OS and other programs)."""
+def _cores() -> int:
     import os
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return 1 << 18 if (cores or 1) >= 4 else 1 << 62
+    return cores or 1
+
+
+def _default_parallel_threshold() -> int:
+    """Elements a Pallas grid touches before it runs on threads (pallas/native.py): 2^18; with
+    fewer than four cores, never."""
+    return 1 << 18 if _cores() >= 4 else 1 << 62
 
 
 PARALLEL_THRESHOLD = _default_parallel_threshold()
+
+# A generated kernel is compiled with `prange` when its estimated work (`kernel_work`) is at
+# least this (about 150 us on one core of the two-core machine of docs/performance.md: an add
+# of 2^18 floats); how many threads it runs on is decided per call (blas_threads.py). A machine
+# with one core never threads.
+PARALLEL_WORK = 1 << 20 if _cores() >= 2 else 1 << 62
+TRANSCENDENTAL_WORK = 8  # a vectorized exp/tanh/log costs about eight simple flops
+
+
+def kernel_work(comp, params, outputs) -> int:
+    """A kernel's estimated serial cost in element operations: every element it reads or
+    writes, every flop, and TRANSCENDENTAL_WORK per transcendental (cost_analysis's counts
+    for the fused computation)."""
+    from ...passes.cost_analysis import FLOPS, TRANSCENDENTALS, computation_cost
+
+    moved = sum(p.shape.numel() for p in params) + sum(leaf_shape(i, k).numel() for i, k in outputs)
+    cost = computation_cost(comp)
+    return int(moved + cost[FLOPS] + TRANSCENDENTAL_WORK * cost[TRANSCENDENTALS])
 
 
 @dataclass
@@ -52,6 +74,7 @@ class KernelSpec:
     parallel: bool
     loop_nests: int = 1  # outputs of different dims get a loop nest each
     kid: str = field(default="")  # content hash: source + signature
+    work: int = 0  # kernel_work, for the thread count of a parallel kernel
 
     def numba_signature(self):
         from numba import from_dtype, types
@@ -115,7 +138,7 @@ def build_kernel(
     comp,
     name: str = "kernel",
     *,
-    parallel_threshold: int = PARALLEL_THRESHOLD,
+    parallel_threshold: int = PARALLEL_WORK,
     flush_denormals: bool = False,
 ) -> KernelSpec:
     """The kernel for fused computation `comp`; raises NotEmittable when some instruction
@@ -126,10 +149,8 @@ def build_kernel(
     writer = CpuWriter()
     writer.flush_denormals = flush_denormals
     params, arrays, args, ndims, dtypes, arg_names = kernel_signature(comp, outputs, flat)
-    touched = max(
-        [p.shape.numel() for p in params] + [leaf_shape(i, k).numel() for i, k in outputs] + [1]
-    )
-    parallel = touched >= parallel_threshold
+    work = kernel_work(comp, params, outputs)
+    parallel = work >= parallel_threshold
     hoisted: list[str] = []
     em = Elemental(writer, arrays, hoist=hoisted, flat=flat)
     body: list[str] = []
@@ -157,7 +178,7 @@ def build_kernel(
     lines += ["    " + line for line in hoisted]
     lines += body
     source = "\n".join(lines) + "\n"
-    spec = KernelSpec(name, source, args, ndims, dtypes, flat, parallel, len(groups))
+    spec = KernelSpec(name, source, args, ndims, dtypes, flat, parallel, len(groups), work=work)
     spec.kid = spec.content_id()
     return spec
 
@@ -184,6 +205,7 @@ def reading_outputs(spec: KernelSpec, pairs: dict[int, int]) -> KernelSpec:
         spec.flat,
         spec.parallel,
         spec.loop_nests,
+        work=spec.work,
     )
     variant.kid = variant.content_id()
     return variant

@@ -182,6 +182,8 @@ def cholesky(instr):
     flops = instr.shape.numel() * instr.shape.dims[-1] / 3 if instr.shape.rank else 0
 
     def run(out, a):
+        if a.size == 0:  # no matrices, or 0x0 ones: nothing to factor
+            return
         use_threads(threads_for(flops))
         n = a.shape[-1]
         # in f64, as the interpreter does
@@ -214,6 +216,8 @@ def triangular_solve(instr):
     flops = instr.shape.numel() * (a_shape.dims[-1] if a_shape.rank else 0)
 
     def run(out, a, b):
+        if out.size == 0:
+            return
         use_threads(threads_for(flops))
         m = a.shape[-1]  # solved in f64, as the interpreter does (f32 drifts when ill-conditioned)
         flat_a = a.reshape(-1, m, m).astype(np.float64, copy=False)

@@ -72,6 +72,15 @@ UNREACHED = (
     "numba_gil_ensure",
     "numba_gil_release",
 )
+# Imports of the paths that describe an exception: the compiled function may reach the first
+# when it raises one whose message is built at run time, then returns an error status, which
+# the entry point turns into a RuntimeError whatever the description; the others rebuild
+# the exception in the wrappers. The library defines them as doing nothing.
+DESCRIBING = {
+    "numba_runtime_build_excinfo_struct": "void *{}(void *a, void *b) {{ return NULL; }}",
+    "numba_unpickle": "void *{}(void *a, int b, void *c) {{ return NULL; }}",
+    "NRT_Free": "void {}(void *pointer) {{ }}",
+}
 _LOOP_CALLEE = re.compile(r"sys\.modules\['(minixla_kernel_\w+)'\]")
 
 
@@ -191,7 +200,16 @@ def build(disk: DiskCache, kernels: dict, objects: dict, lkey: str) -> dict | No
             _run(["ar", "rcs", "kernels.a", *(f"{name}.o" for name in objects)], work)
             _run(["objcopy", "--keep-global-symbols=entries", "kernels.a"], work)
             imports = imports_by_member(_run(["nm", "-u", "kernels.a"], work))
-            numba = [name for name in kernels if numba_imports(imports.get(f"{name}.o", set()))]
+            blas = _blas_exports(imports)
+            if blas is not None:  # GEMM kernels call NumPy's OpenBLAS by its own names
+                names = "".join(f"{ours} {theirs}\n" for ours, theirs in blas.exports.items())
+                (work / "blas").write_text(names)
+                _run(["objcopy", "--redefine-syms=blas", "kernels.a"], work)
+                imports = imports_by_member(_run(["nm", "-u", "kernels.a"], work))
+            linked = set(blas.exports.values()) if blas is not None else set()
+            numba = [
+                name for name in kernels if numba_imports(imports.get(f"{name}.o", set()) - linked)
+            ]
             own = {name: spec for name, spec in kernels.items() if name not in numba}
             body = {"functions": list(own), "numba": numba}
             if not own:
@@ -207,6 +225,7 @@ def build(disk: DiskCache, kernels: dict, objects: dict, lkey: str) -> dict | No
                     "-Wl,-z,notext",  # MCJIT's static relocations in text
                     "-Wl,-z,noexecstack",  # MCJIT's objects carry no .note.GNU-stack
                     "-lm",
+                    *(() if blas is None else (blas.path, f"-Wl,-rpath,{Path(blas.path).parent}")),
                 ],
                 work,
             )
@@ -232,6 +251,21 @@ def _why(exc: Exception) -> str:
     return str(exc)
 
 
+def _blas_exports(imports: dict):
+    """gemm.locate()'s answer when a kernel calls the BLAS routines gemm.py registers with
+    LLVM under names of its own (minixla_cblas_...), else None. The library calls them by the
+    BLAS library's own names and links that library (already loaded, with NumPy)."""
+    wanted = {
+        name for names in imports.values() for name in names if name.startswith("minixla_cblas_")
+    }
+    if not wanted:
+        return None
+    from .gemm import locate
+
+    blas = locate()
+    return blas if blas is not None and wanted <= set(blas.exports) else None
+
+
 def imports_by_member(nm_output: str) -> dict[str, set[str]]:
     """{archive member: names it imports} from `nm -u` over an archive."""
     out: dict[str, set[str]] = {}
@@ -253,6 +287,7 @@ def numba_imports(imports: set[str]) -> set[str]:
         name
         for name in imports
         if name not in UNREACHED
+        and name not in DESCRIBING
         and not (name.startswith(("Py", "_Py")) and hasattr(ctypes.pythonapi, name))
         and not hasattr(libm, name)
     }
@@ -333,6 +368,7 @@ def entry_source(kernels: dict, objects: dict) -> str:
     """The C file of entry points for `kernels` (global name -> spec), calling each one's
     compiled function (`objects[name][1]`)."""
     stubs = "".join(f"void {name}(void) {{ abort(); }}\n" for name in UNREACHED)
+    stubs += "".join(f"{text.format(name)}\n" for name, text in DESCRIBING.items())
     lines = [
         _PRELUDE.replace("HEAD_BYTES", str(object.__basicsize__)).replace("UNREACHED_STUBS", stubs)
     ]

@@ -1,8 +1,9 @@
 """A while loop as one Numba function: condition and body kernels called in native code.
 
 When every instruction of a loop's condition and body is a generated kernel, a view, a
-copy, a broadcast of a scalar or a dynamic-update-slice (with tuples, get-tuple-elements,
-parameters and array constants around them), the driver does not run the loop in Python.
+copy, a broadcast of a scalar, a dynamic-update-slice, a scatter or a float dot (BLAS GEMM,
+gemm.py) (with tuples, get-tuple-elements, parameters and array constants around them), the
+driver does not run the loop in Python.
 `native_while` emits one function
 
     @njit(nogil=True, cache=CACHE)
@@ -20,18 +21,23 @@ C order); kernels get the rank their signature asks for through a reshape. Tempo
 allocated once at compile time (calls of an executable are serialized), so the loop
 allocates nothing. State leaves the body writes are private to the loop: copied once per call
 before the loop unless the computation made them for the loop alone, as on the Python path.
-Anything else (nested control flow, BLAS dots, other thunks, fallbacks, bf16, empty arrays,
-large temporaries) keeps the Python loop around the driver functions.
+Anything else (nested control flow, GEMMs large enough for BLAS threads, other thunks,
+fallbacks, bf16, empty arrays, large temporaries) keeps the Python loop around the driver
+functions.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
 
 import numpy as np
 
+from .blas_threads import always_serial
 from .cache import module_name
+from .gemm import gemm_spec
 from .jit import kernel_id
 from .kernels import KernelSpec
+from .thunks import GemmDot
 from ..codegen.scalar import KERNEL_TYPES
 
 # Temporaries of a native loop live for the executable's lifetime; beyond this many bytes
@@ -58,6 +64,8 @@ class _Emitter:
         self.callees: dict[str, str] = {}  # local name -> kernel module name
         self.lines: list[str] = []
         self.temp_bytes = 0
+        self.uses_blas = False  # calls NumPy's BLAS: the driver sets one BLAS thread first
+        self.parallel_work = 0  # the largest work of a parallel kernel it calls
 
     # -- buffers ------------------------------------------------------------------------
     def temp(self, shape) -> str:
@@ -138,15 +146,25 @@ class _Emitter:
             return out
         if how == "dus":
             return self.dynamic_update_slice(instr, names)
+        if how == "scatter":  # a loop-carried update writes the state buffer in place
+            copying, in_place = detail
+            if id(instr) not in self.updates:
+                return self.kernel(instr, copying, names)
+            target = names[id(instr.operand(0))]
+            return self.kernel(instr, in_place, names, outs=[target])
+        if how == "thunk" and isinstance(detail, GemmDot):
+            return self.gemm(instr, detail.plan, names)
         raise _Ineligible(f"{op} lowered as {how}")
 
-    def kernel(self, instr, spec: KernelSpec, names):
+    def kernel(self, instr, spec: KernelSpec, names, outs=None):
         leaves = [s for _, s in instr.shape.leaves()]
         if any(s.numel() == 0 for s in leaves):
             raise _Ineligible("empty array")
         if "bf16" in spec.dtypes:
             raise _Ineligible("bf16 kernel")
-        outs = [self.temp(s) for s in leaves]
+        outs = [self.temp(s) for s in leaves] if outs is None else outs
+        if spec.parallel:
+            self.parallel_work = max(self.parallel_work, spec.work)
         args = []
         for (kind, what), rank in zip(spec.args, spec.ndims):
             if kind == "param":
@@ -159,15 +177,51 @@ class _Emitter:
             if isinstance(name, tuple):
                 raise _Ineligible("tuple kernel argument")
             args.append(self.shaped(name, shape, rank))
-        callee = f"k{len(self.callees)}"
-        self.callees[callee] = module_name(kernel_id(spec))
-        self.b.kernel(spec)  # compiled (and loaded) before the loop that calls it
+        callee = self.call(spec)
         self.lines.append(f"{callee}({', '.join(args)})")
         if not instr.shape.is_tuple:
             return outs[0]
         from ..codegen.driver import nest
 
         return nest(instr.shape, iter(outs))
+
+    def gemm(self, instr, plan, names):
+        """The dot thunk's GEMM kernel, called with the thunk's arguments. Only GEMMs below
+        the size that gets a second BLAS thread: those run on one thread whatever the load,
+        which the driver sets before the loop (a larger GEMM repays the Python loop)."""
+        if plan.empty:
+            raise _Ineligible("empty dot")
+        if not always_serial(plan.flops):
+            raise _Ineligible("a dot large enough for BLAS threads")
+        args = []
+        for number, copy in ((0, plan.copy_lhs), (1, plan.copy_rhs)):
+            operand = instr.operand(number)
+            name = names[id(operand)]
+            if isinstance(name, tuple):
+                raise _Ineligible("tuple dot operand")
+            if copy is not None:  # into [batch, m, k] / [batch, k, n] order, as the thunk does
+                dims, perm = copy
+                ordered = tuple(dims[d] for d in perm)
+                into = self.temp(operand.shape)
+                source = f"{name}.reshape({dims!r}).transpose({perm!r})"
+                self.lines.append(f"{into}.reshape({ordered!r})[...] = {source}")
+                name = into
+            args.append(name)
+        out = self.temp(instr.shape)
+        dims = self.b.bind("c", plan.dims.copy())
+        self.fixed.append(dims)
+        self.fixed_dtypes.append("s64")
+        callee = self.call(gemm_spec(instr.shape.dtype))
+        self.lines.append(f"{callee}({args[0]}, {args[1]}, {out}, {dims})")
+        self.uses_blas = True
+        return out
+
+    def call(self, spec: KernelSpec) -> str:
+        """The loop's local name for kernel `spec` (compiled and loaded before the loop)."""
+        callee = f"k{len(self.callees)}"
+        self.callees[callee] = module_name(kernel_id(spec))
+        self.b.kernel(spec)
+        return callee
 
     def dynamic_update_slice(self, instr, names):
         target, update = instr.operand(0), instr.operand(1)
@@ -202,9 +256,16 @@ def _check_type(shape) -> None:
         raise _Ineligible(f"element type of {shape}")
 
 
-def native_while(builder, loop, updates: dict, limit):
-    """(global name of the loop kernel, names of its fixed arguments, state leaves it
-    overwrites besides `updates`) for `loop`, or None when its condition or body is not made
+class NativeLoop(NamedTuple):
+    name: str  # global name of the loop kernel
+    fixed: list  # names of its fixed arguments (temporaries, constants)
+    written: set  # state leaves it overwrites besides the in-place updates
+    uses_blas: bool  # it calls NumPy's BLAS (the driver sets one BLAS thread first)
+    work: int  # the largest kernel_work of its parallel kernels (0: none)
+
+
+def native_while(builder, loop, updates: dict, limit) -> NativeLoop | None:
+    """The native function running `loop`, or None when its condition or body is not made
     only of native pieces (the Python loop then)."""
     if (
         builder.flush_denormals
@@ -255,7 +316,7 @@ def native_while(builder, loop, updates: dict, limit):
     dtypes = [s.dtype for s in em.state_shapes] + em.fixed_dtypes + ["s64"]
     spec = KernelSpec("loop", source, [], [1] * len(args), dtypes, True, False)
     spec.kid = spec.content_id()
-    return builder.kernel(spec), em.fixed, written
+    return NativeLoop(builder.kernel(spec), em.fixed, written, em.uses_blas, em.parallel_work)
 
 
 def _write_back(params: list[str], result) -> list[str]:

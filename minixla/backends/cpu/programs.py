@@ -117,10 +117,11 @@ def _parse(text: str):
 
 def _executable(optimized, program, options: dict, disk, remat):
     from ...passes.base import PassReport
-    from . import _check_custom_calls, _report_fallbacks, bind_kernels, executable_of
+    from ..codegen.driver import report_fallbacks
+    from . import _check_custom_calls, bind_kernels, executable_of
 
     _check_custom_calls(optimized)
-    _report_fallbacks(program, bool(options.get("strict", False)))
+    report_fallbacks("cpu", program.fallback_reasons, bool(options.get("strict", False)))
     outcomes = bind_kernels(program, disk)
     hit = "compiled" not in outcomes
     count("cpu.cache.hit" if hit else "cpu.cache.miss")

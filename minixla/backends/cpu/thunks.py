@@ -1,9 +1,9 @@
 """Operations the driver runs without a generated kernel: library calls and NumPy copies.
 
-* dot: BLAS through np.matmul writing into the preallocated output (`out=`); operands are
-  transposed/reshaped to [batch, m, k] x [batch, k, n] views first, which NumPy hands to BLAS
-  with transpose flags instead of copying where it can. BLAS gets as many threads as the
-  GEMM's size pays for (blas_threads.py).
+* dot: the cblas GEMM of NumPy's BLAS, called by gemm.py's compiled kernel with transpose
+  flags and leading dimensions (operands copied only where no GEMM form fits); where that
+  library cannot be called, np.matmul on [batch, m, k] x [batch, k, n] views. BLAS gets as
+  many threads as the GEMM's size pays for (blas_threads.py).
 * data movement (broadcast, slice, concatenate, pad, reverse, dynamic-slice,
   dynamic-update-slice, copy): NumPy copies into the output buffer; these are memcpy-speed C
   loops and need no compile time. dynamic-update-slice writes only the window when the plan
@@ -27,6 +27,8 @@ from .blas_threads import threads_for, use_threads
 
 
 def dot(instr):
+    """np.matmul on [batch, m, k] x [batch, k, n] views: where NumPy's BLAS cannot be called
+    from compiled code (gemm.py found no cblas GEMM)."""
     attrs = instr.attrs
     lhs_shape, rhs_shape = instr.operand(0).shape, instr.operand(1).shape
     lb, rb = list(attrs.get("lhs_batch_dims", ())), list(attrs.get("rhs_batch_dims", ()))
@@ -53,6 +55,29 @@ def dot(instr):
             np.matmul(a, b, out=out.reshape(batch, m, n))
 
     return run
+
+
+class GemmDot:
+    """A float dot as the GEMM kernel of gemm.py (NumPy's BLAS called from compiled code; a
+    native while loop calls the same kernel with the same arguments). The compiled kernel is
+    looked up by its global name in the driver's namespace, where the backend binds it."""
+
+    def __init__(self, instr, namespace: dict, kernel: str):
+        from . import gemm
+
+        self.plan = gemm.plan(instr)
+        self.namespace, self.kernel = namespace, kernel
+
+    def __call__(self, out, lhs, rhs):
+        plan = self.plan
+        if plan.empty:
+            return
+        use_threads(threads_for(plan.flops))
+        if plan.copy_lhs is not None:
+            lhs = np.ascontiguousarray(lhs.transpose(plan.copy_lhs[1]))
+        if plan.copy_rhs is not None:
+            rhs = np.ascontiguousarray(rhs.transpose(plan.copy_rhs[1]))
+        self.namespace[self.kernel](lhs.reshape(-1), rhs.reshape(-1), out.reshape(-1), plan.dims)
 
 
 def blas_dot_ok(instr) -> bool:
@@ -199,8 +224,9 @@ def _leaves(value):
 
 
 def fallback(instr, evaluator):
-    """Runs `instr` with the interpreter's handler (its reference implementation). A result
-    that shares memory with an operand is copied: the operand's storage may be reused."""
+    """Runs `instr` as the interpreter does (its reference implementation, mixed precision
+    included). A result that shares memory with an operand is copied: the operand's storage
+    may be reused."""
     from ...errors import UnsupportedError
     from ...reference.evaluator import handlers
 
@@ -211,7 +237,7 @@ def fallback(instr, evaluator):
         )
 
     def run(*operands):
-        result = handler(evaluator, instr, list(operands))
+        result = evaluator.apply(instr, list(operands))
         return _unshared(result, [leaf for op in operands for leaf in _leaves(op)])
 
     return run

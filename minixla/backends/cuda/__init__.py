@@ -25,6 +25,7 @@ from ...reference.custom_call import lookup_custom_call
 from ...runtime.executable import Executable, _check_one
 from ...runtime.metrics import count, record_execution, record_phase
 from .. import Backend
+from ..codegen.driver import report_fallbacks
 from .target import status
 
 
@@ -80,6 +81,7 @@ def compile_module(module: HloModule, options: dict) -> Executable:
     start = time.perf_counter()
     program = driver.build_program(module, options)
     record_phase("codegen.cuda.emit", time.perf_counter() - start)
+    report_fallbacks("cuda", program.fallback_reasons, bool(options.get("strict", False)))
     from . import runtime
 
     start = time.perf_counter()
@@ -119,5 +121,6 @@ BACKEND = Backend(
         "max_blocks",
         "geometry",
         "max_while_iterations",
+        "strict",
     ),
 )

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from ...errors import UnsupportedError
 from ...reference.custom_call import lookup_custom_call
 from ..codegen.driver import (
     DriverBuilder,
@@ -244,13 +245,16 @@ def host_fallback(instr, evaluator):
     is uploaded as fresh device arrays."""
     from ...reference.evaluator import handlers
 
-    handler = handlers()[instr.opcode]
+    if instr.opcode not in handlers():
+        raise UnsupportedError(
+            f"the cuda backend does not implement {instr.opcode} (instruction %{instr.name})"
+        )
     shapes = [op.shape for op in instr.operands]
 
     def run(*operands):
         from .runtime import to_device, to_host
 
-        result = handler(evaluator, instr, [to_host(x, s) for x, s in zip(operands, shapes)])
+        result = evaluator.apply(instr, [to_host(x, s) for x, s in zip(operands, shapes)])
         return to_device(result, instr.shape)
 
     return run

@@ -199,6 +199,7 @@ srem = _shared.srem
 udiv = _shared.udiv
 urem = _shared.urem
 ipow = _shared.ipow
+mulhi64 = _shared.mulhi64
 bf16_load = _shared.bf16_load
 bf16_store = _shared.bf16_store
 round_bf16 = _shared.round_bf16
