@@ -237,11 +237,15 @@ def test_without_a_toolchain_kernels_come_from_numba(tmp_path, monkeypatch, capl
     with caplog.at_level(logging.INFO, logger="minixla.cache"):
         exe, bits, warned = compile_here(tmp_path)
     assert not warned and "compiled" in exe.kernel_outcomes
-    assert not (tmp_path / "libraries").exists()
+    assert not list((tmp_path / "libraries").glob("*.so"))
     assert any("no cc" in r.getMessage() for r in caplog.records)
     monkeypatch.undo()
     _, again, _ = compile_here(tmp_path)  # the library now, from the stored object code
-    assert again == bits and (tmp_path / "libraries").exists()
+    assert again == bits and list((tmp_path / "libraries").glob("*.so"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    hits = library_hits()
+    _, loaded, _ = compile_here(tmp_path)  # loading a library needs no toolchain
+    assert loaded == bits and library_hits() == hits + 1
 
 
 def test_entry_source_passes_each_array_as_numbas_fields():

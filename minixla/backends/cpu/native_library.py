@@ -30,7 +30,9 @@ Python headers (it declares the few C-API functions it calls and reads NumPy's s
 
 Localizing matters: Numba names the helpers it links into each kernel with a per-process
 counter, so two kernels compiled by different processes may define the same helper name with
-different bodies, and the linker would keep one of them for both.
+different bodies, and the linker would keep one of them for both. GEMM kernels (gemm.py) call
+NumPy's OpenBLAS by names registered with LLVM; a second objcopy (`--redefine-syms`) gives
+them the library's own names, and the library is linked in (it is loaded with NumPy already).
 
 A kernel that imports Numba's runtime (allocation through NRT, `numba_attempt_nocopy_reshape`,
 the parallel thread pool) stays out of the library; the manifest names it and a compile that
@@ -117,9 +119,8 @@ def bind(program, disk: DiskCache) -> tuple[set[str], list[str]] | None:
     stored object code, a damaged library): the caller goes through Numba for all."""
     if not program.kernels:
         return None
-    reason = unavailable()
-    if reason is not None:
-        note_once(reason)
+    if not sys.platform.startswith("linux"):
+        note_once(f"shared libraries of kernels are built on Linux only, not {sys.platform}")
         return None
     lkey = library_key(program.kernels)
     functions = _LOADED.get(lkey)
@@ -172,6 +173,11 @@ def _load_or_build(kernels: dict, disk: DiskCache, lkey: str) -> dict | None:
 
 def _build_from_cache(kernels: dict, disk: DiskCache, lkey: str) -> dict | None:
     from .jit import native_object
+
+    reason = unavailable()  # only building needs the tools: a library found loads without
+    if reason is not None:
+        note_once(reason)
+        return None
 
     objects = {}
     for name, spec in kernels.items():
