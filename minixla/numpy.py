@@ -4,7 +4,6 @@ Inside `minixla.jit` these functions record HLO; outside any trace they run eage
 return NumPy arrays.
 """
 
-from ml_dtypes import bfloat16
 from numpy import (
     bool_,
     complex64,
@@ -181,3 +180,11 @@ from .frontend.numpy_more import (
 from .frontend.tracer import Tracer as ndarray  # the array type inside a trace
 from .frontend import fft_api as fft  # mnp.fft.fft, ...  # noqa: E402
 from .frontend import linalg_api as linalg  # mnp.linalg.solve, ...  # noqa: E402
+
+
+def __getattr__(name: str):
+    if name == "bfloat16":  # from ml_dtypes, loaded on first use (see ir/dtypes.py)
+        import ml_dtypes
+
+        return ml_dtypes.bfloat16
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -92,10 +93,11 @@ def test_second_process_hits_the_disk_cache(tmp_path):
 def test_corrupt_entries_are_detected_warned_about_and_recompiled(tmp_path):
     run_child(tmp_path)
     kernels = tmp_path / "kernels"
-    objects = sorted(kernels.rglob("*.nbc"))
+    objects = sorted(kernels.rglob("*.nbc")) + sorted(tmp_path.rglob("*.so"))
     sources = sorted(kernels.rglob("*.py"))
     assert objects and sources
-    objects[0].write_bytes(objects[0].read_bytes()[:40])  # truncated machine code
+    for path in objects:
+        path.write_bytes(path.read_bytes()[:40])  # truncated machine code
     sources[-1].write_text(sources[-1].read_text()[:-30])  # truncated source
     again = run_child(tmp_path)
     assert any("corrupt compilation cache entry" in w for w in again["warnings"])
@@ -116,7 +118,7 @@ def test_concurrent_writers_share_one_cache(tmp_path):
             text=True,
             env=environ,
         )
-        for _ in range(3)
+        for _ in range(4)
     ]
     results = []
     for child in children:
@@ -127,6 +129,8 @@ def test_concurrent_writers_share_one_cache(tmp_path):
     assert all(not r["warnings"] for r in results)
     after = run_child(tmp_path)
     assert set(after["outcomes"]) == {"disk"} and not after["warnings"]
+    (library,) = (tmp_path / "libraries").glob("*.json")  # one entry, and a sound one
+    assert cpu_cache.DiskCache(tmp_path).library_entry(library.stem) is not None
 
 
 def test_least_recently_used_entries_are_evicted_over_the_size_cap(tmp_path):
@@ -195,6 +199,12 @@ def kernel_files(tmp_path, pattern):
     return sorted(p for p in (tmp_path / "kernels").rglob(pattern) if p.is_file())
 
 
+def drop_libraries(root):
+    """Deletes the programs' shared libraries, so the next compile reads the kernel entries
+    (to link the library again, or through Numba)."""
+    shutil.rmtree(root / "libraries", ignore_errors=True)
+
+
 def test_every_file_overwritten_with_garbage_recompiles(tmp_path):
     compile_small(tmp_path)
     for path in [p for p in tmp_path.rglob("*") if p.is_file() and p.suffix != ".lock"]:
@@ -211,6 +221,7 @@ def test_malformed_manifests_are_corrupt_entries(tmp_path, manifest):
     compile_small(tmp_path)
     for path in kernel_files(tmp_path, "*.json"):
         path.write_text(manifest)
+    drop_libraries(tmp_path)
     exe, warned = compile_small(tmp_path)
     assert "compiled" in exe.kernel_outcomes
     assert warned and all("corrupt" in w for w in warned)
@@ -233,6 +244,7 @@ def test_numba_files_without_a_manifest_are_never_loaded(tmp_path):
 
         pyc = cache_dir / f"{py.stem}.cpython-{sys.version_info[0]}{sys.version_info[1]}.pyc"
         pyc.write_bytes(importlib.util.MAGIC_NUMBER + b"\0" * 12 + marshal.dumps(code))
+    drop_libraries(tmp_path)
     exe, _ = compile_small(tmp_path)
     assert "compiled" in exe.kernel_outcomes
     assert not marker.exists()
@@ -245,8 +257,9 @@ def test_numba_files_without_a_manifest_are_never_loaded(tmp_path):
 )
 def test_files_owned_by_another_user_are_refused(tmp_path):
     compile_small(tmp_path)
-    for path in kernel_files(tmp_path, "*.nbi"):
+    for path in kernel_files(tmp_path, "*.nbi") + kernel_files(tmp_path, "*.o"):
         os.chown(path, 4321, 4321)
+    drop_libraries(tmp_path)
     exe, warned = compile_small(tmp_path)
     assert "compiled" in exe.kernel_outcomes and any("corrupt" in w for w in warned)
     assert all(p.stat().st_uid == os.getuid() for p in kernel_files(tmp_path, "*"))
@@ -282,6 +295,7 @@ def test_an_unusable_cache_warns_once_and_compiles_without_it(tmp_path, fault):
             lock.mkdir()
         for path in kernel_files(root, "*.json"):
             path.unlink()  # so the kernels need their locks again
+        drop_libraries(root)
     exe, warned = compile_small(root)
     assert len(warned) == 1 and "not using the compilation cache" in warned[0]
     assert "compiled" in exe.kernel_outcomes
@@ -338,3 +352,34 @@ def test_a_cache_well_under_its_cap_is_measured_again_only_when_due(tmp_path, mo
     monkeypatch.setattr(cpu_cache, "RESCAN_SECONDS", 1e9)
     disk.evict()
     assert len(scans) == 3
+
+
+@pytest.mark.parametrize("damage", ["garbage", "another probe's", "edited"])
+def test_the_environment_is_recalled_and_a_damaged_record_measured_again(tmp_path, damage):
+    """A process recalls environment() from the record an earlier one left (so a hit needs no
+    Numba to learn its version); a record that does not check out is measured again."""
+    compile_small(tmp_path)
+    (record,) = (tmp_path / "environment").glob("*.json")
+    measured = cpu_cache.environment()
+    entry = json.loads(record.read_text())
+    assert entry["body"] == measured
+    if damage == "garbage":
+        record.write_text("\x80garbage")
+    elif damage == "another probe's":
+        record.write_text(
+            json.dumps(
+                {"sha256": cpu_cache._body_sha("0" * 32, entry["body"]), "body": entry["body"]}
+            )
+        )
+    else:
+        record.write_text(
+            json.dumps({"sha256": entry["sha256"], "body": dict(entry["body"], numba="0.0.0")})
+        )
+    cpu_cache._ENVIRONMENT.clear()
+    cpu_cache._RECORDED.clear()  # as in a new process
+    try:
+        cpu_cache.recall_environment(tmp_path)
+        assert cpu_cache.environment() == measured
+        assert json.loads(record.read_text())["body"] == measured  # written again
+    finally:
+        cpu_cache._ENVIRONMENT[:] = [measured]

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 from functools import reduce
 
-import ml_dtypes
 import numpy as np
 
 from ..ir.dtypes import from_numpy, numpy_dtype
@@ -30,7 +29,6 @@ _NARROW = {
     np.dtype(np.float64): np.dtype(np.float32),
     np.dtype(np.complex128): np.dtype(np.complex64),
 }
-BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
 
 class Config:
@@ -119,7 +117,7 @@ def _promote_strong(a: np.dtype, b: np.dtype) -> np.dtype:
             return np.dtype(np.complex128)
         return high  # bool joins anything; int + float is the float (JAX, not NumPy)
     if ka == FLOAT:
-        if {a, b} == {BFLOAT16, np.dtype(np.float16)}:
+        if {a.name, b.name} == {"bfloat16", "float16"}:
             return np.dtype(np.float32)
         return a if a.itemsize >= b.itemsize else b
     if ka == INT:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 
-import ml_dtypes
 import numpy as np
 
 from . import dtypes as dt
@@ -48,6 +47,7 @@ from .numpy_reduce import argmax
 from .numpy_shape import concatenate, expand_dims, reshape, stack
 from .indexing import take
 from .tracer import Tracer
+from ..ir.dtypes import finfo
 
 _U32 = np.dtype(np.uint32)
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
@@ -195,7 +195,7 @@ def _float_dtype(dtype) -> np.dtype:
 
 
 def _uniform(key: Tracer, shape, dtype: np.dtype, minval, maxval) -> Tracer:
-    info = ml_dtypes.finfo(dtype)
+    info = finfo(dtype)
     nbits, nmant = info.bits, info.nmant
     rng_bits = max(nbits, 8) if nmant >= 8 else 8
     uint = np.dtype(f"uint{nbits}")
@@ -322,7 +322,7 @@ def gumbel(key, shape=(), dtype=None) -> Tracer:
     """Standard Gumbel floats: -log(-log(u)) for u uniform in [tiny, 1)."""
     key = _check_key("gumbel", key)
     dtype = _float_dtype(dtype)
-    u = _uniform(key, _shape(shape), dtype, ml_dtypes.finfo(dtype).tiny, 1.0)
+    u = _uniform(key, _shape(shape), dtype, finfo(dtype).tiny, 1.0)
     return -log(-log(u))
 
 

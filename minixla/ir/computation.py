@@ -161,7 +161,15 @@ class HloComputation:
             raise ValueError(f"cannot remove %{instr.name}: it is the root of {self.name}")
         instr.drop_operands()
         instr.drop_control_dependencies()
-        self.instructions.remove(instr)
+        # Rewrites mostly remove what they added last: look there first, so a pass removing
+        # one instruction per rewrite stays linear in a long computation.
+        instructions = self.instructions
+        for k in range(len(instructions) - 1, max(len(instructions) - 256, 0) - 1, -1):
+            if instructions[k] is instr:
+                del instructions[k]
+                break
+        else:
+            instructions.remove(instr)
         instr.parent = None
 
     def replace_instruction(self, old: HloInstruction, new: HloInstruction) -> None:
@@ -179,6 +187,11 @@ class HloComputation:
         """Removes instructions nothing live depends on. Live: the root, parameters and
         side-effecting instructions, and everything they reach through operands and control
         predecessors."""
+        # Every instruction reaches a sink through its users and control successors; when
+        # every sink is live (the root, a parameter, a side effect), so is everything.
+        sinks = [i for i in self.instructions if not i.users and not i.control_successors]
+        if all(i is self.root or i.opcode == "parameter" or i.has_side_effect() for i in sinks):
+            return False
         roots = [self.root] + [
             i for i in self.instructions if i.opcode == "parameter" or i.has_side_effect()
         ]

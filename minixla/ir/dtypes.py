@@ -2,14 +2,38 @@
 
 Narrow floats (bf16, f8*, f4) and sub-byte ints come from `ml_dtypes`; a type that the installed
 ml_dtypes lacks is still known to the parser (so its text round-trips) but has `numpy` set to None.
+
+ml_dtypes is imported lazily (importlib's LazyLoader, registered here, the lowest floor that
+names it): loading it registers hundreds of NumPy casts and ufunc loops, most of `import
+minixla` (0.6 s of 0.9 s on the two-core machine of docs/performance.md), so a program that
+never touches a narrow type never pays it. Modules keep writing `import ml_dtypes`; the first
+attribute read loads it.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
+
+
+def _lazy(name: str):
+    """`name` imported on first attribute access (the module itself when already loaded)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None:
+        return importlib.import_module(name)  # raises the usual ImportError
+    spec.loader = importlib.util.LazyLoader(spec.loader)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+ml_dtypes = _lazy("ml_dtypes")
 
 PRED, SIGNED, UNSIGNED, FLOAT, COMPLEX, TOKEN, OPAQUE, TUPLE = (
     "pred",
@@ -23,12 +47,26 @@ PRED, SIGNED, UNSIGNED, FLOAT, COMPLEX, TOKEN, OPAQUE, TUPLE = (
 )
 
 
+_NARROW: dict[str, np.dtype | None] = {}  # ml_dtypes type name -> its dtype, once loaded
+
+
 @dataclass(frozen=True)
 class ElementType:
     name: str
     bits: int
     kind: str
-    numpy: np.dtype | None
+    standard: np.dtype | None  # NumPy's own dtype, else None
+    narrow: str | None = None  # the ml_dtypes type's name, loaded when first asked for
+
+    @property
+    def numpy(self) -> np.dtype | None:
+        """The NumPy dtype that holds this type (None: none does)."""
+        if self.narrow is None:
+            return self.standard
+        if self.narrow not in _NARROW:
+            kind = getattr(ml_dtypes, self.narrow, None)
+            _NARROW[self.narrow] = np.dtype(kind) if kind is not None else None
+        return _NARROW[self.narrow]
 
     @property
     def is_float(self) -> bool:
@@ -59,9 +97,8 @@ class ElementType:
         return self.name
 
 
-def _ml(name: str) -> np.dtype | None:
-    kind = getattr(ml_dtypes, name, None)
-    return np.dtype(kind) if kind is not None else None
+def _ml(name: str) -> tuple[None, str]:
+    return None, name
 
 
 _ROWS = [
@@ -101,13 +138,35 @@ _ROWS = [
     ("opaque", 0, OPAQUE, None),
 ]
 
-ELEMENT_TYPES: dict[str, ElementType] = {row[0]: ElementType(*row) for row in _ROWS}
+ELEMENT_TYPES: dict[str, ElementType] = {
+    row[0]: ElementType(*row[:3], *(row[3] if isinstance(row[3], tuple) else (row[3],)))
+    for row in _ROWS
+}
 TUPLE_TYPE = ElementType("tuple", 0, TUPLE, None)
 
 _BY_NUMPY: dict[np.dtype, ElementType] = {}
 for _etype in ELEMENT_TYPES.values():
-    if _etype.numpy is not None:
-        _BY_NUMPY.setdefault(_etype.numpy, _etype)
+    if _etype.standard is not None:
+        _BY_NUMPY.setdefault(_etype.standard, _etype)
+
+
+def _add_narrow_types() -> None:
+    for etype in ELEMENT_TYPES.values():
+        if etype.narrow is not None and etype.numpy is not None:
+            _BY_NUMPY.setdefault(etype.numpy, etype)
+
+
+def finfo(dtype):
+    """NumPy's finfo for its own float (and complex) types, ml_dtypes' for the narrow ones
+    (which loads ml_dtypes only then)."""
+    dtype = np.dtype(dtype)
+    return np.finfo(dtype) if dtype.kind in "fc" else ml_dtypes.finfo(dtype)
+
+
+def iinfo(dtype):
+    """NumPy's iinfo for its own integer types, ml_dtypes' for int2/int4/uint4..."""
+    dtype = np.dtype(dtype)
+    return np.iinfo(dtype) if dtype.kind in "iu" else ml_dtypes.iinfo(dtype)
 
 
 def element_type(name: str) -> ElementType:
@@ -119,13 +178,20 @@ def element_type(name: str) -> ElementType:
 
 def from_numpy(dtype) -> ElementType:
     """The HLO element type of a NumPy dtype (bool -> pred, ml_dtypes.bfloat16 -> bf16, ...)."""
-    dtype = np.dtype(dtype)
     try:
-        return _BY_NUMPY[dtype]
-    except KeyError:
+        dtype = np.dtype(dtype)
+    except TypeError:  # a narrow type's name ("bfloat16"): known once ml_dtypes is loaded
+        _add_narrow_types()
+        dtype = np.dtype(dtype)
+    found = _BY_NUMPY.get(dtype)
+    if found is None and dtype.kind == "V":  # a narrow type, seen before ml_dtypes was asked
+        _add_narrow_types()
+        found = _BY_NUMPY.get(dtype)
+    if found is None:
         from ..errors import UnsupportedError
 
-        raise UnsupportedError(f"NumPy dtype {dtype} has no HLO element type") from None
+        raise UnsupportedError(f"NumPy dtype {dtype} has no HLO element type")
+    return found
 
 
 def numpy_dtype(name: str) -> np.dtype:

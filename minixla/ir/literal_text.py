@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import math
 
-import ml_dtypes
 import numpy as np
 
 from .shapes import Shape
+from .dtypes import finfo
 
 
 def _digits(dtype: np.dtype) -> tuple[int, int]:
@@ -17,7 +17,7 @@ def _digits(dtype: np.dtype) -> tuple[int, int]:
         return 6, 9
     if dtype == np.float64:
         return 15, 17
-    info = ml_dtypes.finfo(dtype)
+    info = finfo(dtype)
     max_digits = math.ceil(1 + (info.nmant + 1) * math.log10(2))
     return max_digits, max_digits
 
@@ -38,9 +38,9 @@ def format_float(value, dtype: np.dtype) -> str:
 
 def _format_nan(value, dtype: np.dtype) -> str:
     sign = "-" if np.signbit(np.array(value, dtype).astype(np.float32)) else ""
-    if dtype.itemsize not in (2, 4, 8) or dtype.kind != "f" and dtype != ml_dtypes.bfloat16:
+    if dtype.itemsize not in (2, 4, 8) or dtype.kind != "f" and dtype.name != "bfloat16":
         return sign + "nan"
-    info = ml_dtypes.finfo(dtype) if dtype == ml_dtypes.bfloat16 else np.finfo(dtype)
+    info = finfo(dtype)
     uint = {2: np.uint16, 4: np.uint32, 8: np.uint64}[dtype.itemsize]
     bits = int(np.array(value, dtype).view(uint))
     payload = bits & ((1 << info.nmant) - 1)

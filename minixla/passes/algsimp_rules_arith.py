@@ -8,11 +8,11 @@ x = -0.0, since -0.0 + 0.0 = +0.0).
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 
 from ..ir.opcodes import IDEMPOTENT, opcodes_with
 from .patterns import RuleSet, all_ones, filled, highest, lowest, m, new, splat, values_equal
+from ..ir.dtypes import finfo
 
 ARITH = RuleSet("algsimp")
 X, Y = m.Any("x"), m.Any("y")
@@ -117,7 +117,7 @@ def divide_by_power_of_two(root, x, c):
         return None
     mantissa, _ = np.frexp(value)
     inverse = 1.0 / value
-    info = ml_dtypes.finfo(root.shape.numpy_dtype)
+    info = finfo(root.shape.numpy_dtype)
     if abs(mantissa) != 0.5 or not float(info.tiny) <= abs(inverse) <= float(info.max):
         return None
     return new("multiply", root.shape, x, filled(inverse, root.shape))
@@ -328,10 +328,10 @@ def lossless(source, target) -> bool:
             return False
         return target.bits >= source.bits + (not source.is_signed and target.is_signed)
     if source.is_integer and target.name in _IEEE:
-        precision = ml_dtypes.finfo(target.numpy).nmant + 1
+        precision = finfo(target.numpy).nmant + 1
         return source.bits - source.is_signed <= precision
     if source.name in _IEEE and target.name in _IEEE:
-        a, b = ml_dtypes.finfo(source.numpy), ml_dtypes.finfo(target.numpy)
+        a, b = finfo(source.numpy), finfo(target.numpy)
         return b.nmant >= a.nmant and b.maxexp >= a.maxexp and b.minexp <= a.minexp
     return False
 
@@ -354,7 +354,7 @@ def bitcast_convert_same_type(root, x):
 @ARITH.rule(m.ReducePrecision(X))
 def reduce_precision_noop(root, x):
     # reduce-precision to at least the type's own exponent and mantissa bits -> x
-    info = ml_dtypes.finfo(root.shape.numpy_dtype)
+    info = finfo(root.shape.numpy_dtype)
     if root.attrs["exponent_bits"] < info.nexp or root.attrs["mantissa_bits"] < info.nmant:
         return None
     return x

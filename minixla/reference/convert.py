@@ -24,12 +24,6 @@ _FLOAT_LAYOUTS = {
     F32: (np.uint32, 8, 23),
     F64: (np.uint64, 11, 52),
 }
-try:  # bf16 is always present in ml_dtypes, but keep the module importable without it.
-    import ml_dtypes
-
-    _FLOAT_LAYOUTS[np.dtype(ml_dtypes.bfloat16)] = (np.uint16, 8, 7)
-except ImportError:  # pragma: no cover
-    pass
 
 
 def element_type(dtype) -> ElementType:
@@ -189,6 +183,8 @@ def reduce_precision(operand, exponent_bits: int, mantissa_bits: int) -> np.ndar
         )
     if element_type(operand.dtype).kind != FLOAT:
         raise UnsupportedError(f"reduce-precision does not support {operand.dtype}")
+    if operand.dtype.name == "bfloat16":  # ml_dtypes' (a name test: no need to load it)
+        _FLOAT_LAYOUTS.setdefault(operand.dtype, (np.uint16, 8, 7))
     if operand.dtype not in _FLOAT_LAYOUTS:
         # f8/f6/f4 have no IEEE layout to edit; their values are exact in f32.
         reduced = reduce_precision(operand.astype(F32), exponent_bits, mantissa_bits)

@@ -12,20 +12,22 @@ where this differs from the hardware's flags.
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
+from ..ir.dtypes import finfo
 
 OPTION = "flush_denormals"
 _SMALLEST_NORMAL: dict[np.dtype, object] = {
-    np.dtype(t): ml_dtypes.finfo(t).smallest_normal
-    for t in (np.float32, np.float64, ml_dtypes.bfloat16)
+    np.dtype(t): np.finfo(t).smallest_normal for t in (np.float32, np.float64)
 }
 
 
 def smallest_normal(dtype) -> object | None:
     """The smallest positive normal value of a flushed dtype (f32, f64, bf16); None for the
     others."""
-    return _SMALLEST_NORMAL.get(np.dtype(dtype))
+    dtype = np.dtype(dtype)
+    if dtype.name == "bfloat16" and dtype not in _SMALLEST_NORMAL:  # ml_dtypes', loaded by now
+        _SMALLEST_NORMAL[dtype] = finfo(dtype).smallest_normal
+    return _SMALLEST_NORMAL.get(dtype)
 
 
 def _small(array: np.ndarray, tiny) -> np.ndarray:

@@ -20,7 +20,7 @@ from ..errors import (
     at_instruction,
 )
 from ..ir.computation import HloComputation
-from ..ir.dtypes import ELEMENT_TYPES
+from ..ir.dtypes import from_numpy
 from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule
 from ..ir.opcodes import ELEMENTWISE
@@ -108,13 +108,15 @@ _PASS_ON = frozenset(
 )
 
 
-_FLOAT_DTYPES = frozenset(
-    t.numpy for t in ELEMENT_TYPES.values() if t.is_float and t.numpy is not None
-)
-
-
 def _is_float(value) -> bool:
-    return isinstance(value, np.ndarray) and value.dtype in _FLOAT_DTYPES
+    if not isinstance(value, np.ndarray) or value.dtype.kind not in "fV":
+        return False
+    if value.dtype.kind == "f":
+        return True
+    try:  # ml_dtypes' narrow types are kind 'V' (ints and floats alike)
+        return from_numpy(value.dtype).is_float
+    except MinixlaError:
+        return False
 
 
 def _mixed_floats(instr, operands) -> bool:

@@ -8,8 +8,8 @@ preds are fair coins. `minixla run` and `minixla.testing` both draw their inputs
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
+from ..ir.dtypes import iinfo
 
 # Ops an index may pass through on its way to the op that uses it as an index.
 _INDEX_PASSTHROUGH = (
@@ -45,7 +45,7 @@ def _random_value(rng, shape, bound: int | None):
     if etype.kind == "pred":
         return rng.integers(0, 2, dims).astype(bool)
     if etype.is_integer:
-        info = ml_dtypes.iinfo(dtype)  # np.iinfo does not know int4/uint4
+        info = iinfo(dtype)  # ml_dtypes' for int4/uint4
         low, high = (0, bound) if bound is not None else (max(info.min, -8), min(info.max, 8))
         return rng.integers(max(low, info.min), min(high, info.max) + 1, dims).astype(dtype)
     if etype.is_complex:

@@ -52,6 +52,17 @@ _PATTERNS = [
 ]
 
 
+_IDENT_PATTERN = _PATTERNS[-2][1]
+# First characters that decide the token alone, looked up before trying every pattern in turn
+# (which is most of the parser's time): these can only start a one-character punctuation or,
+# for letters no earlier pattern starts with (dim labels: b, f; nan(0x..): n), an identifier.
+_SINGLE_PUNCT = frozenset("=,:*#~[]{}()!")
+_PLAIN_IDENT_START = frozenset("%_ACDEGHIJKLMOPQRSTUVWXYZBFNacdeghijklmopqrstuvwxyz")
+# Digits followed by none of [A-Za-z0-9_.] can only be an integer (dims, layouts, indices):
+# the dim-label, padding, window-size and float patterns all need one of those after them.
+_PLAIN_INT = re.compile(r"\d+(?![A-Za-z0-9_.])")
+
+
 @dataclass(frozen=True)
 class Token:
     kind: str
@@ -118,23 +129,38 @@ class Lexer:
         text = self.text
         if start >= len(text):
             return Token(EOF, "", start, start)
+        first = text[start]
+        if first in _SINGLE_PUNCT:
+            return Token(PUNCT, first, start, start + 1)
+        if first in _PLAIN_IDENT_START:
+            return self._identifier(_IDENT_PATTERN.match(text, start), start)
+        if first.isdigit():
+            match = _PLAIN_INT.match(text, start)
+            if match:
+                return Token(INT, match.group(), start, match.end())
         for kind, pattern in _PATTERNS:
             match = pattern.match(text, start)
             if not match:
                 continue
-            end = match.end()
-            value = match.group()
             if kind == IDENT:
-                value = value.lstrip("%")
-                following = text[end : end + 1]
-                if following == ":":
-                    return Token(NAME, value, start, end + 1)
-                if following == "=":
-                    return Token(ATTR, value, start, end + 1)
-            elif kind == STRING:
+                return self._identifier(match, start)
+            value = match.group()
+            if kind == STRING:
                 value = unescape(value[1:-1], self, start)
-            return Token(kind, value, start, end)
+            return Token(kind, value, start, match.end())
         raise self.error(f"unexpected character {text[start]!r}", start)
+
+    def _identifier(self, match, start: int) -> Token:
+        if match is None:  # a lone `%`
+            raise self.error(f"unexpected character {self.text[start]!r}", start)
+        end = match.end()
+        value = match.group().lstrip("%")
+        following = self.text[end : end + 1]
+        if following == ":":
+            return Token(NAME, value, start, end + 1)
+        if following == "=":
+            return Token(ATTR, value, start, end + 1)
+        return Token(IDENT, value, start, end)
 
     def raw_span(self) -> str:
         """Text from the current position up to a `,` (or closing bracket, or line end) at

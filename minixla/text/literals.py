@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import math
 
-import ml_dtypes
 import numpy as np
 
 from ..ir.shapes import Shape
 from .lexer import FLOAT, IDENT, INT, PUNCT
+from ..ir.dtypes import finfo
 
 _SPECIAL = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan, "-nan": -math.nan}
 
@@ -147,7 +147,7 @@ def _in_float_range(parser, token, value: float, shape: Shape) -> float:
     dtype = shape.numpy_dtype
     if dtype.kind == "c":
         dtype = np.dtype(np.float32 if dtype == np.complex64 else np.float64)
-    info = ml_dtypes.finfo(dtype)
+    info = finfo(dtype)
     has_inf = dtype.kind == "f" or bool(np.isinf(np.array(np.inf).astype(dtype)))
     with np.errstate(over="ignore", invalid="ignore"):
         rounded = float(np.array(value, np.float64).astype(dtype))
@@ -179,9 +179,9 @@ def _nan_with_payload(text: str, shape: Shape, parser, token):
     if dtype.kind != "f" and not np.isinf(np.array(np.inf).astype(dtype)):
         # f8e4m3fn, f8e4m3b11fnuz, ...: one NaN (or none), no bits for a payload
         raise parser.error(f"{shape.dtype} has no NaN payloads: {text}", token.start)
-    if dtype not in (np.float16, np.float32, np.float64) and dtype != ml_dtypes.bfloat16:
+    if dtype not in (np.float16, np.float32, np.float64) and dtype.name != "bfloat16":
         return -math.nan if negative else math.nan
-    info = ml_dtypes.finfo(dtype) if dtype == ml_dtypes.bfloat16 else np.finfo(dtype)
+    info = finfo(dtype)
     bits = dtype.itemsize * 8
     mantissa = info.nmant
     if payload == 0 or payload >= (1 << mantissa):

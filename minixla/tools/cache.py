@@ -15,7 +15,7 @@ import os
 from .common import ToolError
 
 # What the cache itself keeps under its root; anything else means the root is not (only) ours.
-_OWN = ("kernels", "modules", "programs", "stats.json", "stats.lock")
+_OWN = ("kernels", "modules", "programs", "libraries", "environment", "stats.json", "stats.lock")
 
 
 def _cache_module():
@@ -37,14 +37,16 @@ def info_lines(disk, cache) -> list[str]:
     entries = disk.entries()
     modules = sum(1 for entry in entries if entry[2].startswith("module:"))
     programs = sum(1 for entry in entries if entry[2].startswith("program:"))
+    libraries = sum(1 for entry in entries if entry[2].startswith("library:"))
     source = "$MINIXLA_CACHE_DIR" if os.environ.get("MINIXLA_CACHE_DIR") else "default"
     enabled = "yes" if cache.is_enabled({}) else "no ($MINIXLA_CACHE is off)"
     size = sum(entry[1] for entry in entries)
     stats = disk.stats()
     return [
         f"location  {disk.root} ({source}{'' if disk.root.exists() else ', not created yet'})",
-        f"entries   {len(entries)} ({len(entries) - modules - programs} kernels, {modules} "
-        f"modules{f', {programs} programs' if programs else ''})",
+        f"entries   {len(entries)} ({len(entries) - modules - programs - libraries} kernels, "
+        f"{modules} modules{f', {programs} programs' if programs else ''}"
+        f"{f', {libraries} libraries' if libraries else ''})",
         f"size      {human_size(size)} (limit {human_size(disk.max_bytes)})",
         f"compiles  {stats['hits']} hits, {stats['misses']} misses",
         f"enabled   {enabled}",

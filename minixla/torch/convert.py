@@ -4,11 +4,11 @@ its buffer with the array `Tensor.numpy()` gives; `torch.from_numpy` shares it b
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 import torch
 
 from ..errors import UnsupportedError
+from ..ir.dtypes import ml_dtypes  # loaded on first use
 
 # torch dtype -> HLO element type; the one place either side's spelling is decided.
 HLO_DTYPES = {

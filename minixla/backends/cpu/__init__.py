@@ -5,7 +5,10 @@ compile_module(module, options) -> Executable:
           the shared emitter and scalar rules of codegen/), one driver function per control
           computation, a buffer plan with a preallocated arena (codegen/plan.py). Needs no
           compiler.
-  compile jit.obtain for every kernel: in-process memo, persistent cache (cache.py), Numba.
+  compile with the persistent cache, the program's kernels linked into one shared library,
+          loaded without Numba (native_library.py); else jit.obtain for every kernel:
+          in-process memo, persistent cache (cache.py), Numba; then the library is linked
+          for the next process.
   run     the entry driver function, under a lock (the arena is per executable).
 
 Options: `cache` (bool, default $MINIXLA_CACHE or on), `cache_dir`, `parallel_threshold`
@@ -19,6 +22,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
+import sys
 import threading
 import time
 import warnings
@@ -32,22 +37,19 @@ from ...runtime.executable import Executable
 from ...runtime.metrics import count, record_phase
 from .. import Backend, flush_denormals_requested
 from ..codegen.driver import FallbackWarning, report_fallbacks
-from . import cache, driver, jit, programs
-
-try:  # the vector math library (and Numba) load with the backend, not inside a compile
-    from . import mathlib  # noqa: F401
-except ImportError:  # pragma: no cover - reported by available()
-    pass
+from . import cache, driver, jit, native_library, programs
 
 _CODEGEN_OPTIONS = ("parallel_threshold", "native_loops")  # options that change the generated code
 
 
 def available() -> tuple[bool, str]:
-    try:
-        import llvmlite  # noqa: F401
-        import numba  # noqa: F401
-    except ImportError as exc:
-        return False, f"numba/llvmlite are not importable: {exc}"
+    """Whether Numba and llvmlite are installed: found, not imported (a compile whose kernels
+    come from the cache never imports them)."""
+    import importlib.util
+
+    missing = [name for name in ("numba", "llvmlite") if importlib.util.find_spec(name) is None]
+    if missing:
+        return False, f"{' and '.join(missing)} not installed"
     return True, ""
 
 
@@ -122,14 +124,89 @@ def compile_module(module: HloModule, options: dict) -> Executable:
 
 
 def bind_kernels(program, disk) -> list[str]:
-    """Compiles (or loads) every kernel of `program` into its namespace; how each came."""
-    outcomes = []
-    for name, spec in program.kernels.items():
+    """Compiles (or loads) every kernel of `program` into its namespace; how each came. With
+    a disk cache the kernels come from the program's shared library when there is one
+    (native_library.py: Numba is imported only for kernels that need its runtime); else from
+    Numba, and the library is linked for next time and bound here too, so a program runs the
+    same machine code through the same entry points in every process."""
+    library = native_library.bind(program, disk) if disk is not None else None
+    if library is not None:
+        count("cpu.cache.library_hit")
+    bound, names = library if library is not None else (set(), list(program.kernels))
+    outcomes = {name: "disk" for name in program.kernels}
+    progress = KernelProgress(len(names), program.source)
+    for name in names:
+        spec = program.kernels[name]
+        start = time.perf_counter()
         dispatcher, how = jit.obtain(spec, disk)
-        program.namespace[name] = jit.entry_point(dispatcher, spec)
-        outcomes.append(how)
+        if name not in bound:
+            program.namespace[name] = jit.entry_point(dispatcher, spec)
+        outcomes[name] = how
+        progress.kernel(name, spec, how, time.perf_counter() - start)
+    progress.finish()
+    if library is None and disk is not None:
+        native_library.bind(program, disk)
+    for how in outcomes.values():
         count(f"cpu.kernel.{how}")
-    return outcomes
+    return list(outcomes.values())
+
+
+class KernelProgress:
+    """What a long compile is doing, kernel by kernel: a `logging` record (logger
+    `minixla.compile`, INFO) for every kernel Numba compiles, and on a terminal, once the
+    kernels have taken a second, one line on stderr rewritten after each kernel and erased at
+    the end (the CLI's own phase line is written the same way)."""
+
+    SHOW_AFTER = 1.0  # seconds: shorter compiles print nothing
+
+    def __init__(self, total: int, driver_source: str = "", stream=None, clock=time.perf_counter):
+        self.total, self.done, self.clock = total, 0, clock
+        self.callers = _kernel_callers(driver_source)
+        self.stream = stream if stream is not None else sys.stderr
+        self.start = clock()
+        self.shown = False
+        self.terminal = bool(getattr(self.stream, "isatty", lambda: False)())
+
+    def kernel(self, name: str, spec, how: str, seconds: float) -> None:
+        self.done += 1
+        if how == "compiled":
+            _progress_log.info(
+                "kernel %d/%d %s for %s compiled in %.2f s",
+                self.done,
+                self.total,
+                name,
+                self.callers.get(name, "a native loop"),
+                seconds,
+            )
+        elapsed = self.clock() - self.start
+        if self.terminal and (self.shown or elapsed >= self.SHOW_AFTER):
+            self.shown = True
+            self.stream.write(
+                f"\r\x1b[Kminixla: {self.done}/{self.total} kernels ({elapsed:.1f} s)"
+            )
+            self.stream.flush()
+
+    def finish(self) -> None:
+        if self.shown:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+
+
+_progress_log = logging.getLogger("minixla.compile")
+
+
+def _kernel_callers(driver_source: str) -> dict[str, str]:
+    """{kernel: the instruction of its first call}, from the comment the driver writes above
+    each instruction's code (`# fusion.3 = fusion f32[8,4]{1,0}`)."""
+    callers: dict[str, str] = {}
+    instruction = ""
+    for line in driver_source.splitlines():
+        text = line.strip()
+        if text.startswith("# ") and " = " in text:
+            instruction = "%" + text[2:].split(" = ")[0]
+        elif call := re.match(r"(k\d+)\(", text):
+            callers.setdefault(call.group(1), instruction)
+    return callers
 
 
 def executable_of(module: HloModule, program, options: dict, outcomes: list[str]) -> Executable:

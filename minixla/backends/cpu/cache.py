@@ -6,7 +6,12 @@ $XDG_CACHE_HOME/minixla):
     kernels/ab/<kid>.py        a generated kernel module (Numba needs functions in files to
                                cache them: `cache=True` stores the machine code beside them)
     kernels/ab/__pycache__/    Numba's index and object code for that kernel
-    kernels/ab/<kid>.json      manifest: sha256 of the .py and of every Numba cache file
+    kernels/ab/<kid>.json      manifest: sha256 of the .py, of every Numba cache file and of
+                               the kernel's object code
+    kernels/ab/<kid>.o         the kernel's machine code as an object file (native_library.py)
+    libraries/<lkey>.so        a program's kernels linked into one shared library, loaded
+                               without Numba (native_library.py); <lkey>.json: its checksum
+    environment/<probe>.json   environment() as last measured for a cheap probe of it
     modules/<key>.json         a compiled module: the kernels it needs, and what its key
                                was made of (to explain later misses)
     programs/<key>.json        a whole program (programs.py): the optimized module and its
@@ -30,7 +35,8 @@ others is refused with one warning and the compile runs without the cache, as do
 that cannot be written. Every file of a kernel entry must be owned by the user and match the
 manifest's checksums (which bind them to the kernel id, itself a hash of the source and
 signature) before Numba is allowed to read it. Kernel modules are executed from the verified
-bytes (no `.pyc` is written or read). Size is capped ($MINIXLA_CACHE_MAX_BYTES, default
+bytes (no `.pyc` is written or read). A shared library is checked against its manifest's
+sha256 (bound to its key) before it is loaded. Size is capped ($MINIXLA_CACHE_MAX_BYTES, default
 2 GiB); the least recently used entries go first (use touches the manifest's mtime). Measuring
 the size stats every file (a third of a second at 8,000 entries), so while a process's last
 measurement found the cache under half its cap it measures again only after RESCAN_SECONDS
@@ -90,12 +96,34 @@ def default_max_bytes() -> int:
     return int(os.environ.get("MINIXLA_CACHE_MAX_BYTES", DEFAULT_MAX_BYTES))
 
 
-@lru_cache(maxsize=1)
+_ENVIRONMENT: list[dict] = []  # this process's environment(), once known
+
+
 def environment() -> dict:
     """Everything besides the module that decides what code gets generated and compiled."""
+    if not _ENVIRONMENT:
+        _ENVIRONMENT.append(_measure_environment())
+    return _ENVIRONMENT[0]
+
+
+def _measure_environment() -> dict:
+    """Asks Numba and LLVM themselves (importing them: a quarter of a second)."""
     import llvmlite
     import llvmlite.binding as llvm
     import numba
+
+    features = llvm.get_host_cpu_features()
+    return {
+        **_cheap_environment(),
+        "numba": numba.__version__,
+        "llvmlite": llvmlite.__version__,
+        "cpu": llvm.get_host_cpu_name(),
+        "cpu_features": features.flatten() if hasattr(features, "flatten") else str(features),
+    }
+
+
+def _cheap_environment() -> dict:
+    import numpy
 
     from ...version import __version__
 
@@ -105,16 +133,78 @@ def environment() -> dict:
         path = here / name
         if path.exists():
             codegen.update(path.read_bytes())
-    features = llvm.get_host_cpu_features()
     return {
         "minixla": __version__,
         "codegen": codegen.hexdigest()[:16],
-        "numba": numba.__version__,
-        "llvmlite": llvmlite.__version__,
         "python": platform.python_version(),
-        "cpu": llvm.get_host_cpu_name(),
-        "cpu_features": features.flatten() if hasattr(features, "flatten") else str(features),
+        "python_abi": f"{sys.implementation.cache_tag}{sys.abiflags} {object.__basicsize__}",
+        "numpy": numpy.__version__,
     }
+
+
+def environment_probe() -> str | None:
+    """A hash of what environment() depends on that is cheap to read: the files of the
+    installed Numba and llvmlite (size, mtime, inode) and the CPU's identity and feature flags
+    in /proc/cpuinfo. None where there is no such file (the environment is then measured)."""
+    import importlib.util
+
+    parts = [sys.version, platform.machine(), json.dumps(_cheap_environment(), sort_keys=True)]
+    for package in ("numba", "llvmlite"):
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.origin:
+            return None
+        folder = Path(spec.origin).parent
+        for name in ("__init__.py", "_version.py"):
+            try:
+                info = (folder / name).stat()
+            except OSError:
+                return None
+            parts.append(f"{folder / name}:{info.st_size}:{info.st_mtime_ns}:{info.st_ino}")
+    try:
+        with open("/proc/cpuinfo", "rb") as handle:
+            first = handle.read(1 << 16).split(b"\n\n")[0]
+    except OSError:
+        return None
+    wanted = (b"vendor_id", b"cpu family", b"model", b"stepping", b"flags", b"Features", b"CPU ")
+    parts += sorted(line.decode() for line in first.splitlines() if line.startswith(wanted))
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
+
+
+def recall_environment(root: Path) -> None:
+    """Sets environment() from what an earlier process measured for the same probe (kept
+    under `root`), so a process that finds everything in the cache never imports Numba; or
+    measures it and keeps it there."""
+    if str(root) in _RECORDED:
+        return
+    probe = _probe()
+    if probe is None:
+        return
+    path = root / "environment" / f"{probe}.json"
+    if not _ENVIRONMENT and owned_by_us(path):
+        try:
+            entry = json.loads(path.read_bytes())
+            if entry.get("sha256") == _body_sha(probe, entry["body"]):
+                _ENVIRONMENT.append(entry["body"])
+                _RECORDED.add(str(root))
+                return
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            pass
+    elif _ENVIRONMENT and owned_by_us(path):  # known here, and recorded there
+        _RECORDED.add(str(root))
+        return
+    body = environment()
+    with contextlib.suppress(OSError):
+        entry = {"sha256": _body_sha(probe, body), "body": body}
+        atomic_write(path, json.dumps(entry).encode())
+        _RECORDED.add(str(root))
+
+
+_RECORDED: set[str] = set()  # cache roots whose record of environment() this process checked
+
+
+@lru_cache(maxsize=1)
+def _probe() -> str | None:
+    return environment_probe()
 
 
 def digest(*parts) -> str:
@@ -210,11 +300,12 @@ class DiskCache:
         except OSError as exc:
             raise CacheUnusable(f"cannot create {self.root}: {exc.strerror or exc}") from None
         check_trusted(self.root)
-        for sub in ("kernels", "modules", "programs"):
+        for sub in ("kernels", "modules", "programs", "libraries", "environment"):
             if (self.root / sub).exists() or (self.root / sub).is_symlink():
                 check_trusted(self.root / sub)
         if not os.access(self.root, os.W_OK | os.X_OK):
             raise CacheUnusable(f"{self.root} is not writable")
+        recall_environment(self.root)
 
     # -- kernels -----------------------------------------------------------------------------
     def kernel_paths(self, kid: str) -> tuple[Path, Path, Path]:
@@ -263,7 +354,11 @@ class DiskCache:
         make_private_dir(py.parent / "__pycache__")  # before Numba makes it 0755
         return py
 
-    def write_manifest(self, kid: str, source: str, numba_files: list[Path]) -> None:
+    def write_manifest(
+        self, kid: str, source: str, numba_files: list[Path], native: tuple | None = None
+    ) -> None:
+        """Records the kernel's files; `native` is (object code, symbol of its function) when
+        Numba handed the machine code out (stored as `<kid>.o` for native_library.py)."""
         py, manifest_path, _ = self.kernel_paths(kid)
         for path in numba_files:  # Numba writes 0644; nothing here is for others to read
             with contextlib.suppress(OSError):
@@ -273,7 +368,32 @@ class DiskCache:
             "files": {py.name: hashlib.sha256(source.encode()).hexdigest()},
             "numba": {p.name: _sha(p) for p in numba_files},
         }
+        if native is not None:
+            code, symbol = native
+            atomic_write(self.object_path(kid), code)
+            manifest["native"] = {"sha256": hashlib.sha256(code).hexdigest(), "symbol": symbol}
         atomic_write(manifest_path, json.dumps(manifest, indent=1).encode())
+
+    def object_path(self, kid: str) -> Path:
+        return self.kernel_paths(kid)[0].with_suffix(".o")
+
+    def native_object(self, kid: str, manifest: dict) -> tuple[bytes, str] | None:
+        """(object code, entry symbol) of a checked kernel entry; None when it has none. Object
+        code that does not match the manifest raises CorruptEntry."""
+        native = manifest.get("native")
+        if native is None:
+            return None
+        path = self.object_path(kid)
+        try:
+            sha, symbol = native["sha256"], native["symbol"]
+            if not isinstance(symbol, str) or not owned_by_us(path):
+                raise ValueError("not a file of this user")
+            code = path.read_bytes()
+            if hashlib.sha256(code).hexdigest() != sha:
+                raise ValueError("checksum mismatch")
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise CorruptEntry(f"object code {path}: {exc}") from None
+        return code, symbol
 
     def numba_files(self, kid: str) -> list[Path]:
         """Whatever Numba keeps for the kernel's module (`__pycache__/<kid>.*`)."""
@@ -287,7 +407,13 @@ class DiskCache:
             stacklevel=3,
         )
         py, manifest_path, _ = self.kernel_paths(kid)
-        for path in [py, manifest_path, *numba_files, *self.numba_files(kid)]:
+        for path in [
+            py,
+            manifest_path,
+            self.object_path(kid),
+            *numba_files,
+            *self.numba_files(kid),
+        ]:
             with contextlib.suppress(OSError):
                 path.unlink()
 
@@ -367,6 +493,61 @@ class DiskCache:
         with contextlib.suppress(OSError):
             self.program_path(key).unlink()
 
+    # -- shared libraries of whole programs (native_library.py) ----------------------------
+    def library_paths(self, lkey: str) -> tuple[Path, Path]:
+        folder = self.root / "libraries"
+        return folder / f"{lkey}.so", folder / f"{lkey}.json"
+
+    def library_entry(self, lkey: str) -> tuple[dict, bytes] | None:
+        """(manifest, bytes of the library) of library `lkey`, None when there is none;
+        raises CorruptEntry unless the manifest is ours and bound to `lkey`, and the bytes
+        match its sha256. The bytes are what gets loaded (from a private copy), so what was
+        checked is what runs even if the file changes later."""
+        library, path = self.library_paths(lkey)
+        if not path.exists() and not path.is_symlink():
+            return None
+        data = b""
+        try:
+            if not owned_by_us(path):
+                raise ValueError("not a file of this user")
+            entry = json.loads(path.read_bytes())
+            body = entry["body"]
+            if not isinstance(body, dict) or _body_sha(lkey, body) != entry["sha256"]:
+                raise ValueError("checksum mismatch (truncated, corrupted or another key's)")
+            if not isinstance(body["functions"], list):
+                raise ValueError("no list of functions")
+            if body["functions"]:
+                data = library.read_bytes() if owned_by_us(library) else b""
+                if hashlib.sha256(data).hexdigest() != body["sha256"]:
+                    raise ValueError(f"{library.name} does not match its checksum")
+        except (ValueError, KeyError, TypeError, OSError, UnicodeDecodeError) as exc:
+            raise CorruptEntry(f"library {path}: {exc}") from None
+        with contextlib.suppress(OSError):
+            os.utime(path)
+        return body, data
+
+    def store_library(self, lkey: str, built: Path | None, body: dict) -> None:
+        """Moves the shared library `built` (a file under the root) into place, then writes
+        its manifest: a reader that finds the manifest finds the library it describes. With
+        `built` None only the manifest is written (the kernels need Numba: no library)."""
+        library, path = self.library_paths(lkey)
+        make_private_dir(library.parent)
+        if built is not None:
+            built.chmod(0o600)
+            body = {**body, "sha256": _sha(built)}
+            os.replace(built, library)
+        atomic_write(path, json.dumps({"sha256": _body_sha(lkey, body), "body": body}).encode())
+
+    def discard_library(self, lkey: str, reason: str) -> None:
+        warnings.warn(
+            f"minixla: corrupt compilation cache entry library {lkey} ({reason}); rebuilding",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        for path in self.library_paths(lkey):
+            with contextlib.suppress(OSError):
+                path.unlink()
+
     # -- hit and miss counts, across processes ------------------------------------------------
     def record(self, hit: bool) -> None:
         path = self.root / "stats.json"
@@ -404,6 +585,10 @@ class DiskCache:
             folder = self.root / sub
             for path in folder.glob("*.json") if folder.exists() else ():
                 out.append((_mtime(path), _size(path), f"{sub[:-1]}:" + path.stem, [path]))
+        folder = self.root / "libraries"
+        for path in folder.glob("*.json") if folder.exists() else ():
+            files = [path, path.with_suffix(".so")]
+            out.append((_mtime(path), sum(map(_size, files)), "library:" + path.stem, files))
         return out
 
     def size(self) -> int:

@@ -51,6 +51,7 @@ class Blas:
     names: dict  # (element type, "gemm" or "gemv") -> the registered symbol name
     width: int  # bits of the interface's integers
     small_path: bool  # the core OpenBLAS runs has its small-matrix GEMM path
+    exports: dict  # registered symbol name -> the library's own (native_library.py links it)
 
 
 _FOUND: list = []  # [Blas | None] once looked up
@@ -65,6 +66,15 @@ def library() -> Blas | None:
 
 
 def _find() -> Blas | None:
+    found = locate()
+    if found is not None:
+        _register(ctypes.CDLL(found.path), found.exports)
+    return found
+
+
+def locate() -> Blas | None:
+    """The library `library()` uses, found without registering anything with LLVM (so
+    without importing llvmlite)."""
     for path in _mapped_openblas():
         try:
             lib = ctypes.CDLL(path)
@@ -76,8 +86,10 @@ def _find() -> Blas | None:
                 continue
             width = _width(lib, symbol_width)
             if width is not None:
-                names = _register(lib, symbols, width)
-                return Blas(path, names, width, _core(lib).lower() in _SMALL_PATH_CORES)
+                names = {key: f"minixla_cblas_{key[0]}_{key[1]}_i{width}" for key in symbols}
+                exports = {names[key]: symbols[key] for key in symbols}
+                small = _core(lib).lower() in _SMALL_PATH_CORES
+                return Blas(path, names, width, small, exports)
     return None
 
 
@@ -112,15 +124,11 @@ def _width(library, symbol_width: int | None) -> int | None:
     return 64 if b"USE64BITINT" in (config() or b"") else 32
 
 
-def _register(lib, symbols: dict, width: int) -> dict:
+def _register(lib, exports: dict) -> None:
     import llvmlite.binding as llvm
 
-    names = {}
-    for (dtype, routine), symbol in symbols.items():
-        name = f"minixla_cblas_{dtype}_{routine}_i{width}"
+    for name, symbol in exports.items():
         llvm.add_symbol(name, ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value)
-        names[(dtype, routine)] = name
-    return names
 
 
 def available(dtype: str) -> bool:

@@ -115,6 +115,103 @@ def signbit(typingctx, x):
     return types.boolean(x), codegen
 
 
+# ---- scratch arrays -----------------------------------------------------------------------------
+
+
+@intrinsic(prefer_literal=True)
+def stack_array(typingctx, count, dtype):
+    """A 1-d array of `count` (a literal) elements of `dtype` (np.int64, ...) in the calling
+    kernel's stack frame: no allocation, so the kernel needs nothing of Numba's runtime and
+    can be linked into a program's library (native_library.py). Valid until the kernel
+    returns; kept small (kernel_source.STACK_SCRATCH_BYTES), bigger scratch is np.empty."""
+    element = getattr(dtype, "instance_type", None)
+    if not isinstance(count, types.IntegerLiteral) or not isinstance(element, types.Number):
+        return None
+    array_type = types.Array(element, 1, "C")
+
+    def codegen(context, builder, sig, args):
+        from numba.np.arrayobj import make_array, populate_array
+
+        n = count.literal_value
+        data = cgutils.alloca_once(builder, context.get_data_type(element), size=n)
+        data.align = 64  # as Numba aligns what it allocates: loops over it vectorize alike
+        itemsize = context.get_constant(types.intp, context.get_abi_sizeof(data.type.pointee))
+        array = make_array(array_type)(context, builder)
+        populate_array(
+            array,
+            data=data,
+            shape=[context.get_constant(types.intp, n)],
+            strides=[itemsize],
+            itemsize=itemsize,
+            meminfo=_opaque_null(builder),
+        )
+        return array._getvalue()
+
+    return array_type(count, dtype), codegen
+
+
+def _opaque_null(builder):
+    """A null meminfo LLVM cannot see is null. With a constant null the reference counting
+    around the array folds away, and LLVM shapes the loops over it differently: a merge
+    sort over 1,024 elements ran 10% slower than over np.empty's scratch (5.9 against
+    5.35 ms for 64 rows); with this, within 1-2% of it."""
+    null = ir.Constant(cgutils.voidptr_t, None)
+    return builder.asm(ir.FunctionType(null.type, [null.type]), "", "=r,0", [null], False)
+
+
+@intrinsic(prefer_literal=True)
+def heap_array(typingctx, count, dtype):
+    """A 1-d array of `count` (a literal) elements of `dtype` from the C library's malloc, for
+    scratch too big for the stack: like stack_array it needs nothing of Numba's runtime. The
+    kernel frees it with free_array before it returns."""
+    element = getattr(dtype, "instance_type", None)
+    if not isinstance(count, types.IntegerLiteral) or not isinstance(element, types.Number):
+        return None
+    array_type = types.Array(element, 1, "C")
+
+    def codegen(context, builder, sig, args):
+        from numba.np.arrayobj import make_array, populate_array
+
+        n = count.literal_value
+        pointer = context.get_data_type(element).as_pointer()
+        itemsize = context.get_abi_sizeof(pointer.pointee)
+        malloc = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(cgutils.voidptr_t, [cgutils.intp_t]), "malloc"
+        )
+        data = builder.call(malloc, [ir.Constant(cgutils.intp_t, n * itemsize)])
+        array = make_array(array_type)(context, builder)
+        populate_array(
+            array,
+            data=builder.bitcast(data, pointer),
+            shape=[context.get_constant(types.intp, n)],
+            strides=[context.get_constant(types.intp, itemsize)],
+            itemsize=context.get_constant(types.intp, itemsize),
+            meminfo=_opaque_null(builder),
+        )
+        return array._getvalue()
+
+    return array_type(count, dtype), codegen
+
+
+@intrinsic
+def free_array(typingctx, array):
+    """Frees the data of an array heap_array made."""
+    if not isinstance(array, types.Array):
+        return None
+
+    def codegen(context, builder, sig, args):
+        from numba.np.arrayobj import make_array
+
+        free = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [cgutils.voidptr_t]), "free"
+        )
+        data = make_array(array)(context, builder, value=args[0]).data
+        builder.call(free, [builder.bitcast(data, cgutils.voidptr_t)])
+        return context.get_dummy_value()
+
+    return types.none(array), codegen
+
+
 # ---- floats --------------------------------------------------------------------------------------
 
 

@@ -7,6 +7,9 @@
    or compiles and stores it;
 3. without a disk cache the source is executed in a fresh module and compiled in memory.
 The result says which of "memory", "disk" or "compiled" happened, for metrics and tests.
+
+A kernel compiled into the disk cache also leaves its object code there (`<kid>.o`, with the
+symbol of its compiled function), from which native_library.py links whole programs.
 """
 
 from __future__ import annotations
@@ -154,9 +157,41 @@ def _through_disk(spec, kid: str, disk: DiskCache):
             disk.discard_kernel(kid, _numba_files(dispatcher), f"{type(exc).__name__}: {exc}")
             return _compile_in_memory(spec, kid), "compiled"
         if manifest is None or not hit:
-            disk.write_manifest(kid, spec.source, _numba_files(dispatcher))
+            native = _native(dispatcher, spec)
+            disk.write_manifest(kid, spec.source, _numba_files(dispatcher), native)
         disk.touch(kid)
     return dispatcher, "disk" if hit else "compiled"
+
+
+def _native(dispatcher, spec) -> tuple[bytes, str] | None:
+    """(object code, symbol of the compiled function) of a kernel this process compiled
+    (Numba keeps the machine code of what it compiled, not of what it loaded from its
+    cache)."""
+    cres = dispatcher.overloads.get(spec.numba_signature().args)
+    if cres is None:
+        return None
+    try:
+        code = cres.library._get_compiled_object()
+    except (ValueError, RuntimeError):
+        return None
+    return bytes(code), cres.fndesc.llvm_func_name
+
+
+def native_object(spec, disk: DiskCache) -> tuple[bytes, str] | None:
+    """The kernel's object code and entry symbol: compiled in this process, else from its
+    checked cache entry (needs no Numba); None when neither has it."""
+    kid = kernel_id(spec)
+    dispatcher = _COMPILED.get(kid)
+    if dispatcher is not None:
+        found = _native(dispatcher, spec)
+        if found is not None:
+            return found
+    try:
+        with locked(disk.kernel_paths(kid)[2]):
+            manifest = disk.check_source(kid, spec.source)
+            return None if manifest is None else disk.native_object(kid, manifest)
+    except (CorruptEntry, OSError):  # the Numba path reports and rebuilds a damaged entry
+        return None
 
 
 def _load_stored(dispatcher, signature) -> bool:
@@ -187,10 +222,12 @@ def _remove(paths) -> None:
 
 
 def forget_in_memory() -> None:
-    """Drops the in-process kernel memo and compile memo (tests use it to exercise the disk
-    cache)."""
+    """Drops the in-process kernel memo, loaded libraries and compile memo (tests use it to
+    exercise the disk cache)."""
     from ...runtime import compile_memo
+    from . import native_library
 
     with _LOCK:
         _COMPILED.clear()
+    native_library.forget()
     compile_memo.clear()

@@ -9,6 +9,11 @@ from ..codegen.elemental import Elemental
 from ..codegen.scalar import kernel_type
 from .kernels import _HEADER, CpuWriter, KernelSpec
 
+# Scratch a kernel keeps in its stack frame, per array (h.stack_array); bigger scratch comes
+# from malloc (h.heap_array) and is freed at the end. Neither allocates through Numba's
+# runtime, so the kernel can live in a program's library (native_library.py).
+STACK_SCRATCH_BYTES = 1 << 15
+
 
 class OpSource:
     """One op kernel under construction: arguments, body lines and the elemental emitter for
@@ -22,6 +27,7 @@ class OpSource:
         leaves = [s for _, s in instr.shape.leaves()]
         self.out_shapes = leaves
         self.outs = [f"o{k}" for k in range(len(leaves))]
+        self.heap: list[str] = []  # scratch arrays to free before the kernel returns
         for shape in [op.shape for op in instr.operands] + leaves:
             kernel_type(shape.dtype)
 
@@ -45,6 +51,16 @@ class OpSource:
         value = f"h.bf16_store(h.round_bf16({value}))" if dtype == "bf16" else value
         self.line(f"{array}[{', '.join(index) if index else '0'}] = {value}")
 
+    def scratch(self, name: str, count: int, dtype: str) -> None:
+        """`name` = a 1-d scratch array of `count` elements of NumPy type `dtype` ("int64")."""
+        import numpy as np
+
+        if count * np.dtype(dtype).itemsize <= STACK_SCRATCH_BYTES:
+            self.line(f"{name} = h.stack_array({count}, np.{dtype})")
+        else:
+            self.line(f"{name} = h.heap_array({count}, np.{dtype})")
+            self.heap.append(name)
+
     def bind(self, expr: str, prefix: str = "v") -> str:
         name = self.w.var(prefix)
         self.line(f"{name} = {expr}")
@@ -64,7 +80,7 @@ class OpSource:
     def spec(self, name: str = "kernel", reduce_flags: bool = False) -> KernelSpec:
         instr = self.instr
         fastmath = "{'contract'}"
-        lines = [_HEADER.format(doc=f"Kernel for {instr.opcode} %{instr.name}.")]
+        lines = [_HEADER.format(doc=f"Kernel for {instr.opcode}.")]  # no name: alike, shared
         lines += [f"{n} = {text}" for text, n in self.w.constants.items()]
         lines += [f"{n} = {key}" for key, n in self.w.math_names.items()]
         lines += [
@@ -75,6 +91,7 @@ class OpSource:
             f"def {name}({', '.join(self.params + self.outs)}):",
         ]
         lines += self.w.lines or ["    pass"]
+        lines += [f"    h.free_array({name})" for name in self.heap]
         source = "\n".join(lines) + "\n"
         shapes = [op.shape for op in instr.operands] + self.out_shapes
         args = [("param", i) for i in range(len(instr.operands))] + [

@@ -103,9 +103,30 @@ from minixla.backends.cpu.mathlib import MATH_F32, MATH_F64
 '''
 
 
+# The opcodes mathlib.MATH_F32 and MATH_F64 implement (mathlib builds its tables from this).
+MATH_OPCODES = (
+    "exponential",
+    "exponential-minus-one",
+    "log",
+    "log-plus-one",
+    "tanh",
+    "logistic",
+    "sine",
+    "cosine",
+    "tan",
+    "erf",
+    "power",
+    "atan2",
+    "cbrt",
+    "sqrt",
+    "rsqrt",
+)
+
+
 class CpuWriter(Writer):
     """Kernel text for Numba on the CPU: transcendental functions come from mathlib's
-    vectorizable tables (`MATH_F32`/`MATH_F64`, imported by the kernel header)."""
+    vectorizable tables (`MATH_F32`/`MATH_F64`, imported by the kernel header). Emitting
+    needs only their opcodes, so it does not import mathlib (nor Numba)."""
 
     def __init__(self):
         super().__init__()
@@ -114,10 +135,7 @@ class CpuWriter(Writer):
     def math_table(self, dtype: str):
         if dtype not in ("f32", "f64"):
             return None
-        from . import mathlib
-
-        table = mathlib.MATH_F32 if dtype == "f32" else mathlib.MATH_F64
-        return table, f"MATH_{dtype.upper()}"
+        return MATH_OPCODES, f"MATH_{dtype.upper()}"
 
 
 def build_kernel(
@@ -148,7 +166,9 @@ def build_kernel(
         body.extend(writer.lines)
     parallel = parallel and any("prange" in line for line in body)
     fastmath = {"contract", "reassoc"} if writer.uses_reduce else {"contract"}
-    lines = [_HEADER.format(doc=f"Kernel for computation {comp.name}.")]
+    # No names in the source: fusions alike are one kernel, compiled once (a long chain of
+    # elementwise ops splits into fusions that repeat).
+    lines = [_HEADER.format(doc="Kernel for a fused computation.")]
     lines += [f"{n} = {text}" for text, n in writer.constants.items()]
     lines += [f"{n} = {key}" for key, n in writer.math_names.items()]
     lines += [

@@ -41,6 +41,8 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from .kernels import MATH_OPCODES
+
 # Only 'contract' (lets LLVM form FMAs, which only removes roundings).  Not
 # 'nnan'/'ninf': they fold the x != x and inf selects away.  Not 'nsz': breaks
 # tanh(-0.0) == -0.0.  Not 'reassoc': it may undo Cody-Waite splits and the
@@ -582,23 +584,6 @@ cbrt_f64 = njit(**_JIT)(lambda x: x if x != x else np.cbrt(x))  # keeps a NaN's 
 sqrt_f64 = njit(**_JIT)(lambda x: _sqrt(x))
 rsqrt_f64 = njit(**_JIT)(lambda x: 1.0 / _sqrt(x))
 
-_OPS = (
-    "exponential",
-    "exponential-minus-one",
-    "log",
-    "log-plus-one",
-    "tanh",
-    "logistic",
-    "sine",
-    "cosine",
-    "tan",
-    "erf",
-    "power",
-    "atan2",
-    "cbrt",
-    "sqrt",
-    "rsqrt",
-)
 _NAMES = (
     "exp",
     "expm1",
@@ -616,8 +601,8 @@ _NAMES = (
     "sqrt",
     "rsqrt",
 )
-MATH_F32 = {op: globals()[f"{n}_f32"] for op, n in zip(_OPS, _NAMES)}
-MATH_F64 = {op: globals()[f"{n}_f64"] for op, n in zip(_OPS, _NAMES)}
+MATH_F32 = {op: globals()[f"{n}_f32"] for op, n in zip(MATH_OPCODES, _NAMES, strict=True)}
+MATH_F64 = {op: globals()[f"{n}_f64"] for op, n in zip(MATH_OPCODES, _NAMES, strict=True)}
 # Functions evaluated natively (vectorizable); the rest of MATH_F64 calls libm.
 VECTORIZED_F64 = frozenset(
     (

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import os
 from dataclasses import asdict
 from functools import lru_cache
 from pathlib import Path
@@ -37,10 +38,19 @@ def source_stamp() -> str:
     hashing their contents would cost a new process several milliseconds."""
     root = Path(__file__).resolve().parents[2]
     stamp = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        info = path.stat()
-        stamp.update(f"{path.relative_to(root)}:{info.st_size}:{info.st_mtime_ns}\n".encode())
+    for relative, info in sorted(_sources(root, "")):
+        stamp.update(f"{relative}:{info.st_size}:{info.st_mtime_ns}\n".encode())
     return stamp.hexdigest()[:16]
+
+
+def _sources(folder: Path, prefix: str):
+    """(path relative to the package, stat) of every .py file below `folder`."""
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.name.endswith(".py") and entry.is_file():
+                yield prefix + entry.name, entry.stat()
+            elif entry.is_dir() and entry.name != "__pycache__":
+                yield from _sources(Path(entry.path), f"{prefix}{entry.name}/")
 
 
 def program_key(compile_key) -> str:
@@ -100,9 +110,9 @@ class ProgramCache:
 
 
 def _parse(text: str):
-    from ...text import parse_module
+    from ...text import parse_hlo_module  # an entry holds HLO text, never MLIR
 
-    return parse_module(text)
+    return parse_hlo_module(text)
 
 
 def _executable(optimized, program, options: dict, disk, remat):

@@ -37,8 +37,8 @@ def sort(instr) -> KernelSpec:
     n = dims[axis]
     count = len(instr.operands)
     dtypes = [op.shape.dtype for op in instr.operands]
-    src.line(f"perm = np.empty({max(n, 1)}, np.int64)")
-    src.line(f"spare = np.empty({max(n, 1)}, np.int64)")
+    src.scratch("perm", max(n, 1), "int64")
+    src.scratch("spare", max(n, 1), "int64")
     index = _outer_loops(src, dims, axis)
     src.open("t", n)
     src.line("perm[t] = t")
@@ -116,8 +116,8 @@ def topk(instr) -> KernelSpec:
     largest = instr.attrs.get("largest", True)
     dtype = operand.shape.dtype
     values_dtype, indices_dtype = (s.dtype for s in src.out_shapes)
-    src.line(f"keys = np.empty({max(n, 1)}, np.int64)")
-    src.line(f"best = np.empty({max(k, 1)}, np.int64)")
+    src.scratch("keys", max(n, 1), "int64")
+    src.scratch("best", max(k, 1), "int64")
     index = _outer_loops(src, dims, axis)
     src.open("t", n)
     key = _order_key(src, src.load("p0", dtype, index), dtype, largest)
