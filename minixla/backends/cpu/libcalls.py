@@ -186,14 +186,15 @@ def cholesky(instr):
             return
         use_threads(threads_for(flops))
         n = a.shape[-1]
-        # in f64, as the interpreter does
-        flat_in = a.reshape(-1, n, n).astype(np.float64, copy=False)
+        flat_in = a.reshape(-1, n, n)
         flat_out = out.reshape(-1, n, n)
         for b in range(flat_in.shape[0]):
-            factor, info = lapack.dpotrf(flat_in[b], lower=lower, clean=True)
-            if info > 0:
-                factor = cholesky_values(flat_in[b], lower)
-            flat_out[b] = factor
+            # in f64, as the interpreter does. LAPACK reads the C-order copy as its transpose,
+            # the same symmetric matrix, and leaves the other triangle's factor there: our
+            # factor, in place (`factor` is `work.T`), with no copy into Fortran order and back.
+            work = np.array(flat_in[b], dtype=np.float64)
+            factor, info = lapack.dpotrf(work.T, lower=not lower, clean=True, overwrite_a=True)
+            flat_out[b] = factor.T if info == 0 else cholesky_values(flat_in[b], lower)
 
     return run
 
@@ -221,18 +222,23 @@ def triangular_solve(instr):
         use_threads(threads_for(flops))
         m = a.shape[-1]  # solved in f64, as the interpreter does (f32 drifts when ill-conditioned)
         flat_a = a.reshape(-1, m, m).astype(np.float64, copy=False)
-        flat_b = b.reshape((-1,) + b.shape[-2:]).astype(np.float64, copy=False)
+        flat_b = b.reshape((-1,) + b.shape[-2:])
         flat_out = out.reshape(flat_b.shape)
         for k in range(flat_b.shape[0]):
-            flat_out[k] = blas.dtrsm(
+            # BLAS reads C-order matrices as their transposes: op(A) X = B is
+            # X^T op(A)^T = B^T, so the side and the triangle flip and X is solved in place
+            work = np.array(flat_b[k], dtype=np.float64)
+            solved = blas.dtrsm(
                 1.0,
-                flat_a[k],
-                flat_b[k],
-                side=0 if left else 1,
-                lower=lower,
+                np.ascontiguousarray(flat_a[k]).T,
+                work.T,
+                side=1 if left else 0,
+                lower=not lower,
                 trans_a=trans,
                 diag=int(unit),
+                overwrite_b=True,
             )
+            flat_out[k] = solved.T
 
     return run
 
