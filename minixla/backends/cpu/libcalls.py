@@ -53,7 +53,12 @@ def _finish(out, values) -> None:
     if out.dtype == np.bool_:
         out[...] = values != 0
     elif values.dtype.kind == "f" and out.dtype.kind in "iu":
-        out[...] = values.astype(np.int64).astype(out.dtype)  # exact integers, then wrap
+        # exact integers (_gemm_dtype): below 2^24 (f32) or 2^53 (f64), so a signed type at
+        # least that wide takes them as they are; others wrap through int64
+        if out.dtype.kind == "i" and out.dtype.itemsize >= values.dtype.itemsize:
+            np.copyto(out, values, casting="unsafe")
+        else:
+            out[...] = values.astype(np.int64).astype(out.dtype)
     else:
         out[...] = values.astype(out.dtype, copy=False)  # ints wrap, floats round once
 
