@@ -200,7 +200,9 @@ def test_a_kernel_writing_over_its_operand_gets_one_array():
         // CHECK: t{{[0-9]+}}(v{{[0-9]+}}, a[[OUT]], p1)
     """,
     )
-    (fusion,) = [s.source for s in program.kernels.values() if "Kernel for a fused computation" in s.source]
+    (fusion,) = [
+        s.source for s in program.kernels.values() if "Kernel for a fused computation" in s.source
+    ]
     check_hlo(
         fusion,
         """

@@ -73,6 +73,22 @@ def module(body: str, computations: str = ADD) -> str:
         ("f32[0,4]", "size=1x2 pad=0_0x1_0", "f32[0,4]", "add", "0"),
         ("f32[6,11]", "size=1x11 pad=0_0x10_0", "f32[6,11]", "add", "0"),  # cumsum: a scan
         ("f32[10,3]{0,1}", "size=10x1 pad=0_9x0_0", "f32[10,3]", "max", "-inf"),  # reversed cummax
+        # channels innermost (an identity window): the taps loop outside the channel row
+        (
+            "f32[2,6,7,5]",
+            "size=1x3x3x1 stride=1x2x2x1 pad=0_0x1_1x1_1x0_0",
+            "f32[2,3,4,5]",
+            "max",
+            "-inf",
+        ),
+        (
+            "f32[3,9,4]",
+            "size=2x3x1 pad=1_0x2_2x0_0 lhs_dilate=1x2x1 rhs_dilate=1x2x1",
+            "f32[3,17,4]",
+            "add",
+            "0",
+        ),
+        ("f32[4,0]", "size=2x1", "f32[3,0]", "add", "0"),
     ],
 )
 def test_reduce_window_matches_the_interpreter(shape, window, out, to_apply, init):
@@ -180,6 +196,9 @@ ge {
         ("f32[4,6]", "f32[2,3]", "size=2x2 stride=2x2"),
         ("f32[5,7]", "f32[3,4]", "size=3x3 stride=2x2 pad=1_1x1_1"),  # overlapping windows
         ("f32[1,0]", "f32[1,0]", "size=1x1"),
+        # channels innermost: each row of channels picks its taps together
+        ("f32[2,7,7,3]", "f32[2,4,4,3]", "size=1x3x3x1 stride=1x2x2x1 pad=0_0x1_1x1_1x0_0"),
+        ("f32[6,2]", "f32[8,2]", "size=3x1 pad=2_2x0_0"),  # windows past both edges
     ],
 )
 def test_select_and_scatter(operand, source, window):
@@ -753,3 +772,32 @@ def test_cholesky_of_both_triangles_and_of_a_matrix_that_is_not_positive_definit
     a[2] += np.triu(rng.standard_normal((6, 6)), 1) * (lower == "true")  # the unread triangle
     a[2] += np.tril(rng.standard_normal((6, 6)), -1) * (lower == "false")
     check(text, [a], passes=[], rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("select", ["GE", "GT", "LT"])
+def test_select_and_scatter_by_channel_rows_keeps_the_interpreters_ties(select):
+    # integers with many ties: which tap wins a tie is the select's rule, row by row
+    text = module(
+        """
+  x = s32[2,5,6,4] parameter(0)
+  s = s32[2,3,3,4] parameter(1)
+  ROOT r = s32[2,5,6,4] select-and-scatter(x, s, s32[] constant(0)), window={size=1x2x3x1 stride=1x2x2x1 pad=0_0x1_0x1_1x0_0}, select=pick, scatter=add
+""",
+        f"""
+pick {{
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  ROOT c = pred[] compare(a, b), direction={select}
+}}
+add {{
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  ROOT s = s32[] add(a, b)
+}}
+""",
+    )
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 3, (2, 5, 6, 4)).astype(np.int32)
+    exe = check(text, [x, rng.integers(-5, 5, (2, 3, 3, 4)).astype(np.int32)], passes=[])
+    (source,) = [spec.source for spec in exe.program.kernels.values()]
+    assert re.search(r"for w2 in .*\n(.*\n)*? +for i3 in range\(4\)", source), source

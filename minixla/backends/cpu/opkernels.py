@@ -117,8 +117,18 @@ def _scan(src, comp, count, in_shapes, inits, axis, reverse):
     src.close(len(dims))
 
 
+def _is_identity(wd) -> bool:
+    """A window dim that takes exactly the output's own position: no loop needed."""
+    return (wd.size, wd.stride, wd.padding_low, wd.padding_high) == (1, 1, 0, 0) and (
+        wd.lhs_dilation == wd.rhs_dilation == 1
+    )
+
+
 def _window_positions(src, d: int, n: int, wd, out_var: str):
-    """Opens the loop over window taps of dim d; returns the operand index variable."""
+    """Opens the loop over window taps of dim d (none for an identity dim); returns the
+    operand index variable."""
+    if _is_identity(wd):
+        return out_var
     base = src.bind(f"{out_var} * {wd.stride} - {wd.padding_low}", "b")
     tap = f"w{d}"
     if wd.lhs_dilation == 1:
@@ -135,10 +145,17 @@ def _window_positions(src, d: int, n: int, wd, out_var: str):
     return src.bind(f"{position} // {ld}", "q")
 
 
+def _tap_loops(window) -> int:
+    return sum(not _is_identity(wd) for wd in window)
+
+
 def _windows(src, comp, count, in_shapes, inits, window):
     out_dims = src.out_shapes[0].dims
     in_dims = in_shapes[0].dims
     index = [f"i{d}" for d in range(len(out_dims))]
+    if _lanes_innermost(src, count, window):
+        _windows_by_lanes(src, in_shapes[0], inits[0], window, index)
+        return
     for d, n in enumerate(out_dims):
         src.open(index[d], n)
     accs = [src.bind(init, "acc") for init in inits]
@@ -148,12 +165,49 @@ def _windows(src, comp, count, in_shapes, inits, window):
     values = [src.load(src.params[k], in_shapes[k].dtype, taps) for k in range(count)]
     combined = src.accumulate(accs, values)
     src.line(f"{', '.join(accs)} = {', '.join(combined)}")
-    src.close(len(window))
+    src.close(_tap_loops(window))
     if accumulates_in_f32(src.instr):
         accs = [src.bind(f"h.round_bf16({accs[0]})")]
     for k in range(count):
         src.store(src.outs[k], src.out_shapes[k].dtype, index, accs[k])
     src.close(len(out_dims))
+
+
+def _lanes_innermost(src, count: int, window) -> bool:
+    """Whether the innermost dim, an identity window (channels-last pooling), can run
+    innermost, inside the tap loops: each tap then combines a contiguous row of outputs,
+    which LLVM vectorizes. Each output still combines its taps in row-major order; the row
+    lives in the output, so only types that hold their accumulator exactly qualify."""
+    dtype = src.out_shapes[0].dtype
+    return (
+        count == 1
+        and len(window) >= 2
+        and _is_identity(window[-1])
+        and _tap_loops(window) > 0
+        and dtype not in ("bf16", "f16")
+        and not dtype.startswith("f8")
+        and not accumulates_in_f32(src.instr)
+    )
+
+
+def _windows_by_lanes(src, in_shape, init, window, index):
+    out, dtype = src.outs[0], src.out_shapes[0].dtype
+    dims = src.out_shapes[0].dims
+    for d, n in enumerate(dims[:-1]):
+        src.open(index[d], n)
+    src.open(index[-1], dims[-1])
+    src.store(out, dtype, index, init)
+    src.close()
+    taps = [
+        _window_positions(src, d, in_shape.dims[d], wd, index[d])
+        for d, wd in enumerate(window[:-1])
+    ]
+    src.open(index[-1], dims[-1])
+    held = src.load(out, dtype, index)
+    value = src.load(src.params[0], in_shape.dtype, taps + [index[-1]])
+    (combined,) = src.accumulate([held], [value])
+    src.store(out, dtype, index, combined)
+    src.close(1 + _tap_loops(window) + len(dims) - 1)
 
 
 # ---- select-and-scatter ----------------------------------------------------------------------
@@ -174,6 +228,9 @@ def select_and_scatter(instr) -> KernelSpec:
     src.store("o0", dtype, all_index, init_value)
     src.close(rank)
     index = [f"i{d}" for d in range(rank)]
+    if _select_by_lanes(instr):
+        _select_and_scatter_by_lanes(src, instr, init_value, index)
+        return src.spec()
     for d, n in enumerate(source.shape.dims):
         src.open(index[d], n)
     have = src.bind("False", "have")
@@ -200,7 +257,7 @@ def select_and_scatter(instr) -> KernelSpec:
     for at, tap in zip(best_at, taps):
         src.line(f"{at} = {tap}")
     src.w.depth -= 2
-    src.close(rank)
+    src.close(_tap_loops(instr.attrs["window"].dims))
     src.line(f"if {have}:")
     src.w.depth += 1
     update = src.load("p1", source.shape.dtype, index)
@@ -210,6 +267,66 @@ def select_and_scatter(instr) -> KernelSpec:
     src.w.depth -= 1
     src.close(rank)
     return src.spec()
+
+
+def _select_by_lanes(instr) -> bool:
+    """The innermost dim an identity window (channels-last pooling's gradient) of a type
+    held exactly in a scratch row: the taps' loops run outside it (_windows_by_lanes)."""
+    window = instr.attrs["window"].dims
+    dtype = instr.operand(0).shape.dtype
+    return (
+        len(window) >= 2
+        and _is_identity(window[-1])
+        and _tap_loops(window) > 0
+        and dtype in ("f32", "f64", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64")
+    )
+
+
+def _select_and_scatter_by_lanes(src, instr, init_value, index):
+    """Each row of source elements along the innermost dim chooses its taps together: the
+    taps of the other dims are the same for the whole row, so a row's best values and their
+    positions live in scratch rows, and the scatters then run in row-major order as before."""
+    from .kernels import storage_dtype
+
+    operand, source, _ = instr.operands
+    dtype = operand.shape.dtype
+    window = instr.attrs["window"].dims
+    lanes = source.shape.dims[-1]
+    moving = [d for d, wd in enumerate(window) if not _is_identity(wd)]
+    src.scratch("best", max(lanes, 1), storage_dtype(dtype).name)
+    for d in moving:
+        src.scratch(f"at{d}", max(lanes, 1), "int64")
+    for d, n in enumerate(source.shape.dims[:-1]):
+        src.open(index[d], n)
+    have = src.bind("False", "have")
+    taps = [
+        _window_positions(src, d, operand.shape.dims[d], wd, index[d])
+        for d, wd in enumerate(window[:-1])
+    ]
+    lane = index[-1]
+    src.open(lane, lanes)
+    value = src.load("p0", dtype, taps + [lane])
+    src.line(f"if {have}:")
+    src.w.depth += 1
+    (keep,) = src.inline(instr.attrs["select"], [f"best[{lane}]", value])
+    src.line(f"if {keep}:")
+    src.line("    continue")
+    src.w.depth -= 1
+    src.line(f"best[{lane}] = {value}")
+    for d in moving:
+        src.line(f"at{d}[{lane}] = {taps[d]}")
+    src.close()
+    src.line(f"{have} = True")
+    src.close(_tap_loops(window))
+    src.line(f"if {have}:")
+    src.w.depth += 1
+    src.open(lane, lanes)
+    update = src.load("p1", source.shape.dtype, index)
+    best_at = [f"at{d}[{lane}]" if d in moving else index[d] for d in range(operand.shape.rank)]
+    current = src.load("o0", dtype, best_at)
+    (new,) = src.inline(instr.attrs["scatter"], [current, update])
+    src.store("o0", dtype, best_at, new)
+    src.close(2 + operand.shape.rank - 1)
 
 
 # ---- gather and scatter ----------------------------------------------------------------------
