@@ -4,7 +4,8 @@
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/run_benchmarks.py [--only NAME]
         [--repeat N] [--markdown FILE]
 
-For every workload (bench/workloads.py) it prints the median run time of each system, the
+For every workload (bench/workloads.py) it prints the median run time of each system (each
+alone in blocks of a quarter of a second, in turns, `--repeat` rounds: bench/timing.py), the
 ratio to NumPy, the time with every large kernel threaded (`parallel_threshold=2**18`,
 the default only on machines with four or more cores), minixla's cold compile time (empty
 persistent cache, nothing in memory), its
@@ -19,7 +20,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import statistics
 import sys
 import tempfile
 import time
@@ -29,7 +29,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from workloads import WORKLOADS
+from timing import alternating_blocks, median, timed  # noqa: E402
+from workloads import WORKLOADS  # noqa: E402
 
 
 class NumpyOps:
@@ -95,19 +96,6 @@ def torch_ops():
     return TorchOps
 
 
-def median_time(fn, repeat: int, budget: float = 2.0) -> float:
-    fn()  # warm-up
-    times = []
-    start = time.perf_counter()
-    while len(times) < repeat or (time.perf_counter() - start < budget and len(times) < 50):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-        if len(times) >= repeat and time.perf_counter() - start > budget:
-            break
-    return statistics.median(times)
-
-
 def peak_bytes(fn) -> int:
     tracemalloc.start()
     tracemalloc.reset_peak()
@@ -121,17 +109,11 @@ def copy_bandwidth() -> float:
     """GB/s moved (read + write) by one large np.copyto, best of five."""
     src = np.ones(64 * 1024 * 1024, np.float32)  # 256 MiB
     dst = np.empty_like(src)
-    best = min(_timed(lambda: np.copyto(dst, src)) for _ in range(5))
+    best = min(timed(lambda: np.copyto(dst, src)) for _ in range(5))
     return 2 * src.nbytes / best / 1e9
 
 
-def _timed(fn) -> float:
-    t = time.perf_counter()
-    fn()
-    return time.perf_counter() - t
-
-
-def bench_minixla(text, inputs, repeat):
+def bench_minixla(text, inputs):
     import minixla
     from minixla.backends.cpu import jit
 
@@ -148,18 +130,18 @@ def bench_minixla(text, inputs, repeat):
     result = run()
     threaded = minixla.compile(text, backend="cpu", parallel_threshold=1 << 18)
     return {
-        "time": median_time(run, repeat),
+        "run": run,
+        "run_threaded": lambda: threaded(*inputs),
         "cold": cold,
         "warm": warm,
         "peak": peak_bytes(run),
         "arena": exe.program.arena_bytes,
         "result": result,
         "kernels": len(exe.program.kernels),
-        "threaded": median_time(lambda: threaded(*inputs), repeat),
     }
 
 
-def bench_library(make_ops, ref, inputs, repeat):
+def bench_library(make_ops, ref, inputs):
     try:
         ops = make_ops()
     except ImportError:
@@ -176,8 +158,8 @@ def bench_library(make_ops, ref, inputs, repeat):
         args = [torch.from_numpy(x) for x in inputs]
         fn = torch.compile(lambda *a: ref(ops, *a))
         run = lambda: fn(*args)
-    cold = _timed(run)
-    return {"time": median_time(run, repeat), "cold": cold}
+    cold = timed(run)
+    return {"run": run, "cold": cold}
 
 
 def fmt_ms(seconds) -> str:
@@ -226,15 +208,19 @@ def main() -> int:
         if args.only and not any(o in name for o in args.only):
             continue
         inputs = make_inputs(rng)
-        mine = bench_minixla(text, inputs, args.repeat)
+        mine = bench_minixla(text, inputs)
 
         def numpy_run(ref=ref, inputs=inputs):
             return ref(NumpyOps, *inputs)
 
         want = numpy_run()
-        numpy_time = median_time(numpy_run, args.repeat)
-        jax_result = bench_library(jax_ops, ref, inputs, args.repeat)
-        torch_result = bench_library(torch_ops, ref, inputs, args.repeat)
+        jax_result = bench_library(jax_ops, ref, inputs)
+        torch_result = bench_library(torch_ops, ref, inputs)
+        libraries = [r and r["run"] for r in (jax_result, torch_result)]
+        times = alternating_blocks(
+            [mine["run"], mine["run_threaded"], numpy_run, *libraries], args.repeat
+        )
+        mine["time"], mine["threaded"], numpy_time, jax_time, torch_time = map(median, times)
         ok = np.allclose(mine["result"], want, rtol=1e-3, atol=1e-3)
         row = [
             name,
@@ -242,8 +228,8 @@ def main() -> int:
             fmt_ms(mine["threaded"]),
             fmt_ms(numpy_time),
             f"{numpy_time / mine['time']:.2f}x",
-            fmt_ms(jax_result and jax_result["time"]),
-            fmt_ms(torch_result and torch_result["time"]),
+            fmt_ms(jax_time),
+            fmt_ms(torch_time),
             f"{mine['cold']:.2f}",
             f"{mine['warm']:.3f}",
             f"{mine['peak'] / 2**20:.0f} (+{mine['arena'] / 2**20:.0f})",

@@ -6,7 +6,7 @@ an Adam step, sort/top-k, GNN message passing, an FFT filter, Cholesky solves in
 
 With JAX installed each program's HLO comes from jax.jit(...).lower(...) and both run in the
 same process, on the same inputs, alternating in blocks of a quarter of a second (`--repeat`
-rounds, each side alone in its block, after a pause); minixla's outputs are checked
+rounds, each side alone in its block: bench/timing.py); minixla's outputs are checked
 against JAX's. Without JAX the stored HLO in bench/programs/ runs with seeded random inputs
 (minixla only). Columns: median run times (ms) and their ratio (minixla / jax, below 1 is
 faster), compile time (the first compile in this process; with --cold the persistent cache is
@@ -33,6 +33,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import minixla  # noqa: E402
 import programs  # noqa: E402
+from timing import alternating_blocks  # noqa: E402
 
 STORED = HERE / "programs"
 
@@ -68,37 +69,6 @@ def _matches(got, want) -> bool:
         ):
             return False
     return True
-
-
-def _timed(fn, *args) -> float:
-    start = time.perf_counter()
-    fn(*args)
-    return time.perf_counter() - start
-
-
-# Each side runs alone for a block, after a pause: called in turns, one side's idle threads
-# (OpenBLAS's and XLA's workers spin for a while after each call) slow the other's next call
-# (jax.jit on gpt2_block: 5.8 ms alone, 10.0 ms between minixla's calls).
-BLOCK_SECONDS = 0.25
-SETTLE_SECONDS = 0.25
-
-
-def _alternating_blocks(ours, theirs, rounds: int) -> tuple[list[float], list[float]]:
-    """Run times of `ours` and `theirs` (None: ours only) in `rounds` rounds of one block each;
-    a block's first call (waking threads, refilling caches) is not counted."""
-    times: tuple[list[float], list[float]] = ([], [])
-    for _ in range(rounds):
-        for fn, out in ((ours, times[0]), (theirs, times[1])):
-            if fn is None:
-                continue
-            time.sleep(SETTLE_SECONDS)
-            fn()
-            deadline = time.perf_counter() + BLOCK_SECONDS
-            block = [_timed(fn)]
-            while time.perf_counter() < deadline and len(block) < 1000:
-                block.append(_timed(fn))
-            out.extend(block)
-    return times
 
 
 def _peak_bytes(fn, *args) -> int:
@@ -138,9 +108,7 @@ def run_one(name: str, repeat: int, cold: bool, jax) -> dict:
         run_jax = lambda: jax.block_until_ready(jitted(*device_args))  # noqa: E731
         want = run_jax()
         row["ok"] = _matches(got, [np.asarray(x) for x in jax.tree_util.tree_leaves(want)])
-    ours, theirs = _alternating_blocks(
-        lambda: exe(*args), run_jax if jitted is not None else None, repeat
-    )
+    ours, theirs = alternating_blocks([lambda: exe(*args), run_jax if jitted else None], repeat)
     row["minixla_ms"] = float(np.median(ours)) * 1e3
     row["jax_ms"] = float(np.median(theirs)) * 1e3 if theirs else None
     row["peak_mb"] = _peak_bytes(exe, *args) / 2**20
