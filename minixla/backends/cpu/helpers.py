@@ -212,6 +212,43 @@ def free_array(typingctx, array):
     return types.none(array), codegen
 
 
+@intrinsic
+def as_shape(typingctx, array, shape):
+    """A C-order 1-d `array` seen with `shape` (a tuple of ints whose product is its size).
+    Numba's reshape calls its runtime's numba_attempt_nocopy_reshape; this needs nothing of
+    the runtime, so a native loop over reshaped buffers links into a program's library."""
+    if not isinstance(array, types.Array) or array.ndim != 1 or array.layout != "C":
+        return None
+    if not isinstance(shape, types.UniTuple) or not isinstance(shape.dtype, types.Integer):
+        return None
+    result = types.Array(array.dtype, shape.count, "C")
+
+    def codegen(context, builder, sig, args):
+        from numba.np.arrayobj import make_array, populate_array
+
+        source = make_array(array)(context, builder, value=args[0])
+        dims = [
+            context.cast(builder, d, shape.dtype, types.intp)
+            for d in cgutils.unpack_tuple(builder, args[1], shape.count)
+        ]
+        strides, stride = [], source.itemsize
+        for d in reversed(dims):
+            strides.insert(0, stride)
+            stride = builder.mul(stride, d)
+        out = make_array(result)(context, builder)
+        populate_array(
+            out,
+            data=source.data,
+            shape=dims,
+            strides=strides,
+            itemsize=source.itemsize,
+            meminfo=_opaque_null(builder),
+        )
+        return out._getvalue()
+
+    return result(array, shape), codegen
+
+
 # ---- floats --------------------------------------------------------------------------------------
 
 

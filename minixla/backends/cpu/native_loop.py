@@ -12,8 +12,9 @@ driver does not run the loop in Python.
             k0(s0, c4, b2)                    # the condition's kernels
             if not b2[0]:
                 break
-            k1(s1.reshape((4, 8)), b3)       # the body's kernels
-            s1[:] = b3                        # body results into the state buffers
+            k1(h.as_shape(s1, (4, 8)), b3)       # the body's kernels
+            for i in range(32):               # body results into the state buffers
+                s1[i] = b3[i]
         ...
 
 and the driver calls it once per call of the while. Every buffer travels flattened (1-d,
@@ -96,7 +97,7 @@ class _Emitter:
     @staticmethod
     def shaped(name: str, shape, rank: int) -> str:
         """A flat buffer as the rank a kernel or slice expects."""
-        return name if rank <= 1 else f"{name}.reshape({tuple(shape.dims)!r})"
+        return name if rank <= 1 else f"h.as_shape({name}, {tuple(shape.dims)!r})"
 
     # -- computations -------------------------------------------------------------------
     def computation(self, comp) -> object:
@@ -138,11 +139,11 @@ class _Emitter:
             return self.kernel(instr, detail, names)
         if how == "thunk" and op in ("copy", "reshape") and not instr.shape.is_tuple:
             out = self.temp(instr.shape)
-            self.lines.append(f"{out}[:] = {operand(0)}")
+            self.lines += _copy(out, operand(0), instr.shape.numel())
             return out
         if how == "thunk" and op == "broadcast" and instr.operand(0).shape.rank == 0:
             out = self.temp(instr.shape)
-            self.lines.append(f"{out}[:] = {operand(0)}[0]")
+            self.lines += _copy(out, f"{operand(0)}[0:1]", instr.shape.numel(), every=0)
             return out
         if how == "dus":
             return self.dynamic_update_slice(instr, names)
@@ -203,8 +204,15 @@ class _Emitter:
                 dims, perm = copy
                 ordered = tuple(dims[d] for d in perm)
                 into = self.temp(operand.shape)
-                source = f"{name}.reshape({dims!r}).transpose({perm!r})"
-                self.lines.append(f"{into}.reshape({ordered!r})[...] = {source}")
+                loops = [f"j{k}" for k in range(len(dims))]
+                at = [""] * len(dims)
+                for k, d in enumerate(perm):  # into[j...] = the source at j in perm's order
+                    at[d] = loops[k]
+                self.lines += _nest(
+                    ordered,
+                    f"h.as_shape({into}, {ordered!r})[{', '.join(loops)}] = "
+                    f"h.as_shape({name}, {dims!r})[{', '.join(at)}]",
+                )
                 name = into
             args.append(name)
         out = self.temp(instr.shape)
@@ -232,7 +240,7 @@ class _Emitter:
             out = names[id(target)]
         else:
             out = self.temp(instr.shape)
-            self.lines.append(f"{out}[:] = {names[id(target)]}")
+            self.lines += _copy(out, names[id(target)], instr.shape.numel())
         dims, sizes = instr.shape.dims, update.shape.dims
         if not dims:
             self.lines.append(f"{out}[0] = {names[id(update)]}[0]")
@@ -243,12 +251,27 @@ class _Emitter:
             var = f"{out}_b{d}_{len(self.lines)}"
             self.lines.append(f"{var} = min(max(np.int64({start}[0]), 0), {dim - size})")
             begins.append(var)
-        window = ", ".join(f"{b}:{b} + {n}" for b, n in zip(begins, sizes))
-        self.lines.append(
-            f"{self.shaped(out, instr.shape, 2)}[{window}] = "
-            f"{self.shaped(names[id(update)], update.shape, 2)}"
+        loops = [f"j{d}" for d in range(len(sizes))]
+        at = ", ".join(f"{b} + {j}" for b, j in zip(begins, loops))
+        self.lines += _nest(
+            sizes,
+            f"{self.shaped(out, instr.shape, 2)}[{at}] = "
+            f"{self.shaped(names[id(update)], update.shape, 2)}[{', '.join(loops)}]",
         )
         return out
+
+
+def _copy(dst: str, src: str, count: int, every: int = 1) -> list[str]:
+    """Lines copying `count` elements of flat `src` into `dst` (every=0: its first element
+    into each). A loop, not `dst[:] = src`, whose shape check formats its error message with
+    Numba's string machinery (seconds to compile) and needs Numba's runtime."""
+    return [f"for i in range({count}):", f"    {dst}[i] = {src}[{'i' if every else '0'}]"]
+
+
+def _nest(dims, statement: str) -> list[str]:
+    """`statement` inside loops j0, j1, ... over `dims`."""
+    lines = [f"{'    ' * d}for j{d} in range({n}):" for d, n in enumerate(dims)]
+    return lines + ["    " * len(dims) + statement]
 
 
 def _check_type(shape) -> None:
@@ -301,7 +324,8 @@ def native_while(builder, loop, updates: dict, limit) -> NativeLoop | None:
             ]
         em.lines = []
         result = em.computation(loop.attrs["body"])
-        body_lines, written = _write_back(em.params, result)
+        sizes = [shape.numel() for shape in em.state_shapes]
+        body_lines, written = _write_back(em.params, result, sizes)
         body_lines = em.lines + body_lines
     except _Ineligible:
         builder.kernels, builder.kernel_names = saved[0], saved[1]
@@ -319,7 +343,7 @@ def native_while(builder, loop, updates: dict, limit) -> NativeLoop | None:
     return NativeLoop(builder.kernel(spec), em.fixed, written, em.uses_blas, em.parallel_work)
 
 
-def _write_back(params: list[str], result) -> list[str]:
+def _write_back(params: list[str], result, sizes: list[int]) -> tuple[list[str], set[int]]:
     """Copies of the body's results into the state buffers. A result that is another state
     leaf is read before any copy writes, so only when that leaf is not itself rewritten."""
     if not isinstance(result, tuple) or len(result) != len(params):
@@ -327,13 +351,14 @@ def _write_back(params: list[str], result) -> list[str]:
     if any(isinstance(r, tuple) for r in result):
         raise _Ineligible("nested body result")
     rewritten = {p for p, r in zip(params, result) if r != p}
-    lines, written = [], set()
+    lines: list[str] = []
+    written: set[int] = set()
     for i, (p, r) in enumerate(zip(params, result)):
         if r == p:
             continue
         if r in rewritten:
             raise _Ineligible("state leaves exchanged")
-        lines.append(f"{p}[:] = {r}")
+        lines += _copy(p, r, sizes[i])
         written.add(i)
     return lines, written
 
@@ -346,6 +371,7 @@ def _source(callees: dict, args: list[str], lines: list[str], name: str, counted
             "import sys",
             "import numpy as np",
             "from numba import njit",
+            "from minixla.backends.cpu import helpers as h",
             *imports,
             "",
             "",
