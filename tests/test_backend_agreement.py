@@ -436,3 +436,20 @@ ENTRY e {
     p, q = np.array([1.5, -2], np.float16), np.array([0.1, 7.0])
     got = both(text, p, q, np.array([True, False]))
     assert got.dtype == np.float16 and got.tolist() == [np.float16(0.1), -2]
+
+
+def test_a_mixed_precision_clamp_computes_in_the_widest_type():
+    # f16 (computed as f32 in kernels) clamped by an f64 bound: Numba found no f32/f64 fmax
+    text = """HloModule m
+ENTRY e {
+  x = f16[5] parameter(0)
+  y = f32[5] parameter(1)
+  a = f16[5] clamp(f16[] constant(-40.2), x, f64[] constant(2.1602))
+  b = f32[5] clamp(f64[] constant(-0.3), y, f64[] constant(0.30000000000000004))
+  ROOT t = (f16[5], f32[5]) tuple(a, b)
+}"""
+    x = np.array([-np.inf, -50, 2.16, 3.0, np.nan], np.float16)
+    y = np.array([-1.0, -0.29999998, 0.2, 0.30000001, np.nan], np.float32)
+    a, b = both(text, x, y)
+    assert a[0] == np.float16(-40.2) and a[3] == np.float16(2.1602) and np.isnan(a[4])
+    assert b[3] == np.float32(0.30000000000000004) and np.isnan(b[4])

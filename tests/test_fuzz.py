@@ -118,3 +118,50 @@ def test_cpu_refuses_mutants_cleanly_or_agrees(request):
 def test_a_mutant_differs_from_its_module():
     text = fuzz.random_module(5).to_text()
     assert any(fuzz.mutate(text, seed) != text for seed in range(5))
+
+
+def _module(body: str):
+    import minixla
+
+    return minixla.parse_hlo_module(f"HloModule m\nENTRY e {{\n{body}\n}}")
+
+
+def test_a_difference_the_reference_spans_when_its_math_moves_an_ulp_is_no_mismatch():
+    # atanh(x) - x cancels: a 1-ulp atanh is a 2e-4 relative difference in the result
+    module = _module("  x = f32[3] parameter(0)\n  ROOT d = f32[3] subtract(atanh(x), x)")
+    x = np.array([0.03, 0.031, 0.5], np.float32)
+    want = np.arctanh(x.astype(np.float64)).astype(np.float32) - x
+    (spread,) = fuzz._spreads(module, [x], [want])
+    assert spread[0] > 1e-4 * abs(want[0])
+    off_by_an_ulp = want.copy()
+    off_by_an_ulp[0] = np.nextafter(want[0] + 2 * np.spacing(x[0]), np.float32(1))
+    assert fuzz._within_spread(off_by_an_ulp, want, spread, 2e-5, 0.0)
+    wrong = want.copy()
+    wrong[2] *= 1.01
+    assert not fuzz._within_spread(wrong, want, spread, 2e-5, 0.0)
+
+
+def test_without_math_functions_there_is_no_spread():
+    module = _module("  x = f32[4] parameter(0)\n  ROOT d = f32[4] subtract(add(x, x), x)")
+    x = np.array([1.0, -2.5, 3e-3, np.nan], np.float32)
+    (spread,) = fuzz._spreads(module, [x], [x + x - x])
+    assert np.array_equal(spread[:3], np.zeros(3))
+
+
+def test_an_output_is_compared_at_the_precision_it_was_computed_in():
+    module = _module(
+        "  x = f32[2] parameter(0)\n  a = f32[2] atan(x)\n  ROOT c = f64[2] convert(a)"
+    )
+    root = module.entry.root
+    assert fuzz._tolerance(root.shape, root) == (fuzz.RTOL["f32"], float(np.finfo(np.float32).tiny))
+
+
+def test_ill_conditioned_ops_read_only_exact_values():
+    for seed in range(300):
+        for comp in fuzz.random_module(seed).computations:
+            for instr in comp.instructions:
+                if instr.opcode in fuzz.ILL_CONDITIONED:
+                    assert all(
+                        op.opcode in ("parameter", "constant", "iota") for op in instr.operands
+                    ), f"seed {seed}: {instr.to_text() if hasattr(instr, 'to_text') else instr}"
+    assert not any(fuzz.ILL_CONDITIONED & set(family) for family in fuzz.SWAPPABLE)

@@ -421,6 +421,12 @@ def _clamp(ctx, instr, args):
     low, x, high = args
     dtype = instr.shape.dtype
     if kind(dtype) == "float":
+        # mixed precision (XLA allows float bounds of another width): in the widest type,
+        # rounded once to the result's, as the interpreter's NumPy promotion does
+        wide = max((op.shape.dtype for op in instr.operands), key=lambda t: BITS.get(t, 0))
+        if wide != dtype:
+            low, x, high = (ctx.cast(v, wide) for v in (low, x, high))
+            return ctx.cast(f"h.fmin(h.fmax({x}, {low}), {high})", dtype)
         return f"h.fmin(h.fmax({x}, {low}), {high})"
     if kind(dtype) in ("signed", "unsigned"):
         upper = f"({x} if {x} > {low} else {low})"
