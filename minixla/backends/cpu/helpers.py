@@ -130,24 +130,30 @@ def stack_array(typingctx, count, dtype):
     array_type = types.Array(element, 1, "C")
 
     def codegen(context, builder, sig, args):
-        from numba.np.arrayobj import make_array, populate_array
 
         n = count.literal_value
         data = cgutils.alloca_once(builder, context.get_data_type(element), size=n)
         data.align = 64  # as Numba aligns what it allocates: loops over it vectorize alike
-        itemsize = context.get_constant(types.intp, context.get_abi_sizeof(data.type.pointee))
-        array = make_array(array_type)(context, builder)
-        populate_array(
-            array,
-            data=data,
-            shape=[context.get_constant(types.intp, n)],
-            strides=[itemsize],
-            itemsize=itemsize,
-            meminfo=_opaque_null(builder),
-        )
-        return array._getvalue()
+        return _scratch(context, builder, array_type, data, n)
 
     return array_type(count, dtype), codegen
+
+
+def _scratch(context, builder, array_type, data, n: int):
+    """A 1-d array of `n` elements at `data` that no meminfo owns."""
+    from numba.np.arrayobj import make_array, populate_array
+
+    itemsize = context.get_constant(types.intp, context.get_abi_sizeof(data.type.pointee))
+    array = make_array(array_type)(context, builder)
+    populate_array(
+        array,
+        data=data,
+        shape=[context.get_constant(types.intp, n)],
+        strides=[itemsize],
+        itemsize=itemsize,
+        meminfo=_opaque_null(builder),
+    )
+    return array._getvalue()
 
 
 def _opaque_null(builder):
@@ -170,7 +176,6 @@ def heap_array(typingctx, count, dtype):
     array_type = types.Array(element, 1, "C")
 
     def codegen(context, builder, sig, args):
-        from numba.np.arrayobj import make_array, populate_array
 
         n = count.literal_value
         pointer = context.get_data_type(element).as_pointer()
@@ -179,16 +184,7 @@ def heap_array(typingctx, count, dtype):
             builder.module, ir.FunctionType(cgutils.voidptr_t, [cgutils.intp_t]), "malloc"
         )
         data = builder.call(malloc, [ir.Constant(cgutils.intp_t, n * itemsize)])
-        array = make_array(array_type)(context, builder)
-        populate_array(
-            array,
-            data=builder.bitcast(data, pointer),
-            shape=[context.get_constant(types.intp, n)],
-            strides=[context.get_constant(types.intp, itemsize)],
-            itemsize=context.get_constant(types.intp, itemsize),
-            meminfo=_opaque_null(builder),
-        )
-        return array._getvalue()
+        return _scratch(context, builder, array_type, builder.bitcast(data, pointer), n)
 
     return array_type(count, dtype), codegen
 
