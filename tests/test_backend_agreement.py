@@ -453,3 +453,50 @@ ENTRY e {
     a, b = both(text, x, y)
     assert a[0] == np.float16(-40.2) and a[3] == np.float16(2.1602) and np.isnan(a[4])
     assert b[3] == np.float32(0.30000000000000004) and np.isnan(b[4])
+
+
+def test_mixed_precision_binary_ops_compute_in_the_widest_operand_type():
+    # maximum(f64, f16) -> f16: Numba found no fmax of float64 and float32 (the f16 value)
+    text = """HloModule m
+ENTRY e {
+  x = f16[4] parameter(0)
+  y = f64[4] parameter(1)
+  m = f16[4] maximum(y, x)
+  r = f16[4] remainder(x, y)
+  a = f32[4] add(y, f32[4] convert(x))
+  c = pred[4] compare(y, x), direction=LT
+  ROOT t = (f16[4], f16[4], f32[4], pred[4]) tuple(m, r, a, c)
+}"""
+    x = np.array([1.5, -np.inf, np.nan, 3.0], np.float16)
+    y = np.array([1.5000001, 2.0, 0.5, np.nan], np.float64)
+    m, r, a, c = both(text, x, y)
+    assert m[0] == np.float16(1.5000001) and np.isnan(m[2]) and np.isnan(m[3])
+    assert a[0] == np.float32(1.5000001 + 1.5) and not c[0] and not c[3]
+
+
+def test_mixed_precision_scatter_updates_meet_the_combiner_as_the_operands_type():
+    # f64 updates into an f32 operand with an f32 combiner: a Numba typing error on cpu
+    text = """HloModule m
+max {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[2,2] parameter(0)
+  i = s32[3,1] constant({ {1}, {1}, {0} })
+  u = f64[3,2] parameter(1)
+  m = f32[2,2] scatter(x, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=max
+  s = f32[2,2] scatter(x, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
+  ROOT t = (f32[2,2], f32[2,2]) tuple(m, s)
+}"""
+    x = np.array([[1.0, -2.0], [0.5, np.nan]], np.float32)
+    u = np.array([[np.inf, 1e-9], [1.0000000001, -3.0], [0.1, 0.2]], np.float64)
+    m, s = both(text, x, u)
+    assert m[0, 0] == np.float32(1.0) and m[1, 0] == np.inf and np.isnan(m[1, 1])
+    assert s[0, 1] == np.float32(-2.0) + np.float32(0.2) and s[1, 0] == np.inf

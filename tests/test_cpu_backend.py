@@ -460,15 +460,20 @@ ENTRY main {
 """
 
 
-def test_threaded_kernels_match_interpreter():
+@pytest.mark.parametrize("parts", [2, 3, 7])
+def test_threaded_kernels_match_interpreter(parts, monkeypatch):
+    from minixla.backends.cpu import blas_threads
+
+    monkeypatch.setattr(blas_threads, "kernel_threads", lambda work: parts)
     x = np.random.default_rng(2).standard_normal((6, 70)).astype(np.float32)
     exe = cpu(PARALLEL, passes=[], parallel_threshold=1)
     # kernels carry no instruction names; the driver's comments say which kernel runs c0, c1
-    called = dict(re.findall(r"# (\w+) = .*\n(?:.*\n)*?\s+(k\d+)\(", exe.program.source))
+    called = dict(re.findall(r"# (\w+) = .*\n(?:.*\n)*?.*\b(k\d+)[(,]", exe.program.source))
     columns = {called["c0"], called["c1"]}
     for name, spec in exe.program.kernels.items():
         # a column reduction over the outermost dim has no dim worth splitting (loops.py)
         assert spec.parallel != (name in columns), spec.source
+    # parts of unequal sizes, some empty (7 parts of 6 rows), each on its own thread
     assert_close(exe(x), interpret(PARALLEL, x), rtol=1e-5)
 
 
@@ -576,3 +581,34 @@ def test_an_in_place_elementwise_kernel_reads_its_output_buffer(other, arguments
     args = [rng.standard_normal((64, 64)).astype(np.float32) for _ in range(2)]
     want = minixla.compile(text, backend="interpreter")(*args)
     np.testing.assert_allclose(np.asarray(exe(*args)), np.asarray(want), rtol=1e-4, atol=1e-4)
+
+
+SPLIT_NESTS = """
+HloModule split
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY main {
+  x = f32[9,40,5] parameter(0)
+  m = f32[9,5] reduce(exponential(x), f32[] constant(0)), dimensions={1}, to_apply=add
+  t = f32[9,5,40] transpose(x), dimensions={0,2,1}
+  r = f32[9,40] reduce(x, f32[] constant(1)), dimensions={2}, to_apply=add
+  ROOT out = (f32[9,5], f32[9,5,40], f32[9,40], f32[9,40,5]) tuple(m, t, r, tanh(x))
+}
+"""
+
+
+@pytest.mark.parametrize("parts", [1, 2, 4])
+def test_split_kernels_of_every_nest_kind(parts, monkeypatch):
+    # a column reduction (its initial values split with it), a tiled transpose, a row
+    # reduction and a flat loop, each run in parts on threads
+    from minixla.backends.cpu import blas_threads
+
+    monkeypatch.setattr(blas_threads, "kernel_threads", lambda work: parts)
+    x = np.random.default_rng(5).standard_normal((9, 40, 5)).astype(np.float32)
+    exe = cpu(SPLIT_NESTS, parallel_threshold=1)
+    assert sum(spec.parallel for spec in exe.program.kernels.values()) >= 3
+    for _ in range(3):  # the worker threads are reused
+        assert_close(exe(x), interpret(SPLIT_NESTS, x), rtol=1e-5)

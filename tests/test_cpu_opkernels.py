@@ -592,16 +592,22 @@ PARALLEL_WORK = module("""
 """)
 
 
-def test_a_kernel_with_enough_work_is_parallel_and_its_threads_are_set_per_call():
+def test_a_kernel_with_enough_work_is_split_and_its_parts_are_chosen_per_call(monkeypatch):
+    from minixla.backends.cpu import blas_threads
+
     exe = minixla.compile(PARALLEL_WORK, backend="cpu", passes=[], parallel_threshold=1 << 20)
     (spec,) = exe.program.kernels.values()
-    assert spec.parallel and spec.work >= 1 << 20 and "prange" in spec.source
-    assert re.search(rf"kernel_threads\d+\({spec.work}\)\n +k0\(", exe.program.source)
+    assert spec.parallel and spec.work >= 1 << 20 and spec.args[-1] == ("split", None)
+    assert "part[0] * n_i0 // part[1]" in spec.source and "parallel=True" not in spec.source
+    assert re.search(rf"run_split\d+\(k0, {spec.work}, ", exe.program.source)
     x = np.linspace(-3, 3, 512 * 1024, dtype=np.float32).reshape(512, 1024)
+    asked = []
+    monkeypatch.setattr(blas_threads, "kernel_threads", lambda work: asked.append(work) or 2)
     np.testing.assert_allclose(exe(x), np.tanh(x), rtol=1e-6, atol=1e-6)
+    assert asked == [spec.work]  # decided when it runs
     small = minixla.compile(PARALLEL_WORK, backend="cpu", passes=[], parallel_threshold=1 << 62)
     (serial,) = small.program.kernels.values()
-    assert not serial.parallel and "kernel_threads" not in small.program.source
+    assert not serial.parallel and "run_split" not in small.program.source
 
 
 # ---- complex numbers ------------------------------------------------------------------------

@@ -201,7 +201,8 @@ def _scatter(ev, instr, operands):
     shape = inputs[0].shape
     positions, mask = _scatter_targets(instr, shape, indices, updates[0].shape)
     outs = [np.array(x, order="C").reshape(-1) for x in inputs]  # fresh copies
-    values = [u.ravel()[mask] for u in updates]
+    # updates of another float type (mixed precision) meet the combiner as the operand's type
+    values = [u.ravel()[mask].astype(o.dtype, copy=False) for u, o in zip(updates, outs)]
     comp = instr.attrs["to_apply"]
     fast = _fast_ufunc(comp, count, outs[0].dtype)
     if fast == "assign":  # last write wins: keep each position's final update

@@ -500,6 +500,17 @@ def _mixed_float_unary(instr) -> str | None:
     return src if src != dst and kind(src) == kind(dst) == "float" else None
 
 
+def _mixed_float_operands(instr) -> str | None:
+    """The widest operand type when `instr` computes on floats of several types (mixed
+    precision), else None."""
+    if len(instr.operands) < 2 or instr.opcode in _TYPE_CHANGING + ("select", "clamp"):
+        return None
+    types = {op.shape.dtype for op in instr.operands}
+    if len(types) < 2 or any(kind(t) != "float" for t in types):
+        return None
+    return max(types, key=lambda t: BITS[t])
+
+
 def emit_scalar(ctx, instr, args: list[str], *, round_bf16: bool = True) -> str:
     """Source for `instr` applied to operand values `args` (raises NotEmittable); a bf16
     result is rounded to the bf16 grid unless `round_bf16` is false (an f32 accumulator).
@@ -520,6 +531,24 @@ def emit_scalar(ctx, instr, args: list[str], *, round_bf16: bool = True) -> str:
         value = emit_scalar(ctx, Retyped(instr.opcode, instr.attrs, operand, [operand]), args)
         return emit_scalar(
             ctx, Retyped("convert", {}, instr.shape, [operand]), [value], round_bf16=round_bf16
+        )
+    wide = _mixed_float_operands(instr)
+    if wide is not None:  # in the widest operand type, as NumPy promotes in the interpreter
+        values = [
+            a
+            if op.shape.dtype == wide
+            else emit_scalar(
+                ctx, Retyped("convert", {}, op.shape.with_dtype(wide), [op.shape]), [a]
+            )
+            for op, a in zip(instr.operands, args)
+        ]
+        shapes = [op.shape.with_dtype(wide) for op in instr.operands]
+        result = instr.shape if instr.shape.dtype == "pred" else instr.shape.with_dtype(wide)
+        value = emit_scalar(ctx, Retyped(instr.opcode, instr.attrs, result, shapes), values)
+        if result is instr.shape:
+            return value
+        return emit_scalar(
+            ctx, Retyped("convert", {}, instr.shape, [result]), [value], round_bf16=round_bf16
         )
     if any(
         kind(d) == "complex"

@@ -51,7 +51,7 @@ from ..codegen.plan import (
     plan_computation,
 )
 from . import donation, gemm, libcalls, native_loop, opkernels, thunks
-from .blas_threads import use_kernel_threads, use_threads
+from .blas_threads import run_split, use_threads
 from .kernels import PARALLEL_WORK, KernelSpec, build_kernel, kernel_arg, reading_outputs
 
 
@@ -347,6 +347,8 @@ def _kernel(fn: _Function, instr, spec: KernelSpec, outs=None):
     operands = instr.operands
     args, names = [], []
     for (kind, what), dtype in zip(spec.args, spec.dtypes):
+        if kind == "split":  # the part, which run_split passes
+            continue
         if kind == "param":
             name, rank = _source(fn.value(operands[what])), operands[what].shape.rank
         elif kind == "const":
@@ -361,9 +363,11 @@ def _kernel(fn: _Function, instr, spec: KernelSpec, outs=None):
     if pairs:
         spec = reading_outputs(spec, pairs)
         args = [arg for k, arg in enumerate(args) if k not in pairs]
-    if spec.parallel:  # its thread count, chosen per call
-        fn.lines.append(f"{fn.b.bind_host('kernel_threads', use_kernel_threads)}({spec.work})")
-    fn.lines.append(f"{fn.b.kernel(spec)}({', '.join(args)})")
+    if spec.parallel:  # in parts, as many as its work gets threads in this call
+        runner = fn.b.bind_host("run_split", run_split)
+        fn.lines.append(f"{runner}({fn.b.kernel(spec)}, {spec.work}, {', '.join(args)})")
+    else:
+        fn.lines.append(f"{fn.b.kernel(spec)}({', '.join(args)})")
     _flush_outputs(fn, instr, outs)
 
 
@@ -451,7 +455,7 @@ def _while(fn: _Function, instr, native):
 def _native_while(fn: _Function, instr, native, state) -> None:
     """The whole loop as one native function (native_loop.py); the state leaves it writes
     are private to the loop, as on the Python path."""
-    name, fixed, uses_blas, kernel_work = native.name, native.fixed, native.uses_blas, native.work
+    name, fixed, uses_blas = native.name, native.fixed, native.uses_blas
     private = fn.b.private_leaves(instr, fn.decisions)
     leaves = (
         list(state)
@@ -472,8 +476,6 @@ def _native_while(fn: _Function, instr, native, state) -> None:
     )
     if uses_blas:  # the loop's GEMMs are all below the size that gets a second thread
         fn.lines.append(f"{fn.b.bind_host('blas_threads', use_threads)}(1)")
-    if kernel_work:  # the threads of its parallel kernels, chosen for the largest
-        fn.lines.append(f"{fn.b.bind_host('kernel_threads', use_kernel_threads)}({kernel_work})")
     fn.lines.append(f"{name}({', '.join(args)})")
     if fn.b.max_while_iterations is not None:
         fail = fn.b.bind_host("loop_limit", loop_limit)

@@ -61,6 +61,16 @@ class OpSource:
             self.line(f"{name} = h.heap_array({count}, np.{dtype})")
             self.heap.append(name)
 
+    def converted(self, value: str, source: str, target: str) -> str:
+        """`value` of HLO type `source` as type `target` (itself when they are one)."""
+        if source == target:
+            return value
+        from ...ir import Shape
+        from ..codegen.scalar import Retyped, emit_scalar
+
+        convert = Retyped("convert", {}, Shape.array(target, ()), [Shape.array(source, ())])
+        return self.bind(emit_scalar(self.w, convert, [value]))
+
     def bind(self, expr: str, prefix: str = "v") -> str:
         name = self.w.var(prefix)
         self.line(f"{name} = {expr}")

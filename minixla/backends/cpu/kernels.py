@@ -8,8 +8,9 @@ loop nest each inside the same kernel.
 Loops run over the output in row-major order, so the innermost loop walks contiguous memory
 and LLVM vectorizes it. When the fusion is purely elementwise every array is passed flattened
 and the kernel is one loop whose bound comes from the array, so the same kernel serves every
-shape. Kernels whose estimated work is large use `prange` on the outermost loop and are compiled
-with parallel=True; the driver picks their thread count per call.
+shape. Kernels whose estimated work is large take one more argument, the part of their
+outermost loop to run (loops.py); the driver runs the parts on threads, as many as it picks
+per call (driver.run_split).
 
 Only 'contract' fast-math is on (FMA formation, which only removes roundings); kernels with
 reductions also get 'reassoc' so LLVM can vectorize the accumulation (XLA:CPU does the same).
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 
 from ..codegen.elemental import Elemental, Writer
 from ..codegen.kernels import is_flat, kernel_signature, leaf_shape, outputs_of
-from .loops import emit_nest, plan_nests
+from .loops import SPLIT_ARG, emit_nest, plan_nests
 
 
 def _cores() -> int:
@@ -42,7 +43,7 @@ def _default_parallel_threshold() -> int:
 
 PARALLEL_THRESHOLD = _default_parallel_threshold()
 
-# A generated kernel is compiled with `prange` when its estimated work (`kernel_work`) is at
+# A generated kernel is split across threads when its estimated work (`kernel_work`) is at
 # least this (about 150 us on one core of the two-core machine of docs/performance.md: an add
 # of 2^18 floats); how many threads it runs on is decided per call (blas_threads.py). A machine
 # with one core never threads.
@@ -67,7 +68,9 @@ class KernelSpec:
 
     name: str
     source: str
-    args: list[tuple]  # ("param", number) | ("const", instr) | ("out", index)
+    # ("param", number) | ("const", instr) | ("out", index) | ("split", None): the part of
+    # the outermost loop to run, last (loops.SPLIT_ARG)
+    args: list[tuple]
     ndims: list[int]  # rank each argument is passed with (1 for flattened arrays)
     dtypes: list[str]  # HLO element type of each argument
     flat: bool
@@ -97,7 +100,7 @@ class KernelSpec:
 _HEADER = '''"""{doc}"""
 import math
 import numpy as np
-from numba import njit, prange
+from numba import njit
 from minixla.backends.cpu import helpers as h
 from minixla.backends.cpu.mathlib import MATH_F32, MATH_F64
 '''
@@ -154,17 +157,20 @@ def build_kernel(
     writer.flush_denormals = flush_denormals
     params, arrays, args, ndims, dtypes, arg_names = kernel_signature(comp, outputs, flat)
     work = kernel_work(comp, params, outputs)
-    parallel = work >= parallel_threshold
+    groups = plan_nests(outputs, flat)
+    parallel = work >= parallel_threshold and len(groups) == 1
     hoisted: list[str] = []
     em = Elemental(writer, arrays, hoist=hoisted, flat=flat)
     body: list[str] = []
-    groups = plan_nests(outputs, flat)
     for group in groups:
         writer.lines = []
         writer.depth = 1
         emit_nest(em, writer, group, flat, parallel)
         body.extend(writer.lines)
-    parallel = parallel and any("prange" in line for line in body)
+    parallel = parallel and any(f"{SPLIT_ARG}[1]" in line for line in body)
+    if parallel:
+        args, ndims, dtypes = args + [("split", None)], ndims + [1], dtypes + ["s64"]
+        arg_names = arg_names + [SPLIT_ARG]
     fastmath = {"contract", "reassoc"} if writer.uses_reduce else {"contract"}
     # No names in the source: fusions alike are one kernel, compiled once (a long chain of
     # elementwise ops splits into fusions that repeat).
@@ -174,7 +180,7 @@ def build_kernel(
     lines += [
         "",
         "",
-        f"@njit(parallel={parallel}, fastmath={{{', '.join(map(repr, sorted(fastmath)))}}}, "
+        f"@njit(fastmath={{{', '.join(map(repr, sorted(fastmath)))}}}, "
         f"error_model='numpy', "
         f"boundscheck=False, nogil=True, cache=CACHE)",
         f"def {name}({', '.join(arg_names)}):",

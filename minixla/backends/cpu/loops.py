@@ -6,7 +6,12 @@
 * `emit_nest` writes one nest: a flat loop for elementwise-only kernels; row-major loops over
   the output otherwise, tiled 32x32 when a transpose reads across the minor dim; column
   reductions that accumulate into the output along the contiguous minor dim; the fused row
-  reduction above. `prange` parallelizes the outermost loop of large kernels.
+  reduction above.
+
+A large kernel is split across threads along its outermost loop: it takes one more argument,
+`part` ([which part, how many parts]), and runs that share of the loop (driver's run_split
+calls the parts at once). Every iteration of the outermost loop writes its own outputs, so
+the parts need no synchronization; a kernel of several nests is not split.
 """
 
 from __future__ import annotations
@@ -173,15 +178,24 @@ def _loops(dims, *, tile: bool):
     if not tile or len(dims) < 2:
         return loops, index
     a, b = len(dims) - 2, len(dims) - 1
-    # Block loops count blocks (prange takes no step).
+    # Block loops count blocks, so a split of the outermost loop takes whole blocks.
     blocks = [(f"t{d}", str(-(-dims[d] // TILE))) for d in (a, b)]
     inner = [(f"i{d}", f"t{d} * {TILE}, min(t{d} * {TILE} + {TILE}, {dims[d]})") for d in (a, b)]
     return loops[:a] + blocks + inner, index
 
 
+SPLIT_ARG = "part"
+
+
 def _open(w: Writer, loops, parallel: bool) -> None:
     for depth, (var, bounds) in enumerate(loops):
-        w.line(f"for {var} in {'prange' if parallel and depth == 0 else 'range'}({bounds}):")
+        if parallel and depth == 0:  # this part's share of the outermost loop
+            w.line(f"n_{var} = {bounds}")
+            share = f"{SPLIT_ARG}[0] * n_{var} // {SPLIT_ARG}[1]"
+            end = f"({SPLIT_ARG}[0] + 1) * n_{var} // {SPLIT_ARG}[1]"
+            w.line(f"for {var} in range({share}, {end}):")
+        else:
+            w.line(f"for {var} in range({bounds}):")
         w.depth += 1
 
 
@@ -248,7 +262,8 @@ def _emit_column_reduce(em: Elemental, w: Writer, k: int, instr, parallel: bool)
     out = f"o{k}"
     init_value = em.value(init, ())
     out_loops, out_index = _loops(instr.shape.dims, tile=False)
-    _open(w, out_loops, False)
+    split = parallel and 0 not in reduced  # output dim 0 is input dim 0: the same share
+    _open(w, out_loops, split)
     w.line(f"{out}[{', '.join(out_index) or '0'}] = {init_value}")
     w.depth -= len(out_loops)
     loops = [(f"i{d}", str(n)) for d, n in enumerate(in_dims)]
@@ -256,7 +271,7 @@ def _emit_column_reduce(em: Elemental, w: Writer, k: int, instr, parallel: bool)
     # blocks of it read short runs at a large stride: a 4096^2 sum over rows took 18 ms in
     # blocks of 512 columns on one thread (39 ms under prange) against 8 ms row by row, and on
     # an idle machine two threads took 5.0 ms against 2.3. So that case stays serial.
-    _open(w, loops, parallel and 0 not in reduced)
+    _open(w, loops, split)
     em.push()
     index = tuple(f"i{d}" for d in range(len(in_dims)))
     target = f"{out}[{', '.join(f'i{d}' for d in range(len(in_dims)) if d not in reduced)}]"

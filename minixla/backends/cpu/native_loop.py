@@ -66,7 +66,7 @@ class _Emitter:
         self.lines: list[str] = []
         self.temp_bytes = 0
         self.uses_blas = False  # calls NumPy's BLAS: the driver sets one BLAS thread first
-        self.parallel_work = 0  # the largest work of a parallel kernel it calls
+        self.whole = ""  # the `part` argument that runs a split kernel whole
 
     # -- buffers ------------------------------------------------------------------------
     def temp(self, shape) -> str:
@@ -164,10 +164,11 @@ class _Emitter:
         if "bf16" in spec.dtypes:
             raise _Ineligible("bf16 kernel")
         outs = [self.temp(s) for s in leaves] if outs is None else outs
-        if spec.parallel:
-            self.parallel_work = max(self.parallel_work, spec.work)
         args = []
         for (kind, what), rank in zip(spec.args, spec.ndims):
+            if kind == "split":  # a split kernel runs whole inside a loop
+                args.append(self.whole_part())
+                continue
             if kind == "param":
                 operand = instr.operands[what]
                 name, shape = names[id(operand)], operand.shape
@@ -223,6 +224,15 @@ class _Emitter:
         self.lines.append(f"{callee}({args[0]}, {args[1]}, {out}, {dims})")
         self.uses_blas = True
         return out
+
+    def whole_part(self) -> str:
+        if not self.whole:
+            part = np.array([0, 1], np.int64)
+            part.flags.writeable = False
+            self.whole = self.b.bind("c", part)
+            self.fixed.append(self.whole)
+            self.fixed_dtypes.append("s64")
+        return self.whole
 
     def call(self, spec: KernelSpec) -> str:
         """The loop's local name for kernel `spec` (compiled and loaded before the loop)."""
@@ -284,7 +294,6 @@ class NativeLoop(NamedTuple):
     fixed: list  # names of its fixed arguments (temporaries, constants)
     written: set  # state leaves it overwrites besides the in-place updates
     uses_blas: bool  # it calls NumPy's BLAS (the driver sets one BLAS thread first)
-    work: int  # the largest kernel_work of its parallel kernels (0: none)
 
 
 def native_while(builder, loop, updates: dict, limit) -> NativeLoop | None:
@@ -340,7 +349,7 @@ def native_while(builder, loop, updates: dict, limit) -> NativeLoop | None:
     dtypes = [s.dtype for s in em.state_shapes] + em.fixed_dtypes + ["s64"]
     spec = KernelSpec("loop", source, [], [1] * len(args), dtypes, True, False)
     spec.kid = spec.content_id()
-    return NativeLoop(builder.kernel(spec), em.fixed, written, em.uses_blas, em.parallel_work)
+    return NativeLoop(builder.kernel(spec), em.fixed, written, em.uses_blas)
 
 
 def _write_back(params: list[str], result, sizes: list[int]) -> tuple[list[str], set[int]]:

@@ -489,7 +489,14 @@ def scatter(instr, in_place: bool = False) -> KernelSpec:
             f"{begin[dim]} + {index[update_dim]}" if begin[dim] != "0" else index[update_dim], "q"
         )
     current = [src.load(src.outs[k], dtypes[k], target) for k in range(count)]
-    new = [src.load(src.params[count + 1 + k], updates[k].shape.dtype, index) for k in range(count)]
+    new = [
+        src.converted(
+            src.load(src.params[count + 1 + k], updates[k].shape.dtype, index),
+            updates[k].shape.dtype,
+            dtypes[k],
+        )
+        for k in range(count)
+    ]  # as the operand's type, which the combiner takes (mixed precision), as the interpreter
     combined = src.inline(attrs["to_apply"], current + new)
     for k in range(count):
         src.store(src.outs[k], dtypes[k], target, combined[k])
