@@ -34,8 +34,8 @@ different bodies, and the linker would keep one of them for both. GEMM kernels (
 NumPy's OpenBLAS by names registered with LLVM; a second objcopy (`--redefine-syms`) gives
 them the library's own names, and the library is linked in (it is loaded with NumPy already).
 
-A kernel that imports Numba's runtime (allocation through NRT, the parallel thread pool) stays
-out of the library (native loops avoid it: native_loop.py); the manifest names it and a compile that
+A kernel that imports Numba's runtime (allocation through NRT) stays out of the library (the
+backend's kernels avoid it: native_loop.py, loops.py); the manifest names it and a compile that
 uses the library gets it (and the kernels its native loop calls) through Numba, importing
 Numba only then. The object code is MCJIT's (static relocations, large code model): the
 library has text relocations, which the dynamic loader applies once at load. Where no
