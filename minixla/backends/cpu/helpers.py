@@ -245,6 +245,26 @@ def as_shape(typingctx, array, shape):
     return result(array, shape), codegen
 
 
+@intrinsic
+def assume_nonnegative(typingctx, index):
+    """Tells LLVM that `index` is not negative. A loop over part of a range (a split kernel's
+    share, loops.py) starts at a bound LLVM cannot see is >= 0, so every subscript kept its
+    negative-index fix-up and the loop stayed scalar: 5.3 ms against 0.8 ms for an add of 2^22
+    floats."""
+    if not isinstance(index, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        assume = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [ir.IntType(1)]), "llvm.assume"
+        )
+        zero = ir.Constant(args[0].type, 0)
+        builder.call(assume, [builder.icmp_signed(">=", args[0], zero)])
+        return context.get_dummy_value()
+
+    return types.none(index), codegen
+
+
 # ---- floats --------------------------------------------------------------------------------------
 
 

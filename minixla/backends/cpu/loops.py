@@ -194,6 +194,7 @@ def _open(w: Writer, loops, parallel: bool) -> None:
             share = f"{SPLIT_ARG}[0] * n_{var} // {SPLIT_ARG}[1]"
             end = f"({SPLIT_ARG}[0] + 1) * n_{var} // {SPLIT_ARG}[1]"
             w.line(f"for {var} in range({share}, {end}):")
+            w.line(f"    h.assume_nonnegative({var})")
         else:
             w.line(f"for {var} in range({bounds}):")
         w.depth += 1
