@@ -575,7 +575,9 @@ def test_kernel_threads_follow_the_work_the_idle_cores_and_recent_threaded_gemms
     monkeypatch.setattr(blas_threads, "idle_cores", lambda: 4)
     unit = blas_threads.KERNEL_WORK
     assert blas_threads.kernel_threads(unit) == 1
-    assert blas_threads.kernel_threads(3 * unit) == 3
+    assert blas_threads.kernel_threads(3 * unit) == 1  # its parts would not repay the handoff
+    assert blas_threads.kernel_threads(blas_threads.SPLIT_WORK - 1) == 1
+    assert blas_threads.kernel_threads(blas_threads.SPLIT_WORK) == 4
     assert blas_threads.kernel_threads(100 * unit) == 4
     monkeypatch.setattr(blas_threads, "idle_cores", lambda: 1)  # a loaded machine
     assert blas_threads.kernel_threads(100 * unit) == 1

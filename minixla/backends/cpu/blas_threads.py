@@ -40,9 +40,12 @@ _SYMBOLS = (
     "openblas_set_num_threads",
 )
 
-# A parallel kernel gets one thread per this much work (kernels.kernel_work): about 75 us on
-# one core, against a few microseconds to start and join a thread.
+# A split kernel gets one thread per this much work (kernels.kernel_work): about 75 us on one
+# core. Handing a part to another thread and waiting for it costs 50-60 us (a 4096-float add:
+# 7 us in one part, 55-65 us in two; the estimate of a kernel can also be several times its
+# time), so a kernel is split only from SPLIT_WORK on, about a millisecond on one core.
 KERNEL_WORK = 1 << 19
+SPLIT_WORK = 16 * KERNEL_WORK
 SPIN_SECONDS = 0.2
 
 _lock = threading.Lock()
@@ -127,7 +130,7 @@ def kernel_threads(work: float) -> int:
     """Threads a parallel kernel of estimated `work` gets when it runs."""
     import time
 
-    if work < 2 * KERNEL_WORK:
+    if work < SPLIT_WORK:
         return 1
     if time.monotonic() - _last_threaded_gemm < SPIN_SECONDS:
         return 1

@@ -262,11 +262,15 @@ class _Emitter:
             self.lines.append(f"{var} = min(max(np.int64({start}[0]), 0), {dim - size})")
             begins.append(var)
         loops = [f"j{d}" for d in range(len(sizes))]
-        at = ", ".join(f"{b} + {j}" for b, j in zip(begins, loops))
+        target, source = f"{out}_t{len(self.lines)}", f"{out}_u{len(self.lines)}"
+        self.lines.append(f"{target} = {self.shaped(out, instr.shape, 2)}")
+        self.lines.append(f"{source} = {self.shaped(names[id(update)], update.shape, 2)}")
+        # the positions are never negative; said to LLVM, the copy loses Numba's
+        # negative-index fix-ups and vectorizes (dus_loop: 2.0-2.6 -> 0.64-0.68 ms)
+        at = [f"{b} + {j}" for b, j in zip(begins, loops)]
+        body = "; ".join(f"h.assume_nonnegative({a})" for a in at)
         self.lines += _nest(
-            sizes,
-            f"{self.shaped(out, instr.shape, 2)}[{at}] = "
-            f"{self.shaped(names[id(update)], update.shape, 2)}[{', '.join(loops)}]",
+            sizes, f"{body}; {target}[{', '.join(at)}] = {source}[{', '.join(loops)}]"
         )
         return out
 
