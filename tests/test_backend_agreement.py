@@ -500,3 +500,22 @@ ENTRY e {
     m, s = both(text, x, u)
     assert m[0, 0] == np.float32(1.0) and m[1, 0] == np.inf and np.isnan(m[1, 1])
     assert s[0, 1] == np.float32(-2.0) + np.float32(0.2) and s[1, 0] == np.inf
+
+
+def test_a_map_whose_computation_mixes_f16_into_f32():
+    # the widest-type lookup knew only the kernel types: a KeyError for f16 (a raw exception)
+    text = """HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f16[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[3] parameter(0)
+  y = f16[3] parameter(1)
+  ROOT m = f32[3] map(x, y), dimensions={0}, to_apply=add
+}"""
+    x = np.array([1.0, -0.116277635, np.inf], np.float32)
+    y = np.array([0.5, 2.0, -1.0], np.float16)
+    got = both(text, x, y)
+    assert got[0] == 1.5 and got[2] == np.inf

@@ -18,6 +18,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ...errors import UnsupportedError
+from ...ir.dtypes import element_type
 from ...ir.opcodes import ELEMENTWISE, EXACT, EXPENSIVE, OPCODES, opcodes_with
 
 
@@ -423,7 +424,7 @@ def _clamp(ctx, instr, args):
     if kind(dtype) == "float":
         # mixed precision (XLA allows float bounds of another width): in the widest type,
         # rounded once to the result's, as the interpreter's NumPy promotion does
-        wide = max((op.shape.dtype for op in instr.operands), key=lambda t: BITS.get(t, 0))
+        wide = max((op.shape.dtype for op in instr.operands), key=lambda t: element_type(t).bits)
         if wide != dtype:
             low, x, high = (ctx.cast(v, wide) for v in (low, x, high))
             return ctx.cast(f"h.fmin(h.fmax({x}, {low}), {high})", dtype)
@@ -508,7 +509,7 @@ def _mixed_float_operands(instr) -> str | None:
     types = {op.shape.dtype for op in instr.operands}
     if len(types) < 2 or any(kind(t) != "float" for t in types):
         return None
-    return max(types, key=lambda t: BITS[t])
+    return max(types, key=lambda t: element_type(t).bits)  # f16 and f8 have no kernel type
 
 
 def emit_scalar(ctx, instr, args: list[str], *, round_bf16: bool = True) -> str:
