@@ -137,6 +137,33 @@ def test_variadic_argmin_lowest_index_wins_ties(rows):
         assert indices[c] == column.index(min(column))
 
 
+NOT_ASSOCIATIVE = """
+HloModule m
+plus_twice_abs {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  abs_b = f32[] abs(b)
+  twice = f32[] add(abs_b, abs_b)
+  ROOT sum = f32[] add(a, twice)
+}
+ENTRY e {
+  x = f32[COUNT] parameter(0)
+  init = f32[] constant(0)
+  ROOT r = f32[] reduce(x, init), dimensions={0}, to_apply=plus_twice_abs
+}
+"""
+
+
+@pytest.mark.parametrize("count", [10, 128, 1000])
+def test_reducer_that_is_not_associative_folds_in_order(count):
+    # a + 2|b| applied to a running total: pairing neighbours would double the totals again
+    x = np.random.default_rng(1).standard_normal(count).astype(np.float32)
+    total = np.float32(0)
+    for b in x:
+        total = np.float32(total + np.float32(abs(b) + abs(b)))
+    assert run(NOT_ASSOCIATIVE.replace("COUNT", str(count)), x) == total
+
+
 # ---- reduce-window ---------------------------------------------------------------------------
 
 

@@ -6,8 +6,10 @@ NumPy's ufunc reduction runs and the init value is combined once at the end (XLA
 combination order unspecified). f16/bf16 accumulate in f32 and are rounded once at the end.
 maximum/minimum propagate NaN and order -0 below +0, like the elementwise ops. Any other
 to_apply (variadic argmin/argmax, ...) is folded over the reduced elements in index order from
-the init values, vectorized over the kept dimensions; long folds pair neighbours instead, which
-only matters for a to_apply that is not associative.
+the init values, vectorized over the kept dimensions, as XLA:CPU's loops fold them. Long folds
+pair neighbours instead (log2(n) steps, not n) only where the to_apply cannot tell the orders
+apart: it picks one of its arguments by comparisons (argmax), or combines each pair of its
+arguments by one associative op.
 
 Reduce-window and select-and-scatter visit window offsets in row-major order. Padding and
 base-dilation holes are skipped, as in XLA's CPU emitter and HloEvaluator; the documented
@@ -36,6 +38,7 @@ import numpy as np
 
 from ..errors import ShapeError, UnsupportedError
 from ..ir.dtypes import FLOAT
+from ..ir.opcodes import ASSOCIATIVE, opcodes_with
 from .convert import compute_dtype, element_type, is_narrow_float, round_to_dtype
 from .elementwise import BINARY
 from .evaluator import as_dtype
@@ -47,6 +50,9 @@ _UFUNC = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, "minimu
 _INT_UFUNC = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
 _BOOL_UFUNC = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}
 _SEQUENTIAL_FOLD_LIMIT = 64
+# Ops through which a computation only compares its arguments and returns some of them.
+_PICKING = frozenset({"parameter", "constant", "compare", "select", "maximum", "minimum", "tuple"})
+_PRED_LOGIC = frozenset({"and", "or", "not", "xor"})
 
 
 # ---- shared helpers ------------------------------------------------------------------------
@@ -155,6 +161,27 @@ def _pairwise_fold(ev, comp, flat, n):
     return [x[..., 0] for x in flat]
 
 
+def _reassociates(comp, n: int) -> bool:
+    """Whether pairing neighbours gives the in-order fold's result: the computation picks
+    among its arguments by comparisons (taken to be a consistent order, as every argmin and
+    argmax is), or result k is one associative op of arguments k and n + k."""
+    picks = all(
+        i.opcode in _PICKING or (i.opcode in _PRED_LOGIC and i.shape.dtype == "pred")
+        for i in comp.instructions
+    )
+    if picks:
+        return True
+    root = comp.root
+    results = root.operands if root.opcode == "tuple" else [root]
+    params = comp.parameters
+    return len(results) == n and all(
+        r.opcode in opcodes_with(ASSOCIATIVE)
+        and len(r.operands) == 2
+        and {id(o) for o in r.operands} == {id(params[k]), id(params[n + k])}
+        for k, r in enumerate(results)
+    )
+
+
 def _general_reduce(ev, comp, inputs, inits, axes) -> list[np.ndarray]:
     kept = [d for d in range(inputs[0].ndim) if d not in axes]
     kept_shape = tuple(inputs[0].shape[d] for d in kept)
@@ -162,7 +189,7 @@ def _general_reduce(ev, comp, inputs, inits, axes) -> list[np.ndarray]:
     flat = [np.transpose(x, kept + list(axes)).reshape(kept_shape + (count,)) for x in inputs]
     n = len(inputs)
     accs = [np.broadcast_to(i, kept_shape) for i in inits]
-    if count > _SEQUENTIAL_FOLD_LIMIT:
+    if count > _SEQUENTIAL_FOLD_LIMIT and _reassociates(comp, n):
         totals = _pairwise_fold(ev, comp, flat, n)
         return _results(ev.apply_scalar(comp, accs + totals), n)
     for k in range(count):
