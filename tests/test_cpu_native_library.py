@@ -324,3 +324,73 @@ ENTRY e {
     want = np.argsort(-x, axis=1, kind="stable")[:, :5]
     np.testing.assert_array_equal(indices, want)
     np.testing.assert_array_equal(values, np.take_along_axis(x, want, axis=1))
+
+
+# Rows split across threads: a flat loop, a row reduction and a column reduction.
+SPLIT = """
+HloModule split
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[37,300] parameter(0)
+  rows = f32[37] reduce(tanh(x), f32[] constant(0)), dimensions={1}, to_apply=add
+  columns = f32[300] reduce(x, f32[] constant(0)), dimensions={0}, to_apply=add
+  ROOT out = (f32[37], f32[300], f32[37,300]) tuple(rows, columns, exponential(x))
+}
+"""
+
+
+def split_here(tmp_path, monkeypatch, parts):
+    from minixla.backends.cpu import blas_threads
+
+    monkeypatch.setattr(blas_threads, "kernel_threads", lambda work: parts)
+    exe = minixla.compile(SPLIT, backend="cpu", cache_dir=str(tmp_path), parallel_threshold=1)
+    split = [name for name, spec in exe.program.kernels.items() if spec.parallel]
+    pooled = {exe.program.namespace[name] for name in split} & set(blas_threads._pooled)
+    return exe, split, pooled
+
+
+@pytest.mark.parametrize("parts", [2, 3, 9])
+def test_split_kernels_run_their_parts_in_the_librarys_pool(tmp_path, monkeypatch, parts):
+    exe, split, pooled = split_here(tmp_path, monkeypatch, parts)
+    assert split and len(pooled) == len(split)  # every split kernel is pooled
+    x = np.random.default_rng(3).standard_normal((37, 300)).astype(np.float32)
+    want = minixla.compile(SPLIT, backend="interpreter")(x)
+    for _ in range(200):  # parts handed over back to back, and after the workers slept
+        for got, expected in zip(exe(x), want):
+            np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    import time
+
+    time.sleep(0.01)
+    for got, expected in zip(exe(x), want):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_forked_child_starts_a_pool_of_its_own(tmp_path, monkeypatch):
+    exe, _, pooled = split_here(tmp_path, monkeypatch, 2)
+    assert pooled
+    x = np.random.default_rng(4).standard_normal((37, 300)).astype(np.float32)
+    want = [np.asarray(r) for r in exe(x)]  # the parent's workers are running now
+    child = os.fork()
+    if child == 0:  # the child has none of the parent's threads: its first split starts one
+        status = 0 if all(np.array_equal(a, b) for a, b in zip(exe(x), want)) else 1
+        grandchild = os.fork()  # and forks again with its own pool running
+        if grandchild == 0:
+            os._exit(0 if all(np.array_equal(a, b) for a, b in zip(exe(x), want)) else 1)
+        _, grand_status = os.waitpid(grandchild, 0)
+        os._exit(status or os.waitstatus_to_exitcode(grand_status))
+    import time
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        pid, status = os.waitpid(child, os.WNOHANG)
+        if pid:
+            break
+        time.sleep(0.01)
+    else:
+        os.kill(child, 9)
+        pytest.fail("the forked child hung in a split kernel")
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -165,3 +165,25 @@ def test_ill_conditioned_ops_read_only_exact_values():
                         op.opcode in ("parameter", "constant", "iota") for op in instr.operands
                     ), f"seed {seed}: {instr.to_text() if hasattr(instr, 'to_text') else instr}"
     assert not any(fuzz.ILL_CONDITIONED & set(family) for family in fuzz.SWAPPABLE)
+
+
+ENDLESS = """
+HloModule endless
+cond {
+  s = s32[] parameter(0)
+  ROOT keep = pred[] compare(s, s), direction=EQ
+}
+body {
+  s = s32[] parameter(0)
+  ROOT next = s32[] add(s, s32[] constant(1))
+}
+ENTRY e {
+  x = s32[] parameter(0)
+  ROOT w = s32[] while(x), condition=cond, body=body
+}
+"""
+
+
+def test_a_loop_that_never_ends_is_refused_not_run_forever():
+    outcome, detail = fuzz.run_case(ENDLESS, seed=0, backends=("cpu",))
+    assert outcome == "rejected" and "max_while_iterations" in detail

@@ -649,6 +649,11 @@ def random_inputs(module, seed: int) -> list:
     return [special_values(rng, p.shape.dtype, p.shape.dims) for p in module.entry.parameters]
 
 
+# Every path runs loops under this bound: a mutant whose loop never ends (a compare flipped)
+# is refused by the reference, as any module it cannot finish, instead of stalling a sweep.
+MAX_WHILE_ITERATIONS = 10_000
+
+
 def check_module(module, args, *, backends=("cpu",)) -> list[str]:
     """Differences between the interpreter on `module` and the interpreter after the cpu
     pipeline and each backend in `backends`; [] when all agree."""
@@ -662,21 +667,22 @@ def check_module(module, args, *, backends=("cpu",)) -> list[str]:
     problems = []
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        want = compile(module, backend="interpreter")(*args)
+        bound = {"max_while_iterations": MAX_WHILE_ITERATIONS}
+        want = compile(module, backend="interpreter", **bound)(*args)
         runs = {}
         # once the reference has run the module, every other path must run it too: an error
         # there (a ShapeError from a pass, an op a backend lacks) is a difference, not a refusal
         try:
             optimized = module.clone()
             run_pipeline(cpu_pipeline(), optimized, verify=True)
-            runs["interpreter after the cpu pipeline"] = compile(optimized, backend="interpreter")(
-                *args
-            )
+            runs["interpreter after the cpu pipeline"] = compile(
+                optimized, backend="interpreter", **bound
+            )(*args)
         except MinixlaError as exc:
             problems.append(f"the cpu pipeline or its result refused: {_brief(exc)}")
         for backend in backends:
             try:
-                runs[backend] = compile(module, backend=backend)(*args)
+                runs[backend] = compile(module, backend=backend, **bound)(*args)
             except MinixlaError as exc:
                 problems.append(f"{backend} refused: {_brief(exc)}")
     root = module.entry.root
@@ -722,7 +728,12 @@ def _spreads(module, args, want_leaves) -> list:
             table.update({op: _nudged(handler, steps) for op, handler in saved.items()})
             with np.errstate(all="ignore"), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                moved = compile(module, backend="interpreter")(*args)
+                try:
+                    moved = compile(
+                        module, backend="interpreter", max_while_iterations=MAX_WHILE_ITERATIONS
+                    )(*args)
+                except MinixlaError:  # nudged, a loop ran past the bound: no spread from it
+                    continue
             moved = moved if isinstance(moved, tuple) else (moved,)
             for k, (m, w) in enumerate(zip(moved, want_leaves)):
                 m64, w64 = _as_f64(m), _as_f64(w)

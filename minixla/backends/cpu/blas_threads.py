@@ -185,6 +185,15 @@ def _part_args(parts: int) -> list:
     return found
 
 
+_pooled: dict = {}  # a kernel's entry point -> the entry that runs all its parts in the pool
+
+
+def in_pool(kernel, all_parts) -> None:
+    """`all_parts(*args, [0, parts])` runs every part of `kernel` on the threads of the
+    program library's pool (native_library.py), which hands a part over in microseconds."""
+    _pooled[kernel] = all_parts
+
+
 def run_split(kernel, work: float, *args) -> None:
     """Runs a split kernel (its last argument the part) in as many parts as its work gets
     threads, waiting for all of them."""
@@ -192,6 +201,10 @@ def run_split(kernel, work: float, *args) -> None:
     arguments = _part_args(parts)
     if parts == 1:
         kernel(*args, arguments[0])
+        return
+    all_parts = _pooled.get(kernel)
+    if all_parts is not None:
+        all_parts(*args, arguments[0])
         return
     import queue
 

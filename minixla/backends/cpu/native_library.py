@@ -55,10 +55,11 @@ from pathlib import Path
 
 import numpy as np
 
+from .blas_threads import in_pool
 from .cache import CorruptEntry, DiskCache, digest, locked
 from .kernels import storage_dtype
 
-FORMAT = 1
+FORMAT = 2  # 2: split kernels' parts entries and the thread pool
 _log = logging.getLogger("minixla.cache")
 _LOADED: dict[str, dict] = {}  # library key -> {global name: builtin}, this process
 _NOTED: set[str] = set()
@@ -107,7 +108,10 @@ def library_key(kernels: dict) -> str:
     from .jit import kernel_id
 
     return digest(
-        "library", FORMAT, [(name, kernel_id(s), s.signature_text()) for name, s in kernels.items()]
+        "library",
+        FORMAT,
+        _PRELUDE,  # a change to the C that every library holds builds them afresh
+        [(name, kernel_id(s), s.signature_text()) for name, s in kernels.items()],
     )
 
 
@@ -137,6 +141,8 @@ def bind(program, disk: DiskCache) -> tuple[set[str], list[str]] | None:
     bound = {name for name in program.kernels if name in functions}
     for name in bound:
         program.namespace[name] = functions[name]
+        if name + PARTS in functions:
+            in_pool(functions[name], functions[name + PARTS])
     rest = [name for name in program.kernels if name not in bound]
     return bound, through_numba(program.kernels, rest)
 
@@ -356,6 +362,160 @@ bad:
     return 0;
 }
 
+/* The parts of a split kernel (loops.py: its last argument is [part, parts]) run on the
+   calling thread and on worker threads of the process's one pool (the first library loaded
+   owns it; minixla_use_pool points later ones at it). Waking a sleeping thread costs tens of
+   microseconds, so a worker spins a while after each part, as OpenMP's do: kernels split
+   back to back find it awake. The caller has released the GIL; workers never touch Python. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+
+typedef int (*part_fn)(array_t *const *a, int64_t *part);
+typedef int (*run_parts_fn)(part_fn, array_t *const *, int64_t);
+enum { MAX_PARTS = 64 };
+static const double SPIN_SECONDS = 1e-4;
+
+static struct {
+    pthread_mutex_t serial; /* one split kernel at a time */
+    pthread_mutex_t sleep;
+    pthread_cond_t wake;
+    int64_t workers; /* started: worker i runs part i */
+    unsigned long started_at[MAX_PARTS]; /* the generation before worker i's first split */
+    atomic_ulong generation; /* bumped for every split kernel */
+    atomic_int sleepers;
+    atomic_int pending; /* parts handed to workers and not finished */
+    atomic_int caller_sleeps; /* the caller waits on `done` for the last part */
+    pthread_mutex_t done_lock;
+    pthread_cond_t done;
+    atomic_int status; /* the first nonzero status of a part */
+    part_fn fn;
+    array_t *const *args;
+    int64_t parts;
+} pool = {.serial = PTHREAD_MUTEX_INITIALIZER,
+           .sleep = PTHREAD_MUTEX_INITIALIZER,
+           .wake = PTHREAD_COND_INITIALIZER,
+           .done_lock = PTHREAD_MUTEX_INITIALIZER,
+           .done = PTHREAD_COND_INITIALIZER};
+
+static double now_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int run_part(part_fn fn, array_t *const *a, int64_t index, int64_t parts)
+{
+    int64_t part[2] = {index, parts};
+    int status = fn(a, part);
+    return status == -2 ? 0 : status;
+}
+
+static void *worker(void *arg)
+{
+    int64_t index = (int64_t)(intptr_t)arg;
+    unsigned long seen = pool.started_at[index]; /* the split that started it is its first */
+    for (;;) {
+        unsigned long next = atomic_load(&pool.generation);
+        double until = now_seconds() + SPIN_SECONDS;
+        while (next == seen && now_seconds() < until)
+            next = atomic_load(&pool.generation);
+        if (next == seen) {
+            pthread_mutex_lock(&pool.sleep);
+            atomic_fetch_add(&pool.sleepers, 1);
+            while ((next = atomic_load(&pool.generation)) == seen)
+                pthread_cond_wait(&pool.wake, &pool.sleep);
+            atomic_fetch_sub(&pool.sleepers, 1);
+            pthread_mutex_unlock(&pool.sleep);
+        }
+        seen = next;
+        if (index < pool.parts) {
+            int status = run_part(pool.fn, pool.args, index, pool.parts);
+            int none = 0;
+            if (status != 0)
+                atomic_compare_exchange_strong(&pool.status, &none, status);
+            if (atomic_fetch_sub(&pool.pending, 1) == 1 && atomic_load(&pool.caller_sleeps)) {
+                pthread_mutex_lock(&pool.done_lock);
+                pthread_cond_signal(&pool.done);
+                pthread_mutex_unlock(&pool.done_lock);
+            }
+        }
+    }
+    return NULL;
+}
+
+static void pool_prepare(void) { pthread_mutex_lock(&pool.serial); }
+static void pool_parent(void) { pthread_mutex_unlock(&pool.serial); }
+static void pool_child(void) /* a forked child has none of the workers */
+{
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t fresh_cond = PTHREAD_COND_INITIALIZER;
+    pool.serial = fresh;
+    pool.sleep = fresh;
+    pool.done_lock = fresh;
+    pool.wake = fresh_cond;
+    pool.done = fresh_cond;
+    atomic_store(&pool.caller_sleeps, 0);
+    pool.workers = 0;
+    atomic_store(&pool.sleepers, 0);
+}
+
+/* Runs parts 0 .. parts - 1 of `fn` over `a`; 0, or the first failing part's status. */
+int minixla_run_parts(part_fn fn, array_t *const *a, int64_t parts)
+{
+    if (parts < 1 || parts > MAX_PARTS)
+        parts = 1;
+    pthread_mutex_lock(&pool.serial);
+    static int watching_forks; /* kept in a forked child: its handlers are inherited */
+    if (!watching_forks && parts > 1)
+        watching_forks = !pthread_atfork(pool_prepare, pool_parent, pool_child);
+    while (pool.workers < parts - 1) {
+        pthread_t thread;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pool.started_at[pool.workers + 1] = atomic_load(&pool.generation);
+        int failed = pthread_create(&thread, &attr, worker, (void *)(intptr_t)(pool.workers + 1));
+        pthread_attr_destroy(&attr);
+        if (failed)
+            break;
+        pool.workers++;
+    }
+    int64_t handed = parts - 1 < pool.workers ? parts - 1 : pool.workers;
+    pool.fn = fn;
+    pool.args = a;
+    pool.parts = handed + 1;
+    atomic_store(&pool.status, 0);
+    atomic_store(&pool.pending, (int)handed);
+    if (handed > 0) {
+        atomic_fetch_add(&pool.generation, 1);
+        if (atomic_load(&pool.sleepers) > 0) {
+            pthread_mutex_lock(&pool.sleep);
+            pthread_cond_broadcast(&pool.wake);
+            pthread_mutex_unlock(&pool.sleep);
+        }
+    }
+    int status = run_part(fn, a, 0, handed + 1);
+    double until = now_seconds() + SPIN_SECONDS;
+    while (atomic_load(&pool.pending) > 0 && now_seconds() < until)
+        ;
+    if (atomic_load(&pool.pending) > 0) { /* a worker lost its core: give ours up */
+        pthread_mutex_lock(&pool.done_lock);
+        atomic_store(&pool.caller_sleeps, 1);
+        while (atomic_load(&pool.pending) > 0)
+            pthread_cond_wait(&pool.done, &pool.done_lock);
+        atomic_store(&pool.caller_sleeps, 0);
+        pthread_mutex_unlock(&pool.done_lock);
+    }
+    int theirs = atomic_load(&pool.status);
+    pthread_mutex_unlock(&pool.serial);
+    return status != 0 ? status : theirs;
+}
+
+static run_parts_fn run_parts = minixla_run_parts;
+void minixla_use_pool(void *owner) { run_parts = (run_parts_fn)owner; }
+
 /* None, or a RuntimeError when the kernel reported an exception (Numba's status codes: 0
    and -2 are returns). */
 static void *finished(int status, const char *message)
@@ -378,7 +538,7 @@ def entry_source(kernels: dict, objects: dict) -> str:
     lines = [
         _PRELUDE.replace("HEAD_BYTES", str(object.__basicsize__)).replace("UNREACHED_STUBS", stubs)
     ]
-    table = []
+    table, parts_table = [], []
     for name, spec in kernels.items():
         params, args = [], []
         for k, (rank, dtype) in enumerate(zip(spec.ndims, spec.dtypes, strict=True)):
@@ -405,8 +565,45 @@ def entry_source(kernels: dict, objects: dict) -> str:
             "",
         ]
         table.append(f'    {{"{name}", (void *){name}, 0x0080 /* METH_FASTCALL */, NULL}},')
+        if spec.parallel:
+            lines += _parts_entry(name, spec, args)
+            parts_table.append(
+                f'    {{"{name}{PARTS}", (void *){name}{PARTS}, 0x0080 /* METH_FASTCALL */, NULL}},'
+            )
+    table += parts_table
     lines += ["method_t minixla_methods[] = {", *table, "    {NULL, NULL, 0, NULL},", "};", ""]
     return "\n".join(lines)
+
+
+PARTS = "_parts"  # the entry of a split kernel that runs all its parts in the pool
+
+
+def _parts_entry(name: str, spec, args: list[str]) -> list[str]:
+    """C of `<name>_parts`: the same arguments as `<name>`, the last one [0, parts]; runs every
+    part, on the pool's threads (`args`: the native call's arguments of `<name>`)."""
+    last = len(spec.ndims) - 1
+    fields = 5 + 2 * spec.ndims[last]  # the part array's fields come last
+    own = [*args[: len(args) - fields], "0", "0", "2", "8", "(char *)part", "2", "8"]
+    ranks = "".join(f"\\{rank:o}" for rank in spec.ndims)
+    return [
+        f"static int {name}_part(array_t *const *a, int64_t *part)",
+        "{",
+        "    void *result[2], *exception = NULL;",
+        f"    return {name}_native(result, &exception, {', '.join(own)});",
+        "}",
+        f"static void *{name}{PARTS}(void *self, array_t *const *a, ptrdiff_t n)",
+        "{",
+        f'    if (!arrays_ok(a, n, {len(spec.ndims)}, "{ranks}", '
+        f'"kernel {name}: wrong arguments"))',
+        "        return NULL;",
+        f"    int64_t parts = ((int64_t *)a[{last}]->data)[1];",
+        "    void *gil = PyEval_SaveThread();",
+        f"    int status = run_parts({name}_part, a, parts);",
+        "    PyEval_RestoreThread(gil);",
+        f'    return finished(status, "kernel {name} raised an exception in native code");',
+        "}",
+        "",
+    ]
 
 
 # ---- loading ------------------------------------------------------------------------------
@@ -446,7 +643,9 @@ def _load(disk: DiskCache, lkey: str, body: dict, data: bytes) -> dict | None:
         note_once(f"the library could not be loaded: {exc}")
         return None
     library.minixla_bind_ndarray(ctypes.c_void_p(id(np.ndarray)))
-    table = (_Method * (len(names) + 1)).in_dll(library, "minixla_methods")
+    _share_pool(library)
+    # the kernels' entries in `names` order, then the parts entries of the split ones
+    table = (_Method * (2 * len(names) + 1)).in_dll(library, "minixla_methods")
     new = ctypes.pythonapi.PyCFunction_NewEx
     new.restype = ctypes.py_object
     new.argtypes = [ctypes.c_void_p, ctypes.py_object, ctypes.c_void_p]
@@ -456,12 +655,27 @@ def _load(disk: DiskCache, lkey: str, body: dict, data: bytes) -> dict | None:
             disk.discard_library(lkey, f"its method table does not name {name}")
             return None
         functions[name] = new(ctypes.addressof(table[i]), None, None)
+    wanted = {name + PARTS for name in names}
+    for i in range(len(names), 2 * len(names)):
+        entry = table[i].name.decode() if table[i].name is not None else None
+        if entry not in wanted:
+            break
+        functions[entry] = new(ctypes.addressof(table[i]), None, None)
     _LOADED[lkey] = functions
     _HANDLES.append(library)  # the method table lives as long as the process
     return functions
 
 
 _HANDLES: list = []
+_POOL: list = []  # the address of the pool's runner: the first library loaded owns it
+
+
+def _share_pool(library) -> None:
+    """One pool of threads per process: later libraries run their parts in the first's."""
+    if not _POOL:
+        _POOL.append(ctypes.cast(library.minixla_run_parts, ctypes.c_void_p).value)
+    else:
+        library.minixla_use_pool(ctypes.c_void_p(_POOL[0]))
 
 
 def _layout_is_numpys() -> bool:
