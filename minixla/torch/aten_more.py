@@ -18,6 +18,7 @@ from .aten_rules import (
     FLOATS,
     broadcast_to,
     const,
+    const_like,
     convert,
     dims_arg,
     elementwise,
@@ -404,3 +405,224 @@ def assert_async(ctx, *_, **__):
     """torch._check's runtime assertion: compiled code has no way to raise, so it is dropped
     (eager torch raises for the same input)."""
     return None
+
+
+# -- more elementwise math --------------------------------------------------------------------
+def trunc(ctx, x):
+    def fn(a):
+        if a.dtype not in FLOATS:
+            return a
+        return xo.Select(xo.Lt(a, const(ctx, 0, a.dtype), ()), xo.Ceil(a), xo.Floor(a))
+
+    return elementwise(ctx, fn, x)
+
+
+def log_base(base: float):
+    def rule(ctx, x):
+        scale = 1 / math.log(base)
+        return elementwise(ctx, lambda a: xo.Mul(xo.Log(a), const(ctx, scale, a.dtype), ()), x)
+
+    rule.__name__ = f"lower_log{int(base)}"
+    return rule
+
+
+def exp2(ctx, x):
+    return elementwise(ctx, lambda a: xo.Pow(const(ctx, 2, a.dtype), a, ()), x)
+
+
+def erfc(ctx, x):
+    """1 - erf(x), computed in f64 so that the tail keeps its digits."""
+    out = ctx.out_dtype()
+    wide = "f64" if out in ("f16", "bf16", "f32") else out
+    one_minus = elementwise(
+        ctx, lambda a: xo.Sub(const(ctx, 1, wide), xo.Erf(a), ()), x, dtype=wide
+    )
+    return convert(one_minus, out)
+
+
+def signbit(ctx, x):
+    """The sign bit itself, so -0.0 and -NaN count as negative."""
+    if x.dtype not in FLOATS:
+        return (
+            xo.Lt(x, const(ctx, 0, x.dtype), ())
+            if x.dtype[0] == "s"
+            else const_like(ctx, False, xo.Ne(x, x))
+        )
+    bits = {"f16": "s16", "bf16": "s16", "f32": "s32", "f64": "s64"}[x.dtype]
+    return xo.Lt(xo.BitcastConvert(x, bits), const(ctx, 0, bits), ())
+
+
+def copysign(ctx, x, y):
+    def fn(a, b):
+        negative = signbit(ctx, b)
+        magnitude = xo.Abs(a)
+        return xo.Select(negative, xo.Neg(magnitude), magnitude)
+
+    return elementwise(ctx, fn, x, y)
+
+
+def fmax(ctx, x, y, *, largest=True):
+    """max (min) ignoring a NaN operand unless both are NaN."""
+
+    def fn(a, b):
+        both = xo.Max(a, b) if largest else xo.Min(a, b)
+        if a.dtype not in FLOATS:
+            return both
+        return xo.Select(xo.Ne(a, a), b, xo.Select(xo.Ne(b, b), a, both))
+
+    return elementwise(ctx, fn, x, y)
+
+
+def fmin(ctx, x, y):
+    return fmax(ctx, x, y, largest=False)
+
+
+def hypot(ctx, x, y):
+    return elementwise(ctx, lambda a, b: xo.Sqrt(xo.Add(xo.Mul(a, a), xo.Mul(b, b))), x, y)
+
+
+def round_decimals(ctx, x, *, decimals=0):
+    """torch's rule: round-half-even of x * 10^d, divided back (negative d: divided first)."""
+    scale = 10.0 ** abs(decimals)
+
+    def fn(a):
+        factor = const(ctx, scale, a.dtype)
+        if decimals >= 0:
+            return xo.Div(xo.RoundNearestEven(xo.Mul(a, factor, ())), factor, ())
+        return xo.Mul(xo.RoundNearestEven(xo.Div(a, factor, ())), factor, ())
+
+    return elementwise(ctx, fn, x)
+
+
+def angle(ctx, x):
+    """The argument of a complex number; for reals, pi where x < 0 (NaN stays NaN)."""
+    if x.dtype in COMPLEX:
+        return xo.Atan2(xo.Imag(x), xo.Real(x))
+    dtype = ctx.out_dtype()
+
+    def fn(a):
+        zero = const_like(ctx, 0, a)
+        turned = xo.Select(xo.Lt(a, zero), const_like(ctx, math.pi, a), zero)
+        return xo.Select(xo.Ne(a, a), a, turned)
+
+    return elementwise(ctx, fn, x, dtype=dtype)
+
+
+# -- matrix-vector and batch-summed products --------------------------------------------------
+def addmv(ctx, bias, matrix, vector, beta=1, alpha=1):
+    from .aten_nn import _scaled_sum
+
+    dtype = ctx.out_dtype()
+    product = xo.Dot(
+        convert(matrix, dtype), convert(vector, dtype), lhs_contracting=(1,), rhs_contracting=(0,)
+    )
+    return _scaled_sum(ctx, bias, product, beta, alpha)
+
+
+def addbmm(ctx, bias, a, b, beta=1, alpha=1):
+    """beta * bias + alpha * sum over the batch of a[i] @ b[i]: one dot contracting the batch
+    and the inner dim."""
+    from .aten_nn import _scaled_sum
+
+    dtype = ctx.out_dtype()
+    product = xo.Dot(
+        convert(a, dtype), convert(b, dtype), lhs_contracting=(0, 2), rhs_contracting=(0, 1)
+    )
+    return _scaled_sum(ctx, bias, product, beta, alpha)
+
+
+def trilinear(ctx, i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
+    """aten._trilinear (nn.Bilinear): each input unsqueezed at its expand dims, the three
+    multiplied with broadcasting and summed over sumdim."""
+    dtype = ctx.out_dtype()
+    operands = []
+    for op, expand in ((i1, expand1), (i2, expand2), (i3, expand3)):
+        dims = list(op.dims)
+        for d in sorted(expand):
+            dims.insert(d, 1)
+        operands.append(xo.Reshape(convert(op, dtype), dims))
+    full = tuple(max(sizes) for sizes in zip(*(o.dims for o in operands)))
+    product = xo.Mul(
+        xo.Mul(broadcast_to(operands[0], full), broadcast_to(operands[1], full)),
+        broadcast_to(operands[2], full),
+    )
+    summed = sorted(d % len(full) for d in sumdim)
+    if not summed:
+        return product
+    return reduce(ctx, product, "add", 0, summed, dtype)
+
+
+# -- fft --------------------------------------------------------------------------------------
+def _fft_over(ctx, x, dims, fft_type, lengths):
+    """HLO fft over `dims` (moved to the end, at most 3 at a time, then moved back)."""
+    dims = [d % x.rank for d in dims]
+    out = x
+    for start in range(0, len(dims), 3):
+        group = dims[start : start + 3]
+        order = [d for d in range(x.rank) if d not in group] + group
+        moved = xo.Transpose(out, order)
+        done = xo.Fft(moved, fft_type, [lengths[dims.index(d)] for d in group])
+        out = xo.Transpose(done, list(np.argsort(order)))
+    return out
+
+
+def _fft_scale(ctx, out, normalization: int, count: int):
+    """ATen's normalization: 0 none, 1 by 1/sqrt(n), 2 by 1/n."""
+    if normalization == 0:
+        return out
+    factor = 1 / math.sqrt(count) if normalization == 1 else 1 / count
+    return xo.Mul(out, const_like(ctx, factor, out))
+
+
+def fft_c2c(ctx, x, dim, normalization, forward):
+    """Complex-to-complex; HLO's IFFT divides by n, which the normalization then redoes."""
+    lengths = [x.dims[d % x.rank] for d in dim]
+    out = _fft_over(ctx, x, dim, "FFT" if forward else "IFFT", lengths)
+    count = math.prod(lengths)
+    if not forward:  # undo IFFT's 1/n so ATen's normalization alone applies
+        out = xo.Mul(out, const_like(ctx, count, out))
+    return _fft_scale(ctx, out, normalization, count)
+
+
+def fft_r2c(ctx, x, dim, normalization, onesided):
+    """Real-to-complex: a real FFT over the last of `dim`, complex FFTs over the others; the
+    two-sided result is the full complex FFT."""
+    dtype = ctx.out_dtype()
+    lengths = [x.dims[d % x.rank] for d in dim]
+    count = math.prod(lengths)
+    if not onesided:
+        return _fft_scale(
+            ctx, _fft_over(ctx, convert(x, dtype), dim, "FFT", lengths), normalization, count
+        )
+    last = dim[-1] % x.rank
+    order = [d for d in range(x.rank) if d != last] + [last]
+    moved = xo.Transpose(convert(x, {"c64": "f32", "c128": "f64"}[dtype]), order)
+    out = xo.Transpose(xo.Fft(moved, "RFFT", [lengths[-1]]), list(np.argsort(order)))
+    if len(dim) > 1:
+        out = _fft_over(ctx, out, dim[:-1], "FFT", [out.dims[d % x.rank] for d in dim[:-1]])
+    return _fft_scale(ctx, out, normalization, count)
+
+
+def fft_c2r(ctx, x, dim, normalization, last_dim_size):
+    """Complex-to-real (the inverse of a one-sided r2c): complex inverse FFTs over all but the
+    last of `dim`, a real inverse over the last, of length last_dim_size."""
+    out_dims = ctx.out_dims()
+    lengths = [out_dims[d % x.rank] for d in dim]
+    count = math.prod(lengths)
+    if len(dim) > 1:
+        x = _fft_over(ctx, x, dim[:-1], "IFFT", [x.dims[d % x.rank] for d in dim[:-1]])
+    last = dim[-1] % x.rank
+    half = last_dim_size // 2 + 1
+    if x.dims[last] != half:  # the inverse reads exactly n // 2 + 1 coefficients
+        limits = list(x.dims)
+        limits[last] = min(half, x.dims[last])
+        x = xo.Slice(x, [0] * x.rank, limits)
+        if limits[last] < half:
+            config = [(0, 0, 0)] * x.rank
+            config[last] = (0, half - limits[last], 0)
+            x = xo.Pad(x, const(ctx, 0, x.dtype), config)
+    order = [d for d in range(x.rank) if d != last] + [last]
+    moved = xo.Transpose(x, order)
+    out = xo.Transpose(xo.Fft(moved, "IRFFT", [last_dim_size]), list(np.argsort(order)))
+    out = xo.Mul(out, const_like(ctx, count, out))  # HLO's inverses divide by n
+    return convert(_fft_scale(ctx, out, normalization, count), ctx.out_dtype())

@@ -456,11 +456,20 @@ def avg_pool(
     ceil_mode=False,
     count_include_pad=True,
     divisor_override=None,
+    *,
+    spatial=2,
 ):
     dtype = ctx.out_dtype()
     x = convert(x, dtype)
     window, strides, pads, divisor = _avg_pool_setup(
-        ctx, x, ctx.out_dims(), kernel, stride, padding, count_include_pad, divisor_override
+        ctx,
+        x,
+        ctx.out_dims(),
+        _per_dim(kernel, spatial),
+        stride,
+        padding,
+        count_include_pad,
+        divisor_override,
     )
     total = _crop(
         xo.ReduceWindow(
@@ -481,8 +490,8 @@ def _avg_pool_setup(ctx, x, out_dims, kernel, stride, padding, count_include_pad
     """Window, strides, paddings and the divisor of each output (a scalar with
     divisor_override; else a count of the elements, padding included or not, that each window
     covers; the ceil_mode overhang never counts)."""
-    spatial = len(_per_dim(kernel, 2))
-    kernel, stride, padding, dilation = _pool_args(x, _per_dim(kernel, spatial), stride, padding)
+    spatial = len(kernel)
+    kernel, stride, padding, dilation = _pool_args(x, kernel, stride, padding)
     dtype = x.dtype
     window, strides, pads, _ = _pool_window(x, out_dims, kernel, stride, padding, dilation)
     if divisor_override:
@@ -509,14 +518,24 @@ def _avg_pool_setup(ctx, x, out_dims, kernel, stride, padding, count_include_pad
 
 
 def avg_pool_backward(
-    ctx, grad, x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override
+    ctx,
+    grad,
+    x,
+    kernel,
+    stride,
+    padding,
+    ceil_mode,
+    count_include_pad,
+    divisor_override,
+    *,
+    spatial=2,
 ):
     """Each window's gradient, divided by its divisor, spread evenly over the window: a
     transposed convolution of every (sample, channel) plane with a kernel of ones."""
     dtype = ctx.out_dtype()
     grad = convert(grad, dtype)
-    spatial = len(_per_dim(kernel, 2))
-    kernel_dims, strides, paddings, _ = _pool_args(x, _per_dim(kernel, spatial), stride, padding)
+    kernel = _per_dim(kernel, spatial)
+    kernel_dims, strides, paddings, _ = _pool_args(x, kernel, stride, padding)
     _, _, _, divisor = _avg_pool_setup(
         ctx, x, grad.dims, kernel, stride, padding, count_include_pad, divisor_override
     )
@@ -566,15 +585,44 @@ def adaptive_avg_pool(ctx, x, output_size):
     )
 
 
-def adaptive_avg_pool_backward(ctx, grad, x):
+def adaptive_avg_pool_backward(ctx, grad, x, *, spatial=2):
     dtype = ctx.out_dtype()
-    spatial = 2
     sizes, outs = x.dims[x.rank - spatial :], grad.dims[grad.rank - spatial :]
     return _apply_plane_matrices(
         ctx,
         convert(grad, dtype),
         [xo.Transpose(_adaptive_matrix(ctx, n, o, dtype), (1, 0)) for n, o in zip(sizes, outs)],
     )
+
+
+def replication_pad_backward(ctx, grad, x, padding):
+    """The gradient of edge padding: each edge element gathers the gradients of its copies
+    (per padded dim, the low band summed onto the first element, the high band onto the
+    last)."""
+    dtype = ctx.out_dtype()
+    out = convert(grad, dtype)
+    for i in range(len(padding) // 2):  # padding lists the last dim first
+        dim = x.rank - 1 - i
+        low, high, size = padding[2 * i], padding[2 * i + 1], x.dims[dim]
+
+        def band(start, stop, op=out, dim=dim):
+            starts, limits = [0] * op.rank, list(op.dims)
+            starts[dim], limits[dim] = start, stop
+            return xo.Slice(op, starts, limits)
+
+        middle = band(low, low + size)
+        zero = const(ctx, 0, dtype)
+        for start, stop, at in ((0, low, 0), (low + size, low + size + high, size - 1)):
+            if stop <= start:
+                continue
+            edge = keep_dims(
+                reduce(ctx, band(start, stop), "add", 0, (dim,), dtype), (dim,), True, middle.dims
+            )
+            config = [(0, 0, 0)] * out.rank
+            config[dim] = (at, size - 1 - at, 0)
+            middle = xo.Add(middle, xo.Pad(edge, zero, config))
+        out = middle
+    return out
 
 
 # -- normalization ----------------------------------------------------------------------------

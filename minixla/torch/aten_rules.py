@@ -264,7 +264,12 @@ def gelu(ctx, x, approximate="none"):
         t = xo.Tanh(xo.Mul(inner, const(ctx, math.sqrt(2 / math.pi), dtype), ()))
         return xo.Mul(xo.Mul(a, const(ctx, 0.5, dtype), ()), xo.Add(t, const(ctx, 1, dtype), ()))
 
-    return elementwise(ctx, exact if approximate == "none" else tanh_form, x)
+    # half types compute in f32 and round once, as torch's kernels do
+    out = ctx.out_dtype()
+    wide = "f32" if out in ("f16", "bf16") else out
+    return convert(
+        elementwise(ctx, exact if approximate == "none" else tanh_form, x, dtype=wide), out
+    )
 
 
 def pow_(ctx, x, y):

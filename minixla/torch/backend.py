@@ -30,6 +30,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from ..errors import MinixlaError
 from .convert import from_numpy, memory_owner, owned_tensors, to_numpy
 from .lowering import TorchLoweringError, lower_graph
+from .replacements import replace_calls
 
 BACKENDS = ("interpreter", "cpu", "cuda")
 FALLBACKS = ("error", "eager")
@@ -109,6 +110,7 @@ class DynamoGraph:
     dtypes, requires_grad, Python int values, grad mode)."""
 
     def __init__(self, gm: torch.fx.GraphModule, options: TorchOptions, *, static=False):
+        replace_calls(gm)  # torch functions whose traced decomposition is wrong
         self.gm = gm
         self.options = options
         self.compiled: dict = {}
