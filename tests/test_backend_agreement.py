@@ -519,3 +519,34 @@ ENTRY e {
     y = np.array([0.5, 2.0, -1.0], np.float16)
     got = both(text, x, y)
     assert got[0] == 1.5 and got[2] == np.inf
+
+
+def test_a_map_passes_its_operands_as_its_computations_parameter_types():
+    # an f32 operand mapped by a computation of an f64 parameter reached maximum as f32:
+    # Numba found no fmax of float32 and float64
+    text = """HloModule m
+mx {
+  a = f64[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+ENTRY e {
+  x = f32[3] parameter(0)
+  y = f32[3] parameter(1)
+  ROOT r = f32[3] map(x, y), dimensions={0}, to_apply=mx
+}"""
+    x = np.array([1.0, -np.inf, np.nan], np.float32)
+    y = np.array([0.5, 2.0, -1.0], np.float32)
+    got = both(text, x, y)
+    assert got[0] == 1.0 and got[1] == 2.0 and np.isnan(got[2])
+
+
+def test_a_clamp_of_its_widest_type_with_a_narrower_bound():
+    # f64 operand, bf16 upper bound: the bound reached fmin as f32 (a Numba typing error)
+    text = """HloModule m
+ENTRY e {
+  x = f64[4] parameter(0)
+  ROOT c = f64[4] clamp(f64[] constant(-11.16), x, bf16[] constant(2.5))
+}"""
+    got = both(text, np.array([-20.0, 0.25, 3.0, np.nan]))
+    assert list(got[:3]) == [-11.16, 0.25, 2.5] and np.isnan(got[3])

@@ -464,7 +464,7 @@ ENTRY main {
 def test_threaded_kernels_match_interpreter(parts, monkeypatch):
     from minixla.backends.cpu import blas_threads
 
-    monkeypatch.setattr(blas_threads, "kernel_threads", lambda work: parts)
+    monkeypatch.setattr(blas_threads, "kernel_threads", lambda work, pooled=False: parts)
     x = np.random.default_rng(2).standard_normal((6, 70)).astype(np.float32)
     exe = cpu(PARALLEL, passes=[], parallel_threshold=1)
     # kernels carry no instruction names; the driver's comments say which kernel runs c0, c1
@@ -606,7 +606,7 @@ def test_split_kernels_of_every_nest_kind(parts, monkeypatch):
     # reduction and a flat loop, each run in parts on threads
     from minixla.backends.cpu import blas_threads
 
-    monkeypatch.setattr(blas_threads, "kernel_threads", lambda work: parts)
+    monkeypatch.setattr(blas_threads, "kernel_threads", lambda work, pooled=False: parts)
     x = np.random.default_rng(5).standard_normal((9, 40, 5)).astype(np.float32)
     exe = cpu(SPLIT_NESTS, parallel_threshold=1)
     assert sum(spec.parallel for spec in exe.program.kernels.values()) >= 3

@@ -346,7 +346,7 @@ ENTRY e {
 def split_here(tmp_path, monkeypatch, parts):
     from minixla.backends.cpu import blas_threads
 
-    monkeypatch.setattr(blas_threads, "kernel_threads", lambda work: parts)
+    monkeypatch.setattr(blas_threads, "kernel_threads", lambda work, pooled=False: parts)
     exe = minixla.compile(SPLIT, backend="cpu", cache_dir=str(tmp_path), parallel_threshold=1)
     split = [name for name, spec in exe.program.kernels.items() if spec.parallel]
     pooled = {exe.program.namespace[name] for name in split} & set(blas_threads._pooled)

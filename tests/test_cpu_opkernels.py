@@ -579,7 +579,13 @@ def test_kernel_threads_follow_the_work_the_idle_cores_and_recent_threaded_gemms
     assert blas_threads.kernel_threads(blas_threads.SPLIT_WORK - 1) == 1
     assert blas_threads.kernel_threads(blas_threads.SPLIT_WORK) == 4
     assert blas_threads.kernel_threads(100 * unit) == 4
+    # the program library's pool hands parts over in microseconds: smaller kernels split
+    part = blas_threads.POOL_PART_WORK
+    assert blas_threads.kernel_threads(part, pooled=True) == 1
+    assert blas_threads.kernel_threads(2 * part, pooled=True) == 2
+    assert blas_threads.kernel_threads(3 * unit, pooled=True) == 4
     monkeypatch.setattr(blas_threads, "idle_cores", lambda: 1)  # a loaded machine
+    assert blas_threads.kernel_threads(100 * unit, pooled=True) == 1
     assert blas_threads.kernel_threads(100 * unit) == 1
     monkeypatch.setattr(blas_threads, "idle_cores", lambda: 4)
     monkeypatch.setattr(blas_threads, "_current", None)
@@ -604,7 +610,9 @@ def test_a_kernel_with_enough_work_is_split_and_its_parts_are_chosen_per_call(mo
     assert re.search(rf"run_split\d+\(k0, {spec.work}, ", exe.program.source)
     x = np.linspace(-3, 3, 512 * 1024, dtype=np.float32).reshape(512, 1024)
     asked = []
-    monkeypatch.setattr(blas_threads, "kernel_threads", lambda work: asked.append(work) or 2)
+    monkeypatch.setattr(
+        blas_threads, "kernel_threads", lambda work, pooled=False: asked.append(work) or 2
+    )
     np.testing.assert_allclose(exe(x), np.tanh(x), rtol=1e-6, atol=1e-6)
     assert asked == [spec.work]  # decided when it runs
     small = minixla.compile(PARALLEL_WORK, backend="cpu", passes=[], parallel_threshold=1 << 62)

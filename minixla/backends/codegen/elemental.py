@@ -195,8 +195,20 @@ class Elemental:
             return expr
         return self.bind(expr, "j")
 
-    def inline(self, comp, args: list[str]) -> list[str]:
-        """Values of a scalar computation (to_apply of reduce/map) applied to `args`."""
+    def inline(self, comp, args: list[str], shapes=None) -> list[str]:
+        """Values of a scalar computation (to_apply of reduce/map) applied to `args`, each
+        converted to its parameter's type where `shapes` (the args' own) says it differs
+        (mixed precision: an f32 operand mapped by a computation of f64 parameters)."""
+        if shapes is not None:
+            params = comp.parameters
+            args = [
+                arg
+                if shape.dtype == param.shape.dtype
+                else self.bind(
+                    emit_scalar(self.w, Retyped("convert", {}, param.shape, [shape]), [arg])
+                )
+                for arg, shape, param in zip(args, shapes, params)
+            ]
         inner = Elemental(self.w, {}, scalars=dict(enumerate(args)))
         root = inner.value(comp.root, ())
         return list(root) if isinstance(root, tuple) else [root]
@@ -206,7 +218,10 @@ class Elemental:
         rounded once at the end (see accumulates_in_f32), as XLA and the interpreter do."""
         comp = reduce.attrs["to_apply"]
         if not accumulates_in_f32(reduce):
-            return self.inline(comp, accumulators + elements)
+            count = len(elements)
+            results = [s for _, s in reduce.shape.leaves()]
+            inputs = [op.shape for op in reduce.operands[:count]]
+            return self.inline(comp, accumulators + elements, results + inputs)
         args = accumulators + elements
         operands = [args[o.parameter_number] for o in comp.root.operands]
         return [
@@ -519,7 +534,8 @@ def _dynamic_update_slice(em, instr, index):
 @handles("map")
 def _map(em, instr, index):
     args = [em.value(op, () if op.shape.rank == 0 else index) for op in instr.operands]
-    (result,) = em.inline(instr.attrs["to_apply"], args)
+    shapes = [op.shape for op in instr.operands]
+    (result,) = em.inline(instr.attrs["to_apply"], args, shapes)
     return em.bind(result)
 
 

@@ -424,11 +424,11 @@ def _clamp(ctx, instr, args):
     if kind(dtype) == "float":
         # mixed precision (XLA allows float bounds of another width): in the widest type,
         # rounded once to the result's, as the interpreter's NumPy promotion does
-        wide = max((op.shape.dtype for op in instr.operands), key=lambda t: element_type(t).bits)
-        if wide != dtype:
-            low, x, high = (ctx.cast(v, wide) for v in (low, x, high))
-            return ctx.cast(f"h.fmin(h.fmax({x}, {low}), {high})", dtype)
-        return f"h.fmin(h.fmax({x}, {low}), {high})"
+        types = [op.shape.dtype for op in instr.operands]
+        wide = max(types, key=lambda t: element_type(t).bits)
+        low, x, high = (v if t == wide else ctx.cast(v, wide) for v, t in zip(args, types))
+        clamped = f"h.fmin(h.fmax({x}, {low}), {high})"
+        return clamped if wide == dtype else ctx.cast(clamped, dtype)
     if kind(dtype) in ("signed", "unsigned"):
         upper = f"({x} if {x} > {low} else {low})"
         return f"({upper} if {upper} < {high} else {high})"

@@ -43,11 +43,12 @@ def _default_parallel_threshold() -> int:
 
 PARALLEL_THRESHOLD = _default_parallel_threshold()
 
-# A generated kernel is split across threads when its estimated work (`kernel_work`) is at
-# least this (about a millisecond on one core of the two-core machine of docs/performance.md:
-# an add of 2^21 floats), where its parts repay handing them to threads; how many threads it runs on
-# is decided per call (blas_threads.py). A machine with one core never threads.
-PARALLEL_WORK = 1 << 23 if _cores() >= 2 else 1 << 62  # blas_threads.SPLIT_WORK
+# A generated kernel can be split across threads when its estimated work (`kernel_work`) is at
+# least this (an add of 2^15 floats, a few microseconds), where its parts repay handing them
+# to the program library's pool; how many threads it runs on is decided per call
+# (blas_threads.py), and kernels loaded through Numba split only from a larger size. A machine
+# with one core never threads.
+PARALLEL_WORK = 1 << 17 if _cores() >= 2 else 1 << 62  # blas_threads.POOL_SPLIT_WORK
 TRANSCENDENTAL_WORK = 8  # a vectorized exp/tanh/log costs about eight simple flops
 
 
