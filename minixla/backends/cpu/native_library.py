@@ -18,6 +18,11 @@ Python entry point:
         return finished(status, "k0");                    // None, or a RuntimeError
     }
 
+A split kernel (loops.py) also gets a `k0_parts` entry taking the same arguments, its part
+argument `[0, parts]`: it runs every part, the first on the calling thread and the others on
+the worker threads of the process's one pool (the C in _PRELUDE; blas_threads.run_split calls
+it), which hand a part over in microseconds where Python threads take tens.
+
 `METH_FASTCALL` builtins made from the library's method table with `PyCFunction_NewEx`: a call
 costs about what calling any builtin does, less than a Numba dispatcher's. The C needs no
 Python headers (it declares the few C-API functions it calls and reads NumPy's stable
