@@ -119,3 +119,21 @@ def test_a_nan_operand_of_a_math_function_keeps_its_sign(opcode, dtype):
     got, want = run_both(text, x)
     assert list(np.signbit(want)) == [True, False]
     np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_power_of_minus_infinity_and_minus_zero_to_one_half_follows_c_pow(dtype):
+    # NumPy's scalar power, which the simulator's kernels called, is sqrt for x^0.5:
+    # NaN for -inf and -0 for -0, where C's pow (and the interpreter) give inf and +0.
+    text = f"""HloModule m
+ENTRY e {{
+  x = {dtype}[2] parameter(0)
+  half = {dtype}[] constant(0.5)
+  y = {dtype}[2] broadcast(half), dimensions={{}}
+  ROOT p = {dtype}[2] power(x, y)
+}}"""
+    x = np.array([-np.inf, -0.0], np.float32 if dtype == "f32" else np.float64)
+    got, want = run_both(text, x)
+    assert list(want) == [np.inf, 0.0] and not np.signbit(want[1])
+    assert_identical(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))

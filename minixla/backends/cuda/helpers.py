@@ -222,6 +222,12 @@ def _keeps_nan(fn):
     return apply
 
 
+def _sim_power(x, y):
+    """C's pow, as the interpreter computes it: NumPy's scalar path takes x^0.5 for sqrt(x),
+    NaN for -inf and -0 for -0 where pow gives inf and +0; its array loop does not."""
+    return _np.power(_np.reshape(x, 1), _np.reshape(y, 1))[0]
+
+
 def _math_table(T, sim: bool) -> dict:
     one = T(1)
     if sim:
@@ -241,7 +247,7 @@ def _math_table(T, sim: bool) -> dict:
             "rsqrt": lambda x: one / _np.sqrt(x),
         }
         return {name: _keeps_nan(fn) for name, fn in unary.items()} | {
-            "power": _np.power,
+            "power": _sim_power,
             "atan2": _np.arctan2,
         }
     from numba.cuda import libdevice as ld
