@@ -1,7 +1,7 @@
 """The CUDA backend run on numba's CUDA simulator, against the interpreter and the corpus.
 
 numba-cuda picks the simulator once, when numba.cuda is first imported, from
-NUMBA_ENABLE_CUDASIM; this module sets it for that import only (at collection, before any test
+NUMBA_ENABLE_CUDASIM; `cuda_simulator.use_simulator` sets it for that import only (at collection, before any test
 runs), so the rest of the suite and its subprocesses do not see it. If numba.cuda was already
 imported for a real GPU, these tests skip.
 
@@ -30,32 +30,16 @@ import sys
 import numpy as np
 import pytest
 from conformance_paths import case_dirs, requires_corpus
+from cuda_simulator import use_simulator
 
 import minixla
-from minixla.backends.cuda.target import load_numba_cuda, simulating
 from minixla.ir.opcodes import OPCODES
 from minixla.reference.custom_call import register_custom_call, unregister_custom_call
 
-pytest.importorskip("numba_cuda", reason="numba-cuda is not installed")
-if "numba.cuda" not in sys.modules:
-    _saved = os.environ.get("NUMBA_ENABLE_CUDASIM")
-    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
-    try:
-        load_numba_cuda()
-    finally:
-        if _saved is None:
-            del os.environ["NUMBA_ENABLE_CUDASIM"]
-        else:
-            os.environ["NUMBA_ENABLE_CUDASIM"] = _saved
-
-if not simulating():
-    pytest.skip(
-        "numba.cuda was imported for a GPU before this module could enable the simulator",
-        allow_module_level=True,
-    )
-
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
 from workloads import WORKLOADS
+
+use_simulator()
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NumPy scalar overflow
 

@@ -106,6 +106,17 @@ def test_integer_power():
     same(BINARY["power"](arr([3, 3], np.uint8), arr([64, 200], np.uint8)), arr([1, 161], np.uint8))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_float_power_of_scalars_follows_c_pow(dtype):
+    # NumPy's scalar path computes x^0.5 as sqrt(x): NaN for -inf and -0 for -0
+    power = BINARY["power"]
+    got = power(np.array(-np.inf, dtype), np.array(0.5, dtype))
+    assert got.shape == () and got == np.inf
+    got = power(np.array(-0.0, dtype), np.array(0.5, dtype))
+    assert got == 0 and not np.signbit(got)
+    same(power(arr([-np.inf, -0.0], dtype), arr([0.5, 0.5], dtype)), arr([np.inf, 0.0], dtype))
+
+
 # ---- shifts ----
 
 

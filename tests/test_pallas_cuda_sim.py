@@ -4,37 +4,20 @@ backend when the block does not fit in shared memory (host grid loop), inside ji
 call on cuda), and lowering="loop" (the whole grid one device-resident while loop).
 
 numba-cuda picks the simulator when numba.cuda is first imported, from NUMBA_ENABLE_CUDASIM;
-it is set for that import only (see test_cuda_sim.py)."""
+it is set for that import only (tests/cuda_simulator.py)."""
 
 from __future__ import annotations
 
-import os
 import sys
 
 import numpy as np
 import pytest
+from cuda_simulator import use_simulator
 from pallas_kernels import KERNELS
 
 import minixla
-from minixla.backends.cuda.target import load_numba_cuda, simulating
 
-pytest.importorskip("numba_cuda", reason="numba-cuda is not installed")
-if "numba.cuda" not in sys.modules:
-    _saved = os.environ.get("NUMBA_ENABLE_CUDASIM")
-    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
-    try:
-        load_numba_cuda()
-    finally:
-        if _saved is None:
-            del os.environ["NUMBA_ENABLE_CUDASIM"]
-        else:
-            os.environ["NUMBA_ENABLE_CUDASIM"] = _saved
-
-if not simulating():
-    pytest.skip(
-        "numba.cuda was imported for a GPU before this module could enable the simulator",
-        allow_module_level=True,
-    )
+use_simulator()
 
 
 @pytest.fixture(autouse=True, scope="module")

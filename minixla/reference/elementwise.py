@@ -206,8 +206,12 @@ def _float_min(lhs, rhs):
 
 
 def _float_power(base, exponent):
-    # 1^x = 1 and x^0 = 1 even for NaN (C pow, XLA's evaluator).
-    return np.where((base == 1) | (exponent == 0), np.ones_like(base), np.power(base, exponent))
+    # 1^x = 1 and x^0 = 1 even for NaN (C pow, XLA's evaluator). NumPy gets 1-d arrays: with a
+    # 0-d exponent it computes power(x, 0.5) as sqrt(x), which is NaN for -inf and -0 for -0,
+    # where C's pow gives inf and +0.
+    base, exponent = np.broadcast_arrays(base, exponent)
+    raw = np.power(base.reshape(-1), exponent.reshape(-1)).reshape(base.shape)
+    return np.where((base == 1) | (exponent == 0), np.ones_like(base), raw)
 
 
 def _complex_power(base, exponent):

@@ -161,7 +161,7 @@ def _pairwise_fold(ev, comp, flat, n):
     return [x[..., 0] for x in flat]
 
 
-def _reassociates(comp, n: int) -> bool:
+def reassociates(comp, n: int) -> bool:
     """Whether pairing neighbours gives the in-order fold's result: the computation picks
     among its arguments by comparisons (taken to be a consistent order, as every argmin and
     argmax is), or result k is one associative op of arguments k and n + k."""
@@ -189,7 +189,7 @@ def _general_reduce(ev, comp, inputs, inits, axes) -> list[np.ndarray]:
     flat = [np.transpose(x, kept + list(axes)).reshape(kept_shape + (count,)) for x in inputs]
     n = len(inputs)
     accs = [np.broadcast_to(i, kept_shape) for i in inits]
-    if count > _SEQUENTIAL_FOLD_LIMIT and _reassociates(comp, n):
+    if count > _SEQUENTIAL_FOLD_LIMIT and reassociates(comp, n):
         totals = _pairwise_fold(ev, comp, flat, n)
         return _results(ev.apply_scalar(comp, accs + totals), n)
     for k in range(count):

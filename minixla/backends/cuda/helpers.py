@@ -211,10 +211,27 @@ threefry2x32 = _shared.threefry2x32
 # ---- math tables --------------------------------------------------------------------------------
 
 
+def _keeps_nan(fn):
+    """`fn` whose NaN operand comes back as it is, as on the interpreter: NumPy's vector loops
+    drop the sign of a NaN in (f32 exp, log, tanh, sin, cos; f64 tanh, arccos), which a
+    TOTALORDER compare sees."""
+
+    def apply(x):
+        return x if x != x else fn(x)
+
+    return apply
+
+
+def _sim_power(x, y):
+    """C's pow, as the interpreter computes it: NumPy's scalar path takes x^0.5 for sqrt(x),
+    NaN for -inf and -0 for -0 where pow gives inf and +0; its array loop does not."""
+    return _np.power(_np.reshape(x, 1), _np.reshape(y, 1))[0]
+
+
 def _math_table(T, sim: bool) -> dict:
     one = T(1)
     if sim:
-        return {
+        unary = {
             "exponential": _np.exp,
             "exponential-minus-one": _np.expm1,
             "log": _np.log,
@@ -225,11 +242,13 @@ def _math_table(T, sim: bool) -> dict:
             "tan": _np.tan,
             "cbrt": _np.cbrt,
             "sqrt": _np.sqrt,
-            "power": _np.power,
-            "atan2": _np.arctan2,
             "erf": lambda x: T(_math.erf(float(x))),
             "logistic": lambda x: one / (one + _np.exp(-x)),
             "rsqrt": lambda x: one / _np.sqrt(x),
+        }
+        return {name: _keeps_nan(fn) for name, fn in unary.items()} | {
+            "power": _sim_power,
+            "atan2": _np.arctan2,
         }
     from numba.cuda import libdevice as ld
 
@@ -273,15 +292,15 @@ if SIMULATOR:
     math = _module(
         "minixla_cuda_math",
         isfinite=_np.isfinite,
-        asin=_np.arcsin,
-        acos=_np.arccos,
-        atan=_np.arctan,
-        sinh=_np.sinh,
-        cosh=_np.cosh,
-        asinh=_np.arcsinh,
-        acosh=_np.arccosh,
-        atanh=_np.arctanh,
-        lgamma=_sim_lgamma,
+        asin=_keeps_nan(_np.arcsin),
+        acos=_keeps_nan(_np.arccos),
+        atan=_keeps_nan(_np.arctan),
+        sinh=_keeps_nan(_np.sinh),
+        cosh=_keeps_nan(_np.cosh),
+        asinh=_keeps_nan(_np.arcsinh),
+        acosh=_keeps_nan(_np.arccosh),
+        atanh=_keeps_nan(_np.arctanh),
+        lgamma=_keeps_nan(_sim_lgamma),
     )
 else:
     np = _module(

@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ...reference.ops_reduce import reassociates
 from ..codegen.scalar import NotEmittable, kernel_type
 from .kernels import blocks_for, delinearize, leaf_shape, pointwise_reach, store
 
@@ -73,6 +74,15 @@ def _teams(reduce, threads: int) -> tuple[int, int]:
     return bx, threads // bx
 
 
+def any_order(reduce) -> bool:
+    """Whether a team may combine the reduced elements in its own grouping and order (strided
+    partial results, then a tree): the to_apply combines each accumulator with its element by
+    one associative op (all of them commute), or picks among its arguments by comparisons, as
+    argmax does (taken to break ties consistently). Any other reduce folds in index order, as
+    the interpreter does: one thread per output, in a loop."""
+    return reassociates(reduce.attrs["to_apply"], reduce.operand_count // 2)
+
+
 def plan_blocks(groups, geometry) -> Layout | None:
     """Which output groups need block reductions (None: a plain loop kernel will do)."""
     block_groups, loop_groups = [], []
@@ -80,7 +90,10 @@ def plan_blocks(groups, geometry) -> Layout | None:
         reduces = [
             i
             for i in pointwise_reach([instr for _, instr, _ in group])
-            if i.opcode == "reduce" and i.attrs["dimensions"] and i.operand(0).shape.numel() > 0
+            if i.opcode == "reduce"
+            and i.attrs["dimensions"]
+            and i.operand(0).shape.numel() > 0
+            and any_order(i)
         ]
         if not reduces:
             loop_groups.append(group)
@@ -157,8 +170,9 @@ def block_reduce(em, instr, index):
     reduced = [in_dims[d] for d in dims]
     combiner = instr.attrs["to_apply"]
     accs = [em.bind(em.value(init, ()), "acc") for init in inits]
+    total = math.prod(reduced)
     r = w.var("r")
-    w.line(f"for {r} in range({b.ty}, {math.prod(reduced)}, {b.by}):")
+    w.line(f"for {r} in range({b.ty}, {total}, {b.by}):")
     w.depth += 1
     em.push()
     parts, kept = iter(delinearize(em, r, reduced)), iter(index)
@@ -169,7 +183,20 @@ def block_reduce(em, instr, index):
             # Lanes past the end write the last output's elements again: same values.
             value = f"h.bf16_store({element})" if operand.shape.dtype == "bf16" else element
             w.line(f"o{k}[{', '.join(full) if full else '0'}] = {value}")
+    if b.by > 1:
+        # The init value is combined once, as the interpreter does (it need not be an
+        # identity): by thread 0; the others start from their first element.
+        w.line(f"if {r} == {b.ty} and {b.ty} > 0:")
+        w.depth += 1
+        _assign(w, accs, elements)
+        w.depth -= 1
+        w.line("else:")
+        w.depth += 1
+        em.push()
     _assign(w, accs, em.inline(combiner, accs + elements))
+    if b.by > 1:
+        em.pop()
+        w.depth -= 1
     em.pop()
     w.depth -= 1
     shared = [
@@ -180,16 +207,21 @@ def block_reduce(em, instr, index):
     for sm, acc in zip(shared, accs):
         w.line(f"{sm}[{slot}] = {acc}")
     w.line("cuda.syncthreads()")
+    # Slots 0..active-1 hold partial results; the others hold nothing to combine.
+    active = min(total, b.by)
     step = b.by // 2
     while step >= 1:
-        w.line(f"if {b.ty} < {step}:")
-        w.depth += 1
-        mine = [em.bind(f"{sm}[{slot}]") for sm in shared]
-        theirs = [em.bind(f"{sm}[{slot} + {step * b.bx}]") for sm in shared]
-        for sm, value in zip(shared, em.inline(combiner, mine + theirs)):
-            w.line(f"{sm}[{slot}] = {value}")
-        w.depth -= 1
-        w.line("cuda.syncthreads()")
+        pairs = min(step, active - step)  # (ty, ty + step) with both slots holding a result
+        if pairs > 0:
+            w.line(f"if {b.ty} < {pairs}:")
+            w.depth += 1
+            mine = [em.bind(f"{sm}[{slot}]") for sm in shared]
+            theirs = [em.bind(f"{sm}[{slot} + {step * b.bx}]") for sm in shared]
+            for sm, value in zip(shared, em.inline(combiner, mine + theirs)):
+                w.line(f"{sm}[{slot}] = {value}")
+            w.depth -= 1
+            w.line("cuda.syncthreads()")
+        active = min(active, step)
         step //= 2
     results = [em.bind(f"{sm}[{b.tx}]", "red") for sm in shared]
     w.line("cuda.syncthreads()")  # all have read the result before the arrays are reused

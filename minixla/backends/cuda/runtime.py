@@ -76,7 +76,8 @@ def to_device(value, shape):
         return None
     if is_device_array(value):
         return value
-    array = np.ascontiguousarray(np.asarray(value, dtype=shape.numpy_dtype))
+    # order="C", not np.ascontiguousarray, which turns a scalar into a 1-element array
+    array = np.asarray(value, dtype=shape.numpy_dtype, order="C")
     return cuda.to_device(array.view(storage_dtype(shape.dtype)))
 
 
