@@ -326,7 +326,8 @@ ENTRY e {
     np.testing.assert_array_equal(values, np.take_along_axis(x, want, axis=1))
 
 
-# Rows split across threads: a flat loop, a row reduction and a column reduction.
+# Rows split across threads: a flat loop, a row reduction and a column reduction, large
+# enough (2^22 of estimated work) for the pool to wake its workers.
 SPLIT = """
 HloModule split
 add {
@@ -335,10 +336,10 @@ add {
   ROOT s = f32[] add(a, b)
 }
 ENTRY e {
-  x = f32[37,300] parameter(0)
-  rows = f32[37] reduce(tanh(x), f32[] constant(0)), dimensions={1}, to_apply=add
-  columns = f32[300] reduce(x, f32[] constant(0)), dimensions={0}, to_apply=add
-  ROOT out = (f32[37], f32[300], f32[37,300]) tuple(rows, columns, exponential(x))
+  x = f32[373,1000] parameter(0)
+  rows = f32[373] reduce(tanh(x), f32[] constant(0)), dimensions={1}, to_apply=add
+  columns = f32[1000] reduce(x, f32[] constant(0)), dimensions={0}, to_apply=add
+  ROOT out = (f32[373], f32[1000], f32[373,1000]) tuple(rows, columns, exponential(x))
 }
 """
 
@@ -357,9 +358,9 @@ def split_here(tmp_path, monkeypatch, parts):
 def test_split_kernels_run_their_parts_in_the_librarys_pool(tmp_path, monkeypatch, parts):
     exe, split, pooled = split_here(tmp_path, monkeypatch, parts)
     assert split and len(pooled) == len(split)  # every split kernel is pooled
-    x = np.random.default_rng(3).standard_normal((37, 300)).astype(np.float32)
+    x = np.random.default_rng(3).standard_normal((373, 1000)).astype(np.float32)
     want = minixla.compile(SPLIT, backend="interpreter")(x)
-    for _ in range(200):  # parts handed over back to back, and after the workers slept
+    for _ in range(50):  # parts handed over back to back, and after the workers slept
         for got, expected in zip(exe(x), want):
             np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
     import time
@@ -367,12 +368,13 @@ def test_split_kernels_run_their_parts_in_the_librarys_pool(tmp_path, monkeypatc
     time.sleep(0.01)
     for got, expected in zip(exe(x), want):
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    assert len(os.listdir("/proc/self/task")) >= parts  # the pool's workers are running
 
 
 def test_a_forked_child_starts_a_pool_of_its_own(tmp_path, monkeypatch):
     exe, _, pooled = split_here(tmp_path, monkeypatch, 2)
     assert pooled
-    x = np.random.default_rng(4).standard_normal((37, 300)).astype(np.float32)
+    x = np.random.default_rng(4).standard_normal((373, 1000)).astype(np.float32)
     want = [np.asarray(r) for r in exe(x)]  # the parent's workers are running now
     child = os.fork()
     if child == 0:  # the child has none of the parent's threads: its first split starts one

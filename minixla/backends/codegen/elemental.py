@@ -196,22 +196,24 @@ class Elemental:
         return self.bind(expr, "j")
 
     def inline(self, comp, args: list[str], shapes=None) -> list[str]:
-        """Values of a scalar computation (to_apply of reduce/map) applied to `args`, each
-        converted to its parameter's type where `shapes` (the args' own) says it differs
-        (mixed precision: an f32 operand mapped by a computation of f64 parameters)."""
-        if shapes is not None:
-            params = comp.parameters
-            args = [
-                arg
-                if shape.dtype == param.shape.dtype
-                else self.bind(
-                    emit_scalar(self.w, Retyped("convert", {}, param.shape, [shape]), [arg])
-                )
-                for arg, shape, param in zip(args, shapes, params)
-            ]
+        """Values of a scalar computation (to_apply of reduce/map) applied to `args`."""
+        args = self.as_parameters(comp, args, shapes)
         inner = Elemental(self.w, {}, scalars=dict(enumerate(args)))
         root = inner.value(comp.root, ())
         return list(root) if isinstance(root, tuple) else [root]
+
+    def as_parameters(self, comp, args: list[str], shapes) -> list[str]:
+        """`args` converted to `comp`'s parameter types where `shapes` (the args' own) says
+        they differ (mixed precision: an f32 operand mapped by a computation of f64
+        parameters); as they are without `shapes`."""
+        if shapes is None:
+            return args
+        return [
+            arg
+            if shape.dtype == param.shape.dtype
+            else self.bind(emit_scalar(self.w, Retyped("convert", {}, param.shape, [shape]), [arg]))
+            for arg, shape, param in zip(args, shapes, comp.parameters)
+        ]
 
     def accumulate(self, reduce, accumulators: list[str], elements: list[str]) -> list[str]:
         """One step of `reduce`'s to_apply. A bf16 sum or product stays in f32 here and is

@@ -203,6 +203,22 @@ def in_pool(kernel, all_parts) -> None:
     _pooled[kernel] = all_parts
 
 
+MAX_POOL_PARTS = 64  # the pool's MAX_PARTS (native_library.py)
+_pool_parts: dict[tuple[int, int], object] = {}
+
+
+def _pool_args(parts: int, threads: int):
+    """The part argument of a `_parts` entry: [0, parts, threads]."""
+    found = _pool_parts.get((parts, threads))
+    if found is None:
+        import numpy as np
+
+        found = np.array([0, parts, threads], np.int64)
+        found.flags.writeable = False
+        _pool_parts[parts, threads] = found
+    return found
+
+
 def run_split(kernel, work: float, *args) -> None:
     """Runs a split kernel (its last argument the part) in as many parts as its work gets
     threads, waiting for all of them."""
@@ -212,8 +228,8 @@ def run_split(kernel, work: float, *args) -> None:
     if parts == 1:
         kernel(*args, arguments[0])
         return
-    if all_parts is not None:
-        all_parts(*args, arguments[0])
+    if all_parts is not None:  # parts of POOL_PART_WORK, claimed by `parts` threads
+        all_parts(*args, _pool_args(min(MAX_POOL_PARTS, max(parts, work // POOL_PART_WORK)), parts))
         return
     import queue
 

@@ -19,9 +19,10 @@ Python entry point:
     }
 
 A split kernel (loops.py) also gets a `k0_parts` entry taking the same arguments, its part
-argument `[0, parts]`: it runs every part, the first on the calling thread and the others on
-the worker threads of the process's one pool (the C in _PRELUDE; blas_threads.run_split calls
-it), which hand a part over in microseconds where Python threads take tens.
+argument `[0, parts, threads]`: it runs every part on that many threads, the calling one and
+worker threads of the process's one pool (the C in _PRELUDE; blas_threads.run_split calls it).
+Threads claim parts from a ticket, so the caller runs whatever a waking worker has not claimed
+yet, and a part is handed over in microseconds where Python threads take tens.
 
 `METH_FASTCALL` builtins made from the library's method table with `PyCFunction_NewEx`: a call
 costs about what calling any builtin does, less than a Numba dispatcher's. The C needs no
@@ -369,39 +370,45 @@ bad:
 
 /* The parts of a split kernel (loops.py: its last argument is [part, parts]) run on the
    calling thread and on worker threads of the process's one pool (the first library loaded
-   owns it; minixla_use_pool points later ones at it). Waking a sleeping thread costs tens of
-   microseconds, so a worker spins a while after each part, as OpenMP's do: kernels split
-   back to back find it awake. The caller has released the GIL; workers never touch Python. */
+   owns it; minixla_use_pool points later ones at it). Threads claim parts from a ticket, so
+   the caller runs every part no worker has claimed: a worker still waking up (tens of
+   microseconds) or without a core costs nothing but the wake. A worker spins a while after
+   each kernel before it sleeps, as OpenMP's do, so kernels split back to back find it awake.
+   The caller has released the GIL; workers never touch Python. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <time.h>
 
 typedef int (*part_fn)(array_t *const *a, int64_t *part);
-typedef int (*run_parts_fn)(part_fn, array_t *const *, int64_t);
-enum { MAX_PARTS = 64 };
+typedef int (*run_parts_fn)(part_fn, array_t *const *, int64_t, int64_t);
+/* A kernel of fewer parts (blas_threads.POOL_PART_WORK each: under 2^21 of work, about 80 us
+   on one core) wakes no sleeping worker: waking one cost 15-20 us more than the split saved
+   (an in-place elementwise kernel of 2^20 work, alone in its program). */
+enum { MAX_PARTS = 64, WAKE_PARTS = 32 };
 static const double SPIN_SECONDS = 1e-4;
 
 static struct {
     pthread_mutex_t serial; /* one split kernel at a time */
-    pthread_mutex_t sleep;
-    pthread_cond_t wake;
-    int64_t workers; /* started: worker i runs part i */
-    unsigned long started_at[MAX_PARTS]; /* the generation before worker i's first split */
-    atomic_ulong generation; /* bumped for every split kernel */
+    pthread_mutex_t sleep, done_lock;
+    pthread_cond_t wake, done;
+    int64_t workers; /* started */
+    atomic_ulong generation; /* bumped for every split kernel: wakes the workers */
     atomic_int sleepers;
-    atomic_int pending; /* parts handed to workers and not finished */
+    /* job << 16 | parts << 8 | next unclaimed part: a claim names its job, so a worker late
+       for one kernel can never take a part of the next */
+    atomic_ullong ticket;
+    unsigned long long job;
+    atomic_int finished; /* parts of the current job run to the end */
     atomic_int caller_sleeps; /* the caller waits on `done` for the last part */
-    pthread_mutex_t done_lock;
-    pthread_cond_t done;
     atomic_int status; /* the first nonzero status of a part */
     part_fn fn;
     array_t *const *args;
-    int64_t parts;
+    int64_t threads; /* of the current job: the caller and workers 1 .. threads - 1 */
 } pool = {.serial = PTHREAD_MUTEX_INITIALIZER,
-           .sleep = PTHREAD_MUTEX_INITIALIZER,
-           .wake = PTHREAD_COND_INITIALIZER,
-           .done_lock = PTHREAD_MUTEX_INITIALIZER,
-           .done = PTHREAD_COND_INITIALIZER};
+          .sleep = PTHREAD_MUTEX_INITIALIZER,
+          .done_lock = PTHREAD_MUTEX_INITIALIZER,
+          .wake = PTHREAD_COND_INITIALIZER,
+          .done = PTHREAD_COND_INITIALIZER};
 
 static double now_seconds(void)
 {
@@ -410,18 +417,41 @@ static double now_seconds(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-static int run_part(part_fn fn, array_t *const *a, int64_t index, int64_t parts)
+/* Claims and runs parts of the current job until none is left unclaimed. */
+static void run_claimed(int caller)
 {
-    int64_t part[2] = {index, parts};
-    int status = fn(a, part);
-    return status == -2 ? 0 : status;
+    unsigned long long t = atomic_load(&pool.ticket);
+    for (;;) {
+        int64_t next = (int64_t)(t & 0xff), parts = (int64_t)((t >> 8) & 0xff);
+        if (next >= parts)
+            return;
+        if (!atomic_compare_exchange_weak(&pool.ticket, &t, t + 1))
+            continue; /* t now holds the ticket's value: try again */
+        int64_t part[2] = {next, parts};
+        int status = pool.fn(pool.args, part);
+        int none = 0;
+        if (status != 0 && status != -2)
+            atomic_compare_exchange_strong(&pool.status, &none, status);
+        if (atomic_fetch_add(&pool.finished, 1) + 1 == parts && !caller
+            && atomic_load(&pool.caller_sleeps)) {
+            pthread_mutex_lock(&pool.done_lock);
+            pthread_cond_signal(&pool.done);
+            pthread_mutex_unlock(&pool.done_lock);
+        }
+        t = atomic_load(&pool.ticket);
+    }
 }
+
+typedef struct { int64_t index; unsigned long started_in; } worker_t;
+static worker_t worker_args[MAX_PARTS];
 
 static void *worker(void *arg)
 {
-    int64_t index = (int64_t)(intptr_t)arg;
-    unsigned long seen = pool.started_at[index]; /* the split that started it is its first */
+    const worker_t *me = arg;
+    unsigned long seen = me->started_in; /* the generation it started in */
     for (;;) {
+        if (me->index < pool.threads) /* helpers beyond the kernel's threads stay out */
+            run_claimed(0);
         unsigned long next = atomic_load(&pool.generation);
         double until = now_seconds() + SPIN_SECONDS;
         while (next == seen && now_seconds() < until)
@@ -435,17 +465,6 @@ static void *worker(void *arg)
             pthread_mutex_unlock(&pool.sleep);
         }
         seen = next;
-        if (index < pool.parts) {
-            int status = run_part(pool.fn, pool.args, index, pool.parts);
-            int none = 0;
-            if (status != 0)
-                atomic_compare_exchange_strong(&pool.status, &none, status);
-            if (atomic_fetch_sub(&pool.pending, 1) == 1 && atomic_load(&pool.caller_sleeps)) {
-                pthread_mutex_lock(&pool.done_lock);
-                pthread_cond_signal(&pool.done);
-                pthread_mutex_unlock(&pool.done_lock);
-            }
-        }
     }
     return NULL;
 }
@@ -461,39 +480,48 @@ static void pool_child(void) /* a forked child has none of the workers */
     pool.done_lock = fresh;
     pool.wake = fresh_cond;
     pool.done = fresh_cond;
-    atomic_store(&pool.caller_sleeps, 0);
     pool.workers = 0;
     atomic_store(&pool.sleepers, 0);
+    atomic_store(&pool.caller_sleeps, 0);
 }
 
-/* Runs parts 0 .. parts - 1 of `fn` over `a`; 0, or the first failing part's status. */
-int minixla_run_parts(part_fn fn, array_t *const *a, int64_t parts)
+/* Runs parts 0 .. parts - 1 of `fn` over `a` on `threads` threads (the caller's included);
+   0, or the first failing part's status. More parts than threads let the caller go on with
+   the parts a waking worker has not claimed yet. */
+int minixla_run_parts(part_fn fn, array_t *const *a, int64_t parts, int64_t threads)
 {
     if (parts < 1 || parts > MAX_PARTS)
         parts = 1;
+    if (threads < 1 || threads > parts)
+        threads = parts;
     pthread_mutex_lock(&pool.serial);
     static int watching_forks; /* kept in a forked child: its handlers are inherited */
     if (!watching_forks && parts > 1)
         watching_forks = !pthread_atfork(pool_prepare, pool_parent, pool_child);
-    while (pool.workers < parts - 1) {
+    while (pool.workers < threads - 1) {
         pthread_t thread;
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        pool.started_at[pool.workers + 1] = atomic_load(&pool.generation);
-        int failed = pthread_create(&thread, &attr, worker, (void *)(intptr_t)(pool.workers + 1));
+        worker_t *slot = &worker_args[pool.workers + 1];
+        slot->index = pool.workers + 1;
+        slot->started_in = atomic_load(&pool.generation);
+        int failed = pthread_create(&thread, &attr, worker, slot);
         pthread_attr_destroy(&attr);
         if (failed)
-            break;
+            break; /* fewer helpers: the caller claims what they would have */
         pool.workers++;
     }
-    int64_t handed = parts - 1 < pool.workers ? parts - 1 : pool.workers;
+    if (threads > 1 && parts < WAKE_PARTS && atomic_load(&pool.sleepers) >= pool.workers)
+        threads = 1; /* every worker sleeps: waking one costs more than this kernel saves */
     pool.fn = fn;
     pool.args = a;
-    pool.parts = handed + 1;
+    pool.threads = threads;
     atomic_store(&pool.status, 0);
-    atomic_store(&pool.pending, (int)handed);
-    if (handed > 0) {
+    atomic_store(&pool.finished, 0);
+    pool.job = (pool.job + 1) & 0xffffffffffffULL;
+    atomic_store(&pool.ticket, pool.job << 16 | (unsigned long long)parts << 8);
+    if (threads > 1 && pool.workers > 0) {
         atomic_fetch_add(&pool.generation, 1);
         if (atomic_load(&pool.sleepers) > 0) {
             pthread_mutex_lock(&pool.sleep);
@@ -501,21 +529,21 @@ int minixla_run_parts(part_fn fn, array_t *const *a, int64_t parts)
             pthread_mutex_unlock(&pool.sleep);
         }
     }
-    int status = run_part(fn, a, 0, handed + 1);
-    double until = now_seconds() + SPIN_SECONDS;
-    while (atomic_load(&pool.pending) > 0 && now_seconds() < until)
+    run_claimed(1);
+    double until = now_seconds() + SPIN_SECONDS; /* for the parts workers are running */
+    while (atomic_load(&pool.finished) < parts && now_seconds() < until)
         ;
-    if (atomic_load(&pool.pending) > 0) { /* a worker lost its core: give ours up */
+    if (atomic_load(&pool.finished) < parts) { /* a worker lost its core: give ours up */
         pthread_mutex_lock(&pool.done_lock);
         atomic_store(&pool.caller_sleeps, 1);
-        while (atomic_load(&pool.pending) > 0)
+        while (atomic_load(&pool.finished) < parts)
             pthread_cond_wait(&pool.done, &pool.done_lock);
         atomic_store(&pool.caller_sleeps, 0);
         pthread_mutex_unlock(&pool.done_lock);
     }
-    int theirs = atomic_load(&pool.status);
+    int status = atomic_load(&pool.status);
     pthread_mutex_unlock(&pool.serial);
-    return status != 0 ? status : theirs;
+    return status;
 }
 
 static run_parts_fn run_parts = minixla_run_parts;
@@ -601,9 +629,10 @@ def _parts_entry(name: str, spec, args: list[str]) -> list[str]:
         f'    if (!arrays_ok(a, n, {len(spec.ndims)}, "{ranks}", '
         f'"kernel {name}: wrong arguments"))',
         "        return NULL;",
-        f"    int64_t parts = ((int64_t *)a[{last}]->data)[1];",
+        f"    const int64_t *split = (const int64_t *)a[{last}]->data;",
+        f"    int64_t parts = split[1], threads = a[{last}]->dims[0] > 2 ? split[2] : parts;",
         "    void *gil = PyEval_SaveThread();",
-        f"    int status = run_parts({name}_part, a, parts);",
+        f"    int status = run_parts({name}_part, a, parts, threads);",
         "    PyEval_RestoreThread(gil);",
         f'    return finished(status, "kernel {name} raised an exception in native code");',
         "}",

@@ -143,10 +143,11 @@ class CudaElemental(Elemental):
             return GPU_ELEMENTAL[instr.opcode](self, instr, index)
         return super()._emit_here(instr, index)
 
-    def inline(self, comp, args: list[str]) -> list[str]:
+    def inline(self, comp, args: list[str], shapes=None) -> list[str]:
         """A combiner applied to `args`; variadic reduces' combiners return tuples."""
         if comp.root.opcode != "tuple":
-            return super().inline(comp, args)
+            return super().inline(comp, args, shapes)
+        args = self.as_parameters(comp, args, shapes)
         inner = Elemental(self.w, {}, scalars=dict(enumerate(args)))
         return [inner.value(op, ()) for op in comp.root.operands]
 
