@@ -425,7 +425,7 @@ def _clamp(ctx, instr, args):
         # mixed precision (XLA allows float bounds of another width): in the widest type,
         # rounded once to the result's, as the interpreter's NumPy promotion does
         types = [op.shape.dtype for op in instr.operands]
-        wide = max(types, key=lambda t: element_type(t).bits)
+        wide = _widest(types)
         low, x, high = (v if t == wide else ctx.cast(v, wide) for v, t in zip(args, types))
         clamped = f"h.fmin(h.fmax({x}, {low}), {high})"
         return clamped if wide == dtype else ctx.cast(clamped, dtype)
@@ -509,7 +509,13 @@ def _mixed_float_operands(instr) -> str | None:
     types = {op.shape.dtype for op in instr.operands}
     if len(types) < 2 or any(kind(t) != "float" for t in types):
         return None
-    return max(types, key=lambda t: element_type(t).bits)  # f16 and f8 have no kernel type
+    return _widest(types)
+
+
+def _widest(types) -> str:
+    """The float type of most bits among `types` (by element type: f16 and f8 have no
+    kernel type)."""
+    return max(types, key=lambda t: element_type(t).bits)
 
 
 def emit_scalar(ctx, instr, args: list[str], *, round_bf16: bool = True) -> str:

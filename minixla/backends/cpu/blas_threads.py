@@ -179,61 +179,56 @@ class _Workers:
 _workers = _Workers()
 if hasattr(os, "register_at_fork"):  # a forked child has none of its parent's threads
     os.register_at_fork(after_in_child=lambda: _workers.inboxes.clear())
-_parts: dict[int, list] = {}  # parts -> the `part` argument of each: [i, parts] as int64
+_frozen_arrays: dict[tuple[int, ...], object] = {}
+_parts: dict[int, list] = {}  # parts -> the `part` argument of each: [i, parts]
+
+
+def _frozen(*values: int):
+    """A read-only int64 array of `values`, made once."""
+    found = _frozen_arrays.get(values)
+    if found is None:
+        import numpy as np
+
+        found = np.array(values, np.int64)
+        found.flags.writeable = False
+        _frozen_arrays[values] = found
+    return found
 
 
 def _part_args(parts: int) -> list:
     found = _parts.get(parts)
     if found is None:
-        import numpy as np
-
-        found = [np.array([i, parts], np.int64) for i in range(parts)]
-        for array in found:
-            array.flags.writeable = False
-        _parts[parts] = found
+        found = _parts[parts] = [_frozen(i, parts) for i in range(parts)]
     return found
 
 
 _pooled: dict = {}  # a kernel's entry point -> the entry that runs all its parts in the pool
+MAX_POOL_PARTS = 64  # the pool's MAX_PARTS (native_library.py)
 
 
 def in_pool(kernel, all_parts) -> None:
-    """`all_parts(*args, [0, parts])` runs every part of `kernel` on the threads of the
-    program library's pool (native_library.py), which hands a part over in microseconds."""
+    """`all_parts(*args, [0, parts, threads])` runs every part of `kernel` on that many threads
+    of the program library's pool (native_library.py), which hands a part over in
+    microseconds."""
     _pooled[kernel] = all_parts
 
 
-MAX_POOL_PARTS = 64  # the pool's MAX_PARTS (native_library.py)
-_pool_parts: dict[tuple[int, int], object] = {}
-
-
-def _pool_args(parts: int, threads: int):
-    """The part argument of a `_parts` entry: [0, parts, threads]."""
-    found = _pool_parts.get((parts, threads))
-    if found is None:
-        import numpy as np
-
-        found = np.array([0, parts, threads], np.int64)
-        found.flags.writeable = False
-        _pool_parts[parts, threads] = found
-    return found
-
-
 def run_split(kernel, work: float, *args) -> None:
-    """Runs a split kernel (its last argument the part) in as many parts as its work gets
-    threads, waiting for all of them."""
+    """Runs a split kernel (its last argument the part) on as many threads as its work gets,
+    waiting for all of its parts."""
     all_parts = _pooled.get(kernel)
-    parts = kernel_threads(work, all_parts is not None)
-    arguments = _part_args(parts)
-    if parts == 1:
-        kernel(*args, arguments[0])
+    threads = kernel_threads(work, all_parts is not None)
+    if threads == 1:
+        kernel(*args, _frozen(0, 1))
         return
-    if all_parts is not None:  # parts of POOL_PART_WORK, claimed by `parts` threads
-        all_parts(*args, _pool_args(min(MAX_POOL_PARTS, max(parts, work // POOL_PART_WORK)), parts))
+    if all_parts is not None:  # parts of POOL_PART_WORK, claimed by the threads
+        parts = min(MAX_POOL_PARTS, max(threads, int(work // POOL_PART_WORK)))
+        all_parts(*args, _frozen(0, parts, threads))
         return
     import queue
 
-    _workers.start(parts - 1)
+    arguments = _part_args(threads)
+    _workers.start(threads - 1)
     done: queue.SimpleQueue = queue.SimpleQueue()
     for inbox, part in zip(_workers.inboxes, arguments[1:]):
         inbox.put((kernel, args + (part,), done))
@@ -241,7 +236,7 @@ def run_split(kernel, work: float, *args) -> None:
     try:
         kernel(*args, arguments[0])
     finally:
-        for _ in range(parts - 1):  # every part finishes before the outputs are read
+        for _ in range(threads - 1):  # every part finishes before the outputs are read
             failure = done.get() or failure
     if failure is not None:
         raise failure

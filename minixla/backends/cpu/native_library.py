@@ -580,29 +580,21 @@ def entry_source(kernels: dict, objects: dict) -> str:
             dims = [f"a[{k}]->dims[{d}]" for d in range(rank)]
             args += ["0", "0", " * ".join(dims) or "1", str(storage_dtype(dtype).itemsize)]
             args += [f"a[{k}]->data", *dims, *(f"a[{k}]->strides[{d}]" for d in range(rank))]
-        ranks = "".join(f"\\{rank:o}" for rank in spec.ndims)
         lines += [
             f"extern int {name}_native(void *, void **, {', '.join(params)})"
             f' __asm__("{objects[name][1]}");',
-            f"static void *{name}(void *self, array_t *const *a, ptrdiff_t n)",
-            "{",
-            f'    if (!arrays_ok(a, n, {len(spec.ndims)}, "{ranks}", '
-            f'"kernel {name}: wrong arguments"))',
-            "        return NULL;",
-            "    void *result[2], *exception = NULL;",
-            "    void *gil = PyEval_SaveThread();",
-            f"    int status = {name}_native(result, &exception, {', '.join(args)});",
-            "    PyEval_RestoreThread(gil);",
-            f'    return finished(status, "kernel {name} raised an exception in native code");',
-            "}",
-            "",
+            *_python_entry(
+                name,
+                name,
+                spec,
+                ["void *result[2], *exception = NULL;"],
+                f"{name}_native(result, &exception, {', '.join(args)})",
+            ),
         ]
-        table.append(f'    {{"{name}", (void *){name}, 0x0080 /* METH_FASTCALL */, NULL}},')
+        table.append(_method_row(name))
         if spec.parallel:
             lines += _parts_entry(name, spec, args)
-            parts_table.append(
-                f'    {{"{name}{PARTS}", (void *){name}{PARTS}, 0x0080 /* METH_FASTCALL */, NULL}},'
-            )
+            parts_table.append(_method_row(name + PARTS))
     table += parts_table
     lines += ["method_t minixla_methods[] = {", *table, "    {NULL, NULL, 0, NULL},", "};", ""]
     return "\n".join(lines)
@@ -611,32 +603,53 @@ def entry_source(kernels: dict, objects: dict) -> str:
 PARTS = "_parts"  # the entry of a split kernel that runs all its parts in the pool
 
 
+def _method_row(entry: str) -> str:
+    return f'    {{"{entry}", (void *){entry}, 0x0080 /* METH_FASTCALL */, NULL}},'
+
+
+def _python_entry(entry: str, name: str, spec, setup: list[str], call: str) -> list[str]:
+    """C of a METH_FASTCALL entry point `entry` of kernel `name`: its arguments checked (a
+    TypeError), `setup` lines, then `call` (returning a kernel status) without the GIL."""
+    ranks = "".join(f"\\{rank:o}" for rank in spec.ndims)
+    return [
+        f"static void *{entry}(void *self, array_t *const *a, ptrdiff_t n)",
+        "{",
+        f'    if (!arrays_ok(a, n, {len(spec.ndims)}, "{ranks}", '
+        f'"kernel {name}: wrong arguments"))',
+        "        return NULL;",
+        *(f"    {line}" for line in setup),
+        "    void *gil = PyEval_SaveThread();",
+        f"    int status = {call};",
+        "    PyEval_RestoreThread(gil);",
+        f'    return finished(status, "kernel {name} raised an exception in native code");',
+        "}",
+        "",
+    ]
+
+
 def _parts_entry(name: str, spec, args: list[str]) -> list[str]:
-    """C of `<name>_parts`: the same arguments as `<name>`, the last one [0, parts]; runs every
-    part, on the pool's threads (`args`: the native call's arguments of `<name>`)."""
+    """C of `<name>_parts`: the same arguments as `<name>`, the last one [0, parts, threads];
+    runs every part on that many of the pool's threads (`args`: the native call's arguments
+    of `<name>`)."""
     last = len(spec.ndims) - 1
     fields = 5 + 2 * spec.ndims[last]  # the part array's fields come last
     own = [*args[: len(args) - fields], "0", "0", "2", "8", "(char *)part", "2", "8"]
-    ranks = "".join(f"\\{rank:o}" for rank in spec.ndims)
     return [
         f"static int {name}_part(array_t *const *a, int64_t *part)",
         "{",
         "    void *result[2], *exception = NULL;",
         f"    return {name}_native(result, &exception, {', '.join(own)});",
         "}",
-        f"static void *{name}{PARTS}(void *self, array_t *const *a, ptrdiff_t n)",
-        "{",
-        f'    if (!arrays_ok(a, n, {len(spec.ndims)}, "{ranks}", '
-        f'"kernel {name}: wrong arguments"))',
-        "        return NULL;",
-        f"    const int64_t *split = (const int64_t *)a[{last}]->data;",
-        f"    int64_t parts = split[1], threads = a[{last}]->dims[0] > 2 ? split[2] : parts;",
-        "    void *gil = PyEval_SaveThread();",
-        f"    int status = run_parts({name}_part, a, parts, threads);",
-        "    PyEval_RestoreThread(gil);",
-        f'    return finished(status, "kernel {name} raised an exception in native code");',
-        "}",
-        "",
+        *_python_entry(
+            name + PARTS,
+            name,
+            spec,
+            [
+                f"const int64_t *split = (const int64_t *)a[{last}]->data;",
+                f"int64_t parts = split[1], threads = a[{last}]->dims[0] > 2 ? split[2] : parts;",
+            ],
+            f"run_parts({name}_part, a, parts, threads)",
+        ),
     ]
 
 
