@@ -213,7 +213,14 @@ def can_share_operand_buffer(user: HloInstruction, number: int) -> bool:
     if operand.shape.dims != user.shape.dims or operand.shape.layout != user.shape.layout:
         return False
     if user.opcode == "fusion":
-        return user.attrs.get("kind") == "kLoop" and _elementwise_only(user.attrs["calls"], number)
+        fused = user.attrs["calls"]
+        # A fusion with reductions (a row program) may write an output row before it has
+        # read the whole row of every parameter.
+        return (
+            user.attrs.get("kind") == "kLoop"
+            and not any(i.opcode == "reduce" for i in fused.instructions)
+            and _elementwise_only(fused, number)
+        )
     return user.opdef.kind == ELEMENTWISE and user.opcode not in ("copy", "map")
 
 

@@ -4,8 +4,9 @@
 inline calls, give mixed-precision movement ops a convert (movers.py), simplify to a fixed
 point, compute narrow floats in f32, canonicalize broadcasts and fold transposes into dots,
 assign layouts, fuse (XLA fuses after layout assignment, so fusions see final layouts and
-transposes already turned into bitcasts), then add the copies control flow needs and schedule,
-which is what `assign_buffers` expects.
+transposes already turned into bitcasts), merge row reductions into the loops that read them
+back, then add the copies control flow needs and schedule, which is what `assign_buffers`
+expects.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ def simplification() -> FixedPoint:
     return FixedPoint("simplification", [get_pass(name) for name in SIMPLIFICATION])
 
 
-def cpu_pipeline() -> Pipeline:
+def cpu_pipeline(*, row_fusion: bool = True) -> Pipeline:
+    """`row_fusion`: merge row reductions into the loops that read them back (row_fusion.py),
+    for backends whose kernels run such fusions one row at a time."""
     return Pipeline(
         "cpu",
         [
@@ -41,6 +44,7 @@ def cpu_pipeline() -> Pipeline:
             get_pass("transpose-folding"),
             get_pass("layout-assignment"),
             get_pass("fusion"),
+            *([get_pass("row-fusion")] if row_fusion else []),
             get_pass("copy-insertion"),
             get_pass("scheduling"),
         ],

@@ -12,6 +12,7 @@ PASS_MODULES: list[str] = [
     "algsimp",
     "float_normalization",
     "fusion",
+    "row_fusion",
     "layout_assignment",
     "copy_insertion",
     "scheduling",

@@ -158,7 +158,7 @@ def build_kernel(
     writer.flush_denormals = flush_denormals
     params, arrays, args, ndims, dtypes, arg_names = kernel_signature(comp, outputs, flat)
     work = kernel_work(comp, params, outputs)
-    groups = plan_nests(outputs, flat)
+    groups = plan_nests(outputs, flat, comp)
     parallel = work >= parallel_threshold and len(groups) == 1
     hoisted: list[str] = []
     em = Elemental(writer, arrays, hoist=hoisted, flat=flat)

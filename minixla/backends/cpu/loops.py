@@ -16,6 +16,7 @@ the parts need no synchronization; a kernel of several nests is not split.
 
 from __future__ import annotations
 
+from ...passes.row_fusion import is_row_broadcast, row_rank, row_shape
 from ..codegen.elemental import Elemental, Writer, accumulates_in_f32
 
 
@@ -23,9 +24,13 @@ def leaf_shape(instr, k):
     return instr.shape if k is None else instr.shape.tuple_shapes[k]
 
 
-def plan_nests(outputs, flat: bool) -> list:
+def plan_nests(outputs, flat: bool, comp=None) -> list:
     """Groups of (output number, instr, leaf); a group whose first entry is the marker
-    "row" is a fused row reduction: [("row", reduces, sides)]."""
+    "row" is a fused row reduction: ["row", reduces, sides]; "rows" a row program (every
+    output in one nest): ["rows", comp, kept dims, outputs]."""
+    kept = None if flat or comp is None else row_rank(comp)
+    if kept is not None:
+        return [["rows", comp, kept, [(k, i, leaf) for k, (i, leaf) in enumerate(outputs)]]]
     family = None if flat else _row_family(outputs)
     taken = set()
     groups: list = []
@@ -43,6 +48,9 @@ def plan_nests(outputs, flat: bool) -> list:
 def emit_nest(em: Elemental, w: Writer, group, flat: bool, parallel: bool) -> None:
     if group[0] == "row":
         _emit_row_family(em, w, group[1], group[2], parallel)
+        return
+    if group[0] == "rows":
+        _emit_rows(em, w, *group[1:], parallel)
         return
     _emit_loop_nest(em, w, group, flat, parallel)
 
@@ -131,6 +139,102 @@ def _emit_row_family(em: Elemental, w: Writer, reduces, sides, parallel: bool) -
             value = f"h.bf16_store({value})"
         w.line(f"o{k}[{kept_index}] = {value}")
     w.depth -= len(kept)
+
+
+def _emit_rows(em: Elemental, w: Writer, comp, kept: int, group, parallel: bool) -> None:
+    """A row program (passes/row_fusion.py), one row at a time: its reductions in order, each
+    a loop over the row, with the row values broadcast back computed once per row; then one
+    loop over the row for the outputs. A value that a reduction reads and the outputs read
+    again, and that is costly to recompute (softmax's exponentials), is kept in an output's
+    row on the way and read back from there."""
+    dims, _ = row_shape(comp)
+    em.w.uses_reduce = True
+    rows = [(f"i{d}", str(n)) for d, n in enumerate(dims[:kept])]
+    inner = [(f"i{d}", str(n)) for d, n in enumerate(dims) if d >= kept]
+    row, full = tuple(v for v, _ in rows), tuple(f"i{d}" for d in range(len(dims)))
+    spare = [
+        (k, instr)
+        for k, instr, _ in group
+        if instr.shape.dims == dims and instr.shape.dtype != "bf16"
+    ]
+    kept_in = {}
+    _open(w, rows, parallel)
+    em.push()
+    for instr in comp.post_order():
+        if instr.opcode == "reduce":
+            source = instr.operand(0)
+            slot = _keep_slot(source, spare, comp, dims, kept, em)
+            if slot is not None:
+                _open(w, inner, False)
+                em.push()
+                w.line(f"o{slot}[{', '.join(full)}] = {em.value(source, full)}")
+                em.pop()
+                w.depth -= len(inner)
+                kept_in[id(source)] = em.arrays.get(id(source))
+                em.arrays[id(source)] = f"o{slot}"
+            em.value(instr, row)
+        elif is_row_broadcast(instr, dims, kept):
+            em.value(instr.operand(0), row)
+    _open(w, inner, False)
+    em.push()
+    stores = [
+        (k, instr, em.value(instr, full)) for k, instr, _ in group if instr.shape.dims == dims
+    ]
+    for k, instr, value in stores:  # after every value is read: an output row may hold one
+        if instr.shape.dtype == "bf16":
+            value = f"h.bf16_store({value})"
+        w.line(f"o{k}[{', '.join(full)}] = {value}")
+    em.pop()
+    w.depth -= len(inner)
+    for k, instr, _ in group:
+        if instr.shape.dims != dims:
+            value = em.value(instr, row)
+            if instr.shape.dtype == "bf16":
+                value = f"h.bf16_store({value})"
+            w.line(f"o{k}[{', '.join(row)}] = {value}")
+    em.pop()
+    w.depth -= len(rows)
+    for instr_id, name in kept_in.items():
+        if name is None:
+            em.arrays.pop(instr_id)
+        else:
+            em.arrays[instr_id] = name
+
+
+def _keep_slot(source, spare: list, comp, dims, kept: int, em: Elemental):
+    """The output (number) whose row keeps `source` while a reduction reads it, when the
+    outputs read it again and recomputing it costs a transcendental or a division; taken from
+    `spare`. None: recompute it."""
+    if id(source) in em.arrays or source.opcode in ("parameter", "constant"):
+        return None
+    if len([u for u in source.users]) < 2 and not any(i is source for _, i in spare):
+        return None
+    if not _costly(source, dims, kept):
+        return None
+    for position, (k, instr) in enumerate(spare):
+        if instr.shape.dtype == source.shape.dtype:
+            del spare[position]
+            return k
+    return None
+
+
+def _costly(instr, dims, kept: int) -> bool:
+    """Does computing `instr` per element take a transcendental or a division (up to the
+    parameters and the row values broadcast back)?"""
+    from ...passes.fusion_cost import is_expensive
+
+    seen, stack = set(), [instr]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen or node.opcode in ("parameter", "constant"):
+            continue
+        seen.add(id(node))
+        if is_row_broadcast(node, dims, kept):
+            continue
+        if is_expensive(node):
+            return True
+        stack.extend(node.operands)
+    return False
 
 
 def _emit_loop_nest(em: Elemental, w: Writer, group, flat: bool, parallel: bool) -> None:

@@ -34,11 +34,13 @@ def available() -> tuple[bool, str]:
 
 
 def pipeline():
-    """The CPU backend's pass pipeline: the same optimized module (fusion, layouts, schedule).
-    The GPU-specific choices (how a fusion is run) are made when kernels are generated."""
+    """The CPU backend's pass pipeline: the same optimized module (fusion, layouts, schedule),
+    less row fusion (a GPU kernel computes each output element on its own thread, so a row
+    reduction fused into its reader would be recomputed per element). The GPU-specific
+    choices (how a fusion is run) are made when kernels are generated."""
     from ...passes.pipelines import cpu_pipeline
 
-    return cpu_pipeline()
+    return cpu_pipeline(row_fusion=False)
 
 
 class CudaExecutable(Executable):
