@@ -175,17 +175,17 @@ def _emit_rows(em: Elemental, w: Writer, comp, kept: int, group, parallel: bool)
             em.value(instr, row)
         elif is_row_broadcast(instr, dims, kept):
             em.value(instr.operand(0), row)
-    _open(w, inner, False)
-    em.push()
-    stores = [
-        (k, instr, em.value(instr, full)) for k, instr, _ in group if instr.shape.dims == dims
-    ]
-    for k, instr, value in stores:  # after every value is read: an output row may hold one
-        if instr.shape.dtype == "bf16":
-            value = f"h.bf16_store({value})"
-        w.line(f"o{k}[{', '.join(full)}] = {value}")
-    em.pop()
-    w.depth -= len(inner)
+    elements = [(k, instr) for k, instr, _ in group if instr.shape.dims == dims]
+    if elements:
+        _open(w, inner, False)
+        em.push()
+        stores = [(k, instr, em.value(instr, full)) for k, instr in elements]
+        for k, instr, value in stores:  # after every value is read: an output row may hold one
+            if instr.shape.dtype == "bf16":
+                value = f"h.bf16_store({value})"
+            w.line(f"o{k}[{', '.join(full)}] = {value}")
+        em.pop()
+        w.depth -= len(inner)
     for k, instr, _ in group:
         if instr.shape.dims != dims:
             value = em.value(instr, row)
