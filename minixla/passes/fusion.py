@@ -250,12 +250,7 @@ class InstructionFusion(Pass):
         fused = target.attrs["calls"]
         operands = list(target.operands)
         args = [self._parameter_for(fused, operands, o) for o in source.operands]
-        if source.opcode == "fusion":
-            root = inline_computation(source.attrs["calls"], args, fused, self.names)
-            source_outputs = self._outputs(fused, root)
-        else:
-            clone = source.clone(args, name=self.names(source.name))
-            source_outputs = [fused.add_instruction(clone)]
+        source_outputs = self._absorb(fused, source, args)
         if producer_consumer:  # the target read the producer through parameters
             for i, operand in enumerate(operands):
                 if operand is source:
@@ -268,10 +263,23 @@ class InstructionFusion(Pass):
         for old in (target, source):
             if old.parent is not None:
                 old.parent.remove_instruction(old)
+        self._forget(source)
+        return new
+
+    def _absorb(self, fused: HloComputation, source: HloInstruction, args: list) -> list:
+        """Clones `source` (a fusion's computation, or one op) into `fused` over `args`;
+        returns its outputs there."""
+        if source.opcode == "fusion":
+            root = inline_computation(source.attrs["calls"], args, fused, self.names)
+            return self._outputs(fused, root)
+        clone = source.clone(args, name=self.names(source.name))
+        return [fused.add_instruction(clone)]
+
+    def _forget(self, source: HloInstruction) -> None:
+        """Drops the fused computation of a fusion merged away."""
         if source.opcode == "fusion":
             self.module.remove_computation(source.attrs["calls"])
             self.touched.pop(id(source.attrs["calls"]), None)
-        return new
 
     def _outputs(self, fused: HloComputation, root: HloInstruction) -> list:
         """One value per output of a fused computation: a tuple's operands, or the elements of

@@ -21,7 +21,7 @@ from ..ir.opcodes import ELEMENTWISE
 from .base import register_pass
 from .fusion import InstructionFusion, _dedupe
 from .fusion_cost import MAX_FUSED_OPS, MAX_FUSION_OPERANDS, MAX_REDUCES_PER_FUSION, fused_size
-from .hlo_utils import NameUniquer, inline_computation, reaches, sequential_computations
+from .hlo_utils import NameUniquer, reaches, sequential_computations
 
 # Fewer rows than this would leave the cores with too few rows each; the separate kernels
 # thread their elementwise parts over every element.
@@ -204,12 +204,7 @@ class RowFusion(InstructionFusion):
             else self._parameter_for(fused, operands, o)
             for o in source.operands
         ]
-        if source.opcode == "fusion":
-            root = inline_computation(source.attrs["calls"], args, fused, self.names)
-            source_outputs = self._outputs(fused, root)
-        else:
-            clone = source.clone(args, name=self.names(source.name))
-            source_outputs = [fused.add_instruction(clone)]
+        source_outputs = self._absorb(fused, source, args)
         for number, operand in enumerate(operands):
             index = _output_index(operand, source)
             if index is not None:
@@ -228,9 +223,7 @@ class RowFusion(InstructionFusion):
         for operand in source.operands:  # a lone reduce's init, now cloned into the fusion
             if operand.opcode == "constant" and not operand.users and operand.parent is not None:
                 operand.parent.remove_instruction(operand)
-        if source.opcode == "fusion":
-            self.module.remove_computation(source.attrs["calls"])
-            self.touched.pop(id(source.attrs["calls"]), None)
+        self._forget(source)
         self._prune(merged)
 
     def _prune(self, fusion: HloInstruction) -> None:
