@@ -152,6 +152,8 @@ class RowFusion(InstructionFusion):
         return False
 
     def _fits(self, source: HloInstruction, consumer: HloInstruction) -> bool:
+        if any(i.control_predecessors or i.control_successors for i in (source, consumer)):
+            return False
         body = _body(source)
         fused = consumer.attrs["calls"]
         readers = [
