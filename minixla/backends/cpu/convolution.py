@@ -37,7 +37,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..codegen.scalar import NotEmittable
-from .blas_threads import libraries_loaded, threads_for, use_threads
+from .blas_threads import threads_for, use_threads
+from .host_blas import accumulate_gemm
 from .libcalls import _finish, _gemm_dtype, _work_dtype
 
 # When shifted GEMMs beat im2col (measured on [8, 1024, c] 1-D and [8, h, w, c] 2-D cases):
@@ -200,18 +201,14 @@ def _shifted(spec: ConvPlan, x: np.ndarray, kernel: np.ndarray, positions, gemm)
         offset = sum(t * wd.rhs_dilation * pitch for t, wd, pitch in zip(tap, spec.window, pitches))
         weights = kernel[tap].reshape(c // g, g, o // g).transpose(1, 0, 2)  # [g, in, out]
         lhs = flat[:, offset : offset + rows]
-        if gemm is not None and g == 1:  # total += lhs @ weights, as C^T = B^T A^T for BLAS
-            target = total[0, :rows].T
-            result = gemm(
-                1.0,
-                np.ascontiguousarray(weights[0]).T,
-                lhs[0].T,
-                beta=0.0 if tap == first else 1.0,
-                c=target,
-                overwrite_c=True,
+        if gemm is not None and g == 1:  # total += lhs @ weights
+            accumulate_gemm(
+                gemm,
+                total[0, :rows],
+                lhs[0],
+                np.ascontiguousarray(weights[0]),
+                0.0 if tap == first else 1.0,
             )
-            if result is not target:  # SciPy copied C instead
-                target[...] = result
             continue
         if scratch is None:
             np.matmul(lhs, weights, out=total[:, :rows])
@@ -259,15 +256,12 @@ def _planar(spec: ConvPlan, out: np.ndarray, x: np.ndarray, kernel: np.ndarray) 
 
 
 def _accumulating_gemm(work: np.dtype):
-    """SciPy's BLAS gemm for float32/float64 (it accumulates into C in place), else None."""
+    """NumPy's BLAS gemm for float32/float64 (it accumulates into C in place), else None."""
     if work not in (np.float32, np.float64):
         return None
-    try:
-        from scipy.linalg import blas
-    except ImportError:  # NumPy's matmul and an add instead
-        return None
-    libraries_loaded()
-    return blas.sgemm if work == np.float32 else blas.dgemm
+    from .host_blas import host_blas
+
+    return host_blas()  # None: NumPy's matmul and an add instead
 
 
 def _im2col(spec: ConvPlan, x: np.ndarray, kernel: np.ndarray, positions) -> np.ndarray:
