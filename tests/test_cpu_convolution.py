@@ -349,3 +349,75 @@ def test_the_driver_runs_the_thunk_without_fallback():
     assert not exe.program.fallbacks
     want = minixla.compile(text, backend="interpreter")(*args)
     np.testing.assert_allclose(np.asarray(exe(*args)), np.asarray(want), rtol=1e-4, atol=1e-4)
+
+
+def _openblas_threads() -> dict[str, int]:
+    """Each OpenBLAS loaded in this process: its current thread count."""
+    import ctypes
+
+    with open("/proc/self/maps") as maps:
+        paths = sorted({line.split()[-1] for line in maps if "openblas" in line.lower()})
+    counts = {}
+    for path in paths:
+        library = ctypes.CDLL(path)
+        for symbol in (
+            "scipy_openblas_get_num_threads64_",
+            "scipy_openblas_get_num_threads",
+            "openblas_get_num_threads64_",
+            "openblas_get_num_threads",
+        ):
+            getter = getattr(library, symbol, None)
+            if getter is not None:
+                counts[path] = getter()
+                break
+    return counts
+
+
+def test_an_openblas_loaded_after_the_first_gemm_gets_the_thread_count_too():
+    import sys
+
+    pytest.importorskip("scipy")
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the thread setters are found through /proc/self/maps")
+    from minixla.backends.cpu import blas_threads, libcalls
+
+    libcalls._lapack()  # SciPy's OpenBLAS is in the process from here on
+    for setter in blas_threads._find_setters():
+        setter(2)
+    blas_threads._setters, blas_threads._current = [], None  # as if found before SciPy loaded
+    libcalls._lapack()  # what compiling a cholesky or a shifted convolution does
+    blas_threads.use_threads(1)
+    counts = _openblas_threads()
+    if not counts:
+        pytest.skip("no OpenBLAS with a thread getter in this process")
+    assert set(counts.values()) == {1}, counts
+
+
+def test_shifted_convolutions_run_without_importing_scipy():
+    # Their per-tap GEMMs call NumPy's OpenBLAS directly (host_blas.py), so compiling and
+    # running one never pays SciPy's import (most of such a program's warm compile).
+    import subprocess
+    import sys
+
+    script = """
+import sys, numpy as np, minixla
+from minixla.backends.cpu.convolution import plan
+text = '''HloModule m
+ENTRY main {
+  x = f32[2,16,16] parameter(0)
+  k = f32[3,16,5] parameter(1)
+  ROOT c = f32[2,14,5] convolution(x, k), window={size=3}, dim_labels=b0f_0io->b0f
+}'''
+assert plan(minixla.parse_hlo_module(text).entry.root).strategy == "shifted"
+rng = np.random.default_rng(0)
+args = [rng.standard_normal(s).astype(np.float32) for s in ((2, 16, 16), (3, 16, 5))]
+got = minixla.compile(text, backend="cpu")(*args)
+want = minixla.compile(text, backend="interpreter")(*args)
+np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+print("scipy" in sys.modules)
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"

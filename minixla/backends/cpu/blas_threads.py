@@ -124,6 +124,16 @@ def threads_for(flops: float) -> int:
     return int(max(1, min(idle_cores(), flops // SERIAL_FLOPS)))
 
 
+def libraries_loaded() -> None:
+    """Called after importing a module that may load another OpenBLAS (SciPy's): the next
+    `use_threads` looks for setters again and sets every library, the new one included
+    (left alone, it would run each GEMM on all cores, as many threads as a loaded machine
+    can least afford)."""
+    global _setters, _current
+    with _lock:
+        _setters, _current = None, None
+
+
 def kernel_threads(work: float, pooled: bool = False) -> int:
     """Threads a parallel kernel of estimated `work` gets when it runs (`pooled`: its parts
     run in the program library's pool, which hands them over cheaply)."""

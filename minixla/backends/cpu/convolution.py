@@ -259,9 +259,9 @@ def _accumulating_gemm(work: np.dtype):
     """NumPy's BLAS gemm for float32/float64 (it accumulates into C in place), else None."""
     if work not in (np.float32, np.float64):
         return None
-    from .host_blas import host_blas
+    from .host_blas import accumulating_gemm
 
-    return host_blas()  # None: NumPy's matmul and an add instead
+    return accumulating_gemm()  # None: NumPy's matmul and an add instead
 
 
 def _im2col(spec: ConvPlan, x: np.ndarray, kernel: np.ndarray, positions) -> np.ndarray:

@@ -1,6 +1,6 @@
 """Thunks that call libraries: convolution (convolution.py), dots outside BLAS's types, converts
 and bitcasts of types kernels cannot hold, fft (pocketfft through NumPy), cholesky and
-triangular-solve (LAPACK/BLAS from NumPy's OpenBLAS: host_blas.py).
+triangular-solve (LAPACK/BLAS through SciPy).
 
 Each factory returns `run(out, *operands)` filling the preallocated result, or raises
 NotEmittable when it does not cover the instruction (the driver then reports a fallback).
@@ -15,9 +15,7 @@ import math
 import numpy as np
 
 from ..codegen.scalar import NotEmittable
-from .blas_threads import threads_for, use_threads
-from .host_blas import cholesky as host_cholesky
-from .host_blas import triangular_solve as host_solve
+from .blas_threads import libraries_loaded, threads_for, use_threads
 
 _NARROW_FLOATS = ("f16", "bf16")
 _FLOATS = ("f16", "bf16", "f32", "f64")
@@ -166,12 +164,12 @@ def fft(instr):
 
 
 def _lapack():
-    from .host_blas import host_blas
-
-    found = host_blas()
-    if found is None:  # the interpreter's code runs instead
-        raise NotEmittable("no BLAS with LAPACKE is loaded")
-    return found
+    try:
+        from scipy.linalg import blas, lapack
+    except ImportError as exc:  # SciPy is optional; the interpreter's code runs instead
+        raise NotEmittable("SciPy is not installed") from exc
+    libraries_loaded()
+    return blas, lapack
 
 
 def cholesky(instr):
@@ -181,7 +179,7 @@ def cholesky(instr):
     failing column on)."""
     from ...reference.ops_linalg import cholesky_values
 
-    blas = _lapack()
+    _, lapack = _lapack()
     lower = bool(instr.attrs.get("lower", False))
     dtype = instr.shape.dtype
     if dtype not in ("f32", "f64"):
@@ -196,9 +194,12 @@ def cholesky(instr):
         flat_in = a.reshape(-1, n, n)
         flat_out = out.reshape(-1, n, n)
         for b in range(flat_in.shape[0]):
-            work = np.array(flat_in[b], dtype=np.float64)  # in f64, as the interpreter does
-            info = host_cholesky(blas, work, lower=lower)
-            flat_out[b] = work if info == 0 else cholesky_values(flat_in[b], lower)
+            # in f64, as the interpreter does. LAPACK reads the C-order copy as its transpose,
+            # the same symmetric matrix, and leaves the other triangle's factor there: our
+            # factor, in place (`factor` is `work.T`), with no copy into Fortran order and back.
+            work = np.array(flat_in[b], dtype=np.float64)
+            factor, info = lapack.dpotrf(work.T, lower=not lower, clean=True, overwrite_a=True)
+            flat_out[b] = factor.T if info == 0 else cholesky_values(flat_in[b], lower)
 
     return run
 
@@ -206,7 +207,7 @@ def cholesky(instr):
 def triangular_solve(instr):
     """BLAS dtrsm per matrix, in f64 like the interpreter (no singularity check: a zero pivot
     gives inf/NaN, as in XLA)."""
-    blas = _lapack()
+    blas, _ = _lapack()
     attrs = instr.attrs
     dtype = instr.shape.dtype
     if dtype not in ("f32", "f64"):
@@ -229,10 +230,20 @@ def triangular_solve(instr):
         flat_b = b.reshape((-1,) + b.shape[-2:])
         flat_out = out.reshape(flat_b.shape)
         for k in range(flat_b.shape[0]):
+            # BLAS reads C-order matrices as their transposes: op(A) X = B is
+            # X^T op(A)^T = B^T, so the side and the triangle flip and X is solved in place
             work = np.array(flat_b[k], dtype=np.float64)
-            matrix = np.ascontiguousarray(flat_a[k])
-            host_solve(blas, matrix, work, left=left, lower=lower, trans=trans, unit=unit)
-            flat_out[k] = work
+            solved = blas.dtrsm(
+                1.0,
+                np.ascontiguousarray(flat_a[k]).T,
+                work.T,
+                side=1 if left else 0,
+                lower=not lower,
+                trans_a=trans,
+                diag=int(unit),
+                overwrite_b=True,
+            )
+            flat_out[k] = solved.T
 
     return run
 
