@@ -15,7 +15,6 @@ import minixla
 from minixla.backends import cuda as cuda_backend
 from minixla.backends.cuda import driver, target
 from minixla.passes.base import run_pipeline
-from minixla.passes.pipelines import cpu_pipeline
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from workloads import WORKLOADS
@@ -26,7 +25,7 @@ DEVICE = {"geometry": target.DEVICE}  # the GPU's launch shapes, even when the s
 def program(text: str, optimize: bool = True, **options):
     module = minixla.parse_hlo_module(text)
     if optimize:
-        run_pipeline(cpu_pipeline(), module)
+        run_pipeline(cuda_backend.pipeline(), module)
     return driver.build_program(module, {**DEVICE, **options})
 
 

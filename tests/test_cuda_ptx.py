@@ -69,7 +69,7 @@ except Exception as exc:
 import minixla
 from minixla.backends.cuda import driver
 from minixla.passes.base import run_pipeline
-from minixla.passes.pipelines import cpu_pipeline
+from minixla.backends.cuda import pipeline as cuda_pipeline
 sys.path[:0] = [sys.argv[1] + "/bench", sys.argv[1] + "/tests"]
 from workloads import WORKLOADS
 from conformance_paths import CASES
@@ -79,7 +79,7 @@ texts += [(CASES / name / "module.hlo").read_text() for name in sys.argv[2:]
 seen, failures = set(), []
 for text in texts:
     module = minixla.parse_hlo_module(text)
-    run_pipeline(cpu_pipeline(), module)
+    run_pipeline(cuda_pipeline(), module)
     for spec in driver.build_program(module, {}).kernels.values():
         if spec.kid in seen:
             continue
