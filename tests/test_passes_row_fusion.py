@@ -61,6 +61,17 @@ ENTRY main {{
 }}"""
 
 
+def read_back(*, reduced: int, broadcast: int, row: str = "m") -> str:
+    """x - broadcast(row value), the row value a max of x over dim `reduced`."""
+    return f"""HloModule read_back
+{ADD_MAX}
+ENTRY main {{
+  x = f32[64,64] parameter(0)
+  m = f32[64] reduce(x, f32[] constant(-inf)), dimensions={{{reduced}}}, to_apply=max
+  ROOT c = f32[64,64] subtract(x, f32[64,64] broadcast({row}), dimensions={{{broadcast}}})
+}}"""
+
+
 def entry_fusions(module):
     return [i for i in module.entry.instructions if i.opcode == "fusion"]
 
@@ -118,35 +129,11 @@ ENTRY main {{
     "why, text",
     [
         ("too few rows", softmax(rows=MIN_ROWS - 1)),
-        (
-            "a column reduction",
-            f"""HloModule cols
-{ADD_MAX}
-ENTRY main {{
-  x = f32[64,64] parameter(0)
-  m = f32[64] reduce(x, f32[] constant(-inf)), dimensions={{0}}, to_apply=max
-  ROOT c = f32[64,64] subtract(x, f32[64,64] broadcast(m), dimensions={{1}})
-}}""",
-        ),
-        (
-            "a row value broadcast along the other dim",
-            f"""HloModule across
-{ADD_MAX}
-ENTRY main {{
-  x = f32[64,64] parameter(0)
-  m = f32[64] reduce(x, f32[] constant(-inf)), dimensions={{1}}, to_apply=max
-  ROOT c = f32[64,64] subtract(x, f32[64,64] broadcast(m), dimensions={{1}})
-}}""",
-        ),
+        ("a column reduction", read_back(reduced=0, broadcast=1)),
+        ("a row value broadcast along the other dim", read_back(reduced=1, broadcast=1)),
         (
             "a row value reversed before it is read back",
-            f"""HloModule reversed
-{ADD_MAX}
-ENTRY main {{
-  x = f32[64,64] parameter(0)
-  m = f32[64] reduce(x, f32[] constant(-inf)), dimensions={{1}}, to_apply=max
-  ROOT c = f32[64,64] subtract(x, f32[64,64] broadcast(f32[64] reverse(m), dimensions={{0}}), dimensions={{0}})
-}}""",
+            read_back(reduced=1, broadcast=0, row="f32[64] reverse(m), dimensions={0}"),
         ),
         (
             "the rows of a transposed input",

@@ -255,15 +255,24 @@ class InstructionFusion(Pass):
             for i, operand in enumerate(operands):
                 if operand is source:
                     fused.parameter(i).replace_all_uses_with(source_outputs[0])
+        new = self._combine(target, source, operands, source_outputs)
+        for old in (target, source):
+            if old.parent is not None:
+                old.parent.remove_instruction(old)
+        self._forget(source)
+        return new
+
+    def _combine(
+        self, target: HloInstruction, source: HloInstruction, operands: list, source_outputs: list
+    ) -> HloInstruction:
+        """Rebuilds fusion `target` with `source`'s outputs (already in its computation) after
+        its own; the users of both read the new fusion."""
+        fused = target.attrs["calls"]
         target_outputs = self._outputs(fused, fused.root)
         outputs = _dedupe(fused, target_outputs + source_outputs)
         new = self._rebuild(target, operands, outputs)
         self._redirect(target, new, 0)
         self._redirect(source, new, len(target_outputs))
-        for old in (target, source):
-            if old.parent is not None:
-                old.parent.remove_instruction(old)
-        self._forget(source)
         return new
 
     def _absorb(self, fused: HloComputation, source: HloInstruction, args: list) -> list:

@@ -19,7 +19,7 @@ from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule
 from ..ir.opcodes import ELEMENTWISE
 from .base import register_pass
-from .fusion import InstructionFusion, _dedupe
+from .fusion import InstructionFusion
 from .fusion_cost import MAX_FUSED_OPS, MAX_FUSION_OPERANDS, MAX_REDUCES_PER_FUSION, fused_size
 from .hlo_utils import NameUniquer, reaches, sequential_computations
 
@@ -211,11 +211,7 @@ class RowFusion(InstructionFusion):
             index = _output_index(operand, source)
             if index is not None:
                 fused.parameter(number).replace_all_uses_with(source_outputs[index])
-        consumer_outputs = self._outputs(fused, fused.root)
-        outputs = _dedupe(fused, consumer_outputs + source_outputs)
-        merged = self._rebuild(consumer, operands, outputs)
-        self._redirect(consumer, merged, 0)
-        self._redirect(source, merged, len(consumer_outputs))
+        merged = self._combine(consumer, source, operands, source_outputs)
         for old in (consumer, source):
             for user in list(old.users):  # get-tuple-elements the consumer read
                 if not user.users and not user.is_root():
