@@ -141,6 +141,7 @@ def test_cpu_pipeline_runs_every_pass_in_xla_order():
         "transpose-folding",
         "layout-assignment",
         "fusion",
+        "row-fusion",
         "copy-insertion",
         "scheduling",
     ]
