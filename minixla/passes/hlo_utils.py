@@ -104,3 +104,15 @@ def remove_if_dead(instr: HloInstruction) -> None:
         operands = list(node.operands)
         comp.remove_instruction(node)
         stack.extend(operands)
+
+
+def single_op_computation(instr: HloInstruction) -> HloComputation:
+    """A computation holding just `instr` (operands become parameters), so a lone op is seen
+    as a one-instruction fusion (kernel builders, row fusion's producers)."""
+    params = [
+        HloInstruction.parameter(i, op.shape, name=f"param_{i}")
+        for i, op in enumerate(instr.operands)
+    ]
+    clone = instr.clone(params)
+    clone.name = instr.name
+    return HloComputation(f"single.{instr.name}", params + [clone], clone)

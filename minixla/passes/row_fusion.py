@@ -21,7 +21,7 @@ from ..ir.opcodes import ELEMENTWISE
 from .base import register_pass
 from .fusion import InstructionFusion
 from .fusion_cost import MAX_FUSED_OPS, MAX_FUSION_OPERANDS, MAX_REDUCES_PER_FUSION, fused_size
-from .hlo_utils import NameUniquer, reaches, sequential_computations
+from .hlo_utils import NameUniquer, reaches, sequential_computations, single_op_computation
 
 # Fewer rows than this would leave the cores with too few rows each; the separate kernels
 # thread their elementwise parts over every element.
@@ -76,49 +76,52 @@ def _outputs(comp: HloComputation) -> list[HloInstruction]:
     return list(root.operands) if root.opcode == "tuple" else [root]
 
 
-def follows_rows(comp: HloComputation, dims, kept: int, seeds=frozenset()) -> bool:
+def follows_rows(comp: HloComputation, dims, kept: int, seeds=frozenset()) -> set[int] | None:
     """Can `comp` run row by row over D = `dims`? Every reduce reduces the trailing dims of a
     D-shaped input to the row dims; every value that depends on a reduction (or on a seeded
     parameter) is a row value combined elementwise, a broadcast of one back over the row, or a
-    D-shaped value combined elementwise; and every output has dims D or D[:k]."""
+    D-shaped value combined elementwise; and every output has dims D or D[:k]. Returns the ids
+    of those dependent values (`reduce_dependent`), or None when it cannot."""
     dims, rows = tuple(dims), tuple(dims[:kept])
     dependent = reduce_dependent(comp, seeds)
     for out in _outputs(comp):
         if not out.shape.is_array or out.shape.dims not in (dims, rows):
-            return False
+            return None
     for instr in comp.post_order():
         if instr.opcode == "reduce":
             if _reduce_rows(instr) != (dims, kept):
-                return False
+                return None
             continue
         if id(instr) not in dependent or id(instr) in seeds or instr.opcode == "tuple":
             continue
         if instr.shape.dims not in (dims, rows) or not instr.shape.is_array:
-            return False
+            return None
         if is_row_broadcast(instr, dims, kept):
             continue
         if instr.opdef.kind != ELEMENTWISE or instr.opcode == "map":
-            return False
+            return None
         for operand in instr.operands:
             if id(operand) in dependent and operand.shape.dims != instr.shape.dims:
-                return False
-    return True
+                return None
+    return dependent
+
+
+def reads_back(comp: HloComputation, dims, kept: int, dependent: set[int]) -> bool:
+    """Is some row value that depends on a reduction broadcast back over the rows?"""
+    return any(
+        is_row_broadcast(i, dims, kept) and id(i.operand(0)) in dependent for i in comp.instructions
+    )
 
 
 def row_rank(comp: HloComputation) -> int | None:
-    """k when `comp` is a row program over (D, k): it follows rows (above) and some row value
-    that depends on a reduction is broadcast back over the rows; None otherwise."""
+    """k when `comp` is a row program over (D, k): it follows rows (above) and reads a row
+    value that depends on a reduction back over the rows; None otherwise."""
     found = row_shape(comp)
     if found is None:
         return None
     dims, kept = found
-    if not follows_rows(comp, dims, kept):
-        return None
-    dependent = reduce_dependent(comp)
-    reads_back = any(
-        is_row_broadcast(i, dims, kept) and id(i.operand(0)) in dependent for i in comp.instructions
-    )
-    return kept if reads_back else None
+    dependent = follows_rows(comp, dims, kept)
+    return kept if dependent is not None and reads_back(comp, dims, kept, dependent) else None
 
 
 @register_pass
@@ -165,10 +168,12 @@ class RowFusion(InstructionFusion):
         if found is None:
             return False
         dims, kept = found
-        if prod(dims[:kept]) < MIN_ROWS or not follows_rows(body, dims, kept):
+        if prod(dims[:kept]) < MIN_ROWS:
+            return False
+        dependent = follows_rows(body, dims, kept)
+        if dependent is None:
             return False
         # A source without reductions of its own computes row values from ones that have.
-        dependent = reduce_dependent(body)
         outputs = _outputs(body)
         seeds = set()
         for number, operand in enumerate(consumer.operands):
@@ -177,13 +182,8 @@ class RowFusion(InstructionFusion):
                 id(outputs[index]) in dependent or outputs[index].shape.dims == dims[:kept]
             ):
                 seeds.add(id(fused.parameter(number)))
-        if not seeds or not follows_rows(fused, dims, kept, frozenset(seeds)):
-            return False
-        reading = reduce_dependent(fused, frozenset(seeds))
-        if not any(
-            is_row_broadcast(i, dims, kept) and id(i.operand(0)) in reading
-            for i in fused.instructions
-        ):
+        reading = follows_rows(fused, dims, kept, frozenset(seeds)) if seeds else None
+        if reading is None or not reads_back(fused, dims, kept, reading):
             return False
         if fused_size(consumer) + fused_size(source) > MAX_FUSED_OPS:
             return False
@@ -252,12 +252,7 @@ def _body(source: HloInstruction) -> HloComputation:
     """The computation a source runs: its fused computation, or the lone reduce as one."""
     if source.opcode == "fusion":
         return source.attrs["calls"]
-    params = [
-        HloInstruction.parameter(i, operand.shape, name=f"param_{i}")
-        for i, operand in enumerate(source.operands)
-    ]
-    clone = source.clone(params)
-    return HloComputation(f"rows.{source.name}", params + [clone], clone)
+    return single_op_computation(source)
 
 
 def _read_back_shape(fused: HloComputation, readers) -> tuple[tuple[int, ...], int] | None:

@@ -162,7 +162,7 @@ def fusion_rule(b, instr):
 def single_op_rule(opcodes: frozenset, *, tuples: frozenset = frozenset()) -> Rule:
     """A lone elementwise op, or one of `opcodes`, as the kernel of a one-instruction
     computation; tuple-shaped results only for `tuples`."""
-    from .kernels import single_op_computation
+    from ...passes.hlo_utils import single_op_computation
 
     def rule(b, instr):
         if instr.opdef.kind != "elementwise" and instr.opcode not in opcodes:

@@ -1,6 +1,7 @@
 """What a kernel is made of, on every target: the fused computation's outputs, its arguments
 (parameters, array constants, outputs) and their ranks and types, whether one flat index
-addresses every array, and a lone op wrapped as a one-instruction computation.
+addresses every array (a lone op comes as a one-instruction computation:
+passes/hlo_utils.single_op_computation).
 
 A backend's kernel builder (cpu/kernels.py, cuda/kernels.py) starts from these and adds its own
 loops and launch parameters.
@@ -98,18 +99,3 @@ def kernel_signature(comp, outputs, flat: bool):
 def _add_arg(shape, flat: bool, ndims: list, dtypes: list) -> None:
     ndims.append(1 if flat or shape.rank == 0 else shape.rank)  # scalars: 1-element arrays
     dtypes.append(shape.dtype)
-
-
-def single_op_computation(instr):
-    """A fused computation holding just `instr` (operands become parameters), so a lone op
-    goes through the same kernel builder as a fusion."""
-    from ...ir.computation import HloComputation
-    from ...ir.instruction import HloInstruction
-
-    params = [
-        HloInstruction.parameter(i, op.shape, name=f"param_{i}")
-        for i, op in enumerate(instr.operands)
-    ]
-    clone = instr.clone(params)
-    clone.name = instr.name
-    return HloComputation(f"single.{instr.name}", params + [clone], clone)

@@ -125,19 +125,14 @@ def _emit_row_family(em: Elemental, w: Writer, reduces, sides, parallel: bool) -
     for k, instr, leaf in sides:
         value = em.value(instr, full)
         value = value[leaf] if leaf is not None else value
-        if leaf_shape(instr, leaf).dtype == "bf16":
-            value = f"h.bf16_store({value})"
-        w.line(f"o{k}[{', '.join(full)}] = {value}")
+        _store_line(w, k, leaf_shape(instr, leaf).dtype, full, value)
     em.pop()
     w.depth -= len(inner)
-    kept_index = ", ".join(var for var, _ in kept) or "0"
     for k, instr, leaf in reduces:
         value = accumulators[id(instr)][leaf or 0]
         if accumulates_in_f32(instr):
             value = f"h.round_bf16({value})"
-        if leaf_shape(instr, leaf).dtype == "bf16":
-            value = f"h.bf16_store({value})"
-        w.line(f"o{k}[{kept_index}] = {value}")
+        _store_line(w, k, leaf_shape(instr, leaf).dtype, [var for var, _ in kept], value)
     w.depth -= len(kept)
 
 
@@ -157,20 +152,20 @@ def _emit_rows(em: Elemental, w: Writer, comp, kept: int, group, parallel: bool)
         for k, instr, _ in group
         if instr.shape.dims == dims and instr.shape.dtype != "bf16"
     ]
-    kept_in = {}
+    kept_in = []  # values read from an output's row from here on
     _open(w, rows, parallel)
     em.push()
     for instr in comp.post_order():
         if instr.opcode == "reduce":
             source = instr.operand(0)
-            slot = _keep_slot(source, spare, comp, dims, kept, em)
+            slot = _keep_slot(source, spare, dims, kept, em)
             if slot is not None:
                 _open(w, inner, False)
                 em.push()
                 w.line(f"o{slot}[{', '.join(full)}] = {em.value(source, full)}")
                 em.pop()
                 w.depth -= len(inner)
-                kept_in[id(source)] = em.arrays.get(id(source))
+                kept_in.append(id(source))
                 em.arrays[id(source)] = f"o{slot}"
             em.value(instr, row)
         elif is_row_broadcast(instr, dims, kept):
@@ -181,33 +176,25 @@ def _emit_rows(em: Elemental, w: Writer, comp, kept: int, group, parallel: bool)
         em.push()
         stores = [(k, instr, em.value(instr, full)) for k, instr in elements]
         for k, instr, value in stores:  # after every value is read: an output row may hold one
-            if instr.shape.dtype == "bf16":
-                value = f"h.bf16_store({value})"
-            w.line(f"o{k}[{', '.join(full)}] = {value}")
+            _store_line(w, k, instr.shape.dtype, full, value)
         em.pop()
         w.depth -= len(inner)
     for k, instr, _ in group:
         if instr.shape.dims != dims:
-            value = em.value(instr, row)
-            if instr.shape.dtype == "bf16":
-                value = f"h.bf16_store({value})"
-            w.line(f"o{k}[{', '.join(row)}] = {value}")
+            _store_line(w, k, instr.shape.dtype, row, em.value(instr, row))
     em.pop()
     w.depth -= len(rows)
-    for instr_id, name in kept_in.items():
-        if name is None:
-            em.arrays.pop(instr_id)
-        else:
-            em.arrays[instr_id] = name
+    for instr_id in kept_in:  # only values no array held were kept (_keep_slot)
+        em.arrays.pop(instr_id)
 
 
-def _keep_slot(source, spare: list, comp, dims, kept: int, em: Elemental):
+def _keep_slot(source, spare: list, dims, kept: int, em: Elemental):
     """The output (number) whose row keeps `source` while a reduction reads it, when the
     outputs read it again and recomputing it costs a transcendental or a division; taken from
     `spare`. None: recompute it."""
     if id(source) in em.arrays or source.opcode in ("parameter", "constant"):
         return None
-    if len([u for u in source.users]) < 2 and not any(i is source for _, i in spare):
+    if len(source.users) < 2 and not any(i is source for _, i in spare):
         return None
     if not _costly(source, dims, kept):
         return None
@@ -258,10 +245,15 @@ def _store(em: Elemental, w: Writer, group, index) -> None:
         value = em.value(instr, index)
         if leaf is not None:
             value = value[leaf]
-        if leaf_shape(instr, leaf).dtype == "bf16":
-            value = f"h.bf16_store({value})"
-        w.line(f"o{k}[{', '.join(index) if index else '0'}] = {value}")
+        _store_line(w, k, leaf_shape(instr, leaf).dtype, index, value)
     em.pop()
+
+
+def _store_line(w: Writer, k: int, dtype: str, index, value: str) -> None:
+    """o{k}[index] = value (bf16 outputs hold bit patterns)."""
+    if dtype == "bf16":
+        value = f"h.bf16_store({value})"
+    w.line(f"o{k}[{', '.join(index) if index else '0'}] = {value}")
 
 
 def _emit_flat(em: Elemental, w: Writer, group, parallel: bool) -> None:

@@ -39,7 +39,7 @@ from ..codegen.driver import (
 )
 from ..codegen.driver import nest as _nest
 from ..codegen.driver import source as _src
-from ..codegen.kernels import single_op_computation
+from ...passes.hlo_utils import single_op_computation
 from ..codegen.plan import constant_value, needs_copy, plan_computation
 from ..codegen.scalar import NotEmittable
 from .indexing import build_scatter_kernel, build_window_kernel, window_ok
