@@ -7,7 +7,7 @@ import pytest
 import minixla
 from conformance_reference import case_dirs, check_passes_keep_values, requires_corpus
 from minixla.passes.fusion import InstructionFusion
-from minixla.passes.fusion_cost import MAX_FUSED_OPS
+from minixla.passes.fusion_cost import MAX_FUSED_OPS, MAX_RECOMPUTED_OPS
 from minixla.testing import check_pass
 
 
@@ -277,6 +277,49 @@ def test_fusions_are_capped_in_size():
         for f in fusions(module)
     ]
     assert len(sizes) >= 3 and max(sizes) <= MAX_FUSED_OPS
+
+
+def _recurrence(steps: int) -> str:
+    """h_t = h_(t-1) * a + x_t, unrolled; every step's h_t * w is an output (the shape of an
+    unrolled RNN's cell state and its per-step consumers)."""
+    lines = ["a = f32[64] parameter(0)", "w = f32[64] parameter(1)", "h0 = f32[64] parameter(2)"]
+    for t in range(1, steps + 1):
+        lines += [
+            f"x{t} = f32[64] parameter({t + 2})",
+            f"s{t} = f32[64] multiply(h{t - 1}, a)",
+            f"h{t} = f32[64] add(s{t}, x{t})",
+            f"y{t} = f32[64] multiply(h{t}, w)",
+        ]
+    outputs = ", ".join(f"y{t}" for t in range(1, steps + 1))
+    lines.append(f"ROOT out = ({', '.join(['f32[64]'] * steps)}) tuple({outputs})")
+    return "HloModule recurrence\nENTRY main {\n" + "\n".join(lines) + "\n}"
+
+
+def test_an_unrolled_recurrence_is_not_recomputed_by_every_step():
+    steps = 24  # without the limits the steps' fusions hold 24 * 25 / 2 links of the chain
+    fusion = InstructionFusion(multi_output=False)
+    module = check_pass(
+        fusion,
+        _recurrence(steps),
+        """
+    // CHECK: ENTRY %main
+    // CHECK: fusion(
+    """,
+    )
+    fused_ops = sum(
+        1
+        for f in fusions(module)
+        for i in f.attrs["calls"].instructions
+        if i.opcode in ("multiply", "add")
+    )
+    assert fused_ops <= 3 * steps + steps * MAX_RECOMPUTED_OPS // 2
+    assert any("recompute" in d.reason for _, _, d in fusion.decisions)
+
+
+def test_a_short_recurrence_is_still_fused_whole():
+    # within the limits, copying the chain into each step saves writing it to memory
+    module, _ = minixla.testing.run_pass(InstructionFusion(multi_output=False), _recurrence(3))
+    assert {i.opcode for i in module.entry.instructions} == {"parameter", "fusion", "tuple"}
 
 
 @requires_corpus

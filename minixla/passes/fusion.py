@@ -29,6 +29,7 @@ from .fusion_cost import (
     is_reduction_root,
     should_fuse,
     consumer_reuses,
+    Duplication,
 )
 from .hlo_utils import NameUniquer, inline_computation, reaches, sequential_computations
 
@@ -50,6 +51,7 @@ class InstructionFusion(Pass):
     def __init__(self, multi_output: bool = True):
         self.multi_output = multi_output
         self.decisions: list[tuple[str, str, Decision]] = []  # (producer, consumer, refusal)
+        self.duplication: Duplication | None = None  # of the computation being fused
 
     def run(self, module: HloModule) -> bool:
         self.module, self.names = module, NameUniquer(module)
@@ -70,6 +72,7 @@ class InstructionFusion(Pass):
     def _fuse_computation(self, comp: HloComputation) -> bool:
         order = comp.post_order()
         position = {id(instr): k for k, instr in enumerate(order)}
+        self.duplication = Duplication(order)
         changed = False
         for consumer in reversed(order):
             if consumer.parent is not comp or not is_fusion_consumer(consumer):
@@ -82,7 +85,7 @@ class InstructionFusion(Pass):
                     key=lambda o: -position.get(id(o), -1),
                 )
                 for producer in candidates:
-                    decision = should_fuse(producer, current)
+                    decision = should_fuse(producer, current, self.duplication)
                     if decision:
                         current = self.fuse(producer, current)
                         changed = True
@@ -101,6 +104,8 @@ class InstructionFusion(Pass):
         fused = fusion.attrs["calls"]
         operands = list(fusion.operands)
         duplicate = any(u is not fusion for u in producer.users)
+        if self.duplication is not None:
+            self.duplication.record(producer, fusion)
         args = [self._parameter_for(fused, operands, o) for o in producer.operands]
         clone = producer.clone(args, name=self.names(producer.name) if duplicate else producer.name)
         fused.add_instruction(clone)

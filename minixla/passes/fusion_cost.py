@@ -3,7 +3,8 @@
 Every refusal is a `Decision(False, reason)`, so a dump of the decisions explains the fusion
 result. The rules follow XLA's InstructionFusion and CpuInstructionFusion (xla-reference.md 4.2,
 4.4): loop-fusible producers only, scalar constants only, never duplicate an expensive producer,
-never recompute an expensive producer per reuse, and cap each fusion's size.
+never recompute an expensive producer per reuse, and cap each fusion's size; and they bound how
+often cheap producers are copied into several fusions (`Duplication`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ MAX_FUSED_OPS = 64  # instructions in one fused computation (code size / compile
 MAX_FUSION_OPERANDS = 32
 MAX_CONCAT_OPERANDS = 8  # wider concatenates run faster as memcpys (XLA:CPU)
 MAX_REDUCES_PER_FUSION = 5
+# Limits on copying a producer that keeps other users into a fusion (`Duplication`):
+MAX_RECOMPUTED_OPS = 16  # such copies in one fusion
+MAX_COPIES = 2  # fusions one producer is copied into, unless it or a user had more users
 
 LOOP_FUSIBLE_MOVEMENT = frozenset(
     {
@@ -129,8 +133,64 @@ def _reductions(instr: HloInstruction) -> set:
     }
 
 
-def should_fuse(producer: HloInstruction, consumer: HloInstruction) -> Decision:
-    """May `producer` be fused into `consumer` (a fusion, or an op about to become one)?"""
+def counts_as_recomputed(producer: HloInstruction, consumer: HloInstruction) -> bool:
+    """Would fusing `producer` into `consumer` recompute work that stays done elsewhere?
+    Not for a producer reading no more than it writes (broadcasts, iotas: XLA's test)."""
+    if all(u is consumer for u in producer.users):
+        return False
+    read = sum(o.shape.numel() for o in {id(o): o for o in producer.operands}.values())
+    return read > producer.shape.numel()
+
+
+class Duplication:
+    """The recomputation fusion has added so far in one computation, and its limits.
+
+    A producer that keeps other users is copied into a fusion (cheap ops only) unless:
+    * the fusion already holds MAX_RECOMPUTED_OPS such copies;
+    * MAX_COPIES fusions already hold a copy of it, and neither it nor one of its users had
+      more users before fusion (four gates sliced from one add each pull in the add's operands).
+    Without them, an unrolled recurrence (an LSTM's cell-state gradient) is copied
+    whole into every step's fusion: work quadratic in the steps.
+    Producers that read no more than they write are copied freely (`counts_as_recomputed`)."""
+
+    def __init__(self, instrs):
+        users = {id(i): len({id(u) for u in i.users}) for i in instrs}
+        self.fan_out = {
+            id(i): max([users[id(i)]] + [users.get(id(u), 0) for u in i.users]) for i in instrs
+        }
+        self.instrs = list(instrs)  # held, so the ids above are not reused for new objects
+        self.in_fusion: dict[int, tuple] = {}  # id(fused computation) -> (it, copies held)
+        self.of_producer: dict[int, int] = {}  # id(instruction) -> fusions holding a copy
+
+    def check(self, producer: HloInstruction, consumer: HloInstruction) -> Decision:
+        if not counts_as_recomputed(producer, consumer):
+            return YES
+        held = self._held(consumer)
+        if held >= MAX_RECOMPUTED_OPS:
+            return no(f"the fusion already recomputes {held} ops computed elsewhere")
+        copies = self.of_producer.get(id(producer), 0)
+        if copies >= max(MAX_COPIES, self.fan_out.get(id(producer), 0)):
+            return no(f"{copies} fusions already recompute {producer.opcode}")
+        return YES
+
+    def record(self, producer: HloInstruction, fusion: HloInstruction) -> None:
+        """Called before `producer` is copied into `fusion`."""
+        if counts_as_recomputed(producer, fusion):
+            fused = fusion.attrs["calls"]
+            self.in_fusion[id(fused)] = (fused, self._held(fusion) + 1)
+            self.of_producer[id(producer)] = self.of_producer.get(id(producer), 0) + 1
+
+    def _held(self, consumer: HloInstruction) -> int:
+        if consumer.opcode != "fusion":
+            return 0
+        return self.in_fusion.get(id(consumer.attrs["calls"]), (None, 0))[1]
+
+
+def should_fuse(
+    producer: HloInstruction, consumer: HloInstruction, duplication: Duplication | None = None
+) -> Decision:
+    """May `producer` be fused into `consumer` (a fusion, or an op about to become one)?
+    `duplication` limits copies of producers with other users (none: cheap ones are free)."""
     if producer.opcode == "fusion":
         return no("producer is a fusion (fusions are not fused into their users)")
     if not is_loop_fusible(producer):
@@ -150,6 +210,10 @@ def should_fuse(producer: HloInstruction, consumer: HloInstruction) -> Decision:
         return no(
             f"{producer.opcode} is expensive and the consumer reads each element several times"
         )
+    if duplication is not None:
+        decision = duplication.check(producer, consumer)
+        if not decision:
+            return decision
     if fused_size(consumer) + 1 > MAX_FUSED_OPS:
         return no(f"fusion would exceed {MAX_FUSED_OPS} ops")
     new_operands = {id(o) for o in producer.operands} - {id(o) for o in consumer.operands}
