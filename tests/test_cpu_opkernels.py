@@ -540,6 +540,42 @@ def test_batched_dot_with_interleaved_batch_dims_matches_the_interpreter():
     )
 
 
+@pytest.mark.parametrize(
+    "dtype,batch,m,k,n,routine",
+    [
+        ("f32", 1, 32, 256, 1024, 3),  # few rows times a weight stored [n, k]: C^T = B A^T
+        ("f64", 1, 8, 64, 512, 3),
+        ("f32", 3, 16, 128, 256, 3),
+        ("f32", 1, 128, 64, 512, 0),  # many rows: the GEMM as written
+        ("f32", 1, 32, 64, 64, 0),  # too few columns
+    ],
+)
+def test_dots_with_few_rows_and_a_transposed_weight(dtype, batch, m, k, n, routine):
+    from minixla.backends.cpu import gemm
+
+    if not gemm.available(dtype):
+        pytest.skip("no cblas in this NumPy")
+    b = "" if batch == 1 else f"{batch},"
+    batch_dims = "" if batch == 1 else "lhs_batch_dims={0}, rhs_batch_dims={0}, "
+    contracting = 1 if batch == 1 else 2
+    text = module(f"""
+  a = {dtype}[{b}{m},{k}] parameter(0)
+  w = {dtype}[{b}{n},{k}] parameter(1)
+  ROOT d = {dtype}[{b}{m},{n}] dot(a, w), {batch_dims}lhs_contracting_dims={{{contracting}}}, rhs_contracting_dims={{{contracting}}}
+""")
+    assert gemm.plan(minixla.parse_hlo_module(text).entry.root).dims[11] == routine
+    exe = minixla.compile(text, backend="cpu", passes=[])
+    rng = np.random.default_rng(3)
+    np_dtype = np.float32 if dtype == "f32" else np.float64
+    x = rng.standard_normal((batch, m, k)).astype(np_dtype)
+    w = rng.standard_normal((batch, n, k)).astype(np_dtype)
+    want = np.matmul(x.astype(np.float64), w.astype(np.float64).transpose(0, 2, 1))
+    if batch == 1:
+        x, w, want = x[0], w[0], want[0]
+    tolerance = 1e-4 if dtype == "f32" else 1e-12
+    np.testing.assert_allclose(exe(x, w), want, rtol=tolerance, atol=tolerance * k)
+
+
 def test_blas_threads_follow_the_gemm_size_and_the_idle_cores():
     from minixla.backends.cpu import blas_threads
 

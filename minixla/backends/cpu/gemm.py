@@ -160,7 +160,8 @@ ROW_MAJOR, NO_TRANS, TRANS = np.int32({row_major}), np.int32({no_trans}), np.int
 @njit(error_model='numpy', boundscheck=False, nogil=True, cache=CACHE)
 def kernel(a, b, c, dims):
     # dims: batch, m, n, k, transpose a, transpose b, lda, ldb, batch stride of a and of b,
-    # columns per GEMM call, routine (0 GEMM, 1 GEMV of b, 2 GEMV of a)
+    # columns per GEMM call, routine (0 GEMM, 1 GEMV of b, 2 GEMV of a, 3 GEMM of the
+    # transposed product)
     batch, m, n, k = dims[0], dims[1], dims[2], dims[3]
     if k == 0:
         c[:] = 0
@@ -169,6 +170,8 @@ def kernel(a, b, c, dims):
     lda, ldb, stride_a, stride_b, block = dims[6], dims[7], dims[8], dims[9], dims[10]
     routine = dims[11]
     pa, pb, pc = np.intp(a.ctypes.data), np.intp(b.ctypes.data), np.intp(c.ctypes.data)
+    scratch = np.empty(m * n if routine == 3 else 0, c.dtype)
+    ps = np.intp(scratch.ctypes.data)
     for i in range(batch):
         a_i, b_i = pa + i * stride_a * {size}, pb + i * stride_b * {size}
         c_i = pc + i * m * n * {size}
@@ -180,6 +183,13 @@ def kernel(a, b, c, dims):
             rows, columns = (k, m) if trans_a == TRANS else (m, k)
             gemv(ROW_MAJOR, trans_a, blasint(rows), blasint(columns), ONE, a_i, blasint(lda),
                  b_i, blasint(1), ZERO, c_i, blasint(1))
+        elif routine == 3:  # few rows, b stored [n, k]: c^T = b a^T, then transposed into c
+            gemm(ROW_MAJOR, NO_TRANS, TRANS, blasint(n), blasint(m), blasint(k), ONE, b_i,
+                 blasint(ldb), a_i, blasint(lda), ZERO, ps, blasint(m))
+            base = i * m * n
+            for r in range(m):
+                for col in range(n):
+                    c[base + r * n + col] = scratch[col * m + r]
         else:
             for j in range(0, n, block):
                 b_j = b_i + (j * ldb if trans_b == TRANS else j) * {size}
@@ -260,10 +270,29 @@ def plan(instr) -> DotPlan:
     dims = np.array(
         [batch, m, n, k, TRANS if trans_a else NO_TRANS, TRANS if trans_b else NO_TRANS]
         + [lda, ldb, m * k, k * n, _columns_per_call(m, n, k, trans_a, trans_b)]
-        + [1 if m == 1 else 2 if n == 1 else 0],
+        + [_routine(m, n, k, trans_a, trans_b)],
         np.int64,
     )
     return DotPlan(batch, m, n, k, copy_lhs, copy_rhs, dims)
+
+
+def _routine(m: int, n: int, k: int, trans_a: bool, trans_b: bool) -> int:
+    """The kernel's routine: 1 GEMV of b, 2 GEMV of a, 3 the transposed product, 0 GEMM."""
+    if m == 1:
+        return 1
+    if n == 1:
+        return 2
+    return 3 if _transposed_product(m, n, k, trans_a, trans_b) else 0
+
+
+def _transposed_product(m: int, n: int, k: int, trans_a: bool, trans_b: bool) -> bool:
+    """Compute C^T = B A^T and transpose it? For row-major A [m, k] times B stored [n, k]
+    (a PyTorch linear layer's weight) with few rows. Measured on a Zen 4 core, f32, k 64-512,
+    n 512-4096, the transposed product plus the transposing copy took 0.53-0.61x the time of
+    the GEMM as written for 8 rows, 0.70-0.93x for 32; for 48-96 rows 0.76-0.93x with k 512
+    but 0.9-1.2x with k 64; 0.96-1.3x for 128 rows."""
+    few_rows = m <= 32 or (m <= 96 and k >= 256)
+    return trans_b and not trans_a and few_rows and n >= 128 and m * n * k >= 1 << 18
 
 
 def _columns_per_call(m: int, n: int, k: int, trans_a: bool, trans_b: bool) -> int:
