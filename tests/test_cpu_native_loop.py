@@ -234,6 +234,8 @@ BLAS_DOTS = [
     # above the small-matrix path's size: blocks of columns where the library has that path
     ("[16,128]", "[128,1040]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
     ("[128,16]", "[1040,128]", "lhs_contracting_dims={0}, rhs_contracting_dims={1}"),
+    # few rows times B stored [n, k]: the transposed product into a scratch buffer
+    ("[8,128]", "[256,128]", "lhs_contracting_dims={1}, rhs_contracting_dims={1}"),
 ]
 
 
@@ -257,6 +259,7 @@ BLAS_DOTS = [
         "batched-vector",
         "nn-columns",
         "tt-columns",
+        "nt-transposed-product",
     ],
 )
 def test_a_scan_of_blas_dots_runs_natively_bit_for_bit_as_the_python_loop(dtype, lhs, rhs, dims):

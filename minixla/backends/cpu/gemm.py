@@ -158,7 +158,7 @@ ROW_MAJOR, NO_TRANS, TRANS = np.int32({row_major}), np.int32({no_trans}), np.int
 
 
 @njit(error_model='numpy', boundscheck=False, nogil=True, cache=CACHE)
-def kernel(a, b, c, dims):
+def kernel(a, b, c, dims, scratch):
     # dims: batch, m, n, k, transpose a, transpose b, lda, ldb, batch stride of a and of b,
     # columns per GEMM call, routine (0 GEMM, 1 GEMV of b, 2 GEMV of a, 3 GEMM of the
     # transposed product)
@@ -170,8 +170,8 @@ def kernel(a, b, c, dims):
     lda, ldb, stride_a, stride_b, block = dims[6], dims[7], dims[8], dims[9], dims[10]
     routine = dims[11]
     pa, pb, pc = np.intp(a.ctypes.data), np.intp(b.ctypes.data), np.intp(c.ctypes.data)
-    scratch = np.empty(m * n if routine == 3 else 0, c.dtype)
-    ps = np.intp(scratch.ctypes.data)
+    ps = np.intp(scratch.ctypes.data)  # routine 3's [n, m] product (the caller's buffer:
+    # no allocation here, so the kernel links without Numba's runtime)
     for i in range(batch):
         a_i, b_i = pa + i * stride_a * {size}, pb + i * stride_b * {size}
         c_i = pc + i * m * n * {size}
@@ -200,7 +200,8 @@ def kernel(a, b, c, dims):
 
 
 def gemm_spec(dtype: str) -> KernelSpec:
-    """The dot kernel for `dtype` ("f32" or "f64"): kernel(a, b, c, dims), every array flat."""
+    """The dot kernel for `dtype` ("f32" or "f64"): kernel(a, b, c, dims, scratch), every array
+    flat; `scratch` holds m * n elements where the plan's routine is 3 (`DotPlan.scratch`)."""
     blas = library()
     assert blas is not None
     source = _KERNEL.format(
@@ -214,8 +215,9 @@ def gemm_spec(dtype: str) -> KernelSpec:
         no_trans=NO_TRANS,
         trans=TRANS,
     )
-    args = [("param", 0), ("param", 1), ("out", 0), ("dims", None)]  # called by GemmDot
-    spec = KernelSpec("kernel", source, args, [1] * 4, [dtype, dtype, dtype, "s64"], True, False)
+    args = [("param", 0), ("param", 1), ("out", 0), ("dims", None), ("scratch", None)]
+    dtypes = [dtype, dtype, dtype, "s64", dtype]  # called by GemmDot and native loops
+    spec = KernelSpec("kernel", source, args, [1] * 5, dtypes, True, False)
     spec.kid = spec.content_id()
     return spec
 
@@ -239,6 +241,11 @@ class DotPlan:
     @property
     def empty(self) -> bool:
         return self.batch * self.m * self.n == 0
+
+    @property
+    def scratch(self) -> int:
+        """Elements of the kernel's scratch argument: the transposed product's, or none."""
+        return self.m * self.n if self.dims[11] == 3 else 0
 
 
 def _operand_form(dims, batch, first, second) -> tuple[bool, tuple | None]:

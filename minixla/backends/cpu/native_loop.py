@@ -221,7 +221,8 @@ class _Emitter:
         self.fixed.append(dims)
         self.fixed_dtypes.append("s64")
         callee = self.call(gemm_spec(instr.shape.dtype))
-        self.lines.append(f"{callee}({args[0]}, {args[1]}, {out}, {dims})")
+        scratch = self.temp(instr.shape) if plan.scratch else out  # else unread
+        self.lines.append(f"{callee}({args[0]}, {args[1]}, {out}, {dims}, {scratch})")
         self.uses_blas = True
         return out
 

@@ -77,7 +77,9 @@ class GemmDot:
             lhs = np.ascontiguousarray(lhs.transpose(plan.copy_lhs[1]))
         if plan.copy_rhs is not None:
             rhs = np.ascontiguousarray(rhs.transpose(plan.copy_rhs[1]))
-        self.namespace[self.kernel](lhs.reshape(-1), rhs.reshape(-1), out.reshape(-1), plan.dims)
+        flat = out.reshape(-1)
+        scratch = np.empty(plan.scratch, out.dtype) if plan.scratch else flat  # else unread
+        self.namespace[self.kernel](lhs.reshape(-1), rhs.reshape(-1), flat, plan.dims, scratch)
 
 
 def blas_dot_ok(instr) -> bool:
