@@ -112,6 +112,9 @@ class Elemental:
         self.hoist = hoist  # lines emitted before the loops; None: emit in place
         self.flat = flat  # every array is indexed by one flat index (elementwise-only kernels)
         self.scopes: list[dict] = [{}]
+        # id(concatenate) -> (operand, offset): the loop being emitted covers only that
+        # operand's range of the concatenated dim (cpu/loops.py splits loops so)
+        self.concat_pieces: dict[int, tuple] = {}
 
     # -- memo scopes -------------------------------------------------------------------------
     def _lookup(self, key):
@@ -476,6 +479,12 @@ def _concatenate(em, instr, index):
     if em.flat:
         raise NotEmittable("concatenate needs the full index")
     dim = instr.attrs["dimensions"][0]
+    resolved = em.concat_pieces.get(id(instr))
+    if resolved is not None:
+        operand, start = resolved
+        local = list(index)
+        local[dim] = em.index_var(f"{index[dim]} - {start}") if start else index[dim]
+        return em.value(operand, tuple(local))
     pieces, offset = [], 0
     for operand in instr.operands:
         size = operand.shape.dims[dim]

@@ -232,10 +232,94 @@ def _emit_loop_nest(em: Elemental, w: Writer, group, flat: bool, parallel: bool)
     if flat and dims:
         _emit_flat(em, w, group, parallel)
         return
-    loops, index = _loops(dims, tile=_tiled(em, group))
-    _open(w, loops, parallel)
-    _store(em, w, group, index)
-    w.depth -= len(loops)
+    tiled = _tiled(em, group)
+    loops, index = _loops(dims, tile=tiled)
+    cut = None if tiled else concat_split(group, dims, parallel)
+    _nests(em, w, loops, cut, parallel, lambda: _store(em, w, group, index))
+
+
+def _nests(em: Elemental, w: Writer, loops, cut, parallel: bool, body) -> None:
+    """Opens `loops` (one per dim, outer to inner) and emits `body()` inside: once, or once per
+    range of the concatenated dim where `cut` (concat_split's answer) splits them."""
+    dim, ranges = cut if cut is not None else (None, [(None, {})])
+    for bounds, pieces in ranges:
+        em.concat_pieces = pieces
+        bounded = [
+            (var, f"{bounds[0]}, {bounds[1]}") if d == dim else (var, extent)
+            for d, (var, extent) in enumerate(loops)
+        ]
+        _open(w, bounded, parallel)
+        body()
+        w.depth -= len(loops)
+    em.concat_pieces = {}
+
+
+MAX_CONCAT_RANGES = 16  # loop nests one kernel is split into (code size)
+
+
+def concat_split(group, dims, parallel: bool):
+    """(dim, [((start, stop), {id(concatenate): (operand, offset)})]) when the group's values
+    read concatenations along an output dim through ops that keep its coordinates
+    (elementwise ops, reductions over other dims, broadcasts): a loop nest per range of that
+    dim in which each such concatenation is one operand, instead of a select among all of
+    them at clamped indices in every element (which computes every operand and keeps LLVM
+    from vectorizing). None when there is none to split on."""
+    found: dict[int, list] = {}  # output dim -> concatenations along it
+    seen: set = set()
+    stack = [(instr, tuple(range(len(dims)))) for _, instr, _ in group]
+    while stack:
+        instr, to_output = stack.pop()  # to_output[d]: the output dim of instr's dim d
+        if (id(instr), to_output) in seen or instr.shape.is_tuple or instr.shape.rank == 0:
+            continue
+        seen.add((id(instr), to_output))
+        if instr.opcode == "concatenate":
+            axis = instr.attrs["dimensions"][0]
+            if to_output[axis] is not None:
+                found.setdefault(to_output[axis], []).append(instr)
+            shifted = tuple(None if d == axis else o for d, o in enumerate(to_output))
+            stack.extend((operand, shifted) for operand in instr.operands)
+        elif instr.opcode == "reduce":
+            reduced = set(instr.attrs["dimensions"])
+            count = len(instr.operands) // 2
+            rank = instr.operand(0).shape.rank
+            kept = iter(to_output)
+            mapped = tuple(None if d in reduced else next(kept) for d in range(rank))
+            stack.extend((operand, mapped) for operand in instr.operands[:count])
+        elif instr.opcode == "broadcast":
+            positions = instr.attrs["dimensions"]
+            stack.append((instr.operand(0), tuple(to_output[p] for p in positions)))
+        elif instr.opdef.kind == "elementwise":
+            stack.extend(
+                (operand, to_output)
+                for operand in instr.operands
+                if operand.shape.dims == instr.shape.dims
+            )
+    if not found:
+        return None
+    dim, concats = max(found.items(), key=lambda item: (len(item[1]), -item[0]))
+    if parallel and dim == 0:
+        return None  # the outermost loop is shared out among threads
+    cuts = {0, dims[dim]}
+    for concat in concats:
+        axis, offset = concat.attrs["dimensions"][0], 0
+        for operand in concat.operands:
+            offset += operand.shape.dims[axis]
+            cuts.add(offset)
+    cuts = sorted(cuts)
+    if len(cuts) - 1 > MAX_CONCAT_RANGES:
+        return None
+    ranges = []
+    for start, stop in zip(cuts, cuts[1:]):
+        pieces = {}
+        for concat in concats:
+            axis, offset = concat.attrs["dimensions"][0], 0
+            for operand in concat.operands:
+                size = operand.shape.dims[axis]
+                if offset <= start < offset + size:
+                    pieces[id(concat)] = (operand, offset)
+                offset += size
+        ranges.append(((start, stop), pieces))
+    return dim, ranges
 
 
 def _store(em: Elemental, w: Writer, group, index) -> None:
@@ -364,16 +448,19 @@ def _emit_column_reduce(em: Elemental, w: Writer, k: int, instr, parallel: bool)
     w.line(f"{out}[{', '.join(out_index) or '0'}] = {init_value}")
     w.depth -= len(out_loops)
     loops = [(f"i{d}", str(n)) for d, n in enumerate(in_dims)]
+    index = tuple(f"i{d}" for d in range(len(in_dims)))
+    target = f"{out}[{', '.join(f'i{d}' for d in range(len(in_dims)) if d not in reduced)}]"
+
+    def accumulate() -> None:
+        em.push()
+        element = em.value(operand, index)
+        (combined,) = em.inline(instr.attrs["to_apply"], [target, element])
+        w.line(f"{target} = {combined}")
+        em.pop()
+
     # With the outermost dim reduced there is no kept dim to split but the minor one, and
     # blocks of it read short runs at a large stride: a 4096^2 sum over rows took 18 ms in
     # blocks of 512 columns on one thread (39 ms under prange) against 8 ms row by row, and on
     # an idle machine two threads took 5.0 ms against 2.3. So that case stays serial.
-    _open(w, loops, split)
-    em.push()
-    index = tuple(f"i{d}" for d in range(len(in_dims)))
-    target = f"{out}[{', '.join(f'i{d}' for d in range(len(in_dims)) if d not in reduced)}]"
-    element = em.value(operand, index)
-    (combined,) = em.inline(instr.attrs["to_apply"], [target, element])
-    w.line(f"{target} = {combined}")
-    em.pop()
-    w.depth -= len(loops)
+    cut = concat_split([(k, operand, None)], in_dims, split)
+    _nests(em, w, loops, cut, split, accumulate)

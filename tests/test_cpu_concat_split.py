@@ -1,0 +1,125 @@
+"""cpu kernels split their loops at the boundaries of a concatenation (cpu/loops.py
+concat_split): each range reads one operand, with no select and no clamped index."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import minixla
+from minixla.backends.cpu.kernels import build_kernel
+from minixla.testing.compare import random_inputs
+
+
+def fused_kernel_sources(text: str) -> list[str]:
+    from minixla.passes import run_pipeline
+    from minixla.passes.pipelines import cpu_pipeline
+    from minixla.text import parse_module
+
+    module = parse_module(text)
+    run_pipeline(cpu_pipeline(), module)
+    fusions = [i for i in module.entry.instructions if i.opcode == "fusion"]
+    return [build_kernel(f.attrs["calls"]).source for f in fusions]
+
+
+def agrees_with_interpreter(text: str, *, rtol=1e-6, atol=1e-6) -> None:
+    module = minixla.parse_hlo_module(text)
+    args = random_inputs(module, seed=3)
+    got = minixla.compile(text, backend="cpu")(*args)
+    want = minixla.compile(text, backend="interpreter")(*args)
+    for g, w in zip(*(v if isinstance(v, tuple) else (v,) for v in (got, want))):
+        assert np.asarray(g).shape == np.asarray(w).shape
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=rtol, atol=atol)
+
+
+GATES = """
+HloModule gates
+ENTRY main {
+  a = f32[32,256] parameter(0)
+  b = f32[32,256] parameter(1)
+  c = f32[32,128] parameter(2)
+  d = f32[32,256] parameter(3)
+  s = f32[32,1024] parameter(4)
+  na = f32[32,256] negate(a)
+  bb = f32[32,256] multiply(b, b)
+  cc = f32[32,128] add(c, c)
+  e = f32[32,0] parameter(5)
+  cat = f32[32,1024] concatenate(na, bb, e, cc, d, c), dimensions={1}
+  ROOT out = f32[32,1024] multiply(cat, s)
+}
+"""
+
+
+def test_an_elementwise_loop_over_a_concatenation_runs_one_loop_per_operand():
+    (source,) = fused_kernel_sources(GATES)
+    body = source.split("def kernel(")[1]
+    for start, stop in ((0, 256), (256, 512), (512, 640), (640, 896), (896, 1024)):
+        assert f"range({start}, {stop})" in body
+    assert " if " not in body and "min(max(" not in body  # no select, no clamped index
+    agrees_with_interpreter(GATES)
+
+
+def test_a_reduction_over_another_dim_splits_at_the_concatenation_too():
+    # the bias gradient of an LSTM step: a column sum of the four gates' gradients
+    text = """
+HloModule bias
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+ENTRY main {
+  a = f32[1,32,64] parameter(0)
+  b = f32[1,32,64] parameter(1)
+  t = f32[1,32,64] tanh(b)
+  cat = f32[1,32,128] concatenate(a, t), dimensions={2}
+  m = f32[1,32,128] multiply(cat, cat)
+  zero = f32[] constant(0)
+  ROOT r = f32[32,128] reduce(m, zero), dimensions={0}, to_apply=add
+}
+"""
+    (source,) = fused_kernel_sources(text)
+    body = source.split("def kernel(")[1]
+    assert "range(0, 64)" in body and "range(64, 128)" in body
+    agrees_with_interpreter(text, rtol=1e-6)
+
+
+def test_concatenations_read_through_a_broadcast_and_several_at_once():
+    text = """
+HloModule two
+ENTRY main {
+  a = f32[48] parameter(0)
+  b = f32[16] parameter(1)
+  c = f32[32] parameter(2)
+  d = f32[32] parameter(3)
+  row = f32[64] concatenate(a, b), dimensions={0}
+  rows = f32[8,64] broadcast(row), dimensions={1}
+  other = f32[64] concatenate(c, d), dimensions={0}
+  others = f32[8,64] broadcast(other), dimensions={1}
+  ROOT out = f32[8,64] subtract(rows, others)
+}
+"""
+    (source,) = fused_kernel_sources(text)
+    body = source.split("def kernel(")[1]
+    for start, stop in ((0, 32), (32, 48), (48, 64)):  # the union of both cuts
+        assert f"range({start}, {stop})" in body
+    agrees_with_interpreter(text)
+
+
+@pytest.mark.parametrize("pieces", [3, 17])
+def test_many_pieces_fall_back_to_the_select(pieces):
+    params = "\n".join(f"  p{k} = f32[4,2] parameter({k})" for k in range(pieces))
+    names = ", ".join(f"p{k}" for k in range(pieces))
+    text = f"""
+HloModule many
+ENTRY main {{
+{params}
+  cat = f32[4,{2 * pieces}] concatenate({names}), dimensions={{1}}
+  ROOT out = f32[4,{2 * pieces}] exponential(cat)
+}}
+"""
+    sources = fused_kernel_sources(text)
+    if sources:  # 3 pieces: one fused loop, split; 17: more ranges than a kernel is split into
+        body = sources[0].split("def kernel(")[1]
+        assert ("range(2, 4)" in body) == (pieces <= 16)
+    agrees_with_interpreter(text)
