@@ -139,6 +139,7 @@ def test_cpu_pipeline_runs_every_pass_in_xla_order():
         "float-normalization",
         "broadcast-canonicalizer",
         "transpose-folding",
+        "dot-sum-merger",
         "layout-assignment",
         "fusion",
         "row-fusion",

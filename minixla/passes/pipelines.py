@@ -3,8 +3,9 @@
 `cpu_pipeline()` follows XLA:CPU's order (xla-reference.md 3), reduced to minixla's passes:
 inline calls, give mixed-precision movement ops a convert (movers.py), simplify to a fixed
 point, compute narrow floats in f32, canonicalize broadcasts and fold transposes into dots,
-assign layouts, fuse (XLA fuses after layout assignment, so fusions see final layouts and
-transposes already turned into bitcasts), merge row reductions into the loops that read them
+turn sums of dots into one dot over concatenated operands (dot_sums.py), assign layouts,
+fuse (XLA fuses after layout assignment, so fusions see final layouts and transposes already
+turned into bitcasts), merge row reductions into the loops that read them
 back, then add the copies control flow needs and schedule, which is what `assign_buffers`
 expects.
 """
@@ -42,6 +43,7 @@ def cpu_pipeline(*, row_fusion: bool = True) -> Pipeline:
             get_pass("float-normalization"),
             get_pass("broadcast-canonicalizer"),
             get_pass("transpose-folding"),
+            get_pass("dot-sum-merger"),
             get_pass("layout-assignment"),
             get_pass("fusion"),
             *([get_pass("row-fusion")] if row_fusion else []),

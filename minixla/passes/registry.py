@@ -19,6 +19,7 @@ PASS_MODULES: list[str] = [
     "while_simplifier",
     "conditional_simplifier",
     "movers",
+    "dot_sums",
     "rematerialization",
     "spmd_partitioner",
     "auto_sharding",
