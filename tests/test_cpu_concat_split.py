@@ -123,3 +123,20 @@ ENTRY main {{
         body = sources[0].split("def kernel(")[1]
         assert ("range(2, 4)" in body) == (pieces <= 16)
     agrees_with_interpreter(text)
+
+
+def test_a_concatenation_also_read_at_other_coordinates_is_not_split():
+    # reverse(cat) reads the first operand where the loop covers the second's range
+    text = """
+HloModule mirrored
+ENTRY main {
+  a = f32[8,16] parameter(0)
+  b = f32[8,24] parameter(1)
+  cat = f32[8,40] concatenate(a, b), dimensions={1}
+  flipped = f32[8,40] reverse(cat), dimensions={1}
+  ROOT out = f32[8,40] subtract(cat, flipped)
+}
+"""
+    (source,) = fused_kernel_sources(text)
+    assert "range(0, 16)" not in source.split("def kernel(")[1]
+    agrees_with_interpreter(text)

@@ -257,14 +257,29 @@ def _nests(em: Elemental, w: Writer, loops, cut, parallel: bool, body) -> None:
 MAX_CONCAT_RANGES = 16  # loop nests one kernel is split into (code size)
 
 
+def _operand_cone(instr) -> set[int]:
+    """ids of everything `instr` reads, transitively."""
+    cone: set[int] = set()
+    stack = list(instr.operands)
+    while stack:
+        node = stack.pop()
+        if id(node) not in cone:
+            cone.add(id(node))
+            stack.extend(node.operands)
+    return cone
+
+
 def concat_split(group, dims, parallel: bool):
     """(dim, [((start, stop), {id(concatenate): (operand, offset)})]) when the group's values
     read concatenations along an output dim through ops that keep its coordinates
     (elementwise ops, reductions over other dims, broadcasts): a loop nest per range of that
     dim in which each such concatenation is one operand, instead of a select among all of
     them at clamped indices in every element (which computes every operand and keeps LLVM
-    from vectorizing). None when there is none to split on."""
-    found: dict[int, list] = {}  # output dim -> concatenations along it
+    from vectorizing). A concatenation also read at other coordinates (through a slice, a
+    reduction over its dim, another output dim) is left as it is. None when there is none."""
+    axis_maps: dict[int, set] = {}  # id(concatenate) -> output dims its axis was read along
+    concats: dict[int, object] = {}
+    other: set[int] = set()  # ids read at coordinates the walk does not follow
     seen: set = set()
     stack = [(instr, tuple(range(len(dims)))) for _, instr, _ in group]
     while stack:
@@ -274,8 +289,8 @@ def concat_split(group, dims, parallel: bool):
         seen.add((id(instr), to_output))
         if instr.opcode == "concatenate":
             axis = instr.attrs["dimensions"][0]
-            if to_output[axis] is not None:
-                found.setdefault(to_output[axis], []).append(instr)
+            axis_maps.setdefault(id(instr), set()).add(to_output[axis])
+            concats[id(instr)] = instr
             shifted = tuple(None if d == axis else o for d, o in enumerate(to_output))
             stack.extend((operand, shifted) for operand in instr.operands)
         elif instr.opcode == "reduce":
@@ -288,19 +303,23 @@ def concat_split(group, dims, parallel: bool):
         elif instr.opcode == "broadcast":
             positions = instr.attrs["dimensions"]
             stack.append((instr.operand(0), tuple(to_output[p] for p in positions)))
-        elif instr.opdef.kind == "elementwise":
-            stack.extend(
-                (operand, to_output)
-                for operand in instr.operands
-                if operand.shape.dims == instr.shape.dims
-            )
+        elif instr.opdef.kind == "elementwise" and all(
+            o.shape.rank == 0 or o.shape.dims == instr.shape.dims for o in instr.operands
+        ):
+            stack.extend((operand, to_output) for operand in instr.operands)
+        else:
+            other |= _operand_cone(instr)
+    found: dict[int, list] = {}  # output dim -> concatenations read along it only
+    for key, maps in axis_maps.items():
+        if key not in other and len(maps) == 1 and None not in maps:
+            found.setdefault(next(iter(maps)), []).append(concats[key])
     if not found:
         return None
-    dim, concats = max(found.items(), key=lambda item: (len(item[1]), -item[0]))
+    dim, concats_on = max(found.items(), key=lambda item: (len(item[1]), -item[0]))
     if parallel and dim == 0:
         return None  # the outermost loop is shared out among threads
     cuts = {0, dims[dim]}
-    for concat in concats:
+    for concat in concats_on:
         axis, offset = concat.attrs["dimensions"][0], 0
         for operand in concat.operands:
             offset += operand.shape.dims[axis]
@@ -311,7 +330,7 @@ def concat_split(group, dims, parallel: bool):
     ranges = []
     for start, stop in zip(cuts, cuts[1:]):
         pieces = {}
-        for concat in concats:
+        for concat in concats_on:
             axis, offset = concat.attrs["dimensions"][0], 0
             for operand in concat.operands:
                 size = operand.shape.dims[axis]
