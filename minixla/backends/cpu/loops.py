@@ -17,6 +17,7 @@ the parts need no synchronization; a kernel of several nests is not split.
 from __future__ import annotations
 
 from ...passes.row_fusion import is_row_broadcast, row_rank, row_shape
+from ...passes.hlo_utils import ancestors
 from ..codegen.elemental import Elemental, Writer, accumulates_in_f32
 
 
@@ -257,18 +258,6 @@ def _nests(em: Elemental, w: Writer, loops, cut, parallel: bool, body) -> None:
 MAX_CONCAT_RANGES = 16  # loop nests one kernel is split into (code size)
 
 
-def _operand_cone(instr) -> set[int]:
-    """ids of everything `instr` reads, transitively."""
-    cone: set[int] = set()
-    stack = list(instr.operands)
-    while stack:
-        node = stack.pop()
-        if id(node) not in cone:
-            cone.add(id(node))
-            stack.extend(node.operands)
-    return cone
-
-
 def concat_split(group, dims, parallel: bool):
     """(dim, [((start, stop), {id(concatenate): (operand, offset)})]) when the group's values
     read concatenations along an output dim through ops that keep its coordinates
@@ -308,7 +297,7 @@ def concat_split(group, dims, parallel: bool):
         ):
             stack.extend((operand, to_output) for operand in instr.operands)
         else:
-            other |= _operand_cone(instr)
+            other |= ancestors(instr)
     found: dict[int, list] = {}  # output dim -> concatenations read along it only
     for key, maps in axis_maps.items():
         if key not in other and len(maps) == 1 and None not in maps:
