@@ -153,7 +153,7 @@ class Duplication:
     whole into every step's fusion: work quadratic in the steps.
     Producers that read no more than they write are copied freely (`counts_as_recomputed`)."""
 
-    def __init__(self, instrs):
+    def __init__(self, instrs: list[HloInstruction]) -> None:
         users = {id(i): len({id(u) for u in i.users}) for i in instrs}
         self.fan_out = {
             id(i): max([users[id(i)]] + [users.get(id(u), 0) for u in i.users]) for i in instrs
