@@ -53,9 +53,7 @@ def _contracting(dot: HloInstruction, side: str) -> int:
 
 def _same_form(x: HloInstruction, y: HloInstruction) -> bool:
     """Same attributes, and operands equal but for the contracting dimension's length."""
-    if {k: v for k, v in x.attrs.items() if k != "metadata"} != {
-        k: v for k, v in y.attrs.items() if k != "metadata"
-    }:
+    if _form(x) != _form(y):
         return False
     for number, side in ((0, "lhs"), (1, "rhs")):
         a, b = x.operand(number).shape, y.operand(number).shape
@@ -65,6 +63,10 @@ def _same_form(x: HloInstruction, y: HloInstruction) -> bool:
         if any(p != q for d, (p, q) in enumerate(zip(a.dims, b.dims)) if d != axis):
             return False
     return True
+
+
+def _form(dot: HloInstruction) -> dict:
+    return {k: v for k, v in dot.attrs.items() if k != "metadata"}
 
 
 def _concatenate(first, second, axis: int) -> HloInstruction:

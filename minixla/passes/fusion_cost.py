@@ -154,13 +154,12 @@ class Duplication:
     Producers that read no more than they write are copied freely (`counts_as_recomputed`)."""
 
     def __init__(self, instrs: list[HloInstruction]) -> None:
-        users = {id(i): len({id(u) for u in i.users}) for i in instrs}
-        self.fan_out = {
-            id(i): max([users[id(i)]] + [users.get(id(u), 0) for u in i.users]) for i in instrs
-        }
-        self.instrs = list(instrs)  # held, so the ids above are not reused for new objects
-        self.in_fusion: dict[int, tuple] = {}  # id(fused computation) -> (it, copies held)
-        self.of_producer: dict[int, int] = {}  # id(instruction) -> fusions holding a copy
+        # keyed by the objects themselves (identity), so a new instruction never meets the
+        # count of a removed one that had the same id
+        users = {i: len({id(u) for u in i.users}) for i in instrs}
+        self.fan_out = {i: max([users[i]] + [users.get(u, 0) for u in i.users]) for i in instrs}
+        self.in_fusion: dict[HloComputation, int] = {}  # fused computation -> copies it holds
+        self.of_producer: dict[HloInstruction, int] = {}  # producer -> fusions holding a copy
 
     def check(self, producer: HloInstruction, consumer: HloInstruction) -> Decision:
         if not counts_as_recomputed(producer, consumer):
@@ -168,8 +167,8 @@ class Duplication:
         held = self._held(consumer)
         if held >= MAX_RECOMPUTED_OPS:
             return no(f"the fusion already recomputes {held} ops computed elsewhere")
-        copies = self.of_producer.get(id(producer), 0)
-        if copies >= max(MAX_COPIES, self.fan_out.get(id(producer), 0)):
+        copies = self.of_producer.get(producer, 0)
+        if copies >= max(MAX_COPIES, self.fan_out.get(producer, 0)):
             return no(f"{copies} fusions already recompute {producer.opcode}")
         return YES
 
@@ -177,13 +176,11 @@ class Duplication:
         """Called before `producer` is copied into `fusion`."""
         if counts_as_recomputed(producer, fusion):
             fused = fusion.attrs["calls"]
-            self.in_fusion[id(fused)] = (fused, self._held(fusion) + 1)
-            self.of_producer[id(producer)] = self.of_producer.get(id(producer), 0) + 1
+            self.in_fusion[fused] = self._held(fusion) + 1
+            self.of_producer[producer] = self.of_producer.get(producer, 0) + 1
 
     def _held(self, consumer: HloInstruction) -> int:
-        if consumer.opcode != "fusion":
-            return 0
-        return self.in_fusion.get(id(consumer.attrs["calls"]), (None, 0))[1]
+        return self.in_fusion.get(consumer.attrs["calls"], 0) if consumer.opcode == "fusion" else 0
 
 
 def should_fuse(

@@ -266,8 +266,7 @@ def concat_split(group, dims, parallel: bool):
     them at clamped indices in every element (which computes every operand and keeps LLVM
     from vectorizing). A concatenation also read at other coordinates (through a slice, a
     reduction over its dim, another output dim) is left as it is. None when there is none."""
-    axis_maps: dict[int, set] = {}  # id(concatenate) -> output dims its axis was read along
-    concats: dict[int, object] = {}
+    axis_maps: dict = {}  # concatenate -> the output dims its axis was read along
     other: set[int] = set()  # ids read at coordinates the walk does not follow
     seen: set = set()
     stack = [(instr, tuple(range(len(dims)))) for _, instr, _ in group]
@@ -278,8 +277,7 @@ def concat_split(group, dims, parallel: bool):
         seen.add((id(instr), to_output))
         if instr.opcode == "concatenate":
             axis = instr.attrs["dimensions"][0]
-            axis_maps.setdefault(id(instr), set()).add(to_output[axis])
-            concats[id(instr)] = instr
+            axis_maps.setdefault(instr, set()).add(to_output[axis])
             shifted = tuple(None if d == axis else o for d, o in enumerate(to_output))
             stack.extend((operand, shifted) for operand in instr.operands)
         elif instr.opcode == "reduce":
@@ -299,35 +297,38 @@ def concat_split(group, dims, parallel: bool):
         else:
             other |= ancestors(instr)
     found: dict[int, list] = {}  # output dim -> concatenations read along it only
-    for key, maps in axis_maps.items():
-        if key not in other and len(maps) == 1 and None not in maps:
-            found.setdefault(next(iter(maps)), []).append(concats[key])
+    for concat, maps in axis_maps.items():
+        if id(concat) not in other and len(maps) == 1 and None not in maps:
+            found.setdefault(next(iter(maps)), []).append(concat)
     if not found:
         return None
     dim, concats_on = max(found.items(), key=lambda item: (len(item[1]), -item[0]))
     if parallel and dim == 0:
         return None  # the outermost loop is shared out among threads
-    cuts = {0, dims[dim]}
-    for concat in concats_on:
-        axis, offset = concat.attrs["dimensions"][0], 0
-        for operand in concat.operands:
-            offset += operand.shape.dims[axis]
-            cuts.add(offset)
-    cuts = sorted(cuts)
+    spans = {id(concat): _spans(concat) for concat in concats_on}
+    cuts = sorted({0, dims[dim]} | {stop for each in spans.values() for _, _, stop in each})
     if len(cuts) - 1 > MAX_CONCAT_RANGES:
         return None
     ranges = []
     for start, stop in zip(cuts, cuts[1:]):
-        pieces = {}
-        for concat in concats_on:
-            axis, offset = concat.attrs["dimensions"][0], 0
-            for operand in concat.operands:
-                size = operand.shape.dims[axis]
-                if offset <= start < offset + size:
-                    pieces[id(concat)] = (operand, offset)
-                offset += size
+        pieces = {
+            key: (operand, offset)
+            for key, each in spans.items()
+            for operand, offset, end in each
+            if offset <= start < end
+        }
         ranges.append(((start, stop), pieces))
     return dim, ranges
+
+
+def _spans(concat) -> list[tuple]:
+    """(operand, start, stop) along the concatenated axis, for each operand in order."""
+    axis, offset, spans = concat.attrs["dimensions"][0], 0, []
+    for operand in concat.operands:
+        size = operand.shape.dims[axis]
+        spans.append((operand, offset, offset + size))
+        offset += size
+    return spans
 
 
 def _store(em: Elemental, w: Writer, group, index) -> None:
