@@ -39,6 +39,7 @@ def cpu_pipeline(*, row_fusion: bool = True) -> Pipeline:
         [
             get_pass("call-inliner"),
             get_pass("movement-converts"),
+            get_pass("winograd-convolution"),
             simplification(),
             get_pass("float-normalization"),
             get_pass("broadcast-canonicalizer"),

@@ -20,6 +20,7 @@ PASS_MODULES: list[str] = [
     "conditional_simplifier",
     "movers",
     "dot_sums",
+    "winograd",
     "rematerialization",
     "spmd_partitioner",
     "auto_sharding",

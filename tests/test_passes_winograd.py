@@ -1,0 +1,130 @@
+"""winograd-convolution: 3x3 convolutions of stride 1 as Winograd's F(2x2, 3x3)."""
+
+import numpy as np
+import pytest
+
+import minixla
+from minixla.passes.base import get_pass
+from minixla.testing import check_pass, run_pass
+
+
+def conv_module(
+    x="f32[2,8,6,6]",
+    w="f32[8,8,3,3]",
+    out="f32[2,8,6,6]",
+    window="size=3x3 pad=1_1x1_1",
+    labels="bf01_oi01->bf01",
+    extra="",
+):
+    return f"""
+HloModule conv
+ENTRY main {{
+  x = {x} parameter(0)
+  w = {w} parameter(1)
+  ROOT c = {out} convolution(x, w), window={{{window}}}, dim_labels={labels}{extra}
+}}"""
+
+
+def test_a_padded_nchw_convolution_becomes_sixteen_gemms():
+    check_pass(
+        "winograd-convolution",
+        conv_module(),
+        """
+    // CHECK: ENTRY %main
+    // CHECK-DAG: transpose(%x), dimensions={0,2,3,1}
+    // CHECK-DAG: pad({{.*}}), padding=0_0x1_1x1_1x0_0
+    // CHECK-DAG: slice({{.*}}), slice={[0:2:1], [3:8:2], [2:7:2], [0:8:1]}
+    // CHECK-DAG: transpose(%w), dimensions={2,3,1,0}
+    // CHECK-DAG: %[[V:.*]] = f32[16,18,8]{2,1,0} concatenate(
+    // CHECK-DAG: %[[U:.*]] = f32[16,8,8]{2,1,0} concatenate(
+    // CHECK: f32[16,18,8]{2,1,0} dot(%[[V]], %[[U]]), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+    // CHECK: f32[2,3,2,3,2,8]{5,4,3,2,1,0} concatenate(
+    // CHECK: ROOT {{.*}} = f32[2,8,6,6]{3,2,1,0} transpose({{.*}}), dimensions={0,3,1,2}
+    // CHECK-NOT: convolution
+    """,
+        rtol=1e-4,
+        atol=1e-4,
+    )
+
+
+def _exact(text: str, inputs) -> np.ndarray:
+    wide = text.replace("f32", "f64")
+    exe = minixla.compile(wide, backend="interpreter")
+    return np.asarray(exe(*[np.asarray(a, np.float64) for a in inputs]))
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        # odd output sizes: the last tile row and column are cropped
+        dict(x="f32[2,8,7,5]", out="f32[2,9,7,5]", w="f32[9,8,3,3]"),
+        # no padding, uneven padding
+        dict(out="f32[2,8,4,4]", window="size=3x3"),
+        dict(out="f32[2,8,6,7]", window="size=3x3 pad=0_2x2_1"),
+        # channels-last, as jax writes it
+        dict(x="f32[2,6,6,8]", w="f32[3,3,8,16]", out="f32[2,6,6,16]", labels="b01f_01io->b01f"),
+        # every dim in another place, as a gradient's convolution has them
+        dict(x="f32[6,8,2,6]", w="f32[3,8,8,3]", out="f32[6,8,2,6]", labels="0fb1_0io1->0fb1"),
+        # a reversed window (the input gradient of a convolution)
+        dict(window="size=3x3 pad=1_1x1_1 rhs_reversal=1x0"),
+        dict(x="f64[2,8,6,6]", w="f64[8,8,3,3]", out="f64[2,8,6,6]"),
+    ],
+)
+def test_the_rewrite_computes_the_convolution(case):
+    text = conv_module(**case)
+    module, changed = run_pass("winograd-convolution", text)
+    assert changed
+    assert "convolution" not in [i.opcode for i in module.entry.instructions]
+    rng = np.random.default_rng(0)
+    original = minixla.parse_hlo_module(text)
+    inputs = [
+        rng.standard_normal(p.shape.dims).astype(p.shape.dtype.replace("f", "float"))
+        for p in original.entry.parameters
+    ]
+    exact = _exact(text, inputs)
+    before = np.asarray(minixla.compile(text, backend="interpreter")(*inputs))
+    after = np.asarray(minixla.compile(module, backend="interpreter")(*inputs))
+    assert after.shape == exact.shape and after.dtype == before.dtype
+    # as accurate as the direct sum: within a few of its rounding errors of the exact result
+    tol = 8 * max(np.abs(before - exact).max(), np.finfo(before.dtype).eps * np.abs(exact).max())
+    np.testing.assert_allclose(after, exact, rtol=0, atol=tol)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        dict(window="size=3x3 stride=2x2 pad=1_1x1_1", out="f32[2,8,3,3]"),
+        dict(window="size=3x3 pad=2_2x2_2 rhs_dilate=2x2"),
+        dict(window="size=3x3 pad=1_1x1_1 lhs_dilate=2x2", out="f32[2,8,11,11]"),
+        dict(window="size=3x3 pad=-1_3x1_1"),
+        dict(w="f32[8,4,3,3]", extra=", feature_group_count=2"),
+        dict(w="f32[8,8,5,5]", window="size=5x5 pad=2_2x2_2"),
+        # too few features for the GEMMs to pay for the transforms (an RGB first layer)
+        dict(x="f32[2,3,6,6]", w="f32[8,3,3,3]"),
+        # narrow floats would round every transform step
+        dict(x="bf16[2,8,6,6]", w="bf16[8,8,3,3]", out="bf16[2,8,6,6]"),
+        # a one-row output has no 2x2 tiles
+        dict(x="f32[2,8,3,6]", out="f32[2,8,1,6]", window="size=3x3 pad=0_0x1_1"),
+    ],
+)
+def test_other_convolutions_are_left_alone(case):
+    check_pass("winograd-convolution", conv_module(**case), None)
+
+
+def test_the_cpu_pipeline_runs_it_and_agrees_with_the_interpreter():
+    text = conv_module(x="f32[4,16,9,8]", w="f32[24,16,3,3]", out="f32[4,24,9,8]")
+    rng = np.random.default_rng(1)
+    inputs = [
+        rng.standard_normal((4, 16, 9, 8), np.float32),
+        rng.standard_normal((24, 16, 3, 3), np.float32),
+    ]
+    exact = _exact(text, inputs)
+    exe = minixla.compile(text, backend="cpu")
+    opcodes = {i.opcode for c in exe.module.computations for i in c.instructions}
+    assert "convolution" not in opcodes
+    got = np.asarray(exe(*inputs))
+    np.testing.assert_allclose(got, exact, rtol=0, atol=1e-4 * np.abs(exact).max())
+
+
+def test_the_pass_is_registered_by_name():
+    assert get_pass("winograd-convolution").name == "winograd-convolution"
