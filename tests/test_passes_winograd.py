@@ -71,7 +71,10 @@ def _exact(text: str, inputs) -> np.ndarray:
     ],
 )
 def test_the_rewrite_computes_the_convolution(case):
-    text = conv_module(**case)
+    _check_computes(conv_module(**case))
+
+
+def _check_computes(text: str):
     module, changed = run_pass("winograd-convolution", text)
     assert changed
     assert "convolution" not in [i.opcode for i in module.entry.instructions]
@@ -88,6 +91,42 @@ def test_the_rewrite_computes_the_convolution(case):
     # as accurate as the direct sum: within a few of its rounding errors of the exact result
     tol = 8 * max(np.abs(before - exact).max(), np.finfo(before.dtype).eps * np.abs(exact).max())
     np.testing.assert_allclose(after, exact, rtol=0, atol=tol)
+    return module
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        # weight gradients of 3x3 convolutions: the window is the output gradient
+        dict(
+            x="f32[2,8,6,6]",
+            w="f32[2,16,6,6]",
+            out="f32[16,8,3,3]",
+            window="size=6x6 pad=1_1x1_1",
+            labels="fb01_io01->fb01",
+        ),
+        # odd window sizes: the kernel tiles are completed with zeros
+        dict(
+            x="f32[3,8,7,5]",
+            w="f32[3,9,7,5]",
+            out="f32[9,8,3,3]",
+            window="size=7x5 pad=1_1x1_1",
+            labels="fb01_io01->fb01",
+        ),
+        # channels-last, as jax's gradient of an HWIO kernel
+        dict(
+            x="f32[2,6,5,8]",
+            w="f32[2,4,3,12]",
+            out="f32[3,3,8,12]",
+            window="size=4x3",
+            labels="f01b_i01o->01bf",
+        ),
+    ],
+)
+def test_a_3x3_output_becomes_sixteen_gemms_over_kernel_tiles(case):
+    module = _check_computes(conv_module(**case))
+    dot = next(i for i in module.entry.instructions if i.opcode == "dot")
+    assert dot.shape.dims[0] == 16 and dot.attrs["lhs_contracting_dims"] == (2,)
 
 
 @pytest.mark.parametrize(
@@ -105,6 +144,16 @@ def test_the_rewrite_computes_the_convolution(case):
         dict(x="bf16[2,8,6,6]", w="bf16[8,8,3,3]", out="bf16[2,8,6,6]"),
         # a one-row output has no 2x2 tiles
         dict(x="f32[2,8,3,6]", out="f32[2,8,1,6]", window="size=3x3 pad=0_0x1_1"),
+        # a 3x3 output with too few rows or columns in its GEMMs (the gradient of an RGB layer)
+        dict(
+            x="f32[2,3,6,6]",
+            w="f32[2,16,6,6]",
+            out="f32[16,3,3,3]",
+            window="size=6x6 pad=1_1x1_1",
+            labels="fb01_io01->fb01",
+        ),
+        # a 3x3 output from a one-column window
+        dict(x="f32[2,8,3,5]", w="f32[8,8,1,3]", out="f32[2,8,3,3]", window="size=1x3"),
     ],
 )
 def test_other_convolutions_are_left_alone(case):

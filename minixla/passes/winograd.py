@@ -1,8 +1,10 @@
-"""winograd-convolution: a 3x3 convolution of stride 1 becomes Winograd's F(2x2, 3x3).
+"""winograd-convolution: convolutions of stride 1 with a 3x3 kernel or a 3x3 output as
+Winograd's minimal filtering algorithms.
 
-The output is computed in 2x2 tiles. Each tile's 4x4 input patch d and the 3x3 kernel g are
-transformed, multiplied elementwise per (tile, feature) and summed over input features, then
-transformed back (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks"):
+F(2x2, 3x3), for a 3x3 kernel: the output is computed in 2x2 tiles. Each tile's 4x4 input
+patch d and the 3x3 kernel g are transformed, multiplied elementwise per (tile, feature) and
+summed over input features, then transformed back (Lavin and Gray, "Fast Algorithms for
+Convolutional Neural Networks"):
 
     V = B^T d B      U = G g G^T      M = sum over features of U * V      Y = A^T M A
 
@@ -14,6 +16,14 @@ into loops:
 
     convolution(x, w) ->
       transpose(slice(reshape(Y))) where Y = A^T dot(V(pad(transpose(x))), U(transpose(w))) A
+
+F(3x3, 2x2), for a 3x3 output (the weight gradient of a 3x3 convolution, whose window is the
+whole image): the same algorithm with the roles of output and kernel swapped. The window is
+cut into 2x2 tiles, each tile's 4x4 input patch is transformed as above and the kernel tile by
+A, the products are summed over tiles and features (16 GEMMs contracting over both), and G^T
+turns the sum into the 3x3 output:
+
+    dW = G^T (sum over tiles and features of (A Y A^T) * (B^T d B)) G
 
 A [16, 64, 16, 16] input to 64 features ran 4.3 -> 2.3 ms on one core. Like BLAS's blocking,
 the transforms change the rounding, not the accuracy: against the exact sum, the largest
@@ -36,7 +46,8 @@ WINOGRAD = RuleSet("winograd-convolution")
 MIN_FEATURES = 8
 FLOAT_TYPES = ("f32", "f64")
 
-# Rows of B^T, G and A^T as (coefficient, index) terms.
+# Rows of the transform matrices as (coefficient, index) terms: B^T (input patches), G (3x3
+# kernels), A^T (2x2 output tiles); for F(3x3, 2x2), A (2x2 kernel tiles) and G^T (3x3 outputs).
 INPUT_ROWS = (((1, 0), (-1, 2)), ((1, 1), (1, 2)), ((1, 2), (-1, 1)), ((1, 1), (-1, 3)))
 KERNEL_ROWS = (
     ((1, 0),),
@@ -45,193 +56,237 @@ KERNEL_ROWS = (
     ((1, 2),),
 )
 OUTPUT_ROWS = (((1, 0), (1, 1), (1, 2)), ((1, 1), (-1, 2), (-1, 3)))
+TILE_ROWS = (((1, 0),), ((1, 0), (1, 1)), ((1, 0), (-1, 1)), ((-1, 1),))
+GRADIENT_ROWS = (
+    ((1, 0), (0.5, 1), (0.5, 2)),
+    ((0.5, 1), (-0.5, 2)),
+    ((0.5, 1), (0.5, 2), (1, 3)),
+)
 
 
 @WINOGRAD.rule(m.Convolution(m.Any("x"), m.Any("w")))
-def winograd_3x3(root, x, w):
-    if not _applies(root):
+def winograd_3x3_kernel(root, x, w):
+    conv = _Convolution.of(root)
+    if conv is None or conv.kernel_size != [3, 3] or min(conv.output_size) < 2:
         return None
-    return _Rewrite(root, x, w).output()
+    if min(conv.in_features, conv.out_features) < MIN_FEATURES:
+        return None
+    return conv.small_kernel()
 
 
-def _applies(conv: HloInstruction) -> bool:
-    attrs = conv.attrs
-    dtype = conv.shape.dtype
-    if conv.shape.is_tuple or dtype not in FLOAT_TYPES:
-        return False
-    if any(o.shape.dtype != dtype for o in conv.operands) or conv.shape.numel() == 0:
-        return False
-    if attrs.get("feature_group_count", 1) != 1 or attrs.get("batch_group_count", 1) != 1:
-        return False
-    dims = parse_dim_labels(str(attrs["dim_labels"]))
-    if len(dims.input_spatial) != 2 or "window" not in attrs:
-        return False
-    kernel = conv.operand(1).shape.dims
-    if [kernel[d] for d in dims.kernel_spatial] != [3, 3]:
-        return False
-    for wd in attrs["window"].dims:
-        plain = wd.stride == 1 and wd.lhs_dilation == 1 and wd.rhs_dilation == 1
-        if not plain or wd.padding_low < 0 or wd.padding_high < 0:
-            return False
-    out = conv.shape.dims
-    if any(out[d] < 2 for d in dims.output_spatial):
-        return False
-    return (
-        kernel[dims.kernel_input_feature] >= MIN_FEATURES
-        and kernel[dims.kernel_output_feature] >= MIN_FEATURES
-    )
+@WINOGRAD.rule(m.Convolution(m.Any("x"), m.Any("w")))
+def winograd_3x3_output(root, x, w):
+    conv = _Convolution.of(root)
+    if conv is None or conv.output_size != [3, 3] or min(conv.kernel_size) < 2:
+        return None
+    if min(conv.batch, conv.out_features) < MIN_FEATURES:
+        return None
+    return conv.small_output()
 
 
-class _Rewrite:
-    """The replacement of one convolution, channels-last inside: the input as [batch, rows,
-    columns, features], the kernel as [3, 3, in, out], the result as [batch, rows, columns,
-    out] transposed to the convolution's own order."""
+class _Convolution:
+    """A 2-D convolution of stride 1 without dilation or groups, channels-last inside: the
+    input as [batch, rows, columns, features], the kernel as [rows, columns, in, out], the
+    result as [batch, rows, columns, out] transposed to the convolution's own order."""
 
-    def __init__(self, conv: HloInstruction, x: HloInstruction, w: HloInstruction):
-        self.conv, self.x, self.w = conv, x, w
+    @staticmethod
+    def of(conv: HloInstruction) -> "_Convolution | None":
+        attrs = conv.attrs
+        dtype = conv.shape.dtype
+        if conv.shape.is_tuple or dtype not in FLOAT_TYPES or conv.shape.numel() == 0:
+            return None
+        if any(o.shape.dtype != dtype for o in conv.operands) or "window" not in attrs:
+            return None
+        if attrs.get("feature_group_count", 1) != 1 or attrs.get("batch_group_count", 1) != 1:
+            return None
+        if len(parse_dim_labels(str(attrs["dim_labels"])).input_spatial) != 2:
+            return None
+        for wd in attrs["window"].dims:
+            plain = wd.stride == 1 and wd.lhs_dilation == 1 and wd.rhs_dilation == 1
+            if not plain or wd.padding_low < 0 or wd.padding_high < 0:
+                return None
+        return _Convolution(conv)
+
+    def __init__(self, conv: HloInstruction):
+        self.conv = conv
         self.dtype = conv.shape.dtype
-        self.dims = parse_dim_labels(str(conv.attrs["dim_labels"]))
+        self.dims = d = parse_dim_labels(str(conv.attrs["dim_labels"]))
         self.window = conv.attrs["window"].dims
-        d = self.dims
-        self.batch = x.shape.dims[d.input_batch]
-        self.features = x.shape.dims[d.input_feature]
-        self.outputs = w.shape.dims[d.kernel_output_feature]
-        self.size = [conv.shape.dims[s] for s in d.output_spatial]
-        self.tiles = [(n + 1) // 2 for n in self.size]
-        self.count = self.batch * self.tiles[0] * self.tiles[1]
+        x, w = conv.operand(0).shape.dims, conv.operand(1).shape.dims
+        self.batch, self.in_features = x[d.input_batch], x[d.input_feature]
+        self.out_features = w[d.kernel_output_feature]
+        self.kernel_size = [w[s] for s in d.kernel_spatial]
+        self.output_size = [conv.shape.dims[s] for s in d.output_spatial]
 
     def shape(self, *dims: int) -> Shape:
         return Shape.array(self.dtype, dims).with_default_layout()
 
-    def output(self) -> HloInstruction:
-        product = new(
-            "dot",
-            self.shape(16, self.count, self.outputs),
-            self.input_transform(),
-            self.kernel_transform(),
-            lhs_batch_dims=(0,),
-            rhs_batch_dims=(0,),
-            lhs_contracting_dims=(2,),
-            rhs_contracting_dims=(1,),
-        )
-        return self.output_transform(product)
+    def input(self) -> HloInstruction:
+        d = self.dims
+        return _transpose(self.conv.operand(0), (d.input_batch, *d.input_spatial, d.input_feature))
 
-    # V = B^T d B for every tile: [16, tiles, features]
-    def input_transform(self) -> HloInstruction:
-        d, n, c = self.dims, self.batch, self.features
-        x = _transpose(self.x, (d.input_batch, *d.input_spatial, d.input_feature))
-        extent = [2 * t + 2 for t in self.tiles]  # rows the tiles read, padding included
-        config = [(0, 0, 0), (0, 0, 0), (0, 0, 0), (0, 0, 0)]
+    def kernel(self) -> HloInstruction:
+        d = self.dims
+        order = (*d.kernel_spatial, d.kernel_input_feature, d.kernel_output_feature)
+        return _transpose(self.conv.operand(1), order)
+
+    def result(self, y: HloInstruction) -> HloInstruction:
+        """y [batch, rows, columns, out] in the convolution's own order."""
+        d = self.dims
+        order = {d.output_batch: 0, d.output_spatial[0]: 1, d.output_spatial[1]: 2}
+        order[d.output_feature] = 3
+        return _transpose(y, tuple(order[axis] for axis in range(4)))
+
+    def patches(self, tiles: list[int]) -> list[list[HloInstruction]]:
+        """[i][j]: element (i, j) of every tile's 4x4 input patch, tiles 2 apart:
+        [batch, tiles..., features]."""
+        x = self.input()
+        n, c = self.batch, self.in_features
+        extent = [2 * t + 2 for t in tiles]  # rows the patches read, padding included
+        config = [(0, 0, 0)] * 4
         for axis, (wd, size) in enumerate(zip(self.window, extent), start=1):
             config[axis] = (wd.padding_low, size - x.shape.dims[axis] - wd.padding_low, 0)
         if any(low or high for low, high, _ in config):
             zero = scalar_constant(0, self.dtype)
             x = new("pad", self.shape(n, *extent, c), x, zero, padding=tuple(config))
-        tile = self.shape(n, *self.tiles, c)
-        patch = [
+        tile = self.shape(n, *tiles, c)
+        return [[_strided(x, tile, (i, j)) for j in range(4)] for i in range(4)]
+
+    def gemms(self, lhs: list, rhs: list, lhs_shape, rhs_shape) -> list[list[HloInstruction]]:
+        """The 16 products lhs[k] @ rhs[k] of transformed values, each reshaped to a matrix,
+        as one batched dot; returns [i][j] = product 4 * i + j as a [rows, columns] matrix."""
+        left = _stack(self.shape(16, *lhs_shape), lhs)
+        right = _stack(self.shape(16, *rhs_shape), rhs)
+        rows, columns = lhs_shape[0], rhs_shape[1]
+        product = new(
+            "dot",
+            self.shape(16, rows, columns),
+            left,
+            right,
+            lhs_batch_dims=(0,),
+            rhs_batch_dims=(0,),
+            lhs_contracting_dims=(2,),
+            rhs_contracting_dims=(1,),
+        )
+        bounds = ((0, rows, 1), (0, columns, 1))
+        return [
             [
                 new(
-                    "slice",
-                    tile,
-                    x,
-                    slice=(
-                        (0, n, 1),
-                        (i, i + 2 * self.tiles[0] - 1, 2),
-                        (j, j + 2 * self.tiles[1] - 1, 2),
-                        (0, c, 1),
+                    "reshape",
+                    self.shape(rows, columns),
+                    new(
+                        "slice",
+                        self.shape(1, rows, columns),
+                        product,
+                        slice=((4 * i + j, 4 * i + j + 1, 1), *bounds),
                     ),
                 )
                 for j in range(4)
             ]
             for i in range(4)
         ]
-        rows = [
-            [_combine(tile, row, [patch[i][j] for i in range(4)]) for j in range(4)]
-            for row in INPUT_ROWS
-        ]
-        parts = [
-            new("reshape", self.shape(1, self.count, c), _combine(tile, column, rows[i]))
-            for i in range(4)
-            for column in INPUT_ROWS
-        ]
-        return new("concatenate", self.shape(16, self.count, c), *parts, dimensions=(0,))
 
-    # U = G g G^T: [16, in, out]
-    def kernel_transform(self) -> HloInstruction:
-        d, c, k = self.dims, self.features, self.outputs
-        w = _transpose(self.w, (*d.kernel_spatial, d.kernel_input_feature, d.kernel_output_feature))
-        tap = self.shape(c, k)
+    def small_kernel(self) -> HloInstruction:
+        """F(2x2, 3x3): V = B^T d B per tile, U = G g G^T, Y = A^T (V U) A."""
+        n, c, k = self.batch, self.in_features, self.out_features
+        tiles = [(size + 1) // 2 for size in self.output_size]
+        count = n * tiles[0] * tiles[1]
+        tile = self.shape(n, *tiles, c)
+        v = _transform(tile, INPUT_ROWS, self.patches(tiles))
+        w = self.kernel()
         flips = [wd.reversal for wd in self.window]
-
-        def weight(i: int, j: int) -> HloInstruction:
-            i, j = (2 - i if flips[0] else i), (2 - j if flips[1] else j)
-            piece = new(
-                "slice",
-                self.shape(1, 1, c, k),
-                w,
-                slice=((i, i + 1, 1), (j, j + 1, 1), (0, c, 1), (0, k, 1)),
-            )
-            return new("reshape", tap, piece)
-
-        taps = [[weight(i, j) for j in range(3)] for i in range(3)]
-        rows = [
-            [_combine(tap, row, [taps[i][j] for i in range(3)]) for j in range(3)]
-            for row in KERNEL_ROWS
+        taps = [
+            [
+                _tap(w, self.shape(c, k), 2 - i if flips[0] else i, 2 - j if flips[1] else j)
+                for j in range(3)
+            ]
+            for i in range(3)
         ]
-        parts = [
-            new("reshape", self.shape(1, c, k), _combine(tap, column, rows[i]))
-            for i in range(4)
-            for column in KERNEL_ROWS
-        ]
-        return new("concatenate", self.shape(16, c, k), *parts, dimensions=(0,))
-
-    # Y = A^T M A, tiles interleaved back into rows and columns and cropped
-    def output_transform(self, product: HloInstruction) -> HloInstruction:
-        n, k, (th, tw) = self.batch, self.outputs, self.tiles
-        tile = self.shape(n, th, tw, k)
-
-        def position(i: int, j: int) -> HloInstruction:
-            at = 4 * i + j
-            piece = new(
-                "slice",
-                self.shape(1, self.count, k),
-                product,
-                slice=((at, at + 1, 1), (0, self.count, 1), (0, k, 1)),
-            )
-            return new("reshape", tile, piece)
-
-        grid = [[position(i, j) for j in range(4)] for i in range(4)]
-        rows = [
-            [_combine(tile, row, [grid[i][j] for i in range(4)]) for j in range(4)]
-            for row in OUTPUT_ROWS
-        ]
+        u = _transform(self.shape(c, k), KERNEL_ROWS, taps)
+        grid = self.gemms(v, u, (count, c), (c, k))
+        out_tile = self.shape(n, *tiles, k)
+        grid = [[new("reshape", out_tile, value) for value in row] for row in grid]
+        y = _transform(out_tile, OUTPUT_ROWS, grid)  # [a * 2 + b]: output (2t + a, 2u + b)
+        th, tw = tiles
         halves = []
         for a in range(2):
-            pair = [
-                new("reshape", self.shape(n, th, 1, tw, 1, k), _combine(tile, column, rows[a]))
-                for column in OUTPUT_ROWS
-            ]
+            pair = [new("reshape", self.shape(n, th, 1, tw, 1, k), y[2 * a + b]) for b in range(2)]
             halves.append(
                 new("concatenate", self.shape(n, th, 1, tw, 2, k), *pair, dimensions=(4,))
             )
         tiled = new("concatenate", self.shape(n, th, 2, tw, 2, k), *halves, dimensions=(2,))
-        y = new("reshape", self.shape(n, 2 * th, 2 * tw, k), tiled)
-        rows_out, columns_out = self.size
-        if (rows_out, columns_out) != (2 * th, 2 * tw):
-            y = new(
+        out = new("reshape", self.shape(n, 2 * th, 2 * tw, k), tiled)
+        rows, columns = self.output_size
+        if (rows, columns) != (2 * th, 2 * tw):
+            out = new(
                 "slice",
-                self.shape(n, rows_out, columns_out, k),
-                y,
-                slice=((0, n, 1), (0, rows_out, 1), (0, columns_out, 1), (0, k, 1)),
+                self.shape(n, rows, columns, k),
+                out,
+                slice=((0, n, 1), (0, rows, 1), (0, columns, 1), (0, k, 1)),
             )
-        d = self.dims
-        order = {
-            d.output_batch: 0,
-            d.output_spatial[0]: 1,
-            d.output_spatial[1]: 2,
-            d.output_feature: 3,
-        }
-        return _transpose(y, tuple(order[axis] for axis in range(4)))
+        return self.result(out)
+
+    def small_output(self) -> HloInstruction:
+        """F(3x3, 2x2): the window in 2x2 tiles; sum over tiles and features of
+        (A Y A^T) * (B^T d B), then G^T . G."""
+        n, c, k = self.batch, self.in_features, self.out_features
+        tiles = [(size + 1) // 2 for size in self.kernel_size]
+        depth = tiles[0] * tiles[1] * c
+        v = _transform(self.shape(n, *tiles, c), INPUT_ROWS, self.patches(tiles))
+        w = self.kernel()
+        extent = [2 * t for t in tiles]
+        if extent != self.kernel_size:  # odd sizes: a zero row or column completes the tiles
+            high = [(0, e - s, 0) for e, s in zip(extent, self.kernel_size)]
+            zero = scalar_constant(0, self.dtype)
+            w = new(
+                "pad", self.shape(*extent, c, k), w, zero, padding=(*high, (0, 0, 0), (0, 0, 0))
+            )
+        tile = self.shape(*tiles, c, k)
+        kernel_tiles = [[_strided(w, tile, (a, b), first=0) for b in range(2)] for a in range(2)]
+        z = _transform(tile, TILE_ROWS, kernel_tiles)
+        grid = self.gemms(v, z, (n, depth), (depth, k))
+        out = _transform(self.shape(n, k), GRADIENT_ROWS, grid)  # [p * 3 + q]: output (p, q)
+        rows = []
+        for p in range(3):
+            row = [new("reshape", self.shape(n, 1, 1, k), out[3 * p + q]) for q in range(3)]
+            rows.append(new("concatenate", self.shape(n, 1, 3, k), *row, dimensions=(2,)))
+        return self.result(new("concatenate", self.shape(n, 3, 3, k), *rows, dimensions=(1,)))
+
+
+def _strided(x: HloInstruction, shape: Shape, offsets, first: int = 1) -> HloInstruction:
+    """Every other element of x along its two spatial dims (from `first`), starting at
+    `offsets`: shape's spatial sizes."""
+    bounds = [(0, size, 1) for size in shape.dims]
+    for axis, offset in enumerate(offsets, start=first):
+        bounds[axis] = (offset, offset + 2 * shape.dims[axis] - 1, 2)
+    return new("slice", shape, x, slice=tuple(bounds))
+
+
+def _tap(w: HloInstruction, shape: Shape, i: int, j: int) -> HloInstruction:
+    c, k = shape.dims
+    piece = new(
+        "slice",
+        Shape.array(shape.dtype, (1, 1, c, k)).with_default_layout(),
+        w,
+        slice=((i, i + 1, 1), (j, j + 1, 1), (0, c, 1), (0, k, 1)),
+    )
+    return new("reshape", shape, piece)
+
+
+def _stack(shape: Shape, values: list) -> HloInstruction:
+    """The 16 values, each reshaped to shape's trailing dims, concatenated along a new dim 0."""
+    one = Shape.array(shape.dtype, (1, *shape.dims[1:])).with_default_layout()
+    return new("concatenate", shape, *(new("reshape", one, v) for v in values), dimensions=(0,))
+
+
+def _transform(shape: Shape, rows, grid) -> list[HloInstruction]:
+    """R X R^T for the matrix of values `grid` ([i][j]) and R given by its `rows`: a list, row
+    major, of len(rows)^2 values of `shape`."""
+    half = [
+        [_combine(shape, row, [grid[i][j] for i in range(len(grid))]) for j in range(len(grid[0]))]
+        for row in rows
+    ]
+    return [_combine(shape, column, half[p]) for p in range(len(rows)) for column in rows]
 
 
 def _combine(shape: Shape, terms, values) -> HloInstruction:
