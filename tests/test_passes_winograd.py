@@ -177,3 +177,13 @@ def test_the_cpu_pipeline_runs_it_and_agrees_with_the_interpreter():
 
 def test_the_pass_is_registered_by_name():
     assert get_pass("winograd-convolution").name == "winograd-convolution"
+
+
+def test_backends_choose_whether_their_pipeline_has_it():
+    from minixla.passes.pipelines import cpu_pipeline
+
+    def names(pipeline):
+        return [p.name for p in pipeline.passes]
+
+    assert "winograd-convolution" in names(cpu_pipeline())
+    assert "winograd-convolution" not in names(cpu_pipeline(winograd=False))
