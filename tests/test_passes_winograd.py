@@ -35,9 +35,9 @@ def test_a_padded_nchw_convolution_becomes_sixteen_gemms():
     // CHECK-DAG: pad({{.*}}), padding=0_0x1_1x1_1x0_0
     // CHECK-DAG: slice({{.*}}), slice={[0:2:1], [3:8:2], [2:7:2], [0:8:1]}
     // CHECK-DAG: transpose(%w), dimensions={2,3,1,0}
-    // CHECK-DAG: %[[V:.*]] = f32[16,18,8]{2,1,0} concatenate(
+    // CHECK-DAG: %[[V:.*]] = f32[16,2,3,3,8]{4,3,2,1,0} concatenate(
     // CHECK-DAG: %[[U:.*]] = f32[16,8,8]{2,1,0} concatenate(
-    // CHECK: f32[16,18,8]{2,1,0} dot(%[[V]], %[[U]]), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+    // CHECK: f32[16,2,3,3,8]{4,3,2,1,0} dot(%[[V]], %[[U]]), lhs_batch_dims={0}, lhs_contracting_dims={4}, rhs_batch_dims={0}, rhs_contracting_dims={1}
     // CHECK: f32[2,3,2,3,2,8]{5,4,3,2,1,0} concatenate(
     // CHECK: ROOT {{.*}} = f32[2,8,6,6]{3,2,1,0} transpose({{.*}}), dimensions={0,3,1,2}
     // CHECK-NOT: convolution
@@ -126,7 +126,8 @@ def _check_computes(text: str):
 def test_a_3x3_output_becomes_sixteen_gemms_over_kernel_tiles(case):
     module = _check_computes(conv_module(**case))
     dot = next(i for i in module.entry.instructions if i.opcode == "dot")
-    assert dot.shape.dims[0] == 16 and dot.attrs["lhs_contracting_dims"] == (2,)
+    # contracting over the tiles and the features: [16, batch, tiles, tiles, features]
+    assert dot.shape.dims[0] == 16 and dot.attrs["lhs_contracting_dims"] == (2, 3, 4)
 
 
 @pytest.mark.parametrize(

@@ -152,45 +152,39 @@ class _Convolution:
         tile = self.shape(n, *tiles, c)
         return [[_strided(x, tile, (i, j)) for j in range(4)] for i in range(4)]
 
-    def gemms(self, lhs: list, rhs: list, lhs_shape, rhs_shape) -> list[list[HloInstruction]]:
-        """The 16 products lhs[k] @ rhs[k] of transformed values, each reshaped to a matrix,
-        as one batched dot; returns [i][j] = product 4 * i + j as a [rows, columns] matrix."""
-        left = _stack(self.shape(16, *lhs_shape), lhs)
-        right = _stack(self.shape(16, *rhs_shape), rhs)
-        rows, columns = lhs_shape[0], rhs_shape[1]
+    def gemms(self, lhs: list, rhs: list, contracted: int) -> list[list[HloInstruction]]:
+        """The 16 products of transformed values lhs[k] . rhs[k], contracting the last
+        `contracted` dims of each lhs value with the first of each rhs value, as one dot
+        (16 GEMMs); returns [i][j] = product 4 * i + j, of dims (lhs free..., rhs free...)."""
+        left, right = _stack(lhs), _stack(rhs)
+        lhs_dims, rhs_dims = lhs[0].shape.dims, rhs[0].shape.dims
+        free = (*lhs_dims[: len(lhs_dims) - contracted], *rhs_dims[contracted:])
+        rank = len(lhs_dims) + 1
         product = new(
             "dot",
-            self.shape(16, rows, columns),
+            self.shape(16, *free),
             left,
             right,
             lhs_batch_dims=(0,),
             rhs_batch_dims=(0,),
-            lhs_contracting_dims=(2,),
-            rhs_contracting_dims=(1,),
+            lhs_contracting_dims=tuple(range(rank - contracted, rank)),
+            rhs_contracting_dims=tuple(range(1, 1 + contracted)),
         )
-        bounds = ((0, rows, 1), (0, columns, 1))
-        return [
-            [
-                new(
-                    "reshape",
-                    self.shape(rows, columns),
-                    new(
-                        "slice",
-                        self.shape(1, rows, columns),
-                        product,
-                        slice=((4 * i + j, 4 * i + j + 1, 1), *bounds),
-                    ),
-                )
-                for j in range(4)
-            ]
-            for i in range(4)
-        ]
+        bounds = tuple((0, size, 1) for size in free)
+        grid = []
+        for i in range(4):
+            row = []
+            for j in range(4):
+                at = ((4 * i + j, 4 * i + j + 1, 1),)
+                piece = new("slice", self.shape(1, *free), product, slice=at + bounds)
+                row.append(new("reshape", self.shape(*free), piece))
+            grid.append(row)
+        return grid
 
     def small_kernel(self) -> HloInstruction:
         """F(2x2, 3x3): V = B^T d B per tile, U = G g G^T, Y = A^T (V U) A."""
         n, c, k = self.batch, self.in_features, self.out_features
         tiles = [(size + 1) // 2 for size in self.output_size]
-        count = n * tiles[0] * tiles[1]
         tile = self.shape(n, *tiles, c)
         v = _transform(tile, INPUT_ROWS, self.patches(tiles))
         w = self.kernel()
@@ -203,10 +197,10 @@ class _Convolution:
             for i in range(3)
         ]
         u = _transform(self.shape(c, k), KERNEL_ROWS, taps)
-        grid = self.gemms(v, u, (count, c), (c, k))
-        out_tile = self.shape(n, *tiles, k)
-        grid = [[new("reshape", out_tile, value) for value in row] for row in grid]
-        y = _transform(out_tile, OUTPUT_ROWS, grid)  # [a * 2 + b]: output (2t + a, 2u + b)
+        grid = self.gemms(v, u, contracted=1)  # [batch, tiles..., out]
+        y = _transform(
+            self.shape(n, *tiles, k), OUTPUT_ROWS, grid
+        )  # [a * 2 + b]: output (2t + a, 2u + b)
         th, tw = tiles
         halves = []
         for a in range(2):
@@ -231,7 +225,6 @@ class _Convolution:
         (A Y A^T) * (B^T d B), then G^T . G."""
         n, c, k = self.batch, self.in_features, self.out_features
         tiles = [(size + 1) // 2 for size in self.kernel_size]
-        depth = tiles[0] * tiles[1] * c
         v = _transform(self.shape(n, *tiles, c), INPUT_ROWS, self.patches(tiles))
         w = self.kernel()
         extent = [2 * t for t in tiles]
@@ -244,7 +237,7 @@ class _Convolution:
         tile = self.shape(*tiles, c, k)
         kernel_tiles = [[_strided(w, tile, (a, b), first=0) for b in range(2)] for a in range(2)]
         z = _transform(tile, TILE_ROWS, kernel_tiles)
-        grid = self.gemms(v, z, (n, depth), (depth, k))
+        grid = self.gemms(v, z, contracted=3)  # [batch, out]
         out = _transform(self.shape(n, k), GRADIENT_ROWS, grid)  # [p * 3 + q]: output (p, q)
         rows = []
         for p in range(3):
@@ -273,10 +266,13 @@ def _tap(w: HloInstruction, shape: Shape, i: int, j: int) -> HloInstruction:
     return new("reshape", shape, piece)
 
 
-def _stack(shape: Shape, values: list) -> HloInstruction:
-    """The 16 values, each reshaped to shape's trailing dims, concatenated along a new dim 0."""
-    one = Shape.array(shape.dtype, (1, *shape.dims[1:])).with_default_layout()
-    return new("concatenate", shape, *(new("reshape", one, v) for v in values), dimensions=(0,))
+def _stack(values: list) -> HloInstruction:
+    """The 16 values stacked along a new dim 0."""
+    dims = values[0].shape.dims
+    one = Shape.array(values[0].shape.dtype, (1, *dims)).with_default_layout()
+    shape = Shape.array(values[0].shape.dtype, (16, *dims)).with_default_layout()
+    parts = [new("reshape", one, v) for v in values]
+    return new("concatenate", shape, *parts, dimensions=(0,))
 
 
 def _transform(shape: Shape, rows, grid) -> list[HloInstruction]:
