@@ -322,6 +322,37 @@ def test_a_short_recurrence_is_still_fused_whole():
     assert {i.opcode for i in module.entry.instructions} == {"parameter", "fusion", "tuple"}
 
 
+def test_slices_of_a_shared_value_are_copied_freely():
+    # a slice reads only the elements it writes: copying it into a fusion recomputes nothing,
+    # however many such copies the fusion holds (Winograd's transforms sum 16 slices of one
+    # product, each also read elsewhere)
+    count = MAX_RECOMPUTED_OPS + 4
+    slices = "\n".join(
+        f"  s{i} = f32[1,64] slice(p), slice={{[{i}:{i + 1}], [0:64]}}" for i in range(count)
+    )
+    sums = "\n".join(f"  a{i} = f32[1,64] add(a{i - 1}, s{i})" for i in range(1, count))
+    # the other readers are dots, which no fusion absorbs: each slice keeps a user outside
+    dots = "\n".join(
+        f"  d{i} = f32[1,8] dot(s{i}, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}"
+        for i in range(count)
+    )
+    text = f"""
+HloModule slices
+ENTRY main {{
+  p = f32[{count},64] parameter(0)
+  w = f32[64,8] parameter(1)
+{slices}
+  a0 = f32[1,64] negate(s0)
+{sums}
+{dots}
+  ROOT t = tuple(a{count - 1}, {", ".join(f"d{i}" for i in range(count))})
+}}"""
+    module = check_pass(InstructionFusion(multi_output=False), text, "// CHECK: fusion(")
+    (total,) = [f for f in fusions(module) if f.users[0].opcode == "tuple"]
+    body = total.attrs["calls"].instructions
+    assert sum(i.opcode == "slice" for i in body) == count
+
+
 @requires_corpus
 @pytest.mark.parametrize("case", case_dirs(), ids=lambda p: p.name)
 def test_fusion_keeps_conformance_values(case):

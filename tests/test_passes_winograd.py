@@ -9,9 +9,9 @@ from minixla.testing import check_pass, run_pass
 
 
 def conv_module(
-    x="f32[2,8,6,6]",
-    w="f32[8,8,3,3]",
-    out="f32[2,8,6,6]",
+    x="f32[2,32,6,6]",
+    w="f32[32,32,3,3]",
+    out="f32[2,32,6,6]",
     window="size=3x3 pad=1_1x1_1",
     labels="bf01_oi01->bf01",
     extra="",
@@ -33,13 +33,13 @@ def test_a_padded_nchw_convolution_becomes_sixteen_gemms():
     // CHECK: ENTRY %main
     // CHECK-DAG: transpose(%x), dimensions={0,2,3,1}
     // CHECK-DAG: pad({{.*}}), padding=0_0x1_1x1_1x0_0
-    // CHECK-DAG: slice({{.*}}), slice={[0:2:1], [3:8:2], [2:7:2], [0:8:1]}
+    // CHECK-DAG: slice({{.*}}), slice={[0:2:1], [3:8:2], [2:7:2], [0:32:1]}
     // CHECK-DAG: transpose(%w), dimensions={2,3,1,0}
-    // CHECK-DAG: %[[V:.*]] = f32[16,2,3,3,8]{4,3,2,1,0} concatenate(
-    // CHECK-DAG: %[[U:.*]] = f32[16,8,8]{2,1,0} concatenate(
-    // CHECK: f32[16,2,3,3,8]{4,3,2,1,0} dot(%[[V]], %[[U]]), lhs_batch_dims={0}, lhs_contracting_dims={4}, rhs_batch_dims={0}, rhs_contracting_dims={1}
-    // CHECK: f32[2,3,2,3,2,8]{5,4,3,2,1,0} concatenate(
-    // CHECK: ROOT {{.*}} = f32[2,8,6,6]{3,2,1,0} transpose({{.*}}), dimensions={0,3,1,2}
+    // CHECK-DAG: %[[V:.*]] = f32[16,2,3,3,32]{4,3,2,1,0} concatenate(
+    // CHECK-DAG: %[[U:.*]] = f32[16,32,32]{2,1,0} concatenate(
+    // CHECK: f32[16,2,3,3,32]{4,3,2,1,0} dot(%[[V]], %[[U]]), lhs_batch_dims={0}, lhs_contracting_dims={4}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+    // CHECK: f32[2,3,2,3,2,32]{5,4,3,2,1,0} concatenate(
+    // CHECK: ROOT {{.*}} = f32[2,32,6,6]{3,2,1,0} transpose({{.*}}), dimensions={0,3,1,2}
     // CHECK-NOT: convolution
     """,
         rtol=1e-4,
@@ -57,17 +57,17 @@ def _exact(text: str, inputs) -> np.ndarray:
     "case",
     [
         # odd output sizes: the last tile row and column are cropped
-        dict(x="f32[2,8,7,5]", out="f32[2,9,7,5]", w="f32[9,8,3,3]"),
+        dict(x="f32[2,32,7,5]", out="f32[2,33,7,5]", w="f32[33,32,3,3]"),
         # no padding, uneven padding
-        dict(out="f32[2,8,4,4]", window="size=3x3"),
-        dict(out="f32[2,8,6,7]", window="size=3x3 pad=0_2x2_1"),
+        dict(out="f32[2,32,4,4]", window="size=3x3"),
+        dict(out="f32[2,32,6,7]", window="size=3x3 pad=0_2x2_1"),
         # channels-last, as jax writes it
-        dict(x="f32[2,6,6,8]", w="f32[3,3,8,16]", out="f32[2,6,6,16]", labels="b01f_01io->b01f"),
+        dict(x="f32[2,6,6,24]", w="f32[3,3,24,48]", out="f32[2,6,6,48]", labels="b01f_01io->b01f"),
         # every dim in another place, as a gradient's convolution has them
-        dict(x="f32[6,8,2,6]", w="f32[3,8,8,3]", out="f32[6,8,2,6]", labels="0fb1_0io1->0fb1"),
+        dict(x="f32[6,32,2,6]", w="f32[3,32,32,3]", out="f32[6,32,2,6]", labels="0fb1_0io1->0fb1"),
         # a reversed window (the input gradient of a convolution)
         dict(window="size=3x3 pad=1_1x1_1 rhs_reversal=1x0"),
-        dict(x="f64[2,8,6,6]", w="f64[8,8,3,3]", out="f64[2,8,6,6]"),
+        dict(x="f64[2,32,6,6]", w="f64[32,32,3,3]", out="f64[2,32,6,6]"),
     ],
 )
 def test_the_rewrite_computes_the_convolution(case):
@@ -99,25 +99,25 @@ def _check_computes(text: str):
     [
         # weight gradients of 3x3 convolutions: the window is the output gradient
         dict(
-            x="f32[2,8,6,6]",
-            w="f32[2,16,6,6]",
-            out="f32[16,8,3,3]",
+            x="f32[2,32,6,6]",
+            w="f32[2,32,6,6]",
+            out="f32[32,32,3,3]",
             window="size=6x6 pad=1_1x1_1",
             labels="fb01_io01->fb01",
         ),
         # odd window sizes: the kernel tiles are completed with zeros
         dict(
-            x="f32[3,8,7,5]",
-            w="f32[3,9,7,5]",
-            out="f32[9,8,3,3]",
+            x="f32[3,32,7,5]",
+            w="f32[3,33,7,5]",
+            out="f32[33,32,3,3]",
             window="size=7x5 pad=1_1x1_1",
             labels="fb01_io01->fb01",
         ),
         # channels-last, as jax's gradient of an HWIO kernel
         dict(
-            x="f32[2,6,5,8]",
-            w="f32[2,4,3,12]",
-            out="f32[3,3,8,12]",
+            x="f32[2,6,5,24]",
+            w="f32[2,4,3,48]",
+            out="f32[3,3,24,48]",
             window="size=4x3",
             labels="f01b_i01o->01bf",
         ),
@@ -133,28 +133,30 @@ def test_a_3x3_output_becomes_sixteen_gemms_over_kernel_tiles(case):
 @pytest.mark.parametrize(
     "case",
     [
-        dict(window="size=3x3 stride=2x2 pad=1_1x1_1", out="f32[2,8,3,3]"),
+        dict(window="size=3x3 stride=2x2 pad=1_1x1_1", out="f32[2,32,3,3]"),
         dict(window="size=3x3 pad=2_2x2_2 rhs_dilate=2x2"),
-        dict(window="size=3x3 pad=1_1x1_1 lhs_dilate=2x2", out="f32[2,8,11,11]"),
+        dict(window="size=3x3 pad=1_1x1_1 lhs_dilate=2x2", out="f32[2,32,11,11]"),
         dict(window="size=3x3 pad=-1_3x1_1"),
-        dict(w="f32[8,4,3,3]", extra=", feature_group_count=2"),
-        dict(w="f32[8,8,5,5]", window="size=5x5 pad=2_2x2_2"),
-        # too few features for the GEMMs to pay for the transforms (an RGB first layer)
-        dict(x="f32[2,3,6,6]", w="f32[8,3,3,3]"),
+        dict(w="f32[32,16,3,3]", extra=", feature_group_count=2"),
+        dict(w="f32[32,32,5,5]", window="size=5x5 pad=2_2x2_2"),
+        # too few features for the GEMMs to pay for the transforms: an RGB first layer, and
+        # 16 -> 32 features (measured slower)
+        dict(x="f32[2,3,6,6]", w="f32[32,3,3,3]"),
+        dict(x="f32[2,16,6,6]", w="f32[32,16,3,3]"),
         # narrow floats would round every transform step
-        dict(x="bf16[2,8,6,6]", w="bf16[8,8,3,3]", out="bf16[2,8,6,6]"),
+        dict(x="bf16[2,32,6,6]", w="bf16[32,32,3,3]", out="bf16[2,32,6,6]"),
         # a one-row output has no 2x2 tiles
-        dict(x="f32[2,8,3,6]", out="f32[2,8,1,6]", window="size=3x3 pad=0_0x1_1"),
+        dict(x="f32[2,32,3,6]", out="f32[2,32,1,6]", window="size=3x3 pad=0_0x1_1"),
         # a 3x3 output with too few rows or columns in its GEMMs (the gradient of an RGB layer)
         dict(
             x="f32[2,3,6,6]",
-            w="f32[2,16,6,6]",
-            out="f32[16,3,3,3]",
+            w="f32[2,32,6,6]",
+            out="f32[32,3,3,3]",
             window="size=6x6 pad=1_1x1_1",
             labels="fb01_io01->fb01",
         ),
         # a 3x3 output from a one-column window
-        dict(x="f32[2,8,3,5]", w="f32[8,8,1,3]", out="f32[2,8,3,3]", window="size=1x3"),
+        dict(x="f32[2,32,3,5]", w="f32[32,32,1,3]", out="f32[2,32,3,3]", window="size=1x3"),
     ],
 )
 def test_other_convolutions_are_left_alone(case):
@@ -162,11 +164,11 @@ def test_other_convolutions_are_left_alone(case):
 
 
 def test_the_cpu_pipeline_runs_it_and_agrees_with_the_interpreter():
-    text = conv_module(x="f32[4,16,9,8]", w="f32[24,16,3,3]", out="f32[4,24,9,8]")
+    text = conv_module(x="f32[4,32,9,8]", w="f32[40,32,3,3]", out="f32[4,40,9,8]")
     rng = np.random.default_rng(1)
     inputs = [
-        rng.standard_normal((4, 16, 9, 8), np.float32),
-        rng.standard_normal((24, 16, 3, 3), np.float32),
+        rng.standard_normal((4, 32, 9, 8), np.float32),
+        rng.standard_normal((40, 32, 3, 3), np.float32),
     ]
     exact = _exact(text, inputs)
     exe = minixla.compile(text, backend="cpu")

@@ -135,8 +135,11 @@ def _reductions(instr: HloInstruction) -> set:
 
 def counts_as_recomputed(producer: HloInstruction, consumer: HloInstruction) -> bool:
     """Would fusing `producer` into `consumer` recompute work that stays done elsewhere?
-    Not for a producer reading no more than it writes (broadcasts, iotas: XLA's test)."""
+    Not for a producer reading no more than it writes (broadcasts, iotas: XLA's test; slices,
+    which read only the elements they write, however large their operand)."""
     if all(u is consumer for u in producer.users):
+        return False
+    if producer.opcode in ("slice", "dynamic-slice"):
         return False
     read = sum(o.shape.numel() for o in {id(o): o for o in producer.operands}.values())
     return read > producer.shape.numel()
