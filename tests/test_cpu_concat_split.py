@@ -137,3 +137,41 @@ ENTRY main {
     (source,) = fused_kernel_sources(text)
     assert "range(0, 16)" not in source.split("def kernel(")[1]
     agrees_with_interpreter(text)
+
+
+STACKED = """
+HloModule stacked
+ENTRY main {
+  a = f32[1,6,40] parameter(0)
+  b = f32[1,6,40] parameter(1)
+  c = f32[1,6,40] parameter(2)
+  ab = f32[1,6,40] subtract(a, b)
+  bc = f32[1,6,40] add(b, c)
+  cc = f32[1,6,40] multiply(c, c)
+  ROOT out = f32[3,6,40] concatenate(ab, bc, cc), dimensions={0}
+}
+"""
+
+
+def test_threads_share_the_next_loop_when_the_ranges_cut_the_outermost():
+    # Winograd's transforms stack 16 values along dim 0: split kernels still get one loop
+    # nest per value, each range's second loop shared out among the parts
+    from minixla.passes import run_pipeline
+    from minixla.passes.pipelines import cpu_pipeline
+    from minixla.text import parse_module
+
+    module = parse_module(STACKED)
+    run_pipeline(cpu_pipeline(), module)
+    (fusion,) = [i for i in module.entry.instructions if i.opcode == "fusion"]
+    source = build_kernel(fusion.attrs["calls"], parallel_threshold=1).source
+    body = source.split("def kernel(")[1]
+    for start in range(3):
+        assert f"for i0 in range({start}, {start + 1}):" in body
+    assert body.count("n_i1 = 6") == 3 and "n_i0" not in body
+    assert " if " not in body and "min(max(" not in body
+    module_text = STACKED
+    args = random_inputs(minixla.parse_hlo_module(module_text), seed=3)
+    want = minixla.compile(module_text, backend="interpreter")(*args)
+    for threshold in (1, 2**40):  # split into parts, and one part
+        got = minixla.compile(module_text, backend="cpu", parallel_threshold=threshold)(*args)
+        assert compare_values(got, want, rtol=0, atol=0) == []

@@ -353,6 +353,33 @@ ENTRY main {{
     assert sum(i.opcode == "slice" for i in body) == count
 
 
+def test_a_producer_read_at_many_indices_is_stored_once():
+    # a sum of 16 shifted slices of one value (a stencil; Winograd's input transform) would
+    # evaluate the value's chain 16 times per output element: the chain gets its own fusion
+    slices = "\n".join(
+        f"  s{i} = f32[1,64] slice(y), slice={{[{i}:{i + 1}], [0:64]}}" for i in range(16)
+    )
+    sums = "\n".join(f"  a{i} = f32[1,64] add(a{i - 1}, s{i})" for i in range(1, 16))
+    text = f"""
+HloModule stencil
+ENTRY main {{
+  x = f32[16,64] parameter(0)
+  e = f32[16,64] exponential(x)
+  y = f32[16,64] multiply(e, x)
+{slices}
+  a0 = f32[1,64] negate(s0)
+{sums}
+  ROOT r = f32[1,64] sqrt(a15)
+}}"""
+    fusion = InstructionFusion(multi_output=False)
+    module = check_pass(fusion, text, "// CHECK: fusion(")
+    chain, total = sorted(fusions(module), key=lambda f: f.shape.dims[0], reverse=True)
+    assert chain.shape.dims == (16, 64)  # exponential and multiply, computed once per element
+    assert {i.opcode for i in chain.attrs["calls"].instructions} >= {"exponential", "multiply"}
+    assert sum(i.opcode == "slice" for i in total.attrs["calls"].instructions) == 16
+    assert any("indices per output element" in d.reason for _, _, d in fusion.decisions)
+
+
 @requires_corpus
 @pytest.mark.parametrize("case", case_dirs(), ids=lambda p: p.name)
 def test_fusion_keeps_conformance_values(case):

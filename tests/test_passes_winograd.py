@@ -32,8 +32,8 @@ def test_a_padded_nchw_convolution_becomes_sixteen_gemms():
         """
     // CHECK: ENTRY %main
     // CHECK-DAG: transpose(%x), dimensions={0,2,3,1}
-    // CHECK-DAG: pad({{.*}}), padding=0_0x1_1x1_1x0_0
-    // CHECK-DAG: slice({{.*}}), slice={[0:2:1], [3:8:2], [2:7:2], [0:32:1]}
+    // CHECK-DAG: pad({{.*}}), padding=0_0x0_0x1_1x1_1x0_0
+    // CHECK-DAG: slice({{.*}}), slice={[0:1:1], [0:2:1], [3:8:2], [2:7:2], [0:32:1]}
     // CHECK-DAG: transpose(%w), dimensions={2,3,1,0}
     // CHECK-DAG: %[[V:.*]] = f32[16,2,3,3,32]{4,3,2,1,0} concatenate(
     // CHECK-DAG: %[[U:.*]] = f32[16,32,32]{2,1,0} concatenate(
@@ -126,8 +126,8 @@ def _check_computes(text: str):
 def test_a_3x3_output_becomes_sixteen_gemms_over_kernel_tiles(case):
     module = _check_computes(conv_module(**case))
     dot = next(i for i in module.entry.instructions if i.opcode == "dot")
-    # contracting over the tiles and the features: [16, batch, tiles, tiles, features]
-    assert dot.shape.dims[0] == 16 and dot.attrs["lhs_contracting_dims"] == (2, 3, 4)
+    # contracting over the features and the tiles: [16, features, tiles, tiles, batch]
+    assert dot.shape.dims[0] == 16 and dot.attrs["lhs_contracting_dims"] == (1, 2, 3)
 
 
 @pytest.mark.parametrize(

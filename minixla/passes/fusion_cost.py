@@ -3,8 +3,10 @@
 Every refusal is a `Decision(False, reason)`, so a dump of the decisions explains the fusion
 result. The rules follow XLA's InstructionFusion and CpuInstructionFusion (xla-reference.md 4.2,
 4.4): loop-fusible producers only, scalar constants only, never duplicate an expensive producer,
-never recompute an expensive producer per reuse, and cap each fusion's size; and they bound how
-often cheap producers are copied into several fusions (`Duplication`).
+never recompute an expensive producer per reuse, never evaluate a producer at more than
+MAX_EVALUATIONS indices per output element (XLA's FusionNodeIndexingEvaluation), and cap each
+fusion's size; and they bound how often cheap producers are copied into several fusions
+(`Duplication`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,12 @@ MAX_FUSED_OPS = 64  # instructions in one fused computation (code size / compile
 MAX_FUSION_OPERANDS = 32
 MAX_CONCAT_OPERANDS = 8  # wider concatenates run faster as memcpys (XLA:CPU)
 MAX_REDUCES_PER_FUSION = 5
+# Indices one output element evaluates a fused producer at (XLA's kAllowedCodeDuplication):
+# the sum of 16 slices of one padded input (Winograd's input transform) evaluates it at 64,
+# so a chain computing that input is stored once instead of recomputed per slice.
+MAX_EVALUATIONS = 15
+# Producers that are loads however often they are evaluated.
+CHEAP_TO_EVALUATE = frozenset({"constant", "iota", "broadcast"})
 # Limits on copying a producer that keeps other users into a fusion (`Duplication`):
 MAX_RECOMPUTED_OPS = 16  # such copies in one fusion
 MAX_COPIES = 2  # fusions one producer is copied into, unless it or a user had more users
@@ -216,10 +224,44 @@ def should_fuse(
             return decision
     if fused_size(consumer) + 1 > MAX_FUSED_OPS:
         return no(f"fusion would exceed {MAX_FUSED_OPS} ops")
+    if consumer.opcode == "fusion" and producer.opcode not in CHEAP_TO_EVALUATE:
+        evaluations = producer_evaluations(producer, consumer)
+        if evaluations > MAX_EVALUATIONS:
+            return no(
+                f"{producer.opcode} would be evaluated at {evaluations} indices per output element"
+            )
     new_operands = {id(o) for o in producer.operands} - {id(o) for o in consumer.operands}
     if consumer.operand_count + len(new_operands) - 1 > MAX_FUSION_OPERANDS:
         return no(f"fusion would exceed {MAX_FUSION_OPERANDS} operands")
     return YES
+
+
+def producer_evaluations(producer: HloInstruction, fusion: HloInstruction) -> int:
+    """At how many indices one output element of `fusion` reads `producer`: the sum, over the
+    paths from the fused parameters it feeds to the root, of the ops that index their
+    operands anew (slices, transposes, pads...); elementwise ops read their operands at their
+    own index, so a value they share is evaluated once."""
+    fused = fusion.attrs["calls"]
+    count: dict[HloInstruction, int] = {}
+    reached: dict[HloInstruction, set] = {}  # the index-changing users (or the root) of each
+    for instr in reversed(fused.post_order()):
+        if instr is fused.root or not instr.users:
+            reached[instr] = {instr}
+            count[instr] = 1
+            continue
+        targets: set = set()
+        for user in {id(u): u for u in instr.users}.values():
+            if user.opdef.kind == ELEMENTWISE and user is not fused.root:
+                targets |= reached[user]
+            else:
+                targets.add(user)
+        reached[instr] = targets
+        count[instr] = sum(1 if t.opcode == "tuple" else count[t] for t in targets)
+    return sum(
+        count[fused.parameter(i)]
+        for i, operand in enumerate(fusion.operands)
+        if operand is producer
+    )
 
 
 def consumer_reuses(producer: HloInstruction, consumer: HloInstruction) -> bool:

@@ -129,13 +129,15 @@ class _Convolution:
     def shape(self, *dims: int) -> Shape:
         return Shape.array(self.dtype, dims).with_default_layout()
 
-    def input(self) -> HloInstruction:
+    def input(self, major: int, minor: int) -> HloInstruction:
+        """[1, major, rows, columns, minor] (major and minor: the input's batch and feature
+        dims, in either role): the leading 1 lets values computed from it stack into the
+        GEMMs' operand with one concatenation."""
         d = self.dims
-        return _transpose(self.conv.operand(0), (d.input_batch, *d.input_spatial, d.input_feature))
+        x = _transpose(self.conv.operand(0), (major, *d.input_spatial, minor))
+        return new("reshape", self.shape(1, *x.shape.dims), x)
 
-    def kernel(self) -> HloInstruction:
-        d = self.dims
-        order = (*d.kernel_spatial, d.kernel_input_feature, d.kernel_output_feature)
+    def kernel(self, *order: int) -> HloInstruction:
         return _transpose(self.conv.operand(1), order)
 
     def result(self, y: HloInstruction) -> HloInstruction:
@@ -145,29 +147,25 @@ class _Convolution:
         order[d.output_feature] = 3
         return _transpose(y, tuple(order[axis] for axis in range(4)))
 
-    def patches(self, tiles: list[int]) -> list[list[HloInstruction]]:
-        """[i][j]: element (i, j) of every tile's 4x4 input patch, tiles 2 apart:
-        [batch, tiles..., features]."""
-        x = self.input()
-        n, c = self.batch, self.in_features
+    def patches(self, tiles: list[int], x: HloInstruction) -> list[list[HloInstruction]]:
+        """[i][j]: element (i, j) of every tile's 4x4 patch of x ([1, major, rows, columns,
+        minor], padded here), tiles 2 apart: [1, major, tiles..., minor]."""
+        _, major, _, _, minor = x.shape.dims
         extent = [2 * t + 2 for t in tiles]  # rows the patches read, padding included
-        config = [(0, 0, 0)] * 4
-        for axis, (wd, size) in enumerate(zip(self.window, extent), start=1):
+        config = [(0, 0, 0)] * 5
+        for axis, (wd, size) in enumerate(zip(self.window, extent), start=2):
             config[axis] = (wd.padding_low, size - x.shape.dims[axis] - wd.padding_low, 0)
         if any(low or high for low, high, _ in config):
             zero = scalar_constant(0, self.dtype)
-            x = new("pad", self.shape(n, *extent, c), x, zero, padding=tuple(config))
-        tile = self.shape(n, *tiles, c)
-        return [[_strided(x, tile, (i, j)) for j in range(4)] for i in range(4)]
+            x = new("pad", self.shape(1, major, *extent, minor), x, zero, padding=tuple(config))
+        tile = self.shape(1, major, *tiles, minor)
+        return [[_strided(x, tile, (i, j), first=2) for j in range(4)] for i in range(4)]
 
-    def gemms(self, lhs: list, rhs: list, contracted: int) -> list[list[HloInstruction]]:
-        """The 16 products of transformed values lhs[k] . rhs[k], contracting the last
-        `contracted` dims of each lhs value with the first of each rhs value, as one dot
-        (16 GEMMs); returns [i][j] = product 4 * i + j, of dims (lhs free..., rhs free...)."""
+    def gemms(self, lhs: list, rhs: list, contracting: tuple, free: tuple):
+        """The 16 products of transformed values lhs[k] . rhs[k] (each [1, ...]) as one dot
+        (16 GEMMs), contracting dims `contracting` of the lhs values with dims 1.. of the rhs
+        values; returns [i][j] = product 4 * i + j, [1, free...]."""
         left, right = _stack(lhs), _stack(rhs)
-        lhs_dims, rhs_dims = lhs[0].shape.dims, rhs[0].shape.dims
-        free = (*lhs_dims[: len(lhs_dims) - contracted], *rhs_dims[contracted:])
-        rank = len(lhs_dims) + 1
         product = new(
             "dot",
             self.shape(16, *free),
@@ -175,40 +173,43 @@ class _Convolution:
             right,
             lhs_batch_dims=(0,),
             rhs_batch_dims=(0,),
-            lhs_contracting_dims=tuple(range(rank - contracted, rank)),
-            rhs_contracting_dims=tuple(range(1, 1 + contracted)),
+            lhs_contracting_dims=contracting,
+            rhs_contracting_dims=tuple(range(1, 1 + len(contracting))),
         )
         bounds = tuple((0, size, 1) for size in free)
-        grid = []
-        for i in range(4):
-            row = []
-            for j in range(4):
-                at = ((4 * i + j, 4 * i + j + 1, 1),)
-                piece = new("slice", self.shape(1, *free), product, slice=at + bounds)
-                row.append(new("reshape", self.shape(*free), piece))
-            grid.append(row)
-        return grid
+        return [
+            [
+                new(
+                    "slice",
+                    self.shape(1, *free),
+                    product,
+                    slice=((4 * i + j, 4 * i + j + 1, 1), *bounds),
+                )
+                for j in range(4)
+            ]
+            for i in range(4)
+        ]
 
     def small_kernel(self) -> HloInstruction:
         """F(2x2, 3x3): V = B^T d B per tile, U = G g G^T, Y = A^T (V U) A."""
         n, c, k = self.batch, self.in_features, self.out_features
         tiles = [(size + 1) // 2 for size in self.output_size]
-        tile = self.shape(n, *tiles, c)
-        v = _transform(tile, INPUT_ROWS, self.patches(tiles))
-        w = self.kernel()
+        d = self.dims
+        x = self.input(d.input_batch, d.input_feature)
+        v = _transform(self.shape(1, n, *tiles, c), INPUT_ROWS, self.patches(tiles, x))
+        w = self.kernel(*d.kernel_spatial, d.kernel_input_feature, d.kernel_output_feature)
         flips = [wd.reversal for wd in self.window]
         taps = [
             [
-                _tap(w, self.shape(c, k), 2 - i if flips[0] else i, 2 - j if flips[1] else j)
+                _tap(w, self.shape(1, c, k), 2 - i if flips[0] else i, 2 - j if flips[1] else j)
                 for j in range(3)
             ]
             for i in range(3)
         ]
-        u = _transform(self.shape(c, k), KERNEL_ROWS, taps)
-        grid = self.gemms(v, u, contracted=1)  # [batch, tiles..., out]
-        y = _transform(
-            self.shape(n, *tiles, k), OUTPUT_ROWS, grid
-        )  # [a * 2 + b]: output (2t + a, 2u + b)
+        u = _transform(self.shape(1, c, k), KERNEL_ROWS, taps)
+        grid = self.gemms(v, u, contracting=(4,), free=(n, *tiles, k))
+        # y[a * 2 + b]: the outputs (2t + a, 2u + b) of every tile (t, u)
+        y = _transform(self.shape(1, n, *tiles, k), OUTPUT_ROWS, grid, shared=False)
         th, tw = tiles
         halves = []
         for a in range(2):
@@ -230,23 +231,29 @@ class _Convolution:
 
     def small_output(self) -> HloInstruction:
         """F(3x3, 2x2): the window in 2x2 tiles; sum over tiles and features of
-        (A Y A^T) * (B^T d B), then G^T . G."""
+        (A Y A^T) * (B^T d B), then G^T . G. The input's batch dim is the GEMMs' rows and
+        its features (which the window's in features match) are contracted with the tiles:
+        kept major, so the transforms' loops run along the batch (a ResNet layer's 64
+        channels, where its features are the gradient's batch of 16)."""
         n, c, k = self.batch, self.in_features, self.out_features
+        d = self.dims
         tiles = [(size + 1) // 2 for size in self.kernel_size]
-        v = _transform(self.shape(n, *tiles, c), INPUT_ROWS, self.patches(tiles))
-        w = self.kernel()
+        x = self.input(d.input_feature, d.input_batch)
+        v = _transform(self.shape(1, c, *tiles, n), INPUT_ROWS, self.patches(tiles, x))
+        w = self.kernel(d.kernel_input_feature, *d.kernel_spatial, d.kernel_output_feature)
+        w = new("reshape", self.shape(1, *w.shape.dims), w)
         extent = [2 * t for t in tiles]
         if extent != self.kernel_size:  # odd sizes: a zero row or column completes the tiles
             high = [(0, e - s, 0) for e, s in zip(extent, self.kernel_size)]
             zero = scalar_constant(0, self.dtype)
-            w = new(
-                "pad", self.shape(*extent, c, k), w, zero, padding=(*high, (0, 0, 0), (0, 0, 0))
-            )
-        tile = self.shape(*tiles, c, k)
-        kernel_tiles = [[_strided(w, tile, (a, b), first=0) for b in range(2)] for a in range(2)]
+            padding = ((0, 0, 0), (0, 0, 0), *high, (0, 0, 0))
+            w = new("pad", self.shape(1, c, *extent, k), w, zero, padding=padding)
+        tile = self.shape(1, c, *tiles, k)
+        kernel_tiles = [[_strided(w, tile, (a, b), first=2) for b in range(2)] for a in range(2)]
         z = _transform(tile, TILE_ROWS, kernel_tiles)
-        grid = self.gemms(v, z, contracted=3)  # [batch, out]
-        out = _transform(self.shape(n, k), GRADIENT_ROWS, grid)  # [p * 3 + q]: output (p, q)
+        grid = self.gemms(v, z, contracting=(1, 2, 3), free=(n, k))
+        # out[p * 3 + q]: output (p, q)
+        out = _transform(self.shape(1, n, k), GRADIENT_ROWS, grid, shared=False)
         rows = []
         for p in range(3):
             row = [new("reshape", self.shape(n, 1, 1, k), out[3 * p + q]) for q in range(3)]
@@ -254,7 +261,7 @@ class _Convolution:
         return self.result(new("concatenate", self.shape(n, 3, 3, k), *rows, dimensions=(1,)))
 
 
-def _strided(x: HloInstruction, shape: Shape, offsets, first: int = 1) -> HloInstruction:
+def _strided(x: HloInstruction, shape: Shape, offsets, first: int) -> HloInstruction:
     """Every other element of x along its two spatial dims (from `first`), starting at
     `offsets`: shape's spatial sizes."""
     bounds = [(0, size, 1) for size in shape.dims]
@@ -264,7 +271,8 @@ def _strided(x: HloInstruction, shape: Shape, offsets, first: int = 1) -> HloIns
 
 
 def _tap(w: HloInstruction, shape: Shape, i: int, j: int) -> HloInstruction:
-    c, k = shape.dims
+    """Tap (i, j) of the [3, 3, in, out] kernel as `shape`, [1, in, out]."""
+    _, c, k = shape.dims
     piece = new(
         "slice",
         Shape.array(shape.dtype, (1, 1, c, k)).with_default_layout(),
@@ -275,20 +283,30 @@ def _tap(w: HloInstruction, shape: Shape, i: int, j: int) -> HloInstruction:
 
 
 def _stack(values: list) -> HloInstruction:
-    """The 16 values stacked along a new dim 0."""
-    dims = values[0].shape.dims
-    one = Shape.array(values[0].shape.dtype, (1, *dims)).with_default_layout()
-    shape = Shape.array(values[0].shape.dtype, (16, *dims)).with_default_layout()
-    parts = [new("reshape", one, v) for v in values]
-    return new("concatenate", shape, *parts, dimensions=(0,))
+    """The 16 values ([1, ...] each) concatenated along dim 0."""
+    shape = values[0].shape
+    stacked = Shape.array(shape.dtype, (16, *shape.dims[1:])).with_default_layout()
+    return new("concatenate", stacked, *values, dimensions=(0,))
 
 
-def _transform(shape: Shape, rows, grid) -> list[HloInstruction]:
+def _transform(shape: Shape, rows, grid, shared: bool = True) -> list[HloInstruction]:
     """R X R^T for the matrix of values `grid` ([i][j]) and R given by its `rows`: a list, row
-    major, of len(rows)^2 values of `shape`. Each is its own sum over X (as many terms as
-    rows then columns would add, since no row has more than two terms where it matters), so
-    the only values the sums share are X's, slices that fusion copies into every loop freely:
-    sums of rows shared by several outputs made fusion store X's slices apart."""
+    major, of len(rows)^2 values of `shape`.
+
+    `shared`: rows first, then columns of those sums, which the outputs share (fewest ops:
+    the input transforms, whose one concatenation reads all 16). Otherwise each output is
+    its own sum over X, sharing only X's slices: for the output transform, which fusion
+    copies into each reader of the convolution's result; sums shared there counted as
+    recomputation and made fusion store the slices apart."""
+    if shared:
+        half = [
+            [
+                _combine(shape, row, [grid[i][j] for i in range(len(grid))])
+                for j in range(len(grid[0]))
+            ]
+            for row in rows
+        ]
+        return [_combine(shape, column, half[p]) for p in range(len(rows)) for column in rows]
     values = [value for row in grid for value in row]
     width = len(grid[0])
     return [

@@ -243,13 +243,15 @@ def _nests(em: Elemental, w: Writer, loops, cut, parallel: bool, body) -> None:
     """Opens `loops` (one per dim, outer to inner) and emits `body()` inside: once, or once per
     range of the concatenated dim where `cut` (concat_split's answer) splits them."""
     dim, ranges = cut if cut is not None else (None, [(None, {})])
+    # threads share out the outermost loop, or the next one when ranges cut the outermost
+    shared = 1 if parallel and dim == 0 else 0
     for bounds, pieces in ranges:
         em.concat_pieces = pieces
         bounded = [
             (var, f"{bounds[0]}, {bounds[1]}") if d == dim else (var, extent)
             for d, (var, extent) in enumerate(loops)
         ]
-        _open(w, bounded, parallel)
+        _open(w, bounded, parallel, shared)
         body()
         w.depth -= len(loops)
     em.concat_pieces = {}
@@ -303,8 +305,8 @@ def concat_split(group, dims, parallel: bool):
     if not found:
         return None
     dim, concats_on = max(found.items(), key=lambda item: (len(item[1]), -item[0]))
-    if parallel and dim == 0:
-        return None  # the outermost loop is shared out among threads
+    if parallel and dim == 0 and len(dims) < 2:
+        return None  # the outermost loop is shared out among threads, and there is no other
     spans = {id(concat): _spans(concat) for concat in concats_on}
     cuts = sorted({0, dims[dim]} | {stop for each in spans.values() for _, _, stop in each})
     if len(cuts) - 1 > MAX_CONCAT_RANGES:
@@ -376,9 +378,11 @@ def _loops(dims, *, tile: bool):
 SPLIT_ARG = "part"
 
 
-def _open(w: Writer, loops, parallel: bool) -> None:
+def _open(w: Writer, loops, parallel: bool, shared: int = 0) -> None:
+    """Opens `loops`, outer to inner; with `parallel`, loop number `shared` runs this part's
+    share of its range."""
     for depth, (var, bounds) in enumerate(loops):
-        if parallel and depth == 0:  # this part's share of the outermost loop
+        if parallel and depth == shared:  # this part's share of the loop
             w.line(f"n_{var} = {bounds}")
             share = f"{SPLIT_ARG}[0] * n_{var} // {SPLIT_ARG}[1]"
             end = f"({SPLIT_ARG}[0] + 1) * n_{var} // {SPLIT_ARG}[1]"
@@ -472,4 +476,6 @@ def _emit_column_reduce(em: Elemental, w: Writer, k: int, instr, parallel: bool)
     # blocks of 512 columns on one thread (39 ms under prange) against 8 ms row by row, and on
     # an idle machine two threads took 5.0 ms against 2.3. So that case stays serial.
     cut = concat_split([(k, operand, None)], in_dims, split)
+    if split and cut is not None and cut[0] == 0:
+        cut = None  # the parts own rows of the output: they must share out dim 0 as above
     _nests(em, w, loops, cut, split, accumulate)
