@@ -175,3 +175,29 @@ def test_threads_share_the_next_loop_when_the_ranges_cut_the_outermost():
     for threshold in (1, 2**40):  # split into parts, and one part
         got = minixla.compile(module_text, backend="cpu", parallel_threshold=threshold)(*args)
         assert compare_values(got, want, rtol=0, atol=0) == []
+
+
+def test_threads_share_the_first_loop_with_more_than_one_iteration():
+    text = """
+HloModule lead
+ENTRY main {
+  a = f32[1,6,40] parameter(0)
+  b = f32[1,6,40] parameter(1)
+  d = f32[1,6,40] subtract(a, b)
+  ROOT out = f32[1,8,40] pad(d, f32[] constant(0)), padding=0_0x1_1x0_0
+}
+"""
+    from minixla.passes import run_pipeline
+    from minixla.passes.pipelines import cpu_pipeline
+    from minixla.text import parse_module
+
+    module = parse_module(text)
+    run_pipeline(cpu_pipeline(), module)
+    (fusion,) = [i for i in module.entry.instructions if i.opcode == "fusion"]
+    source = build_kernel(fusion.attrs["calls"], parallel_threshold=1).source
+    # a leading dim of 1 would leave one part all the work
+    assert "n_i1 = 8" in source and "n_i0" not in source
+    args = random_inputs(minixla.parse_hlo_module(text), seed=3)
+    want = minixla.compile(text, backend="interpreter")(*args)
+    got = minixla.compile(text, backend="cpu", parallel_threshold=1)(*args)
+    assert compare_values(got, want, rtol=0, atol=0) == []

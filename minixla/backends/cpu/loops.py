@@ -243,8 +243,16 @@ def _nests(em: Elemental, w: Writer, loops, cut, parallel: bool, body) -> None:
     """Opens `loops` (one per dim, outer to inner) and emits `body()` inside: once, or once per
     range of the concatenated dim where `cut` (concat_split's answer) splits them."""
     dim, ranges = cut if cut is not None else (None, [(None, {})])
-    # threads share out the outermost loop, or the next one when ranges cut the outermost
-    shared = 1 if parallel and dim == 0 else 0
+    # threads share out the outermost loop that has more than one iteration and that the
+    # ranges do not cut (a leading dim of 1, or ranges along dim 0: the next one)
+    shared = next(
+        (
+            d
+            for d, (_, extent) in enumerate(loops)
+            if d != dim and not (extent.isdigit() and int(extent) <= 1)
+        ),
+        0,
+    )
     for bounds, pieces in ranges:
         em.concat_pieces = pieces
         bounded = [
