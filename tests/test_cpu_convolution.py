@@ -130,6 +130,20 @@ CASES = {
         "f32[1,11,11,8]",
         "window={size=3x3 pad=2_2x2_2 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f",
     ),
+    # weight-gradient forms (features contracted with the kernel's in features, the window
+    # larger than the output), reversed and strided, for the per-feature strategy
+    "2d_weight_gradient_reversed": (
+        "f32[4,3,7,6]",
+        "f32[4,5,5,4]",
+        "f32[5,3,5,3]",
+        "window={size=5x4 pad=1_1x0_0 rhs_reversal=1x0}, dim_labels=fb01_io01->fb01",
+    ),
+    "2d_weight_gradient_strided": (
+        "f32[4,9,8,3]",
+        "f32[4,4,3,5]",
+        "f32[3,6,3,5]",
+        "window={size=4x3 stride=2x1 rhs_reversal=0x1}, dim_labels=f01b_i01o->01bf",
+    ),
     "3d": (
         "f32[1,5,4,6,3]",
         "f32[2,2,3,3,2]",
@@ -178,7 +192,7 @@ def _inputs(module):
 
 def _strategies(instr) -> list[str]:
     found = []
-    for strategy in ("shifted", "im2col", "planar"):
+    for strategy in ("shifted", "im2col", "planar", "per-feature"):
         try:
             conv.plan(instr, strategy)
         except ValueError:
@@ -331,6 +345,23 @@ def test_the_planar_strategy_applies_to_features_first_layouts():
             "f32[32,16,3,3]",
             "window={size=8x8 pad=1_1x1_1}, dim_labels=fb01_io01->fb01",
             "im2col",
+        ),
+        # ... over a larger image: im2col would transpose the whole image gradient (torch
+        # stores its out features before the taps)
+        (
+            "f32[32,3,32,32]",
+            "f32[32,32,32,32]",
+            "f32[32,3,3,3]",
+            "window={size=32x32 pad=1_1x1_1}, dim_labels=fb01_io01->fb01",
+            "per-feature",
+        ),
+        # an RGB layer's weight gradient in jax's layout: three rows per output position
+        (
+            "f32[16,32,32,3]",
+            "f32[16,32,32,16]",
+            "f32[3,3,3,16]",
+            "window={size=32x32 pad=1_1x1_1}, dim_labels=f01b_i01o->01bf",
+            "per-feature",
         ),
     ],
 )

@@ -27,6 +27,14 @@ the minor dim of every GEMM operand. The third keeps features before spatial dim
   features per tap row (an RGB or grayscale first layer: 0.35-0.6x the channels-last
   im2col's time) and where the positions outnumber the taps (not for weight gradients,
   whose windows are whole images).
+* per-feature GEMMs (no groups; windows larger than the output: weight gradients, whose
+  window is the whole image and whose contracted features are the batch): per contracted
+  feature, the windows of its plane are copied into a [batch * positions, taps] matrix and
+  multiplied with that feature's [taps, out features] block of the kernel, read as stored
+  (transposed where the out features come before the taps, as in PyTorch's OIHW gradient):
+  the kernel, as large as the image gradient, is never copied. A [32, 3, 32, 32] RGB layer's
+  weight gradient took 5.0 ms as im2col (4 of them transposing the image gradient) and
+  0.85 ms this way.
 """
 
 from __future__ import annotations
@@ -48,6 +56,13 @@ SHIFT_MAX_TAPS = 32  # more taps: one im2col GEMM beats as many thin GEMMs
 # window's minor taps times the features; planar won (0.3-0.9x the time) where its runs were
 # at least half as long, and lost by 10-15% below that
 PLANAR_RUN_RATIO = 2
+# Per-feature GEMMs for windows this many times the output positions (weight gradients)
+# where im2col would transpose the kernel's minor dim (out features stored before the taps,
+# as PyTorch's) or has few rows per position (batch under PER_FEATURE_BATCH: an RGB layer).
+# One core: a [32, 3, 32, 32] RGB layer's torch gradient 5.15 -> 0.75 ms, jax's 0.43 -> 0.28;
+# elsewhere within 10% either way (jax's [16, 16, 16, 16] -> 32 features 0.68 against 0.75).
+PER_FEATURE_TAPS = 8
+PER_FEATURE_BATCH = 8
 SHIFT_MAX_WASTE = 1.2  # computed rows (the padded grid) over kept rows (output positions);
 # 3x3 on 16x16 images computes 1.27x the rows and ran 1.1-1.4x slower than im2col
 
@@ -65,8 +80,9 @@ class ConvPlan:
     groups: int
     batch_groups: int
     work: np.dtype
-    strategy: str  # "shifted", "im2col" or "planar"
+    strategy: str  # "shifted", "im2col", "planar" or "per-feature"
     flops: float
+    kernel_out_first: bool = False  # per-feature: the kernel as [in, out, taps...]
 
 
 def plan(instr, strategy: str | None = None) -> ConvPlan:
@@ -96,9 +112,15 @@ def plan(instr, strategy: str | None = None) -> ConvPlan:
         dims.output_feature < min(dims.output_spatial, default=0)
     )
     can_planar = features_first and batch_groups == 1 and bool(window) and window[-1].stride == 1
+    can_per_feature = groups == 1 and batch_groups == 1 and bool(window)
+    kernel_out_first = dims.kernel_output_feature < min(dims.kernel_spatial, default=0)
     if strategy is None:
         strategy = (
-            "shifted"
+            "per-feature"
+            if can_per_feature
+            and taps >= PER_FEATURE_TAPS * math.prod(out_spatial)
+            and (kernel_out_first or lhs.dims[dims.input_batch] < PER_FEATURE_BATCH)
+            else "shifted"
             if can_shift
             and features >= SHIFT_MIN_FEATURES
             and taps <= SHIFT_MAX_TAPS
@@ -110,13 +132,38 @@ def plan(instr, strategy: str | None = None) -> ConvPlan:
             else "im2col"
         )
     if (
-        strategy not in ("shifted", "im2col", "planar")
+        strategy not in ("shifted", "im2col", "planar", "per-feature")
         or strategy == "shifted"
         and not can_shift
         or strategy == "planar"
         and not can_planar
+        or strategy == "per-feature"
+        and not can_per_feature
     ):
         raise ValueError(f"convolution strategy {strategy!r} does not apply")
+    if strategy == "per-feature":
+        # the kernel as [in features, taps..., out] or, where out comes before the spatial
+        # dims in storage, [in features, out, taps...]: a view either way when stored so
+        out_first = kernel_out_first
+        k_perm = (
+            (dims.kernel_input_feature, dims.kernel_output_feature, *dims.kernel_spatial)
+            if out_first
+            else (dims.kernel_input_feature, *dims.kernel_spatial, dims.kernel_output_feature)
+        )
+        return ConvPlan(
+            x_perm=(dims.input_feature, dims.input_batch) + tuple(dims.input_spatial),
+            k_perm=k_perm,
+            out_perm=(dims.output_batch,) + tuple(dims.output_spatial) + (dims.output_feature,),
+            window=tuple(window),
+            flips=tuple((2 if out_first else 1) + i for i, wd in enumerate(window) if wd.reversal),
+            extents=extents,
+            groups=groups,
+            batch_groups=batch_groups,
+            work=work,
+            strategy=strategy,
+            flops=2.0 * instr.shape.numel() * taps * features,
+            kernel_out_first=out_first,
+        )
     if strategy == "planar":
         return ConvPlan(
             x_perm=(dims.input_batch, dims.input_feature) + tuple(dims.input_spatial),
@@ -156,6 +203,9 @@ def convolution(instr, strategy: str | None = None):
         use_threads(threads_for(spec.flops))
         if spec.strategy == "planar":
             _planar(spec, out, x, kernel)
+            return
+        if spec.strategy == "per-feature":
+            _per_feature(spec, out, x, kernel)
             return
         x = x.transpose(spec.x_perm).astype(spec.work, copy=False)
         x = _dilate_and_pad(x, range(1, 1 + nsp), spec.window)
@@ -253,6 +303,37 @@ def _planar(spec: ConvPlan, out: np.ndarray, x: np.ndarray, kernel: np.ndarray) 
         np.matmul(weights, cols, out=target.reshape(n, g, o // g, count))
         return
     _finish(target, np.matmul(weights, cols).reshape(target.shape))
+
+
+def _per_feature(spec: ConvPlan, out: np.ndarray, x: np.ndarray, kernel: np.ndarray) -> None:
+    """Sum over the contracted features f of windows(x[f]) [batch * positions, taps] times
+    kernel[f] [taps, out features]: one batched GEMM, then a sum over f."""
+    nsp = len(spec.window)
+    x = x.transpose(spec.x_perm).astype(spec.work, copy=False)  # [f, batch, spatial...]
+    x = _dilate_and_pad(x, range(2, 2 + nsp), spec.window)
+    kernel = kernel.transpose(spec.k_perm).astype(spec.work, copy=False)
+    if spec.flips:
+        kernel = np.flip(kernel, spec.flips)
+    target = out.transpose(spec.out_perm)  # [batch, positions..., out features]
+    taps = kernel.shape[2:] if spec.kernel_out_first else kernel.shape[1:-1]
+    positions = target.shape[1 : 1 + nsp]
+    if (
+        any(x.shape[2 + i] < e for i, e in enumerate(spec.extents))
+        or x.shape[0] == 0
+        or x.shape[1] == 0
+        or kernel.size == 0
+        or out.size == 0
+    ):
+        out[...] = 0
+        return
+    f, n, o = x.shape[0], x.shape[1], target.shape[-1]
+    view = _windows(x, 2, positions, spec.window, taps)  # [f, batch, positions..., taps...]
+    cols = view.reshape(f, n * math.prod(positions), math.prod(taps))  # the one copy
+    if spec.kernel_out_first:
+        weights = kernel.reshape(f, o, -1).transpose(0, 2, 1)  # [f, taps, o]: BLAS transposes
+    else:
+        weights = kernel.reshape(f, -1, o)
+    _finish(target, np.matmul(cols, weights).sum(axis=0).reshape(target.shape))
 
 
 def _accumulating_gemm(work: np.dtype):
