@@ -10,7 +10,7 @@ from minixla.backends.cpu.kernels import build_kernel
 from minixla.testing.compare import compare_values, random_inputs
 
 
-def fused_kernel_sources(text: str) -> list[str]:
+def fused_kernel_sources(text: str, **options) -> list[str]:
     from minixla.passes import run_pipeline
     from minixla.passes.pipelines import cpu_pipeline
     from minixla.text import parse_module
@@ -18,13 +18,13 @@ def fused_kernel_sources(text: str) -> list[str]:
     module = parse_module(text)
     run_pipeline(cpu_pipeline(), module)
     fusions = [i for i in module.entry.instructions if i.opcode == "fusion"]
-    return [build_kernel(f.attrs["calls"]).source for f in fusions]
+    return [build_kernel(f.attrs["calls"], **options).source for f in fusions]
 
 
-def agrees_with_interpreter(text: str, *, rtol=1e-6, atol=1e-6) -> None:
+def agrees_with_interpreter(text: str, *, rtol=1e-6, atol=1e-6, **options) -> None:
     module = minixla.parse_hlo_module(text)
     args = random_inputs(module, seed=3)
-    got = minixla.compile(text, backend="cpu")(*args)
+    got = minixla.compile(text, backend="cpu", **options)(*args)
     want = minixla.compile(text, backend="interpreter")(*args)
     assert compare_values(got, want, rtol=rtol, atol=atol) == []
 
@@ -156,25 +156,14 @@ ENTRY main {
 def test_threads_share_the_next_loop_when_the_ranges_cut_the_outermost():
     # Winograd's transforms stack 16 values along dim 0: split kernels still get one loop
     # nest per value, each range's second loop shared out among the parts
-    from minixla.passes import run_pipeline
-    from minixla.passes.pipelines import cpu_pipeline
-    from minixla.text import parse_module
-
-    module = parse_module(STACKED)
-    run_pipeline(cpu_pipeline(), module)
-    (fusion,) = [i for i in module.entry.instructions if i.opcode == "fusion"]
-    source = build_kernel(fusion.attrs["calls"], parallel_threshold=1).source
+    (source,) = fused_kernel_sources(STACKED, parallel_threshold=1)
     body = source.split("def kernel(")[1]
     for start in range(3):
         assert f"for i0 in range({start}, {start + 1}):" in body
     assert body.count("n_i1 = 6") == 3 and "n_i0" not in body
     assert " if " not in body and "min(max(" not in body
-    module_text = STACKED
-    args = random_inputs(minixla.parse_hlo_module(module_text), seed=3)
-    want = minixla.compile(module_text, backend="interpreter")(*args)
     for threshold in (1, 2**40):  # split into parts, and one part
-        got = minixla.compile(module_text, backend="cpu", parallel_threshold=threshold)(*args)
-        assert compare_values(got, want, rtol=0, atol=0) == []
+        agrees_with_interpreter(STACKED, rtol=0, atol=0, parallel_threshold=threshold)
 
 
 def test_threads_share_the_first_loop_with_more_than_one_iteration():
@@ -187,17 +176,7 @@ ENTRY main {
   ROOT out = f32[1,8,40] pad(d, f32[] constant(0)), padding=0_0x1_1x0_0
 }
 """
-    from minixla.passes import run_pipeline
-    from minixla.passes.pipelines import cpu_pipeline
-    from minixla.text import parse_module
-
-    module = parse_module(text)
-    run_pipeline(cpu_pipeline(), module)
-    (fusion,) = [i for i in module.entry.instructions if i.opcode == "fusion"]
-    source = build_kernel(fusion.attrs["calls"], parallel_threshold=1).source
+    (source,) = fused_kernel_sources(text, parallel_threshold=1)
     # a leading dim of 1 would leave one part all the work
     assert "n_i1 = 8" in source and "n_i0" not in source
-    args = random_inputs(minixla.parse_hlo_module(text), seed=3)
-    want = minixla.compile(text, backend="interpreter")(*args)
-    got = minixla.compile(text, backend="cpu", parallel_threshold=1)(*args)
-    assert compare_values(got, want, rtol=0, atol=0) == []
+    agrees_with_interpreter(text, rtol=0, atol=0, parallel_threshold=1)

@@ -236,6 +236,7 @@ def test_the_shifted_strategy_applies_where_strides_and_batch_groups_allow():
         "2d_nchw_reversed_lhs_dilated",
         "2d_nchw_in_nhwc_out",
         "2d_fchw_s8",
+        "2d_weight_gradient_reversed",
         "3d",
         "f64",
         "s8_to_s32",
@@ -262,6 +263,7 @@ def test_the_planar_strategy_applies_to_features_first_layouts():
         "2d_nchw_dilated",
         "2d_nchw_reversed_lhs_dilated",
         "2d_fchw_s8",
+        "2d_weight_gradient_reversed",
         "2d_strided",  # strided along the major spatial dim only
     }
 

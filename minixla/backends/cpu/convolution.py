@@ -141,21 +141,15 @@ def plan(instr, strategy: str | None = None) -> ConvPlan:
         and not can_per_feature
     ):
         raise ValueError(f"convolution strategy {strategy!r} does not apply")
-    if strategy == "per-feature":
-        # the kernel as [in features, taps..., out] or, where out comes before the spatial
-        # dims in storage, [in features, out, taps...]: a view either way when stored so
-        out_first = kernel_out_first
-        k_perm = (
-            (dims.kernel_input_feature, dims.kernel_output_feature, *dims.kernel_spatial)
-            if out_first
-            else (dims.kernel_input_feature, *dims.kernel_spatial, dims.kernel_output_feature)
-        )
+
+    def made(x_perm, k_perm, out_perm, first_tap: int, out_first: bool = False) -> ConvPlan:
+        # first_tap: the kernel axis of the first spatial dim, as the plan permutes it
         return ConvPlan(
-            x_perm=(dims.input_feature, dims.input_batch) + tuple(dims.input_spatial),
-            k_perm=k_perm,
-            out_perm=(dims.output_batch,) + tuple(dims.output_spatial) + (dims.output_feature,),
+            x_perm=tuple(x_perm),
+            k_perm=tuple(k_perm),
+            out_perm=tuple(out_perm),
             window=tuple(window),
-            flips=tuple((2 if out_first else 1) + i for i, wd in enumerate(window) if wd.reversal),
+            flips=tuple(first_tap + i for i, wd in enumerate(window) if wd.reversal),
             extents=extents,
             groups=groups,
             batch_groups=batch_groups,
@@ -164,33 +158,32 @@ def plan(instr, strategy: str | None = None) -> ConvPlan:
             flops=2.0 * instr.shape.numel() * taps * features,
             kernel_out_first=out_first,
         )
-    if strategy == "planar":
-        return ConvPlan(
-            x_perm=(dims.input_batch, dims.input_feature) + tuple(dims.input_spatial),
-            k_perm=(dims.kernel_output_feature, dims.kernel_input_feature)
-            + tuple(dims.kernel_spatial),
-            out_perm=(dims.output_batch, dims.output_feature) + tuple(dims.output_spatial),
-            window=tuple(window),
-            flips=tuple(2 + i for i, wd in enumerate(window) if wd.reversal),
-            extents=extents,
-            groups=groups,
-            batch_groups=batch_groups,
-            work=work,
-            strategy=strategy,
-            flops=2.0 * instr.shape.numel() * taps * features,
+
+    channels_last_out = (dims.output_batch, *dims.output_spatial, dims.output_feature)
+    if strategy == "per-feature":
+        # the kernel as [in features, taps..., out] or, where out comes before the spatial
+        # dims in storage, [in features, out, taps...]: a view either way when stored so
+        k, o = dims.kernel_input_feature, dims.kernel_output_feature
+        if kernel_out_first:
+            k_perm = (k, o, *dims.kernel_spatial)
+        else:
+            k_perm = (k, *dims.kernel_spatial, o)
+        x_perm = (dims.input_feature, dims.input_batch, *dims.input_spatial)
+        return made(
+            x_perm, k_perm, channels_last_out, 2 if kernel_out_first else 1, kernel_out_first
         )
-    return ConvPlan(
-        x_perm=(dims.input_batch,) + tuple(dims.input_spatial) + (dims.input_feature,),
-        k_perm=tuple(dims.kernel_spatial) + (dims.kernel_input_feature, dims.kernel_output_feature),
-        out_perm=(dims.output_batch,) + tuple(dims.output_spatial) + (dims.output_feature,),
-        window=tuple(window),
-        flips=tuple(i for i, wd in enumerate(window) if wd.reversal),
-        extents=extents,
-        groups=groups,
-        batch_groups=batch_groups,
-        work=work,
-        strategy=strategy,
-        flops=2.0 * instr.shape.numel() * taps * features,
+    if strategy == "planar":
+        return made(
+            (dims.input_batch, dims.input_feature, *dims.input_spatial),
+            (dims.kernel_output_feature, dims.kernel_input_feature, *dims.kernel_spatial),
+            (dims.output_batch, dims.output_feature, *dims.output_spatial),
+            2,
+        )
+    return made(
+        (dims.input_batch, *dims.input_spatial, dims.input_feature),
+        (*dims.kernel_spatial, dims.kernel_input_feature, dims.kernel_output_feature),
+        channels_last_out,
+        0,
     )
 
 
