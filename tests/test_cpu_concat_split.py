@@ -180,3 +180,24 @@ ENTRY main {
     # a leading dim of 1 would leave one part all the work
     assert "n_i1 = 8" in source and "n_i0" not in source
     agrees_with_interpreter(text, rtol=0, atol=0, parallel_threshold=1)
+
+
+def test_a_column_reduction_shares_out_the_rows_it_keeps_even_a_single_one():
+    # [1, 8192, 256] summed over dim 1: sharing the reduced dim among the parts (the
+    # outermost loop with more than one iteration) let them add into one output row at once
+    text = """
+HloModule colred
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY main {
+  x = f32[1,8192,256] parameter(0)
+  y = f32[1,8192,256] multiply(x, x)
+  ROOT r = f32[1,256] reduce(y, f32[] constant(0)), dimensions={1}, to_apply=add
+}
+"""
+    (source,) = fused_kernel_sources(text, parallel_threshold=1)
+    assert source.count("n_i0 = 1") == 2 and "n_i1" not in source
+    agrees_with_interpreter(text, rtol=1e-5, atol=1e-3, parallel_threshold=1)

@@ -239,20 +239,23 @@ def _emit_loop_nest(em: Elemental, w: Writer, group, flat: bool, parallel: bool)
     _nests(em, w, loops, cut, parallel, lambda: _store(em, w, group, index))
 
 
-def _nests(em: Elemental, w: Writer, loops, cut, parallel: bool, body) -> None:
+def _nests(
+    em: Elemental, w: Writer, loops, cut, parallel: bool, body, shared: int | None = None
+) -> None:
     """Opens `loops` (one per dim, outer to inner) and emits `body()` inside: once, or once per
-    range of the concatenated dim where `cut` (concat_split's answer) splits them."""
+    range of the concatenated dim where `cut` (concat_split's answer) splits them. Threads
+    share out loop `shared`; by default the outermost that has more than one iteration and
+    that the ranges do not cut (a leading dim of 1, or ranges along dim 0: the next one)."""
     dim, ranges = cut if cut is not None else (None, [(None, {})])
-    # threads share out the outermost loop that has more than one iteration and that the
-    # ranges do not cut (a leading dim of 1, or ranges along dim 0: the next one)
-    shared = next(
-        (
-            d
-            for d, (_, extent) in enumerate(loops)
-            if d != dim and not (extent.isdigit() and int(extent) <= 1)
-        ),
-        0,
-    )
+    if shared is None:
+        shared = next(
+            (
+                d
+                for d, (_, extent) in enumerate(loops)
+                if d != dim and not (extent.isdigit() and int(extent) <= 1)
+            ),
+            0,
+        )
     for bounds, pieces in ranges:
         em.concat_pieces = pieces
         bounded = [
@@ -486,4 +489,6 @@ def _emit_column_reduce(em: Elemental, w: Writer, k: int, instr, parallel: bool)
     cut = concat_split([(k, operand, None)], in_dims, split)
     if split and cut is not None and cut[0] == 0:
         cut = None  # the parts own rows of the output: they must share out dim 0 as above
-    _nests(em, w, loops, cut, split, accumulate)
+    # dim 0 even when it has one iteration: another shared loop could be a reduced one, whose
+    # parts would add into the same outputs at once
+    _nests(em, w, loops, cut, split, accumulate, shared=0)
