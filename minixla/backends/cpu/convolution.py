@@ -32,9 +32,8 @@ the minor dim of every GEMM operand. The third keeps features before spatial dim
   feature, the windows of its plane are copied into a [batch * positions, taps] matrix and
   multiplied with that feature's [taps, out features] block of the kernel, read as stored
   (transposed where the out features come before the taps, as in PyTorch's OIHW gradient):
-  the kernel, as large as the image gradient, is never copied. A [32, 3, 32, 32] RGB layer's
-  weight gradient took 5.0 ms as im2col (4 of them transposing the image gradient) and
-  0.85 ms this way.
+  the kernel, as large as the image gradient, is never copied (PER_FEATURE_TAPS has the
+  measurements).
 """
 
 from __future__ import annotations
