@@ -220,3 +220,29 @@ def test_entries_are_private_and_counted_by_cache_info(tmp_path):
     assert any(
         name.startswith("program:") for _, _, name, _ in cpu_cache.DiskCache(tmp_path).entries()
     )
+
+
+WIDE = """
+HloModule wide
+ENTRY main {
+  x = f32[262144] parameter(0)
+  ROOT t = f32[262144] tanh(add(x, x))
+}
+"""
+
+
+def test_programs_generated_for_other_core_counts_are_other_entries(tmp_path, monkeypatch):
+    """A process limited to one core (taskset) generates serial kernels; it must not find the
+    threaded program of a process with every core, or each would drop the other's entry."""
+    threaded, _ = fresh_compile(tmp_path, WIDE)
+    assert "run_split" in threaded.program.source
+    monkeypatch.setattr(programs.driver, "PARALLEL_WORK", 1 << 62)
+    hits = program_hits()
+    serial, warned = fresh_compile(tmp_path, WIDE)
+    assert not warned and program_hits() == hits
+    assert "run_split" not in serial.program.source
+    x = np.linspace(-2, 2, 262144, dtype=np.float32)
+    assert bits([serial(x)]) == bits([threaded(x)])
+    monkeypatch.undo()
+    again, warned = fresh_compile(tmp_path, WIDE)
+    assert not warned and program_hits() == hits + 1 and "run_split" in again.program.source

@@ -1,8 +1,9 @@
 """Whole programs in the persistent cache: a compile that finds one skips the pass pipeline.
 
 The key is the module as given (before any pass), every compile option and $MINIXLA_*/
-$XLA_FLAGS (runtime/compile_memo.py makes that part), plus `cache.environment()` and a stamp of
-minixla's own sources (the passes decide the optimized module, so any edit to them is a miss).
+$XLA_FLAGS (runtime/compile_memo.py makes that part), plus `cache.environment()`, the kernels'
+default split size (it depends on the usable cores) and a stamp of minixla's own sources (the
+passes decide the optimized module, so any edit to them is a miss).
 The entry (programs/<key>.json, checksummed with its key) holds the optimized module's text, its
 kernels' ids and the rematerialization report. A hit parses that text, emits the driver again
 (milliseconds) and loads each kernel through the kernel cache, whose own checks still apply;
@@ -54,7 +55,9 @@ def _sources(folder: Path, prefix: str):
 
 
 def program_key(compile_key) -> str:
-    return cache.digest("program", FORMAT, compile_key.parts, source_stamp())
+    # The default split size follows the cores this process may use (one core never threads),
+    # so a program generated under `taskset -c 0` is not the one generated on every core.
+    return cache.digest("program", FORMAT, compile_key.parts, source_stamp(), driver.PARALLEL_WORK)
 
 
 class ProgramCache:
