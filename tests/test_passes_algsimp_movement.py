@@ -111,6 +111,16 @@ FIRES = {
   ROOT r = f32[2] slice(c), slice={[5:7]}""",
         "CHECK: ROOT %r = f32[2]{0} slice(%b), slice={[1:3]}",
     ),
+    # an RNN's outputs stacked by step, transposed to batch-major, last step taken
+    "slice_of_transpose": (
+        """
+  x = f32[4,2,3] parameter(0)
+  t = f32[2,4,3] transpose(x), dimensions={1,0,2}
+  ROOT r = f32[2,1,2] slice(t), slice={[0:2], [3:4], [1:3]}""",
+        """
+CHECK: %[[S:.*]] = f32[1,2,2]{2,1,0} slice(%x), slice={[3:4], [0:2], [1:3]}
+CHECK: ROOT %r = f32[2,1,2]{2,1,0} transpose(%[[S]]), dimensions={1,0,2}""",
+    ),
     "concatenate_single": (
         """
   a = f32[4] parameter(0)
@@ -306,6 +316,13 @@ UNCHANGED = {
   b = f32[4] parameter(1)
   c = f32[8] concatenate(a, b), dimensions={0}
   ROOT r = f32[3] slice(c), slice={[3:6]}""",
+    # the transpose has a reader besides slices: it stays, so slicing before it would not
+    # save its work
+    "slice_of_transpose": """
+  x = f32[4,3] parameter(0)
+  t = f32[3,4] transpose(x), dimensions={1,0}
+  s = f32[1,4] slice(t), slice={[2:3], [0:4]}
+  ROOT r = (f32[3,4], f32[1,4]) tuple(t, s)""",
     "concatenate_single": """
   a = f32[4] parameter(0)
   b = f32[4] parameter(1)

@@ -384,3 +384,44 @@ ENTRY main {{
 @pytest.mark.parametrize("case", case_dirs(), ids=lambda p: p.name)
 def test_fusion_keeps_conformance_values(case):
     check_passes_keep_values(case, [["fusion"], ["layout-assignment", "fusion"]])
+
+
+def test_multi_output_fusion_judges_each_pair_once(monkeypatch):
+    """After each merge the sibling scan restarts; pairs it refused before (an unrolled
+    loop's steps all read its input, and each step depends on the last) are not judged
+    again: at 64 LSTM steps judging them again took 80 s of a 100 s compile."""
+    from test_cpu_parameter_windows import unrolled
+
+    from minixla.passes import fusion as fusion_module
+    from minixla.passes.base import run_pipeline
+    from minixla.passes.pipelines import cpu_pipeline
+    from minixla.text import parse_module
+
+    steps = 12
+    readers = [  # siblings of the last state, merged one by one: a restart each
+        f"  e{k} = f32[4,32] exponential(f32[4,32] add(h{steps}, "
+        f"f32[4,32] broadcast(f32[] constant({k})), dimensions={{}}))"
+        for k in range(steps)
+    ]
+    text = unrolled(steps).replace(
+        f"  ROOT out = f32[4,32] copy(h{steps})",
+        "\n".join(readers)
+        + "\n  ROOT out = tuple("
+        + ", ".join(f"e{k}" for k in range(steps))
+        + ")",
+    )
+    judged, repeats = [], []
+    real = fusion_module.can_multi_output_fuse
+
+    def judge(a, b):
+        if any(p[0] is a and p[1] is b for p in judged):
+            repeats.append((a.name, b.name))
+        judged.append((a, b))
+        return real(a, b)
+
+    monkeypatch.setattr(fusion_module, "can_multi_output_fuse", judge)
+    module = parse_module(text)
+    run_pipeline(cpu_pipeline(), module)
+    assert judged and not repeats, repeats[:5]
+    fusions = [i for i in module.entry.instructions if i.opcode == "fusion"]
+    assert any(f.shape.is_tuple for f in fusions)  # the readers were merged

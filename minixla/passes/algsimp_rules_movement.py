@@ -144,6 +144,21 @@ def slice_of_concatenate(root, concat):
     return None
 
 
+@MOVEMENT.rule(m.Slice(m.Transpose(X, name="transposed")))
+def slice_of_transpose(root, transposed, x):
+    # slice(transpose(x)) -> transpose(slice(x)) where only slices read the transpose: they
+    # then move only what they keep, and the new slice may meet a concatenate or a slice
+    if any(user.opcode != "slice" for user in transposed.users):
+        return None
+    perm = transposed.attrs["dimensions"]
+    spec, dims = [None] * len(perm), [0] * len(perm)
+    for out_dim, in_dim in enumerate(perm):
+        spec[in_dim], dims[in_dim] = root.attrs["slice"][out_dim], root.shape.dims[out_dim]
+    shape = x.shape.with_dims(dims).with_layout(x.shape.layout)
+    sliced = new("slice", shape, x, slice=tuple(spec))
+    return new("transpose", root.shape, sliced, dimensions=tuple(perm))
+
+
 @MOVEMENT.rule(m.Concatenate(X))
 def concatenate_single(x):
     return x  # concatenate(x) -> x

@@ -31,7 +31,7 @@ from .fusion_cost import (
     consumer_reuses,
     Duplication,
 )
-from .hlo_utils import NameUniquer, inline_computation, reaches, sequential_computations
+from .hlo_utils import NameUniquer, inline_computation, sequential_computations
 
 FUSIBLE_KINDS = ("kLoop", "kInput")
 
@@ -185,13 +185,48 @@ class InstructionFusion(Pass):
     def _multi_output(self, comp: HloComputation) -> bool:
         changed = False
         progress = True
+        # (id, id) -> (a, b, refusal) of pairs refused while both live: their own sizes and
+        # dependence decide, and merges make new instructions, so a refusal stays valid (the
+        # scan restarts after every merge; an unrolled loop has thousands of sibling pairs)
+        self._refused: dict[tuple[int, int], tuple] = {}
         while progress:
             progress = False
-            for instr in comp.post_order():
+            order = comp.post_order()
+            self._position = {id(instr): k for k, instr in enumerate(order)}
+            for instr in order:
                 if self._try_producer_consumer(instr) or self._try_siblings(instr):
                     progress = changed = True
                     break
+        self._refused = {}
         return changed
+
+    def _depends(self, later: HloInstruction, earlier: HloInstruction) -> bool:
+        """Whether `later` depends on `earlier`: a search that enters only instructions after
+        `earlier` in this scan's post order, where any path between them lies."""
+        position = self._position
+        floor = position[id(earlier)]
+        if position[id(later)] <= floor:
+            return later is earlier
+        stack, seen = [later], {id(later)}
+        while stack:
+            for dep in (*(node := stack.pop()).operands, *node.control_predecessors):
+                if dep is earlier:
+                    return True
+                if id(dep) not in seen and position[id(dep)] > floor:
+                    seen.add(id(dep))
+                    stack.append(dep)
+        return False
+
+    def _refusal(self, a: HloInstruction, b: HloInstruction, decide) -> Decision:
+        """decide(a, b), remembered when it refuses."""
+        known = self._refused.get((id(a), id(b)))
+        if known is not None and known[0] is a and known[1] is b:
+            return known[2]
+        decision = decide(a, b)
+        if not decision:
+            self._refused[(id(a), id(b))] = (a, b, decision)
+            self.decisions.append((b.name, a.name, decision))
+        return decision
 
     def _try_producer_consumer(self, producer: HloInstruction) -> bool:
         """Fuses a producer that stays outside (it has other users) into one user fusion and
@@ -210,19 +245,20 @@ class InstructionFusion(Pass):
         for consumer in {id(u): u for u in producer.users}.values():
             if not is_fusion_consumer(consumer):
                 continue
-            decision = can_multi_output_fuse(producer, consumer)
-            if decision and is_expensive(producer) and consumer_reuses(producer, consumer):
-                decision = Decision(False, "the consumer would recompute an expensive producer")
-            if decision and any(
-                o is not producer and reaches(producer, o) for o in consumer.operands
-            ):
-                decision = Decision(False, "fusing would create a cycle")
-            if not decision:
-                self.decisions.append((producer.name, consumer.name, decision))
-                continue
-            self._merge(self._as_fusion(consumer), producer, producer_consumer=True)
-            return True
+            if self._refusal(consumer, producer, self._exportable):
+                self._merge(self._as_fusion(consumer), producer, producer_consumer=True)
+                return True
         return False
+
+    def _exportable(self, consumer: HloInstruction, producer: HloInstruction) -> Decision:
+        decision = can_multi_output_fuse(producer, consumer)
+        if decision and is_expensive(producer) and consumer_reuses(producer, consumer):
+            return Decision(False, "the consumer would recompute an expensive producer")
+        if decision and any(
+            o is not producer and self._depends(o, producer) for o in consumer.operands
+        ):
+            return Decision(False, "fusing would create a cycle")
+        return decision
 
     def _try_siblings(self, shared: HloInstruction) -> bool:
         """Merges two fusions that read the same non-scalar operand (it is then read once)."""
@@ -235,15 +271,16 @@ class InstructionFusion(Pass):
                     second.shape.is_tuple and second.is_root()
                 ):
                     continue
-                decision = can_multi_output_fuse(first, second)
-                if decision and (reaches(first, second) or reaches(second, first)):
-                    decision = Decision(False, "siblings depend on each other")
-                if not decision:
-                    self.decisions.append((second.name, first.name, decision))
-                    continue
-                self._merge(self._as_fusion(first), second, producer_consumer=False)
-                return True
+                if self._refusal(first, second, self._mergeable):
+                    self._merge(self._as_fusion(first), second, producer_consumer=False)
+                    return True
         return False
+
+    def _mergeable(self, first: HloInstruction, second: HloInstruction) -> Decision:
+        decision = can_multi_output_fuse(first, second)
+        if decision and (self._depends(second, first) or self._depends(first, second)):
+            return Decision(False, "siblings depend on each other")
+        return decision
 
     def _as_fusion(self, instr: HloInstruction) -> HloInstruction:
         return instr if instr.opcode == "fusion" else self._wrap(instr)

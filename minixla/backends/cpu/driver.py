@@ -52,7 +52,14 @@ from ..codegen.plan import (
 )
 from . import donation, gemm, libcalls, native_loop, opkernels, thunks
 from .blas_threads import run_split, use_threads
-from .kernels import PARALLEL_WORK, KernelSpec, build_kernel, kernel_arg, reading_outputs
+from .kernels import (
+    PARALLEL_WORK,
+    KernelSpec,
+    build_kernel,
+    kernel_arg,
+    reading_outputs,
+    window_view,
+)
 
 
 @dataclass
@@ -349,16 +356,19 @@ def _kernel(fn: _Function, instr, spec: KernelSpec, outs=None):
     for (kind, what), dtype in zip(spec.args, spec.dtypes):
         if kind == "split":  # the part, which run_split passes
             continue
+        expr = None
         if kind == "param":
             name, rank = _source(fn.value(operands[what])), operands[what].shape.rank
+            if what in spec.windows:  # never the same memory as an output (in-place pairs)
+                expr = window_view(name, operands[what].shape, spec.windows[what])
         elif kind == "const":
             literal = denormals.flushed(what.literal) if fn.b.flush_denormals else what.literal
             name = fn.b.bind("c", np.ascontiguousarray(literal))
             rank = what.shape.rank
         else:
             name, rank = outs[what], leaf_shapes[what].rank
-        names.append(name)
-        args.append(fn.b.fixed_arg(name, kernel_arg(name, rank, spec.flat, dtype)))
+        names.append(expr or name)
+        args.append(fn.b.fixed_arg(name, kernel_arg(expr or name, rank, spec.flat, dtype)))
     pairs = _in_place_arguments(fn.b, spec, names)
     if pairs:
         spec = reading_outputs(spec, pairs)

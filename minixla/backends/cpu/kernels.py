@@ -20,6 +20,7 @@ Neither flag assumes away NaN, inf or signed zeros.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -79,6 +80,8 @@ class KernelSpec:
     loop_nests: int = 1  # outputs of different dims get a loop nest each
     kid: str = field(default="")  # content hash: source + signature
     work: int = 0  # kernel_work, for the thread count of a parallel kernel
+    # parameter number -> the block of it the kernel is passed (parameter_windows)
+    windows: dict = field(default_factory=dict)
 
     def numba_signature(self):
         from numba import from_dtype, types
@@ -152,6 +155,9 @@ def build_kernel(
     """The kernel for fused computation `comp`; raises NotEmittable when some instruction
     cannot be computed per element. flush_denormals: every float op's subnormal results
     become zeros of their sign."""
+    windows = parameter_windows(comp)
+    if windows:
+        comp = windowed(comp, windows)
     outputs = outputs_of(comp)
     flat = is_flat(comp, outputs)
     writer = CpuWriter()
@@ -191,7 +197,78 @@ def build_kernel(
     source = "\n".join(lines) + "\n"
     spec = KernelSpec(name, source, args, ndims, dtypes, flat, parallel, len(groups), work=work)
     spec.kid = spec.content_id()
+    spec.windows = windows
     return spec
+
+
+Window = tuple  # ((start, limit), ...) per dim
+
+
+def parameter_windows(comp) -> dict[int, Window]:
+    """{parameter number: block} for each parameter the fused computation reads only through
+    slices that stay inside one C-contiguous block smaller than the whole array (a leading
+    index, or a range of rows). The caller passes that block, a view, and the kernel reads it
+    from offset 0: a fusion that slices step t out of an unrolled loop's inputs is then the
+    same kernel at every step, compiled once instead of once per step."""
+    windows = {}
+    for p in comp.parameters:
+        if not p.users or any(u.opcode != "slice" or not u.shape.numel() for u in p.users):
+            continue
+        layout = p.shape.layout
+        if layout is not None and (
+            layout.tiles or tuple(layout.minor_to_major) != tuple(range(p.shape.rank))[::-1]
+        ):
+            continue
+        dims = p.shape.dims
+        starts, limits = list(dims), [0] * len(dims)
+        for user in p.users:
+            for d, ((start, _, stride), size) in enumerate(
+                zip(user.attrs["slice"], user.shape.dims)
+            ):
+                starts[d] = min(starts[d], start)
+                limits[d] = max(limits[d], start + (size - 1) * stride + 1)
+        cut = [d for d in range(len(dims)) if (starts[d], limits[d]) != (0, dims[d])]
+        if cut and all(limits[d] - starts[d] == 1 for d in range(cut[-1])):
+            windows[p.parameter_number] = tuple(zip(starts, limits))
+    return windows
+
+
+def windowed(comp, windows: dict[int, Window]):
+    """A copy of `comp` whose windowed parameters have their block's dims and whose slices
+    start from the block's start; a slice that takes the whole block is the parameter."""
+    copy = comp.clone()
+    for p in copy.parameters:
+        window = windows.get(p.parameter_number)
+        if window is None:
+            continue
+        dims = [limit - start for start, limit in window]
+        p.shape = p.shape.with_dims(dims).with_layout(p.shape.layout)
+        for user in list(p.users):
+            spec = tuple(
+                (start - first, limit - first, stride)
+                for (start, limit, stride), (first, _) in zip(user.attrs["slice"], window)
+            )
+            if all(spec[d] == (0, dims[d], 1) for d in range(len(dims))):
+                copy.replace_instruction(user, p)
+            else:
+                user.attrs["slice"] = spec
+    return copy
+
+
+def window_range(shape, window: Window) -> tuple[int, int, tuple]:
+    """(first, stop, dims): the block `window` of a row-major array of `shape` is its elements
+    first..stop-1, with `dims`."""
+    dims = tuple(limit - start for start, limit in window)
+    first = 0
+    for (start, _), size in zip(window, shape.dims):
+        first = first * size + start
+    return first, first + math.prod(dims), dims
+
+
+def window_view(name: str, shape, window: Window) -> str:
+    """Driver source for the block `window` of the C-contiguous array `name`: a view."""
+    first, stop, dims = window_range(shape, window)
+    return f"{name}.reshape(-1)[{first}:{stop}].reshape({dims!r})"
 
 
 def reading_outputs(spec: KernelSpec, pairs: dict[int, int]) -> KernelSpec:
@@ -217,6 +294,7 @@ def reading_outputs(spec: KernelSpec, pairs: dict[int, int]) -> KernelSpec:
         spec.parallel,
         spec.loop_nests,
         work=spec.work,
+        windows=spec.windows,
     )
     variant.kid = variant.content_id()
     return variant

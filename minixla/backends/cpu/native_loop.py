@@ -37,7 +37,7 @@ from .blas_threads import always_serial
 from .cache import module_name
 from .gemm import gemm_spec
 from .jit import kernel_id
-from .kernels import KernelSpec
+from .kernels import KernelSpec, window_range
 from .thunks import GemmDot
 from ..codegen.scalar import KERNEL_TYPES
 
@@ -172,6 +172,8 @@ class _Emitter:
             if kind == "param":
                 operand = instr.operands[what]
                 name, shape = names[id(operand)], operand.shape
+                if what in spec.windows and not isinstance(name, tuple):
+                    name, shape = _window(name, shape, spec.windows[what])
             elif kind == "const":
                 name, shape = self.constant(what), what.shape
             else:
@@ -274,6 +276,12 @@ class _Emitter:
             sizes, f"{body}; {target}[{', '.join(at)}] = {source}[{', '.join(loops)}]"
         )
         return out
+
+
+def _window(name: str, shape, window) -> tuple[str, object]:
+    """The block `window` of flat buffer `name` holding `shape`, and the block's shape."""
+    first, stop, dims = window_range(shape, window)
+    return f"{name}[{first}:{stop}]", shape.with_dims(dims)
 
 
 def _copy(dst: str, src: str, count: int, every: int = 1) -> list[str]:
