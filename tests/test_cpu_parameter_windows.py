@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import minixla
 from minixla.backends.cpu.kernels import parameter_windows
 from minixla.text import parse_module
 
