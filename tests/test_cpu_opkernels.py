@@ -576,6 +576,38 @@ def test_dots_with_few_rows_and_a_transposed_weight(dtype, batch, m, k, n, routi
     np.testing.assert_allclose(exe(x, w), want, rtol=tolerance, atol=tolerance * k)
 
 
+@pytest.mark.parametrize(
+    "m,k,columns",
+    [
+        (8, 256, 480),  # few rows: blocks of columns under the small-matrix path's limit
+        (16, 128, 480),
+        (32, 128, 240),
+        (32, 256, 1024),  # blocks of 112 columns were slower than one call
+        (64, 128, 1024),
+        (128, 512, 1024),  # blocks of 15 columns
+    ],
+)
+def test_gemms_with_few_rows_run_in_blocks_of_at_least_128_columns(monkeypatch, m, k, columns):
+    import dataclasses
+
+    from minixla.backends.cpu import gemm
+
+    if gemm.library() is None:
+        pytest.skip("no cblas in this NumPy")
+    monkeypatch.setattr(gemm, "_FOUND", [dataclasses.replace(gemm.library(), small_path=True)])
+    text = module(f"""
+  a = f32[{m},{k}] parameter(0)
+  b = f32[{k},1024] parameter(1)
+  ROOT d = f32[{m},1024] dot(a, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+""")
+    assert gemm.plan(minixla.parse_hlo_module(text).entry.root).dims[10] == columns
+    exe = minixla.compile(text, backend="cpu", passes=[], cache=False)
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, 1024))
+    want = a.astype(np.float64) @ b
+    np.testing.assert_allclose(exe(a, b.astype(np.float32)), want, rtol=1e-4, atol=1e-4 * k)
+
+
 def test_blas_threads_follow_the_gemm_size_and_the_idle_cores():
     from minixla.backends.cpu import blas_threads
 

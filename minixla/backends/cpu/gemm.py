@@ -43,6 +43,7 @@ _ROUTINES.update({("f32", "gemv"): "sgemv", ("f64", "gemv"): "dgemv"})
 # packing B. Such GEMMs are run as column blocks under the limit (`DotPlan.block`).
 _SMALL_PATH_CORES = ("skylakex", "cooperlake", "sapphirerapids")
 SMALL_PATH_MACS = 1_000_000
+MIN_BLOCK_COLUMNS = 128  # _columns_per_call
 
 
 @dataclass(frozen=True)
@@ -306,8 +307,11 @@ def _columns_per_call(m: int, n: int, k: int, trans_a: bool, trans_b: bool) -> i
     """Columns of C per GEMM call: all of them, except for a GEMM with few rows above the
     small-matrix path's limit, which runs as blocks of columns under it. Measured on a Zen 4
     core (OpenBLAS's SkylakeX kernels), f32 16x128x1024: 97 us as one call, 45 us as three;
-    8x256x1024: 319 against 42 us. Not with B transposed and A not (row-major), which OpenBLAS
-    keeps off its small path, nor for GEMMs large enough for BLAS threads."""
+    8x256x1024: 319 against 42 us. Blocks narrower than MIN_BLOCK_COLUMNS lose: m x k x 1024
+    in blocks of 240-976 columns took 0.40-0.91x the time of one call, in blocks of 112
+    1.07-1.35x (32x256, 64x128, 16x512; an LSTM's recurrent GEMM is 32x256x1024), of 48
+    1.5-1.9x. Not with B transposed and A not (row-major), which OpenBLAS keeps off its small
+    path, nor for GEMMs large enough for BLAS threads."""
     blas = library()
     if (
         blas is None
@@ -319,4 +323,4 @@ def _columns_per_call(m: int, n: int, k: int, trans_a: bool, trans_b: bool) -> i
     ):
         return max(n, 1)
     columns = SMALL_PATH_MACS // (m * k) // 16 * 16
-    return columns if columns >= 32 else n
+    return columns if columns >= MIN_BLOCK_COLUMNS else n
