@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from pathlib import Path
@@ -573,7 +574,7 @@ def test_an_in_place_elementwise_kernel_reads_its_output_buffer(other, arguments
     calls = [
         line.strip() for line in exe.program.source.splitlines() if re.match(r"\s*k\d+\(", line)
     ]
-    assert len(calls) == 1 and calls[0].count(",") == arguments - 1, calls
+    assert len(calls) == 1 and len(ast.parse(calls[0]).body[0].value.args) == arguments, calls
     kernel = next(spec for spec in exe.program.kernels.values() if spec.args[-1][0] == "out")
     assert len(kernel.args) == arguments and kernel.flat == (other != ROW)
     assert re.search(r"def kernel\((p\d+, )?o0\):", kernel.source), kernel.source
