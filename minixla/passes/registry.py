@@ -21,6 +21,7 @@ PASS_MODULES: list[str] = [
     "movers",
     "dot_sums",
     "winograd",
+    "window_taps",
     "rematerialization",
     "spmd_partitioner",
     "auto_sharding",

@@ -41,7 +41,7 @@ def pipeline():
     The GPU-specific choices (how a fusion is run) are made when kernels are generated."""
     from ...passes.pipelines import cpu_pipeline
 
-    return cpu_pipeline(row_fusion=False, winograd=False)
+    return cpu_pipeline(row_fusion=False, winograd=False, window_taps=False)
 
 
 class CudaExecutable(Executable):
