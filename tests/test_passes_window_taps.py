@@ -71,12 +71,30 @@ CHECK: ROOT {{.*}} minimum(
     assert sum(i.opcode == "slice" for i in out.entry.instructions) == 9
 
 
+def test_padding_reads_the_initial_value():
+    # jax's "SAME" max pool: 3x3, stride 2, one row and column of padding at the high edges
+    text = module("""
+  x = f32[2,8,8,3] parameter(0)
+  ROOT r = f32[2,4,4,3] reduce-window(x, f32[] constant(-inf)), window={size=1x3x3x1 stride=1x2x2x1 pad=0_0x0_1x0_1x0_0}, to_apply=mx
+""")
+    out = check_pass(
+        "reduce-window-taps",
+        text,
+        """
+CHECK: %[[P:.*]] = f32[2,9,9,3]{3,2,1,0} pad(%x, %{{.*}}), padding=0_0x0_1x0_1x0_0
+CHECK-DAG: slice(%[[P]]), slice={[0:2:1], [2:9:2], [2:9:2], [0:3:1]}
+CHECK: ROOT {{.*}} maximum(
+""",
+    )
+    assert sum(i.opcode == "slice" for i in out.entry.instructions) == 9
+
+
 @pytest.mark.parametrize(
     "body",
     [
-        # padding: the taps would read the initial value outside the array
-        "ROOT r = f32[2,4,4,3] reduce-window(x, f32[] constant(-inf)), "
-        "window={size=1x3x3x1 stride=1x2x2x1 pad=0_0x1_0x1_0x0_0}, to_apply=mx",
+        # negative padding
+        "ROOT r = f32[2,3,3,3] reduce-window(x, f32[] constant(-inf)), "
+        "window={size=1x2x2x1 stride=1x2x2x1 pad=0_0x0_-1x0_-1x0_0}, to_apply=mx",
         # a sum rounds in its order
         "ROOT r = f32[2,4,4,3] reduce-window(x, f32[] constant(0)), "
         "window={size=1x2x2x1 stride=1x2x2x1}, to_apply=sum",
@@ -87,7 +105,7 @@ CHECK: ROOT {{.*}} minimum(
         "ROOT r = f32[2,14,14,3] reduce-window(x, f32[] constant(-inf)), "
         "window={size=1x2x2x1 lhs_dilate=1x2x2x1}, to_apply=mx",
     ],
-    ids=["padding", "sum", "25-taps", "base-dilation"],
+    ids=["negative-padding", "sum", "25-taps", "base-dilation"],
 )
 def test_windows_left_alone(body):
     check_pass("reduce-window-taps", module("  x = f32[2,8,8,3] parameter(0)\n  " + body), None)
@@ -97,9 +115,9 @@ def test_cpu_gives_the_interpreters_bits_with_nan_and_signed_zeros():
     text = module("""
   x = f32[4,16,16,8] parameter(0)
   y = f32[4,16,16,8] maximum(x, f32[4,16,16,8] broadcast(f32[] constant(-0.5)), dimensions={})
-  ROOT r = (f32[4,8,8,8], f32[4,7,7,8]) tuple(
+  ROOT r = (f32[4,8,8,8], f32[4,8,8,8]) tuple(
     f32[4,8,8,8] reduce-window(y, f32[] constant(-inf)), window={size=1x2x2x1 stride=1x2x2x1}, to_apply=mx,
-    f32[4,7,7,8] reduce-window(x, f32[] constant(0)), window={size=1x3x3x1 stride=1x2x2x1}, to_apply=mn)
+    f32[4,8,8,8] reduce-window(x, f32[] constant(0)), window={size=1x3x3x1 stride=1x2x2x1 pad=0_0x1_0x1_0x0_0}, to_apply=mn)
 """)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((4, 16, 16, 8)).astype(np.float32)
