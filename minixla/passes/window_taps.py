@@ -21,38 +21,21 @@ from __future__ import annotations
 import itertools
 import math
 
-import numpy as np
-
 from ..ir.module import HloModule
+from .algsimp_rules_reduce import is_identity, reducer_opcode
 from .base import Pass, register_pass
 from .patterns import RuleSet, m, new, rewrite
 
 WINDOW_TAPS = RuleSet("reduce-window-taps")
 MAX_TAPS = 16
-IDENTITY = {"maximum": -np.inf, "minimum": np.inf}
-
-
-def _reducer(comp) -> str | None:
-    """'maximum' or 'minimum' when the computation is that op of its two parameters."""
-    root = comp.root
-    params = {p.parameter_number: p for p in comp.parameters}
-    if root.opcode not in IDENTITY or len(params) != 2 or root.shape.is_tuple:
-        return None
-    return root.opcode if set(map(id, root.operands)) == {id(params[0]), id(params[1])} else None
-
-
-def _is_identity(init, op: str) -> bool:
-    if init.opcode != "constant" or init.shape.rank:
-        return False
-    value = np.asarray(init.literal)
-    return value.dtype.kind == "f" and bool(value == IDENTITY[op])
+POOLING = ("maximum", "minimum")
 
 
 @WINDOW_TAPS.rule(m.ReduceWindow(m.Any("x"), m.Any("init")))
 def reduce_window_taps(root, x, init):
-    op = _reducer(root.attrs["to_apply"])
+    op = reducer_opcode(root.attrs["to_apply"])
     dims = root.attrs["window"].dims
-    if op is None or root.shape.is_tuple or math.prod(d.size for d in dims) > MAX_TAPS:
+    if op not in POOLING or root.shape.is_tuple or math.prod(d.size for d in dims) > MAX_TAPS:
         return None
     if any(
         min(d.padding_low, d.padding_high) < 0 or d.lhs_dilation != 1 or d.reversal for d in dims
@@ -70,7 +53,7 @@ def reduce_window_taps(root, x, init):
             for w, d, n in zip(offsets, dims, root.shape.dims)
         )
         taps.append(new("slice", root.shape, x, slice=spec))
-    if not _is_identity(init, op):
+    if not is_identity(init, op, exact=True):
         taps.append(new("broadcast", root.shape, init, dimensions=()))
     while len(taps) > 1:  # a balanced tree: pairs of neighbours
         taps = [

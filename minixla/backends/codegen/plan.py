@@ -45,12 +45,12 @@ class ComputationPlan:
 def is_view_op(instr) -> bool:
     """Ops the driver can implement as a NumPy view of operand 0."""
     if instr.opcode == "bitcast":
-        return _row_major(instr) and _row_major(instr.operand(0))
+        return row_major(instr.shape) and row_major(instr.operand(0).shape)
     return instr.opcode in VIEWS
 
 
-def _row_major(instr) -> bool:
-    shape = instr.shape
+def row_major(shape) -> bool:
+    """The shape's elements are stored in row-major order (no layout, or the default one)."""
     layout = shape.layout
     return layout is None or (
         tuple(layout.minor_to_major) == tuple(range(shape.rank - 1, -1, -1)) and not layout.tiles

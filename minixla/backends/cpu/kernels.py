@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from ..codegen.elemental import Elemental, Writer
 from ..codegen.kernels import is_flat, kernel_signature, leaf_shape, outputs_of
+from ..codegen.plan import row_major
 from .loops import SPLIT_ARG, emit_nest, plan_nests
 
 
@@ -214,10 +215,7 @@ def parameter_windows(comp) -> dict[int, Window]:
     for p in comp.parameters:
         if not p.users or any(u.opcode != "slice" or not u.shape.numel() for u in p.users):
             continue
-        layout = p.shape.layout
-        if layout is not None and (
-            layout.tiles or tuple(layout.minor_to_major) != tuple(range(p.shape.rank))[::-1]
-        ):
+        if not row_major(p.shape):
             continue
         dims = p.shape.dims
         starts, limits = list(dims), [0] * len(dims)
