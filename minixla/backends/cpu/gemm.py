@@ -18,6 +18,11 @@ a kernel compiled against one width is never loaded against the other.
 A dot's operands are passed as stored where one GEMM operand form fits: row-major `[m, k]`
 (no transpose) or `[k, m]` (transposed, leading dimension m), batch dims leading; otherwise
 the caller copies the operand into `[batch, m, k]` order first (`DotPlan.copy_lhs/rhs`).
+
+On CPUs where another of OpenBLAS's kernel sets runs large GEMMs faster than the one it picks
+(`LARGE_GEMM_CORES`), GEMM calls above the small-matrix path go to a second OpenBLAS, the
+`scipy-openblas32` wheel's, loaded with that kernel set (`large_library`); calls under the
+limit stay on NumPy's, whose small path wins there.
 """
 
 from __future__ import annotations
@@ -44,6 +49,29 @@ _ROUTINES.update({("f32", "gemv"): "sgemv", ("f64", "gemv"): "dgemv"})
 _SMALL_PATH_CORES = ("skylakex", "cooperlake", "sapphirerapids")
 SMALL_PATH_MACS = 1_000_000
 MIN_BLOCK_COLUMNS = 128  # _columns_per_call
+# Host CPUs (LLVM's names) -> the OpenBLAS kernel set for GEMM calls above the small path,
+# where it beats the one OpenBLAS picks. Zen 4 runs AVX-512 as two 256-bit halves; OpenBLAS
+# picks its SkylakeX kernels there. Measured on one Zen 4 core, f32, Haswell's AVX2 kernels
+# against SkylakeX's: 1024^3 19.5-20.1 against 21.6-22.9 ms, 256x1024x4096 19.7-20.4 against
+# 21.7-22.7, 32x256x1024 0.19 against 0.26, 8x256x1024 in one call 82 against 146 us (but
+# 58 us as SkylakeX's small-path blocks, which stay); on two threads 1024^3 9.96 against 10.8
+# (jax.jit 10.1-10.3). Under the limit SkylakeX's small path wins (16x64x64: 2.2 against
+# 2.8 us). f64 runs the same speed on both. MINIXLA_LARGE_GEMM_CORETYPE overrides the table
+# ("default": none); an OPENBLAS_CORETYPE the user set is left to rule both libraries.
+LARGE_GEMM_CORES = {"znver4": "Haswell"}
+_LARGE_PACKAGE = "scipy_openblas32"  # its library: cblas with 32-bit integers, own names
+_LARGE_SYMBOLS = {("f32", "gemm"): "scipy_cblas_sgemm"}
+_LARGE_DIM = 1 << 31  # the large library's integers hold dims below this
+
+
+@dataclass(frozen=True)
+class LargeGemm:
+    """The second OpenBLAS, running `core`'s kernels, for GEMM calls above the small path."""
+
+    path: str
+    core: str  # the kernel set, as the library itself reports it
+    names: dict  # (element type, "gemm") -> the registered symbol name
+    exports: dict  # registered symbol name -> the library's own
 
 
 @dataclass(frozen=True)
@@ -53,9 +81,11 @@ class Blas:
     width: int  # bits of the interface's integers
     small_path: bool  # the core OpenBLAS runs has its small-matrix GEMM path
     exports: dict  # registered symbol name -> the library's own (native_library.py links it)
+    large: LargeGemm | None = None
 
 
 _FOUND: list = []  # [Blas | None] once looked up
+_LARGE: list = []  # [LargeGemm | None] once loaded
 
 
 def library() -> Blas | None:
@@ -70,7 +100,96 @@ def _find() -> Blas | None:
     found = locate()
     if found is not None:
         _register(ctypes.CDLL(found.path), found.exports)
+        if found.large is not None:
+            _register(ctypes.CDLL(found.large.path), found.large.exports)
     return found
+
+
+def large_gemm_core(host_cpu: str | None = None) -> str | None:
+    """The OpenBLAS kernel set for large GEMMs on this CPU, or None for OpenBLAS's own."""
+    chosen = os.environ.get("MINIXLA_LARGE_GEMM_CORETYPE")
+    if chosen is None:
+        if os.environ.get("OPENBLAS_CORETYPE"):
+            return None
+        if host_cpu is None:
+            host_cpu = _host_cpu()
+        chosen = LARGE_GEMM_CORES.get(host_cpu)
+    return None if not chosen or chosen.lower() == "default" else chosen
+
+
+def _host_cpu() -> str:
+    """LLVM's name for this CPU where LARGE_GEMM_CORES names it, else "". Read from
+    /proc/cpuinfo: importing llvmlite would add 24 ms to loading a cached program."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            return cpu_name(info.read(16384))
+    except OSError:
+        return ""
+
+
+def cpu_name(cpuinfo: str) -> str:
+    """`_host_cpu` of the text of /proc/cpuinfo (its first processor's fields)."""
+    fields: dict = {}
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    amd = fields.get("vendor_id") == "AuthenticAMD"
+    if amd and fields.get("cpu family") == "25" and "avx512f" in fields.get("flags", "").split():
+        return "znver4"  # family 19h with AVX-512 (Zen 3 is 19h without it)
+    return ""
+
+
+def large_library() -> LargeGemm | None:
+    """The second OpenBLAS, loaded once (before any program library linking it: the loader
+    would start it with OpenBLAS's own choice), or None where this CPU keeps one library or
+    the wheel is missing or does not run the kernel set asked for."""
+    if not _LARGE:
+        _LARGE.append(_load_large())
+    return _LARGE[0]
+
+
+def _load_large() -> LargeGemm | None:
+    import importlib.util
+
+    core = large_gemm_core()
+    # the package's __init__ loads the library itself (globally, with OpenBLAS's choice):
+    # find the file without importing it
+    spec = importlib.util.find_spec(_LARGE_PACKAGE) if core is not None else None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = os.path.join(list(spec.submodule_search_locations)[0], "lib")
+    try:
+        found = sorted(f for f in os.listdir(folder) if f.startswith("libscipy_openblas"))
+    except OSError:
+        return None
+    if not found:
+        return None
+    path = os.path.join(folder, found[0])
+    # OpenBLAS reads its kernel set from the environment once, when it is loaded
+    before = os.environ.get("OPENBLAS_CORETYPE")
+    os.environ["OPENBLAS_CORETYPE"] = core
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError:
+        return None
+    finally:
+        if before is None:
+            del os.environ["OPENBLAS_CORETYPE"]
+        else:
+            os.environ["OPENBLAS_CORETYPE"] = before
+    from .blas_threads import libraries_loaded
+
+    libraries_loaded()  # its thread count is set with the others'
+    reported = _core(lib)
+    if reported.lower() != core.lower() or not all(
+        hasattr(lib, s) for s in _LARGE_SYMBOLS.values()
+    ):
+        return None  # loaded before, with another kernel set
+    names = {
+        key: f"minixla_cblas_{key[0]}_{key[1]}_{reported.lower()}_i32" for key in _LARGE_SYMBOLS
+    }
+    exports = {names[key]: _LARGE_SYMBOLS[key] for key in names}
+    return LargeGemm(path, reported, names, exports)
 
 
 def locate() -> Blas | None:
@@ -90,13 +209,14 @@ def locate() -> Blas | None:
                 names = {key: f"minixla_cblas_{key[0]}_{key[1]}_i{width}" for key in symbols}
                 exports = {names[key]: symbols[key] for key in symbols}
                 small = _core(lib).lower() in _SMALL_PATH_CORES
-                return Blas(path, names, width, small, exports)
+                return Blas(path, names, width, small, exports, large_library())
     return None
 
 
 def _core(lib) -> str:
     for symbol in (
         "scipy_openblas_get_corename64_",
+        "scipy_openblas_get_corename",
         "openblas_get_corename64_",
         "openblas_get_corename",
     ):
@@ -154,7 +274,7 @@ gemv = types.ExternalFunction(
     "{gemv}", types.void(types.int32, types.int32, _I, _I, _F, _P, _I, _P, _I, _F, _P, _I),
 )
 blasint = np.int{width}
-ONE, ZERO = np.{scalar}(1), np.{scalar}(0)
+{large_declaration}ONE, ZERO = np.{scalar}(1), np.{scalar}(0)
 ROW_MAJOR, NO_TRANS, TRANS = np.int32({row_major}), np.int32({no_trans}), np.int32({trans})
 
 
@@ -185,8 +305,7 @@ def kernel(a, b, c, dims, scratch):
             gemv(ROW_MAJOR, trans_a, blasint(rows), blasint(columns), ONE, a_i, blasint(lda),
                  b_i, blasint(1), ZERO, c_i, blasint(1))
         elif routine == 3:  # few rows, b stored [n, k]: c^T = b a^T, then transposed into c
-            gemm(ROW_MAJOR, NO_TRANS, TRANS, blasint(n), blasint(m), blasint(k), ONE, b_i,
-                 blasint(ldb), a_i, blasint(lda), ZERO, ps, blasint(m))
+{transposed_call}
             base = i * m * n
             for r in range(m):
                 for col in range(n):
@@ -194,10 +313,40 @@ def kernel(a, b, c, dims, scratch):
         else:
             for j in range(0, n, block):
                 b_j = b_i + (j * ldb if trans_b == TRANS else j) * {size}
-                gemm(ROW_MAJOR, trans_a, trans_b, blasint(m), blasint(min(block, n - j)),
-                     blasint(k), ONE, a_i, blasint(lda), b_j, blasint(ldb), ZERO,
-                     c_i + j * {size}, blasint(n))
+                columns = min(block, n - j)
+{block_call}
 '''
+
+
+_LARGE_DECLARATION = """gemm_large = types.ExternalFunction(
+    "{gemm}", types.void(types.int32, types.int32, types.int32, types.int32, types.int32,
+                         types.int32, _F, _P, types.int32, _P, types.int32, _F, _P, types.int32),
+)
+"""
+
+
+def _gemm_call(args: tuple, indent: int, large: bool, small_macs: int) -> str:
+    """Kernel source calling GEMM on `args` (transposes, m, n, k, a, lda, b, ldb, c, ldc):
+    the large library's above the small path where one is loaded and the dims fit its
+    integers, else NumPy's."""
+    ta, tb, m, n, k, a, lda, b, ldb, c, ldc = args
+
+    def call(fn: str, cast: str) -> str:
+        return (
+            f"{fn}(ROW_MAJOR, {ta}, {tb}, {cast}({m}), {cast}({n}), {cast}({k}), ONE, {a}, "
+            f"{cast}({lda}), {b}, {cast}({ldb}), ZERO, {c}, {cast}({ldc}))"
+        )
+
+    pad = " " * indent
+    if not large:
+        return pad + call("gemm", "blasint")
+    fits = f"max({m}, {n}, {k}, {lda}, {ldb}, {ldc}) < {_LARGE_DIM}"
+    return (
+        f"{pad}if {m} * {n} * {k} > {small_macs} and {fits}:\n"
+        f"{pad}    {call('gemm_large', 'np.int32')}\n"
+        f"{pad}else:\n"
+        f"{pad}    {call('gemm', 'blasint')}"
+    )
 
 
 def gemm_spec(dtype: str) -> KernelSpec:
@@ -205,7 +354,15 @@ def gemm_spec(dtype: str) -> KernelSpec:
     flat; `scratch` holds m * n elements where the plan's routine is 3 (`DotPlan.scratch`)."""
     blas = library()
     assert blas is not None
+    large = blas.large.names.get((dtype, "gemm")) if blas.large is not None else None
+    transposed = ("NO_TRANS", "TRANS", "n", "m", "k", "b_i", "ldb", "a_i", "lda", "ps", "m")
+    block = ("trans_a", "trans_b", "m", "columns", "k", "a_i", "lda", "b_j", "ldb")
+    block += (f"c_i + j * {4 if dtype == 'f32' else 8}", "n")
+    small_macs = SMALL_PATH_MACS if blas.small_path else 0
     source = _KERNEL.format(
+        large_declaration="" if large is None else _LARGE_DECLARATION.format(gemm=large),
+        transposed_call=_gemm_call(transposed, 12, large is not None, small_macs),
+        block_call=_gemm_call(block, 16, large is not None, small_macs),
         gemm=blas.names[(dtype, "gemm")],
         gemv=blas.names[(dtype, "gemv")],
         dtype=dtype,

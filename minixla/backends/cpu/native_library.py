@@ -219,17 +219,20 @@ def build(disk: DiskCache, kernels: dict, objects: dict, lkey: str) -> dict | No
             _run(["objcopy", "--keep-global-symbols=entries", "kernels.a"], work)
             imports = imports_by_member(_run(["nm", "-u", "kernels.a"], work))
             blas = _blas_exports(imports)
-            if blas is not None:  # GEMM kernels call NumPy's OpenBLAS by its own names
-                names = "".join(f"{ours} {theirs}\n" for ours, theirs in blas.exports.items())
+            exports = _linked_exports(blas)
+            if blas is not None:  # GEMM kernels call the OpenBLAS libraries by their own names
+                names = "".join(f"{ours} {theirs}\n" for ours, theirs in exports.items())
                 (work / "blas").write_text(names)
                 _run(["objcopy", "--redefine-syms=blas", "kernels.a"], work)
                 imports = imports_by_member(_run(["nm", "-u", "kernels.a"], work))
-            linked = set(blas.exports.values()) if blas is not None else set()
+            linked = set(exports.values())
             numba = [
                 name for name in kernels if numba_imports(imports.get(f"{name}.o", set()) - linked)
             ]
             own = {name: spec for name, spec in kernels.items() if name not in numba}
             body = {"functions": list(own), "numba": numba}
+            if blas is not None and blas.large is not None:
+                body["large_gemm"] = blas.large.core
             if not own:
                 disk.store_library(lkey, None, body)
                 return body
@@ -243,7 +246,7 @@ def build(disk: DiskCache, kernels: dict, objects: dict, lkey: str) -> dict | No
                     "-Wl,-z,notext",  # MCJIT's static relocations in text
                     "-Wl,-z,noexecstack",  # MCJIT's objects carry no .note.GNU-stack
                     "-lm",
-                    *(() if blas is None else (blas.path, f"-Wl,-rpath,{Path(blas.path).parent}")),
+                    *(_link_arguments(blas)),
                 ],
                 work,
             )
@@ -269,6 +272,22 @@ def _why(exc: Exception) -> str:
     return str(exc)
 
 
+def _linked_exports(blas) -> dict:
+    """{registered name: the library's own name} of every BLAS library the kernels call."""
+    if blas is None:
+        return {}
+    return {**blas.exports, **(blas.large.exports if blas.large is not None else {})}
+
+
+def _link_arguments(blas) -> list[str]:
+    """The linker's arguments for the BLAS libraries (their own names never clash: NumPy's
+    ILP64 names end in 64_, the large GEMM library's do not)."""
+    if blas is None:
+        return []
+    paths = [blas.path] + ([blas.large.path] if blas.large is not None else [])
+    return [arg for path in paths for arg in (path, f"-Wl,-rpath,{Path(path).parent}")]
+
+
 def _blas_exports(imports: dict):
     """gemm.locate()'s answer when a kernel calls the BLAS routines gemm.py registers with
     LLVM under names of its own (minixla_cblas_...), else None. The library calls them by the
@@ -281,7 +300,7 @@ def _blas_exports(imports: dict):
     from .gemm import locate
 
     blas = locate()
-    return blas if blas is not None and wanted <= set(blas.exports) else None
+    return blas if blas is not None and wanted <= set(_linked_exports(blas)) else None
 
 
 def imports_by_member(nm_output: str) -> dict[str, set[str]]:
@@ -675,6 +694,10 @@ def _load(disk: DiskCache, lkey: str, body: dict, data: bytes) -> dict | None:
     if not _layout_is_numpys():
         note_once("NumPy's array object does not have the layout the entry points read")
         return None
+    if body.get("large_gemm"):
+        from .gemm import large_library
+
+        large_library()  # loaded with its kernel set before the loader starts it as a dependency
     # The loader maps the file it opens: it opens a private copy of the checked bytes, so a
     # later change to the cache file can neither reach the code that runs nor fault it.
     folder = disk.library_paths(lkey)[0].parent

@@ -27,7 +27,7 @@ import numpy as np
 
 from ...errors import MinixlaError
 from ...runtime.metrics import count
-from . import cache, driver, jit
+from . import cache, driver, gemm, jit
 
 FORMAT = 1
 _log = logging.getLogger("minixla.cache")
@@ -57,7 +57,10 @@ def _sources(folder: Path, prefix: str):
 def program_key(compile_key) -> str:
     # The default split size follows the cores this process may use (one core never threads),
     # so a program generated under `taskset -c 0` is not the one generated on every core.
-    return cache.digest("program", FORMAT, compile_key.parts, source_stamp(), driver.PARALLEL_WORK)
+    large_gemm = gemm.large_gemm_core()  # which OpenBLAS kernels a program library links
+    return cache.digest(
+        "program", FORMAT, compile_key.parts, source_stamp(), driver.PARALLEL_WORK, large_gemm
+    )
 
 
 class ProgramCache:

@@ -1,0 +1,111 @@
+"""Large f32 GEMMs on a second OpenBLAS started with another kernel set (gemm.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from minixla.backends.cpu import gemm
+
+ZEN4 = "vendor_id\t: AuthenticAMD\ncpu family\t: 25\nflags\t\t: fpu sse2 avx2 avx512f avx512bw\n"
+ZEN3 = "vendor_id\t: AuthenticAMD\ncpu family\t: 25\nflags\t\t: fpu sse2 avx2\n"
+INTEL = "vendor_id\t: GenuineIntel\ncpu family\t: 6\nflags\t\t: fpu sse2 avx2 avx512f\n"
+
+
+def test_cpu_name_knows_zen4_by_its_family_and_avx512():
+    assert gemm.cpu_name(ZEN4) == "znver4"
+    assert gemm.cpu_name(ZEN3) == ""
+    assert gemm.cpu_name(INTEL) == ""
+    assert gemm.cpu_name(ZEN4 + "\nvendor_id\t: GenuineIntel\n") == "znver4"  # first processor
+
+
+def test_large_gemm_core_follows_the_cpu_and_the_environment(monkeypatch):
+    monkeypatch.delenv("MINIXLA_LARGE_GEMM_CORETYPE", raising=False)
+    monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
+    assert gemm.large_gemm_core("znver4") == "Haswell"
+    assert gemm.large_gemm_core("") is None
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "SkylakeX")  # the user chose for every OpenBLAS
+    assert gemm.large_gemm_core("znver4") is None
+    monkeypatch.setenv("MINIXLA_LARGE_GEMM_CORETYPE", "Haswell")
+    assert gemm.large_gemm_core("") == "Haswell"
+    monkeypatch.setenv("MINIXLA_LARGE_GEMM_CORETYPE", "default")
+    assert gemm.large_gemm_core("znver4") is None
+
+
+_CHILD = textwrap.dedent(
+    """
+    import ctypes, json, sys
+    import numpy as np
+    import minixla
+    from minixla.backends.cpu import gemm
+
+    # (m, k, n, batch, b stored [n, k]): under and over the small path's limit, a GEMM with
+    # few rows in column blocks, the transposed product, a batched dot
+    cases = [(16, 64, 64, 1, False), (256, 256, 512, 1, False), (8, 256, 1024, 1, False),
+             (32, 256, 1024, 1, True), (128, 96, 200, 3, True), (300, 257, 129, 1, False)]
+    rng = np.random.default_rng(11)
+    errors, sources = [], set()
+    for m, k, n, batch, transposed in cases:
+        lead = "" if batch == 1 else f"{batch},"
+        dims = "" if batch == 1 else "lhs_batch_dims={0}, rhs_batch_dims={0}, "
+        c = 1 if batch == 1 else 2
+        rhs = f"f32[{lead}{n},{k}]" if transposed else f"f32[{lead}{k},{n}]"
+        text = f'''HloModule m
+    ENTRY e {{
+      a = f32[{lead}{m},{k}] parameter(0)
+      b = {rhs} parameter(1)
+      ROOT d = f32[{lead}{m},{n}] dot(a, b), {dims}lhs_contracting_dims={{{c}}}, rhs_contracting_dims={{{c if transposed else c - 1}}}
+    }}'''
+        exe = minixla.compile(text, backend="cpu", passes=[])
+        sources |= {s.source for s in exe.program.kernels.values()}
+        a = rng.standard_normal((batch, m, k)).astype(np.float32)
+        b = rng.standard_normal((batch, n, k) if transposed else (batch, k, n)).astype(np.float32)
+        bb = b.transpose(0, 2, 1) if transposed else b
+        want = np.matmul(a.astype(np.float64), bb.astype(np.float64))
+        got = exe(a[0], b[0]) if batch == 1 else exe(a, b)
+        errors.append(float(np.abs(got.reshape(want.shape) - want).max() / k))
+    large = gemm.library().large
+    core = None
+    if large is not None:
+        lib = ctypes.CDLL(large.path)
+        fn = lib.scipy_openblas_get_corename
+        fn.restype = ctypes.c_char_p
+        core = fn().decode()
+    print(json.dumps({"errors": errors, "core": core,
+                      "calls_large": any("gemm_large(" in s for s in sources)}))
+    """
+)
+
+
+def _run_child(cache: str, core: str) -> dict:
+    env = dict(os.environ, MINIXLA_CACHE_DIR=cache, MINIXLA_LARGE_GEMM_CORETYPE=core)
+    env.pop("OPENBLAS_CORETYPE", None)
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("scipy_openblas32") is None, reason="scipy-openblas32 not installed"
+)
+def test_large_gemms_run_haswell_kernels_cold_and_from_the_cache(tmp_path):
+    if gemm.library() is None:
+        pytest.skip("no cblas in this NumPy")
+    cold = _run_child(str(tmp_path), "Haswell")
+    assert cold["core"] == "Haswell" and cold["calls_large"]
+    assert max(cold["errors"]) < 2e-6
+    # a new process loads the program library, which links the second OpenBLAS: it must be
+    # started with its kernel set first, not by the loader with OpenBLAS's own choice
+    warm = _run_child(str(tmp_path), "Haswell")
+    assert warm == cold
+    plain = _run_child(str(tmp_path), "default")
+    assert plain["core"] is None and not plain["calls_large"]
+    assert max(plain["errors"]) < 2e-6
