@@ -70,6 +70,29 @@ _CHILD = textwrap.dedent(
         want = np.matmul(a.astype(np.float64), bb.astype(np.float64))
         got = exe(a[0], b[0]) if batch == 1 else exe(a, b)
         errors.append(float(np.abs(got.reshape(want.shape) - want).max() / k))
+    # the convolution thunk's products (host_blas.matmul) against NumPy's, odd layouts too
+    from minixla.backends.cpu import host_blas
+
+    x = rng.standard_normal((3, 200, 130)).astype(np.float32)
+    w = rng.standard_normal((3, 130, 90)).astype(np.float32)
+    for a, b in [(x, w), (x[0], w[0]), (x[:, ::2], w), (x.transpose(0, 2, 1)[:, :, :130], w), (x[:, :, :64], w[:, :64])]:
+        want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+        errors.append(float(np.abs(host_blas.matmul(a, b) - want).max() / a.shape[-1]))
+        out = np.zeros(want.shape, np.float32)
+        host_blas.matmul(a, b, out=out)
+        errors.append(float(np.abs(out - want).max() / a.shape[-1]))
+    for taps, window, size in ((3, "size=3x3 pad=1_1x1_1", 34), (5, "size=5x5 stride=2x2 pad=2_2x2_2", 17)):
+        text = f'''HloModule c
+    ENTRY e {{
+      x = f32[4,34,34,32] parameter(0)
+      k = f32[{taps},{taps},32,48] parameter(1)
+      ROOT y = f32[4,{size},{size},48] convolution(x, k), window={{{window}}}, dim_labels=b01f_01io->b01f
+    }}'''
+        args = [rng.standard_normal((4, 34, 34, 32)).astype(np.float32),
+                rng.standard_normal((taps, taps, 32, 48)).astype(np.float32)]
+        got = minixla.compile(text, backend="cpu")(*args)
+        want = minixla.compile(text, backend="interpreter")(*args)
+        errors.append(float(np.abs(got - want).max() / (32 * 25)))
     large = gemm.library().large
     core = None
     if large is not None:
@@ -99,6 +122,9 @@ def _run_child(cache: str, core: str) -> dict:
 def test_large_gemms_run_haswell_kernels_cold_and_from_the_cache(tmp_path):
     if gemm.library() is None:
         pytest.skip("no cblas in this NumPy")
+    with open("/proc/cpuinfo") as info:
+        if "avx2" not in info.read(16384).split():
+            pytest.skip("Haswell's kernels need AVX2")
     cold = _run_child(str(tmp_path), "Haswell")
     assert cold["core"] == "Haswell" and cold["calls_large"]
     assert max(cold["errors"]) < 2e-6

@@ -45,7 +45,7 @@ import numpy as np
 
 from ..codegen.scalar import NotEmittable
 from .blas_threads import threads_for, use_threads
-from .host_blas import accumulate_gemm
+from .host_blas import accumulate_gemm, matmul
 from .libcalls import _finish, _gemm_dtype, _work_dtype
 
 # When shifted GEMMs beat im2col (measured on [8, 1024, c] 1-D and [8, h, w, c] 2-D cases):
@@ -253,10 +253,10 @@ def _shifted(spec: ConvPlan, x: np.ndarray, kernel: np.ndarray, positions, gemm)
             )
             continue
         if scratch is None:
-            np.matmul(lhs, weights, out=total[:, :rows])
+            matmul(lhs, weights, out=total[:, :rows])
             scratch = np.empty((g, rows, o // g), spec.work)
             continue
-        np.matmul(lhs, weights, out=scratch)
+        matmul(lhs, weights, out=scratch)
         np.add(total[:, :rows], scratch, out=total[:, :rows])
     grid = (
         total.transpose(1, 0, 2).reshape((n,) + tuple(spatial) + (o,))
@@ -292,9 +292,9 @@ def _planar(spec: ConvPlan, out: np.ndarray, x: np.ndarray, kernel: np.ndarray) 
     cols = view.transpose(order).reshape(n, g, -1, count)  # [n, g, c / g * taps, positions]
     weights = kernel.reshape(g, o // g, -1)  # [g, o / g, c / g * taps]
     if target.flags.c_contiguous and target.dtype == spec.work:
-        np.matmul(weights, cols, out=target.reshape(n, g, o // g, count))
+        matmul(weights, cols, out=target.reshape(n, g, o // g, count))
         return
-    _finish(target, np.matmul(weights, cols).reshape(target.shape))
+    _finish(target, matmul(weights, cols).reshape(target.shape))
 
 
 def _per_feature(spec: ConvPlan, out: np.ndarray, x: np.ndarray, kernel: np.ndarray) -> None:
@@ -358,7 +358,7 @@ def _im2col(spec: ConvPlan, x: np.ndarray, kernel: np.ndarray, positions) -> np.
         grouped = view.reshape(view.shape[:axis] + (g, -1) + view.shape[axis + 1 :])
         cols = np.moveaxis(grouped, axis, 0).reshape(g, n * count, depth)
     weights = kernel.reshape(depth, g, o // g).transpose(1, 0, 2)  # [g, K, o / g]
-    result = np.matmul(cols, weights).reshape((g, n) + tuple(positions) + (o // g,))
+    result = matmul(cols, weights).reshape((g, n) + tuple(positions) + (o // g,))
     if g == 1:
         return result[0]
     return np.moveaxis(result, 0, -2).reshape((n,) + tuple(positions) + (o,))

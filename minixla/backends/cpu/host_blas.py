@@ -1,9 +1,12 @@
-"""A GEMM that accumulates into its output, called from the driver's convolution thunk through
-ctypes, from the OpenBLAS NumPy maps into the process (gemm.locate).
+"""GEMMs called from the driver's convolution thunk through ctypes, from the OpenBLAS NumPy maps
+into the process (gemm.locate), and for f32 products above the small-matrix path from the
+second OpenBLAS where gemm.py loads one (gemm.large_library).
 
 Shifted convolutions (convolution.py) add one GEMM per tap into the same output. They used
 SciPy's wrapper of `?gemm`, whose import (0.2-0.4 s) every warm compile of a program with
-such a convolution paid; NumPy's OpenBLAS exports the same routine through CBLAS.
+such a convolution paid; NumPy's OpenBLAS exports the same routine through CBLAS. The other
+convolution strategies multiply through `matmul`, which is np.matmul but for the products
+the second library runs faster.
 """
 
 from __future__ import annotations
@@ -18,32 +21,90 @@ _FOUND: list = []  # [{numpy dtype: cblas_?gemm} | None] once looked up
 
 
 def accumulating_gemm() -> dict | None:
-    """cblas sgemm and dgemm by NumPy dtype, or None where no OpenBLAS with CBLAS is mapped."""
+    """cblas sgemm and dgemm by NumPy dtype (and by (dtype, "large") the large-GEMM library's;
+    "small": the small path's limit in multiply-adds), or None where no OpenBLAS with CBLAS
+    is mapped."""
     if not _FOUND:
         _FOUND.append(_find())
     return _FOUND[0]
 
 
 def _find() -> dict | None:
-    from .gemm import locate
+    from .gemm import SMALL_PATH_MACS, locate
 
     found = locate()
     if found is None:
         return None
-    lib = ctypes.CDLL(found.path)
-    blasint = ctypes.c_int64 if found.width == 64 else ctypes.c_int32
-    enum, pointer = ctypes.c_int, ctypes.c_void_p
-    routines = {}
+    routines: dict = {}
     for dtype, key, scalar in (
         (np.float32, ("f32", "gemm"), ctypes.c_float),
         (np.float64, ("f64", "gemm"), ctypes.c_double),
     ):
-        fn = getattr(lib, found.exports[found.names[key]])
-        fn.restype = None
-        fn.argtypes = [enum] * 3 + [blasint] * 3 + [scalar, pointer, blasint, pointer, blasint]
-        fn.argtypes += [scalar, pointer, blasint]
-        routines[np.dtype(dtype)] = fn
+        routines[np.dtype(dtype)] = _routine(found.path, found.exports[found.names[key]], scalar)
+        if found.large is not None and key in found.large.names:
+            symbol = found.large.exports[found.large.names[key]]
+            large = _routine(found.large.path, symbol, scalar, ctypes.c_int32)
+            routines[np.dtype(dtype), "large"] = large
+    routines["small"] = SMALL_PATH_MACS if found.small_path else 0
     return routines
+
+
+def _routine(path: str, symbol: str, scalar, blasint=ctypes.c_int64):
+    fn = getattr(ctypes.CDLL(path), symbol)
+    fn.restype = None
+    enum, pointer = ctypes.c_int, ctypes.c_void_p
+    fn.argtypes = [enum] * 3 + [blasint] * 3 + [scalar, pointer, blasint, pointer, blasint]
+    fn.argtypes += [scalar, pointer, blasint]
+    return fn
+
+
+def _pick(gemm: dict, dtype, m: int, n: int, k: int):
+    """The routine for an m x k x n product: the large library's above the small path."""
+    large = gemm.get((dtype, "large"))
+    if large is not None and m * n * k > gemm["small"] and max(m, n, k) < 1 << 30:
+        return large
+    return gemm[dtype]
+
+
+def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """np.matmul(a, b, out=out), through the large-GEMM library for f32 products it runs:
+    2-D or equally batched 3-D operands with contiguous rows, every matrix's product above
+    the small path."""
+    gemm = accumulating_gemm()
+    if (
+        gemm is None
+        or (np.dtype(np.float32), "large") not in gemm
+        or a.dtype != np.float32
+        or b.dtype != np.float32
+        or a.ndim != b.ndim
+        or a.ndim not in (2, 3)
+        or a.shape[:-2] != b.shape[:-2]
+        or a.shape[-1] != b.shape[-2]
+        or a.shape[-2] * a.shape[-1] * b.shape[-1] <= gemm["small"]
+        or not all(_plain_rows(x) for x in (a, b))
+        or (out is not None and (out.dtype != np.float32 or not _plain_rows(out)))
+    ):
+        return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
+    if out is None:
+        out = np.empty(a.shape[:-1] + b.shape[-1:], np.float32)
+    if a.ndim == 2:
+        accumulate_gemm(gemm, out, a, b, 0.0)
+    else:
+        for i in range(a.shape[0]):
+            accumulate_gemm(gemm, out[i], a[i], b[i], 0.0)
+    return out
+
+
+def _plain_rows(a: np.ndarray) -> bool:
+    """Rows contiguous, one row after another at a positive pitch (what cblas can read)."""
+    if a.ndim < 2 or 0 in a.shape:
+        return False
+    item = a.itemsize
+    return (
+        a.strides[-1] == item
+        and a.strides[-2] >= a.shape[-1] * item
+        and (a.strides[-2] % item == 0)
+    )
 
 
 def _rows(a: np.ndarray) -> int:
@@ -55,7 +116,7 @@ def accumulate_gemm(gemm: dict, c: np.ndarray, a: np.ndarray, b: np.ndarray, bet
     """c = a @ b + beta * c, in place; a, b and c have contiguous rows, one float type."""
     m, k = a.shape
     n = b.shape[1]
-    gemm[c.dtype](
+    _pick(gemm, c.dtype, m, n, k)(
         ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, 1.0, a.ctypes.data, _rows(a),
         b.ctypes.data, _rows(b), beta, c.ctypes.data, _rows(c),
     )  # fmt: skip
