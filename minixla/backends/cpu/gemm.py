@@ -28,6 +28,7 @@ limit stay on NumPy's, whose small path wins there.
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 import os
 from dataclasses import dataclass
@@ -117,9 +118,11 @@ def large_gemm_core(host_cpu: str | None = None) -> str | None:
     return None if not chosen or chosen.lower() == "default" else chosen
 
 
+@functools.lru_cache(maxsize=1)
 def _host_cpu() -> str:
     """LLVM's name for this CPU where LARGE_GEMM_CORES names it, else "". Read from
-    /proc/cpuinfo: importing llvmlite would add 24 ms to loading a cached program."""
+    /proc/cpuinfo (once: every compile's program key asks): importing llvmlite would add
+    24 ms to loading a cached program."""
     try:
         with open("/proc/cpuinfo") as info:
             return cpu_name(info.read(16384))
