@@ -58,10 +58,11 @@ def _routine(path: str, symbol: str, scalar, blasint=ctypes.c_int64):
     return fn
 
 
-def _pick(gemm: dict, dtype, m: int, n: int, k: int):
-    """The routine for an m x k x n product: the large library's above the small path."""
+def _pick(gemm: dict, dtype, m: int, n: int, k: int, *leading: int):
+    """The routine for an m x k x n product: the large library's above the small path, where
+    every dim and leading dimension fits its 32-bit integers."""
     large = gemm.get((dtype, "large"))
-    if large is not None and m * n * k > gemm["small"] and max(m, n, k) < 1 << 30:
+    if large is not None and m * n * k > gemm["small"] and max(m, n, k, *leading) < 1 << 31:
         return large
     return gemm[dtype]
 
@@ -116,7 +117,8 @@ def accumulate_gemm(gemm: dict, c: np.ndarray, a: np.ndarray, b: np.ndarray, bet
     """c = a @ b + beta * c, in place; a, b and c have contiguous rows, one float type."""
     m, k = a.shape
     n = b.shape[1]
-    _pick(gemm, c.dtype, m, n, k)(
-        ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, 1.0, a.ctypes.data, _rows(a),
-        b.ctypes.data, _rows(b), beta, c.ctypes.data, _rows(c),
+    lda, ldb, ldc = _rows(a), _rows(b), _rows(c)
+    _pick(gemm, c.dtype, m, n, k, lda, ldb, ldc)(
+        ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, 1.0, a.ctypes.data, lda,
+        b.ctypes.data, ldb, beta, c.ctypes.data, ldc,
     )  # fmt: skip
