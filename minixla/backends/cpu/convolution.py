@@ -292,9 +292,9 @@ def _planar(spec: ConvPlan, out: np.ndarray, x: np.ndarray, kernel: np.ndarray) 
     cols = view.transpose(order).reshape(n, g, -1, count)  # [n, g, c / g * taps, positions]
     weights = kernel.reshape(g, o // g, -1)  # [g, o / g, c / g * taps]
     if target.flags.c_contiguous and target.dtype == spec.work:
-        matmul(weights, cols, out=target.reshape(n, g, o // g, count))
+        np.matmul(weights, cols, out=target.reshape(n, g, o // g, count))
         return
-    _finish(target, matmul(weights, cols).reshape(target.shape))
+    _finish(target, np.matmul(weights, cols).reshape(target.shape))
 
 
 def _per_feature(spec: ConvPlan, out: np.ndarray, x: np.ndarray, kernel: np.ndarray) -> None:

@@ -62,7 +62,7 @@ MIN_BLOCK_COLUMNS = 128  # _columns_per_call
 LARGE_GEMM_CORES = {"znver4": "Haswell"}
 _LARGE_PACKAGE = "scipy_openblas32"  # its library: cblas with 32-bit integers, own names
 _LARGE_SYMBOLS = {("f32", "gemm"): "scipy_cblas_sgemm"}
-_LARGE_DIM = 1 << 31  # the large library's integers hold dims below this
+LARGE_DIM = 1 << 31  # the large library's integers hold dims below this
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,12 @@ class Blas:
     small_path: bool  # the core OpenBLAS runs has its small-matrix GEMM path
     exports: dict  # registered symbol name -> the library's own (native_library.py links it)
     large: LargeGemm | None = None
+
+    @property
+    def small_macs(self) -> int:
+        """Multiply-adds up to which a GEMM call stays on this library when a large one is
+        loaded: the small path's limit, or 0 where this library's kernels have none."""
+        return SMALL_PATH_MACS if self.small_path else 0
 
 
 _FOUND: list = []  # [Blas | None] once looked up
@@ -343,7 +349,7 @@ def _gemm_call(args: tuple, indent: int, large: bool, small_macs: int) -> str:
     pad = " " * indent
     if not large:
         return pad + call("gemm", "blasint")
-    fits = f"max({m}, {n}, {k}, {lda}, {ldb}, {ldc}) < {_LARGE_DIM}"
+    fits = f"max({m}, {n}, {k}, {lda}, {ldb}, {ldc}) < {LARGE_DIM}"
     return (
         f"{pad}if {m} * {n} * {k} > {small_macs} and {fits}:\n"
         f"{pad}    {call('gemm_large', 'np.int32')}\n"
@@ -361,11 +367,10 @@ def gemm_spec(dtype: str) -> KernelSpec:
     transposed = ("NO_TRANS", "TRANS", "n", "m", "k", "b_i", "ldb", "a_i", "lda", "ps", "m")
     block = ("trans_a", "trans_b", "m", "columns", "k", "a_i", "lda", "b_j", "ldb")
     block += (f"c_i + j * {4 if dtype == 'f32' else 8}", "n")
-    small_macs = SMALL_PATH_MACS if blas.small_path else 0
     source = _KERNEL.format(
         large_declaration="" if large is None else _LARGE_DECLARATION.format(gemm=large),
-        transposed_call=_gemm_call(transposed, 12, large is not None, small_macs),
-        block_call=_gemm_call(block, 16, large is not None, small_macs),
+        transposed_call=_gemm_call(transposed, 12, large is not None, blas.small_macs),
+        block_call=_gemm_call(block, 16, large is not None, blas.small_macs),
         gemm=blas.names[(dtype, "gemm")],
         gemv=blas.names[(dtype, "gemv")],
         dtype=dtype,

@@ -4,9 +4,9 @@ second OpenBLAS where gemm.py loads one (gemm.large_library).
 
 Shifted convolutions (convolution.py) add one GEMM per tap into the same output. They used
 SciPy's wrapper of `?gemm`, whose import (0.2-0.4 s) every warm compile of a program with
-such a convolution paid; NumPy's OpenBLAS exports the same routine through CBLAS. The other
-convolution strategies multiply through `matmul`, which is np.matmul but for the products
-the second library runs faster.
+such a convolution paid; NumPy's OpenBLAS exports the same routine through CBLAS. The im2col
+strategy and grouped shifted ones multiply through `matmul`, which is np.matmul but for the
+products the second library runs faster.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from __future__ import annotations
 import ctypes
 
 import numpy as np
+
+from .gemm import LARGE_DIM, locate
 
 ROW_MAJOR, NO_TRANS = 101, 111
 
@@ -30,8 +32,6 @@ def accumulating_gemm() -> dict | None:
 
 
 def _find() -> dict | None:
-    from .gemm import SMALL_PATH_MACS, locate
-
     found = locate()
     if found is None:
         return None
@@ -45,7 +45,7 @@ def _find() -> dict | None:
             symbol = found.large.exports[found.large.names[key]]
             large = _routine(found.large.path, symbol, scalar, ctypes.c_int32)
             routines[np.dtype(dtype), "large"] = large
-    routines["small"] = SMALL_PATH_MACS if found.small_path else 0
+    routines["small"] = found.small_macs
     return routines
 
 
@@ -62,7 +62,7 @@ def _pick(gemm: dict, dtype, m: int, n: int, k: int, *leading: int):
     """The routine for an m x k x n product: the large library's above the small path, where
     every dim and leading dimension fits its 32-bit integers."""
     large = gemm.get((dtype, "large"))
-    if large is not None and m * n * k > gemm["small"] and max(m, n, k, *leading) < 1 << 31:
+    if large is not None and m * n * k > gemm["small"] and max(m, n, k, *leading) < LARGE_DIM:
         return large
     return gemm[dtype]
 
