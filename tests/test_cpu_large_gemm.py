@@ -135,3 +135,60 @@ def test_large_gemms_run_haswell_kernels_cold_and_from_the_cache(tmp_path):
     plain = _run_child(str(tmp_path), "default")
     assert plain["core"] is None and not plain["calls_large"]
     assert max(plain["errors"]) < 2e-6
+
+
+_LOAD_CHILD = textwrap.dedent(
+    """
+    import hashlib, json
+    import numpy as np
+    import minixla
+    from minixla.backends.cpu import blas_threads
+
+    text = '''HloModule steady
+    ENTRY e {
+      a = f32[512,384] parameter(0)
+      b = f32[384,640] parameter(1)
+      x = f32[4,20,20,64] parameter(2)
+      k = f32[5,5,64,128] parameter(3)
+      z = f32[8,16,16,512] parameter(4)
+      w = f32[1,1,512,384] parameter(5)
+      d = f32[512,640] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+      y = f32[4,10,10,128] convolution(x, k), window={size=5x5 stride=2x2 pad=2_2x2_2}, dim_labels=b01f_01io->b01f
+      p = f32[8,16,16,384] convolution(z, w), window={size=1x1}, dim_labels=b01f_01io->b01f
+      ROOT t = (f32[512,640], f32[4,10,10,128], f32[8,16,16,384]) tuple(d, y, p)
+    }'''
+    rng = np.random.default_rng(3)
+    shapes = ((512, 384), (384, 640), (4, 20, 20, 64), (5, 5, 64, 128), (8, 16, 16, 512),
+              (1, 1, 512, 384))
+    args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    exe = minixla.compile(text, backend="cpu", cache=False)
+    digests = []
+    for idle in (1, blas_threads.cores()):  # a busy machine, then an idle one
+        blas_threads.idle_cores = lambda: idle
+        digests.append([hashlib.sha256(r.tobytes()).hexdigest() for r in exe(*args)])
+    print(json.dumps(digests))
+    """
+)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("scipy_openblas32") is None, reason="scipy-openblas32 not installed"
+)
+def test_large_gemms_give_the_same_bits_however_busy_the_machine():
+    # Haswell's kernels round differently for each thread count: the count must not follow
+    # the load, or a program's bits would change from run to run
+    from minixla.backends.cpu import blas_threads
+
+    if gemm.library() is None or blas_threads.cores() < 2:
+        pytest.skip("needs cblas and two cores")
+    with open("/proc/cpuinfo") as info:
+        if "avx2" not in info.read(16384).split():
+            pytest.skip("Haswell's kernels need AVX2")
+    env = dict(os.environ, MINIXLA_LARGE_GEMM_CORETYPE="Haswell")
+    env.pop("OPENBLAS_CORETYPE", None)
+    done = subprocess.run(
+        [sys.executable, "-c", _LOAD_CHILD], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    busy, idle = json.loads(done.stdout.strip().splitlines()[-1])
+    assert busy == idle

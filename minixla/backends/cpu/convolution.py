@@ -45,7 +45,7 @@ import numpy as np
 
 from ..codegen.scalar import NotEmittable
 from .blas_threads import threads_for, use_threads
-from .host_blas import accumulate_gemm, matmul
+from .host_blas import accumulate_gemm, matmul, runs_large
 from .libcalls import _finish, _gemm_dtype, _work_dtype
 
 # When shifted GEMMs beat im2col (measured on [8, 1024, c] 1-D and [8, h, w, c] 2-D cases):
@@ -190,9 +190,10 @@ def convolution(instr, strategy: str | None = None):
     spec = plan(instr, strategy)
     nsp = len(spec.window)
     gemm = _accumulating_gemm(spec.work) if spec.strategy == "shifted" else None
+    steady = spec.strategy in ("shifted", "im2col") and runs_large(spec.work)
 
     def run(out, x, kernel):
-        use_threads(threads_for(spec.flops))
+        use_threads(threads_for(spec.flops, steady))
         if spec.strategy == "planar":
             _planar(spec, out, x, kernel)
             return

@@ -90,6 +90,17 @@ class Blas:
         loaded: the small path's limit, or 0 where this library's kernels have none."""
         return SMALL_PATH_MACS if self.small_path else 0
 
+    def runs_large(self, dtype: str, m: int, n: int, k: int, *leading: int) -> bool:
+        """Does an m x k x n GEMM call of `dtype` go to the large library? Above the small
+        path, where its dims and leading dimensions fit the library's 32-bit integers (what
+        the kernel source tests too: `_gemm_call`)."""
+        return (
+            self.large is not None
+            and (dtype, "gemm") in self.large.names
+            and m * n * k > self.small_macs
+            and max(m, n, k, *leading) < LARGE_DIM
+        )
+
 
 _FOUND: list = []  # [Blas | None] once looked up
 _LARGE: list = []  # [LargeGemm | None] once loaded
@@ -399,6 +410,7 @@ class DotPlan:
     copy_lhs: tuple | None  # (dims, permutation) of a transpose into [batch, m, k] order
     copy_rhs: tuple | None  # ... into [batch, k, n]
     dims: np.ndarray  # the kernel's dims argument
+    steady: bool  # its GEMM calls run on the large library: threads not cut for the load
 
     @property
     def flops(self) -> float:
@@ -446,7 +458,9 @@ def plan(instr) -> DotPlan:
         + [_routine(m, n, k, trans_a, trans_b)],
         np.int64,
     )
-    return DotPlan(batch, m, n, k, copy_lhs, copy_rhs, dims)
+    blas = library()
+    steady = blas is not None and blas.runs_large(instr.shape.dtype, m, n, k, lda, ldb)
+    return DotPlan(batch, m, n, k, copy_lhs, copy_rhs, dims, steady)
 
 
 def _routine(m: int, n: int, k: int, trans_a: bool, trans_b: bool) -> int:

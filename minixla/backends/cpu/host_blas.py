@@ -15,7 +15,7 @@ import ctypes
 
 import numpy as np
 
-from .gemm import LARGE_DIM, locate
+from .gemm import locate
 
 ROW_MAJOR, NO_TRANS = 101, 111
 
@@ -24,7 +24,7 @@ _FOUND: list = []  # [{numpy dtype: cblas_?gemm} | None] once looked up
 
 def accumulating_gemm() -> dict | None:
     """cblas sgemm and dgemm by NumPy dtype (and by (dtype, "large") the large-GEMM library's;
-    "small": the small path's limit in multiply-adds), or None where no OpenBLAS with CBLAS
+    "blas": gemm.Blas, which says which calls go there), or None where no OpenBLAS with CBLAS
     is mapped."""
     if not _FOUND:
         _FOUND.append(_find())
@@ -45,7 +45,7 @@ def _find() -> dict | None:
             symbol = found.large.exports[found.large.names[key]]
             large = _routine(found.large.path, symbol, scalar, ctypes.c_int32)
             routines[np.dtype(dtype), "large"] = large
-    routines["small"] = found.small_macs
+    routines["blas"] = found
     return routines
 
 
@@ -61,10 +61,17 @@ def _routine(path: str, symbol: str, scalar, blasint=ctypes.c_int64):
 def _pick(gemm: dict, dtype, m: int, n: int, k: int, *leading: int):
     """The routine for an m x k x n product: the large library's above the small path, where
     every dim and leading dimension fits its 32-bit integers."""
-    large = gemm.get((dtype, "large"))
-    if large is not None and m * n * k > gemm["small"] and max(m, n, k, *leading) < LARGE_DIM:
+    large = gemm.get((dtype, "large"))  # f32's only
+    if large is not None and gemm["blas"].runs_large("f32", m, n, k, *leading):
         return large
     return gemm[dtype]
+
+
+def runs_large(dtype) -> bool:
+    """Do some products of `dtype` (a NumPy float type) run on the large-GEMM library? Their
+    thread count then ignores the load (blas_threads.threads_for)."""
+    gemm = accumulating_gemm()
+    return gemm is not None and (np.dtype(dtype), "large") in gemm
 
 
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -81,7 +88,7 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
         or a.ndim not in (2, 3)
         or a.shape[:-2] != b.shape[:-2]
         or a.shape[-1] != b.shape[-2]
-        or a.shape[-2] * a.shape[-1] * b.shape[-1] <= gemm["small"]
+        or a.shape[-2] * a.shape[-1] * b.shape[-1] <= gemm["blas"].small_macs
         or not all(_plain_rows(x) for x in (a, b))
         or (out is not None and (out.dtype != np.float32 or not _plain_rows(out)))
     ):
