@@ -44,8 +44,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..codegen.scalar import NotEmittable
-from .blas_threads import threads_for, use_threads
-from .host_blas import accumulate_gemm, matmul, runs_large
+from .blas_threads import always_serial, threads_for, use_threads
+from .host_blas import accumulate_gemm, matmul
 from .libcalls import _finish, _gemm_dtype, _work_dtype
 
 # When shifted GEMMs beat im2col (measured on [8, 1024, c] 1-D and [8, h, w, c] 2-D cases):
@@ -82,6 +82,12 @@ class ConvPlan:
     strategy: str  # "shifted", "im2col", "planar" or "per-feature"
     flops: float
     kernel_out_first: bool = False  # per-feature: the kernel as [in, out, taps...]
+
+    @property
+    def one_thread(self) -> bool:
+        """Its GEMMs run on one BLAS thread (`threads_for`, from its size alone): they may
+        then go to the large-GEMM library (host_blas.matmul)."""
+        return always_serial(self.flops)
 
 
 def plan(instr, strategy: str | None = None) -> ConvPlan:
@@ -190,10 +196,9 @@ def convolution(instr, strategy: str | None = None):
     spec = plan(instr, strategy)
     nsp = len(spec.window)
     gemm = _accumulating_gemm(spec.work) if spec.strategy == "shifted" else None
-    steady = spec.strategy in ("shifted", "im2col") and runs_large(spec.work)
 
     def run(out, x, kernel):
-        use_threads(threads_for(spec.flops, steady))
+        use_threads(threads_for(spec.flops))
         if spec.strategy == "planar":
             _planar(spec, out, x, kernel)
             return
@@ -251,13 +256,14 @@ def _shifted(spec: ConvPlan, x: np.ndarray, kernel: np.ndarray, positions, gemm)
                 lhs[0],
                 np.ascontiguousarray(weights[0]),
                 0.0 if tap == first else 1.0,
+                spec.one_thread,
             )
             continue
         if scratch is None:
-            matmul(lhs, weights, out=total[:, :rows])
+            matmul(lhs, weights, out=total[:, :rows], one_thread=spec.one_thread)
             scratch = np.empty((g, rows, o // g), spec.work)
             continue
-        matmul(lhs, weights, out=scratch)
+        matmul(lhs, weights, out=scratch, one_thread=spec.one_thread)
         np.add(total[:, :rows], scratch, out=total[:, :rows])
     grid = (
         total.transpose(1, 0, 2).reshape((n,) + tuple(spatial) + (o,))
@@ -359,7 +365,9 @@ def _im2col(spec: ConvPlan, x: np.ndarray, kernel: np.ndarray, positions) -> np.
         grouped = view.reshape(view.shape[:axis] + (g, -1) + view.shape[axis + 1 :])
         cols = np.moveaxis(grouped, axis, 0).reshape(g, n * count, depth)
     weights = kernel.reshape(depth, g, o // g).transpose(1, 0, 2)  # [g, K, o / g]
-    result = matmul(cols, weights).reshape((g, n) + tuple(positions) + (o // g,))
+    result = matmul(cols, weights, one_thread=spec.one_thread).reshape(
+        (g, n) + tuple(positions) + (o // g,)
+    )
     if g == 1:
         return result[0]
     return np.moveaxis(result, 0, -2).reshape((n,) + tuple(positions) + (o,))

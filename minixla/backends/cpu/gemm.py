@@ -21,8 +21,10 @@ the caller copies the operand into `[batch, m, k]` order first (`DotPlan.copy_lh
 
 On CPUs where another of OpenBLAS's kernel sets runs large GEMMs faster than the one it picks
 (`LARGE_GEMM_CORES`), GEMM calls above the small-matrix path go to a second OpenBLAS, the
-`scipy-openblas32` wheel's, loaded with that kernel set (`large_library`); calls under the
-limit stay on NumPy's, whose small path wins there.
+`scipy-openblas32` wheel's, loaded with that kernel set and one thread (`large_library`);
+calls under the limit stay on NumPy's, whose small path wins there, and so do the calls of
+GEMMs that run on several threads: NumPy's threads are the process's one BLAS pool
+(docs/cpu-backend.md says why).
 """
 
 from __future__ import annotations
@@ -56,9 +58,10 @@ MIN_BLOCK_COLUMNS = 128  # _columns_per_call
 # against SkylakeX's: 1024^3 19.5-20.1 against 21.6-22.9 ms, 256x1024x4096 19.7-20.4 against
 # 21.7-22.7, 32x256x1024 0.19 against 0.26, 8x256x1024 in one call 82 against 146 us (but
 # 58 us as SkylakeX's small-path blocks, which stay); on two threads 1024^3 9.96 against 10.8
-# (jax.jit 10.1-10.3). Under the limit SkylakeX's small path wins (16x64x64: 2.2 against
-# 2.8 us). f64 runs the same speed on both. MINIXLA_LARGE_GEMM_CORETYPE overrides the table
-# ("default": none); an OPENBLAS_CORETYPE the user set is left to rule both libraries.
+# (jax.jit 10.1-10.3), but threaded calls stay on NumPy's (module docstring). Under the
+# limit SkylakeX's small path wins (16x64x64: 2.2 against 2.8 us). f64 runs the same speed on
+# both. MINIXLA_LARGE_GEMM_CORETYPE overrides the table ("default": none); an
+# OPENBLAS_CORETYPE the user set is left to rule both libraries.
 LARGE_GEMM_CORES = {"znver4": "Haswell"}
 _LARGE_PACKAGE = "scipy_openblas32"  # its library: cblas with 32-bit integers, own names
 _LARGE_SYMBOLS = {("f32", "gemm"): "scipy_cblas_sgemm"}
@@ -185,26 +188,31 @@ def _load_large() -> LargeGemm | None:
     if not found:
         return None
     path = os.path.join(folder, found[0])
-    # OpenBLAS reads its kernel set from the environment once, when it is loaded
-    before = os.environ.get("OPENBLAS_CORETYPE")
-    os.environ["OPENBLAS_CORETYPE"] = core
+    # OpenBLAS reads its kernel set and thread count from the environment once, when it is
+    # loaded; one thread: no pool of its own
+    settings = {"OPENBLAS_CORETYPE": core, "OPENBLAS_NUM_THREADS": "1"}
+    before = {name: os.environ.get(name) for name in settings}
+    os.environ.update(settings)
     try:
         lib = ctypes.CDLL(path)
     except OSError:
         return None
     finally:
-        if before is None:
-            del os.environ["OPENBLAS_CORETYPE"]
-        else:
-            os.environ["OPENBLAS_CORETYPE"] = before
-    from .blas_threads import libraries_loaded
+        for name, value in before.items():
+            if value is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = value
+    from .blas_threads import keep_on_one_thread
 
-    libraries_loaded()  # its thread count is set with the others'
+    keep_on_one_thread(path)
     reported = _core(lib)
-    if reported.lower() != core.lower() or not all(
-        hasattr(lib, s) for s in _LARGE_SYMBOLS.values()
+    if (
+        reported.lower() != core.lower()
+        or _threads(lib) != 1
+        or not all(hasattr(lib, s) for s in _LARGE_SYMBOLS.values())
     ):
-        return None  # loaded before, with another kernel set
+        return None  # loaded before, with another kernel set or thread count
     names = {
         key: f"minixla_cblas_{key[0]}_{key[1]}_{reported.lower()}_i32" for key in _LARGE_SYMBOLS
     }
@@ -231,6 +239,14 @@ def locate() -> Blas | None:
                 small = _core(lib).lower() in _SMALL_PATH_CORES
                 return Blas(path, names, width, small, exports, large_library())
     return None
+
+
+def _threads(lib) -> int | None:
+    fn = getattr(lib, "scipy_openblas_get_num_threads", None)
+    if fn is None:
+        return None
+    fn.restype = ctypes.c_int
+    return fn()
 
 
 def _core(lib) -> str:
@@ -302,14 +318,14 @@ ROW_MAJOR, NO_TRANS, TRANS = np.int32({row_major}), np.int32({no_trans}), np.int
 def kernel(a, b, c, dims, scratch):
     # dims: batch, m, n, k, transpose a, transpose b, lda, ldb, batch stride of a and of b,
     # columns per GEMM call, routine (0 GEMM, 1 GEMV of b, 2 GEMV of a, 3 GEMM of the
-    # transposed product)
+    # transposed product), large library allowed (1: the dot runs on one thread)
     batch, m, n, k = dims[0], dims[1], dims[2], dims[3]
     if k == 0:
         c[:] = 0
         return
     trans_a, trans_b = np.int32(dims[4]), np.int32(dims[5])
     lda, ldb, stride_a, stride_b, block = dims[6], dims[7], dims[8], dims[9], dims[10]
-    routine = dims[11]
+    routine, large_allowed = dims[11], dims[12]
     pa, pb, pc = np.intp(a.ctypes.data), np.intp(b.ctypes.data), np.intp(c.ctypes.data)
     ps = np.intp(scratch.ctypes.data)  # routine 3's [n, m] product (the caller's buffer:
     # no allocation here, so the kernel links without Numba's runtime)
@@ -347,8 +363,8 @@ _LARGE_DECLARATION = """gemm_large = types.ExternalFunction(
 
 def _gemm_call(args: tuple, indent: int, large: bool, small_macs: int) -> str:
     """Kernel source calling GEMM on `args` (transposes, m, n, k, a, lda, b, ldb, c, ldc):
-    the large library's above the small path where one is loaded and the dims fit its
-    integers, else NumPy's."""
+    the large library's above the small path where one is loaded, the dot runs on one
+    thread and the dims fit its integers (`Blas.runs_large`), else NumPy's."""
     ta, tb, m, n, k, a, lda, b, ldb, c, ldc = args
 
     def call(fn: str, cast: str) -> str:
@@ -362,7 +378,7 @@ def _gemm_call(args: tuple, indent: int, large: bool, small_macs: int) -> str:
         return pad + call("gemm", "blasint")
     fits = f"max({m}, {n}, {k}, {lda}, {ldb}, {ldc}) < {LARGE_DIM}"
     return (
-        f"{pad}if {m} * {n} * {k} > {small_macs} and {fits}:\n"
+        f"{pad}if large_allowed and {m} * {n} * {k} > {small_macs} and {fits}:\n"
         f"{pad}    {call('gemm_large', 'np.int32')}\n"
         f"{pad}else:\n"
         f"{pad}    {call('gemm', 'blasint')}"
@@ -410,7 +426,6 @@ class DotPlan:
     copy_lhs: tuple | None  # (dims, permutation) of a transpose into [batch, m, k] order
     copy_rhs: tuple | None  # ... into [batch, k, n]
     dims: np.ndarray  # the kernel's dims argument
-    steady: bool  # its GEMM calls run on the large library: threads not cut for the load
 
     @property
     def flops(self) -> float:
@@ -455,12 +470,18 @@ def plan(instr) -> DotPlan:
     dims = np.array(
         [batch, m, n, k, TRANS if trans_a else NO_TRANS, TRANS if trans_b else NO_TRANS]
         + [lda, ldb, m * k, k * n, _columns_per_call(m, n, k, trans_a, trans_b)]
-        + [_routine(m, n, k, trans_a, trans_b)],
+        + [_routine(m, n, k, trans_a, trans_b), _large_allowed(instr.shape.dtype, batch, m, n, k)],
         np.int64,
     )
+    return DotPlan(batch, m, n, k, copy_lhs, copy_rhs, dims)
+
+
+def _large_allowed(dtype: str, batch: int, m: int, n: int, k: int) -> int:
+    """1 where the dot's GEMM calls may go to the large library: it runs on one BLAS thread
+    (blas_threads.threads_for, from its size alone), as that library always does."""
     blas = library()
-    steady = blas is not None and blas.runs_large(instr.shape.dtype, m, n, k, lda, ldb)
-    return DotPlan(batch, m, n, k, copy_lhs, copy_rhs, dims, steady)
+    large = blas is not None and blas.large is not None and (dtype, "gemm") in blas.large.names
+    return int(large and always_serial(2.0 * batch * m * n * k))
 
 
 def _routine(m: int, n: int, k: int, trans_a: bool, trans_b: bool) -> int:

@@ -58,29 +58,27 @@ def _routine(path: str, symbol: str, scalar, blasint=ctypes.c_int64):
     return fn
 
 
-def _pick(gemm: dict, dtype, m: int, n: int, k: int, *leading: int):
-    """The routine for an m x k x n product: the large library's above the small path, where
-    every dim and leading dimension fits its 32-bit integers."""
+def _pick(gemm: dict, dtype, one_thread: bool, m: int, n: int, k: int, *leading: int):
+    """The routine for an m x k x n product: the large library's where the caller runs it on
+    one thread (that library's only count), above the small path, every dim and leading
+    dimension fitting its 32-bit integers."""
     large = gemm.get((dtype, "large"))  # f32's only
-    if large is not None and gemm["blas"].runs_large("f32", m, n, k, *leading):
+    if large is not None and one_thread and gemm["blas"].runs_large("f32", m, n, k, *leading):
         return large
     return gemm[dtype]
 
 
-def runs_large(dtype) -> bool:
-    """Do some products of `dtype` (a NumPy float type) run on the large-GEMM library? Their
-    thread count then ignores the load (blas_threads.threads_for)."""
-    gemm = accumulating_gemm()
-    return gemm is not None and (np.dtype(dtype), "large") in gemm
-
-
-def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+def matmul(
+    a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None, one_thread: bool = False
+) -> np.ndarray:
     """np.matmul(a, b, out=out), through the large-GEMM library for f32 products it runs:
-    2-D or equally batched 3-D operands with contiguous rows, every matrix's product above
-    the small path."""
+    on one thread (`one_thread`: the caller's BLAS thread count, decided by its size), 2-D
+    or equally batched 3-D operands with contiguous rows, every matrix's product above the
+    small path."""
     gemm = accumulating_gemm()
     if (
         gemm is None
+        or not one_thread
         or (np.dtype(np.float32), "large") not in gemm
         or a.dtype != np.float32
         or b.dtype != np.float32
@@ -96,10 +94,10 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     if out is None:
         out = np.empty(a.shape[:-1] + b.shape[-1:], np.float32)
     if a.ndim == 2:
-        accumulate_gemm(gemm, out, a, b, 0.0)
+        accumulate_gemm(gemm, out, a, b, 0.0, True)
     else:
         for i in range(a.shape[0]):
-            accumulate_gemm(gemm, out[i], a[i], b[i], 0.0)
+            accumulate_gemm(gemm, out[i], a[i], b[i], 0.0, True)
     return out
 
 
@@ -120,12 +118,15 @@ def _rows(a: np.ndarray) -> int:
     return max(a.strides[0] // a.itemsize, a.shape[1], 1)
 
 
-def accumulate_gemm(gemm: dict, c: np.ndarray, a: np.ndarray, b: np.ndarray, beta: float):
-    """c = a @ b + beta * c, in place; a, b and c have contiguous rows, one float type."""
+def accumulate_gemm(
+    gemm: dict, c: np.ndarray, a: np.ndarray, b: np.ndarray, beta: float, one_thread: bool
+):
+    """c = a @ b + beta * c, in place; a, b and c have contiguous rows, one float type;
+    `one_thread`: the caller runs it on one BLAS thread (see `matmul`)."""
     m, k = a.shape
     n = b.shape[1]
     lda, ldb, ldc = _rows(a), _rows(b), _rows(c)
-    _pick(gemm, c.dtype, m, n, k, lda, ldb, ldc)(
+    _pick(gemm, c.dtype, one_thread, m, n, k, lda, ldb, ldc)(
         ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, 1.0, a.ctypes.data, lda,
         b.ctypes.data, ldb, beta, c.ctypes.data, ldc,
     )  # fmt: skip

@@ -72,7 +72,7 @@ class GemmDot:
         plan = self.plan
         if plan.empty:
             return
-        use_threads(threads_for(plan.flops, plan.steady))
+        use_threads(threads_for(plan.flops))
         if plan.copy_lhs is not None:
             lhs = np.ascontiguousarray(lhs.transpose(plan.copy_lhs[1]))
         if plan.copy_rhs is not None:
