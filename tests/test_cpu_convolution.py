@@ -415,7 +415,7 @@ def test_an_openblas_loaded_after_the_first_gemm_gets_the_thread_count_too():
     from minixla.backends.cpu import blas_threads, libcalls
 
     libcalls._lapack()  # SciPy's OpenBLAS is in the process from here on
-    for setter in blas_threads._find_setters():
+    for setter, _ in blas_threads._find_setters():
         setter(2)
     blas_threads._setters, blas_threads._current = [], None  # as if found before SciPy loaded
     libcalls._lapack()  # what compiling a cholesky or a shifted convolution does

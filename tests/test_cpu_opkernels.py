@@ -620,6 +620,38 @@ def test_blas_threads_follow_the_gemm_size_and_the_idle_cores():
     np.testing.assert_array_equal(a @ a, np.full((64, 64), 64, np.float32))
 
 
+def test_an_executable_gives_numpys_blas_its_own_thread_count_back():
+    # a small GEMM runs on one thread; the user's NumPy products after the call must not
+    import ctypes
+
+    from minixla.backends.cpu import blas_threads
+
+    blas_threads.restore_threads()  # after tests that set a count themselves
+    getters = []
+    for path in blas_threads.openblas_paths():
+        library = ctypes.CDLL(path)
+        for symbol in blas_threads._SYMBOLS:
+            getter = getattr(library, symbol.replace("_set_", "_get_"), None)
+            if getter is not None:
+                getters.append(getter)
+                break
+    before = [getter() for getter in getters]
+    if not any(count > 1 for count in before):
+        pytest.skip("no OpenBLAS running several threads")
+    text = module("""
+  a = f32[128,128] parameter(0)
+  ROOT d = f32[128,128] dot(a, a), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+""")
+    exe = minixla.compile(text, backend="cpu", passes=[], cache=False)
+    a = np.ones((128, 128), np.float32)
+    np.testing.assert_array_equal(exe(a), np.full((128, 128), 128, np.float32))
+    assert [getter() for getter in getters] == before
+    blas_threads.use_threads(1)  # as the dot did, inside the call
+    assert [getter() for getter in getters] != before
+    blas_threads.restore_threads()
+    assert [getter() for getter in getters] == before
+
+
 def test_dots_use_np_matmul_where_no_cblas_can_be_called(monkeypatch):
     from minixla.backends.cpu import gemm
 

@@ -38,6 +38,7 @@ from ...runtime.metrics import count, record_phase
 from .. import Backend, flush_denormals_requested
 from ..codegen.driver import FallbackWarning, report_fallbacks
 from . import cache, driver, jit, native_library, programs
+from .blas_threads import restore_threads
 
 _CODEGEN_OPTIONS = ("parallel_threshold", "native_loops")  # options that change the generated code
 
@@ -219,7 +220,10 @@ def executable_of(module: HloModule, program, options: dict, outcomes: list[str]
 
     def run(args):
         with lock:
-            return entry(*args)
+            try:
+                return entry(*args)
+            finally:
+                restore_threads()
 
     executable = Executable(module, "cpu", run, options=options)
     executable.donations = Donations.of(module, program.aliases)

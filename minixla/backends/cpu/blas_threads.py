@@ -24,6 +24,8 @@ Numba's thread pool and links into the program's library.
 The thread count is set through OpenBLAS's own `*_set_num_threads` entry points in every
 OpenBLAS library loaded in the process (NumPy's and SciPy's are separate copies), found in
 /proc/self/maps; where that is not possible (another BLAS, another OS) nothing is changed.
+When an executable returns, each library gets its own count back (`restore_threads`): the
+process's NumPy is the user's too.
 """
 
 from __future__ import annotations
@@ -57,8 +59,9 @@ POOL_SPLIT_WORK = 2 * POOL_PART_WORK
 SPIN_SECONDS = 0.2
 
 _lock = threading.Lock()
-_setters: list | None = None
-_current = None
+_setters: list | None = None  # [(set_num_threads, the library's own count)]
+_current = None  # the count minixla set, or None: every library at its own count
+_own_counts: dict[str, int] = {}  # library path -> its count before minixla set one
 _last_threaded_gemm = -1e9  # time.monotonic() of the last GEMM given several threads
 
 
@@ -103,7 +106,12 @@ def _find_setters() -> list:
             fn = getattr(library, symbol, None)
             if fn is not None:
                 fn.argtypes, fn.restype = [ctypes.c_int], None
-                setters.append(fn)
+                if path not in _own_counts:  # read once: later it may be minixla's count
+                    getter = getattr(library, symbol.replace("_set_", "_get_"), None)
+                    if getter is not None:
+                        getter.restype = ctypes.c_int
+                        _own_counts[path] = getter()
+                setters.append((fn, _own_counts.get(path, cores())))
                 break
     return setters
 
@@ -268,6 +276,21 @@ def use_threads(count: int) -> None:
     with _lock:
         if _setters is None:
             _setters = _find_setters()
-        for setter in _setters:
+        if _current is None and all(own == count for _, own in _setters):
+            return  # already their own count
+        for setter, _ in _setters:
             setter(count)
         _current = count
+
+
+def restore_threads() -> None:
+    """Gives every OpenBLAS back its own thread count (an executable calls it when it
+    returns): the user's NumPy products must not keep the one thread of minixla's last small
+    GEMM."""
+    global _current
+    if _current is None:
+        return
+    with _lock:
+        for setter, own in _setters or ():
+            setter(own)
+        _current = None
