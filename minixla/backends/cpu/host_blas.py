@@ -1,6 +1,6 @@
 """GEMMs called from the driver's convolution thunk through ctypes, from the OpenBLAS NumPy maps
-into the process (gemm.locate), and for f32 products above the small-matrix path from the
-second OpenBLAS where gemm.py loads one (gemm.large_library).
+into the process (gemm.locate), and for f32 products above the small-matrix path that run on
+one thread from the second OpenBLAS where gemm.py loads one (gemm.large_library).
 
 Shifted convolutions (convolution.py) add one GEMM per tap into the same output. They used
 SciPy's wrapper of `?gemm`, whose import (0.2-0.4 s) every warm compile of a program with
