@@ -87,10 +87,9 @@ _ONE_THREAD: set[str] = set()  # libraries kept on one thread (gemm.py's large-G
 def keep_on_one_thread(path: str) -> None:
     """`use_threads` leaves the OpenBLAS at `path` alone: it was started on one thread, and
     a count above one would start a second pool of spinning threads beside NumPy's."""
-    global _setters, _current
     with _lock:
         _ONE_THREAD.add(os.path.realpath(path))
-        _setters, _current = None, None
+        _forget_setters()
 
 
 def _find_setters() -> list:
@@ -151,9 +150,24 @@ def libraries_loaded() -> None:
     `use_threads` looks for setters again and sets every library, the new one included
     (left alone, it would run each GEMM on all cores, as many threads as a loaded machine
     can least afford)."""
-    global _setters, _current
     with _lock:
-        _setters, _current = None, None
+        _forget_setters()
+
+
+def _forget_setters() -> None:
+    """The next `use_threads` looks for the libraries again; those it set get their own
+    counts back first (`restore_threads` would not know them any more). Under `_lock`."""
+    global _setters
+    _restore_own_counts()
+    _setters = None
+
+
+def _restore_own_counts() -> None:
+    global _current
+    if _current is not None:
+        for setter, own in _setters or ():
+            setter(own)
+    _current = None
 
 
 def kernel_threads(work: float, pooled: bool = False) -> int:
@@ -287,10 +301,7 @@ def restore_threads() -> None:
     """Gives every OpenBLAS back its own thread count (an executable calls it when it
     returns): the user's NumPy products must not keep the one thread of minixla's last small
     GEMM."""
-    global _current
     if _current is None:
         return
     with _lock:
-        for setter, own in _setters or ():
-            setter(own)
-        _current = None
+        _restore_own_counts()
