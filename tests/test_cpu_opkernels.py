@@ -650,6 +650,9 @@ def test_an_executable_gives_numpys_blas_its_own_thread_count_back():
     assert [getter() for getter in getters] != before
     blas_threads.restore_threads()
     assert [getter() for getter in getters] == before
+    blas_threads.use_threads(1)
+    blas_threads.libraries_loaded()  # the setters are looked for again: none is missed
+    assert [getter() for getter in getters] == before
 
 
 def test_dots_use_np_matmul_where_no_cblas_can_be_called(monkeypatch):
