@@ -655,6 +655,33 @@ def test_an_executable_gives_numpys_blas_its_own_thread_count_back():
     assert [getter() for getter in getters] == before
 
 
+def test_dots_that_openblas_runs_on_one_thread_anyway_set_no_thread_count(monkeypatch):
+    from minixla.backends.cpu import blas_threads
+
+    cases = []
+    for m, k, n, sets in (
+        (32, 64, 128, False),
+        (1, 64, 96, False),
+        (1, 96, 96, True),
+        (33, 64, 128, True),
+    ):
+        text = module(f"""
+  a = f32[{m},{k}] parameter(0)
+  b = f32[{k},{n}] parameter(1)
+  ROOT d = f32[{m},{n}] dot(a, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+""")
+        cases.append((m, k, n, sets, minixla.compile(text, backend="cpu", passes=[], cache=False)))
+    told: list = []  # what the library is told, its own count being 2
+    monkeypatch.setattr(blas_threads, "_setters", [(told.append, 2)])
+    monkeypatch.setattr(blas_threads, "_current", None)
+    for m, k, n, sets, exe in cases:
+        a, b = np.ones((m, k), np.float32), np.ones((k, n), np.float32)
+        np.testing.assert_array_equal(exe(a, b), np.full((m, n), k, np.float32))
+        # one thread for the call, then the library's own count back; or nothing at all
+        assert told == ([1, 2] if sets else []), (m, k, n)
+        told.clear()
+
+
 def test_dots_use_np_matmul_where_no_cblas_can_be_called(monkeypatch):
     from minixla.backends.cpu import gemm
 

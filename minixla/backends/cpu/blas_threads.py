@@ -34,6 +34,12 @@ import ctypes
 import os
 import threading
 
+# OpenBLAS itself runs a GEMM of at most OPENBLAS_SERIAL_GEMM multiply-adds, and a GEMV of
+# fewer than OPENBLAS_SERIAL_GEMV matrix elements, on the calling thread whatever the thread
+# count (interface/gemm.c, gemv.c: 65536 and 2304 times GEMM_MULTITHREAD_THRESHOLD, 4 by
+# default): such calls need no count set, nor given back (`restore_threads`).
+OPENBLAS_SERIAL_GEMM = 65536 * 4
+OPENBLAS_SERIAL_GEMV = 2304 * 4
 # Below this a GEMM runs on one thread. 2^24: on an idle two-core machine a 256x512x256 GEMM
 # (2^25 flops) ran 0.39 ms on two threads against 0.66-0.77 ms on one.
 SERIAL_FLOPS = 1 << 24

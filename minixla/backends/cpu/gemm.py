@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .blas_threads import always_serial, openblas_paths
+from .blas_threads import OPENBLAS_SERIAL_GEMM, OPENBLAS_SERIAL_GEMV, always_serial, openblas_paths
 from .kernels import KernelSpec
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
@@ -434,6 +434,14 @@ class DotPlan:
     @property
     def empty(self) -> bool:
         return self.batch * self.m * self.n == 0
+
+    @property
+    def sets_threads(self) -> bool:
+        """Could OpenBLAS run one of its calls on several threads? Else no count is set."""
+        calls = self.m * self.n * self.k  # a GEMV's matrix elements where m or n is 1
+        if self.dims[11] in (1, 2):
+            return calls >= OPENBLAS_SERIAL_GEMV
+        return calls > OPENBLAS_SERIAL_GEMM
 
     @property
     def scratch(self) -> int:

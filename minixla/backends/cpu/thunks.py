@@ -72,7 +72,8 @@ class GemmDot:
         plan = self.plan
         if plan.empty:
             return
-        use_threads(threads_for(plan.flops))
+        if plan.sets_threads:
+            use_threads(threads_for(plan.flops))
         if plan.copy_lhs is not None:
             lhs = np.ascontiguousarray(lhs.transpose(plan.copy_lhs[1]))
         if plan.copy_rhs is not None:
