@@ -38,6 +38,19 @@ def test_large_gemm_core_follows_the_cpu_and_the_environment(monkeypatch):
     assert gemm.large_gemm_core("znver4") is None
 
 
+def test_only_dots_that_run_on_one_thread_may_use_the_large_library(monkeypatch):
+    # the large library has one thread: a threaded GEMM there would run at a single core's speed
+    large = gemm.LargeGemm("lib.so", "Haswell", {("f32", "gemm"): "large_sgemm"}, {})
+    blas = gemm.Blas("numpy.so", {}, 64, True, {}, large)
+    monkeypatch.setattr(gemm, "_FOUND", [blas])
+    assert gemm._large_allowed("f32", 1, 128, 256, 256) == 1  # 2^24 flops: one thread
+    assert gemm._large_allowed("f32", 1, 128, 256, 512) == 0  # 2^25: two threads
+    assert gemm._large_allowed("f32", 2, 128, 256, 256) == 0  # two as a whole batch
+    assert gemm._large_allowed("f64", 1, 128, 256, 256) == 0  # f32 only
+    monkeypatch.setattr(gemm, "_FOUND", [gemm.Blas("numpy.so", {}, 64, True, {}, None)])
+    assert gemm._large_allowed("f32", 1, 128, 256, 256) == 0
+
+
 _CHILD = textwrap.dedent(
     """
     import ctypes, json, sys
