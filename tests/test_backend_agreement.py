@@ -62,6 +62,23 @@ ENTRY e {
     assert both(root_text, x).dtype == np.int32
 
 
+def test_bitcast_convert_to_and_from_pred():
+    to_pred = """HloModule m
+ENTRY e {
+  p = s32[5] parameter(0)
+  ROOT out = pred[5,4] bitcast-convert(p)
+}"""
+    x = np.array([0, 1, 256, -1, 0x7F00FF00], np.int32)
+    assert (both(to_pred, x) == (x.view(np.uint8).reshape(5, 4) != 0)).all()
+    from_pred = """HloModule m
+ENTRY e {
+  p = pred[5,4] parameter(0)
+  ROOT out = s32[5] bitcast-convert(p)
+}"""
+    bits = np.arange(20).reshape(5, 4) % 3 == 0
+    assert (both(from_pred, bits) == bits.astype(np.uint8).view(np.int32).reshape(5)).all()
+
+
 def test_bitcast_of_a_transpose_in_a_column_major_layout():
     # layout assignment turned the transpose into a bitcast with a row-major result, and the
     # bitcast that read it then reinterpreted the wrong bytes

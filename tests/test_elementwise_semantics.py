@@ -270,6 +270,21 @@ def test_bitcast_bf16_u16_round_trip():
     same(bitcast_convert(arr([-1], np.int32), np.uint32), arr([0xFFFFFFFF], np.uint32))
 
 
+def test_bitcast_to_and_from_pred_reads_a_pred_as_a_byte():
+    # XLA's BitcastDtypesExpander: the bytes of a wider type each converted to pred (not 0:
+    # true), and preds converted to the bytes 0 and 1 of a wider one
+    same(
+        bitcast_convert(arr([0, 1, 256, -1], np.int32), np.bool_),
+        arr([[0, 0, 0, 0], [1, 0, 0, 0], [0, 1, 0, 0], [1, 1, 1, 1]], np.bool_),
+    )
+    same(
+        bitcast_convert(arr([[1, 0, 0, 1], [0, 0, 1, 0]], np.bool_), np.int32),
+        arr([1 + (1 << 24), 1 << 16], np.int32),
+    )
+    same(bitcast_convert(arr([0, 2, 255], np.uint8), np.bool_), arr([0, 1, 1], np.bool_))
+    same(bitcast_convert(arr([1, 0], np.bool_), np.int8), arr([1, 0], np.int8))
+
+
 # ---- reduce-precision ----
 
 

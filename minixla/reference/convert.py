@@ -143,11 +143,15 @@ _LITTLE_ENDIAN_HOST = sys.byteorder == "little"
 
 def bitcast_convert(operand, to_dtype) -> np.ndarray:
     """XLA `bitcast-convert`: reinterpret the bits. A narrower target adds a minor dimension of
-    size width-ratio, a wider one consumes it; pieces are in little-endian order."""
+    size width-ratio, a wider one consumes it; pieces are in little-endian order. A pred is
+    the byte 0 or 1, and a byte read as a pred is true where it is not 0 (XLA's
+    BitcastDtypesExpander: `convert` between pred and u8 at either end)."""
     operand, to = np.array(operand, order="C"), np.dtype(to_dtype)
+    if operand.dtype == np.bool_:
+        operand = operand.view(np.uint8)
+    if to == np.bool_:
+        return bitcast_convert(operand, np.uint8) != 0
     src, dst = element_type(operand.dtype), element_type(to)
-    if PRED in (src.kind, dst.kind):
-        raise UnsupportedError(f"bitcast-convert does not support {src.name} -> {dst.name}")
     if src.bits == dst.bits:
         if src.bits % 8 == 0:
             return operand.view(to)

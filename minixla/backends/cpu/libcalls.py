@@ -126,21 +126,21 @@ def convert(instr):
 
 def bitcast_convert(instr):
     """Same bytes, other type: one byte copy (pieces of a wider type in little-endian order,
-    the host's, as XLA specifies)."""
+    the host's, as XLA specifies). A pred is the byte 0 or 1; a byte read as a pred is true
+    where it is not 0 (reference/convert.py)."""
     import sys
     from ..codegen.scalar import BITS
 
     src, dst = instr.operand(0).shape.dtype, instr.shape.dtype
-    if (
-        "pred" in (src, dst)
-        or BITS.get(src, 1) % 8
-        or BITS.get(dst, 1) % 8
-        or sys.byteorder != "little"
-    ):
+    if BITS.get(src, 1) % 8 or BITS.get(dst, 1) % 8 or sys.byteorder != "little":
         raise NotEmittable(f"bitcast-convert {src}->{dst}")
 
     def run(out, x):
-        out.reshape(-1).view(np.uint8)[...] = np.ascontiguousarray(x).reshape(-1).view(np.uint8)
+        data = np.ascontiguousarray(x).reshape(-1).view(np.uint8)
+        if dst == "pred":
+            np.not_equal(data, 0, out=out.reshape(-1))
+        else:
+            out.reshape(-1).view(np.uint8)[...] = data
 
     return run
 
