@@ -239,6 +239,33 @@ def test_cumsum_via_reduce_window():
     np.testing.assert_array_equal(run(text, x), [[1, 3, 6, 10, 15], [5, 4, 4, 6, 13]])
 
 
+def test_a_whole_axis_window_takes_memory_linear_in_its_size():
+    # each tap's indices are made when used: all 4096 at once were 4096^2 indices (150 MB),
+    # and XLA's 46592-wide cumulative product (reduce_window_rewriter_test) was killed
+    import tracemalloc
+
+    n = 4096
+    text = f"""HloModule m
+mul {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] multiply(a, b)
+}}
+ENTRY e {{
+  x = f32[{n}] parameter(0)
+  ROOT r = f32[{n}] reduce-window(x, f32[] constant(1)), window={{size={n} pad={n - 1}_0}}, to_apply=mul
+}}"""
+    x = np.random.default_rng(0).uniform(0.999, 1.001, n).astype(np.float32)
+    tracemalloc.start()
+    try:
+        got = run(text, x)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    np.testing.assert_allclose(got, np.cumprod(x.astype(np.float64)), rtol=1e-4)
+    assert peak < 16 * 2**20, peak
+
+
 def test_reduce_window_hand_worked_dilations():
     text = window_module("f32", "3", "5", "size=2 pad=1_1 lhs_dilate=2 rhs_dilate=2", "add")
     # dilated+padded base: [_, 1, _, 2, _, 3, _]; windows take positions (k, k+2).

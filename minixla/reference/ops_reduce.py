@@ -222,19 +222,21 @@ def _window_taps(dims, window):
     shaped like the output. Invalid positions (padding, dilation holes) index element 0."""
     if len(window.dims) != len(dims):
         raise ShapeError(f"window has {len(window.dims)} dims, operand has {len(dims)}")
-    per_dim = []
+    bases = []
     for n, wd in zip(dims, window.dims):
         if wd.reversal:
             raise UnsupportedError("window reversal is only meaningful for convolution")
-        base = np.arange(_window_out_size(n, wd)) * wd.stride - wd.padding_low
-        taps = []
-        for offset in range(wd.size):
-            pos = base + offset * wd.rhs_dilation
-            valid = (pos >= 0) & (pos % wd.lhs_dilation == 0) & (pos <= (n - 1) * wd.lhs_dilation)
-            taps.append((np.where(valid, pos // wd.lhs_dilation, 0), valid))
-        per_dim.append(taps)
+        bases.append(np.arange(_window_out_size(n, wd)) * wd.stride - wd.padding_low)
+
+    def tap(d: int, offset: int):  # made per use: a whole-axis window has as many taps as
+        n, wd = dims[d], window.dims[d]  # outputs, and all of them at once are quadratic
+        pos = bases[d] + offset * wd.rhs_dilation
+        valid = (pos >= 0) & (pos % wd.lhs_dilation == 0) & (pos <= (n - 1) * wd.lhs_dilation)
+        return np.where(valid, pos // wd.lhs_dilation, 0), valid
+
     rank = len(dims)
-    for combo in itertools.product(*per_dim):
+    for offsets in itertools.product(*(range(wd.size) for wd in window.dims)):
+        combo = [tap(d, offset) for d, offset in enumerate(offsets)]
         # Open-mesh vectors (np.ix_ would read the bool masks as index lists).
         index = tuple(
             c[0].reshape([-1 if i == d else 1 for i in range(rank)]) for d, c in enumerate(combo)
