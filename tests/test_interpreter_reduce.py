@@ -266,6 +266,25 @@ ENTRY e {{
     assert peak < 16 * 2**20, peak
 
 
+@pytest.mark.parametrize("op", ["add", "multiply"])
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_a_prefix_window_accumulates_bit_for_bit_as_its_taps_do(monkeypatch, op, dtype):
+    # JAX's cumsum: one sequential accumulate from init, the taps' own order and rounding
+    text = window_module(dtype, "3,9", "3,9", "size=1x9 pad=0_0x8_0", op, init=0.5)
+    x = np.random.default_rng(1).standard_normal((3, 9)).astype(np.float32)
+    x[1, 2] = np.nan
+    if dtype == "bf16":
+        import ml_dtypes
+
+        x = x.astype(ml_dtypes.bfloat16)
+    window = minixla.parse_hlo_module(text, verify=False).entry.root.attrs["window"]
+    assert ops_reduce._prefix_axis((3, 9), window) == 1  # the accumulate runs
+    fast = run(text, x)
+    monkeypatch.setattr(ops_reduce, "_prefix_axis", lambda dims, window: None)
+    taps = run(text, x)
+    assert fast.tobytes() == taps.tobytes()
+
+
 def test_reduce_window_hand_worked_dilations():
     text = window_module("f32", "3", "5", "size=2 pad=1_1 lhs_dilate=2 rhs_dilate=2", "add")
     # dilated+padded base: [_, 1, _, 2, _, 3, _]; windows take positions (k, k+2).

@@ -217,6 +217,22 @@ def _window_out_size(n: int, wd) -> int:
     return 0 if padded < extent else (padded - extent) // wd.stride + 1
 
 
+def _prefix_axis(dims, window) -> int | None:
+    """The axis of a prefix window (output i reduces elements 0..i of that axis, as JAX's
+    cumsum lowers), every other axis a window of one; else None."""
+    axis = None
+    for d, (n, wd) in enumerate(zip(dims, window.dims)):
+        plain = wd.stride == 1 and wd.lhs_dilation == 1 and wd.rhs_dilation == 1
+        if not plain or wd.reversal or wd.padding_high:
+            return None
+        if wd.size == 1 and not wd.padding_low:
+            continue
+        if axis is not None or n < 2 or wd.size != n or wd.padding_low != n - 1:
+            return None
+        axis = d
+    return axis
+
+
 def _window_taps(dims, window):
     """For each window offset in row-major order: (index tuple for np arrays, valid mask), both
     shaped like the output. Invalid positions (padding, dilation holes) index element 0."""
@@ -262,7 +278,17 @@ def _reduce_window(ev, instr, ops):
         inputs = [inputs[0].astype(acc, copy=False)]
         inits = [np.asarray(inits[0]).astype(acc)]
     accs = [np.broadcast_to(i, out_shape) for i in inits]
-    if inputs[0].size:
+    axis = _prefix_axis(inputs[0].shape, window)
+    if axis is not None and op in ("add", "multiply") and inputs[0].dtype.kind == "f":
+        # init, then each element in position order, as the taps below add them: one
+        # sequential accumulate instead of a pass per tap (a whole axis has n taps)
+        first = np.expand_dims(np.take(accs[0], 0, axis=axis), axis)
+        with np.errstate(all="ignore"):
+            running = _UFUNC[op].accumulate(
+                np.concatenate([first, inputs[0]], axis=axis), axis=axis
+            )
+        accs = [np.delete(running, 0, axis=axis)]
+    elif inputs[0].size:
         for index, valid in _window_taps(inputs[0].shape, window):
             if not valid.any():
                 continue
