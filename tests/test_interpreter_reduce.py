@@ -241,20 +241,12 @@ def test_cumsum_via_reduce_window():
 
 def test_a_whole_axis_window_takes_memory_linear_in_its_size():
     # each tap's indices are made when used: all 4096 at once were 4096^2 indices (150 MB),
-    # and XLA's 46592-wide cumulative product (reduce_window_rewriter_test) was killed
+    # and XLA's 46592-wide cumulative product (reduce_window_rewriter_test) was killed. A
+    # suffix window: prefix ones take one accumulate instead of the taps
     import tracemalloc
 
     n = 4096
-    text = f"""HloModule m
-mul {{
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT m = f32[] multiply(a, b)
-}}
-ENTRY e {{
-  x = f32[{n}] parameter(0)
-  ROOT r = f32[{n}] reduce-window(x, f32[] constant(1)), window={{size={n} pad={n - 1}_0}}, to_apply=mul
-}}"""
+    text = window_module("f32", n, n, f"size={n} pad=0_{n - 1}", "multiply", init=1)
     x = np.random.default_rng(0).uniform(0.999, 1.001, n).astype(np.float32)
     tracemalloc.start()
     try:
@@ -262,7 +254,7 @@ ENTRY e {{
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    np.testing.assert_allclose(got, np.cumprod(x.astype(np.float64)), rtol=1e-4)
+    np.testing.assert_allclose(got, np.cumprod(x[::-1].astype(np.float64))[::-1], rtol=1e-4)
     assert peak < 16 * 2**20, peak
 
 
