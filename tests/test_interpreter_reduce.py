@@ -270,9 +270,9 @@ def test_a_prefix_window_accumulates_bit_for_bit_as_its_taps_do(monkeypatch, op,
 
         x = x.astype(ml_dtypes.bfloat16)
     window = minixla.parse_hlo_module(text, verify=False).entry.root.attrs["window"]
-    assert ops_reduce._prefix_axis((3, 9), window) == 1  # the accumulate runs
+    assert ops_reduce.scan_axis((3, 9), window) == (1, False)  # the accumulate runs
     fast = run(text, x)
-    monkeypatch.setattr(ops_reduce, "_prefix_axis", lambda dims, window: None)
+    monkeypatch.setattr(ops_reduce, "scan_axis", lambda dims, window: None)
     taps = run(text, x)
     assert fast.tobytes() == taps.tobytes()
 

@@ -217,20 +217,26 @@ def _window_out_size(n: int, wd) -> int:
     return 0 if padded < extent else (padded - extent) // wd.stride + 1
 
 
-def _prefix_axis(dims, window) -> int | None:
-    """The axis of a prefix window (output i reduces elements 0..i of that axis, as JAX's
-    cumsum lowers), every other axis a window of one; else None."""
-    axis = None
+def scan_axis(dims, window) -> tuple[int, bool] | None:
+    """(axis, reverse) when the window is one whole axis padded on one side (JAX's cumsum and
+    friends: output i reduces elements 0..i, or i..n-1 when reverse) and every other dim is
+    the identity window; else None."""
+    found = None
     for d, (n, wd) in enumerate(zip(dims, window.dims)):
         plain = wd.stride == 1 and wd.lhs_dilation == 1 and wd.rhs_dilation == 1
-        if not plain or wd.reversal or wd.padding_high:
+        if not plain or wd.reversal:
             return None
-        if wd.size == 1 and not wd.padding_low:
+        if wd.size == 1 and wd.padding_low == 0 and wd.padding_high == 0:
             continue
-        if axis is not None or n < 2 or wd.size != n or wd.padding_low != n - 1:
+        if found is not None or n < 2 or wd.size != n:
             return None
-        axis = d
-    return axis
+        if (wd.padding_low, wd.padding_high) == (n - 1, 0):
+            found = (d, False)
+        elif (wd.padding_low, wd.padding_high) == (0, n - 1):
+            found = (d, True)
+        else:
+            return None
+    return found
 
 
 def _window_taps(dims, window):
@@ -278,8 +284,10 @@ def _reduce_window(ev, instr, ops):
         inputs = [inputs[0].astype(acc, copy=False)]
         inits = [np.asarray(inits[0]).astype(acc)]
     accs = [np.broadcast_to(i, out_shape) for i in inits]
-    axis = _prefix_axis(inputs[0].shape, window)
-    if axis is not None and op in ("add", "multiply") and inputs[0].dtype.kind == "f":
+    scan = scan_axis(inputs[0].shape, window)
+    prefix = scan is not None and not scan[1]  # output i reduces elements 0..i
+    if prefix and op in ("add", "multiply") and inputs[0].dtype.kind == "f":
+        axis = scan[0]
         # init, then each element in position order, as the taps below add them: one
         # sequential accumulate instead of a pass per tap (a whole axis has n taps)
         first = np.expand_dims(np.take(accs[0], 0, axis=axis), axis)

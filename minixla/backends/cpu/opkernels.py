@@ -23,6 +23,7 @@ import math
 from ..codegen.elemental import accumulates_in_f32
 from ..codegen.scalar import NotEmittable
 from .kernel_source import OpSource
+from ...reference.ops_reduce import scan_axis
 from .kernels import KernelSpec
 from .rng_kernels import rng_bit_generator
 from .sort_kernels import sort, topk
@@ -31,28 +32,6 @@ _COMMUTATIVE = {"add", "multiply", "maximum", "minimum", "and", "or", "xor"}
 
 
 # ---- reduce-window ---------------------------------------------------------------------------
-
-
-def _scan_axis(instr):
-    """(axis, reverse) when the window is one whole axis padded on one side and every other
-    dim is the identity window; else None."""
-    dims = instr.operand(0).shape.dims
-    found = None
-    for d, (n, wd) in enumerate(zip(dims, instr.attrs["window"].dims)):
-        plain = wd.stride == 1 and wd.lhs_dilation == 1 and wd.rhs_dilation == 1
-        if not plain or wd.reversal:
-            return None
-        if wd.size == 1 and wd.padding_low == 0 and wd.padding_high == 0:
-            continue
-        if found is not None or n < 2 or wd.size != n:
-            return None
-        if (wd.padding_low, wd.padding_high) == (n - 1, 0):
-            found = (d, False)
-        elif (wd.padding_low, wd.padding_high) == (0, n - 1):
-            found = (d, True)
-        else:
-            return None
-    return found
 
 
 def _is_commutative(comp, count: int) -> bool:
@@ -73,7 +52,7 @@ def reduce_window(instr) -> KernelSpec:
         src.load(src.params[count + k], instr.operand(count + k).shape.dtype, ())
         for k in range(count)
     ]
-    scan = _scan_axis(instr)
+    scan = scan_axis(instr.operand(0).shape.dims, instr.attrs["window"])
     if scan is not None and (not scan[1] or _is_commutative(comp, count)):
         _scan(src, comp, count, in_shapes, inits, *scan)
     else:
