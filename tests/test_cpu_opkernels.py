@@ -627,16 +627,13 @@ def test_an_executable_gives_numpys_blas_its_own_thread_count_back():
     from minixla.backends.cpu import blas_threads
 
     blas_threads.restore_threads()  # after tests that set a count themselves
-    getters = []
-    for path in blas_threads.openblas_paths():
-        library = ctypes.CDLL(path)
-        for symbol in blas_threads._SYMBOLS:
-            getter = getattr(library, symbol.replace("_set_", "_get_"), None)
-            if getter is not None:
-                getters.append(getter)
-                break
-    before = [getter() for getter in getters]
-    if not any(count > 1 for count in before):
+    libraries = [ctypes.CDLL(path) for path in blas_threads.openblas_paths()]
+
+    def counts() -> list:
+        return [blas_threads.thread_count(library) for library in libraries]
+
+    before = counts()
+    if not any(count is not None and count > 1 for count in before):
         pytest.skip("no OpenBLAS running several threads")
     text = module("""
   a = f32[128,128] parameter(0)
@@ -645,14 +642,14 @@ def test_an_executable_gives_numpys_blas_its_own_thread_count_back():
     exe = minixla.compile(text, backend="cpu", passes=[], cache=False)
     a = np.ones((128, 128), np.float32)
     np.testing.assert_array_equal(exe(a), np.full((128, 128), 128, np.float32))
-    assert [getter() for getter in getters] == before
+    assert counts() == before
     blas_threads.use_threads(1)  # as the dot did, inside the call
-    assert [getter() for getter in getters] != before
+    assert counts() != before
     blas_threads.restore_threads()
-    assert [getter() for getter in getters] == before
+    assert counts() == before
     blas_threads.use_threads(1)
     blas_threads.libraries_loaded()  # the setters are looked for again: none is missed
-    assert [getter() for getter in getters] == before
+    assert counts() == before
 
 
 def test_dots_that_openblas_runs_on_one_thread_anyway_set_no_thread_count(monkeypatch):

@@ -98,6 +98,25 @@ def keep_on_one_thread(path: str) -> None:
         _forget_setters()
 
 
+def _thread_functions(library) -> tuple | None:
+    """(set_num_threads, get_num_threads or None) of a loaded OpenBLAS, or None."""
+    for symbol in _SYMBOLS:
+        setter = getattr(library, symbol, None)
+        if setter is not None:
+            setter.argtypes, setter.restype = [ctypes.c_int], None
+            getter = getattr(library, symbol.replace("_set_", "_get_"), None)
+            if getter is not None:
+                getter.restype = ctypes.c_int
+            return setter, getter
+    return None
+
+
+def thread_count(library) -> int | None:
+    """The threads a loaded OpenBLAS (a ctypes library) runs a GEMM on, or None."""
+    found = _thread_functions(library)
+    return None if found is None or found[1] is None else found[1]()
+
+
 def _find_setters() -> list:
     setters = []
     for path in openblas_paths():
@@ -107,17 +126,12 @@ def _find_setters() -> list:
             library = ctypes.CDLL(path)
         except OSError:
             continue
-        for symbol in _SYMBOLS:
-            fn = getattr(library, symbol, None)
-            if fn is not None:
-                fn.argtypes, fn.restype = [ctypes.c_int], None
-                if path not in _own_counts:  # read once: later it may be minixla's count
-                    getter = getattr(library, symbol.replace("_set_", "_get_"), None)
-                    if getter is not None:
-                        getter.restype = ctypes.c_int
-                        _own_counts[path] = getter()
-                setters.append((fn, _own_counts.get(path, cores())))
-                break
+        found = _thread_functions(library)
+        if found is None:
+            continue
+        if path not in _own_counts and found[1] is not None:  # read once: later it may be
+            _own_counts[path] = found[1]()  # minixla's count
+        setters.append((found[0], _own_counts.get(path, cores())))
     return setters
 
 

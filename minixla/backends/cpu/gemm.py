@@ -203,13 +203,13 @@ def _load_large() -> LargeGemm | None:
                 del os.environ[name]
             else:
                 os.environ[name] = value
-    from .blas_threads import keep_on_one_thread
+    from .blas_threads import keep_on_one_thread, thread_count
 
     keep_on_one_thread(path)
     reported = _core(lib)
     if (
         reported.lower() != core.lower()
-        or _threads(lib) != 1
+        or thread_count(lib) != 1
         or not all(hasattr(lib, s) for s in _LARGE_SYMBOLS.values())
     ):
         return None  # loaded before, with another kernel set or thread count
@@ -239,14 +239,6 @@ def locate() -> Blas | None:
                 small = _core(lib).lower() in _SMALL_PATH_CORES
                 return Blas(path, names, width, small, exports, large_library())
     return None
-
-
-def _threads(lib) -> int | None:
-    fn = getattr(lib, "scipy_openblas_get_num_threads", None)
-    if fn is None:
-        return None
-    fn.restype = ctypes.c_int
-    return fn()
 
 
 def _core(lib) -> str:
