@@ -93,13 +93,16 @@ class Blas:
         loaded: the small path's limit, or 0 where this library's kernels have none."""
         return SMALL_PATH_MACS if self.small_path else 0
 
+    def large_gemm(self, dtype: str) -> str | None:
+        """The registered name of the large library's GEMM for `dtype`, or None."""
+        return None if self.large is None else self.large.names.get((dtype, "gemm"))
+
     def runs_large(self, dtype: str, m: int, n: int, k: int, *leading: int) -> bool:
         """Does an m x k x n GEMM call of `dtype` go to the large library? Above the small
         path, where its dims and leading dimensions fit the library's 32-bit integers (what
         the kernel source tests too: `_gemm_call`)."""
         return (
-            self.large is not None
-            and (dtype, "gemm") in self.large.names
+            self.large_gemm(dtype) is not None
             and m * n * k > self.small_macs
             and max(m, n, k, *leading) < LARGE_DIM
         )
@@ -382,7 +385,7 @@ def gemm_spec(dtype: str) -> KernelSpec:
     flat; `scratch` holds m * n elements where the plan's routine is 3 (`DotPlan.scratch`)."""
     blas = library()
     assert blas is not None
-    large = blas.large.names.get((dtype, "gemm")) if blas.large is not None else None
+    large = blas.large_gemm(dtype)
     transposed = ("NO_TRANS", "TRANS", "n", "m", "k", "b_i", "ldb", "a_i", "lda", "ps", "m")
     block = ("trans_a", "trans_b", "m", "columns", "k", "a_i", "lda", "b_j", "ldb")
     block += (f"c_i + j * {4 if dtype == 'f32' else 8}", "n")
@@ -480,7 +483,7 @@ def _large_allowed(dtype: str, batch: int, m: int, n: int, k: int) -> int:
     """1 where the dot's GEMM calls may go to the large library: it runs on one BLAS thread
     (blas_threads.threads_for, from its size alone), as that library always does."""
     blas = library()
-    large = blas is not None and blas.large is not None and (dtype, "gemm") in blas.large.names
+    large = blas is not None and blas.large_gemm(dtype) is not None
     return int(large and always_serial(2.0 * batch * m * n * k))
 
 

@@ -41,9 +41,9 @@ def _find() -> dict | None:
         (np.float64, ("f64", "gemm"), ctypes.c_double),
     ):
         routines[np.dtype(dtype)] = _routine(found.path, found.exports[found.names[key]], scalar)
-        if found.large is not None and key in found.large.names:
-            symbol = found.large.exports[found.large.names[key]]
-            large = _routine(found.large.path, symbol, scalar, ctypes.c_int32)
+        name = found.large_gemm(key[0])
+        if found.large is not None and name is not None:
+            large = _routine(found.large.path, found.large.exports[name], scalar, ctypes.c_int32)
             routines[np.dtype(dtype), "large"] = large
     routines["blas"] = found
     return routines
@@ -79,14 +79,13 @@ def matmul(
     if (
         gemm is None
         or not one_thread
-        or (np.dtype(np.float32), "large") not in gemm
         or a.dtype != np.float32
         or b.dtype != np.float32
         or a.ndim != b.ndim
         or a.ndim not in (2, 3)
         or a.shape[:-2] != b.shape[:-2]
         or a.shape[-1] != b.shape[-2]
-        or a.shape[-2] * a.shape[-1] * b.shape[-1] <= gemm["blas"].small_macs
+        or not gemm["blas"].runs_large("f32", a.shape[-2], b.shape[-1], a.shape[-1])
         or not all(_plain_rows(x) for x in (a, b))
         or (out is not None and (out.dtype != np.float32 or not _plain_rows(out)))
     ):
