@@ -264,3 +264,112 @@ def test_gtsv_geqp3_gesvd_and_ormqr():
     np.testing.assert_allclose(
         _call("lapack_dormqr_ffi", (h, tau, c), [], side="L", trans="T"), q_full.T @ c, atol=1e-12
     )
+
+
+# ---- the cpu backend calls LAPACK itself for getrf, trsm and potrf --------------------------------
+
+_FFI_MODULE = """HloModule m
+ENTRY e {{
+  {params}
+  ROOT r = {result} custom-call({args}), custom_call_target="{target}", api_version=API_VERSION_TYPED_FFI, backend_config={{{config}}}
+}}"""
+
+
+def _ffi_module(target, operands, result, layout="", **attrs):
+    params = "\n  ".join(f"p{i} = {s}{layout} parameter({i})" for i, s in enumerate(operands))
+    config = ", ".join(f"{k} = {ord(v)} : ui8" for k, v in attrs.items())
+    args = ", ".join(f"p{i}" for i in range(len(operands)))
+    return _FFI_MODULE.format(params=params, result=result, args=args, target=target, config=config)
+
+
+def _cpu_without_reference_lapack(monkeypatch, text):
+    """Compiles `text` for cpu with the reference's getrf/trsm/potrf made to fail."""
+    from minixla.reference import xla_custom_calls
+
+    def refuse(*_):
+        raise AssertionError("the cpu backend ran the reference's LAPACK code")
+
+    for name in list(xla_custom_calls.TARGETS):
+        if any(r in name for r in ("getrf", "trsm", "potrf")):
+            monkeypatch.setitem(xla_custom_calls.TARGETS, name, refuse)
+    return minixla.compile(text, backend="cpu")
+
+
+def _leaves(value):
+    return list(value) if isinstance(value, tuple) else [value]
+
+
+@pytest.mark.parametrize(
+    "letter, dims, layout",
+    [("s", (3, 5, 5), "{1,2,0}"), ("d", (2, 4, 6), ""), ("s", (6, 3), ""), ("c", (2, 4, 4), "")],
+)
+def test_cpu_getrf_calls_lapack_and_agrees_with_the_interpreter(monkeypatch, letter, dims, layout):
+    dtype = {"s": "f32", "d": "f64", "c": "c64"}[letter]
+    k = min(dims[-2:])
+    batch = dims[:-2]
+    text = _ffi_module(
+        f"lapack_{letter}getrf_ffi",
+        [f"{dtype}{list(dims)}".replace(" ", "")],
+        f"({dtype}{list(dims)}, s32{list(batch + (k,))}, s32{list(batch)})".replace(" ", ""),
+        layout,
+    )
+    a = RNG.standard_normal(dims) + (1j * RNG.standard_normal(dims) if letter == "c" else 0)
+    a = a.astype(minixla.parse_hlo_module(text).entry.root.operand(0).shape.numpy_dtype)
+    a[(...,) + (1, 0) if len(dims) == 2 else (..., 1, 0)] = 0  # a zero where pivoting happens
+    want = minixla.compile(text, backend="interpreter")(a)
+    got = _cpu_without_reference_lapack(monkeypatch, text)(a)
+    np.testing.assert_array_equal(got[1], want[1])  # the same pivots
+    np.testing.assert_array_equal(got[2], want[2])
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-5)
+
+
+def test_cpu_getrf_reports_a_singular_matrix_as_lapack_does(monkeypatch):
+    text = _ffi_module("lapack_dgetrf_ffi", ["f64[3,3]"], "(f64[3,3], s32[3], s32[])")
+    a = np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]])
+    want = minixla.compile(text, backend="interpreter")(a)
+    got = _cpu_without_reference_lapack(monkeypatch, text)(a)
+    assert int(got[2]) == int(want[2]) > 0
+    np.testing.assert_allclose(got[0], want[0], atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "side, uplo, trans, diag",
+    [("L", "L", "N", "N"), ("L", "U", "T", "N"), ("R", "L", "N", "U"), ("R", "U", "T", "N")],
+)
+def test_cpu_trsm_calls_blas_and_agrees_with_the_interpreter(monkeypatch, side, uplo, trans, diag):
+    b_dims = "[2,4,3]" if side == "L" else "[2,3,4]"
+    text = _ffi_module(
+        "lapack_strsm_ffi",
+        ["f32[2,4,4]", f"f32{b_dims}"],
+        f"f32{b_dims}",
+        "{1,2,0}",
+        side=side,
+        uplo=uplo,
+        trans_x=trans,
+        diag=diag,
+    )
+    module = minixla.parse_hlo_module(text)
+    a = (RNG.standard_normal((2, 4, 4)) + 4 * np.eye(4)).astype(np.float32)
+    b = RNG.standard_normal(module.entry.root.operand(1).shape.dims).astype(np.float32)
+    want = minixla.compile(text, backend="interpreter")(a, b)
+    got = _cpu_without_reference_lapack(monkeypatch, text)(a, b)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_cpu_potrf_reads_one_triangle_and_reports_failure(monkeypatch, uplo):
+    text = _ffi_module("lapack_dpotrf_ffi", ["f64[3,4,4]"], "(f64[3,4,4], s32[3])", uplo=uplo)
+    m = RNG.standard_normal((3, 4, 4))
+    spd = m @ m.transpose(0, 2, 1) + 4 * np.eye(4)
+    spd[1] = -spd[1]  # not positive definite: info 1 and the input left as it was
+    # the triangle potrf does not read holds garbage: only `uplo`'s triangle is the matrix
+    other = np.triu_indices(4, 1) if uplo == "L" else np.tril_indices(4, -1)
+    spd[:, other[0], other[1]] = 1e3
+    want = minixla.compile(text, backend="interpreter")(spd)
+    got = _cpu_without_reference_lapack(monkeypatch, text)(spd)
+    assert got[1].tolist() == want[1].tolist() == [0, 1, 0]
+    np.testing.assert_allclose(got[0], want[0], atol=1e-12)
+    np.testing.assert_array_equal(got[0][1], spd[1])
+    factor = np.tril(got[0][0]) if uplo == "L" else np.triu(got[0][0]).T
+    lower = np.tril(spd[0]) if uplo == "L" else np.triu(spd[0]).T
+    np.testing.assert_allclose(factor @ factor.T, lower + np.tril(lower, -1).T, atol=1e-10)

@@ -41,8 +41,12 @@ def _potrf(operands, outs, attrs):
     lower = attrs.get("uplo", FLAG["L"]) == FLAG["L"]
 
     def one(m):
+        # potrf reads only the `uplo` triangle: the matrix is that triangle's Hermitian one
+        work = _work(m)
+        part = np.tril(work, -1) if lower else np.triu(work, 1)
+        hermitian = part + part.conj().T + np.diag(np.diag(work).real)
         try:
-            factor = np.linalg.cholesky(_work(m))
+            factor = np.linalg.cholesky(hermitian)
         except np.linalg.LinAlgError:
             return m, np.int32(1)
         if not lower:
@@ -62,7 +66,9 @@ def _getrf(operands, outs, attrs):
         pivots = np.zeros(min(rows, cols), np.int32)
         info = 0
         for j in range(min(rows, cols)):
-            p = j + int(np.argmax(np.abs(work[j:, j])))
+            column = work[j:, j]
+            # LAPACK's i?amax: |re| + |im| for complex entries, not the modulus
+            p = j + int(np.argmax(np.abs(column.real) + np.abs(column.imag)))
             pivots[j] = p + 1  # LAPACK's pivots are 1-based
             if work[p, j] == 0:
                 info = info or j + 1

@@ -39,8 +39,18 @@ TARGETS: dict[str, Callable] = {
 }
 
 
+def _unprefixed(target: str) -> str:
+    return target.removeprefix("__cpu$").removeprefix("xla.cpu.")
+
+
 def builtin_target(target: str) -> Callable | None:
-    return TARGETS.get(target.removeprefix("__cpu$").removeprefix("xla.cpu."))
+    return TARGETS.get(_unprefixed(target))
+
+
+def lapack_routine(target: str) -> tuple[str, str] | None:
+    """("s", "getrf") for `lapack_sgetrf_ffi`: the type letter and the routine, or None."""
+    found = re.fullmatch(r"lapack_([sdcz])(\w+)_ffi", _unprefixed(target))
+    return (found[1], found[2]) if found and found[2] in LAPACK else None
 
 
 def _specs(shape) -> list[tuple[tuple[int, ...], np.dtype]]:
@@ -67,4 +77,4 @@ def adapt(fn: Callable, backend: str) -> Callable:
     return buffers
 
 
-__all__ = ["TARGETS", "adapt", "builtin_target", "ffi_attributes"]
+__all__ = ["TARGETS", "adapt", "builtin_target", "ffi_attributes", "lapack_routine"]

@@ -257,3 +257,107 @@ LIBCALLS = {
     "cholesky": cholesky,
     "triangular-solve": triangular_solve,
 }
+
+
+def lapack_ffi(instr):
+    """XLA:CPU's LAPACK FFI targets whose reference code loops in Python (getrf, trsm, potrf),
+    as one call of the named routine (sgetrf for `lapack_sgetrf_ffi`: the operands' own type,
+    as XLA:CPU calls it; the interpreter works in f64) per matrix of the batch. They leave
+    what the reference leaves (1-based pivots, the untouched triangle, info 1 for a matrix
+    potrf cannot factor). Returns a custom call (`fn(out, *operands, backend_config=...)`
+    filling `out`), or None for other targets, whose reference code already calls NumPy's
+    LAPACK; NotEmittable without SciPy."""
+    from ...ir.attrs import backend_config_string
+    from ...reference.xla_custom_calls import ffi_attributes, lapack_routine
+
+    found = lapack_routine(instr.attrs["custom_call_target"])
+    if found is None or found[1] not in _FFI_ROUTINES:
+        return None
+    letter, routine = found
+    attrs = ffi_attributes(backend_config_string(instr.attrs.get("backend_config")))
+    return _FFI_ROUTINES[routine](letter, attrs)
+
+
+def _matrices(array: np.ndarray) -> np.ndarray:
+    return array.reshape((-1,) + array.shape[-2:])
+
+
+_LETTER_DTYPE = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}
+
+
+def _ffi_getrf(letter: str, attrs):
+    _, lapack = _lapack()
+    getrf, work = getattr(lapack, f"{letter}getrf"), _LETTER_DTYPE[letter]
+
+    def run(out, a, **_):
+        factors, pivots, infos = out
+        if a.size == 0:
+            infos[...] = 0
+            return
+        flat_factors = _matrices(factors)
+        flat_pivots = pivots.reshape(flat_factors.shape[0], -1)
+        flat_infos = infos.reshape(-1)
+        for k, matrix in enumerate(_matrices(a)):
+            lu, piv, info = getrf(np.array(matrix, work, order="F"), overwrite_a=True)
+            flat_factors[k] = lu
+            flat_pivots[k] = piv + 1  # LAPACK's pivots are 1-based; SciPy gives them 0-based
+            flat_infos[k] = info
+
+    return run
+
+
+def _ffi_trsm(letter: str, attrs):
+    from ...reference.lapack_ffi import FLAG
+
+    blas, _ = _lapack()
+    trsm, work = getattr(blas, f"{letter}trsm"), _LETTER_DTYPE[letter]
+    left = attrs.get("side", FLAG["L"]) == FLAG["L"]
+    lower = attrs.get("uplo", FLAG["L"]) == FLAG["L"]
+    unit = attrs.get("diag", FLAG["N"]) == FLAG["U"]
+    transpose = {FLAG["N"]: 0, FLAG["T"]: 1, FLAG["C"]: 2}[attrs.get("trans_x", FLAG["N"])]
+
+    def run(out, a, b, *_, **__):
+        if out.size == 0:
+            return
+        flat_out = _matrices(out)
+        for k, (matrix, rhs) in enumerate(zip(_matrices(a), _matrices(b))):
+            flat_out[k] = trsm(
+                1.0,
+                np.array(matrix, work, order="F"),
+                np.array(rhs, work, order="F"),
+                side=0 if left else 1,
+                lower=int(lower),
+                trans_a=transpose,
+                diag=int(unit),
+                overwrite_b=True,
+            )
+
+    return run
+
+
+def _ffi_potrf(letter: str, attrs):
+    from ...reference.lapack_ffi import FLAG
+
+    _, lapack = _lapack()
+    potrf, work = getattr(lapack, f"{letter}potrf"), _LETTER_DTYPE[letter]
+    lower = attrs.get("uplo", FLAG["L"]) == FLAG["L"]
+
+    def run(out, a, **_):
+        factors, infos = out
+        if a.size == 0:
+            infos[...] = 0
+            return
+        flat_factors = _matrices(factors)
+        flat_infos = infos.reshape(-1)
+        for k, matrix in enumerate(_matrices(a)):
+            # potrf reads and writes only the `uplo` triangle; the other keeps the input
+            factor, info = potrf(
+                np.array(matrix, work, order="F"), lower=lower, clean=False, overwrite_a=True
+            )
+            flat_factors[k] = factor if info == 0 else matrix
+            flat_infos[k] = 0 if info == 0 else 1
+
+    return run
+
+
+_FFI_ROUTINES = {"getrf": _ffi_getrf, "trsm": _ffi_trsm, "potrf": _ffi_potrf}

@@ -205,8 +205,12 @@ def custom_call(instr):
     from ...ir.attrs import backend_config_string
     from ...reference.ops_control import check_result
 
+    from . import libcalls
+    from ...reference.custom_call import registered_targets
+
     target = instr.attrs["custom_call_target"]
-    fn = lookup_custom_call(target, "cpu")
+    native = None if target in registered_targets("cpu") else libcalls.lapack_ffi(instr)
+    fn = native or lookup_custom_call(target, "cpu")
     config = backend_config_string(instr.attrs.get("backend_config"))
 
     def run(out, *operands):
