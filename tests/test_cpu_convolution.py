@@ -9,6 +9,7 @@ the driver calls it.
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -130,6 +131,51 @@ CASES = {
         "f32[1,11,11,8]",
         "window={size=3x3 pad=2_2x2_2 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f",
     ),
+    # transposed convolutions (decoders, input gradients of strided ones): computed as one
+    # sub-convolution per output residue class (convolution._phases)
+    "2d_transposed_stride2_k4": (
+        "f32[2,5,6,8]",
+        "f32[4,4,8,6]",
+        "f32[2,10,12,6]",
+        "window={size=4x4 pad=2_2x2_2 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f",
+    ),
+    "1d_transposed_stride3_uneven": (
+        "f32[2,7,4]",
+        "f32[5,4,3]",
+        "f32[2,19,3]",
+        "window={size=5 pad=1_3 lhs_dilate=3}, dim_labels=b0f_0io->b0f",
+    ),
+    "1d_lhs_dilated_cropped": (
+        "f32[2,6,4]",
+        "f32[3,4,3]",
+        "f32[2,8,3]",
+        "window={size=3 pad=-2_1 lhs_dilate=2}, dim_labels=b0f_0io->b0f",
+    ),
+    "1d_lhs_dilated_tapless_phase": (
+        "f32[2,5,4]",
+        "f32[1,4,3]",
+        "f32[2,9,3]",
+        "window={size=1 lhs_dilate=2}, dim_labels=b0f_0io->b0f",
+    ),
+    "2d_lhs_dilated_and_strided": (
+        "f32[2,5,9,4]",
+        "f32[3,3,4,6]",
+        "f32[2,9,5,6]",
+        "window={size=3x3 stride=1x2 pad=1_1x1_1 lhs_dilate=2x1}, dim_labels=b01f_01io->b01f",
+    ),
+    "2d_lhs_dilated_groups_reversed": (
+        "f32[2,5,5,8]",
+        "f32[3,3,4,8]",
+        "f32[2,9,9,8]",
+        "window={size=3x3 pad=1_1x1_1 lhs_dilate=2x2 rhs_reversal=1x0}, "
+        "dim_labels=b01f_01io->b01f, feature_group_count=2",
+    ),
+    "2d_nchw_transposed_stride2": (
+        "f32[2,6,5,5]",
+        "f32[6,4,4,4]",
+        "f32[2,4,10,10]",
+        "window={size=4x4 pad=2_2x2_2 lhs_dilate=2x2}, dim_labels=bf01_io01->bf01",
+    ),
     # weight-gradient forms (features contracted with the kernel's in features, the window
     # larger than the output), reversed and strided, for the per-feature strategy
     "2d_weight_gradient_reversed": (
@@ -232,6 +278,12 @@ def test_the_shifted_strategy_applies_where_strides_and_batch_groups_allow():
         "2d_nchw_dilated",
         "2d_groups_reversed",
         "2d_lhs_dilated",
+        "2d_transposed_stride2_k4",
+        "1d_transposed_stride3_uneven",
+        "1d_lhs_dilated_cropped",
+        "1d_lhs_dilated_tapless_phase",
+        "2d_lhs_dilated_groups_reversed",
+        "2d_nchw_transposed_stride2",
         "2d_nchw_groups",
         "2d_nchw_reversed_lhs_dilated",
         "2d_nchw_in_nhwc_out",
@@ -262,6 +314,7 @@ def test_the_planar_strategy_applies_to_features_first_layouts():
         "2d_nchw_groups",
         "2d_nchw_dilated",
         "2d_nchw_reversed_lhs_dilated",
+        "2d_nchw_transposed_stride2",
         "2d_fchw_s8",
         "2d_weight_gradient_reversed",
         "2d_strided",  # strided along the major spatial dim only
@@ -372,6 +425,31 @@ def test_the_chosen_strategy(lhs, rhs, out, attrs, strategy):
     assert conv.plan(instr).strategy == strategy
 
 
+@pytest.mark.parametrize(
+    "case, phases",
+    [
+        ("2d_transposed_stride2_k4", 4),
+        ("2d_nchw_transposed_stride2", 4),
+        ("1d_transposed_stride3_uneven", 3),
+        ("2d_lhs_dilated_and_strided", 2),  # dilated along one dim, strided along the other
+        ("2d_nchw_reversed_lhs_dilated", 4),
+        ("2d_nhwc_same", 0),
+    ],
+)
+def test_base_dilated_convolutions_skip_the_dilation_zeros(case, phases):
+    """A transposed convolution runs one sub-convolution per output residue class, each over
+    the undilated input with every s-th tap: s^d fewer multiply-adds than over the dilated
+    input, which is mostly zeros."""
+    instr = minixla.parse_hlo_module(_text(*CASES[case])).entry.root
+    spec = conv.plan(instr)
+    assert len(spec.phases) == phases
+    if phases:
+        assert spec.strategy in ("shifted", "im2col")
+        done = sum(p.plan.flops for p in spec.phases if p.plan is not None)
+        dilation = math.prod(wd.lhs_dilation for wd in spec.window)
+        assert done <= spec.flops / dilation * 1.5
+
+
 def test_the_driver_runs_the_thunk_without_fallback():
     text = _text(*CASES["1d_dilated_same"])
     module = minixla.parse_hlo_module(text)
@@ -454,3 +532,38 @@ print("scipy" in sys.modules)
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"
+
+
+def _traced_peak(fn):
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        result = fn()
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_windows_past_the_copy_budget_are_copied_in_slices(monkeypatch):
+    # a whole-image window (weight-gradient shape): every output position copies 1024 taps.
+    # Sliced by the window's first dim, the copy stays near the budget; the sums are equal
+    text = _text(
+        "f32[8,34,34,16]",
+        "f32[32,32,16,4]",
+        "f32[8,3,3,4]",
+        "window={size=32x32}, dim_labels=b01f_01io->b01f",
+    )
+    module = minixla.parse_hlo_module(text)
+    instr = module.entry.root
+    x, w = _inputs(module)
+    out = np.empty(instr.shape.dims, np.float32)
+    whole_copy = 8 * 9 * 32 * 32 * 16 * 4
+    run = conv.convolution(instr, "im2col")
+    _, peak_whole = _traced_peak(lambda: run(out, x, w))
+    want = out.copy()
+    monkeypatch.setattr(conv, "IM2COL_BYTES", whole_copy // 16)
+    _, peak_sliced = _traced_peak(lambda: run(out, x, w))
+    assert peak_whole > whole_copy
+    assert peak_sliced < whole_copy / 4
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-3)  # 16384 terms, another order

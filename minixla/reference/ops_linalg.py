@@ -146,6 +146,24 @@ def _window_patches(x: np.ndarray, window, kernel_sizes) -> np.ndarray | None:
     return view[tuple(index)]
 
 
+# Windows (every tap of every output position) are a view; one contraction copies them. Past
+# this many bytes the taps are contracted one at a time instead (XLA's depthwise filter
+# gradients have windows of thousands of taps: 12.7 GiB as one copy).
+_WINDOW_COPY_BYTES = 1 << 28
+
+
+def _contract_windows(spec: str, patches: np.ndarray, kernel: np.ndarray, nsp: int) -> np.ndarray:
+    if nsp == 0 or patches.size * patches.itemsize <= _WINDOW_COPY_BYTES:
+        return np.einsum(spec, patches, kernel, optimize=True)
+    one_tap = spec.replace(_SPATIAL_LETTERS[:nsp].upper(), "")
+    taps = patches.shape[-nsp:]
+    total = None
+    for tap in np.ndindex(*taps):
+        term = np.einsum(one_tap, patches[(...,) + tap], kernel[(...,) + tap], optimize=True)
+        total = term if total is None else np.add(total, term, out=total)
+    return total
+
+
 def _convolution(ev, instr, operands):
     lhs, rhs = operands
     attrs = instr.attrs
@@ -181,7 +199,7 @@ def _convolution(ev, instr, operands):
         patches = patches.reshape((n, groups, c // groups) + patches.shape[2:])
         spec = f"ngc{sp}{ks},gdc{ks}->ngd{sp}"
         kernel = kernel.reshape((groups, out_feats // groups) + kernel.shape[1:])
-    out = np.einsum(spec, patches, kernel, optimize=True)
+    out = _contract_windows(spec, patches, kernel, nsp)
     out = out.reshape((out.shape[0], out_feats) + out.shape[3:])
     # canonical (b, f, spatial...) -> the output's dim_labels order
     source = [0] * out.ndim

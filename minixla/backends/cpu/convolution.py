@@ -38,11 +38,13 @@ the minor dim of every GEMM operand. The third keeps features before spatial dim
 
 from __future__ import annotations
 
+import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ...ir import WindowDim
 from ..codegen.scalar import NotEmittable
 from .blas_threads import always_serial, threads_for, use_threads
 from .host_blas import accumulate_gemm, matmul
@@ -67,6 +69,17 @@ SHIFT_MAX_WASTE = 1.2  # computed rows (the padded grid) over kept rows (output 
 
 
 @dataclass(frozen=True)
+class Phase:
+    """One sub-convolution of a base-dilated one: the outputs `out_index` (spatial slices of
+    the channels-last output) from the kernel taps `kernel_index` over the undilated input,
+    computed as `plan` says (None: no tap reaches a real input, the outputs are zeros)."""
+
+    out_index: tuple[slice, ...]
+    kernel_index: tuple[slice, ...]
+    plan: ConvPlan | None
+
+
+@dataclass(frozen=True)
 class ConvPlan:
     """What a convolution needs at run time, decided once at compile time."""
 
@@ -82,6 +95,7 @@ class ConvPlan:
     strategy: str  # "shifted", "im2col", "planar" or "per-feature"
     flops: float
     kernel_out_first: bool = False  # per-feature: the kernel as [in, out, taps...]
+    phases: tuple[Phase, ...] = ()  # base-dilated: the sub-convolutions (see _phases)
 
     @property
     def one_thread(self) -> bool:
@@ -92,7 +106,7 @@ class ConvPlan:
 
 def plan(instr, strategy: str | None = None) -> ConvPlan:
     """The plan of a convolution; `strategy` forces one where it applies (tests run both)."""
-    from ...ir import WindowDim, parse_dim_labels
+    from ...ir import parse_dim_labels
 
     attrs = instr.attrs
     dims = parse_dim_labels(str(attrs["dim_labels"]))
@@ -119,17 +133,18 @@ def plan(instr, strategy: str | None = None) -> ConvPlan:
     can_planar = features_first and batch_groups == 1 and bool(window) and window[-1].stride == 1
     can_per_feature = groups == 1 and batch_groups == 1 and bool(window)
     kernel_out_first = dims.kernel_output_feature < min(dims.kernel_spatial, default=0)
+    phased = _can_phase(window, batch_groups)
+    forced = strategy
     if strategy is None:
         strategy = (
             "per-feature"
             if can_per_feature
             and taps >= PER_FEATURE_TAPS * math.prod(out_spatial)
             and (kernel_out_first or lhs.dims[dims.input_batch] < PER_FEATURE_BATCH)
+            else _channels_last(can_shift, features, taps, waste)
+            if phased
             else "shifted"
-            if can_shift
-            and features >= SHIFT_MIN_FEATURES
-            and taps <= SHIFT_MAX_TAPS
-            and waste <= SHIFT_MAX_WASTE
+            if _shift_pays(can_shift, features, taps, waste)
             else "planar"
             if can_planar
             and out_spatial[-1] * PLANAR_RUN_RATIO >= kernel_sizes[-1] * features
@@ -184,12 +199,99 @@ def plan(instr, strategy: str | None = None) -> ConvPlan:
             (dims.output_batch, dims.output_feature, *dims.output_spatial),
             2,
         )
-    return made(
+    whole = made(
         (dims.input_batch, *dims.input_spatial, dims.input_feature),
         (*dims.kernel_spatial, dims.kernel_input_feature, dims.kernel_output_feature),
         channels_last_out,
         0,
     )
+    if not phased:
+        return whole
+    sizes = [lhs.dims[d] for d in dims.input_spatial]
+    return replace(whole, phases=_phases(whole, sizes, kernel_sizes, out_spatial, features, forced))
+
+
+def _share(part, whole) -> float:
+    return math.prod(part) / max(math.prod(whole), 1)
+
+
+def _shift_pays(can_shift: bool, features: int, taps: int, waste: float) -> bool:
+    return (
+        can_shift
+        and features >= SHIFT_MIN_FEATURES
+        and taps <= SHIFT_MAX_TAPS
+        and waste <= SHIFT_MAX_WASTE
+    )
+
+
+def _channels_last(can_shift: bool, features: int, taps: int, waste: float) -> str:
+    return "shifted" if _shift_pays(can_shift, features, taps, waste) else "im2col"
+
+
+def _can_phase(window, batch_groups: int) -> bool:
+    """A base-dilated convolution runs as sub-convolutions over the undilated input where
+    each base-dilated dim has stride 1 and no window dilation (the transposed convolutions of
+    gradients and decoders)."""
+    dilated = [wd for wd in window if wd.lhs_dilation > 1]
+    return (
+        batch_groups == 1
+        and bool(dilated)
+        and all(wd.stride == 1 and wd.rhs_dilation == 1 for wd in dilated)
+    )
+
+
+def _phases(whole: ConvPlan, sizes, kernel_sizes, out_spatial, features, forced):
+    """The sub-convolutions of a base-dilated convolution, one per residue class of the
+    outputs modulo the dilation along each dilated dim. Output o reads dilated position
+    o + t - padding_low, a real input only where that is a multiple of the dilation s: for
+    outputs o = r + s i only the taps t = t0 + s j with t0 = (padding_low - r) mod s do, and
+    they read input i + j + c with c = (r + t0 - padding_low) / s. Each class is then an
+    ordinary convolution with the taps t0, t0 + s, ... padded by -c: s^d fewer
+    multiply-adds and a copied input s^d times smaller than over the dilated input, which is
+    mostly zeros. The kernel is flipped before it is sliced, so no sub-window is reversed."""
+    options = []
+    for n, k, count, wd in zip(sizes, kernel_sizes, out_spatial, whole.window):
+        s = wd.lhs_dilation
+        if s == 1:
+            options.append([(slice(None), slice(None), replace(wd, reversal=False))])
+            continue
+        dim_options = []
+        for r in range(min(s, count)):
+            first_tap = (wd.padding_low - r) % s
+            taps = len(range(first_tap, k, s))
+            offset = (r + first_tap - wd.padding_low) // s
+            outputs = len(range(r, count, s))
+            sub = WindowDim(
+                size=taps,
+                padding_low=-offset,
+                padding_high=outputs + taps - 1 - n + offset,
+            )
+            dim_options.append((slice(r, count, s), slice(first_tap, k, s), sub))
+        options.append(dim_options)
+    phases = []
+    for choice in itertools.product(*options):
+        out_index, kernel_index, window = zip(*choice) if choice else ((), (), ())
+        taps = [len(range(k)[i]) for k, i in zip(kernel_sizes, kernel_index)]
+        if 0 in taps:
+            phases.append(Phase(out_index, kernel_index, None))
+            continue
+        outputs = [len(range(n)[i]) for n, i in zip(out_spatial, out_index)]
+        padded = [n + w.padding_low + w.padding_high for n, w in zip(sizes, window)]
+        can_shift = all(w.stride == 1 for w in window)
+        waste = math.prod(padded) / max(math.prod(outputs), 1)
+        strategy = forced or _channels_last(can_shift, features, math.prod(taps), waste)
+        if strategy == "shifted" and not can_shift:
+            strategy = "im2col"
+        sub = replace(
+            whole,
+            window=tuple(window),
+            flips=(),
+            extents=tuple(taps),
+            strategy=strategy,
+            flops=whole.flops * _share(taps, kernel_sizes) * _share(outputs, out_spatial),
+        )
+        phases.append(Phase(out_index, kernel_index, sub))
+    return tuple(phases)
 
 
 def convolution(instr, strategy: str | None = None):
@@ -206,29 +308,51 @@ def convolution(instr, strategy: str | None = None):
             _per_feature(spec, out, x, kernel)
             return
         x = x.transpose(spec.x_perm).astype(spec.work, copy=False)
-        x = _dilate_and_pad(x, range(1, 1 + nsp), spec.window)
+        if not spec.phases:
+            x = _dilate_and_pad(x, range(1, 1 + nsp), spec.window)
         kernel = kernel.transpose(spec.k_perm).astype(spec.work, copy=False)
         if spec.flips:
             kernel = np.flip(kernel, spec.flips)
         target = out.transpose(spec.out_perm)
-        if (
-            any(x.shape[1 + i] < e for i, e in enumerate(spec.extents))
-            or x.shape[0] == 0
-            or x.shape[-1] == 0
-            or kernel.size == 0
-            or out.size == 0
-        ):
-            out[...] = 0
+        if not spec.phases:
+            _channels_last_into(spec, target, x, kernel, gemm)
             return
-        positions = target.shape[1 : 1 + nsp]
-        _finish(
-            target,
-            _shifted(spec, x, kernel, positions, gemm)
-            if spec.strategy == "shifted"
-            else _im2col(spec, x, kernel, positions),
-        )
+        for phase in spec.phases:
+            part = target[(slice(None),) + phase.out_index]
+            if phase.plan is None:
+                part[...] = 0
+                continue
+            _channels_last_into(
+                phase.plan,
+                part,
+                _dilate_and_pad(x, range(1, 1 + nsp), phase.plan.window),
+                kernel[phase.kernel_index],
+                gemm,
+            )
 
     return run
+
+
+def _channels_last_into(spec: ConvPlan, target, x, kernel, gemm) -> None:
+    """The shifted or im2col strategy on the padded channels-last input `x` and the kernel
+    [spatial..., in, out], written into the channels-last view `target` of the output."""
+    nsp = len(spec.window)
+    if (
+        any(x.shape[1 + i] < e for i, e in enumerate(spec.extents))
+        or x.shape[0] == 0
+        or x.shape[-1] == 0
+        or kernel.size == 0
+        or target.size == 0
+    ):
+        target[...] = 0
+        return
+    positions = target.shape[1 : 1 + nsp]
+    _finish(
+        target,
+        _shifted(spec, x, kernel, positions, gemm)
+        if spec.strategy == "shifted"
+        else _im2col(spec, x, kernel, positions),
+    )
 
 
 def _shifted(spec: ConvPlan, x: np.ndarray, kernel: np.ndarray, positions, gemm) -> np.ndarray:
@@ -344,6 +468,12 @@ def _accumulating_gemm(work: np.dtype):
     return accumulating_gemm()  # None: NumPy's matmul and an add instead
 
 
+# The most bytes one im2col copy takes; windows larger than that are copied and multiplied in
+# slices of their first spatial dim, the products summed (XLA's depthwise filter gradients
+# have windows of thousands of taps over every output position: 12.7 GiB as one copy)
+IM2COL_BYTES = 1 << 28
+
+
 def _im2col(spec: ConvPlan, x: np.ndarray, kernel: np.ndarray, positions) -> np.ndarray:
     """[batch, positions..., out features] from one batched GEMM over copied windows; the
     contracted axes are (taps..., features), so the copy reads runs of a window row's taps
@@ -352,7 +482,23 @@ def _im2col(spec: ConvPlan, x: np.ndarray, kernel: np.ndarray, positions) -> np.
     view = _windows(
         x, 1, positions, spec.window, kernel.shape[:nsp]
     )  # [n, positions..., taps..., c]
-    n, o = x.shape[0], kernel.shape[-1]
+    rows = max(view.size * view.itemsize // IM2COL_BYTES, 1)
+    if rows == 1 or kernel.shape[0] == 1:
+        return _im2col_gemm(spec, view, kernel, positions)
+    step = max(kernel.shape[0] // rows, 1)
+    total = None
+    for first in range(0, kernel.shape[0], step):
+        taps = slice(first, first + step)
+        rows_of_taps = view[(slice(None),) * (1 + nsp) + (taps,)]
+        part = _im2col_gemm(spec, rows_of_taps, kernel[taps], positions)
+        total = part if total is None else np.add(total, part, out=total)
+    return total
+
+
+def _im2col_gemm(spec: ConvPlan, view: np.ndarray, kernel: np.ndarray, positions) -> np.ndarray:
+    """One batched GEMM of the windows `view` [n, positions..., taps..., c] copied as rows."""
+    nsp = len(spec.window)
+    n, o = view.shape[0], kernel.shape[-1]
     count, depth = math.prod(positions), kernel.size // max(o, 1)
     g = spec.batch_groups if spec.batch_groups > 1 else spec.groups
     if spec.batch_groups > 1:  # batch element j * (n / g) + b pairs with output group j
