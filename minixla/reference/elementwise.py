@@ -89,11 +89,14 @@ def _float_result(values: np.ndarray, dtype: np.dtype, wide: np.dtype) -> np.nda
     return values
 
 
+_DEFAULT_NAN = -np.nan
+
+
 def _unary(op, fp=None, cx=None, ints=None, pred=None, sign_op: bool = False) -> Unary:
     """fp/cx take an f32/f64/complex array; ints takes (work, bits, signed) and its result is
     wrapped to the operand type; pred takes the bool array. A NaN operand comes back as it is
     (NumPy's libm may drop its sign; hardware and XLA keep it), except from the sign-bit ops
-    (`sign_op`: abs, negate)."""
+    (`sign_op`: abs, negate); a NaN made from a number is -NaN."""
 
     def apply(operand):
         operand = np.asarray(operand)
@@ -104,7 +107,10 @@ def _unary(op, fp=None, cx=None, ints=None, pred=None, sign_op: bool = False) ->
                 values = operand.astype(wide)
                 result = np.asarray(fp(values))
                 if result.dtype == wide and not sign_op:
-                    result = np.where(np.isnan(values), values, result)
+                    # a NaN made from a number is -NaN, x86's default NaN, which compiled
+                    # code (XLA's, minixla's) makes; NumPy's sign depends on its SIMD path
+                    made = np.where(np.isnan(result), _DEFAULT_NAN, result)
+                    result = np.where(np.isnan(values), values, made)
                 return _float_result(result, operand.dtype, wide)
             if kind == COMPLEX and cx is not None:
                 return np.asarray(cx(operand))
