@@ -459,6 +459,50 @@ def cholesky_solves():
     return run, [(m @ m.T / 128).astype(np.float32), _normal(rng, 128, 16)]
 
 
+def linalg_solve():
+    """Batched LU solves: JAX lowers them to XLA:CPU's LAPACK FFI custom calls (getrf,
+    trsm) and a pivot-permutation loop."""
+    import jax.numpy as jnp
+
+    rng = _rng()
+    a = _normal(rng, 16, 64, 64) + 8 * np.eye(64, dtype=np.float32)
+    return (lambda a, b: jnp.linalg.solve(a, b)), [a, _normal(rng, 16, 64, 8)]
+
+
+def conv_transpose_decoder():
+    """A decoder's stride-2 transposed convolutions (base-dilated convolutions)."""
+    from jax import lax
+
+    def run(x, w1, w2):
+        dims = ("NHWC", "HWIO", "NHWC")
+        h = lax.conv_transpose(x, w1, (2, 2), "SAME", dimension_numbers=dims)
+        h = lax.conv_transpose(h * (h > 0), w2, (2, 2), "SAME", dimension_numbers=dims)
+        return h
+
+    rng = _rng()
+    return run, [
+        _normal(rng, 8, 16, 16, 32),
+        _normal(rng, 4, 4, 32, 16, scale=0.1),
+        _normal(rng, 4, 4, 16, 3, scale=0.1),
+    ]
+
+
+def mixture_grad():
+    """The gradient of a Gaussian mixture's log-likelihood: sums over the batch of
+    [batch, components, features] terms (column reductions of one fusion)."""
+    import jax
+    import jax.numpy as jnp
+
+    def loglik(x, mu, log_sigma):
+        z = (x[:, None, :] - mu[None]) / jnp.exp(log_sigma)[None]
+        lp = -0.5 * jnp.sum(z * z, -1) - jnp.sum(log_sigma, -1)[None]
+        return jax.scipy.special.logsumexp(lp, 1).mean()
+
+    rng = _rng()
+    args = [_normal(rng, 4096, 16), _normal(rng, 32, 16), _normal(rng, 32, 16, scale=0.1)]
+    return jax.grad(loglik, (1, 2)), args
+
+
 # The same loop as cholesky_solves in HLO (JAX lowers these to LAPACK custom calls on CPU).
 HLO_TEXT = {
     "cholesky_solves": """
@@ -519,6 +563,9 @@ PROGRAMS = {
         small_while_loop,
         dus_loop,
         cholesky_solves,
+        linalg_solve,
+        conv_transpose_decoder,
+        mixture_grad,
     )
 }
 

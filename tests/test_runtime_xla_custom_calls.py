@@ -266,7 +266,7 @@ def test_gtsv_geqp3_gesvd_and_ormqr():
     )
 
 
-# ---- the cpu backend calls LAPACK itself for getrf, trsm and potrf --------------------------------
+# ---- the cpu backend calls LAPACK itself for getrf, trsm, potrf and orgqr ---------------------
 
 _FFI_MODULE = """HloModule m
 ENTRY e {{
@@ -283,14 +283,14 @@ def _ffi_module(target, operands, result, layout="", **attrs):
 
 
 def _cpu_without_reference_lapack(monkeypatch, text):
-    """Compiles `text` for cpu with the reference's getrf/trsm/potrf made to fail."""
+    """Compiles `text` for cpu with the reference's getrf/trsm/potrf/orgqr made to fail."""
     from minixla.reference import xla_custom_calls
 
     def refuse(*_):
         raise AssertionError("the cpu backend ran the reference's LAPACK code")
 
     for name in list(xla_custom_calls.TARGETS):
-        if any(r in name for r in ("getrf", "trsm", "potrf")):
+        if any(r in name for r in ("getrf", "trsm", "potrf", "orgqr", "ungqr")):
             monkeypatch.setitem(xla_custom_calls.TARGETS, name, refuse)
     return minixla.compile(text, backend="cpu")
 
@@ -373,3 +373,20 @@ def test_cpu_potrf_reads_one_triangle_and_reports_failure(monkeypatch, uplo):
     factor = np.tril(got[0][0]) if uplo == "L" else np.triu(got[0][0]).T
     lower = np.tril(spd[0]) if uplo == "L" else np.triu(spd[0]).T
     np.testing.assert_allclose(factor @ factor.T, lower + np.tril(lower, -1).T, atol=1e-10)
+
+
+@pytest.mark.parametrize("letter, dims", [("s", (2, 6, 4)), ("z", (5, 5))])
+def test_cpu_orgqr_calls_lapack_and_agrees_with_the_interpreter(monkeypatch, letter, dims):
+    dtype = {"s": "f32", "z": "c128"}[letter]
+    shape = f"{dtype}{list(dims)}".replace(" ", "")
+    tau = f"{dtype}{list(dims[:-2] + (dims[-1],))}".replace(" ", "")
+    routine = "ungqr" if letter == "z" else "orgqr"
+    text = _ffi_module(f"lapack_{letter}{routine}_ffi", [shape, tau], shape)
+    module = minixla.parse_hlo_module(text)
+    a = RNG.standard_normal(dims) + (1j * RNG.standard_normal(dims) if letter == "z" else 0)
+    a = a.astype(module.entry.root.shape.numpy_dtype)
+    factor = TARGETS[f"lapack_{letter}geqrf_ffi"]
+    h, tau_values = factor((a,), [], {})
+    want = minixla.compile(text, backend="interpreter")(h, tau_values)
+    got = _cpu_without_reference_lapack(monkeypatch, text)(h, tau_values)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

@@ -260,9 +260,10 @@ LIBCALLS = {
 
 
 def lapack_ffi(instr):
-    """XLA:CPU's LAPACK FFI targets whose reference code loops in Python (getrf, trsm, potrf),
-    as one call of the named routine (sgetrf for `lapack_sgetrf_ffi`: the operands' own type,
-    as XLA:CPU calls it; the interpreter works in f64) per matrix of the batch. They leave
+    """XLA:CPU's LAPACK FFI targets whose reference code loops in Python (getrf, trsm, potrf,
+    orgqr), as one call of the named routine (sgetrf for `lapack_sgetrf_ffi`: the operands'
+    own type, as XLA:CPU calls it; the interpreter works in f64) per matrix of the batch. They
+    leave
     what the reference leaves (1-based pivots, the untouched triangle, info 1 for a matrix
     potrf cannot factor). Returns a custom call (`fn(out, *operands, backend_config=...)`
     filling `out`), or None for other targets, whose reference code already calls NumPy's
@@ -360,4 +361,28 @@ def _ffi_potrf(letter: str, attrs):
     return run
 
 
-_FFI_ROUTINES = {"getrf": _ffi_getrf, "trsm": _ffi_trsm, "potrf": _ffi_potrf}
+def _ffi_orgqr(letter: str, attrs):
+    _, lapack = _lapack()
+    name = f"{letter}ungqr" if letter in "cz" else f"{letter}orgqr"
+    orgqr, work = getattr(lapack, name), _LETTER_DTYPE[letter]
+
+    def run(out, a, tau, **_):
+        if out.size == 0:
+            return
+        flat_out = _matrices(out)
+        flat_tau = tau.reshape(flat_out.shape[0], -1)
+        for k, matrix in enumerate(_matrices(a)):
+            # Q's first columns from the reflectors below the diagonal (geqrf's compact form)
+            q, _, _ = orgqr(np.array(matrix, work, order="F"), flat_tau[k], overwrite_a=True)
+            flat_out[k] = q
+
+    return run
+
+
+_FFI_ROUTINES = {
+    "getrf": _ffi_getrf,
+    "trsm": _ffi_trsm,
+    "potrf": _ffi_potrf,
+    "orgqr": _ffi_orgqr,
+    "ungqr": _ffi_orgqr,
+}
