@@ -608,13 +608,16 @@ def test_gemms_with_few_rows_run_in_blocks_of_at_least_128_columns(monkeypatch, 
     np.testing.assert_allclose(exe(a, b.astype(np.float32)), want, rtol=1e-4, atol=1e-4 * k)
 
 
-def test_blas_threads_follow_the_gemm_size_and_the_idle_cores():
+def test_blas_threads_follow_the_gemm_size_and_the_cores_never_the_load(monkeypatch):
+    # Haswell's kernels round differently for each thread count: a count that followed the
+    # load gave a program other bits from run to run
     from minixla.backends.cpu import blas_threads
 
     assert blas_threads.threads_for(1000) == 1
     big = blas_threads.threads_for(1e15)
-    assert 1 <= big <= blas_threads.cores()
-    assert big == blas_threads.idle_cores()
+    assert big == blas_threads.cores()
+    monkeypatch.setattr(blas_threads, "idle_cores", lambda: 1)  # a loaded machine
+    assert blas_threads.threads_for(1e15) == big
     blas_threads.use_threads(1)
     a = np.ones((64, 64), np.float32)
     np.testing.assert_array_equal(a @ a, np.full((64, 64), 64, np.float32))
