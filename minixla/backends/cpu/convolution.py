@@ -5,6 +5,9 @@ The first two strategies compute channels-last: the input as [batch, spatial...,
 the kernel as [spatial..., in features, out features], the result as [batch, spatial..., out
 features] written through a transposed view of the output, so the contracted features are
 the minor dim of every GEMM operand. The third keeps features before spatial dims (NCHW).
+A base-dilated convolution (a transposed one: decoders, input gradients of strided layers)
+runs as one channels-last sub-convolution per residue class of its outputs, each over the
+undilated input with every s-th tap (`_phases`), not over the dilated input, mostly zeros.
 
 * shifted GEMMs (stride 1, no batch groups, enough features per group): the padded input is
   one [batch * positions, features] matrix, and the output row of a position is the sum over
