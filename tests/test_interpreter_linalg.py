@@ -467,3 +467,27 @@ ENTRY e {
     assert peak < whole_copy / 2, peak
     # f32 sums of 16384 terms in another order
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+
+
+def test_an_f32_dot_gives_the_same_bits_with_its_operands_swapped():
+    # a transpose folded into a dot swaps its operands; in f32 BLAS's kernels may round
+    # A^T B and (B^T A)^T differently (OpenBLAS's Haswell ones do), which changed the
+    # interpreter's results after the cpu pipeline on CPUs without AVX-512
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((16, 64)).astype(np.float32)
+    b = rng.standard_normal((16, 33)).astype(np.float32)
+
+    def dot(lhs, rhs):
+        text = f"""HloModule m
+ENTRY e {{
+  a = f32[16,{lhs}] parameter(0)
+  b = f32[16,{rhs}] parameter(1)
+  ROOT d = f32[{lhs},{rhs}] dot(a, b), lhs_contracting_dims={{0}}, rhs_contracting_dims={{0}}
+}}"""
+        return minixla.compile(text, backend="interpreter")
+
+    ab = dot(64, 33)(a, b)
+    ba = dot(33, 64)(b, a)
+    assert ab.T.tobytes() == np.ascontiguousarray(ba).tobytes()
+    exact = a.astype(np.float64).T @ b.astype(np.float64)
+    np.testing.assert_array_equal(ab, exact.astype(np.float32))  # the exact sum, rounded once

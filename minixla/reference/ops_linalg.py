@@ -58,6 +58,12 @@ def _wide(values: np.ndarray) -> np.ndarray:
 def _dot(ev, instr, operands):
     lhs, rhs = operands
     work = _work_dtype(instr.shape.numpy_dtype, lhs.dtype, rhs.dtype)
+    if work == F32 and lhs.dtype == rhs.dtype == F32:
+        # Products of f32 values are exact in f64, so the f64 sums hardly depend on how BLAS
+        # orders them: the result is the same whichever operand comes first. In f32 it was
+        # not everywhere: OpenBLAS's Haswell kernels round A^T B and (B^T A)^T differently,
+        # and a pass that folds a transpose into a dot changed the interpreter's bits
+        work = F64
     return _finish(_contract(instr.attrs, lhs, rhs, work), instr.shape)
 
 
