@@ -390,3 +390,34 @@ def test_cpu_orgqr_calls_lapack_and_agrees_with_the_interpreter(monkeypatch, let
     want = minixla.compile(text, backend="interpreter")(h, tau_values)
     got = _cpu_without_reference_lapack(monkeypatch, text)(h, tau_values)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("letter, uplo", [("s", "L"), ("d", "U"), ("c", "L")])
+def test_cpu_syevd_calls_lapack_and_agrees_with_the_interpreter(monkeypatch, letter, uplo):
+    from minixla.reference import xla_custom_calls
+
+    dtype, real = {"s": ("f32", "f32"), "d": ("f64", "f64"), "c": ("c64", "f32")}[letter]
+    routine = "heevd" if letter == "c" else "syevd"
+    text = _ffi_module(
+        f"lapack_{letter}{routine}_ffi",
+        [f"{dtype}[3,6,6]"],
+        f"({dtype}[3,6,6], {real}[3,6], s32[3])",
+        uplo=uplo,
+    )
+    module = minixla.parse_hlo_module(text)
+    m = RNG.standard_normal((3, 6, 6)) + (
+        1j * RNG.standard_normal((3, 6, 6)) if letter == "c" else 0
+    )
+    a = (m + m.conj().transpose(0, 2, 1)).astype(module.entry.root.operand(0).shape.numpy_dtype)
+    want = minixla.compile(text, backend="interpreter")(a)
+    monkeypatch.setitem(xla_custom_calls.TARGETS, f"lapack_{letter}{routine}_ffi", _refuse)
+    got = minixla.compile(text, backend="cpu")(a)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-4, atol=1e-4)  # eigenvalues
+    assert got[2].tolist() == want[2].tolist() == [0, 0, 0]
+    # eigenvectors up to a phase: |v^H w| = 1 column by column
+    overlap = np.abs(np.einsum("bij,bij->bj", got[0].conj(), want[0]))
+    np.testing.assert_allclose(overlap, 1, atol=1e-4)
+
+
+def _refuse(*_):
+    raise AssertionError("the cpu backend ran the reference's LAPACK code")

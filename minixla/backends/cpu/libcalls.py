@@ -261,13 +261,12 @@ LIBCALLS = {
 
 def lapack_ffi(instr):
     """XLA:CPU's LAPACK FFI targets whose reference code loops in Python (getrf, trsm, potrf,
-    orgqr), as one call of the named routine (sgetrf for `lapack_sgetrf_ffi`: the operands'
-    own type, as XLA:CPU calls it; the interpreter works in f64) per matrix of the batch. They
-    leave
-    what the reference leaves (1-based pivots, the untouched triangle, info 1 for a matrix
-    potrf cannot factor). Returns a custom call (`fn(out, *operands, backend_config=...)`
-    filling `out`), or None for other targets, whose reference code already calls NumPy's
-    LAPACK; NotEmittable without SciPy."""
+    orgqr) or works in f64 (syevd), as one call of the named routine per matrix of the batch
+    (sgetrf for `lapack_sgetrf_ffi`: the operands' own type, as XLA:CPU calls it; the
+    interpreter works in f64). They leave what the reference leaves (1-based pivots, the
+    untouched triangle, info 1 for a matrix potrf cannot factor). Returns a custom call
+    (`fn(out, *operands, backend_config=...)` filling `out`), or None for other targets, whose
+    reference code already calls NumPy's LAPACK; NotEmittable without SciPy."""
     from ...ir.attrs import backend_config_string
     from ...reference.xla_custom_calls import ffi_attributes, lapack_routine
 
@@ -379,7 +378,33 @@ def _ffi_orgqr(letter: str, attrs):
     return run
 
 
+def _ffi_syevd(letter: str, attrs):
+    from ...reference.lapack_ffi import FLAG
+
+    _, lapack = _lapack()
+    name = f"{letter}heevd" if letter in "cz" else f"{letter}syevd"
+    syevd, work = getattr(lapack, name), _LETTER_DTYPE[letter]
+    lower = attrs.get("uplo", FLAG["L"]) == FLAG["L"]
+
+    def run(out, a, **_):
+        vectors, values, infos = out
+        if a.size == 0:
+            infos[...] = 0
+            return
+        flat_vectors = _matrices(vectors)
+        flat_values = values.reshape(flat_vectors.shape[0], -1)
+        flat_infos = infos.reshape(-1)
+        for k, matrix in enumerate(_matrices(a)):
+            # eigenvalues ascending, eigenvectors in the columns, from the `uplo` triangle
+            w, v, info = syevd(np.array(matrix, work, order="F"), lower=int(lower))
+            flat_vectors[k], flat_values[k], flat_infos[k] = v, w, info
+
+    return run
+
+
 _FFI_ROUTINES = {
+    "syevd": _ffi_syevd,
+    "heevd": _ffi_syevd,
     "getrf": _ffi_getrf,
     "trsm": _ffi_trsm,
     "potrf": _ffi_potrf,
