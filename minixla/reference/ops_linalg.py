@@ -230,28 +230,31 @@ def _fft(ev, instr, operands):
     )
 
 
-def fft_values(x: np.ndarray, kind: str, lengths: tuple, dims) -> np.ndarray:
-    """The transform in double precision (complex128 or float64) with the result's `dims`;
-    the cpu backend calls it too, so both give the same values."""
+def fft_values(x: np.ndarray, kind: str, lengths: tuple, dims, fft=np.fft, wide=True):
+    """The transform with the result's `dims`, in double precision (complex128 or float64);
+    the cpu backend calls it too. `fft` is the module with NumPy's fft functions (the cpu
+    backend passes scipy.fft), and `wide=False` keeps f32/c64 operands in single precision."""
     axes = tuple(range(x.ndim - len(lengths), x.ndim))
+    complex_type = np.complex128 if wide or x.dtype in (F64, np.complex128) else np.complex64
+    real_type = F64 if complex_type == np.complex128 else F32
     if kind in ("FFT", "IFFT"):
-        return _complex_fft(x.astype(np.complex128), lengths, axes, kind == "IFFT")
+        return _complex_fft(x.astype(complex_type), lengths, axes, kind == "IFFT", fft)
     if kind not in ("RFFT", "IRFFT"):
         raise UnsupportedError(f"fft_type {kind}")
     if 0 in lengths or 0 in x.shape or 0 in tuple(dims):
-        return np.zeros(tuple(dims), np.complex128 if kind == "RFFT" else F64)
+        return np.zeros(tuple(dims), complex_type if kind == "RFFT" else real_type)
     if kind == "RFFT":
-        return np.fft.rfftn(x.astype(F64), s=lengths, axes=axes)
-    return np.fft.irfftn(x.astype(np.complex128), s=lengths, axes=axes)
+        return fft.rfftn(x.astype(real_type), s=lengths, axes=axes)
+    return fft.irfftn(x.astype(complex_type), s=lengths, axes=axes)
 
 
-def _complex_fft(x: np.ndarray, lengths, axes, inverse: bool) -> np.ndarray:
+def _complex_fft(x: np.ndarray, lengths, axes, inverse: bool, fft=np.fft) -> np.ndarray:
     """FFT/IFFT of fft_length points, as XLA's evaluator: the operand is cut or zero-padded
     to the lengths, transformed, and the result cut or zero-padded back to the operand's
     shape; a zero length or an empty operand gives zeros."""
     if 0 in lengths or 0 in x.shape:
         return np.zeros_like(x)
-    transform = np.fft.ifftn if inverse else np.fft.fftn
+    transform = fft.ifftn if inverse else fft.fftn
     out = transform(x, s=lengths, axes=axes)
     fitted = np.zeros_like(x)
     common = tuple(slice(0, min(a, b)) for a, b in zip(x.shape, out.shape))

@@ -1,5 +1,6 @@
 """Thunks that call libraries: convolution (convolution.py), dots outside BLAS's types, converts
-and bitcasts of types kernels cannot hold, fft (pocketfft through NumPy), cholesky and
+and bitcasts of types kernels cannot hold, fft (pocketfft through SciPy in the operand's
+precision, as XLA's ducc; through NumPy in f64 without SciPy), cholesky and
 triangular-solve (LAPACK/BLAS through SciPy).
 
 Each factory returns `run(out, *operands)` filling the preallocated result, or raises
@@ -156,9 +157,17 @@ def fft(instr):
     if kind not in ("FFT", "IFFT", "RFFT", "IRFFT"):
         raise NotEmittable(f"fft_type {kind}")
     dims = instr.shape.dims
+    try:
+        import scipy.fft as transforms
+    except ImportError:  # NumPy's, in double precision: the interpreter's values
+        transforms = None
 
-    def run(out, x):  # the interpreter's code: the same lengths, padding and precision
-        out[...] = fft_values(x, kind, lengths, dims).astype(out.dtype, copy=False)
+    def run(out, x):  # the interpreter's code: the same lengths and padding
+        if transforms is None:
+            values = fft_values(x, kind, lengths, dims)
+        else:
+            values = fft_values(x, kind, lengths, dims, transforms, wide=False)
+        out[...] = values.astype(out.dtype, copy=False)
 
     return run
 
