@@ -421,3 +421,55 @@ def test_cpu_syevd_calls_lapack_and_agrees_with_the_interpreter(monkeypatch, let
 
 def _refuse(*_):
     raise AssertionError("the cpu backend ran the reference's LAPACK code")
+
+
+def test_gesdd_without_vectors_computes_the_singular_values_only(monkeypatch):
+    # jnp.linalg.svd(compute_uv=False) asks for mode 'N': u and vt are left unset
+    a = RNG.standard_normal((2, 5, 3))
+    calls = []
+    real_svd = np.linalg.svd
+
+    def svd(m, *args, **kwargs):
+        calls.append(kwargs.get("compute_uv", True))
+        return real_svd(m, *args, **kwargs)
+
+    monkeypatch.setattr(np.linalg, "svd", svd)
+    outs = [
+        ((2, 5, 3), np.float64),
+        ((2, 3), np.float64),
+        ((2, 5, 5), np.float64),
+        ((2, 3, 3), np.float64),
+        ((2,), np.int32),
+    ]
+    _, s, u, vt, info = _call("lapack_dgesdd_ffi", (a,), outs, mode="N")
+    assert calls == [False, False]
+    np.testing.assert_allclose(s, real_svd(a, compute_uv=False), rtol=1e-12)
+    assert not u.any() and not vt.any() and info.tolist() == [0, 0]
+
+
+@pytest.mark.parametrize("mode, dims", [("N", (3, 7, 4)), ("A", (2, 4, 6)), ("S", (2, 6, 4))])
+def test_cpu_gesdd_calls_lapack_and_agrees_with_the_interpreter(monkeypatch, mode, dims):
+    rows, cols = dims[-2:]
+    short = min(rows, cols)
+    batch = list(dims[:-2])
+    u, vt = ((rows, rows), (cols, cols)) if mode in "AN" else ((rows, short), (short, cols))
+    spell = lambda d: str(list(d)).replace(" ", "")  # noqa: E731
+    result = (
+        f"(f32{spell(dims)}, f32{spell(batch + [short])}, f32{spell(batch + list(u))}, "
+        f"f32{spell(batch + list(vt))}, s32{spell(batch)})"
+    )
+    text = _ffi_module("lapack_sgesdd_ffi", [f"f32{spell(dims)}"], result, mode=mode)
+    a = RNG.standard_normal(dims).astype(np.float32)
+    want = minixla.compile(text, backend="interpreter")(a)
+    monkeypatch.setitem(TARGETS, "lapack_sgesdd_ffi", _refuse)
+    got = minixla.compile(text, backend="cpu")(a)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(got[0], a)
+    assert got[4].tolist() == want[4].tolist()
+    if mode == "N":
+        assert not got[2].any() and not got[3].any()
+        return
+    # the vectors up to their signs: u s vt rebuilds the matrix
+    k = short
+    rebuilt = np.einsum("...ik,...k,...kj->...ij", got[2][..., :k], got[1], got[3][..., :k, :])
+    np.testing.assert_allclose(rebuilt, a, rtol=1e-4, atol=1e-4)

@@ -158,8 +158,14 @@ def _gesdd(operands, outs, attrs):
     full = tuple(u_dims[-2:]) == (rows, rows) and rows != min(rows, cols)
     full = full or tuple(vt_dims[-2:]) == (cols, cols) and cols != min(rows, cols)
 
+    values_only = attrs.get("mode") == FLAG["N"]  # jnp.linalg.svd(compute_uv=False)
+
     def one(m):
         work = _work(m)
+        if values_only:  # u and vt are not computed (LAPACK leaves them unset): zeros here
+            s = np.linalg.svd(work, compute_uv=False)
+            zeros = np.zeros(u_dims[-2:], m.dtype), np.zeros(vt_dims[-2:], m.dtype)
+            return m, s.astype(s_dtype), *zeros, np.int32(0)
         u, s, vt = np.linalg.svd(work, full_matrices=full)
         u = u if u.shape == tuple(u_dims[-2:]) else np.zeros(u_dims[-2:])
         vt = vt if vt.shape == tuple(vt_dims[-2:]) else np.zeros(vt_dims[-2:])

@@ -270,7 +270,7 @@ LIBCALLS = {
 
 def lapack_ffi(instr):
     """XLA:CPU's LAPACK FFI targets whose reference code loops in Python (getrf, trsm, potrf,
-    orgqr) or works in f64 (syevd), as one call of the named routine per matrix of the batch
+    orgqr) or works in f64 (syevd, gesdd), as one call of the named routine per matrix of the batch
     (sgetrf for `lapack_sgetrf_ffi`: the operands' own type, as XLA:CPU calls it; the
     interpreter works in f64). They leave what the reference leaves (1-based pivots, the
     untouched triangle, info 1 for a matrix potrf cannot factor). Returns a custom call
@@ -411,7 +411,40 @@ def _ffi_syevd(letter: str, attrs):
     return run
 
 
+def _ffi_gesdd(letter: str, attrs):
+    from ...reference.lapack_ffi import FLAG
+
+    _, lapack = _lapack()
+    gesdd, work = getattr(lapack, f"{letter}gesdd"), _LETTER_DTYPE[letter]
+    vectors = attrs.get("mode", FLAG["A"]) != FLAG["N"]
+
+    def run(out, a, **_):
+        operand, values, left, right, infos = out
+        operand[...] = a  # returned as it is, as the reference does
+        left[...] = 0  # without vectors LAPACK leaves u and vt unset: zeros, as the reference
+        right[...] = 0
+        infos[...] = 0
+        if a.size == 0:
+            values[...] = 0
+            return
+        rows, cols = a.shape[-2:]
+        short = min(rows, cols)
+        full = left.shape[-1] == rows != short or right.shape[-2] == cols != short
+        flat_values = values.reshape(-1, short)
+        flat_left, flat_right, flat_infos = _matrices(left), _matrices(right), infos.reshape(-1)
+        for k, matrix in enumerate(_matrices(a)):
+            u, s, vt, info = gesdd(
+                np.array(matrix, work, order="F"), compute_uv=int(vectors), full_matrices=int(full)
+            )
+            flat_values[k], flat_infos[k] = s, info
+            if vectors:
+                flat_left[k], flat_right[k] = u, vt
+
+    return run
+
+
 _FFI_ROUTINES = {
+    "gesdd": _ffi_gesdd,
     "syevd": _ffi_syevd,
     "heevd": _ffi_syevd,
     "getrf": _ffi_getrf,
