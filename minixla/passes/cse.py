@@ -1,8 +1,10 @@
 """Common subexpression elimination: one instruction per (opcode, shape, attributes, operands).
 
 Constants merge when their bits agree (so -0.0 and 0.0, or two NaN payloads, stay apart).
-Called computations compare by structure. Never merged: side-effecting instructions, random
-number generators (two draws are not one), parameters, and anything with control edges.
+Called computations compare by structure. Never merged: side-effecting instructions (a
+custom call with `custom_call_has_side_effect=true`; the others are pure, as XLA's CSE reads
+them: JAX's LU of one matrix for `inv` and `slogdet` is one call), random number generators
+(two draws are not one), parameters, and anything with control edges.
 Operands are canonical before their users because each computation is walked in post order.
 """
 
@@ -19,7 +21,6 @@ _NEVER = frozenset(
         "rng-bit-generator",
         "rng-get-and-update-state",
         "after-all",
-        "custom-call",
         "infeed",
         "outfeed",
         "send",
