@@ -5,7 +5,8 @@ inline calls, give mixed-precision movement ops a convert (movers.py), compute 3
 convolutions by Winograd's algorithm (winograd.py) and small max/min pooling windows as
 maxima of strided slices (window_taps.py), simplify to a fixed point, compute narrow floats
 in f32, canonicalize broadcasts and fold transposes into dots, turn sums of dots into one dot
-over concatenated operands (dot_sums.py), assign layouts, fuse (XLA fuses after layout
+over concatenated operands (dot_sums.py) and batched dots of a vector into a multiply and a
+sum (dot_strength.py), assign layouts, fuse (XLA fuses after layout
 assignment, so fusions see final layouts and transposes already turned into bitcasts), merge
 row reductions into the loops that read them back, then add the copies control flow needs
 and schedule, which is what `assign_buffers` expects.
@@ -52,6 +53,7 @@ def cpu_pipeline(
             get_pass("broadcast-canonicalizer"),
             get_pass("transpose-folding"),
             get_pass("dot-sum-merger"),
+            get_pass("dot-strength-reduction"),
             get_pass("layout-assignment"),
             get_pass("fusion"),
             *([get_pass("row-fusion")] if row_fusion else []),

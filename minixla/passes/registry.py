@@ -20,6 +20,7 @@ PASS_MODULES: list[str] = [
     "conditional_simplifier",
     "movers",
     "dot_sums",
+    "dot_strength",
     "winograd",
     "window_taps",
     "rematerialization",
