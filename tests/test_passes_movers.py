@@ -140,6 +140,7 @@ def test_cpu_pipeline_runs_every_pass_in_xla_order():
         "broadcast-canonicalizer",
         "transpose-folding",
         "dot-sum-merger",
+        "dot-strength-reduction",
         "layout-assignment",
         "fusion",
         "row-fusion",
