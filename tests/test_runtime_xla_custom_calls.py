@@ -473,3 +473,25 @@ def test_cpu_gesdd_calls_lapack_and_agrees_with_the_interpreter(monkeypatch, mod
     k = short
     rebuilt = np.einsum("...ik,...k,...kj->...ij", got[2][..., :k], got[1], got[3][..., :k, :])
     np.testing.assert_allclose(rebuilt, a, rtol=1e-4, atol=1e-4)
+
+
+def test_without_scipy_the_cpu_runs_the_reference_lapack_code(monkeypatch):
+    import builtins
+    import warnings
+
+    real_import = builtins.__import__
+
+    def no_scipy(name, *args, **kwargs):
+        if name.startswith("scipy"):
+            raise ImportError(f"no module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    text = _ffi_module("lapack_dgetrf_ffi", ["f64[2,4,4]"], "(f64[2,4,4], s32[2,4], s32[2])")
+    a = RNG.standard_normal((2, 4, 4))
+    want = minixla.compile(text, backend="interpreter")(a)
+    monkeypatch.setattr(builtins, "__import__", no_scipy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback warning either
+        got = minixla.compile(text, backend="cpu", cache=False)(a)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
