@@ -495,3 +495,23 @@ def test_without_scipy_the_cpu_runs_the_reference_lapack_code(monkeypatch):
         got = minixla.compile(text, backend="cpu", cache=False)(a)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("letter, dims", [("s", (3, 7, 4)), ("d", (5, 3)), ("c", (2, 4, 4))])
+def test_cpu_geqrf_calls_lapack_and_agrees_with_the_interpreter(monkeypatch, letter, dims):
+    dtype = {"s": "f32", "d": "f64", "c": "c64"}[letter]
+    spell = lambda d: str(list(d)).replace(" ", "")  # noqa: E731
+    taus = list(dims[:-2]) + [min(dims[-2:])]
+    text = _ffi_module(
+        f"lapack_{letter}geqrf_ffi",
+        [f"{dtype}{spell(dims)}"],
+        f"({dtype}{spell(dims)}, {dtype}{spell(taus)})",
+    )
+    module = minixla.parse_hlo_module(text)
+    a = RNG.standard_normal(dims) + (1j * RNG.standard_normal(dims) if letter == "c" else 0)
+    a = a.astype(module.entry.root.operand(0).shape.numpy_dtype)
+    want = minixla.compile(text, backend="interpreter")(a)
+    monkeypatch.setitem(TARGETS, f"lapack_{letter}geqrf_ffi", _refuse)
+    got = minixla.compile(text, backend="cpu")(a)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)

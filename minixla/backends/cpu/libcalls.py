@@ -270,12 +270,12 @@ LIBCALLS = {
 
 def lapack_ffi(instr):
     """XLA:CPU's LAPACK FFI targets whose reference code loops in Python (getrf, trsm, potrf,
-    orgqr) or works in f64 (syevd, gesdd), as one call of the named routine per matrix of the batch
-    (sgetrf for `lapack_sgetrf_ffi`: the operands' own type, as XLA:CPU calls it; the
-    interpreter works in f64). They leave what the reference leaves (1-based pivots, the
-    untouched triangle, info 1 for a matrix potrf cannot factor). Returns a custom call
-    (`fn(out, *operands, backend_config=...)` filling `out`), or None for other targets, whose
-    reference code already calls NumPy's LAPACK; NotEmittable without SciPy."""
+    orgqr) or works in f64 (geqrf, syevd, gesdd), as one call of the named routine per
+    matrix of the batch: sgetrf for `lapack_sgetrf_ffi`, the operands' own type, as XLA:CPU
+    calls it. They leave what the reference leaves (1-based pivots, the untouched triangle,
+    info 1 for a matrix potrf cannot factor). Returns a custom call (`fn(out, *operands,
+    backend_config=...)` filling `out`), or None for other targets, whose reference code
+    calls NumPy's LAPACK; NotEmittable without SciPy."""
     from ...ir.attrs import backend_config_string
     from ...reference.xla_custom_calls import ffi_attributes, lapack_routine
 
@@ -443,7 +443,26 @@ def _ffi_gesdd(letter: str, attrs):
     return run
 
 
+def _ffi_geqrf(letter: str, attrs):
+    _, lapack = _lapack()
+    geqrf, work = getattr(lapack, f"{letter}geqrf"), _LETTER_DTYPE[letter]
+
+    def run(out, a, **_):
+        factors, taus = out
+        if a.size == 0:
+            return
+        flat_factors = _matrices(factors)
+        flat_taus = taus.reshape(flat_factors.shape[0], -1)
+        for k, matrix in enumerate(_matrices(a)):
+            # R on and above the diagonal, the Householder vectors below it, and their tau
+            qr, tau, _, _ = geqrf(np.array(matrix, work, order="F"), overwrite_a=True)
+            flat_factors[k], flat_taus[k] = qr, tau
+
+    return run
+
+
 _FFI_ROUTINES = {
+    "geqrf": _ffi_geqrf,
     "gesdd": _ffi_gesdd,
     "syevd": _ffi_syevd,
     "heevd": _ffi_syevd,
