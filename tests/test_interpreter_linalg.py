@@ -491,3 +491,21 @@ ENTRY e {{
     assert ab.T.tobytes() == np.ascontiguousarray(ba).tobytes()
     exact = a.astype(np.float64).T @ b.astype(np.float64)
     np.testing.assert_array_equal(ab, exact.astype(np.float32))  # the exact sum, rounded once
+
+
+def test_an_f32_dot_that_overflows_in_f32_gives_xlas_inf_or_nan():
+    # summed in f64 the products below would cancel to 0; in f32 they overflow first
+    text = """HloModule m
+ENTRY e {
+  a = f32[2,2] parameter(0)
+  b = f32[2,2] parameter(1)
+  ROOT d = f32[2,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}"""
+    a = np.array([[1e30, -1e30], [1e30, 1.0]], np.float32)
+    b = np.array([[1e30, 2.0], [1e30, 3.0]], np.float32)
+    got = minixla.compile(text, backend="interpreter")(a, b)
+    # inf - inf, or inf where the multiply and add are fused (docs/semantics.md): never the
+    # cancelled 0 of an exact sum
+    assert not np.isfinite(got[0, 0])
+    assert got[1, 0] == np.inf
+    np.testing.assert_allclose(got[:, 1], [2e30 - 3e30, 2e30 + 3.0], rtol=1e-6)

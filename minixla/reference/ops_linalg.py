@@ -62,8 +62,13 @@ def _dot(ev, instr, operands):
         # Products of f32 values are exact in f64, so the f64 sums hardly depend on how BLAS
         # orders them: the result is the same whichever operand comes first. In f32 it was
         # not everywhere: OpenBLAS's Haswell kernels round A^T B and (B^T A)^T differently,
-        # and a pass that folds a transpose into a dot changed the interpreter's bits
-        work = F64
+        # and a pass that folds a transpose into a dot changed the interpreter's bits. Where
+        # the f32 sum overflows (or meets inf or NaN) its value stands, as in XLA: in f64,
+        # 1e30 * 1e30 - 1e30 * 1e30 would be 0, not inf - inf
+        wide = _contract(instr.attrs, lhs, rhs, F64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            narrow = _contract(instr.attrs, lhs, rhs, F32)
+        return _finish(np.where(np.isfinite(narrow), wide, narrow), instr.shape)
     return _finish(_contract(instr.attrs, lhs, rhs, work), instr.shape)
 
 
