@@ -4,7 +4,8 @@
   computation, any number of operands) decides whether the right run's head goes strictly
   before the left run's, which is the interpreter's order;
 * topk: keys in the float total order, descending for largest; k <= 32 keeps a sorted
-  buffer of the k best per row (one pass), larger k sorts the row's keys stably.
+  buffer of the k best per row (one pass), larger k a heap of the k best where the row is
+  over 8k long (O(n log k)), else sorts the row's keys stably.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ from .kernel_source import OpSource
 from .kernels import KernelSpec
 from ..codegen.scalar import kernel_type
 
-_SMALL_TOPK = 32  # up to this k, a sorted buffer of k; above, a sort of the whole row
+_SMALL_TOPK = 32  # up to this k, a sorted buffer of k
+# above it, a heap of the k best where the row is this many times k (a sort of the whole row
+# otherwise): top-50 of [64, 32000] logits sorted every row, 192 ms against XLA's 5
+_HEAP_ROWS = 8
 
 
 def _outer_loops(src, dims, axis: int) -> list[str]:
@@ -138,6 +142,8 @@ def topk(instr) -> KernelSpec:
         src.line(f"if filled < {k}:")
         src.line("    filled += 1")
         src.close()
+    elif n > _HEAP_ROWS * k:
+        _heap_select(src, n, k)
     else:
         src.line("order = np.argsort(keys, kind='mergesort')")
         src.open("t", k)
@@ -152,3 +158,46 @@ def topk(instr) -> KernelSpec:
     src.close()
     src.close(len(dims) - 1)
     return src.spec()
+
+
+def _heap_select(src, n: int, k: int) -> None:
+    """`best[:k]` = the k best of `keys[:n]` (smallest key, then lowest index) in order: a
+    heap with the worst of them at its root, which a later element replaces only when its key
+    is strictly smaller (its index is larger than any kept), then the k sorted stably by key
+    after a sort by index. O(n log k) for any input."""
+    src.line("filled = 0")
+    src.open("t", n)
+    src.line("key = keys[t]")
+    src.line(f"if filled < {k}:")  # sift up: a parent never better than its children
+    src.line("    at = filled")
+    src.line("    filled += 1")
+    src.line("    while at > 0:")
+    src.line("        parent = (at - 1) >> 1")
+    src.line("        if keys[best[parent]] > key:")
+    src.line("            break")
+    src.line("        best[at] = best[parent]")
+    src.line("        at = parent")
+    src.line("    best[at] = t")
+    src.line("elif key < keys[best[0]]:")  # sift down from the root the new element replaces
+    src.line("    at = 0")
+    src.line("    while True:")
+    src.line("        child = 2 * at + 1")
+    src.line(f"        if child >= {k}:")
+    src.line("            break")
+    src.line("        c = best[child]")
+    src.line(f"        if child + 1 < {k}:")
+    src.line("            d = best[child + 1]")
+    src.line("            if keys[d] > keys[c] or (keys[d] == keys[c] and d > c):")
+    src.line("                child += 1")
+    src.line("                c = d")
+    src.line("        if keys[c] <= key:")
+    src.line("            break")
+    src.line("        best[at] = c")
+    src.line("        at = child")
+    src.line("    best[at] = t")
+    src.close()
+    src.line(f"chosen = np.sort(best[:{k}])")
+    src.line("order = np.argsort(keys[chosen], kind='mergesort')")
+    src.open("t", k)
+    src.line("best[t] = chosen[order[t]]")
+    src.close()
