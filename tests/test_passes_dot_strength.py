@@ -118,6 +118,13 @@ def test_narrow_operands_are_summed_in_the_result_type():
             "lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, "
             "rhs_contracting_dims={1}",
         ),
+        # nothing contracted: a batched outer product
+        (
+            "f32[4,16]",
+            "f32[4,8]",
+            "f32[4,16,8]",
+            "lhs_batch_dims={0}, rhs_batch_dims={0}",
+        ),
         # a bf16 result would be summed in bf16
         (
             "bf16[4,16]",

@@ -30,10 +30,12 @@ _NARROWER = {"f32": ("bf16", "f16", "f32"), "f64": ("bf16", "f16", "f32", "f64")
 
 
 def vector_side(dot: HloInstruction) -> str | None:
-    """ "lhs" or "rhs" when that operand has only batch and contracting dims and the dot has
-    a batch dim and a type the sum can be taken in; else None."""
+    """The side ("lhs" or "rhs") whose operand has only batch and contracting dims, where the
+    dot has a batch dim, a contracting dim and a type the sum can be taken in; else None."""
     attrs = dot.attrs
-    if not attrs.get("lhs_batch_dims") or dot.shape.dtype not in _SUM_TYPES:
+    if not attrs.get("lhs_batch_dims") or not attrs.get("lhs_contracting_dims"):
+        return None  # no batch: BLAS's GEMV; nothing contracted: an outer product
+    if dot.shape.dtype not in _SUM_TYPES:
         return None
     if attrs.get("algorithm") is not None:
         return None
@@ -41,7 +43,9 @@ def vector_side(dot: HloInstruction) -> str | None:
         return None
     for number, side in ((0, "lhs"), (1, "rhs")):
         operand = dot.operand(number)
-        used = len(attrs.get(f"{side}_batch_dims", ())) + len(attrs[f"{side}_contracting_dims"])
+        used = len(attrs.get(f"{side}_batch_dims", ())) + len(
+            attrs.get(f"{side}_contracting_dims", ())
+        )
         if used == operand.shape.rank:
             return side
     return None
