@@ -151,12 +151,19 @@ def _syevd(operands, outs, attrs):
     return _batched(one, a)
 
 
+def full_matrices(rows: int, cols: int, u_dims, vt_dims) -> bool:
+    """Whether gesdd's declared u [rows, rows] or vt [cols, cols] asks for the full
+    matrices, not the reduced ones (the same where the matrix is square)."""
+    short = min(rows, cols)
+    return (tuple(u_dims[-2:]) == (rows, rows) and rows != short) or (
+        tuple(vt_dims[-2:]) == (cols, cols) and cols != short
+    )
+
+
 def _gesdd(operands, outs, attrs):
     (a,) = operands
     (_, _), (_, s_dtype), (u_dims, _), (vt_dims, _) = outs[:4]
-    rows, cols = a.shape[-2:]
-    full = tuple(u_dims[-2:]) == (rows, rows) and rows != min(rows, cols)
-    full = full or tuple(vt_dims[-2:]) == (cols, cols) and cols != min(rows, cols)
+    full = full_matrices(*a.shape[-2:], u_dims, vt_dims)
 
     values_only = attrs.get("mode") == FLAG["N"]  # jnp.linalg.svd(compute_uv=False)
 
@@ -424,4 +431,4 @@ LAPACK: dict[str, Callable] = {
 }
 
 
-__all__ = ["FLAG", "LAPACK"]
+__all__ = ["FLAG", "LAPACK", "full_matrices"]

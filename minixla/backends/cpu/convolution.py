@@ -311,14 +311,13 @@ def convolution(instr, strategy: str | None = None):
             _per_feature(spec, out, x, kernel)
             return
         x = x.transpose(spec.x_perm).astype(spec.work, copy=False)
-        if not spec.phases:
-            x = _dilate_and_pad(x, range(1, 1 + nsp), spec.window)
         kernel = kernel.transpose(spec.k_perm).astype(spec.work, copy=False)
         if spec.flips:
             kernel = np.flip(kernel, spec.flips)
         target = out.transpose(spec.out_perm)
         if not spec.phases:
-            _channels_last_into(spec, target, x, kernel, gemm)
+            padded = _dilate_and_pad(x, range(1, 1 + nsp), spec.window)
+            _channels_last_into(spec, target, padded, kernel, gemm)
             return
         for phase in spec.phases:
             part = target[(slice(None),) + phase.out_index]

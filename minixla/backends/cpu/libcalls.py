@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from ...reference.lapack_ffi import FLAG, full_matrices
 from ..codegen.scalar import NotEmittable
 from .blas_threads import libraries_loaded, threads_for, use_threads
 
@@ -316,8 +317,6 @@ def _ffi_getrf(letter: str, attrs):
 
 
 def _ffi_trsm(letter: str, attrs):
-    from ...reference.lapack_ffi import FLAG
-
     blas, _ = _lapack()
     trsm, work = getattr(blas, f"{letter}trsm"), _LETTER_DTYPE[letter]
     left = attrs.get("side", FLAG["L"]) == FLAG["L"]
@@ -345,8 +344,6 @@ def _ffi_trsm(letter: str, attrs):
 
 
 def _ffi_potrf(letter: str, attrs):
-    from ...reference.lapack_ffi import FLAG
-
     _, lapack = _lapack()
     potrf, work = getattr(lapack, f"{letter}potrf"), _LETTER_DTYPE[letter]
     lower = attrs.get("uplo", FLAG["L"]) == FLAG["L"]
@@ -388,8 +385,6 @@ def _ffi_orgqr(letter: str, attrs):
 
 
 def _ffi_syevd(letter: str, attrs):
-    from ...reference.lapack_ffi import FLAG
-
     _, lapack = _lapack()
     name = f"{letter}heevd" if letter in "cz" else f"{letter}syevd"
     syevd, work = getattr(lapack, name), _LETTER_DTYPE[letter]
@@ -412,8 +407,6 @@ def _ffi_syevd(letter: str, attrs):
 
 
 def _ffi_gesdd(letter: str, attrs):
-    from ...reference.lapack_ffi import FLAG
-
     _, lapack = _lapack()
     gesdd, work = getattr(lapack, f"{letter}gesdd"), _LETTER_DTYPE[letter]
     vectors = attrs.get("mode", FLAG["A"]) != FLAG["N"]
@@ -427,10 +420,8 @@ def _ffi_gesdd(letter: str, attrs):
         if a.size == 0:
             values[...] = 0
             return
-        rows, cols = a.shape[-2:]
-        short = min(rows, cols)
-        full = left.shape[-1] == rows != short or right.shape[-2] == cols != short
-        flat_values = values.reshape(-1, short)
+        full = full_matrices(*a.shape[-2:], left.shape, right.shape)
+        flat_values = values.reshape(-1, min(a.shape[-2:]))
         flat_left, flat_right, flat_infos = _matrices(left), _matrices(right), infos.reshape(-1)
         for k, matrix in enumerate(_matrices(a)):
             u, s, vt, info = gesdd(
