@@ -66,10 +66,27 @@ def _dot(ev, instr, operands):
         # the f32 sum overflows (or meets inf or NaN) its value stands, as in XLA: in f64,
         # 1e30 * 1e30 - 1e30 * 1e30 would be 0, not inf - inf
         wide = _contract(instr.attrs, lhs, rhs, F64)
+        if _f32_sum_stays_finite(instr.attrs, lhs, rhs):
+            return _finish(wide, instr.shape)
         with np.errstate(over="ignore", invalid="ignore"):
             narrow = _contract(instr.attrs, lhs, rhs, F32)
         return _finish(np.where(np.isfinite(narrow), wide, narrow), instr.shape)
     return _finish(_contract(instr.attrs, lhs, rhs, work), instr.shape)
+
+
+_F32_HALF_MAX = float(np.finfo(np.float32).max) / 2
+
+
+def _f32_sum_stays_finite(attrs, lhs: np.ndarray, rhs: np.ndarray) -> bool:
+    """No f32 partial sum of the dot can overflow or meet inf or NaN: every one is at most
+    the terms' count times the largest magnitudes' product (with room for rounding), so the
+    f32 contraction that checks for them need not run (the common case)."""
+    if not lhs.size or not rhs.size:
+        return True
+    terms = math.prod(lhs.shape[d] for d in attrs.get("lhs_contracting_dims", ()))
+    with np.errstate(over="ignore", invalid="ignore"):
+        bound = float(np.max(np.abs(lhs))) * float(np.max(np.abs(rhs))) * terms
+    return bound < _F32_HALF_MAX  # False for inf and NaN too
 
 
 def _contract(attrs, lhs: np.ndarray, rhs: np.ndarray, work: np.dtype) -> np.ndarray:
