@@ -478,18 +478,20 @@ def test_threaded_kernels_match_interpreter(parts, monkeypatch):
     assert_close(exe(x), interpret(PARALLEL, x), rtol=1e-5)
 
 
-@pytest.mark.parametrize("dtype", ["u8", "u32", "s8", "s32"])
+@pytest.mark.parametrize("dtype", ["u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64"])
 @pytest.mark.parametrize("op", ["shift-left", "shift-right-logical", "shift-right-arithmetic"])
 def test_shifts_of_every_integer_kind_match_the_interpreter(op, dtype):
+    # cpu shifts in the operand's own width; amounts of the width or more (a negative
+    # amount is a huge unsigned one) give 0 or the sign fill
     text = (
-        f"HloModule m\nENTRY e {{\n  a = {dtype}[6] parameter(0)\n  b = {dtype}[6] parameter(1)\n"
-        f"  ROOT s = {dtype}[6] {op}(a, b)\n}}\n"
+        f"HloModule m\nENTRY e {{\n  a = {dtype}[7] parameter(0)\n  b = {dtype}[7] parameter(1)\n"
+        f"  ROOT s = {dtype}[7] {op}(a, b)\n}}\n"
     )
     np_dtype = minixla.parse_shape(f"{dtype}[]").numpy_dtype
     info = np.iinfo(np_dtype)
-    a = np.array([info.max, info.min, 1, 7, info.max // 2 + 1, 0], np_dtype)
+    a = np.array([info.max, info.min, 1, 7, info.max // 2 + 1, 0, info.min + 5], np_dtype)
     bits = info.bits
-    b = np.array([1, bits - 1, bits, bits + 3, 3, 0], np_dtype)
+    b = np.array([1, bits - 1, bits, bits + 3, 3, 0, info.max if info.min == 0 else -1], np_dtype)
     want = minixla.compile(text, backend="interpreter")(a, b)
     np.testing.assert_array_equal(minixla.compile(text, backend="cpu")(a, b), want)
 

@@ -134,3 +134,60 @@ def test_loop_carried_scatter_updates_the_state_in_place(passes):
     assert "np.empty((8, 3)" not in body, body
     in_place = [s for s in exe.program.kernels.values() if "Kernel for scatter" in s.source]
     assert in_place and all("z0" not in s.source for s in in_place)  # no copy loop
+
+
+# Threefry's shape: both words of the state feed both words of the next round, and the
+# rotate amounts come from the state too. The body becomes one multi-output loop fusion.
+CIPHER_ROUNDS = """
+HloModule cipher
+cond {
+  p = (s32[], u32[64,32], u32[64,32], u32[2]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  ROOT lt = pred[] compare(i, s32[] constant(5)), direction=LT
+}
+body {
+  p = (s32[], u32[64,32], u32[64,32], u32[2]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  x0 = u32[64,32] get-tuple-element(p), index=1
+  x1 = u32[64,32] get-tuple-element(p), index=2
+  rot = u32[2] get-tuple-element(p), index=3
+  r0 = u32[] reshape(u32[1] slice(rot), slice={[0:1]})
+  r1 = u32[] reshape(u32[1] slice(rot), slice={[1:2]})
+  c32 = u32[] constant(32)
+  a1 = u32[64,32] add(x0, x1)
+  l1 = u32[64,32] shift-left(x1, u32[64,32] broadcast(r0), dimensions={})
+  h1 = u32[64,32] shift-right-logical(x1, u32[64,32] broadcast(u32[] subtract(c32, r0)), dimensions={})
+  b1 = u32[64,32] xor(a1, u32[64,32] or(l1, h1))
+  a2 = u32[64,32] add(a1, b1)
+  l2 = u32[64,32] shift-left(b1, u32[64,32] broadcast(r1), dimensions={})
+  h2 = u32[64,32] shift-right-logical(b1, u32[64,32] broadcast(u32[] subtract(c32, r1)), dimensions={})
+  b2 = u32[64,32] xor(a2, u32[64,32] or(l2, h2))
+  k = u32[64,32] broadcast(u32[] convert(i)), dimensions={}
+  ROOT t = (s32[], u32[64,32], u32[64,32], u32[2]) tuple(s32[] add(i, s32[] constant(1)), u32[64,32] add(a2, k), b2, rot)
+}
+ENTRY main {
+  x0 = u32[64,32] parameter(0)
+  x1 = u32[64,32] parameter(1)
+  rot = u32[2] parameter(2)
+  w = (s32[], u32[64,32], u32[64,32], u32[2]) while((s32[], u32[64,32], u32[64,32], u32[2]) tuple(s32[] constant(0), x0, x1, rot)), condition=cond, body=body
+  y0 = u32[64,32] get-tuple-element(w), index=1
+  y1 = u32[64,32] get-tuple-element(w), index=2
+  ROOT r = (u32[64,32], u32[64,32]) tuple(y0, y1)
+}"""
+
+
+@pytest.mark.parametrize("rot", [[13, 15], [0, 32], [40, 7]], ids=["threefry", "edges", "past"])
+def test_cipher_rounds_update_both_words_in_place_in_one_loop(rot):
+    rng = np.random.default_rng(0)
+    x0, x1 = (rng.integers(0, 2**32, (64, 32), dtype=np.uint32) for _ in range(2))
+    args = (x0, x1, np.array(rot, np.uint32))
+    exe = minixla.compile(CIPHER_ROUNDS, backend="cpu", native_loops=False)
+    want = minixla.compile(CIPHER_ROUNDS, backend="interpreter")(*args)
+    for _ in range(2):
+        for got_word, want_word in zip(exe(*args), want):
+            np.testing.assert_array_equal(got_word, want_word)
+    functions = exe.program.source.split("\n\n\n")
+    [body] = [f for f in functions if "fusion (u32[64,32]" in f and "while" not in f]
+    # one kernel computes both words; no iteration copies a word to keep its old value
+    assert body.count("fusion (u32[64,32]{1,0}, u32[64,32]{1,0})") == 1, body
+    assert "copy u32[64,32]" not in body, body

@@ -197,20 +197,25 @@ class Dataflow:
         return level
 
 
-def can_share_operand_buffer(user: HloInstruction, number: int) -> bool:
-    """May `user` write its result into operand `number`'s buffer (when that operand dies at
-    `user`)? Only when every output element is written after the operand elements it needs
-    were read: same-shape elementwise ops, dynamic-update-slice's and scatter's operand 0, and
-    loop fusions that read the parameter only elementwise (XLA's CanShareOperandBufferWithUser).
+def can_share_operand_buffer(user: HloInstruction, number: int, output: Index = ()) -> bool:
+    """May `user` write its result (its `output` element, for a multi-output fusion) into
+    operand `number`'s buffer (when that operand dies at `user`)? Only when every output
+    element is written after the operand elements it needs were read: same-shape elementwise
+    ops, dynamic-update-slice's and scatter's operand 0, and loop fusions that read the
+    parameter only elementwise (XLA's CanShareOperandBufferWithUser). A multi-output loop
+    fusion reads all of its operands' elements at one index before it writes its outputs there.
     """
     operand = user.operand(number)
-    if not operand.shape.is_array or not user.shape.is_array:
+    result = user.shape.subshape(output) if output else user.shape
+    if not operand.shape.is_array or not result.is_array:
         return False
-    if leaf_bytes(operand.shape) != leaf_bytes(user.shape):
+    if user.shape.is_tuple and user.opcode != "fusion":
+        return False
+    if leaf_bytes(operand.shape) != leaf_bytes(result):
         return False
     if user.opcode in ("dynamic-update-slice", "scatter"):
         return number == 0 and operand.shape.layout == user.shape.layout
-    if operand.shape.dims != user.shape.dims or operand.shape.layout != user.shape.layout:
+    if operand.shape.dims != result.dims or operand.shape.layout != result.layout:
         return False
     if user.opcode == "fusion":
         fused = user.attrs["calls"]
@@ -230,6 +235,8 @@ def _elementwise_only(fused: HloComputation, number: int) -> bool:
     while stack:
         node = stack.pop()
         for user in node.users:
+            if user is fused.root and user.opcode == "tuple":
+                continue
             if (
                 user.opdef.kind != ELEMENTWISE
                 or user.shape.dims != node.shape.dims
@@ -304,18 +311,19 @@ def interference(flow: Dataflow, ranges: dict[int, tuple[int, int]], members) ->
             start, end = ranges[other.id]
             if other is write or start >= time or end < time:
                 continue
-            if end == time and reads_in_place(flow, write.instr, other):
+            if end == time and reads_in_place(flow, write, other):
                 continue
             return f"{other.short()} is still needed when {write.short()} overwrites it"
     return None
 
 
-def reads_in_place(flow: Dataflow, writer: HloInstruction, value: HloValue) -> bool:
-    """Does `writer` read value's buffer only through operands it may overwrite in place?"""
-    buffer = flow.buffer_of(value)
+def reads_in_place(flow: Dataflow, write: HloValue, value: HloValue) -> bool:
+    """Does `write`'s instruction read value's buffer only through operands it may overwrite
+    in place?"""
+    buffer, writer = flow.buffer_of(value), write.instr
     slots = [
         k
         for k, o in enumerate(writer.operands)
         if any(flow.buffer_of(v) == buffer for v in flow.values_in(o))
     ]
-    return bool(slots) and all(can_share_operand_buffer(writer, k) for k in slots)
+    return bool(slots) and all(can_share_operand_buffer(writer, k, write.index) for k in slots)

@@ -61,6 +61,7 @@ class InstructionFusion(Pass):
             changed |= self._fuse_computation(comp)
             if self.multi_output and self._multi_output(comp):
                 self._fuse_computation(comp)  # e.g. scalar constants now next to a fusion
+                self._drop_unread_outputs(comp)
                 changed = True
         self.names = NameUniquer(module)  # forget the names of instructions fused away
         for fused in self.touched.values():
@@ -107,14 +108,19 @@ class InstructionFusion(Pass):
         if self.duplication is not None:
             self.duplication.record(producer, fusion)
         args = [self._parameter_for(fused, operands, o) for o in producer.operands]
-        clone = producer.clone(args, name=self.names(producer.name) if duplicate else producer.name)
-        fused.add_instruction(clone)
+        if producer.opcode == "fusion":  # a scalar loop fusion: its ops join the consumer's
+            clone = inline_computation(producer.attrs["calls"], args, fused, self.names)
+        else:
+            name = self.names(producer.name) if duplicate else producer.name
+            clone = fused.add_instruction(producer.clone(args, name=name))
         for i, operand in enumerate(operands):
             if operand is producer:
                 fused.parameter(i).replace_all_uses_with(clone)
-        new = self._rebuild(fusion, operands, [fused.root])
+        roots = _dedupe(fused, [fused.root]) if producer.opcode == "fusion" else [fused.root]
+        new = self._rebuild(fusion, operands, roots)
         if not producer.users:
             producer.computation.remove_instruction(producer)
+            self._forget(producer)
         return new
 
     def _wrap(self, consumer: HloInstruction) -> HloInstruction:
@@ -185,10 +191,10 @@ class InstructionFusion(Pass):
     def _multi_output(self, comp: HloComputation) -> bool:
         changed = False
         progress = True
-        # (id, id) -> (a, b, refusal) of pairs refused while both live: their own sizes and
+        # (id, id, rule) -> (a, b, refusal) of pairs refused while both live: their own sizes and
         # dependence decide, and merges make new instructions, so a refusal stays valid (the
         # scan restarts after every merge; an unrolled loop has thousands of sibling pairs)
-        self._refused: dict[tuple[int, int], tuple] = {}
+        self._refused: dict[tuple[int, int, str], tuple] = {}
         while progress:
             progress = False
             order = comp.post_order()
@@ -199,6 +205,33 @@ class InstructionFusion(Pass):
                     break
         self._refused = {}
         return changed
+
+    def _drop_unread_outputs(self, comp: HloComputation) -> None:
+        """An exported value whose readers were all merged into the same fusion later is
+        read by no one: stop writing it."""
+        for fusion in list(comp.instructions):
+            if fusion.opcode != "fusion" or not fusion.shape.is_tuple or fusion.is_root():
+                continue
+            fused = fusion.attrs["calls"]
+            if fused.root.opcode != "tuple" or any(
+                u.opcode != "get-tuple-element" for u in fusion.users
+            ):
+                continue
+            for gte in list(fusion.users):
+                if not gte.users and not gte.is_root():
+                    comp.remove_instruction(gte)
+            read = sorted({u.attrs["index"] for u in fusion.users})
+            if len(read) == len(fused.root.operands) or not read:
+                continue
+            outputs = [fused.root.operand(k) for k in read]
+            new = self._rebuild(fusion, list(fusion.operands), outputs)
+            for gte in list(fusion.users):
+                if len(outputs) == 1:
+                    gte.replace_all_uses_with(new)
+                    comp.remove_instruction(gte)
+                else:
+                    comp.replace_instruction(gte, self._gte(new, read.index(gte.attrs["index"])))
+            comp.remove_instruction(fusion)
 
     def _depends(self, later: HloInstruction, earlier: HloInstruction) -> bool:
         """Whether `later` depends on `earlier`: a search that enters only instructions after
@@ -219,30 +252,35 @@ class InstructionFusion(Pass):
 
     def _refusal(self, a: HloInstruction, b: HloInstruction, decide) -> Decision:
         """decide(a, b), remembered when it refuses."""
-        known = self._refused.get((id(a), id(b)))
+        key = (id(a), id(b), decide.__name__)  # a sibling refusal says nothing of export
+        known = self._refused.get(key)
         if known is not None and known[0] is a and known[1] is b:
             return known[2]
         decision = decide(a, b)
         if not decision:
-            self._refused[(id(a), id(b))] = (a, b, decision)
+            self._refused[key] = (a, b, decision)
             self.decisions.append((b.name, a.name, decision))
         return decision
 
     def _try_producer_consumer(self, producer: HloInstruction) -> bool:
         """Fuses a producer that stays outside (it has other users) into one user fusion and
-        exports its value, so it is computed once and read from memory by the others."""
-        if producer.shape.is_tuple or producer.is_root() or len(set(map(id, producer.users))) < 2:
+        exports its value, so it is computed once and read from memory by the others. A
+        multi-output loop fusion joins a user of its outputs the same way (two chains that
+        feed each other, like a cipher's rounds, become one loop)."""
+        if producer.is_root() or producer.control_predecessors or producer.control_successors:
             return False
-        if not (
-            producer.opcode == "fusion"
-            and producer.attrs.get("kind") == "kLoop"
-            or is_loop_fusible(producer)
-            and producer.opcode != "constant"
-        ):
-            return False
-        if producer.control_predecessors or producer.control_successors:
-            return False
-        for consumer in {id(u): u for u in producer.users}.values():
+        is_loop = producer.opcode == "fusion" and producer.attrs.get("kind") == "kLoop"
+        if producer.shape.is_tuple:
+            if not is_loop or any(u.opcode != "get-tuple-element" for u in producer.users):
+                return False
+            users = [user for gte in producer.users for user in gte.users]
+        else:
+            if len(set(map(id, producer.users))) < 2:
+                return False
+            if not (is_loop or is_loop_fusible(producer) and producer.opcode != "constant"):
+                return False
+            users = producer.users
+        for consumer in {id(u): u for u in users}.values():
             if not is_fusion_consumer(consumer):
                 continue
             if self._refusal(consumer, producer, self._exportable):
@@ -255,7 +293,7 @@ class InstructionFusion(Pass):
         if decision and is_expensive(producer) and consumer_reuses(producer, consumer):
             return Decision(False, "the consumer would recompute an expensive producer")
         if decision and any(
-            o is not producer and self._depends(o, producer) for o in consumer.operands
+            not _reads(o, producer) and self._depends(o, producer) for o in consumer.operands
         ):
             return Decision(False, "fusing would create a cycle")
         return decision
@@ -297,6 +335,9 @@ class InstructionFusion(Pass):
             for i, operand in enumerate(operands):
                 if operand is source:
                     fused.parameter(i).replace_all_uses_with(source_outputs[0])
+                elif _reads(operand, source):
+                    output = source_outputs[operand.attrs["index"]]
+                    fused.parameter(i).replace_all_uses_with(output)
         new = self._combine(target, source, operands, source_outputs)
         for old in (target, source):
             if old.parent is not None:
@@ -379,6 +420,13 @@ class InstructionFusion(Pass):
             self.names.release(param.name)
         for param in params:
             param.name = self.names(f"param_{param.parameter_number}")
+
+
+def _reads(operand: HloInstruction, producer: HloInstruction) -> bool:
+    """Is `operand` the producer's value, or one output of a multi-output producer?"""
+    if operand is producer:
+        return True
+    return operand.opcode == "get-tuple-element" and operand.operand(0) is producer
 
 
 def _dedupe(fused: HloComputation, outputs: list) -> list:

@@ -70,6 +70,8 @@ def no(reason: str) -> Decision:
 def is_loop_fusible(instr: HloInstruction) -> bool:
     if instr.shape.is_tuple or not instr.shape.is_array:
         return False
+    if instr.opcode == "fusion":
+        return is_scalar_loop_fusion(instr)
     if instr.opcode == "constant":
         return instr.shape.rank == 0
     if instr.opcode == "bitcast-convert" and instr.shape.dims != instr.operand(0).shape.dims:
@@ -77,6 +79,17 @@ def is_loop_fusible(instr: HloInstruction) -> bool:
     if instr.opdef.kind == ELEMENTWISE:
         return instr.opcode not in NOT_FUSIBLE_ELEMENTWISE
     return instr.opcode in LOOP_FUSIBLE_MOVEMENT
+
+
+def is_scalar_loop_fusion(instr: HloInstruction) -> bool:
+    """A loop fusion computing one scalar (a shift amount from a key): its ops inline into a
+    consumer fusion, where they run once per kernel and meet their twins."""
+    return (
+        instr.opcode == "fusion"
+        and instr.attrs.get("kind") == "kLoop"
+        and instr.shape.is_array
+        and instr.shape.numel() == 1
+    )
 
 
 def is_reduction_root(instr: HloInstruction) -> bool:
@@ -99,9 +112,17 @@ def is_expensive(instr: HloInstruction) -> bool:
 
 
 def fused_size(instr: HloInstruction) -> int:
+    """The ops counted against MAX_FUSED_OPS: scalar ops (a rotate amount sliced from a key)
+    and broadcasts of scalars are computed once per kernel, not per element, so they are free."""
     if instr.opcode != "fusion":
         return 1
-    return sum(1 for i in instr.attrs["calls"].instructions if i.opcode != "parameter")
+    return sum(1 for i in instr.attrs["calls"].instructions if not _free_in_fusion(i))
+
+
+def _free_in_fusion(instr: HloInstruction) -> bool:
+    if instr.opcode == "parameter" or instr.shape.numel() == 1:
+        return True
+    return instr.opcode == "broadcast" and instr.operand(0).shape.numel() == 1
 
 
 def reduce_count(instr: HloInstruction) -> int:
@@ -147,8 +168,8 @@ def counts_as_recomputed(producer: HloInstruction, consumer: HloInstruction) -> 
     which read only the elements they write, however large their operand)."""
     if all(u is consumer for u in producer.users):
         return False
-    if producer.opcode in ("slice", "dynamic-slice"):
-        return False
+    if producer.opcode in ("slice", "dynamic-slice") or producer.shape.numel() == 1:
+        return False  # a scalar is computed once per kernel, not per element
     read = sum(o.shape.numel() for o in {id(o): o for o in producer.operands}.values())
     return read > producer.shape.numel()
 
@@ -199,7 +220,7 @@ def should_fuse(
 ) -> Decision:
     """May `producer` be fused into `consumer` (a fusion, or an op about to become one)?
     `duplication` limits copies of producers with other users (none: cheap ones are free)."""
-    if producer.opcode == "fusion":
+    if producer.opcode == "fusion" and not is_scalar_loop_fusion(producer):
         return no("producer is a fusion (fusions are not fused into their users)")
     if not is_loop_fusible(producer):
         return no(f"{producer.opcode} is not loop-fusible")

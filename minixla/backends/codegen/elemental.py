@@ -47,6 +47,10 @@ class Writer:
         # vectorizes a reduction only when its accumulator starts in the loop's preheader.
         # Reassociates the sum, so only for targets that compile reductions with `reassoc`.
         self.split_inner_reductions = False
+        # The target's helpers have `shift_left`/`shift_right_logical`/`shift_right_arithmetic`
+        # in the operand's own width (Numba computes `<<` on narrow ints in 64 bits, which
+        # LLVM does not narrow back: half as many lanes per vector).
+        self.native_shifts = False
 
     def var(self, prefix: str = "v") -> str:
         self.counter += 1

@@ -248,6 +248,11 @@ def _shift(ctx, instr, args):
         raise _no(instr, dtype)
     bits, unsigned = BITS[dtype], unsigned_of(dtype)
     amount = ctx.cast(b, unsigned)
+    if ctx.native_shifts:
+        arithmetic = instr.opcode == "shift-right-arithmetic"
+        value = ctx.cast(a, signed_of(dtype) if arithmetic else unsigned)
+        helper = instr.opcode.replace("-", "_")
+        return ctx.cast(f"h.{helper}({value}, {amount})", dtype)
     in_range = f"{amount} < {ctx.const(bits, unsigned)}"
     zero = ctx.const(0, dtype)
     if instr.opcode in ("shift-left", "shift-right-logical"):

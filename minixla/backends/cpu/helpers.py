@@ -85,6 +85,37 @@ def _int_intrinsic(name: str, poison_flag: bool):
     return intrinsic(typer)
 
 
+def _shift_intrinsic(kind: str):
+    """XLA's shift of integer x by amount s (an unsigned of x's width), in x's own width:
+    an amount of the width or more gives 0, or the sign fill for an arithmetic right shift."""
+
+    def typer(typingctx, x, s):
+        if not isinstance(x, types.Integer) or not isinstance(s, types.Integer):
+            return None
+        if x.bitwidth != s.bitwidth:
+            return None
+
+        def codegen(context, builder, sig, args):
+            value, amount = args
+            width = ir.Constant(value.type, value.type.width)
+            in_range = builder.icmp_unsigned("<", amount, width)
+            if kind == "shl":
+                shifted, outside = builder.shl(value, amount), ir.Constant(value.type, 0)
+            elif kind == "lshr":
+                shifted, outside = builder.lshr(value, amount), ir.Constant(value.type, 0)
+            else:
+                top = ir.Constant(value.type, value.type.width - 1)
+                shifted, outside = builder.ashr(value, amount), builder.ashr(value, top)
+            return builder.select(in_range, shifted, outside)
+
+        return x(x, s), codegen
+
+    return intrinsic(typer)
+
+
+shift_left = _shift_intrinsic("shl")
+shift_right_logical = _shift_intrinsic("lshr")
+shift_right_arithmetic = _shift_intrinsic("ashr")
 popcount = _int_intrinsic("ctpop", False)
 count_leading_zeros = _int_intrinsic("ctlz", True)  # defined (= width) for a zero input
 

@@ -139,6 +139,7 @@ class CpuWriter(Writer):
     def __init__(self):
         super().__init__()
         self.split_inner_reductions = True  # reductions compile with reassoc
+        self.native_shifts = True
 
     def math_table(self, dtype: str):
         if dtype not in ("f32", "f64"):
