@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(
     native_library.unavailable() is not None, reason=str(native_library.unavailable())
 )
 
-# A row reduction, a tiled transpose, a multi-output fusion, a small dot, a bf16 kernel and a
+# A row reduction, a tiled transpose, multi-output fusions, a small dot, a bf16 kernel and a
 # sort (its scratch on the kernel's stack).
 MODULE = """
 HloModule kinds
@@ -50,7 +50,10 @@ ENTRY main {
   h = bf16[64,8] convert(d)
   g = bf16[64,8] multiply(h, h)
   s = f32[64,48] sort(x), dimensions={1}, to_apply=less
-  ROOT o = (f32[64], f32[48,64], f32[64,8], bf16[64,8], f32[64,48]) tuple(r, tr, d, g, s)
+  y = f32[3072] parameter(2)
+  u = f32[3072] tanh(y)
+  v = f32[3072] exponential(u)
+  ROOT o = (f32[64], f32[48,64], f32[64,8], bf16[64,8], f32[64,48], f32[3072], f32[3072]) tuple(r, tr, d, g, s, u, v)
 }
 """
 
