@@ -6,6 +6,8 @@ decisions (loop structure, tiling, hoisting, semantics helpers, buffer use) chea
 
 from __future__ import annotations
 
+import numpy as np
+
 import minixla
 from minixla.backends.cpu import driver
 from minixla.testing import check_hlo
@@ -153,6 +155,54 @@ def test_column_reductions_of_one_fusion_match_the_interpreter():
     args[1] = args[1].astype(np.float32)
     want = minixla.compile(COLUMN_SUMS, backend="interpreter")(*args)
     got = minixla.compile(COLUMN_SUMS, backend="cpu")(*args)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5)
+
+
+# The column sums also store e (a gradient's value that is summed and kept), and an output
+# over the reduced dims that reads a sum is computed after the walk.
+COLUMN_SUMS_WITH_SIDES = f"""
+    HloModule m
+    {ADD}
+    fused {{
+      x = f32[256,8,16] parameter(0)
+      w = f32[8,16] parameter(1)
+      e = f32[256,8,16] exponential(x)
+      b = f32[256,8,16] broadcast(w), dimensions={{1,2}}
+      m = f32[256,8,16] multiply(e, b)
+      s = f32[8,16] reduce(m, f32[] constant(0)), dimensions={{0}}, to_apply=add
+      n = f32[256,8,16] negate(e)
+      q = f32[8,16] multiply(w, w)
+      ROOT r = (f32[8,16], f32[256,8,16], f32[256,8,16], f32[8,16]) tuple(s, e, n, q)
+    }}
+    ENTRY main {{
+      x = f32[256,8,16] parameter(0)
+      w = f32[8,16] parameter(1)
+      ROOT f = (f32[8,16], f32[256,8,16], f32[256,8,16], f32[8,16]) fusion(x, w), kind=kInput, calls=fused
+    }}"""
+
+
+def test_column_reductions_store_their_side_outputs_in_the_same_walk():
+    # one exponential per element, not one for the sum's walk and one for the stores
+    check_hlo(
+        kernel_source(emit(COLUMN_SUMS_WITH_SIDES)),
+        """
+        // CHECK: for i0 in range(256):
+        // CHECK-NEXT: for i1 in range(8):
+        // CHECK-NEXT: for i2 in range(16):
+        // CHECK: v[[E:[0-9]+]] = exponential_f32(
+        // CHECK-NOT: exponential_f32(
+        // CHECK: o0[i1, i2] = v
+        // CHECK: o1[i0, i1, i2] = v[[E]]
+        // CHECK: v[[N:[0-9]+]] = (-v[[E]])
+        // CHECK-NEXT: o2[i0, i1, i2] = v[[N]]
+    """,
+    )
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal((256, 8, 16)).astype(np.float32)]
+    args.append(rng.uniform(1, 2, (8, 16)).astype(np.float32))
+    want = minixla.compile(COLUMN_SUMS_WITH_SIDES, backend="interpreter")(*args)
+    got = minixla.compile(COLUMN_SUMS_WITH_SIDES, backend="cpu")(*args)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-5)
 

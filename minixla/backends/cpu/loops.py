@@ -39,11 +39,19 @@ def plan_nests(outputs, flat: bool, comp=None) -> list:
         reduces, sides = family
         groups.append(["row", reduces, sides])
         taken = {k for k, _, _ in reduces + sides}
+    columns = None if flat else _column_sides([o for o in _entries(outputs) if o[0] not in taken])
+    if columns is not None:
+        groups.append(columns)
+        taken |= {k for k, _, _ in columns[1] + columns[2]}
     by_dims: dict[tuple, list] = {}
-    for k, (instr, leaf) in enumerate(outputs):
+    for k, instr, leaf in _entries(outputs):
         if k not in taken:
             by_dims.setdefault(leaf_shape(instr, leaf).dims, []).append((k, instr, leaf))
     return groups + list(by_dims.values())
+
+
+def _entries(outputs) -> list:
+    return [(k, instr, leaf) for k, (instr, leaf) in enumerate(outputs)]
 
 
 def emit_nest(em: Elemental, w: Writer, group, flat: bool, parallel: bool) -> None:
@@ -52,6 +60,9 @@ def emit_nest(em: Elemental, w: Writer, group, flat: bool, parallel: bool) -> No
         return
     if group[0] == "rows":
         _emit_rows(em, w, *group[1:], parallel)
+        return
+    if group[0] == "columns":
+        _emit_column_reduces(em, w, group[1], parallel, sides=group[2])
         return
     _emit_loop_nest(em, w, group, flat, parallel)
 
@@ -471,7 +482,28 @@ def _column_family(group) -> bool:
     )
 
 
-def _emit_column_reduces(em: Elemental, w: Writer, group, parallel: bool) -> None:
+def _column_sides(entries):
+    """["columns", family, sides]: the outputs' column family and the outputs over its input's
+    dims (a gradient's tanh that is both summed and stored), computed in one walk of the
+    input; None when there are no such sides. Outputs that read a reduction need it whole:
+    they are never sides."""
+    family = [e for e in entries if e[1].opcode == "reduce"]
+    if not family or not _column_family(family):
+        return None
+    in_dims = family[0][1].operand(0).shape.dims
+    sides = [
+        e
+        for e in entries
+        if e[1].opcode != "reduce"
+        and leaf_shape(e[1], e[2]).dims == in_dims
+        and not _depends_on_reduce(e[1])
+    ]
+    return ["columns", family, sides] if sides else None
+
+
+def _emit_column_reduces(
+    em: Elemental, w: Writer, group, parallel: bool, sides: tuple | list = ()
+) -> None:
     """Accumulate into the outputs while reading the inputs in row-major order, so the inner
     loop runs along the kept minor dim: contiguous, and independent lanes vectorize without
     reassociation. The reduces' shared producers are computed once per element; reading
@@ -498,13 +530,16 @@ def _emit_column_reduces(em: Elemental, w: Writer, group, parallel: bool) -> Non
             element = em.value(instr.operand(0), index)
             (combined,) = em.inline(instr.attrs["to_apply"], [target, element])
             w.line(f"{target} = {combined}")
+        _store(em, w, sides, index)
         em.pop()
 
     # With the outermost dim reduced there is no kept dim to split but the minor one, and
     # blocks of it read short runs at a large stride: a 4096^2 sum over rows took 18 ms in
     # blocks of 512 columns on one thread (39 ms under prange) against 8 ms row by row, and on
     # an idle machine two threads took 5.0 ms against 2.3. So that case stays serial.
-    cut = concat_split([(k, instr.operand(0), None) for k, instr, _ in group], in_dims, split)
+    cut = concat_split(
+        [(k, instr.operand(0), None) for k, instr, _ in group] + list(sides), in_dims, split
+    )
     if split and cut is not None and cut[0] == 0:
         cut = None  # the parts own rows of the output: they must share out dim 0 as above
     # dim 0 even when it has one iteration: another shared loop could be a reduced one, whose
