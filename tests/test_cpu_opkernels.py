@@ -101,6 +101,21 @@ def test_reduce_window_matches_the_interpreter(shape, window, out, to_apply, ini
     )
 
 
+@pytest.mark.parametrize("to_apply,init", [("add", "0"), ("max", "-inf")])
+def test_channels_last_pooling_accumulates_a_row_on_the_stack_in_thread_parts(to_apply, init):
+    # a 3x3 pool over 16x64x64x32: each output row of channels accumulates in a stack array
+    # (accumulating in the output loads and stores it per tap, unvectorized) and threads take
+    # parts of the batch; the taps still combine in row-major order (bitwise the interpreter)
+    text = module(f"""
+  x = f32[16,64,64,32] parameter(0)
+  ROOT r = f32[16,64,64,32] reduce-window(x, f32[] constant({init})), window={{size=1x3x3x1 pad=0_0x1_1x1_1x0_0}}, to_apply={to_apply}
+""")
+    exe = check(text, passes=[], rtol=0, atol=0)
+    (spec,) = exe.program.kernels.values()
+    assert spec.parallel and ("split", None) in spec.args
+    assert "acc = h.stack_array(32, np.float32)" in spec.source
+
+
 def test_cumulative_reduce_window_is_one_pass_over_the_axis():
     text = module("""
   x = f32[4,1000] parameter(0)

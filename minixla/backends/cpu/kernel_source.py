@@ -8,6 +8,7 @@ from __future__ import annotations
 from ..codegen.elemental import Elemental
 from ..codegen.scalar import kernel_type
 from .kernels import _HEADER, CpuWriter, KernelSpec
+from .loops import SPLIT_ARG
 
 # Scratch a kernel keeps in its stack frame, per array (h.stack_array); bigger scratch comes
 # from malloc (h.heap_array) and is freed at the end. Neither allocates through Numba's
@@ -28,6 +29,7 @@ class OpSource:
         self.out_shapes = leaves
         self.outs = [f"o{k}" for k in range(len(leaves))]
         self.heap: list[str] = []  # scratch arrays to free before the kernel returns
+        self.work = 0  # the kernel_work of a kernel whose outermost loop threads split
         for shape in [op.shape for op in instr.operands] + leaves:
             kernel_type(shape.dtype)
 
@@ -36,6 +38,15 @@ class OpSource:
 
     def open(self, var: str, bound) -> None:
         self.line(f"for {var} in range({bound}):")
+        self.w.depth += 1
+
+    def open_split(self, var: str, bound: int, work: int) -> None:
+        """The outermost loop, of which each thread runs its part (loops.SPLIT_ARG) when the
+        kernel's `work` gets threads."""
+        self.work = work
+        part = SPLIT_ARG
+        self.line(f"for {var} in range({part}[0] * {bound} // {part}[1], ")
+        self.line(f"        ({part}[0] + 1) * {bound} // {part}[1]):")
         self.w.depth += 1
 
     def close(self, levels: int = 1) -> None:
@@ -93,12 +104,13 @@ class OpSource:
         lines = [_HEADER.format(doc=f"Kernel for {instr.opcode}.")]  # no name: alike, shared
         lines += [f"{n} = {text}" for text, n in self.w.constants.items()]
         lines += [f"{n} = {key}" for key, n in self.w.math_names.items()]
+        split = [SPLIT_ARG] if self.work else []
         lines += [
             "",
             "",
             f"@njit(parallel=False, fastmath={fastmath}, error_model='numpy', "
             "boundscheck=False, nogil=True, cache=CACHE)",
-            f"def {name}({', '.join(self.params + self.outs)}):",
+            f"def {name}({', '.join(self.params + self.outs + split)}):",
         ]
         lines += self.w.lines or ["    pass"]
         lines += [f"    h.free_array({name})" for name in self.heap]
@@ -107,15 +119,11 @@ class OpSource:
         args = [("param", i) for i in range(len(instr.operands))] + [
             ("out", k) for k in range(len(self.outs))
         ]
+        ndims, dtypes = [max(s.rank, 1) for s in shapes], [s.dtype for s in shapes]
+        if self.work:
+            args, ndims, dtypes = args + [("split", None)], ndims + [1], dtypes + ["s64"]
         spec = KernelSpec(
-            name,
-            source,
-            args,
-            [max(s.rank, 1) for s in shapes],
-            [s.dtype for s in shapes],
-            False,
-            False,
-            1,
+            name, source, args, ndims, dtypes, False, bool(self.work), 1, work=self.work
         )
         spec.kid = spec.content_id()
         return spec

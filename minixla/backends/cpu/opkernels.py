@@ -21,10 +21,12 @@ from __future__ import annotations
 import math
 
 from ..codegen.elemental import accumulates_in_f32
-from ..codegen.scalar import NotEmittable
-from .kernel_source import OpSource
+import numpy as np
+
+from ..codegen.scalar import KERNEL_TYPES, NotEmittable
+from .kernel_source import STACK_SCRATCH_BYTES, OpSource
 from ...reference.ops_reduce import scan_axis
-from .kernels import KernelSpec
+from .kernels import PARALLEL_WORK, KernelSpec
 from .rng_kernels import rng_bit_generator
 from .sort_kernels import sort, topk
 
@@ -170,23 +172,42 @@ def _lanes_innermost(src, count: int, window) -> bool:
 
 
 def _windows_by_lanes(src, in_shape, init, window, index):
+    """The row of lanes accumulates in a stack array (the output may alias the input as far
+    as LLVM knows, so accumulating in it loads and stores it per tap, unvectorized), and
+    threads split the outermost dim when the windows are worth it."""
     out, dtype = src.outs[0], src.out_shapes[0].dtype
     dims = src.out_shapes[0].dims
+    lanes = dims[-1]
+    row = None
+    if lanes * np.dtype(KERNEL_TYPES[dtype]).itemsize <= STACK_SCRATCH_BYTES:
+        row = "acc"
+        src.scratch(row, lanes, KERNEL_TYPES[dtype])
+    work = src.out_shapes[0].numel() * (math.prod(wd.size for wd in window) + 1)
+    split = len(dims) > 1 and dims[0] > 1 and work >= PARALLEL_WORK
     for d, n in enumerate(dims[:-1]):
-        src.open(index[d], n)
-    src.open(index[-1], dims[-1])
-    src.store(out, dtype, index, init)
+        if d == 0 and split:
+            src.open_split(index[d], n, work)
+        else:
+            src.open(index[d], n)
+    held_at = [index[-1]] if row else index
+    src.open(index[-1], lanes)
+    src.store(row or out, dtype, held_at, init)
     src.close()
     taps = [
         _window_positions(src, d, in_shape.dims[d], wd, index[d])
         for d, wd in enumerate(window[:-1])
     ]
-    src.open(index[-1], dims[-1])
-    held = src.load(out, dtype, index)
+    src.open(index[-1], lanes)
+    held = src.load(row or out, dtype, held_at)
     value = src.load(src.params[0], in_shape.dtype, taps + [index[-1]])
     (combined,) = src.accumulate([held], [value])
-    src.store(out, dtype, index, combined)
-    src.close(1 + _tap_loops(window) + len(dims) - 1)
+    src.store(row or out, dtype, held_at, combined)
+    src.close(1 + _tap_loops(window))
+    if row:
+        src.open(index[-1], lanes)
+        src.store(out, dtype, index, src.load(row, dtype, [index[-1]]))
+        src.close()
+    src.close(len(dims) - 1)
 
 
 # ---- select-and-scatter ----------------------------------------------------------------------
