@@ -503,6 +503,34 @@ def mixture_grad():
     return jax.grad(loglik, (1, 2)), args
 
 
+def dropout_noise():
+    """Normal noise and a dropout mask from `jax.random` (Threefry: a while loop of cipher
+    rounds over two words per element), applied to activations."""
+    import jax
+    import jax.numpy as jnp
+
+    def noisy(x, key_data):
+        key = jax.random.wrap_key_data(key_data)
+        noise_key, mask_key = jax.random.split(key)
+        keep = jax.random.bernoulli(mask_key, 0.9, x.shape)
+        return jnp.where(keep, x + 0.1 * jax.random.normal(noise_key, x.shape), 0.0) / 0.9
+
+    rng = _rng()
+    return noisy, [_normal(rng, 512, 1024), np.array([0, 42], np.uint32)]
+
+
+def avg_pool():
+    """A 3x3 average pool of a channels-last image batch (a sum of windows)."""
+    from jax import lax
+
+    def pool(x):
+        s = lax.reduce_window(x, 0.0, lax.add, (1, 3, 3, 1), (1, 1, 1, 1), "SAME")
+        return s / 9.0
+
+    rng = _rng()
+    return pool, [_normal(rng, 16, 64, 64, 32)]
+
+
 # The same loop as cholesky_solves in HLO (JAX lowers these to LAPACK custom calls on CPU).
 HLO_TEXT = {
     "cholesky_solves": """
@@ -566,6 +594,8 @@ PROGRAMS = {
         linalg_solve,
         conv_transpose_decoder,
         mixture_grad,
+        dropout_noise,
+        avg_pool,
     )
 }
 

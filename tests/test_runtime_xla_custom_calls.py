@@ -356,6 +356,35 @@ def test_cpu_trsm_calls_blas_and_agrees_with_the_interpreter(monkeypatch, side, 
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize(
+    "target, n, want", [("strsm", 32, 1), ("sgetrf", 32, 1), ("dgetrf", 640, 2)]
+)
+def test_lapack_calls_set_blas_threads_by_their_size(monkeypatch, target, n, want):
+    # a small call on the threads the last large GEMM left (32x32 trsm: 27-77 us on two,
+    # 7 on one); a large one gets them back
+    from minixla.backends.cpu import blas_threads
+
+    monkeypatch.setattr(blas_threads, "cores", lambda: 2)
+    dtype = "f64" if target[0] == "d" else "f32"
+    if target == "strsm":
+        text = _ffi_module(f"lapack_{target}_ffi", [f"{dtype}[{n},{n}]"] * 2, f"{dtype}[{n},{n}]")
+    else:
+        text = _ffi_module(
+            f"lapack_{target}_ffi", [f"{dtype}[{n},{n}]"], f"({dtype}[{n},{n}], s32[{n}], s32[])"
+        )
+    exe = minixla.compile(text, backend="cpu")
+    operands = minixla.parse_hlo_module(text).entry.root.operands
+    args = [RNG.standard_normal(o.shape.dims) + n * np.eye(n) for o in operands]
+    args = [a.astype(o.shape.numpy_dtype) for a, o in zip(args, operands)]
+    seen = []
+    monkeypatch.setattr(blas_threads, "use_threads", seen.append)
+    from minixla.backends.cpu import libcalls
+
+    monkeypatch.setattr(libcalls, "use_threads", seen.append)
+    exe(*args)
+    assert seen == [want]
+
+
 @pytest.mark.parametrize("uplo", ["L", "U"])
 def test_cpu_potrf_reads_one_triangle_and_reports_failure(monkeypatch, uplo):
     text = _ffi_module("lapack_dpotrf_ffi", ["f64[3,4,4]"], "(f64[3,4,4], s32[3])", uplo=uplo)
