@@ -299,6 +299,28 @@ def test_scatter_combines_duplicates_in_order_and_drops_windows_out_of_range(dty
     check(text, args, passes=[])
 
 
+@pytest.mark.parametrize("to_apply", ["add", "mul_then_add"])
+def test_a_scatter_row_along_the_minor_dims_is_staged_on_the_stack(to_apply):
+    # a segment sum: each update row is copied to a stack row before it is combined into the
+    # output (straight from the updates, the combining loop does not vectorize); sorted and
+    # repeated segments combine in update order as before
+    text = module(
+        f"""
+  x = f32[50,16] parameter(0)
+  i = s32[400,1] parameter(1)
+  u = f32[400,16] parameter(2)
+  ROOT s = f32[50,16] scatter(x, i, u), update_window_dims={{1}}, inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply={to_apply}
+""",
+        SCATTERS,
+    )
+    rng = np.random.default_rng(0)
+    segments = np.sort(rng.integers(-2, 53, (400, 1)), axis=0).astype(np.int32)
+    args = [np.zeros((50, 16), np.float32), segments, rng.standard_normal((400, 16), np.float32)]
+    exe = check(text, args, passes=[], rtol=0, atol=0)
+    (spec,) = exe.program.kernels.values()
+    assert "row = h.stack_array(16, np.float32)" in spec.source
+
+
 def test_scatter_window_into_the_middle_dims_and_a_zero_size_update():
     text = module("""
   x = f32[4,5,6] parameter(0)

@@ -474,29 +474,51 @@ def scatter(instr, in_place: bool = False) -> KernelSpec:
         src.w.depth += 1
         return values
 
+    # A window row along both the updates' and the operand's minor dims is first copied to a
+    # stack row: combining into the output straight from the updates does not vectorize (the
+    # output may alias the updates as far as LLVM knows; a [100000, 16] segment sum).
+    last = len(update_dims) - 1
+    staged = (
+        count == 1
+        and last in window_dims
+        and window_operand_dims[window_dims.index(last)] == rank - 1
+        and dtypes[0] != "bf16"
+        and update_dims[last] * np.dtype(KERNEL_TYPES[dtypes[0]]).itemsize <= STACK_SCRATCH_BYTES
+    )
+    if staged:
+        src.scratch("row", update_dims[last], KERNEL_TYPES[dtypes[0]])
     opened = 0
     begin = starts() if not scatter_dims else None
     opened += 0 if scatter_dims else 1
     for d, n in enumerate(update_dims):
+        if staged and d == last:
+            break
         src.open(index[d], n)
         opened += 1
         if scatter_dims and d == scatter_dims[-1]:
             begin = starts()
             opened += 1
+
+    def updated(k: int):  # as the operand's type, which the combiner takes (mixed precision)
+        value = src.load(src.params[count + 1 + k], updates[k].shape.dtype, index)
+        return src.converted(value, updates[k].shape.dtype, dtypes[k])
+
+    if staged:
+        src.open(index[last], update_dims[last])
+        src.store("row", dtypes[0], [index[last]], updated(0))
+        src.close()
+        src.open(index[last], update_dims[last])
+        opened += 1
     target = list(begin)
     for dim, update_dim in zip(window_operand_dims, window_dims):
         target[dim] = src.bind(
             f"{begin[dim]} + {index[update_dim]}" if begin[dim] != "0" else index[update_dim], "q"
         )
     current = [src.load(src.outs[k], dtypes[k], target) for k in range(count)]
-    new = [
-        src.converted(
-            src.load(src.params[count + 1 + k], updates[k].shape.dtype, index),
-            updates[k].shape.dtype,
-            dtypes[k],
-        )
-        for k in range(count)
-    ]  # as the operand's type, which the combiner takes (mixed precision), as the interpreter
+    if staged:
+        new = [src.load("row", dtypes[0], [index[last]])]
+    else:
+        new = [updated(k) for k in range(count)]
     combined = src.inline(attrs["to_apply"], current + new)
     for k in range(count):
         src.store(src.outs[k], dtypes[k], target, combined[k])
