@@ -282,3 +282,39 @@ def test_cpu_pipeline_buffers_keep_conformance_values(case):
     assert_bit_identical(
         minixla.compile(reparsed, backend="interpreter")(*args), want, "cpu_pipeline"
     )
+
+
+def _fibonacci_fusion(steps: int) -> str:
+    lines = ["  f0 = f32[5] parameter(0)", "  f1 = f32[5] parameter(1)"]
+    lines += [f"  f{k} = f32[5] add(f{k - 1}, f{k - 2})" for k in range(2, steps)]
+    lines[-1] = lines[-1].replace(f"  f{steps - 1} =", f"  ROOT f{steps - 1} =")
+    body = "\n".join(lines)
+    return f"""HloModule fib
+fused {{
+{body}
+}}
+ENTRY main {{
+  a = f32[5] parameter(0)
+  b = f32[5] parameter(1)
+  ROOT f = f32[5] fusion(a, b), kind=kLoop, calls=fused
+}}"""
+
+
+def test_in_place_checks_visit_each_fused_instruction_once(monkeypatch):
+    # each value of a Fibonacci chain feeds the next two: the paths from a parameter to the
+    # root number fib(steps) (17711 here; at 40 steps a search along paths took 40 s)
+    from minixla.ir.instruction import HloInstruction
+    from minixla.passes.dataflow import can_share_operand_buffer
+
+    module = minixla.parse_hlo_module(_fibonacci_fusion(22))
+    fusion = module.entry.root
+    seen = {"opdef": 0}
+    opdef = HloInstruction.opdef
+
+    def counted(self):
+        seen["opdef"] += 1
+        return opdef.fget(self)
+
+    monkeypatch.setattr(HloInstruction, "opdef", property(counted))
+    assert can_share_operand_buffer(fusion, 0) and can_share_operand_buffer(fusion, 1)
+    assert seen["opdef"] < 4 * 22

@@ -231,7 +231,7 @@ def can_share_operand_buffer(user: HloInstruction, number: int, output: Index = 
 
 def _elementwise_only(fused: HloComputation, number: int) -> bool:
     """Is fused parameter `number` read only by same-shape elementwise ops up to the root?"""
-    stack = [fused.parameter(number)]
+    stack, seen = [fused.parameter(number)], set()
     while stack:
         node = stack.pop()
         for user in node.users:
@@ -243,7 +243,9 @@ def _elementwise_only(fused: HloComputation, number: int) -> bool:
                 or user.opcode == "map"
             ):
                 return False
-            stack.append(user)
+            if id(user) not in seen:  # once per user: paths through a shared DAG multiply
+                seen.add(id(user))
+                stack.append(user)
     return True
 
 
