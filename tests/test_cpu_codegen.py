@@ -106,16 +106,19 @@ def test_column_reduction_accumulates_along_the_minor_dim():
     )
 
 
-COLUMN_SUMS = f"""
-    HloModule m
-    {ADD}
-    fused {{
+# A sum over the batch of exp(x) * w, as a gradient's.
+COLUMN_SUM_OF_EXP = """
       x = f32[256,8,16] parameter(0)
       w = f32[8,16] parameter(1)
       e = f32[256,8,16] exponential(x)
-      b = f32[256,8,16] broadcast(w), dimensions={{1,2}}
+      b = f32[256,8,16] broadcast(w), dimensions={1,2}
       m = f32[256,8,16] multiply(e, b)
-      s = f32[8,16] reduce(m, f32[] constant(0)), dimensions={{0}}, to_apply=add
+      s = f32[8,16] reduce(m, f32[] constant(0)), dimensions={0}, to_apply=add"""
+
+COLUMN_SUMS = f"""
+    HloModule m
+    {ADD}
+    fused {{{COLUMN_SUM_OF_EXP}
       d = f32[256,8,16] divide(e, b)
       t = f32[8,16] reduce(d, f32[] constant(1)), dimensions={{0}}, to_apply=add
       ROOT r = (f32[8,16], f32[8,16]) tuple(s, t)
@@ -159,18 +162,12 @@ def test_column_reductions_of_one_fusion_match_the_interpreter():
         np.testing.assert_allclose(g, w, rtol=1e-5)
 
 
-# The column sums also store e (a gradient's value that is summed and kept), and an output
-# over the reduced dims that reads a sum is computed after the walk.
+# The column sum also stores e and -e (a gradient's value that is summed and kept); q, of
+# the sum's shape, gets a loop nest of its own.
 COLUMN_SUMS_WITH_SIDES = f"""
     HloModule m
     {ADD}
-    fused {{
-      x = f32[256,8,16] parameter(0)
-      w = f32[8,16] parameter(1)
-      e = f32[256,8,16] exponential(x)
-      b = f32[256,8,16] broadcast(w), dimensions={{1,2}}
-      m = f32[256,8,16] multiply(e, b)
-      s = f32[8,16] reduce(m, f32[] constant(0)), dimensions={{0}}, to_apply=add
+    fused {{{COLUMN_SUM_OF_EXP}
       n = f32[256,8,16] negate(e)
       q = f32[8,16] multiply(w, w)
       ROOT r = (f32[8,16], f32[256,8,16], f32[256,8,16], f32[8,16]) tuple(s, e, n, q)
