@@ -116,6 +116,24 @@ def test_channels_last_pooling_accumulates_a_row_on_the_stack_in_thread_parts(to
     assert "acc = h.stack_array(32, np.float32)" in spec.source
 
 
+@pytest.mark.parametrize("dtype,op,init", [("pred", "or", "false"), ("c64", "add", "(0, 0)")])
+def test_channels_last_pooling_of_pred_and_complex(dtype, op, init):
+    # the stack row takes any kernel type (a pred row crashed Numba's typing)
+    text = f"""HloModule m
+combine {{
+  a = {dtype}[] parameter(0)
+  b = {dtype}[] parameter(1)
+  ROOT s = {dtype}[] {op}(a, b)
+}}
+ENTRY main {{
+  x = {dtype}[2,6,7,5] parameter(0)
+  ROOT r = {dtype}[2,6,7,5] reduce-window(x, {dtype}[] constant({init})), window={{size=1x3x3x1 pad=0_0x1_1x1_1x0_0}}, to_apply=combine
+}}"""
+    exe = check(text, passes=[])
+    (spec,) = exe.program.kernels.values()
+    assert "acc = h.stack_array(5, " in spec.source
+
+
 def test_cumulative_reduce_window_is_one_pass_over_the_axis():
     text = module("""
   x = f32[4,1000] parameter(0)

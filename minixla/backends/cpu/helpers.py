@@ -156,7 +156,9 @@ def stack_array(typingctx, count, dtype):
     can be linked into a program's library (native_library.py). Valid until the kernel
     returns; kept small (kernel_source.STACK_SCRATCH_BYTES), bigger scratch is np.empty."""
     element = getattr(dtype, "instance_type", None)
-    if not isinstance(count, types.IntegerLiteral) or not isinstance(element, types.Number):
+    if not isinstance(count, types.IntegerLiteral) or not isinstance(
+        element, (types.Number, types.Boolean)
+    ):
         return None
     array_type = types.Array(element, 1, "C")
 
@@ -202,7 +204,9 @@ def heap_array(typingctx, count, dtype):
     scratch too big for the stack: like stack_array it needs nothing of Numba's runtime. The
     kernel frees it with free_array before it returns."""
     element = getattr(dtype, "instance_type", None)
-    if not isinstance(count, types.IntegerLiteral) or not isinstance(element, types.Number):
+    if not isinstance(count, types.IntegerLiteral) or not isinstance(
+        element, (types.Number, types.Boolean)
+    ):
         return None
     array_type = types.Array(element, 1, "C")
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import math
 
-from ..codegen.elemental import accumulates_in_f32
 import numpy as np
 
+from ..codegen.elemental import accumulates_in_f32
 from ..codegen.scalar import KERNEL_TYPES, NotEmittable
 from .kernel_source import STACK_SCRATCH_BYTES, OpSource
 from ...reference.ops_reduce import scan_axis
