@@ -23,6 +23,7 @@ from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule, NameUniquer
 from ..ir.shapes import Shape
 from .base import Pass, register_pass
+from .hlo_utils import add_computation
 from .patterns import RuleSet, filled, m, new, rewrite
 
 _SUM_TYPES = ("f32", "f64")
@@ -112,13 +113,7 @@ class DotStrengthReduction(Pass):
         def adder(dtype: str) -> HloComputation:
             if dtype not in adders:
                 names = NameUniquer(module)
-                scalar = Shape.array(dtype, ())
-                a = HloInstruction.parameter(0, scalar, names("x"))
-                b = HloInstruction.parameter(1, scalar, names("y"))
-                total = HloInstruction("add", scalar, [a, b], name=names("sum"))
-                adders[dtype] = module.add_computation(
-                    HloComputation(names(f"dot_sum_{dtype}"), [a, b, total], total)
-                )
+                adders[dtype] = add_computation(module, dtype, names, f"dot_sum_{dtype}")
             return adders[dtype]
 
         rules = RuleSet("dot-strength-reduction")

@@ -106,6 +106,16 @@ def remove_if_dead(instr: HloInstruction) -> None:
         stack.extend(operands)
 
 
+def add_computation(module: HloModule, dtype: str, names: NameUniquer, name: str) -> HloComputation:
+    """A new computation `name` of `module`: the sum of two `dtype` scalars (a reduce's
+    to_apply)."""
+    scalar = Shape.array(dtype, ())
+    a = HloInstruction.parameter(0, scalar, names("x"))
+    b = HloInstruction.parameter(1, scalar, names("y"))
+    total = HloInstruction("add", scalar, [a, b], name=names("sum"))
+    return module.add_computation(HloComputation(names(name), [a, b, total], total))
+
+
 def single_op_computation(instr: HloInstruction) -> HloComputation:
     """A computation holding just `instr` (operands become parameters), so a lone op is seen
     as a one-instruction fusion (kernel builders, row fusion's producers)."""

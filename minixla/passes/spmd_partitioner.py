@@ -33,6 +33,7 @@ from ..ir.module import HloModule, NameUniquer
 from ..ir.sharding import HloSharding, ReplicaGroups, SourceTargetPairs
 from ..ir.shapes import Shape
 from .base import Pass, register_pass
+from .hlo_utils import add_computation
 from .shardy import (
     FUNC_RESULT_SHARDING,
     GLOBAL_TO_LOCAL,
@@ -211,13 +212,7 @@ class _Partitioner:
 
     def adder(self, dtype: str) -> HloComputation:
         if dtype not in self._adders:
-            scalar = Shape.array(dtype, ())
-            a = HloInstruction.parameter(0, scalar, self.names("x"))
-            b = HloInstruction.parameter(1, scalar, self.names("y"))
-            total = HloInstruction("add", scalar, [a, b], name=self.names("sum"))
-            comp = HloComputation(self.names(f"add_{dtype}"), [a, b, total], total)
-            self.module.add_computation(comp)
-            self._adders[dtype] = comp
+            self._adders[dtype] = add_computation(self.module, dtype, self.names, f"add_{dtype}")
         return self._adders[dtype]
 
     # -- resharding -----------------------------------------------------------------------

@@ -149,16 +149,23 @@ def signbit(typingctx, x):
 # ---- scratch arrays -----------------------------------------------------------------------------
 
 
+def _scratch_element(count, dtype):
+    """The element type of a scratch array of `count` (a literal) `dtype`s (np.int64,
+    np.bool_, ...), or None where those are not such arguments."""
+    element = getattr(dtype, "instance_type", None)
+    if not isinstance(count, types.IntegerLiteral):
+        return None
+    return element if isinstance(element, (types.Number, types.Boolean)) else None
+
+
 @intrinsic(prefer_literal=True)
 def stack_array(typingctx, count, dtype):
     """A 1-d array of `count` (a literal) elements of `dtype` (np.int64, ...) in the calling
     kernel's stack frame: no allocation, so the kernel needs nothing of Numba's runtime and
     can be linked into a program's library (native_library.py). Valid until the kernel
     returns; kept small (kernel_source.STACK_SCRATCH_BYTES), bigger scratch is np.empty."""
-    element = getattr(dtype, "instance_type", None)
-    if not isinstance(count, types.IntegerLiteral) or not isinstance(
-        element, (types.Number, types.Boolean)
-    ):
+    element = _scratch_element(count, dtype)
+    if element is None:
         return None
     array_type = types.Array(element, 1, "C")
 
@@ -203,10 +210,8 @@ def heap_array(typingctx, count, dtype):
     """A 1-d array of `count` (a literal) elements of `dtype` from the C library's malloc, for
     scratch too big for the stack: like stack_array it needs nothing of Numba's runtime. The
     kernel frees it with free_array before it returns."""
-    element = getattr(dtype, "instance_type", None)
-    if not isinstance(count, types.IntegerLiteral) or not isinstance(
-        element, (types.Number, types.Boolean)
-    ):
+    element = _scratch_element(count, dtype)
+    if element is None:
         return None
     array_type = types.Array(element, 1, "C")
 
