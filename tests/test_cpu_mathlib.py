@@ -19,7 +19,7 @@ BOUND_F32 = {
     "exponential-minus-one": 1.5,
     "log": 1.0,
     "log-plus-one": 1.0,
-    "tanh": 1.5,
+    "tanh": 0.55,
     "logistic": 2.0,
     "sine": 0.51,
     "cosine": 0.51,
@@ -438,7 +438,9 @@ def test_fused_loops_vectorize_and_stay_correct():
     _assert_vectorized(
         ir_tanh,
         ["tanhf", "expf", "tanh", "exp", "llvm.exp.f32"],
-        ["fmul", "fdiv", "fcmp", "select"],
+        ["fmul", "fcmp"],
     )
+    for op in ("fdiv", "select"):  # tanh's rational runs in float64
+        assert re.search(rf"{op}[^\n]*<(2|4|8) x double>", ir_tanh), f"{op} not vectorized"
     ir_exp = "\n".join(_fused_exp.inspect_llvm().values())
     _assert_vectorized(ir_exp, ["expf", "exp", "llvm.exp.f32"], ["fmul", "fcmp", "select"])

@@ -158,7 +158,8 @@ ENTRY main {
 def test_a_small_dot_kernel_and_a_blas_dot_both_run_natively(width):
     rng = np.random.default_rng(0)
     h = rng.standard_normal((1, width)).astype(np.float32)
-    w = (rng.standard_normal((width, width)) * 0.3).astype(np.float32)
+    # rows of norm about 1: the recurrence does not amplify last-bit differences in tanh
+    w = (rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32)
     exe = _check(DOT_BODY.replace("8]", f"{width}]").replace("[8,", f"[{width},"), h, w)
     assert _native(exe) and not _python_loop(exe)
     small = width * width <= SMALL_DOT_MACS

@@ -18,14 +18,14 @@ kernel itself should avoid 'nnan'/'ninf' (e.g. fastmath=FASTMATH).
 
 Accuracy: max error in ulps vs. float64 libm / long double.  float32: over
 all 2**32 inputs (offline, exhaustive) for exp .94, expm1 1.44, log .86,
-log1p .86, tanh 1.09, logistic 1.97, erf 1.03, sin/cos .5001; every 61st bit
+log1p .86, tanh .55, logistic 1.97, erf 1.03, sin/cos .5001; every 61st bit
 pattern for tan/atan/cbrt/rsqrt (<= .5006), pow/atan2 on 1.5M pairs (.5).
-sin, cos, tan, atan, atan2, pow, cbrt and rsqrt are evaluated in float64 and
+tanh, sin, cos, tan, atan, atan2, pow, cbrt and rsqrt are evaluated in float64 and
 rounded once; sqrt is exact.  float64 (random bit patterns and ranges): exp
 .86, expm1 1.8, log .76, log1p .83, tanh 1.07, logistic 1.7; sin/cos/tan/erf/
 atan2/pow/cbrt in float64 call libm (scalar: correct, not vectorized).
-tests/test_cpu_mathlib.py asserts: float32 exp/log/log1p 1, expm1/tanh/erf 1.5,
-logistic 2, the float64-evaluated ones .51; float64 exp/log/log1p 1, tanh 1.5,
+tests/test_cpu_mathlib.py asserts: float32 exp/log/log1p 1, expm1/erf 1.5,
+logistic 2, tanh .55, the other float64-evaluated ones .51; float64 exp/log/log1p 1, tanh 1.5,
 expm1/logistic 2 (every 4099th float32 bit pattern, special values, samples).
 Special values follow libm/C99 (NaN in -> NaN, exp(-inf) = 0, log(0) = -inf,
 log(<0) = NaN, tanh(-0.0) = -0.0, sin(inf) = NaN, pow's 20-odd cases, ...);
@@ -231,7 +231,6 @@ _FACT = [1.0 / math.factorial(k) for k in range(20)]
 _ERFC_MID = 2.5
 # Minimax fits (Lawson iteration / mpmath chebyfit), relative error unless
 # noted; each well under 0.1 ulp of its dtype before rounding.
-_TANH_P32 = (-0.33333313, 0.13332452, -0.05383743, 0.021007463, -0.0061798156)  # [0, .5625]
 _TANH_P64 = (
     -0.3333333333333333,
     0.13333333333333042,
@@ -245,6 +244,22 @@ _TANH_P64 = (
     9.257116129556769e-05,
     -3.12011014257974e-05,
     6.485163482793113e-06,
+)
+# tanh(x)/x = P(z)/Q(z), z = x^2 in [0, 9.5^2]: Lawson-iterated least squares, relative.
+_TANH_P_RATIONAL = (
+    1.0,
+    0.13658783328865162,
+    0.0038418570928150197,
+    2.747461557247333e-05,
+    2.931297766543261e-08,
+    -1.1273361917148085e-11,
+)
+_TANH_Q_RATIONAL = (
+    1.0,
+    0.4699211522665897,
+    0.02714893478605027,
+    0.00038919957850811485,
+    1.2502436370380107e-06,
 )
 _ATAN_P = (
     -0.33333331813792966,
@@ -381,8 +396,9 @@ def _build_exp_log(dt):
         y = recip1p(ONE if pos else e, e, q if pos else ONE - q)
         return y if x == x else x  # a NaN operand passes on with its sign
 
-    tanh_p = _poly(_TANH_P32 if dt is np.float32 else _TANH_P64, dt)
-    T_SMALL, T_CLAMP = (f(0.5625), f(9.5)) if dt is np.float32 else (f(0.625), f(20.0))
+    # float64 only: float32's tanh is a float64 rational (below)
+    tanh_p = _poly(_TANH_P64, dt)
+    T_SMALL, T_CLAMP = f(0.625), f(20.0)
 
     @njit(**_JIT)
     def tanh(x):
@@ -403,9 +419,10 @@ def _build_exp_log(dt):
 
 _E32 = _build_exp_log(np.float32)
 _E64 = _build_exp_log(np.float64)
-_NAMES6 = ("exp", "expm1", "log", "log1p", "logistic", "tanh")
-exp_f32, expm1_f32, log_f32, log1p_f32, logistic_f32, tanh_f32 = (_E32[k] for k in _NAMES6)
-exp_f64, expm1_f64, log_f64, log1p_f64, logistic_f64, tanh_f64 = (_E64[k] for k in _NAMES6)
+_NAMES5 = ("exp", "expm1", "log", "log1p", "logistic")
+exp_f32, expm1_f32, log_f32, log1p_f32, logistic_f32 = (_E32[k] for k in _NAMES5)
+exp_f64, expm1_f64, log_f64, log1p_f64, logistic_f64 = (_E64[k] for k in _NAMES5)
+tanh_f64 = _E64["tanh"]
 
 # ------------------------------------------------------------- float32 only
 _f = np.float32
@@ -424,6 +441,24 @@ def erf_f32(x):
     large = large if large < _ONE else _ONE
     r = _copysign(small if a < _ONE else large, x)
     return r if x == x else x
+
+
+# tanh(x) = x P(x^2) / Q(x^2) in float64 on [-9.5, 9.5] (relative error 2.4e-9 before
+# the one rounding to float32), beyond which tanh rounds to +-1.  Half the latency of
+# the exp form (one division, no compensation): a scan's recurrence waits on it.
+_tanh_p = _poly(_TANH_P_RATIONAL, np.float64)
+_tanh_q = _poly(_TANH_Q_RATIONAL, np.float64)
+_TANH_CLAMP = 9.5
+
+
+@njit(**_JIT)
+def tanh_f32(x):
+    d = np.float64(x)
+    d = d if d < _TANH_CLAMP else _TANH_CLAMP  # NaN -> clamp; returned as x below
+    d = d if d > -_TANH_CLAMP else -_TANH_CLAMP  # -0.0 stays -0.0
+    z = d * d
+    t = np.float32(d * _tanh_p(z) / _tanh_q(z))
+    return t if x == x else x
 
 
 # atan/atan2 for float32 are evaluated in float64 (exact reduction, one final
