@@ -319,9 +319,9 @@ def test_scatter_combines_duplicates_in_order_and_drops_windows_out_of_range(dty
 
 @pytest.mark.parametrize("to_apply", ["add", "mul_then_add"])
 def test_a_scatter_row_along_the_minor_dims_is_staged_on_the_stack(to_apply):
-    # a segment sum: each update row is copied to a stack row before it is combined into the
-    # output (straight from the updates, the combining loop does not vectorize); sorted and
-    # repeated segments combine in update order as before
+    # a segment sum: the output row of the current segment is held in a stack row while the
+    # next update targets it too; sorted and repeated segments combine in update order as
+    # before
     text = module(
         f"""
   x = f32[50,16] parameter(0)
@@ -337,6 +337,36 @@ def test_a_scatter_row_along_the_minor_dims_is_staged_on_the_stack(to_apply):
     exe = check(text, args, passes=[], rtol=0, atol=0)
     (spec,) = exe.program.kernels.values()
     assert "row = h.stack_array(16, np.float32)" in spec.source
+    assert "row_held" in spec.source
+
+
+@pytest.mark.parametrize(
+    "dtype,combiner", [("f32", "add"), ("f32", "mul_then_add"), ("s32", "assign")]
+)
+def test_a_held_scatter_row_is_stored_before_an_overlapping_row_is_read(dtype, combiner):
+    # rows of 16 at minor offsets 0 and 8 of one output row overlap; each change of row
+    # stores the held one first, so the next row reads its combined values; an update whose
+    # window does not fit (-1, or 17 + 16 > 32) is skipped without disturbing the held row
+    text = module(
+        f"""
+  x = {dtype}[6,32] parameter(0)
+  i = s32[9,2] parameter(1)
+  u = {dtype}[9,16] parameter(2)
+  ROOT s = {dtype}[6,32] scatter(x, i, u), update_window_dims={{1}}, inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0,1}}, index_vector_dim=1, to_apply={combiner}
+""",
+        SCATTERS,
+    )
+    rng = np.random.default_rng(1)
+    np_dtype = np.float32 if dtype == "f32" else np.int32
+    starts = [[3, 0], [3, 8], [3, 0], [3, 0], [-1, 0], [3, 8], [5, 16], [5, 17], [3, 0]]
+    args = [
+        (rng.standard_normal((6, 32)) * 10).astype(np_dtype),
+        np.array(starts, np.int32),
+        (rng.standard_normal((9, 16)) * 10).astype(np_dtype),
+    ]
+    exe = check(text, args, passes=[], rtol=0, atol=0)
+    (spec,) = exe.program.kernels.values()
+    assert "row_held" in spec.source
 
 
 def test_scatter_window_into_the_middle_dims_and_a_zero_size_update():

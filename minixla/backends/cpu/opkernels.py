@@ -485,8 +485,15 @@ def scatter(instr, in_place: bool = False) -> KernelSpec:
         and dtypes[0] != "bf16"
         and update_dims[last] * np.dtype(KERNEL_TYPES[dtypes[0]]).itemsize <= STACK_SCRATCH_BYTES
     )
+    # Where each scatter index updates one such row, the row last updated stays in the stack
+    # row while the next index targets it too (sorted segment ids): each element is combined
+    # in the same order, without a store and load through memory per update.
+    held = staged and all(update_dims[d] == 1 for d in window_dims if d != last)
     if staged:
         src.scratch("row", update_dims[last], KERNEL_TYPES[dtypes[0]])
+    if held:
+        src.line("row_held = False")
+        src.line(" = ".join(f"held_{d}" for d in range(rank)) + " = 0")
     opened = 0
     begin = starts() if not scatter_dims else None
     opened += 0 if scatter_dims else 1
@@ -503,13 +510,32 @@ def scatter(instr, in_place: bool = False) -> KernelSpec:
         value = src.load(src.params[count + 1 + k], updates[k].shape.dtype, index)
         return src.converted(value, updates[k].shape.dtype, dtypes[k])
 
+    target = list(begin)
+    if held:
+        row_start = [
+            src.bind(f"{begin[dim]} + {index[window_dims[window_operand_dims.index(dim)]]}", "q")
+            if dim in window_operand_dims and dim != rank - 1
+            else begin[dim]
+            for dim in range(rank)
+        ]
+        _hold_row(src, dtypes[0], row_start, update_dims[last], index[last])
+        src.open(index[last], update_dims[last])
+        opened += 1
+        current = [src.load("row", dtypes[0], [index[last]])]
+        combined = src.inline(attrs["to_apply"], current + [updated(0)])
+        src.store("row", dtypes[0], [index[last]], combined[0])
+        src.close(opened)
+        src.line("if row_held:")
+        src.w.depth += 1
+        _store_held_row(src, dtypes[0], update_dims[last])
+        src.close()
+        return src.spec()
     if staged:
         src.open(index[last], update_dims[last])
         src.store("row", dtypes[0], [index[last]], updated(0))
         src.close()
         src.open(index[last], update_dims[last])
         opened += 1
-    target = list(begin)
     for dim, update_dim in zip(window_operand_dims, window_dims):
         target[dim] = src.bind(
             f"{begin[dim]} + {index[update_dim]}" if begin[dim] != "0" else index[update_dim], "q"
@@ -524,6 +550,36 @@ def scatter(instr, in_place: bool = False) -> KernelSpec:
         src.store(src.outs[k], dtypes[k], target, combined[k])
     src.close(opened)
     return src.spec()
+
+
+def _hold_row(src, dtype: str, row_start: list[str], length: int, var: str) -> None:
+    """Make the stack row hold the output row starting at `row_start`: unless it already
+    does, store the row it holds (if any) and load the new one. Keys: held_0, held_1, ..."""
+    keys = [f"held_{d}" for d in range(len(row_start))]
+    changed = " or ".join(f"{k} != {v}" for k, v in zip(keys, row_start))
+    src.line(f"if not row_held or {changed}:")
+    src.w.depth += 1
+    src.line("if row_held:")
+    src.w.depth += 1
+    _store_held_row(src, dtype, length)
+    src.close()
+    src.open(var, length)
+    at = row_start[:-1] + [src.bind(f"{row_start[-1]} + {var}", "q")]
+    src.store("row", dtype, [var], src.load(src.outs[0], dtype, at))
+    src.close()
+    for k, v in zip(keys, row_start):
+        src.line(f"{k} = {v}")
+    src.line("row_held = True")
+    src.close()
+
+
+def _store_held_row(src, dtype: str, length: int) -> None:
+    rank = src.out_shapes[0].rank
+    keys = [f"held_{d}" for d in range(rank)]
+    src.open("j_held", length)
+    at = keys[:-1] + [src.bind(f"{keys[-1]} + j_held", "q")]
+    src.store(src.outs[0], dtype, at, src.load("row", dtype, ["j_held"]))
+    src.close()
 
 
 BUILDERS = {
