@@ -117,6 +117,49 @@ def test_invariant_code_is_hoisted_out_of_the_loop():
     )
 
 
+
+def test_a_gather_with_iota_indices_leaves_the_loop_and_keeps_its_values():
+    # jnp.diag(a) in a Jacobi iteration: the indices come from an iota, the matrix is passed
+    # through; check_pass also compares the interpreter's results before and after
+    check_pass(
+        "while-loop-simplifier",
+        """
+    HloModule diag
+    cond {
+      st = (s32[], f32[6], f32[6,6]) parameter(0)
+      ROOT lt = pred[] compare(s32[] get-tuple-element(st), index=0, s32[] constant(3)), direction=LT
+    }
+    body {
+      st = (s32[], f32[6], f32[6,6]) parameter(0)
+      i = s32[] get-tuple-element(st), index=0
+      x = f32[6] get-tuple-element(st), index=1
+      a = f32[6,6] get-tuple-element(st), index=2
+      iota = s32[6] iota(), iota_dimension=0
+      shifted = s32[6] add(iota, s32[6] broadcast(s32[] constant(0)), dimensions={})
+      column = s32[6,1] reshape(shifted)
+      idx = s32[6,2] concatenate(column, column), dimensions={1}
+      diag = f32[6] gather(a, idx), offset_dims={}, collapsed_slice_dims={0,1}, start_index_map={0,1}, index_vector_dim=1, slice_sizes={1,1}
+      next = f32[6] add(x, diag)
+      ROOT out = (s32[], f32[6], f32[6,6]) tuple(s32[] add(i, s32[] constant(1)), next, a)
+    }
+    ENTRY main {
+      x = f32[6] parameter(0)
+      a = f32[6,6] parameter(1)
+      init = (s32[], f32[6], f32[6,6]) tuple(s32[] constant(0), x, a)
+      w = (s32[], f32[6], f32[6,6]) while(init), condition=cond, body=body
+      ROOT r = f32[6] get-tuple-element(w), index=1
+    }""",
+        """
+    // CHECK: %body
+    // CHECK-NOT: gather
+    // CHECK: ROOT {{.*}} tuple(
+    // CHECK: ENTRY %main
+    // CHECK: iota()
+    // CHECK: gather(
+    // CHECK: while(
+    """,
+    )
+
 CONDITIONAL = """
 HloModule cond
 t {

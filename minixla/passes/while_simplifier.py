@@ -6,7 +6,8 @@ As XLA's WhileLoopSimplifier and WhileLoopInvariantCodeMotion:
 - a loop that runs exactly once (condition true on the init, false after one body step) is
   its body, inlined;
 - body instructions that depend only on loop-invariant state (elements the body passes
-  through unchanged) and constants are computed once before the loop and carried in the state.
+  through unchanged), constants and iotas are computed once before the loop and carried in
+  the state.
 Trip counts come from evaluating the condition (and the body's effect on the elements the
 condition reads) with the interpreter, only when those elements start as constants.
 """
@@ -240,7 +241,9 @@ class WhileLoopSimplifier(Pass):
 
     @staticmethod
     def _invariant_operand(operand, param, invariant, hoisted) -> bool:
-        if id(operand) in hoisted or operand.opcode == "constant":
+        # an iota is as invariant as a constant: the gather of a diagonal whose indices are
+        # built from iotas (jnp.diag) leaves the body with them
+        if id(operand) in hoisted or operand.opcode in ("constant", "iota"):
             return True
         if operand.opcode == "broadcast" and operand.operand(0).opcode == "constant":
             return True
