@@ -458,3 +458,65 @@ def test_an_update_read_again_in_its_iteration_is_still_in_place(native):
     else:
         body = [c for c in exe.program.source.split("\n\n\n") if "dynamic-update-slice" in c][0]
         assert re.search(r"t\d+\((v\d+), \1, ", body), body
+
+
+def _loop_source(exe) -> str:
+    (source,) = [s.source for s in exe.program.kernels.values() if "Native while" in s.source]
+    return source.split("while True:")[1]
+
+
+def _body(state: str, lines: str, root: str) -> str:
+    return f"""
+HloModule direct
+cond {{
+  s = (s32[], {state}) parameter(0)
+  ROOT lt = pred[] compare(s32[] get-tuple-element(s), index=0, s32[] constant(5)), direction=LT
+}}
+body {{
+  s = (s32[], {state}) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+{lines}
+  ROOT t = (s32[], {state}) tuple(s32[] add(i, s32[] constant(1)), {root})
+}}
+ENTRY main {{
+  x = f32[64] parameter(0)
+  y = f32[64] parameter(1)
+  w = (s32[], {state}) while((s32[], {state}) tuple(s32[] constant(0), x, y)), condition=cond, body=body
+  ROOT r = ({state}) tuple(f32[64] get-tuple-element(w), index=1, f32[64] get-tuple-element(w), index=2)
+}}"""
+
+
+STATE = "f32[64], f32[64]"
+GET = """  a = f32[64] get-tuple-element(s), index=1
+  b = f32[64] get-tuple-element(s), index=2"""
+
+
+@pytest.mark.parametrize(
+    "lines,root,check_copies",
+    [
+        # a gradient accumulator: read elementwise by the fusion that makes its next value,
+        # which writes it in place (b * b leaves the loop as a new state leaf)
+        ("  n = f32[64] add(a, f32[64] multiply(b, b))", "n, b", True),
+        # both leaves from one multi-output fusion reading them elementwise
+        ("  n = f32[64] add(a, b)\n  m = f32[64] multiply(a, b)", "n, m", True),
+        # the next value reads its leaf reversed: copy insertion copies the old value first
+        ("  n = f32[64] add(f32[64] reverse(a), dimensions={0}, b)", "n, b", True),
+        # the old value is read again after the new one is made (by a dot's reduction)
+        (
+            "  n = f32[64] add(a, b)\n"
+            "  d = f32[] dot(a, n), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
+            "  m = f32[64] add(b, f32[64] broadcast(d), dimensions={})",
+            "n, m",
+            False,
+        ),
+    ],
+    ids=["accumulator", "multi-output", "reversed", "read-after"],
+)
+def test_body_results_are_written_into_their_state_leaves(lines, root, check_copies):
+    rng = np.random.default_rng(4)
+    x, y = (rng.standard_normal(64).astype(np.float32) * 0.5 for _ in range(2))
+    exe = _check(_body(STATE, GET + "\n" + lines, root), x, y)
+    assert _native(exe)
+    source = _loop_source(exe)
+    if check_copies:  # no copy of a body result into the state after the body
+        assert not re.search(r"\n +s\d+\[i\] = n\d+\[i\]", source), source

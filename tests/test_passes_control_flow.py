@@ -117,7 +117,6 @@ def test_invariant_code_is_hoisted_out_of_the_loop():
     )
 
 
-
 def test_a_gather_with_iota_indices_leaves_the_loop_and_keeps_its_values():
     # jnp.diag(a) in a Jacobi iteration: the indices come from an iota, the matrix is passed
     # through; check_pass also compares the interpreter's results before and after
@@ -159,6 +158,7 @@ def test_a_gather_with_iota_indices_leaves_the_loop_and_keeps_its_values():
     // CHECK: while(
     """,
     )
+
 
 CONDITIONAL = """
 HloModule cond

@@ -17,7 +17,9 @@ driver does not run the loop in Python.
                 s1[i] = b3[i]
         ...
 
-and the driver calls it once per call of the while. Every buffer travels flattened (1-d,
+and the driver calls it once per call of the while. A body result whose kernel may write it
+into its state buffer (nothing later reads the old value; `_direct_results`) is written
+there, not copied after the body. Every buffer travels flattened (1-d,
 C order); kernels get the rank their signature asks for through a reshape. Temporaries are
 allocated once at compile time (calls of an executable are serialized), so the loop
 allocates nothing. State leaves the body writes are private to the loop: copied once per call
@@ -73,6 +75,8 @@ class _Emitter:
         self.whole = ""  # the `part` argument that runs a split kernel whole
         self.views: dict[str, str] = {}  # as_shape expression -> its name, made before the loop
         self.prologue: list[str] = []
+        # body results written straight into their state leaf: instruction -> {leaf: state}
+        self.direct: dict[int, dict[int, int]] = {}
 
     # -- buffers ------------------------------------------------------------------------
     def temp(self, shape) -> str:
@@ -115,14 +119,18 @@ class _Emitter:
         return self.views[view]
 
     # -- computations -------------------------------------------------------------------
-    def computation(self, comp) -> object:
+    def computation(self, comp, body: bool = False) -> object:
         """Emits `comp`'s instructions; returns the (nested) buffer names of its root."""
         names: dict[int, object] = {}
         order = list(comp.instructions) if self.b.module.is_scheduled else comp.post_order()
+        decisions = []
         for instr in order:
             if instr.opcode in ("while", "conditional", "call") or instr.shape.is_token:
                 raise _Ineligible(f"{instr.opcode} inside the loop")
-            how, detail = self.b.decide(instr)
+            decisions.append(self.b.decide(instr))
+        if body:
+            self.direct = _direct_results(comp, order, decisions)
+        for instr, (how, detail) in zip(order, decisions):
             names[id(instr)] = self.instruction(instr, how, detail, names)
         return names[id(comp.root)]
 
@@ -178,7 +186,12 @@ class _Emitter:
             raise _Ineligible("empty array")
         if "bf16" in spec.dtypes:
             raise _Ineligible("bf16 kernel")
-        outs = [self.temp(s) for s in leaves] if outs is None else outs
+        if outs is None:
+            direct = self.direct.get(id(instr), {})
+            outs = [
+                self.params[direct[n]] if n in direct else self.temp(s)
+                for n, s in enumerate(leaves)
+            ]
         args = []
         for (kind, what), rank in zip(spec.args, spec.ndims):
             if kind == "split":  # a split kernel runs whole inside a loop
@@ -233,7 +246,8 @@ class _Emitter:
                 )
                 name = into
             args.append(name)
-        out = self.temp(instr.shape)
+        direct = self.direct.get(id(instr), {})
+        out = self.params[direct[0]] if direct else self.temp(instr.shape)
         dims = self.b.bind("c", plan.dims.copy())
         self.fixed.append(dims)
         self.fixed_dtypes.append("s64")
@@ -360,9 +374,10 @@ def native_while(builder, loop, updates: dict, limit) -> NativeLoop | None:
                 "    break",
             ]
         em.lines = []
-        result = em.computation(loop.attrs["body"])
+        result = em.computation(loop.attrs["body"], body=True)
         sizes = [shape.numel() for shape in em.state_shapes]
         body_lines, written = _write_back(em.params, result, sizes)
+        written |= {k for leaves in em.direct.values() for k in leaves.values()}
         body_lines = em.lines + body_lines
     except _Ineligible:
         builder.kernels, builder.kernel_names = saved[0], saved[1]
@@ -378,6 +393,54 @@ def native_while(builder, loop, updates: dict, limit) -> NativeLoop | None:
     spec = KernelSpec("loop", source, [], [1] * len(args), dtypes, True, False)
     spec.kid = spec.content_id()
     return NativeLoop(builder.kernel(spec), em.fixed, written, em.uses_blas)
+
+
+def _direct_results(body, order, decisions) -> dict[int, int]:
+    """The body results a kernel or GEMM may write straight into their state leaf k, with no
+    copy after the body (XLA's while bodies share the state's buffers): the root's only
+    element k (an instruction, or one output of a multi-output kernel), computed after every
+    other read of leaf k, reading that leaf itself only where it may share the buffer
+    (dataflow.can_share_operand_buffer). Returns {instruction: {output leaf: k}}."""
+    from ...passes.dataflow import can_share_operand_buffer
+
+    root, param = body.root, body.parameter(0)
+    if root.opcode != "tuple":
+        return {}
+    leaf_of: dict[int, int] = {}  # the leaf an instruction names: its get-tuple-elements, views
+    last_read: dict[int, int] = {}
+    for position, (instr, (how, _)) in enumerate(zip(order, decisions)):
+        if how == "get-tuple-element" and instr.operand(0) is param:
+            leaf_of[id(instr)] = instr.attrs["index"]
+            continue
+        if how in ("view", "alias") and id(instr.operand(0)) in leaf_of:
+            leaf_of[id(instr)] = leaf_of[id(instr.operand(0))]
+            continue
+        for operand in instr.operands:
+            if id(operand) in leaf_of:
+                last_read[leaf_of[id(operand)]] = position
+    position_of = {id(instr): n for n, instr in enumerate(order)}
+    how_of = {id(instr): how for instr, (how, _) in zip(order, decisions)}
+    direct: dict[int, dict[int, int]] = {}
+    for k, value in enumerate(root.operands):
+        leaf, output = 0, ()
+        if value.opcode == "get-tuple-element" and value.operand(0).shape.is_tuple:
+            leaf, output, value = value.attrs["index"], (value.attrs["index"],), value.operand(0)
+            if any(s.is_tuple for s in value.shape.tuple_shapes):
+                continue
+        elif value.shape.is_tuple:
+            continue
+        if (
+            how_of.get(id(value)) not in ("kernel", "thunk")
+            or sum(o is root.operands[k] for o in root.operands) != 1
+            or last_read.get(k, -1) > position_of[id(value)]
+            or any(
+                leaf_of.get(id(o)) == k and not can_share_operand_buffer(value, n, output)
+                for n, o in enumerate(value.operands)
+            )
+        ):
+            continue
+        direct.setdefault(id(value), {})[leaf] = k
+    return direct
 
 
 def _write_back(params: list[str], result, sizes: list[int]) -> tuple[list[str], set[int]]:
