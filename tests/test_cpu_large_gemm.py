@@ -43,12 +43,12 @@ def test_only_dots_that_run_on_one_thread_may_use_the_large_library(monkeypatch)
     large = gemm.LargeGemm("lib.so", "Haswell", {("f32", "gemm"): "large_sgemm"}, {})
     blas = gemm.Blas("numpy.so", {}, 64, True, {}, large)
     monkeypatch.setattr(gemm, "_FOUND", [blas])
-    assert gemm._large_allowed("f32", 1, 128, 256, 256) == 1  # 2^24 flops: one thread
-    assert gemm._large_allowed("f32", 1, 128, 256, 512) == 0  # 2^25: two threads
-    assert gemm._large_allowed("f32", 2, 128, 256, 256) == 0  # two as a whole batch
-    assert gemm._large_allowed("f64", 1, 128, 256, 256) == 0  # f32 only
+    assert gemm._large_allowed("f32", 1, 128, 128, 256) == 1  # 2^23 flops: one thread
+    assert gemm._large_allowed("f32", 1, 128, 256, 256) == 0  # 2^24: two threads
+    assert gemm._large_allowed("f32", 2, 128, 128, 256) == 0  # two as a whole batch
+    assert gemm._large_allowed("f64", 1, 128, 128, 256) == 0  # f32 only
     monkeypatch.setattr(gemm, "_FOUND", [gemm.Blas("numpy.so", {}, 64, True, {}, None)])
-    assert gemm._large_allowed("f32", 1, 128, 256, 256) == 0
+    assert gemm._large_allowed("f32", 1, 128, 128, 256) == 0
 
 
 _CHILD = textwrap.dedent(

@@ -3,7 +3,7 @@ generated parallel kernel uses, chosen per call by its estimated work.
 
 OpenBLAS starts one thread per core and uses them all for every GEMM above a tiny size; a
 small GEMM never repays waking the threads. So each dot asks for `threads_for(flops)`: one
-thread below `SERIAL_FLOPS`, then one more per `SERIAL_FLOPS` of work, never more than the
+thread below twice `SERIAL_FLOPS`, then one per `SERIAL_FLOPS` of work, never more than the
 cores this process may run on. Never fewer because other processes are busy: OpenBLAS's
 Haswell-class kernels (NumPy's choice on CPUs without AVX-512) round a product differently
 for each thread count, so a count that followed the machine's load gave a program different
@@ -41,9 +41,11 @@ import threading
 # default): such calls need no count set, nor given back (`restore_threads`).
 OPENBLAS_SERIAL_GEMM = 65536 * 4
 OPENBLAS_SERIAL_GEMV = 2304 * 4
-# Below this a GEMM runs on one thread. 2^24: on an idle two-core machine a 256x512x256 GEMM
-# (2^25 flops) ran 0.39 ms on two threads against 0.66-0.77 ms on one.
-SERIAL_FLOPS = 1 << 24
+# A GEMM below twice this runs on one thread, then one more per SERIAL_FLOPS. On an idle
+# two-core machine (Haswell kernels) GEMMs of 2^24 flops ran 1.33-1.94x faster on two threads
+# (128x256x256 0.19 ms against 0.10-0.13, 512x64x256 0.20 against 0.10), of 2^23 only
+# 1.08-1.76x; 256x512x256 (2^25) 0.39 ms against 0.66-0.77 ms.
+SERIAL_FLOPS = 1 << 23
 _SYMBOLS = (
     "scipy_openblas_set_num_threads64_",
     "scipy_openblas_set_num_threads",
