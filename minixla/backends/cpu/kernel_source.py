@@ -99,8 +99,10 @@ class OpSource:
         return self.w.const(value, dtype)
 
     def spec(self, name: str = "kernel", reduce_flags: bool = False) -> KernelSpec:
+        """`reduce_flags`: compile with 'reassoc', so LLVM may vectorize the kernel's sums (as
+        the fusion kernels with reductions are)."""
         instr = self.instr
-        fastmath = "{'contract'}"
+        fastmath = "{'contract', 'reassoc'}" if reduce_flags else "{'contract'}"
         lines = [_HEADER.format(doc=f"Kernel for {instr.opcode}.")]  # no name: alike, shared
         lines += [f"{n} = {text}" for text, n in self.w.constants.items()]
         lines += [f"{n} = {key}" for key, n in self.w.math_names.items()]

@@ -609,7 +609,9 @@ def is_small_dot(instr) -> bool:
 
 def small_dot(instr) -> KernelSpec:
     """out[batch, lhs free, rhs free] = sum over the contracted dims of lhs * rhs, one
-    accumulator per output element, contracted dims in row-major order."""
+    accumulator per output element. Compiled with 'reassoc', as reductions are: summed in
+    row-major order, a 64x64 matrix-vector product waits on 64 dependent adds per row
+    (7 us against 0.5 vectorized)."""
     src = OpSource(instr)
     attrs = instr.attrs
     lb, rb = list(attrs.get("lhs_batch_dims", ())), list(attrs.get("rhs_batch_dims", ()))
@@ -643,4 +645,4 @@ def small_dot(instr) -> KernelSpec:
     src.line(f"{acc} = {acc} + {a} * {b}")
     src.close(len(red))
     src.store("o0", dtype, out, acc)
-    return src.spec()
+    return src.spec(reduce_flags=True)
