@@ -461,6 +461,26 @@ ENTRY main {
 """
 
 
+@pytest.mark.parametrize("parts", [1, 2, 7])
+def test_a_large_copy_runs_in_row_blocks_on_the_kernel_threads(parts, monkeypatch):
+    from minixla.backends.cpu import blas_threads, thunks
+
+    monkeypatch.setattr(blas_threads, "kernel_threads", lambda work, pooled=False: parts)
+    split = []
+    monkeypatch.setattr(
+        thunks, "run_split", lambda *a: split.append(a[1]) or blas_threads.run_split(*a)
+    )
+    x = np.arange(2048 * 2049, dtype=np.float32).reshape(2048, 2049)  # 4M elements: SPLIT_WORK
+    out = np.empty_like(x)
+    module = minixla.parse_hlo_module(
+        "HloModule c\nENTRY e {\n  x = f32[2048,2049] parameter(0)\n"
+        "  ROOT c = f32[2048,2049] copy(x)\n}"
+    )
+    thunks.copy(module.entry.root)(out, x)
+    assert split == [2.0 * x.size]  # parts of unequal sizes, some rows each
+    np.testing.assert_array_equal(out, x)
+
+
 @pytest.mark.parametrize("parts", [2, 3, 7])
 def test_threaded_kernels_match_interpreter(parts, monkeypatch):
     from minixla.backends.cpu import blas_threads

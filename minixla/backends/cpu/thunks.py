@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from ...reference.custom_call import lookup_custom_call
-from .blas_threads import threads_for, use_threads
+from .blas_threads import SPLIT_WORK, run_split, threads_for, use_threads
 
 
 def dot(instr):
@@ -167,10 +167,24 @@ def reshape_copy(instr):
 
 
 def copy(instr):
+    """out = x; a large copy in row blocks on the kernels' threads (NumPy lets go of the GIL
+    while it copies): 16 MiB took 1.3-1.4 ms on one core, 0.5-0.9 on two."""
+    work = 2.0 * instr.shape.numel()  # a load and a store per element, as kernel work counts
+    rows = instr.shape.dims[0] if instr.shape.is_array and instr.shape.rank else 0
+
     def run(out, x):
-        out[...] = x
+        if rows > 1 and work >= SPLIT_WORK and out.flags.c_contiguous and x.flags.c_contiguous:
+            run_split(_copy_rows, work, out, x)
+        else:
+            out[...] = x
 
     return run
+
+
+def _copy_rows(out, x, part) -> None:
+    rows = x.shape[0]
+    first, stop = part[0] * rows // part[1], (part[0] + 1) * rows // part[1]
+    out[first:stop] = x[first:stop]
 
 
 def _starts(dims, window, starts) -> list[int]:
