@@ -294,9 +294,10 @@ mul_then_add {
 )
 
 
-@pytest.mark.parametrize(
-    "dtype,combiner", [("f32", "add"), ("f32", "mul_then_add"), ("s32", "assign")]
-)
+SCATTER_COMBINERS = [("f32", "add"), ("f32", "mul_then_add"), ("s32", "assign")]
+
+
+@pytest.mark.parametrize("dtype,combiner", SCATTER_COMBINERS)
 def test_scatter_combines_duplicates_in_order_and_drops_windows_out_of_range(dtype, combiner):
     text = module(
         f"""
@@ -340,9 +341,7 @@ def test_a_scatter_row_along_the_minor_dims_is_staged_on_the_stack(to_apply):
     assert "row_held" in spec.source
 
 
-@pytest.mark.parametrize(
-    "dtype,combiner", [("f32", "add"), ("f32", "mul_then_add"), ("s32", "assign")]
-)
+@pytest.mark.parametrize("dtype,combiner", SCATTER_COMBINERS)
 def test_a_held_scatter_row_is_stored_before_an_overlapping_row_is_read(dtype, combiner):
     # rows of 16 at minor offsets 0 and 8 of one output row overlap; each change of row
     # stores the held one first, so the next row reads its combined values; an update whose
