@@ -319,16 +319,17 @@ def test_scatter_combines_duplicates_in_order_and_drops_windows_out_of_range(dty
 
 
 @pytest.mark.parametrize("to_apply", ["add", "mul_then_add"])
-def test_a_scatter_row_along_the_minor_dims_is_staged_on_the_stack(to_apply):
-    # a segment sum: the output row of the current segment is held in a stack row while the
-    # next update targets it too; sorted and repeated segments combine in update order as
-    # before
+@pytest.mark.parametrize("is_sorted", [False, True])
+def test_a_scatter_row_along_the_minor_dims_is_staged_on_the_stack(to_apply, is_sorted):
+    # a segment sum: each update row is copied to a stack row before it is combined; with
+    # indices_are_sorted the stack row holds the output row of the current segment while the
+    # next update targets it too; repeated segments combine in update order either way
     text = module(
         f"""
   x = f32[50,16] parameter(0)
   i = s32[400,1] parameter(1)
   u = f32[400,16] parameter(2)
-  ROOT s = f32[50,16] scatter(x, i, u), update_window_dims={{1}}, inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply={to_apply}
+  ROOT s = f32[50,16] scatter(x, i, u), update_window_dims={{1}}, inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, indices_are_sorted={str(is_sorted).lower()}, to_apply={to_apply}
 """,
         SCATTERS,
     )
@@ -338,20 +339,21 @@ def test_a_scatter_row_along_the_minor_dims_is_staged_on_the_stack(to_apply):
     exe = check(text, args, passes=[], rtol=0, atol=0)
     (spec,) = exe.program.kernels.values()
     assert "row = h.stack_array(16, np.float32)" in spec.source
-    assert "row_held" in spec.source
+    assert ("row_held" in spec.source) == is_sorted
 
 
 @pytest.mark.parametrize("dtype,combiner", SCATTER_COMBINERS)
 def test_a_held_scatter_row_is_stored_before_an_overlapping_row_is_read(dtype, combiner):
     # rows of 16 at minor offsets 0 and 8 of one output row overlap; each change of row
     # stores the held one first, so the next row reads its combined values; an update whose
-    # window does not fit (-1, or 17 + 16 > 32) is skipped without disturbing the held row
+    # window does not fit (-1, or 17 + 16 > 32) is skipped without disturbing the held row.
+    # The kernel stays exact on indices that are not sorted after all.
     text = module(
         f"""
   x = {dtype}[6,32] parameter(0)
   i = s32[9,2] parameter(1)
   u = {dtype}[9,16] parameter(2)
-  ROOT s = {dtype}[6,32] scatter(x, i, u), update_window_dims={{1}}, inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0,1}}, index_vector_dim=1, to_apply={combiner}
+  ROOT s = {dtype}[6,32] scatter(x, i, u), update_window_dims={{1}}, inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0,1}}, index_vector_dim=1, indices_are_sorted=true, to_apply={combiner}
 """,
         SCATTERS,
     )

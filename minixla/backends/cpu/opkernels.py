@@ -485,10 +485,17 @@ def scatter(instr, in_place: bool = False) -> KernelSpec:
         and dtypes[0] != "bf16"
         and update_dims[last] * np.dtype(KERNEL_TYPES[dtypes[0]]).itemsize <= STACK_SCRATCH_BYTES
     )
-    # Where each scatter index updates one such row, the row last updated stays in the stack
-    # row while the next index targets it too (sorted segment ids): each element is combined
-    # in the same order, without a store and load through memory per update.
-    held = staged and all(update_dims[d] == 1 for d in window_dims if d != last)
+    # Where each scatter index updates one such row and the indices are sorted (XLA's
+    # indices_are_sorted), the row last updated stays in the stack row while the next index
+    # targets it too: each element is combined in the same order, in registers, without a
+    # store and load through memory per update. Unsorted, the row changes at almost every
+    # update, and its scalar store and load cost more than the staged row's vector copies
+    # (a [100000, 16] segment sum: 0.60 ms against 0.79 sorted, 0.77 against 0.66 random).
+    held = (
+        staged
+        and attrs.get("indices_are_sorted", False)
+        and all(update_dims[d] == 1 for d in window_dims if d != last)
+    )
     if staged:
         src.scratch("row", update_dims[last], KERNEL_TYPES[dtypes[0]])
     if held:
