@@ -411,7 +411,7 @@ def native_while(builder, loop, updates: dict, limit) -> NativeLoop | None:
     return NativeLoop(builder.kernel(spec), em.fixed, written, em.uses_blas)
 
 
-def _direct_results(body, order, decisions) -> dict[int, int]:
+def _direct_results(body, order, decisions) -> dict[int, dict[int, int]]:
     """The body results a kernel or GEMM may write straight into their state leaf k, with no
     copy after the body (XLA's while bodies share the state's buffers): the root's only
     element k (an instruction, or one output of a multi-output kernel), computed after every

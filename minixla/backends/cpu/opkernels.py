@@ -618,7 +618,7 @@ def small_dot(instr) -> KernelSpec:
     """out[batch, lhs free, rhs free] = sum over the contracted dims of lhs * rhs, one
     accumulator per output element. Compiled with 'reassoc', as reductions are: summed in
     row-major order, a 64x64 matrix-vector product waits on 64 dependent adds per row
-    (7 us against 0.5 vectorized)."""
+    (2.8 us against 0.27 vectorized)."""
     src = OpSource(instr)
     attrs = instr.attrs
     lb, rb = list(attrs.get("lhs_batch_dims", ())), list(attrs.get("rhs_batch_dims", ()))
