@@ -57,7 +57,7 @@ from .kernels import (
     KernelSpec,
     build_kernel,
     kernel_arg,
-    reading_outputs,
+    read_in_place,
     window_view,
 )
 
@@ -369,30 +369,14 @@ def _kernel(fn: _Function, instr, spec: KernelSpec, outs=None):
             name, rank = outs[what], leaf_shapes[what].rank
         names.append(expr or name)
         args.append(fn.b.fixed_arg(name, kernel_arg(expr or name, rank, spec.flat, dtype)))
-    pairs = _in_place_arguments(fn.b, spec, names)
-    if pairs:
-        spec = reading_outputs(spec, pairs)
-        args = [arg for k, arg in enumerate(args) if k not in pairs]
+    # an arena view's bytes, dims and type: buffer assignment shares a parameter's in place
+    spec, args = read_in_place(spec, [fn.b.view_bytes.get(name) for name in names], args)
     if spec.parallel:  # in parts, as many as its work gets threads in this call
         runner = fn.b.bind_host("run_split", run_split)
         fn.lines.append(f"{runner}({fn.b.kernel(spec)}, {spec.work}, {', '.join(args)})")
     else:
         fn.lines.append(f"{fn.b.kernel(spec)}({', '.join(args)})")
     _flush_outputs(fn, instr, outs)
-
-
-def _in_place_arguments(builder, spec: KernelSpec, names: list[str]) -> dict[int, int]:
-    """{parameter argument: output argument} of a kernel whose parameter is the very arena
-    bytes, dims and type of one of its outputs (buffer assignment shares them in place),
-    passed with the same rank."""
-
-    def key(k: int):
-        view = builder.view_bytes.get(names[k])
-        return None if view is None else view + (spec.ndims[k],)
-
-    kinds = [kind for kind, _ in spec.args]
-    outs = {key(k): k for k in range(len(names)) if kinds[k] == "out" and key(k) is not None}
-    return {k: outs[key(k)] for k in range(len(names)) if kinds[k] == "param" and key(k) in outs}
 
 
 def _thunk(fn: _Function, instr, run):

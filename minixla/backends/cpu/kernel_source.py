@@ -16,6 +16,13 @@ from .loops import SPLIT_ARG
 STACK_SCRATCH_BYTES = 1 << 15
 
 
+def on_stack(count: int, dtype: str) -> bool:
+    """Does a scratch array of `count` elements of NumPy type `dtype` go on the stack?"""
+    import numpy as np
+
+    return count * np.dtype(dtype).itemsize <= STACK_SCRATCH_BYTES
+
+
 class OpSource:
     """One op kernel under construction: arguments, body lines and the elemental emitter for
     inlined scalar computations."""
@@ -64,9 +71,7 @@ class OpSource:
 
     def scratch(self, name: str, count: int, dtype: str) -> None:
         """`name` = a 1-d scratch array of `count` elements of NumPy type `dtype` ("int64")."""
-        import numpy as np
-
-        if count * np.dtype(dtype).itemsize <= STACK_SCRATCH_BYTES:
+        if on_stack(count, dtype):
             self.line(f"{name} = h.stack_array({count}, np.{dtype})")
         else:
             self.line(f"{name} = h.heap_array({count}, np.{dtype})")

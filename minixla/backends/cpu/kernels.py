@@ -270,6 +270,26 @@ def window_view(name: str, shape, window: Window) -> str:
     return f"{name}.reshape(-1)[{first}:{stop}].reshape({dims!r})"
 
 
+def read_in_place(spec: KernelSpec, buffers: list, args: list[str]):
+    """(spec, args) for a call whose argument k names buffer `buffers[k]` (None: compare
+    with nothing): a parameter that is one of the outputs' very buffer, with the same type
+    and rank, is read through that output's argument (`reading_outputs`) and left out of
+    `args`."""
+    kinds = [kind for kind, _ in spec.args]
+    outs = {b: k for k, b in enumerate(buffers) if kinds[k] == "out" and b is not None}
+    pairs = {
+        k: outs[b]
+        for k, b in enumerate(buffers)
+        if kinds[k] == "param"
+        and b in outs
+        and spec.dtypes[k] == spec.dtypes[outs[b]]
+        and spec.ndims[k] == spec.ndims[outs[b]]
+    }
+    if not pairs:
+        return spec, args
+    return reading_outputs(spec, pairs), [a for k, a in enumerate(args) if k not in pairs]
+
+
 def reading_outputs(spec: KernelSpec, pairs: dict[int, int]) -> KernelSpec:
     """`spec` with argument i (a parameter) read from argument pairs[i] (an output) instead:
     for a kernel whose parameter buffer is its output buffer, same dims and rank (an in-place

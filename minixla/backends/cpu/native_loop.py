@@ -40,7 +40,7 @@ from .blas_threads import always_serial
 from .cache import module_name
 from .gemm import gemm_spec
 from .jit import kernel_id
-from .kernels import KernelSpec, reading_outputs, window_range
+from .kernels import KernelSpec, read_in_place, window_range
 from .thunks import GemmDot
 from ..codegen.scalar import KERNEL_TYPES
 
@@ -210,21 +210,12 @@ class _Emitter:
                 raise _Ineligible("tuple kernel argument")
             args.append(self.shaped(name, shape, rank))
         # a parameter that is an output's very buffer (an update in place) is read through
-        # the output's argument, or LLVM's overlap check runs the loop scalar (reading_outputs)
-        kinds = [kind for kind, _ in spec.args]
-        outputs = {args[k]: k for k in range(len(args)) if kinds[k] == "out"}
-        pairs = {
-            k: outputs[args[k]]
-            for k in range(len(args))
-            if kinds[k] == "param"
-            and spec.args[k][1] not in spec.windows
-            and args[k] in outputs
-            and spec.dtypes[k] == spec.dtypes[outputs[args[k]]]
-            and spec.ndims[k] == spec.ndims[outputs[args[k]]]
-        }
-        if pairs:
-            spec = reading_outputs(spec, pairs)
-            args = [arg for k, arg in enumerate(args) if k not in pairs]
+        # the output's argument, or LLVM's overlap check runs the loop scalar
+        buffers = [
+            None if kind == "param" and what in spec.windows else arg
+            for (kind, what), arg in zip(spec.args, args)
+        ]
+        spec, args = read_in_place(spec, buffers, args)
         callee = self.call(spec)
         self.lines.append(f"{callee}({', '.join(args)})")
         if not instr.shape.is_tuple:

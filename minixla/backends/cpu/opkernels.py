@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 
 from ..codegen.elemental import accumulates_in_f32
 from ..codegen.scalar import KERNEL_TYPES, NotEmittable
-from .kernel_source import STACK_SCRATCH_BYTES, OpSource
+from .kernel_source import OpSource, on_stack
 from ...reference.ops_reduce import scan_axis
 from .kernels import PARALLEL_WORK, KernelSpec
 from .rng_kernels import rng_bit_generator
@@ -179,7 +178,7 @@ def _windows_by_lanes(src, in_shape, init, window, index):
     dims = src.out_shapes[0].dims
     lanes = dims[-1]
     row = None
-    if lanes * np.dtype(KERNEL_TYPES[dtype]).itemsize <= STACK_SCRATCH_BYTES:
+    if on_stack(lanes, KERNEL_TYPES[dtype]):
         row = "acc"
         src.scratch(row, lanes, KERNEL_TYPES[dtype])
     work = src.out_shapes[0].numel() * (math.prod(wd.size for wd in window) + 1)
@@ -483,7 +482,7 @@ def scatter(instr, in_place: bool = False) -> KernelSpec:
         and last in window_dims
         and window_operand_dims[window_dims.index(last)] == rank - 1
         and dtypes[0] != "bf16"
-        and update_dims[last] * np.dtype(KERNEL_TYPES[dtypes[0]]).itemsize <= STACK_SCRATCH_BYTES
+        and on_stack(update_dims[last], KERNEL_TYPES[dtypes[0]])
     )
     # Where each scatter index updates one such row and the indices are sorted (XLA's
     # indices_are_sorted), the row last updated stays in the stack row while the next index
