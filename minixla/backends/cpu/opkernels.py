@@ -499,7 +499,7 @@ def scatter(instr, in_place: bool = False) -> KernelSpec:
         src.scratch("row", update_dims[last], KERNEL_TYPES[dtypes[0]])
     if held:
         src.line("row_held = False")
-        src.line(" = ".join(f"held_{d}" for d in range(rank)) + " = 0")
+        src.line(" = ".join(_held_keys(rank)) + " = 0")
     opened = 0
     begin = starts() if not scatter_dims else None
     opened += 0 if scatter_dims else 1
@@ -560,8 +560,8 @@ def scatter(instr, in_place: bool = False) -> KernelSpec:
 
 def _hold_row(src, dtype: str, row_start: list[str], length: int, var: str) -> None:
     """Make the stack row hold the output row starting at `row_start`: unless it already
-    does, store the row it holds (if any) and load the new one. Keys: held_0, held_1, ..."""
-    keys = [f"held_{d}" for d in range(len(row_start))]
+    does, store the row it holds (if any) and load the new one."""
+    keys = _held_keys(len(row_start))
     changed = " or ".join(f"{k} != {v}" for k, v in zip(keys, row_start))
     src.line(f"if not row_held or {changed}:")
     src.w.depth += 1
@@ -579,9 +579,13 @@ def _hold_row(src, dtype: str, row_start: list[str], length: int, var: str) -> N
     src.close()
 
 
+def _held_keys(rank: int) -> list[str]:
+    """The variables holding the start of the output row the stack row holds."""
+    return [f"held_{d}" for d in range(rank)]
+
+
 def _store_held_row(src, dtype: str, length: int) -> None:
-    rank = src.out_shapes[0].rank
-    keys = [f"held_{d}" for d in range(rank)]
+    keys = _held_keys(src.out_shapes[0].rank)
     src.open("j_held", length)
     at = keys[:-1] + [src.bind(f"{keys[-1]} + j_held", "q")]
     src.store(src.outs[0], dtype, at, src.load("row", dtype, ["j_held"]))
