@@ -4,7 +4,8 @@ numbers in several orders, strides, padding (negative too), lhs and rhs dilation
 feature and batch groups, integer and f64 operands, zero sizes.
 
 The thunk is NumPy and BLAS only, so these cases compile nothing; one end-to-end case checks
-the driver calls it.
+the driver calls it. Overlap-add (base-dilated convolutions) adds its products in a generated
+kernel, compiled here for each case it applies to.
 """
 
 from __future__ import annotations
@@ -208,6 +209,18 @@ CASES = {
         "s32[2,10,2]",
         "window={size=3 pad=1_1}, dim_labels=b0f_0io->b0f",
     ),
+    "f64_lhs_dilated_strided": (
+        "f64[2,7,4]",
+        "f64[4,4,3]",
+        "f64[2,10,3]",
+        "window={size=4 stride=2 pad=2_2 lhs_dilate=3}, dim_labels=b0f_0io->b0f",
+    ),
+    "s8_transposed": (
+        "s8[2,5,5,3]",
+        "s8[3,3,3,4]",
+        "s32[2,11,11,4]",
+        "window={size=3x3 pad=2_2x2_2 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f",
+    ),
     "empty_batch": (
         "f32[0,10,3]",
         "f32[3,3,2]",
@@ -292,6 +305,7 @@ def test_the_shifted_strategy_applies_where_strides_and_batch_groups_allow():
         "3d",
         "f64",
         "s8_to_s32",
+        "s8_transposed",
         "empty_batch",
         "window_past_input",
     }
@@ -448,6 +462,93 @@ def test_base_dilated_convolutions_skip_the_dilation_zeros(case, phases):
         done = sum(p.plan.flops for p in spec.phases if p.plan is not None)
         dilation = math.prod(wd.lhs_dilation for wd in spec.window)
         assert done <= spec.flops / dilation * 1.5
+
+
+def _overlap_add_applies(case: str) -> bool:
+    try:
+        conv.plan(minixla.parse_hlo_module(_text(*CASES[case])).entry.root, "overlap-add")
+    except ValueError:
+        return False
+    return True
+
+
+OVERLAP_ADD_CASES = [case for case in sorted(CASES) if _overlap_add_applies(case)]
+
+
+def _overlap_add(instr):
+    """The overlap-add thunk with its kernel compiled here and bound as the driver binds it."""
+    from minixla.backends.cpu import jit
+
+    source = conv.OverlapAdd.source(instr)
+    dispatcher, _ = jit.obtain(source, None)
+    return conv.OverlapAdd(instr, {"kernel": jit.entry_point(dispatcher, source)}, "kernel")
+
+
+@pytest.mark.parametrize("case", OVERLAP_ADD_CASES)
+def test_overlap_add_matches_the_interpreter(case):
+    """Every base-dilated case, whatever the plan would pick: strides on a dilated dim,
+    cropping, reversal, groups, features-first layouts, integer and f64 operands."""
+    text = _text(*CASES[case])
+    module = minixla.parse_hlo_module(text)
+    x, w = _inputs(module)
+    want = np.asarray(minixla.compile(text, backend="interpreter")(x, w))
+    out = np.full(want.shape, 7, want.dtype)  # stale values must be overwritten
+    _overlap_add(module.entry.root)(out, x, w)
+    if want.dtype.kind == "f":
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+    else:
+        np.testing.assert_array_equal(out, want)
+
+
+def test_overlap_add_covers_the_base_dilated_kinds():
+    assert {
+        "1d_lhs_dilated_cropped",
+        "1d_lhs_dilated_tapless_phase",
+        "2d_lhs_dilated_groups_reversed",
+        "2d_nchw_transposed_stride2",
+        "f64_lhs_dilated_strided",
+        "s8_transposed",
+    } <= set(OVERLAP_ADD_CASES)
+    assert "2d_nhwc_same" not in OVERLAP_ADD_CASES  # no base dilation: nothing to overlap
+
+
+DECODER = "window={size=4x4 pad=2_2x2_2 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f"
+
+
+@pytest.mark.parametrize(
+    "lhs, rhs, out, attrs, chosen",
+    [
+        # a decoder's last layer, 16 features to 3: the products are few
+        ("f32[2,8,8,16]", "f32[4,4,16,3]", "f32[2,16,16,3]", DECODER, True),
+        # more out features than in: the products outweigh the phases' copies
+        ("f32[2,8,8,16]", "f32[4,4,16,64]", "f32[2,16,16,64]", DECODER, False),
+        # padding crops away most products
+        (
+            "f32[2,9,8]",
+            "f32[3,8,4]",
+            "f32[2,3,4]",
+            "window={size=3 pad=-6_-6 lhs_dilate=2}, dim_labels=b0f_0io->b0f",
+            False,
+        ),
+    ],
+)
+def test_overlap_add_is_chosen_where_it_pays(lhs, rhs, out, attrs, chosen):
+    instr = minixla.parse_hlo_module(_text(lhs, rhs, out, attrs)).entry.root
+    assert (conv.plan(instr, native=True).strategy == "overlap-add") is chosen
+    assert conv.plan(instr).strategy != "overlap-add"  # a bare thunk has no kernel to call
+
+
+def test_the_driver_runs_overlap_add_without_fallback():
+    text = _text("f32[2,8,8,16]", "f32[4,4,16,3]", "f32[2,16,16,3]", DECODER)
+    module = minixla.parse_hlo_module(text)
+    args = _inputs(module)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        exe = minixla.compile(text, backend="cpu", passes=[], cache=False)
+    assert not exe.program.fallbacks
+    assert any(isinstance(v, conv.OverlapAdd) for v in exe.program.namespace.values())
+    want = minixla.compile(text, backend="interpreter")(*args)
+    np.testing.assert_allclose(np.asarray(exe(*args)), np.asarray(want), rtol=1e-4, atol=1e-4)
 
 
 def test_the_driver_runs_the_thunk_without_fallback():

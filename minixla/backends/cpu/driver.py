@@ -50,7 +50,7 @@ from ..codegen.plan import (
     needs_copy,
     plan_computation,
 )
-from . import donation, gemm, libcalls, native_loop, opkernels, thunks
+from . import convolution, donation, gemm, libcalls, native_loop, opkernels, thunks
 from .blas_threads import run_split, use_threads
 from .kernels import (
     PARALLEL_WORK,
@@ -543,6 +543,16 @@ def _movement(b: _Builder, instr):
     return None
 
 
+def _convolution(b: _Builder, instr):
+    """Overlap-add's GEMM and compiled sums where the plan picks them; else the libcall."""
+    if instr.opcode != "convolution" or instr.shape.is_tuple:
+        return None
+    if convolution.plan(instr, native=True).strategy != "overlap-add":
+        return None
+    kernel = b.kernel(convolution.OverlapAdd.source(instr))
+    return "thunk", convolution.OverlapAdd(instr, b.ns, kernel)
+
+
 def _libcall(b: _Builder, instr):
     if instr.opcode in libcalls.LIBCALLS and not instr.shape.is_tuple:
         return "thunk", libcalls.LIBCALLS[instr.opcode](instr)
@@ -572,6 +582,7 @@ HOOKS = Hooks(
         _movement,
         dus_rule,
         single_op_rule(frozenset({"reduce", "transpose", "bitcast"}), tuples=frozenset({"reduce"})),
+        _convolution,
         _libcall,
         _scatter_kernels,
         _op_kernel,
