@@ -1,5 +1,6 @@
-"""cpu kernels split their loops at the boundaries of a concatenation (cpu/loops.py
-concat_split): each range reads one operand, with no select and no clamped index."""
+"""cpu kernels split their loops at the boundaries of a concatenation or of a pad along one
+dim (cpu/loops.py concat_split): each range reads one operand or the pad's fill, with no
+select and no clamped index."""
 
 from __future__ import annotations
 
@@ -173,12 +174,12 @@ ENTRY main {
   a = f32[1,6,40] parameter(0)
   b = f32[1,6,40] parameter(1)
   d = f32[1,6,40] subtract(a, b)
-  ROOT out = f32[1,8,40] pad(d, f32[] constant(0)), padding=0_0x1_1x0_0
+  ROOT out = f32[1,6,40] reverse(d), dimensions={2}
 }
 """
     (source,) = fused_kernel_sources(text, parallel_threshold=1)
     # a leading dim of 1 would leave one part all the work
-    assert "n_i1 = 8" in source and "n_i0" not in source
+    assert "n_i1 = 6" in source and "n_i0" not in source
     agrees_with_interpreter(text, rtol=0, atol=0, parallel_threshold=1)
 
 
@@ -201,3 +202,69 @@ ENTRY main {
     (source,) = fused_kernel_sources(text, parallel_threshold=1)
     assert source.count("n_i0 = 1") == 2 and "n_i1" not in source
     agrees_with_interpreter(text, rtol=1e-5, atol=1e-3, parallel_threshold=1)
+
+
+# The weight gradient of an RNN whose gates share one concatenated matrix: each step's
+# gradient is padded to the whole matrix and added to the running sum.
+PADDED_SUM = """
+HloModule padded_sum
+ENTRY main {
+  acc = f32[64,256] parameter(0)
+  a = f32[64,128] parameter(1)
+  b = f32[64,96] parameter(2)
+  zero = f32[] constant(0)
+  pa = f32[64,256] pad(a, zero), padding=0_0x0_128
+  pb = f32[64,256] pad(b, zero), padding=0_0x160_0
+  s = f32[64,256] add(acc, pa)
+  ROOT out = f32[64,256] add(s, pb)
+}
+"""
+
+
+def test_a_pad_along_one_dim_runs_one_loop_per_range():
+    (source,) = fused_kernel_sources(PADDED_SUM)
+    body = source.split("def kernel(")[1]
+    for start, stop in ((0, 128), (128, 160), (160, 256)):
+        assert f"range({start}, {stop})" in body
+    assert " if " not in body and "min(max(" not in body  # no select, no clamped index
+    agrees_with_interpreter(PADDED_SUM, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "padding, shape",
+    [
+        ("0_0x-3_5", "f32[6,12]"),  # cropped on one side, filled on the other
+        ("2_1x0_0", "f32[9,10]"),  # along the outer dim
+        ("0_0x-2_-4", "f32[6,4]"),  # cropped on both sides: one range, no fill
+    ],
+)
+def test_cropping_and_outer_dim_pads_split_too(padding, shape):
+    text = f"""
+HloModule crop
+ENTRY main {{
+  a = f32[6,10] parameter(0)
+  n = f32[6,10] negate(a)
+  fill = f32[] constant(-0)
+  p = {shape} pad(n, fill), padding={padding}
+  ROOT out = {shape} multiply(p, p)
+}}
+"""
+    (source,) = fused_kernel_sources(text)
+    assert "min(max(" not in source.split("def kernel(")[1]
+    agrees_with_interpreter(text, rtol=0, atol=0)
+
+
+def test_pads_along_two_dims_or_with_interior_padding_keep_the_select():
+    for padding in ("1_1x1_1", "0_0x0_0_1"):
+        text = f"""
+HloModule two
+ENTRY main {{
+  a = f32[6,10] parameter(0)
+  n = f32[6,10] negate(a)
+  p = f32[8,19] pad(n, f32[] constant(0)), padding={padding}
+  ROOT out = f32[8,19] multiply(p, p)
+}}
+""".replace("f32[8,19]", "f32[8,12]" if padding == "1_1x1_1" else "f32[6,19]")
+        (source,) = fused_kernel_sources(text)
+        assert "min(max(" in source.split("def kernel(")[1]
+        agrees_with_interpreter(text, rtol=0, atol=0)

@@ -116,8 +116,9 @@ class Elemental:
         self.hoist = hoist  # lines emitted before the loops; None: emit in place
         self.flat = flat  # every array is indexed by one flat index (elementwise-only kernels)
         self.scopes: list[dict] = [{}]
-        # id(concatenate) -> (operand, offset): the loop being emitted covers only that
-        # operand's range of the concatenated dim (cpu/loops.py splits loops so)
+        # id(concatenate or pad) -> (operand, offset): the loop being emitted covers only that
+        # operand's range of the concatenated or padded dim (cpu/loops.py splits loops so);
+        # a pad's operand None: its fill
         self.concat_pieces: dict[int, tuple] = {}
 
     # -- memo scopes -------------------------------------------------------------------------
@@ -464,6 +465,15 @@ def _pad(em, instr, index):
     fill = em.value(pad_value, ())
     if operand.shape.numel() == 0:
         return fill
+    resolved = em.concat_pieces.get(id(instr))
+    if resolved is not None:  # this loop covers one range of the padded dim (loops.py)
+        source, offset = resolved
+        if source is None:
+            return fill
+        dim = next(d for d, (low, high, _) in enumerate(instr.attrs["padding"]) if low or high)
+        local = list(index)
+        local[dim] = em.index_var(f"{index[dim]} - {offset}") if offset else index[dim]
+        return em.value(operand, tuple(local))
     conditions, operand_index = [], []
     for i, (low, _, interior), size in zip(index, instr.attrs["padding"], operand.shape.dims):
         shifted = em.index_var(f"{i} - {low}" if low else i)

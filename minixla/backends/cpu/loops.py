@@ -299,8 +299,8 @@ def concat_split(group, dims, parallel: bool):
         if (id(instr), to_output) in seen or instr.shape.is_tuple or instr.shape.rank == 0:
             continue
         seen.add((id(instr), to_output))
-        if instr.opcode == "concatenate":
-            axis = instr.attrs["dimensions"][0]
+        axis = _piecewise_axis(instr)
+        if axis is not None:
             axis_maps.setdefault(instr, set()).add(to_output[axis])
             shifted = tuple(None if d == axis else o for d, o in enumerate(to_output))
             stack.extend((operand, shifted) for operand in instr.operands)
@@ -330,7 +330,7 @@ def concat_split(group, dims, parallel: bool):
     if parallel and dim == 0 and len(dims) < 2:
         return None  # the outermost loop is shared out among threads, and there is no other
     spans = {id(concat): _spans(concat) for concat in concats_on}
-    cuts = sorted({0, dims[dim]} | {stop for each in spans.values() for _, _, stop in each})
+    cuts = sorted({0, dims[dim]} | {stop for each in spans.values() for *_, stop in each})
     if len(cuts) - 1 > MAX_CONCAT_RANGES:
         return None
     ranges = []
@@ -338,19 +338,41 @@ def concat_split(group, dims, parallel: bool):
         pieces = {
             key: (operand, offset)
             for key, each in spans.items()
-            for operand, offset, end in each
-            if offset <= start < end
+            for operand, offset, first, end in each
+            if first <= start < end
         }
         ranges.append(((start, stop), pieces))
     return dim, ranges
 
 
-def _spans(concat) -> list[tuple]:
-    """(operand, start, stop) along the concatenated axis, for each operand in order."""
-    axis, offset, spans = concat.attrs["dimensions"][0], 0, []
-    for operand in concat.operands:
+def _piecewise_axis(instr) -> int | None:
+    """The axis along which `instr` is one operand per range: a concatenation's, or the one
+    padded dim of a pad without interior padding (fill, operand, fill: the gradient of a
+    slice, as of a concatenated weight matrix in an RNN's backward pass). Else None."""
+    if instr.opcode == "concatenate":
+        return instr.attrs["dimensions"][0]
+    if instr.opcode != "pad" or instr.operand(0).shape.numel() == 0:
+        return None
+    padded = [d for d, (low, high, interior) in enumerate(instr.attrs["padding"]) if low or high]
+    if len(padded) != 1 or any(interior for _, _, interior in instr.attrs["padding"]):
+        return None
+    return padded[0]
+
+
+def _spans(instr) -> list[tuple]:
+    """(operand, offset, start, stop) along the piecewise axis for each range in order: output
+    coordinate c of the range reads operand coordinate c - offset (operand None: a pad's fill)."""
+    axis = _piecewise_axis(instr)
+    if instr.opcode == "pad":
+        low = instr.attrs["padding"][axis][0]
+        size, whole = instr.operand(0).shape.dims[axis], instr.shape.dims[axis]
+        start, stop = max(low, 0), min(low + size, whole)
+        spans = [(None, 0, 0, start), (instr.operand(0), low, start, stop), (None, 0, stop, whole)]
+        return [span for span in spans if span[2] < span[3]]
+    offset, spans = 0, []
+    for operand in instr.operands:
         size = operand.shape.dims[axis]
-        spans.append((operand, offset, offset + size))
+        spans.append((operand, offset, offset, offset + size))
         offset += size
     return spans
 
