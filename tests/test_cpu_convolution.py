@@ -668,3 +668,25 @@ def test_windows_past_the_copy_budget_are_copied_in_slices(monkeypatch):
     assert peak_whole > whole_copy
     assert peak_sliced < whole_copy / 4
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-3)  # 16384 terms, another order
+
+
+def test_overlap_adds_count_of_landing_products_matches_brute_force():
+    from minixla.ir import WindowDim
+
+    rng = np.random.default_rng(5)
+    for _ in range(500):
+        n, k, count = (int(v) for v in rng.integers(1, [12, 6, 30]))
+        wd = WindowDim(
+            size=k,
+            stride=int(rng.integers(1, 3)),
+            padding_low=int(rng.integers(-6, 7)),
+            lhs_dilation=int(rng.integers(1, 5)),
+            rhs_dilation=int(rng.integers(1, 4)),
+        )
+        reach = [
+            wd.lhs_dilation * i + wd.padding_low - wd.rhs_dilation * t
+            for i in range(n)
+            for t in range(k)
+        ]
+        want = sum(q % wd.stride == 0 and 0 <= q // wd.stride < count for q in reach)
+        assert conv._landing_count(n, k, wd, count) == want, (n, k, wd, count)

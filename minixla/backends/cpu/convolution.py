@@ -340,17 +340,24 @@ def _phases(whole: ConvPlan, sizes, kernel_sizes, out_spatial, features, forced)
 # ---- overlap-add ----------------------------------------------------------------------------
 
 
-def _landing(wd, count: int):
-    """For input position i and tap t of one spatial dim, the output position the product
-    lands on, or None: the dilated input position s * i meets tap t at output o where
-    o * stride + t * rhs_dilation - padding_low = s * i."""
-
-    def output(i: int, t: int):
-        q = wd.lhs_dilation * i + wd.padding_low - wd.rhs_dilation * t
-        o, rest = divmod(q, wd.stride)
-        return o if rest == 0 and 0 <= o < count else None
-
-    return output
+def _landing_count(n: int, taps: int, wd, count: int) -> int:
+    """How many (input position i, tap t) pairs of one spatial dim meet inside the output:
+    the dilated input position s * i meets tap t at output o where o * stride +
+    t * rhs_dilation - padding_low = s * i."""
+    s, d, low = wd.lhs_dilation, wd.rhs_dilation, wd.padding_low
+    if wd.stride != 1:
+        return sum(
+            (s * i + low - d * t) % wd.stride == 0
+            and 0 <= (s * i + low - d * t) // wd.stride < count
+            for i in range(n)
+            for t in range(taps)
+        )
+    landed = 0
+    for t in range(taps):  # 0 <= s * i + low - d * t < count
+        first = max(0, -((low - d * t) // s))
+        last = min(n - 1, (count - 1 - low + d * t) // s)
+        landed += max(0, last - first + 1)
+    return landed
 
 
 def _overlap_add_pays(window, sizes, kernel_sizes, out_spatial, features, out_features, products):
@@ -363,8 +370,7 @@ def _overlap_add_pays(window, sizes, kernel_sizes, out_spatial, features, out_fe
         return False
     kept = 1.0
     for n, k, count, wd in zip(sizes, kernel_sizes, out_spatial, window):
-        output = _landing(wd, count)
-        kept *= sum(output(i, t) is not None for i in range(n) for t in range(k)) / (n * k)
+        kept *= _landing_count(n, k, wd, count) / (n * k)
     return kept >= OVERLAP_ADD_MIN_KEPT and products <= IM2COL_BYTES
 
 
