@@ -33,9 +33,10 @@ undilated input with every s-th tap (`_phases`), not over the dilated input, mos
 * overlap-add (base-dilated: transposed convolutions of decoders and the input gradients of
   strided layers): every input position times every tap in one GEMM, [positions, features]
   by [features, taps * out features], then a generated kernel adds each product into the
-  output position it lands on (input i, tap t: output s * i + padding_low - t). No padding,
-  no window copy and one GEMM instead of one per phase and tap; chosen where most products
-  land inside the output (OVERLAP_ADD_MIN_KEPT) and the driver can compile the kernel.
+  output position it lands on (input i, tap t: output s * i + padding_low - t, for a window
+  dilation of 1). No padding, no window copy and one GEMM instead of one per phase and tap;
+  chosen where most products land inside the output (OVERLAP_ADD_MIN_KEPT) and the driver
+  can compile the kernel.
 * per-feature GEMMs (no groups; windows larger than the output: weight gradients, whose
   window is the whole image and whose contracted features are the batch): per contracted
   feature, the windows of its plane are copied into a [batch * positions, taps] matrix and
@@ -390,22 +391,22 @@ def _overlap_add_source(instr, spec: ConvPlan) -> KernelSpec:
     lines = ["out[:] = 0", f"for g in range({groups}):", f"    for b in range({batch}):"]
     depth = 2
     for d, (n, k, q, wd) in enumerate(zip(sizes, taps, count, spec.window)):
-        pad = "    " * depth
-        lines += [f"{pad}for i{d} in range({n}):", f"{pad}    for t{d} in range({k}):"]
-        pad += "        "
+        indent = "    " * depth
+        lines += [f"{indent}for i{d} in range({n}):", f"{indent}    for t{d} in range({k}):"]
+        indent += "        "
         reach = f"{wd.lhs_dilation} * i{d} + {wd.padding_low} - {wd.rhs_dilation} * t{d}"
         if wd.stride == 1:
-            lines.append(f"{pad}o{d} = {reach}")
+            lines.append(f"{indent}o{d} = {reach}")
         else:
             lines += [
-                f"{pad}q{d} = {reach}",
-                f"{pad}if q{d} % {wd.stride} != 0:",
-                f"{pad}    continue",
-                f"{pad}o{d} = q{d} // {wd.stride}",
+                f"{indent}q{d} = {reach}",
+                f"{indent}if q{d} % {wd.stride} != 0:",
+                f"{indent}    continue",
+                f"{indent}o{d} = q{d} // {wd.stride}",
             ]
-        lines += [f"{pad}if o{d} < 0 or o{d} >= {q}:", f"{pad}    continue"]
+        lines += [f"{indent}if o{d} < 0 or o{d} >= {q}:", f"{indent}    continue"]
         depth += 2
-    pad = "    " * depth
+    indent = "    " * depth
     source_index = "g * " + str(batch) + " + b"
     for d, n in enumerate(sizes):
         source_index = f"({source_index}) * {n} + i{d}"
@@ -415,10 +416,10 @@ def _overlap_add_source(instr, spec: ConvPlan) -> KernelSpec:
     for d, q in enumerate(count):
         target_index = f"({target_index}) * {q} + o{d}"
     lines += [
-        f"{pad}src = ({source_index}) * {per_group}",
-        f"{pad}dst = (({target_index}) * {groups} + g) * {per_group}",
-        f"{pad}for f in range({per_group}):",
-        f"{pad}    out[dst + f] += products[src + f]",
+        f"{indent}src = ({source_index}) * {per_group}",
+        f"{indent}dst = (({target_index}) * {groups} + g) * {per_group}",
+        f"{indent}for f in range({per_group}):",
+        f"{indent}    out[dst + f] += products[src + f]",
     ]
     source = "\n".join(
         [
