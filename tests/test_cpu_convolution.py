@@ -690,3 +690,59 @@ def test_overlap_adds_count_of_landing_products_matches_brute_force():
         ]
         want = sum(q % wd.stride == 0 and 0 <= q // wd.stride < count for q in reach)
         assert conv._landing_count(n, k, wd, count) == want, (n, k, wd, count)
+
+
+def _random_base_dilated(rng) -> str | None:
+    """A random 1- or 2-D base-dilated convolution (strides, window dilation, negative
+    padding, reversal, groups), or None when its output would be empty."""
+    spatial = int(rng.integers(1, 3))
+    groups = int(rng.choice([1, 1, 2]))
+    features, out_features = groups * int(rng.integers(1, 5)), groups * int(rng.integers(1, 4))
+    batch = int(rng.integers(1, 4))
+    sizes = [int(rng.integers(1, 9)) for _ in range(spatial)]
+    taps = [int(rng.integers(1, 5)) for _ in range(spatial)]
+    dims, outputs = [], []
+    for n, k in zip(sizes, taps):
+        s, d, stride = (int(v) for v in rng.integers(1, [4, 3, 3]))
+        low, high = (int(v) for v in rng.integers(-3, 5, size=2))
+        padded, extent = (n - 1) * s + 1 + low + high, (k - 1) * d + 1
+        outputs.append((padded - extent) // stride + 1 if padded >= extent else 0)
+        dims.append((k, stride, f"{low}_{high}", s, d))
+    if min(outputs) <= 0 or all(dim[3] == 1 for dim in dims):
+        return None
+    reversal = [int(v) for v in rng.integers(0, 2, size=spatial)]
+    window = {
+        "size": taps,
+        "stride": [dim[1] for dim in dims],
+        "pad": [dim[2] for dim in dims],
+        "lhs_dilate": [dim[3] for dim in dims],
+        "rhs_dilate": [dim[4] for dim in dims],
+        "rhs_reversal": reversal,
+    }
+    fields = " ".join(f"{key}={'x'.join(map(str, values))}" for key, values in window.items())
+    labels = "01"[:spatial]
+    return _text(
+        f"f32[{batch},{','.join(map(str, sizes))},{features}]",
+        f"f32[{','.join(map(str, taps))},{features // groups},{out_features}]",
+        f"f32[{batch},{','.join(map(str, outputs))},{out_features}]",
+        f"window={{{fields}}}, dim_labels=b{labels}f_{labels}io->b{labels}f, "
+        f"feature_group_count={groups}",
+    )
+
+
+def test_overlap_add_matches_the_interpreter_on_random_convolutions():
+    """A seeded sample of random base-dilated convolutions (a wider sweep of the same kind,
+    70 convolutions, found nothing more)."""
+    rng = np.random.default_rng(16)
+    done = 0
+    while done < 6:
+        text = _random_base_dilated(rng)
+        if text is None:
+            continue
+        module = minixla.parse_hlo_module(text)
+        x, w = _inputs(module)
+        want = np.asarray(minixla.compile(text, backend="interpreter")(x, w))
+        out = np.full(want.shape, 7, want.dtype)
+        _overlap_add(module.entry.root)(out, x, w)
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4, err_msg=text)
+        done += 1
