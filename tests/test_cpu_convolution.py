@@ -479,9 +479,10 @@ def _overlap_add(instr):
     """The overlap-add thunk with its kernel compiled here and bound as the driver binds it."""
     from minixla.backends.cpu import jit
 
-    source = conv.OverlapAdd.source(instr)
+    spec = conv.plan(instr, "overlap-add")
+    source = conv.overlap_add_kernel(instr, spec)
     dispatcher, _ = jit.obtain(source, None)
-    return conv.OverlapAdd(instr, {"kernel": jit.entry_point(dispatcher, source)}, "kernel")
+    return conv.OverlapAdd(spec, {"kernel": jit.entry_point(dispatcher, source)}, "kernel")
 
 
 @pytest.mark.parametrize("case", OVERLAP_ADD_CASES)

@@ -375,19 +375,17 @@ def _overlap_add_pays(window, sizes, kernel_sizes, out_spatial, features, out_fe
     return kept >= OVERLAP_ADD_MIN_KEPT and products <= IM2COL_BYTES
 
 
-def _overlap_add_source(instr, spec: ConvPlan) -> KernelSpec:
-    """kernel(products, out): out (channels-last, flat) = 0, then each product of the GEMM
-    [groups, batch, positions..., taps..., out features per group] added where it lands."""
-    from ...ir import parse_dim_labels
-
-    dims = parse_dim_labels(str(instr.attrs["dim_labels"]))
-    lhs, rhs = instr.operand(0).shape, instr.operand(1).shape
-    batch = lhs.dims[dims.input_batch]
-    sizes = [lhs.dims[d] for d in dims.input_spatial]
-    taps = [rhs.dims[d] for d in dims.kernel_spatial]
-    count = [instr.shape.dims[d] for d in dims.output_spatial]
+def overlap_add_kernel(instr, spec: ConvPlan) -> KernelSpec:
+    """kernel(products, out) for `instr` planned as overlap-add (`spec`): out (channels-last,
+    flat) = 0, then each product of the GEMM [groups, batch, positions..., taps..., out
+    features per group] added where it lands."""
+    lhs, rhs, out = instr.operand(0).shape.dims, instr.operand(1).shape.dims, instr.shape.dims
+    batch = lhs[spec.x_perm[0]]
+    sizes = [lhs[d] for d in spec.x_perm[1:-1]]
+    taps = [rhs[d] for d in spec.k_perm[:-2]]
+    count = [out[d] for d in spec.out_perm[1:-1]]
     groups = spec.groups
-    per_group = instr.shape.dims[dims.output_feature] // groups
+    per_group = out[spec.out_perm[-1]] // groups
     lines = ["out[:] = 0", f"for g in range({groups}):", f"    for b in range({batch}):"]
     depth = 2
     for d, (n, k, q, wd) in enumerate(zip(sizes, taps, count, spec.window)):
@@ -446,16 +444,12 @@ def _overlap_add_source(instr, spec: ConvPlan) -> KernelSpec:
 
 
 class OverlapAdd:
-    """The overlap-add convolution thunk: the products' GEMM here, their sums in the compiled
-    kernel, looked up by its global name in the driver's namespace (as GemmDot's)."""
+    """The overlap-add convolution thunk of the plan `spec`: the products' GEMM here, their
+    sums in the compiled `overlap_add_kernel`, looked up by its global name in the driver's
+    namespace (as GemmDot's)."""
 
-    def __init__(self, instr, namespace: dict, kernel: str):
-        self.spec = plan(instr, "overlap-add")
-        self.namespace, self.kernel = namespace, kernel
-
-    @staticmethod
-    def source(instr) -> KernelSpec:
-        return _overlap_add_source(instr, plan(instr, "overlap-add"))
+    def __init__(self, spec: ConvPlan, namespace: dict, kernel: str):
+        self.spec, self.namespace, self.kernel = spec, namespace, kernel
 
     def __call__(self, out, x, weights):
         spec = self.spec

@@ -547,10 +547,11 @@ def _convolution(b: _Builder, instr):
     """Overlap-add's GEMM and compiled sums where the plan picks them; else the libcall."""
     if instr.opcode != "convolution" or instr.shape.is_tuple:
         return None
-    if convolution.plan(instr, native=True).strategy != "overlap-add":
+    spec = convolution.plan(instr, native=True)
+    if spec.strategy != "overlap-add":
         return None
-    kernel = b.kernel(convolution.OverlapAdd.source(instr))
-    return "thunk", convolution.OverlapAdd(instr, b.ns, kernel)
+    kernel = b.kernel(convolution.overlap_add_kernel(instr, spec))
+    return "thunk", convolution.OverlapAdd(spec, b.ns, kernel)
 
 
 def _libcall(b: _Builder, instr):
