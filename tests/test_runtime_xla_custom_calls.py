@@ -283,7 +283,9 @@ def _ffi_module(target, operands, result, layout="", **attrs):
 
 
 def _cpu_without_reference_lapack(monkeypatch, text):
-    """Compiles `text` for cpu with the reference's getrf/trsm/potrf/orgqr made to fail."""
+    """Compiles `text` for cpu with the reference's getrf/trsm/potrf/orgqr made to fail, and
+    the per-matrix loop over SciPy's routines for the real types lapack.py compiles."""
+    from minixla.backends.cpu import gemm, libcalls
     from minixla.reference import xla_custom_calls
 
     def refuse(*_):
@@ -292,7 +294,18 @@ def _cpu_without_reference_lapack(monkeypatch, text):
     for name in list(xla_custom_calls.TARGETS):
         if any(r in name for r in ("getrf", "trsm", "potrf", "orgqr", "ungqr")):
             monkeypatch.setitem(xla_custom_calls.TARGETS, name, refuse)
-    return minixla.compile(text, backend="cpu")
+
+    def complex_only(build):
+        def checked(letter, attrs):
+            assert letter in "cz", "the cpu backend looped over SciPy's LAPACK for a real type"
+            return build(letter, attrs)
+
+        return checked
+
+    for routine in gemm.LAPACK_ROUTINES:
+        build = libcalls._FFI_ROUTINES[routine]
+        monkeypatch.setitem(libcalls._FFI_ROUTINES, routine, complex_only(build))
+    return minixla.compile(text, backend="cpu", cache=False)
 
 
 def _leaves(value):
@@ -333,15 +346,25 @@ def test_cpu_getrf_reports_a_singular_matrix_as_lapack_does(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "side, uplo, trans, diag",
-    [("L", "L", "N", "N"), ("L", "U", "T", "N"), ("R", "L", "N", "U"), ("R", "U", "T", "N")],
+    "side, uplo, trans, diag, letter",
+    [
+        ("L", "L", "N", "N", "s"),
+        ("L", "U", "T", "N", "s"),
+        ("R", "L", "N", "U", "s"),
+        ("R", "U", "T", "N", "s"),
+        ("L", "L", "C", "U", "d"),
+        ("R", "L", "T", "N", "d"),
+    ],
 )
-def test_cpu_trsm_calls_blas_and_agrees_with_the_interpreter(monkeypatch, side, uplo, trans, diag):
+def test_cpu_trsm_calls_blas_and_agrees_with_the_interpreter(
+    monkeypatch, side, uplo, trans, diag, letter
+):
     b_dims = "[2,4,3]" if side == "L" else "[2,3,4]"
+    dtype = {"s": "f32", "d": "f64"}[letter]
     text = _ffi_module(
-        "lapack_strsm_ffi",
-        ["f32[2,4,4]", f"f32{b_dims}"],
-        f"f32{b_dims}",
+        f"lapack_{letter}trsm_ffi",
+        [f"{dtype}[2,4,4]", f"{dtype}{b_dims}"],
+        f"{dtype}{b_dims}",
         "{1,2,0}",
         side=side,
         uplo=uplo,
@@ -349,8 +372,8 @@ def test_cpu_trsm_calls_blas_and_agrees_with_the_interpreter(monkeypatch, side, 
         diag=diag,
     )
     module = minixla.parse_hlo_module(text)
-    a = (RNG.standard_normal((2, 4, 4)) + 4 * np.eye(4)).astype(np.float32)
-    b = RNG.standard_normal(module.entry.root.operand(1).shape.dims).astype(np.float32)
+    a = (RNG.standard_normal((2, 4, 4)) + 4 * np.eye(4)).astype(module.entry.root.shape.numpy_dtype)
+    b = RNG.standard_normal(module.entry.root.operand(1).shape.dims).astype(a.dtype)
     want = minixla.compile(text, backend="interpreter")(a, b)
     got = _cpu_without_reference_lapack(monkeypatch, text)(a, b)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
@@ -383,6 +406,81 @@ def test_lapack_calls_set_blas_threads_by_their_size(monkeypatch, target, n, wan
     monkeypatch.setattr(libcalls, "use_threads", seen.append)
     exe(*args)
     assert seen == [want]
+
+
+# ---- lapack.py: the real types' routines as one compiled loop over the batch ---------------
+
+
+def _batch_case(routine, letter, batch, rows, columns):
+    """(module text, arguments) of `routine` on `batch` matrices of rows x columns."""
+    dtype = {"s": "f32", "d": "f64"}[letter]
+    k = min(rows, columns)
+    b = list(batch)
+    shape = f"{dtype}{b + [rows, columns]}".replace(" ", "")
+    a = RNG.standard_normal(tuple(batch) + (rows, columns))
+    if routine == "getrf":
+        result = f"({shape}, s32{b + [k]}, s32{b})".replace(" ", "")
+        return _ffi_module(f"lapack_{letter}getrf_ffi", [shape], result), [a]
+    if routine == "potrf":
+        spd = a @ np.swapaxes(a, -1, -2) + rows * np.eye(rows)
+        result = f"({shape}, s32{b})".replace(" ", "")
+        return _ffi_module(f"lapack_{letter}potrf_ffi", [shape], result, uplo="U"), [spd]
+    if routine == "geqrf":
+        result = f"({shape}, {dtype}{b + [k]})".replace(" ", "")
+        return _ffi_module(f"lapack_{letter}geqrf_ffi", [shape], result), [a]
+    if routine == "orgqr":
+        h, tau = TARGETS[f"lapack_{letter}geqrf_ffi"]((a,), [], {})
+        tau_shape = f"{dtype}{b + [k]}".replace(" ", "")
+        return _ffi_module(f"lapack_{letter}orgqr_ffi", [shape, tau_shape], shape), [h, tau]
+    triangular = np.tril(RNG.standard_normal(tuple(batch) + (rows, rows))) + 4 * np.eye(rows)
+    rhs_shape = f"{dtype}{b + [rows, columns]}".replace(" ", "")
+    text = _ffi_module(
+        f"lapack_{letter}trsm_ffi",
+        [f"{dtype}{b + [rows, rows]}".replace(" ", ""), rhs_shape],
+        rhs_shape,
+        side="L",
+        uplo="L",
+        trans_x="T",
+        diag="N",
+    )
+    return text, [triangular, a]
+
+
+@pytest.mark.parametrize("routine", ["getrf", "potrf", "geqrf", "orgqr", "trsm"])
+@pytest.mark.parametrize("letter, batch, rows, columns", [("s", (5, 3), 7, 4), ("d", (9,), 5, 5)])
+def test_compiled_lapack_batches_agree_with_the_interpreter(
+    monkeypatch, routine, letter, batch, rows, columns
+):
+    # every matrix of a batch of 15 or 9 lands where the interpreter puts it
+    if routine == "potrf":
+        columns = rows
+    text, args = _batch_case(routine, letter, batch, rows, columns)
+    module = minixla.parse_hlo_module(text)
+    args = [
+        np.asarray(x).astype(o.shape.numpy_dtype) for x, o in zip(args, module.entry.root.operands)
+    ]
+    want = _leaves(minixla.compile(text, backend="interpreter")(*args))
+    exe = _cpu_without_reference_lapack(monkeypatch, text)
+    assert "LAPACK" in "".join(spec.source for spec in exe.program.kernels.values())
+    got = _leaves(exe(*args))
+    tolerance = 1e-4 if letter == "s" else 1e-10
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        if g.dtype.kind == "i":
+            np.testing.assert_array_equal(g, w)
+        else:
+            np.testing.assert_allclose(g, w, rtol=tolerance, atol=tolerance)
+
+
+@pytest.mark.parametrize("dims", [(0, 3, 3), (2, 0, 0)])
+def test_compiled_lapack_batches_without_elements(monkeypatch, dims):
+    text = _ffi_module(
+        "lapack_sgetrf_ffi",
+        [f"f32{list(dims)}".replace(" ", "")],
+        f"(f32{list(dims)}, s32{list(dims[:2])}, s32[{dims[0]}])".replace(" ", ""),
+    )
+    got = _cpu_without_reference_lapack(monkeypatch, text)(np.zeros(dims, np.float32))
+    assert got[0].shape == dims and got[1].shape == dims[:2] and got[2].tolist() == [0] * dims[0]
 
 
 @pytest.mark.parametrize("uplo", ["L", "U"])
@@ -504,7 +602,10 @@ def test_cpu_gesdd_calls_lapack_and_agrees_with_the_interpreter(monkeypatch, mod
     np.testing.assert_allclose(rebuilt, a, rtol=1e-4, atol=1e-4)
 
 
-def test_without_scipy_the_cpu_runs_the_reference_lapack_code(monkeypatch):
+@pytest.mark.parametrize("letter", ["d", "z"])
+def test_without_scipy_the_cpu_still_runs_getrf(monkeypatch, letter):
+    # real types call NumPy's own LAPACK from a compiled kernel (lapack.py); complex ones,
+    # which go through SciPy, run the reference's code
     import builtins
     import warnings
 
@@ -515,14 +616,20 @@ def test_without_scipy_the_cpu_runs_the_reference_lapack_code(monkeypatch):
             raise ImportError(f"no module named {name!r}")
         return real_import(name, *args, **kwargs)
 
-    text = _ffi_module("lapack_dgetrf_ffi", ["f64[2,4,4]"], "(f64[2,4,4], s32[2,4], s32[2])")
-    a = RNG.standard_normal((2, 4, 4))
+    dtype = {"d": "f64", "z": "c128"}[letter]
+    text = _ffi_module(
+        f"lapack_{letter}getrf_ffi", [f"{dtype}[2,4,4]"], f"({dtype}[2,4,4], s32[2,4], s32[2])"
+    )
+    a = RNG.standard_normal((2, 4, 4)) + (
+        1j * RNG.standard_normal((2, 4, 4)) if letter == "z" else 0
+    )
     want = minixla.compile(text, backend="interpreter")(a)
     monkeypatch.setattr(builtins, "__import__", no_scipy)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no fallback warning either
         got = minixla.compile(text, backend="cpu", cache=False)(a)
-    for g, w in zip(got, want):
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-12, atol=1e-12)
+    for g, w in zip(got[1:], want[1:]):
         np.testing.assert_array_equal(g, w)
 
 

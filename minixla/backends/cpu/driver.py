@@ -50,7 +50,7 @@ from ..codegen.plan import (
     needs_copy,
     plan_computation,
 )
-from . import convolution, donation, gemm, libcalls, native_loop, opkernels, thunks
+from . import convolution, donation, gemm, lapack, libcalls, native_loop, opkernels, thunks
 from .blas_threads import run_split, use_threads
 from .kernels import (
     PARALLEL_WORK,
@@ -532,6 +532,14 @@ def _dot(b: _Builder, instr):
     return "thunk", thunks.dot(instr)
 
 
+def _lapack_call(b: _Builder, instr):
+    """XLA:CPU's LAPACK FFI targets lapack.py compiles: the batch in one kernel call."""
+    found = lapack.plan(instr) if instr.opcode == "custom-call" else None
+    if found is None:
+        return None
+    return "thunk", lapack.LapackCall(found, b.ns, b.kernel(lapack.kernel_spec(found)))
+
+
 def _custom_call(b: _Builder, instr):
     return ("thunk", thunks.custom_call(instr)) if instr.opcode == "custom-call" else None
 
@@ -579,6 +587,7 @@ HOOKS = Hooks(
         _control,
         fusion_rule,
         _dot,
+        _lapack_call,
         _custom_call,
         _movement,
         dus_rule,

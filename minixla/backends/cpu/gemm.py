@@ -33,7 +33,7 @@ import ctypes
 import functools
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -45,6 +45,7 @@ ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 # (cblas_sgemm64_, scipy_cblas_dgemv64_, ...)
 _SYMBOLS = (("scipy_cblas_", "64_", 64), ("cblas_", "64_", 64), ("cblas_", "", None))
 _ROUTINES = {("f32", "gemm"): "sgemm", ("f64", "gemm"): "dgemm"}
+LAPACK_ROUTINES = ("getrf", "potrf", "geqrf", "orgqr", "trsm")  # lapack.py's kernels
 _ROUTINES.update({("f32", "gemv"): "sgemv", ("f64", "gemv"): "dgemv"})
 # OpenBLAS's AVX-512 kernels compute GEMMs of at most 10^6 multiply-adds without packing the
 # operands (its small-matrix path); above that, a GEMM with few rows spends most of its time
@@ -86,6 +87,9 @@ class Blas:
     small_path: bool  # the core OpenBLAS runs has its small-matrix GEMM path
     exports: dict  # registered symbol name -> the library's own (native_library.py links it)
     large: LargeGemm | None = None
+    # (letter, routine) -> the registered name of a LAPACK routine (lapack.py), where the
+    # library exports it
+    lapack: dict = field(default_factory=dict)
 
     @property
     def small_macs(self) -> int:
@@ -239,9 +243,30 @@ def locate() -> Blas | None:
             if width is not None:
                 names = {key: f"minixla_cblas_{key[0]}_{key[1]}_i{width}" for key in symbols}
                 exports = {names[key]: symbols[key] for key in symbols}
+                lapack = _lapack_symbols(lib, prefix, suffix, width)
+                exports.update({lapack[key][0]: lapack[key][1] for key in lapack})
                 small = _core(lib).lower() in _SMALL_PATH_CORES
-                return Blas(path, names, width, small, exports, large_library())
+                lapack_names = {key: lapack[key][0] for key in lapack}
+                return Blas(path, names, width, small, exports, large_library(), lapack_names)
     return None
+
+
+def _lapack_symbols(lib, prefix: str, suffix: str, width: int) -> dict:
+    """{(letter, routine): (registered name, the library's own)} of the LAPACK routines
+    lapack.py calls that the library exports: LAPACKE's `_work` entry points (values by
+    value, no NaN check, no allocation) and cblas's trsm, named as its cblas routines are."""
+    lapacke = prefix.replace("cblas_", "LAPACKE_")
+    found = {}
+    for letter in "sd":
+        for routine in LAPACK_ROUTINES:
+            own = (
+                f"{prefix}{letter}trsm{suffix}"
+                if routine == "trsm"
+                else f"{lapacke}{letter}{routine}_work{suffix or ''}"
+            )
+            if hasattr(lib, own):
+                found[letter, routine] = (f"minixla_lapack_{letter}{routine}_i{width}", own)
+    return found
 
 
 def _core(lib) -> str:

@@ -289,11 +289,15 @@ def _link_arguments(blas) -> list[str]:
 
 
 def _blas_exports(imports: dict):
-    """gemm.locate()'s answer when a kernel calls the BLAS routines gemm.py registers with
-    LLVM under names of its own (minixla_cblas_...), else None. The library calls them by the
-    BLAS library's own names and links that library (already loaded, with NumPy)."""
+    """gemm.locate()'s answer when a kernel calls the BLAS or LAPACK routines gemm.py registers
+    with LLVM under names of its own (minixla_cblas_..., minixla_lapack_...), else None. The
+    library calls them by the BLAS library's own names and links that library (already
+    loaded, with NumPy)."""
     wanted = {
-        name for names in imports.values() for name in names if name.startswith("minixla_cblas_")
+        name
+        for names in imports.values()
+        for name in names
+        if name.startswith(("minixla_cblas_", "minixla_lapack_"))
     }
     if not wanted:
         return None
