@@ -4,12 +4,14 @@ one compiled kernel per routine and element type that loops over the batch.
 The Python loop these replace (libcalls.py, which still runs the complex types) paid SciPy's
 wrapper per matrix, 10-25 us, where the routine itself takes a few: a batch of 32 LU
 factorizations of 32x32 matrices took 0.66 ms. Here each matrix is copied into LAPACK's
-column-major order in a scratch buffer, factored by the routine of NumPy's OpenBLAS (LAPACKE's
-`_work` entry points: arguments by value, no NaN check, no allocation; cblas for trsm, all
-registered with LLVM by gemm.py so the kernels cache and link like its GEMM kernels) and
-copied back. The results are what the Python loop gave: the same routines on the same
-column-major copies (1-based pivots, the untouched triangle of potrf, info 1 for a matrix
-potrf cannot factor, and that matrix returned as it was).
+column-major order in a scratch buffer, factored by the routine of SciPy's OpenBLAS where
+SciPy is installed (the one its wrappers, and XLA:CPU through them, call), else NumPy's
+(`gemm.LapackLibrary`), and copied back. The kernels call LAPACKE's `_work` entry points
+(arguments by value, no NaN check, no allocation) and cblas's trsm, registered with LLVM by
+gemm.py so the kernels cache and link like its GEMM kernels. The results are what the Python
+loop gave: the same routines on the same column-major copies (1-based pivots, the untouched
+triangle of potrf, info 1 for a matrix potrf cannot factor, and that matrix returned as it
+was).
 """
 
 from __future__ import annotations
@@ -245,9 +247,10 @@ def _dims(*values: int) -> np.ndarray:
 def _workspace(blas, letter: str, routine: str, m: int, n: int, k: int) -> int | None:
     """The routine's optimal workspace (a query with lwork -1), or None where the query
     fails."""
-    own = blas.exports[blas.lapack[letter, routine]]
-    fn = getattr(ctypes.CDLL(blas.path), own)
-    integer = ctypes.c_int64 if blas.width == 64 else ctypes.c_int32
+    library = blas.lapack_library
+    own = library.exports[blas.lapack[letter, routine]]
+    fn = getattr(ctypes.CDLL(library.path), own)
+    integer = ctypes.c_int64 if library.width == 64 else ctypes.c_int32
     scalar = ctypes.c_float if letter == "s" else ctypes.c_double
     fn.restype = integer
     matrix = (scalar * max(1, m * n))()
@@ -280,7 +283,7 @@ def kernel_spec(found: LapackPlan) -> KernelSpec:
         _HEADER.format(
             routine=found.routine,
             dtype=dtype,
-            width=blas.width,
+            width=blas.lapack_library.width,
             scalar=scalar,
             col_major=COL_MAJOR,
             size=4 if dtype == "f32" else 8,
@@ -307,9 +310,9 @@ def kernel_spec(found: LapackPlan) -> KernelSpec:
     }[found.routine]
     args = [*arrays, ("dims", None), ("scratch", None)]
     dtypes = [*types, "s64", dtype]
-    if found.routine == "getrf":
+    if found.routine == "getrf":  # the pivots, in the library's integers
         args.append(("scratch", None))
-        dtypes.append("s64")
+        dtypes.append(f"s{blas.lapack_library.width}")
     spec = KernelSpec("kernel", source, args, [1] * len(args), dtypes, True, False)
     spec.kid = spec.content_id()
     return spec
@@ -323,6 +326,11 @@ class LapackCall:
         self.plan, self.namespace, self.kernel = found, namespace, kernel
         self.threads = blas_threads.threads_for(found.flops)
         self.dtype = np.float32 if found.letter == "s" else np.float64
+        from .gemm import library
+
+        blas = library()
+        assert blas is not None and blas.lapack_library is not None
+        self.pivot_type = np.int64 if blas.lapack_library.width == 64 else np.int32
 
     def __call__(self, out, *operands, **_):
         found = self.plan
@@ -335,5 +343,5 @@ class LapackCall:
         work = np.empty(found.work, self.dtype)
         inputs = operands[: 1 if found.routine in ("getrf", "potrf", "geqrf") else 2]
         flat = [x.reshape(-1) for x in (*inputs, *outs)]
-        extra = (np.empty(found.ipiv, np.int64),) if found.routine == "getrf" else ()
+        extra = (np.empty(found.ipiv, self.pivot_type),) if found.routine == "getrf" else ()
         self.namespace[self.kernel](*flat, found.dims, work, *extra)

@@ -275,9 +275,9 @@ def lapack_ffi(instr):
     matrix of the batch: sgetrf for `lapack_sgetrf_ffi`, the operands' own type, as XLA:CPU
     calls it (lapack.py compiles the real types' getrf, potrf, geqrf, orgqr and trsm as one
     loop over the batch; the driver asks it first). They leave what the reference leaves
-    (1-based pivots, the untouched triangle, info 1 for a matrix potrf cannot factor). Returns a custom call (`fn(out, *operands,
-    backend_config=...)` filling `out`), or None for other targets, whose reference code
-    calls NumPy's LAPACK; NotEmittable without SciPy."""
+    (1-based pivots, the untouched triangle, info 1 for a matrix potrf cannot factor). Returns
+    a custom call (`fn(out, *operands, backend_config=...)` filling `out`), or None for other
+    targets, whose reference code calls NumPy's LAPACK; NotEmittable without SciPy."""
     from ...ir.attrs import backend_config_string
     from ...reference.xla_custom_calls import ffi_attributes, lapack_routine
 

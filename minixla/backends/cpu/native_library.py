@@ -276,7 +276,12 @@ def _linked_exports(blas) -> dict:
     """{registered name: the library's own name} of every BLAS library the kernels call."""
     if blas is None:
         return {}
-    return {**blas.exports, **(blas.large.exports if blas.large is not None else {})}
+    lapack = blas.lapack_library
+    return {
+        **blas.exports,
+        **(blas.large.exports if blas.large is not None else {}),
+        **(lapack.exports if lapack is not None else {}),
+    }
 
 
 def _link_arguments(blas) -> list[str]:
@@ -285,6 +290,8 @@ def _link_arguments(blas) -> list[str]:
     if blas is None:
         return []
     paths = [blas.path] + ([blas.large.path] if blas.large is not None else [])
+    if blas.lapack_library is not None and blas.lapack_library.path not in paths:
+        paths.append(blas.lapack_library.path)
     return [arg for path in paths for arg in (path, f"-Wl,-rpath,{Path(path).parent}")]
 
 

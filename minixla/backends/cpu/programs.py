@@ -58,8 +58,15 @@ def program_key(compile_key) -> str:
     # The default split size follows the cores this process may use (one core never threads),
     # so a program generated under `taskset -c 0` is not the one generated on every core.
     large_gemm = gemm.large_gemm_core()  # which OpenBLAS kernels a program library links
+    lapack = os.path.basename(gemm.scipy_openblas() or "")  # which library LAPACK kernels call
     return cache.digest(
-        "program", FORMAT, compile_key.parts, source_stamp(), driver.PARALLEL_WORK, large_gemm
+        "program",
+        FORMAT,
+        compile_key.parts,
+        source_stamp(),
+        driver.PARALLEL_WORK,
+        large_gemm,
+        lapack,
     )
 
 
