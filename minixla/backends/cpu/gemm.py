@@ -45,7 +45,7 @@ ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 # (cblas_sgemm64_, scipy_cblas_dgemv64_, ...)
 _SYMBOLS = (("scipy_cblas_", "64_", 64), ("cblas_", "64_", 64), ("cblas_", "", None))
 _ROUTINES = {("f32", "gemm"): "sgemm", ("f64", "gemm"): "dgemm"}
-LAPACK_ROUTINES = ("getrf", "potrf", "geqrf", "orgqr", "trsm")  # lapack.py's kernels
+LAPACK_ROUTINES = ("getrf", "potrf", "geqrf", "orgqr", "gesdd", "syevd", "trsm")  # lapack.py
 _ROUTINES.update({("f32", "gemv"): "sgemv", ("f64", "gemv"): "dgemv"})
 # OpenBLAS's AVX-512 kernels compute GEMMs of at most 10^6 multiply-adds without packing the
 # operands (its small-matrix path); above that, a GEMM with few rows spends most of its time

@@ -1,5 +1,5 @@
-"""XLA:CPU's LAPACK FFI targets (getrf, potrf, geqrf, orgqr, trsm; float32 and float64) as
-one compiled kernel per routine and element type that loops over the batch.
+"""XLA:CPU's LAPACK FFI targets (getrf, potrf, geqrf, orgqr, gesdd, syevd, trsm; float32 and
+float64) as one compiled kernel per routine and element type that loops over the batch.
 
 The Python loop these replace (libcalls.py, which still runs the complex types) paid SciPy's
 wrapper per matrix, 10-25 us, where the routine itself takes a few: a batch of 32 LU
@@ -34,6 +34,7 @@ _TRANSPOSE = {FLAG["N"]: 111, FLAG["T"]: 112, FLAG["C"]: 113}
 _DIAG = {False: 131, True: 132}  # non-unit, unit
 _DTYPES = {"s": "f32", "d": "f64"}
 _WORKSPACE_ROUTINES = ("geqrf", "orgqr")
+_INTEGER_SCRATCH = ("getrf", "gesdd", "syevd")  # pivots or iwork
 
 _HEADER = '''"""{routine} of NumPy's LAPACK, {dtype}: one call per batch matrix."""
 import numpy as np
@@ -76,6 +77,16 @@ _DECLARATIONS = {
     "orgqr": (
         "routine = types.ExternalFunction('{name}', "
         "_I(types.int32, _I, _I, _I, _P, _I, _P, _P, _I))"
+    ),
+    # LAPACKE_?gesdd_work(layout, jobz, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, iwork)
+    "gesdd": (
+        "routine = types.ExternalFunction('{name}', _I(types.int32, types.int8, _I, _I, _P, _I,"
+        " _P, _P, _I, _P, _I, _P, _I, _P))"
+    ),
+    # LAPACKE_?syevd_work(layout, jobz, uplo, n, a, lda, w, work, lwork, iwork, liwork)
+    "syevd": (
+        "routine = types.ExternalFunction('{name}', _I(types.int32, types.int8, types.int8, _I,"
+        " _P, _I, _P, _P, _I, _P, _I))"
     ),
     # cblas_?trsm(layout, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb)
     "trsm": (
@@ -155,6 +166,51 @@ _KERNELS = {
         " ONE, pa, lapack_int(max(na, 1)), pb, lapack_int(max(m, 1)))\n"
         + _OUT.format(rows="m", columns="n", work="work", dst="out", base="base")
     ),
+    # scratch: the matrix, u (m x ucols), vt (vrows x n), then the routine's workspace
+    "gesdd": (
+        "def kernel(a, operand, values, left, right, infos, dims, work, iwork):\n"
+        "    batch, m, n, jobz = dims[0], dims[1], dims[2], np.int8(dims[3])\n"
+        "    ucols, vrows, lwork = dims[4], dims[5], dims[6]\n"
+        "    k = min(m, n)\n"
+        "    pw, pi = np.intp(work.ctypes.data), np.intp(iwork.ctypes.data)\n"
+        "    ps = np.intp(values.ctypes.data)\n"
+        "    pu = pw + m * n * SIZE\n"
+        "    pv = pu + m * ucols * SIZE\n"
+        "    pwork = pv + vrows * n * SIZE\n"
+        "    for b in range(batch):\n"
+        "        base = b * m * n\n"
+        + _IN.format(rows="m", columns="n", work="work", src="a", base="base")
+        + "        for i in range(m * n):\n"
+        "            operand[base + i] = a[base + i]  # returned as it was\n"
+        "        info = routine(COL_MAJOR, jobz, lapack_int(m), lapack_int(n), pw,"
+        " lapack_int(max(m, 1)), ps + b * k * SIZE, pu, lapack_int(max(m, 1)), pv,"
+        " lapack_int(max(vrows, 1)), pwork, lapack_int(lwork), pi)\n"
+        "        infos[b] = np.int32(info)\n"
+        "        if jobz != 78:  # 'N': no vectors (the caller zeroed them)\n"
+        "            for i in range(m):\n"
+        "                for j in range(ucols):\n"
+        "                    left[b * m * ucols + i * ucols + j] = work[m * n + i + j * m]\n"
+        "            for i in range(vrows):\n"
+        "                for j in range(n):\n"
+        "                    right[b * vrows * n + i * n + j] = "
+        "work[m * n + m * ucols + i + j * vrows]\n"
+    ),
+    # scratch: the matrix (its eigenvectors after), then the workspace
+    "syevd": (
+        "def kernel(a, vectors, values, infos, dims, work, iwork):\n"
+        "    batch, n, uplo = dims[0], dims[1], np.int8(dims[2])\n"
+        "    lwork, liwork = dims[3], dims[4]\n"
+        "    pw, pi = np.intp(work.ctypes.data), np.intp(iwork.ctypes.data)\n"
+        "    pv = np.intp(values.ctypes.data)\n"
+        "    for b in range(batch):\n"
+        "        base = b * n * n\n"
+        + _IN.format(rows="n", columns="n", work="work", src="a", base="base")
+        + "        info = routine(COL_MAJOR, np.int8(86), uplo, lapack_int(n), pw,"
+        " lapack_int(max(n, 1)), pv + b * n * SIZE, pw + n * n * SIZE, lapack_int(lwork), pi,"
+        " lapack_int(liwork))\n"
+        "        infos[b] = np.int32(info)\n"
+        + _OUT.format(rows="n", columns="n", work="work", dst="vectors", base="base")
+    ),
 }
 
 
@@ -166,7 +222,7 @@ class LapackPlan:
     routine: str
     dims: np.ndarray  # the kernel's dims argument
     work: int  # elements of the scratch buffer
-    ipiv: int  # elements of the pivot scratch (getrf)
+    ipiv: int  # elements of the integer scratch (getrf's pivots, gesdd's and syevd's iwork)
     flops: float  # of one matrix, for the BLAS thread count
     empty: bool  # no matrix to compute (the thunk sets what is set without one)
 
@@ -220,6 +276,16 @@ def plan(instr) -> LapackPlan | None:
             else (batch, rows, columns, k, lwork)
         )
         return LapackPlan(letter, routine, _dims(*dims), rows * columns + lwork, 0, flops, empty)
+    if routine == "gesdd":
+        return _gesdd(instr, blas, letter, attrs, batch, rows, columns, empty)
+    if routine == "syevd":
+        lower = attrs.get("uplo", FLAG["L"]) == FLAG["L"]
+        uplo = FLAG["L"] if lower else FLAG["U"]
+        sizes = (0, 0) if empty else _syevd_workspace(blas, letter, rows, uplo)
+        if sizes is None:
+            return None
+        dims = _dims(batch, rows, uplo, *sizes)
+        return LapackPlan(letter, routine, dims, rows * rows + sizes[0], sizes[1], flops, empty)
     # trsm: a [batch, na, na], b [batch, m, n]
     if instr.operand_count < 2:
         return None
@@ -236,6 +302,26 @@ def plan(instr) -> LapackPlan | None:
     dims = _dims(batch, m, n, rows, _SIDE[left], _UPLO[lower], trans, _DIAG[unit])
     empty = batch * m * n == 0
     return LapackPlan(letter, routine, dims, m * n + rows * rows, 0, float(m * n * rows), empty)
+
+
+def _gesdd(instr, blas, letter, attrs, batch, m, n, empty) -> LapackPlan | None:
+    from ...reference.lapack_ffi import full_matrices
+
+    shapes = instr.shape.tuple_shapes
+    left, right = shapes[2].dims, shapes[3].dims
+    vectors = attrs.get("mode", FLAG["A"]) != FLAG["N"]
+    full = full_matrices(m, n, left, right)
+    jobz = FLAG["N"] if not vectors else (FLAG["A"] if full else FLAG["S"])
+    k = min(m, n)
+    ucols, vrows = (m, n) if full else (k, k)
+    if tuple(left[-2:]) != (m, ucols) or tuple(right[-2:]) != (vrows, n):
+        return None
+    lwork = 0 if empty else _gesdd_workspace(blas, letter, jobz, m, n, ucols, vrows)
+    if lwork is None:
+        return None
+    dims = _dims(batch, m, n, jobz, ucols, vrows, lwork)
+    work = m * n + m * ucols + vrows * n + lwork
+    return LapackPlan(letter, "gesdd", dims, work, max(1, 8 * k), float(m * n * k), empty)
 
 
 def _dims(*values: int) -> np.ndarray:
@@ -271,6 +357,41 @@ def _workspace(blas, letter: str, routine: str, m: int, n: int, k: int) -> int |
     return max(1, int(answer.value))
 
 
+def _library_function(blas, letter: str, routine: str):
+    """(the routine through ctypes, its integer type, its scalar type)."""
+    library = blas.lapack_library
+    fn = getattr(ctypes.CDLL(library.path), library.exports[blas.lapack[letter, routine]])
+    fn.restype = ctypes.c_int64 if library.width == 64 else ctypes.c_int32
+    scalar = ctypes.c_float if letter == "s" else ctypes.c_double
+    return fn, fn.restype, scalar
+
+
+def _gesdd_workspace(blas, letter, jobz, m, n, ucols, vrows) -> int | None:
+    fn, integer, scalar = _library_function(blas, letter, "gesdd")
+    answer = scalar()
+    iwork = (integer * max(1, 8 * min(m, n)))()
+    status = fn(
+        ctypes.c_int32(COL_MAJOR), ctypes.c_char(jobz), integer(m), integer(n),
+        (scalar * max(1, m * n))(), integer(max(m, 1)), (scalar * max(1, min(m, n)))(),
+        (scalar * max(1, m * ucols))(), integer(max(m, 1)), (scalar * max(1, vrows * n))(),
+        integer(max(vrows, 1)), ctypes.byref(answer), integer(-1), iwork,
+    )  # fmt: skip
+    return None if status != 0 else max(1, int(answer.value))
+
+
+def _syevd_workspace(blas, letter, n, uplo) -> tuple[int, int] | None:
+    fn, integer, scalar = _library_function(blas, letter, "syevd")
+    answer, ianswer = scalar(), integer()
+    status = fn(
+        ctypes.c_int32(COL_MAJOR), ctypes.c_char(FLAG["V"]), ctypes.c_char(uplo), integer(n),
+        (scalar * max(1, n * n))(), integer(max(n, 1)), (scalar * max(1, n))(),
+        ctypes.byref(answer), integer(-1), ctypes.byref(ianswer), integer(-1),
+    )  # fmt: skip
+    if status != 0:
+        return None
+    return max(1, int(answer.value)), max(1, int(ianswer.value))
+
+
 def kernel_spec(found: LapackPlan) -> KernelSpec:
     """The batched kernel of `found`'s routine and element type."""
     from .gemm import library
@@ -300,6 +421,8 @@ def kernel_spec(found: LapackPlan) -> KernelSpec:
         "geqrf": (("param", 0), ("out", 0), ("out", 1)),
         "orgqr": (("param", 0), ("param", 1), ("out", 0)),
         "trsm": (("param", 0), ("param", 1), ("out", 0)),
+        "gesdd": (("param", 0), *(("out", i) for i in range(5))),
+        "syevd": (("param", 0), ("out", 0), ("out", 1), ("out", 2)),
     }[found.routine]
     types = {
         "getrf": (dtype, dtype, "s32", "s32"),
@@ -307,10 +430,12 @@ def kernel_spec(found: LapackPlan) -> KernelSpec:
         "geqrf": (dtype, dtype, dtype),
         "orgqr": (dtype, dtype, dtype),
         "trsm": (dtype, dtype, dtype),
+        "gesdd": (dtype, dtype, dtype, dtype, dtype, "s32"),
+        "syevd": (dtype, dtype, dtype, "s32"),
     }[found.routine]
     args = [*arrays, ("dims", None), ("scratch", None)]
     dtypes = [*types, "s64", dtype]
-    if found.routine == "getrf":  # the pivots, in the library's integers
+    if found.routine in _INTEGER_SCRATCH:  # in the library's integers
         args.append(("scratch", None))
         dtypes.append(f"s{blas.lapack_library.width}")
     spec = KernelSpec("kernel", source, args, [1] * len(args), dtypes, True, False)
@@ -335,13 +460,19 @@ class LapackCall:
     def __call__(self, out, *operands, **_):
         found = self.plan
         outs = out if isinstance(out, tuple) else (out,)
+        if found.routine == "gesdd" and (found.empty or found.dims[3] == FLAG["N"]):
+            for array in outs[2:]:  # no vectors: zeros, as the reference gives
+                array[...] = 0
         if found.empty:
-            if found.routine in ("getrf", "potrf"):
+            if found.routine == "gesdd":
+                outs[0][...], outs[1][...], outs[4][...] = operands[0], 0, 0
+            elif found.routine in ("getrf", "potrf", "syevd"):
                 outs[-1][...] = 0  # infos
             return
         blas_threads.use_threads(self.threads)
         work = np.empty(found.work, self.dtype)
-        inputs = operands[: 1 if found.routine in ("getrf", "potrf", "geqrf") else 2]
+        inputs = operands[: 2 if found.routine in ("orgqr", "trsm") else 1]
         flat = [x.reshape(-1) for x in (*inputs, *outs)]
-        extra = (np.empty(found.ipiv, self.pivot_type),) if found.routine == "getrf" else ()
+        integers = found.routine in _INTEGER_SCRATCH
+        extra = (np.empty(found.ipiv, self.pivot_type),) if integers else ()
         self.namespace[self.kernel](*flat, found.dims, work, *extra)

@@ -273,8 +273,8 @@ def lapack_ffi(instr):
     """XLA:CPU's LAPACK FFI targets whose reference code loops in Python (getrf, trsm, potrf,
     orgqr) or works in f64 (geqrf, syevd, gesdd), as one call of the named routine per
     matrix of the batch: sgetrf for `lapack_sgetrf_ffi`, the operands' own type, as XLA:CPU
-    calls it (lapack.py compiles the real types' getrf, potrf, geqrf, orgqr and trsm as one
-    loop over the batch; the driver asks it first). They leave what the reference leaves
+    calls it (lapack.py compiles these routines for the real types as one loop over the batch;
+    the driver asks it first). They leave what the reference leaves
     (1-based pivots, the untouched triangle, info 1 for a matrix potrf cannot factor). Returns
     a custom call (`fn(out, *operands, backend_config=...)` filling `out`), or None for other
     targets, whose reference code calls NumPy's LAPACK; NotEmittable without SciPy."""
