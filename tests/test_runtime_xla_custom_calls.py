@@ -429,7 +429,8 @@ def _batch_case(routine, letter, batch, rows, columns):
         result = f"({shape}, {dtype}{b + [k]})".replace(" ", "")
         return _ffi_module(f"lapack_{letter}geqrf_ffi", [shape], result), [a]
     if routine == "orgqr":
-        h, tau = TARGETS[f"lapack_{letter}geqrf_ffi"]((a,), [], {})
+        outs = [(a.shape, a.dtype), (a.shape[:-2] + (k,), a.dtype)]
+        h, tau = TARGETS[f"lapack_{letter}geqrf_ffi"]((a,), outs, {})
         tau_shape = f"{dtype}{b + [k]}".replace(" ", "")
         return _ffi_module(f"lapack_{letter}orgqr_ffi", [shape, tau_shape], shape), [h, tau]
     triangular = np.tril(RNG.standard_normal(tuple(batch) + (rows, rows))) + 4 * np.eye(rows)
@@ -481,6 +482,19 @@ def test_compiled_lapack_batches_without_elements(monkeypatch, dims):
     )
     got = _cpu_without_reference_lapack(monkeypatch, text)(np.zeros(dims, np.float32))
     assert got[0].shape == dims and got[1].shape == dims[:2] and got[2].tolist() == [0] * dims[0]
+
+
+@pytest.mark.parametrize("routine", ["getrf", "potrf", "geqrf", "orgqr", "trsm"])
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_a_batch_of_no_matrices_gives_empty_results(routine, backend):
+    # the interpreter raised a bare ValueError here
+    text, args = _batch_case(routine, "s", (0,), 4, 4)
+    module = minixla.parse_hlo_module(text)
+    args = [np.asarray(x, o.shape.numpy_dtype) for x, o in zip(args, module.entry.root.operands)]
+    got = _leaves(minixla.compile(text, backend=backend)(*args))
+    shapes = module.entry.root.shape
+    leaves = shapes.tuple_shapes if shapes.is_tuple else (shapes,)
+    assert [g.shape for g in got] == [tuple(leaf.dims) for leaf in leaves]
 
 
 def test_compiled_gesdd_of_empty_matrices(monkeypatch):

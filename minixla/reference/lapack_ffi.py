@@ -24,12 +24,18 @@ def _work(m: np.ndarray) -> np.ndarray:
     return m.astype(np.complex128 if m.dtype.kind == "c" else np.float64)
 
 
-def _batched(fn, *arrays):
-    """Applies `fn` to each matrix of the leading batch dims; returns a tuple of stacked results."""
+def _batched(outs, fn, *arrays):
+    """Applies `fn` to each matrix of the leading batch dims; returns a tuple of stacked results
+    (of the declared `outs`, each empty, where the batch has no matrix)."""
     batch = arrays[0].shape[:-2]
-    results = [fn(*(a[index] for a in arrays)) for index in np.ndindex(*batch)]
+    return _stacked(outs, [fn(*(a[index] for a in arrays)) for index in np.ndindex(*batch)], batch)
+
+
+def _stacked(outs, results: list, batch: tuple) -> tuple:
+    """Each matrix's results stacked over the batch (the declared `outs`, each empty, where
+    the batch has no matrix)."""
     if not results:
-        raise ValueError("empty batch")
+        return tuple(np.zeros(dims, dtype) for dims, dtype in outs)
     return tuple(
         np.stack([r[i] for r in results]).reshape(batch + np.shape(results[0][i]))
         for i in range(len(results[0]))
@@ -54,7 +60,7 @@ def _potrf(operands, outs, attrs):
         keep = np.tril(np.ones(m.shape, bool)) if lower else np.triu(np.ones(m.shape, bool))
         return np.where(keep, factor, m).astype(m.dtype), np.int32(0)
 
-    return _batched(one, a)
+    return _batched(outs, one, a)
 
 
 def _getrf(operands, outs, attrs):
@@ -78,7 +84,7 @@ def _getrf(operands, outs, attrs):
             work[j + 1 :, j + 1 :] -= np.outer(work[j + 1 :, j], work[j, j + 1 :])
         return work.astype(m.dtype), pivots, np.int32(info)
 
-    return _batched(one, a)
+    return _batched(outs, one, a)
 
 
 def _triangle(a, lower: bool, unit: bool):
@@ -106,7 +112,7 @@ def _trsm(operands, outs, attrs):
         x = np.linalg.solve(op, rhs) if left else np.linalg.solve(op.T, rhs.T).T
         return (x.astype(b.dtype),)
 
-    return _batched(one, a, b)[0]
+    return _batched(outs, one, a, b)[0]
 
 
 def _geqrf(operands, outs, attrs):
@@ -116,7 +122,7 @@ def _geqrf(operands, outs, attrs):
         h, tau = np.linalg.qr(_work(m), mode="raw")
         return h.T.astype(m.dtype), tau.astype(m.dtype)
 
-    return _batched(one, a)
+    return _batched(outs, one, a)
 
 
 def _householder_q(m: np.ndarray, tau: np.ndarray, cols: int) -> np.ndarray:
@@ -136,8 +142,8 @@ def _orgqr(operands, outs, attrs):
     a, tau = operands
     batch = a.shape[:-2]
     cols = a.shape[-1]
-    results = [_householder_q(a[i], tau[i], cols).astype(a.dtype) for i in np.ndindex(*batch)]
-    return np.stack(results).reshape(a.shape[:-1] + (cols,))
+    results = [(_householder_q(a[i], tau[i], cols).astype(a.dtype),) for i in np.ndindex(*batch)]
+    return _stacked(outs, results, batch)[0]
 
 
 def _syevd(operands, outs, attrs):
@@ -148,7 +154,7 @@ def _syevd(operands, outs, attrs):
         w, v = np.linalg.eigh(_work(m), UPLO=uplo)
         return v.astype(m.dtype), w.astype(outs[1][1]), np.int32(0)
 
-    return _batched(one, a)
+    return _batched(outs, one, a)
 
 
 def full_matrices(rows: int, cols: int, u_dims, vt_dims) -> bool:
@@ -178,7 +184,7 @@ def _gesdd(operands, outs, attrs):
         vt = vt if vt.shape == tuple(vt_dims[-2:]) else np.zeros(vt_dims[-2:])
         return m, s.astype(s_dtype), u.astype(m.dtype), vt.astype(m.dtype), np.int32(0)
 
-    return _batched(one, a)
+    return _batched(outs, one, a)
 
 
 def _gesvd(operands, outs, attrs):
@@ -207,7 +213,7 @@ def _geev(operands, outs, attrs):
             return values.astype(m.dtype), vl, vr, np.int32(0)
         return values.real.astype(m.dtype), values.imag.astype(m.dtype), vl, vr, np.int32(0)
 
-    return _batched(one, a)
+    return _batched(outs, one, a)
 
 
 def _gees(operands, outs, attrs):
@@ -240,7 +246,7 @@ def _gees(operands, outs, attrs):
             np.int32(0),
         )
 
-    return _batched(one, a)
+    return _batched(outs, one, a)
 
 
 def _real_schur_eigenvalues(t: np.ndarray) -> np.ndarray:
@@ -288,7 +294,7 @@ def _gehrd(operands, outs, attrs):
             h[i + 2 : high, i] = v[1:]
         return h.astype(m.dtype), tau.astype(m.dtype), np.int32(0)
 
-    return _batched(one, a)
+    return _batched(outs, one, a)
 
 
 def _sytrd(operands, outs, attrs):
@@ -335,7 +341,7 @@ def _sytrd(operands, outs, attrs):
             np.int32(0),
         )
 
-    return _batched(one, a)
+    return _batched(outs, one, a)
 
 
 def _gtsv(operands, outs, attrs):
@@ -355,10 +361,7 @@ def _gtsv(operands, outs, attrs):
         return lower, diagonal, upper, x.astype(rhs.dtype), np.int32(0)
 
     batch = d.shape[:-1]
-    results = [one(dl[i], d[i], du[i], b[i]) for i in np.ndindex(*batch)]
-    return tuple(
-        np.stack([r[k] for r in results]).reshape(batch + np.shape(results[0][k])) for k in range(5)
-    )
+    return _stacked(outs, [one(dl[i], d[i], du[i], b[i]) for i in np.ndindex(*batch)], batch)
 
 
 def _geqp3(operands, outs, attrs):
@@ -386,10 +389,7 @@ def _geqp3(operands, outs, attrs):
         return r.astype(m.dtype), (order + 1).astype(jpvt.dtype), tau.astype(m.dtype)
 
     batch = a.shape[:-2]
-    results = [one(a[i], jpvt[i]) for i in np.ndindex(*batch)]
-    return tuple(
-        np.stack([r[k] for r in results]).reshape(batch + np.shape(results[0][k])) for k in range(3)
-    )
+    return _stacked(outs, [one(a[i], jpvt[i]) for i in np.ndindex(*batch)], batch)
 
 
 def _ormqr(operands, outs, attrs):
@@ -405,7 +405,7 @@ def _ormqr(operands, outs, attrs):
         return product.astype(other.dtype)
 
     batch = c.shape[:-2]
-    return np.stack([one(a[i], tau[i], c[i]) for i in np.ndindex(*batch)]).reshape(c.shape)
+    return _stacked(outs, [(one(a[i], tau[i], c[i]),) for i in np.ndindex(*batch)], batch)[0]
 
 
 LAPACK: dict[str, Callable] = {
