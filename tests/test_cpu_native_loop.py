@@ -299,6 +299,76 @@ def test_a_dot_large_enough_for_blas_threads_keeps_the_python_loop():
     assert _python_loop(exe) and not _native(exe)
 
 
+# A loop of XLA:CPU's LAPACK calls (lapack.py's kernels): each step solves a x = x / 2 through
+# an LU factorization (getrf, two trsm) or a QR one (geqrf, orgqr, then q^T x with a dot).
+_FFI = "api_version=API_VERSION_TYPED_FFI"
+_LAPACK_STEPS = {
+    "lu": f"""
+  lu = ({{t}}[{{b}},{{n}},{{n}}], s32[{{b}},{{n}}], s32[{{b}}]) custom-call(a), custom_call_target="lapack_{{l}}getrf_ffi", {_FFI}
+  f = {{t}}[{{b}},{{n}},{{n}}] get-tuple-element(lu), index=0
+  y = {{t}}[{{b}},{{n}},2] custom-call(f, x), custom_call_target="lapack_{{l}}trsm_ffi", {_FFI}, backend_config={{{{side = 76 : ui8, uplo = 76 : ui8, trans_x = 78 : ui8, diag = 85 : ui8}}}}
+  z = {{t}}[{{b}},{{n}},2] custom-call(f, y), custom_call_target="lapack_{{l}}trsm_ffi", {_FFI}, backend_config={{{{side = 76 : ui8, uplo = 85 : ui8, trans_x = 78 : ui8, diag = 78 : ui8}}}}
+""",
+    "qr": f"""
+  qr = ({{t}}[{{b}},{{n}},{{n}}], {{t}}[{{b}},{{n}}]) custom-call(a), custom_call_target="lapack_{{l}}geqrf_ffi", {_FFI}
+  h = {{t}}[{{b}},{{n}},{{n}}] get-tuple-element(qr), index=0
+  tau = {{t}}[{{b}},{{n}}] get-tuple-element(qr), index=1
+  q = {{t}}[{{b}},{{n}},{{n}}] custom-call(h, tau), custom_call_target="lapack_{{l}}orgqr_ffi", {_FFI}
+  z = {{t}}[{{b}},{{n}},2] dot(q, x), lhs_batch_dims={{{{0}}}}, lhs_contracting_dims={{{{1}}}}, rhs_batch_dims={{{{0}}}}, rhs_contracting_dims={{{{1}}}}
+""",
+}
+
+
+def _lapack_loop(step: str, letter: str, batch: int, n: int, steps: int = 5) -> str:
+    t = {"s": "f32", "d": "f64"}[letter]
+    state = f"(s32[], {t}[{batch},{n},{n}], {t}[{batch},{n},2])"
+    body = _LAPACK_STEPS[step].format(t=t, b=batch, n=n, l=letter)
+    return f"""HloModule m
+cond {{
+  s = {state} parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  ROOT lt = pred[] compare(i, s32[] constant({steps})), direction=LT
+}}
+body {{
+  s = {state} parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  a = {t}[{batch},{n},{n}] get-tuple-element(s), index=1
+  x = {t}[{batch},{n},2] get-tuple-element(s), index=2
+{body}
+  w = {t}[{batch},{n},2] multiply(z, {t}[{batch},{n},2] broadcast({t}[] constant(0.5)), dimensions={{}})
+  ROOT t = {state} tuple(s32[] add(i, s32[] constant(1)), a, w)
+}}
+ENTRY e {{
+  a = {t}[{batch},{n},{n}] parameter(0)
+  b = {t}[{batch},{n},2] parameter(1)
+  w = {state} while({state} tuple(s32[] constant(0), a, b)), condition=cond, body=body
+  ROOT x = {t}[{batch},{n},2] get-tuple-element(w), index=2
+}}"""
+
+
+@pytest.mark.parametrize("step, letter", [("lu", "s"), ("lu", "d"), ("qr", "s")])
+def test_a_loop_of_lapack_calls_runs_natively(step, letter):
+    rng = np.random.default_rng(6)
+    dtype = np.float32 if letter == "s" else np.float64
+    a = (rng.standard_normal((3, 6, 6)) + 6 * np.eye(6)).astype(dtype)
+    b = rng.standard_normal((3, 6, 2)).astype(dtype)
+    exe = _check(_lapack_loop(step, letter, 3, 6), a, b)
+    assert _native(exe) and not _python_loop(exe), exe.program.source
+
+
+def test_a_lapack_call_large_enough_for_blas_threads_keeps_the_python_loop(monkeypatch):
+    from minixla.backends.cpu import blas_threads
+
+    monkeypatch.setattr(blas_threads, "cores", lambda: 2)
+    n = 320  # an LU of n^3 multiply-adds gets two threads
+    assert blas_threads.threads_for(float(n**3)) == 2
+    rng = np.random.default_rng(7)
+    a = (rng.standard_normal((1, n, n)) + n * np.eye(n)).astype(np.float64)
+    b = rng.standard_normal((1, n, 2))
+    exe = _check(_lapack_loop("lu", "d", 1, n, steps=2), a, b)
+    assert _python_loop(exe) and not _native(exe)
+
+
 @pytest.mark.parametrize("dtype", ["f32", "f64"])
 @pytest.mark.parametrize(
     "lhs, rhs, dims",

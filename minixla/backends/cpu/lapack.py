@@ -443,6 +443,11 @@ def kernel_spec(found: LapackPlan) -> KernelSpec:
     return spec
 
 
+def input_count(found: LapackPlan) -> int:
+    """How many of the custom call's operands the kernel reads."""
+    return 2 if found.routine in ("orgqr", "trsm") else 1
+
+
 class LapackCall:
     """The custom call's thunk: the batch in one call of the compiled kernel, looked up by its
     global name in the driver's namespace (as GemmDot's)."""
@@ -471,7 +476,7 @@ class LapackCall:
             return
         blas_threads.use_threads(self.threads)
         work = np.empty(found.work, self.dtype)
-        inputs = operands[: 2 if found.routine in ("orgqr", "trsm") else 1]
+        inputs = operands[: input_count(found)]
         flat = [x.reshape(-1) for x in (*inputs, *outs)]
         integers = found.routine in _INTEGER_SCRATCH
         extra = (np.empty(found.ipiv, self.pivot_type),) if integers else ()

@@ -1,9 +1,10 @@
 """A while loop as one Numba function: condition and body kernels called in native code.
 
 When every instruction of a loop's condition and body is a generated kernel, a view, a
-copy, a broadcast of a scalar, a dynamic-update-slice, a scatter or a float dot (BLAS GEMM,
-gemm.py) (with tuples, get-tuple-elements, parameters and array constants around them), the
-driver does not run the loop in Python.
+copy, a broadcast of a scalar, a dynamic-update-slice, a scatter, a float dot (BLAS GEMM,
+gemm.py) or one of XLA:CPU's LAPACK calls that lapack.py compiles (with tuples,
+get-tuple-elements, parameters and array constants around them), the driver does not run the
+loop in Python.
 `native_while` emits one function
 
     @njit(nogil=True, cache=CACHE)
@@ -24,9 +25,9 @@ C order); kernels get the rank their signature asks for through a reshape. Tempo
 allocated once at compile time (calls of an executable are serialized), so the loop
 allocates nothing. State leaves the body writes are private to the loop: copied once per call
 before the loop unless the computation made them for the loop alone, as on the Python path.
-Anything else (nested control flow, GEMMs large enough for BLAS threads, other thunks,
-fallbacks, bf16, empty arrays, large temporaries) keeps the Python loop around the driver
-functions.
+Anything else (nested control flow, GEMMs or LAPACK calls large enough for BLAS threads,
+other thunks, fallbacks, bf16, empty arrays, large temporaries) keeps the Python loop around
+the driver functions.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .blas_threads import always_serial
+from . import lapack
+from .blas_threads import always_serial, threads_for
 from .cache import module_name
 from .gemm import gemm_spec
 from .jit import kernel_id
@@ -178,6 +180,8 @@ class _Emitter:
             return self.kernel(instr, in_place, names, outs=[target])
         if how == "thunk" and isinstance(detail, GemmDot):
             return self.gemm(instr, detail.plan, names)
+        if how == "thunk" and isinstance(detail, lapack.LapackCall):
+            return self.lapack(instr, detail.plan, names)
         raise _Ineligible(f"{op} lowered as {how}")
 
     def kernel(self, instr, spec: KernelSpec, names, outs=None):
@@ -263,6 +267,43 @@ class _Emitter:
         self.lines.append(f"{callee}({args[0]}, {args[1]}, {out}, {dims}, {scratch})")
         self.uses_blas = True
         return out
+
+    def lapack(self, instr, found, names):
+        """lapack.py's batched kernel, called with the thunk's arguments. Only calls whose
+        size gets one BLAS thread, as for GEMMs (the driver sets it before the loop)."""
+        if found.empty or threads_for(found.flops) != 1:
+            raise _Ineligible("a LAPACK call without matrices or with BLAS threads")
+        if found.routine == "gesdd" and found.dims[3] == lapack.FLAG["N"]:
+            raise _Ineligible("gesdd without vectors")  # the thunk zeroes u and vt
+        inputs = [names[id(o)] for o in instr.operands[: lapack.input_count(found)]]
+        if any(isinstance(name, tuple) for name in inputs):
+            raise _Ineligible("tuple LAPACK operand")
+        leaves = [s for _, s in instr.shape.leaves()]
+        direct = self.direct.get(id(instr), {})
+        outs = [
+            self.params[direct[n]] if n in direct else self.temp(s) for n, s in enumerate(leaves)
+        ]
+        dims = self.b.bind("c", found.dims.copy())
+        self.fixed.append(dims)
+        self.fixed_dtypes.append("s64")
+        spec = lapack.kernel_spec(found)
+        scratch = [self.scratch(found.work, spec.dtypes[len(inputs) + len(outs) + 1])]
+        if len(spec.args) > len(inputs) + len(outs) + 2:  # the integer scratch
+            scratch.append(self.scratch(max(1, found.ipiv), spec.dtypes[-1]))
+        callee = self.call(spec)
+        self.lines.append(f"{callee}({', '.join([*inputs, *outs, dims, *scratch])})")
+        self.uses_blas = True
+        if not instr.shape.is_tuple:
+            return outs[0]
+        from ..codegen.driver import nest
+
+        return nest(instr.shape, iter(outs))
+
+    def scratch(self, elements: int, dtype: str) -> str:
+        """A buffer of `elements` of HLO type `dtype`, made once before the loop."""
+        from ...ir.shapes import Shape
+
+        return self.temp(Shape.array(dtype, (elements,)))
 
     def whole_part(self) -> str:
         if not self.whole:
