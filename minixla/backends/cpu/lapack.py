@@ -64,6 +64,22 @@ _OUT = """        for i in range({rows}):
                 {dst}[{base} + i * {columns} + j] = {work}[i + j * {rows}]
 """
 
+
+def _in_place(arguments: str, unpack: str, call: str, dst: str) -> str:
+    """A kernel that runs `call` on each m x n matrix of `a` copied into `work` (column-major)
+    with its `taus` at `pt`, and copies the result into `dst`."""
+    return (
+        f"def kernel({arguments}):\n"
+        f"    {unpack}\n"
+        "    pw, pt = np.intp(work.ctypes.data), np.intp(taus.ctypes.data)\n"
+        "    for b in range(batch):\n"
+        "        base = b * m * n\n"
+        + _IN.format(rows="m", columns="n", work="work", src="a", base="base")
+        + f"        {call}\n"
+        + _OUT.format(rows="m", columns="n", work="work", dst=dst, base="base")
+    )
+
+
 _DECLARATIONS = {
     # LAPACKE_?getrf_work(layout, m, n, a, lda, ipiv)
     "getrf": "routine = types.ExternalFunction('{name}', _I(types.int32, _I, _I, _P, _I, _P))",
@@ -126,28 +142,19 @@ _KERNELS = {
         "                work[i] = a[base + (i % n) * n + i // n]\n"
         + _OUT.format(rows="n", columns="n", work="work", dst="factors", base="base")
     ),
-    "geqrf": (
-        "def kernel(a, factors, taus, dims, work):\n"
-        "    batch, m, n, lwork = dims[0], dims[1], dims[2], dims[3]\n"
-        "    k = min(m, n)\n"
-        "    pw, pt = np.intp(work.ctypes.data), np.intp(taus.ctypes.data)\n"
-        "    for b in range(batch):\n"
-        "        base = b * m * n\n"
-        + _IN.format(rows="m", columns="n", work="work", src="a", base="base")
-        + "        routine(COL_MAJOR, lapack_int(m), lapack_int(n), pw, lapack_int(max(m, 1)),"
-        " pt + b * k * SIZE, pw + m * n * SIZE, lapack_int(lwork))\n"
-        + _OUT.format(rows="m", columns="n", work="work", dst="factors", base="base")
+    "geqrf": _in_place(
+        "a, factors, taus, dims, work",
+        "batch, m, n, lwork = dims[0], dims[1], dims[2], dims[3]\n    k = min(m, n)",
+        "routine(COL_MAJOR, lapack_int(m), lapack_int(n), pw, lapack_int(max(m, 1)),"
+        " pt + b * k * SIZE, pw + m * n * SIZE, lapack_int(lwork))",
+        "factors",
     ),
-    "orgqr": (
-        "def kernel(a, taus, q, dims, work):\n"
-        "    batch, m, n, k, lwork = dims[0], dims[1], dims[2], dims[3], dims[4]\n"
-        "    pw, pt = np.intp(work.ctypes.data), np.intp(taus.ctypes.data)\n"
-        "    for b in range(batch):\n"
-        "        base = b * m * n\n"
-        + _IN.format(rows="m", columns="n", work="work", src="a", base="base")
-        + "        routine(COL_MAJOR, lapack_int(m), lapack_int(n), lapack_int(k), pw,"
-        " lapack_int(max(m, 1)), pt + b * k * SIZE, pw + m * n * SIZE, lapack_int(lwork))\n"
-        + _OUT.format(rows="m", columns="n", work="work", dst="q", base="base")
+    "orgqr": _in_place(
+        "a, taus, q, dims, work",
+        "batch, m, n, k, lwork = dims[0], dims[1], dims[2], dims[3], dims[4]",
+        "routine(COL_MAJOR, lapack_int(m), lapack_int(n), lapack_int(k), pw,"
+        " lapack_int(max(m, 1)), pt + b * k * SIZE, pw + m * n * SIZE, lapack_int(lwork))",
+        "q",
     ),
     "trsm": (
         "def kernel(a, rhs, out, dims, work):\n"
