@@ -469,6 +469,24 @@ def linalg_solve():
     return (lambda a, b: jnp.linalg.solve(a, b)), [a, _normal(rng, 16, 64, 8)]
 
 
+def batched_factorizations():
+    """Small matrices factored in batches: QR, SVD and a symmetric eigensolver, which JAX
+    lowers to XLA:CPU's LAPACK calls (geqrf, orgqr, gesdd, syevd); each result is rebuilt
+    into its matrix (the vectors' signs are LAPACK's choice)."""
+    import jax.numpy as jnp
+
+    def run(a, s):
+        q, r = jnp.linalg.qr(a)
+        u, singular, vt = jnp.linalg.svd(a, full_matrices=False)
+        w, v = jnp.linalg.eigh(s)
+        rebuilt = q @ r + (u * singular[..., None, :]) @ vt
+        return rebuilt, singular, w, (v * w[..., None, :]) @ jnp.swapaxes(v, -1, -2)
+
+    rng = _rng()
+    m = _normal(rng, 32, 16, 16)
+    return run, [_normal(rng, 32, 24, 16), m + np.swapaxes(m, -1, -2)]
+
+
 def conv_transpose_decoder():
     """A decoder's stride-2 transposed convolutions (base-dilated convolutions)."""
     from jax import lax
@@ -592,6 +610,7 @@ PROGRAMS = {
         dus_loop,
         cholesky_solves,
         linalg_solve,
+        batched_factorizations,
         conv_transpose_decoder,
         mixture_grad,
         dropout_noise,
