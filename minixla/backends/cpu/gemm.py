@@ -33,7 +33,7 @@ import ctypes
 import functools
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -88,6 +88,7 @@ class LapackLibrary:
     path: str
     width: int  # bits of its integers
     exports: dict  # registered symbol name -> the library's own
+    names: dict  # (letter, routine) -> the registered name, where the library exports it
 
 
 @dataclass(frozen=True)
@@ -98,10 +99,7 @@ class Blas:
     small_path: bool  # the core OpenBLAS runs has its small-matrix GEMM path
     exports: dict  # registered symbol name -> the library's own (native_library.py links it)
     large: LargeGemm | None = None
-    # (letter, routine) -> the registered name of a LAPACK routine (lapack.py), where the
-    # LAPACK library (`lapack_library`) exports it
-    lapack: dict = field(default_factory=dict)
-    lapack_library: LapackLibrary | None = None
+    style: tuple = ("cblas_", "")  # its symbols' prefix and suffix (cblas_sgemm64_: 64_)
 
     @property
     def small_macs(self) -> int:
@@ -140,11 +138,6 @@ def _find() -> Blas | None:
     found = locate()
     if found is not None:
         _register(ctypes.CDLL(found.path), found.exports)
-        if found.lapack_library is not None:
-            from .blas_threads import libraries_loaded
-
-            _register(ctypes.CDLL(found.lapack_library.path), found.lapack_library.exports)
-            libraries_loaded()  # SciPy's may be new to the process: its threads get set too
         if found.large is not None:
             _register(ctypes.CDLL(found.large.path), found.large.exports)
     return found
@@ -261,14 +254,33 @@ def locate() -> Blas | None:
                 names = {key: f"minixla_cblas_{key[0]}_{key[1]}_i{width}" for key in symbols}
                 exports = {names[key]: symbols[key] for key in symbols}
                 small = _core(lib).lower() in _SMALL_PATH_CORES
-                lapack, library = _lapack_library(path, lib, prefix, suffix, width)
-                return Blas(path, names, width, small, exports, large_library(), lapack, library)
+                style = (prefix, suffix)
+                return Blas(path, names, width, small, exports, large_library(), style)
     return None
 
 
-def _lapack_library(path: str, lib, prefix: str, suffix: str, width: int):
-    """({(letter, routine): registered name}, LapackLibrary) of SciPy's OpenBLAS where it is
-    installed and exports the routines, else of NumPy's (`lib`); ({}, None) with neither."""
+_LAPACK: list = []  # [LapackLibrary | None] once loaded and registered
+
+
+def lapack_library() -> LapackLibrary | None:
+    """The LAPACK library lapack.py's kernels call, its routines registered with LLVM; loaded
+    on first use only (SciPy's OpenBLAS is a 30 MB library a program without LAPACK calls
+    should not load)."""
+    if not _LAPACK:
+        found = lapack_locate()
+        if found is not None:
+            from .blas_threads import libraries_loaded
+
+            _register(ctypes.CDLL(found.path), found.exports)
+            libraries_loaded()  # SciPy's may be new to the process: its threads get set too
+        _LAPACK.append(found)
+    return _LAPACK[0]
+
+
+@functools.lru_cache(maxsize=1)
+def lapack_locate() -> LapackLibrary | None:
+    """SciPy's OpenBLAS where it is installed and exports the routines, else NumPy's (the
+    BLAS `locate` finds), else None; nothing registered with LLVM."""
     scipy_path = scipy_openblas()
     if scipy_path is not None:
         try:
@@ -280,8 +292,11 @@ def _lapack_library(path: str, lib, prefix: str, suffix: str, width: int):
             symbols = _lapack_symbols(scipy_lib, "scipy_cblas_", "", bits)
             if len(symbols) == 2 * len(LAPACK_ROUTINES):
                 return _named(symbols, scipy_path, bits)
-    symbols = _lapack_symbols(lib, prefix, suffix, width)
-    return _named(symbols, path, width) if symbols else ({}, None)
+    blas = locate()
+    if blas is None:
+        return None
+    symbols = _lapack_symbols(ctypes.CDLL(blas.path), *blas.style, blas.width)
+    return _named(symbols, blas.path, blas.width) if symbols else None
 
 
 @functools.lru_cache(maxsize=1)
@@ -302,9 +317,9 @@ def scipy_openblas() -> str | None:
     return None
 
 
-def _named(symbols: dict, path: str, width: int):
+def _named(symbols: dict, path: str, width: int) -> LapackLibrary:
     exports = {ours: own for ours, own in symbols.values()}
-    return {key: symbols[key][0] for key in symbols}, LapackLibrary(path, width, exports)
+    return LapackLibrary(path, width, exports, {key: symbols[key][0] for key in symbols})
 
 
 def _lapack_symbols(lib, prefix: str, suffix: str, width: int) -> dict:

@@ -41,7 +41,7 @@ import numpy as np
 from numba import njit, types
 from minixla.backends.cpu import gemm as _library
 
-_library.library()  # registers the symbols before this module's machine code is loaded
+_library.lapack_library()  # registers the symbols before this module's machine code is loaded
 _I = types.int{width}
 _P = types.intp
 _F = types.{scalar}
@@ -240,15 +240,17 @@ def plan(instr) -> LapackPlan | None:
     from ...ir.attrs import backend_config_string
     from ...reference.custom_call import registered_targets
     from ...reference.xla_custom_calls import ffi_attributes, lapack_routine
-    from .gemm import library
+    from .gemm import lapack_library
 
     target = instr.attrs["custom_call_target"]
     found = lapack_routine(target)
     if found is None or target in registered_targets("cpu"):
         return None
     letter, routine = found
-    blas = library()
-    if letter not in _DTYPES or blas is None or (letter, routine) not in blas.lapack:
+    if letter not in _DTYPES:
+        return None
+    library = lapack_library()
+    if library is None or (letter, routine) not in library.names:
         return None
     attrs = ffi_attributes(backend_config_string(instr.attrs.get("backend_config")))
     a = instr.operand(0).shape.dims
@@ -274,7 +276,7 @@ def plan(instr) -> LapackPlan | None:
         return LapackPlan(letter, routine, _dims(batch, rows, uplo), rows * rows, 0, flops, empty)
     if routine in _WORKSPACE_ROUTINES:
         k = min(rows, columns) if routine == "geqrf" else instr.operand(1).shape.dims[-1]
-        lwork = 0 if empty else _workspace(blas, letter, routine, rows, columns, k)
+        lwork = 0 if empty else _workspace(library, letter, routine, rows, columns, k)
         if lwork is None:
             return None
         dims = (
@@ -284,11 +286,11 @@ def plan(instr) -> LapackPlan | None:
         )
         return LapackPlan(letter, routine, _dims(*dims), rows * columns + lwork, 0, flops, empty)
     if routine == "gesdd":
-        return _gesdd(instr, blas, letter, attrs, batch, rows, columns, empty)
+        return _gesdd(instr, library, letter, attrs, batch, rows, columns, empty)
     if routine == "syevd":
         lower = attrs.get("uplo", FLAG["L"]) == FLAG["L"]
         uplo = FLAG["L"] if lower else FLAG["U"]
-        sizes = (0, 0) if empty else _syevd_workspace(blas, letter, rows, uplo)
+        sizes = (0, 0) if empty else _syevd_workspace(library, letter, rows, uplo)
         if sizes is None:
             return None
         dims = _dims(batch, rows, uplo, *sizes)
@@ -311,7 +313,7 @@ def plan(instr) -> LapackPlan | None:
     return LapackPlan(letter, routine, dims, m * n + rows * rows, 0, float(m * n * rows), empty)
 
 
-def _gesdd(instr, blas, letter, attrs, batch, m, n, empty) -> LapackPlan | None:
+def _gesdd(instr, library, letter, attrs, batch, m, n, empty) -> LapackPlan | None:
     from ...reference.lapack_ffi import full_matrices
 
     shapes = instr.shape.tuple_shapes
@@ -323,7 +325,7 @@ def _gesdd(instr, blas, letter, attrs, batch, m, n, empty) -> LapackPlan | None:
     ucols, vrows = (m, n) if full else (k, k)
     if tuple(left[-2:]) != (m, ucols) or tuple(right[-2:]) != (vrows, n):
         return None
-    lwork = 0 if empty else _gesdd_workspace(blas, letter, jobz, m, n, ucols, vrows)
+    lwork = 0 if empty else _gesdd_workspace(library, letter, jobz, m, n, ucols, vrows)
     if lwork is None:
         return None
     dims = _dims(batch, m, n, jobz, ucols, vrows, lwork)
@@ -337,15 +339,10 @@ def _dims(*values: int) -> np.ndarray:
     return found
 
 
-def _workspace(blas, letter: str, routine: str, m: int, n: int, k: int) -> int | None:
+def _workspace(library, letter: str, routine: str, m: int, n: int, k: int) -> int | None:
     """The routine's optimal workspace (a query with lwork -1), or None where the query
     fails."""
-    library = blas.lapack_library
-    own = library.exports[blas.lapack[letter, routine]]
-    fn = getattr(ctypes.CDLL(library.path), own)
-    integer = ctypes.c_int64 if library.width == 64 else ctypes.c_int32
-    scalar = ctypes.c_float if letter == "s" else ctypes.c_double
-    fn.restype = integer
+    fn, integer, scalar = _library_function(library, letter, routine)
     matrix = (scalar * max(1, m * n))()
     tau = (scalar * max(1, k))()
     answer = scalar()
@@ -364,17 +361,16 @@ def _workspace(blas, letter: str, routine: str, m: int, n: int, k: int) -> int |
     return max(1, int(answer.value))
 
 
-def _library_function(blas, letter: str, routine: str):
+def _library_function(library, letter: str, routine: str):
     """(the routine through ctypes, its integer type, its scalar type)."""
-    library = blas.lapack_library
-    fn = getattr(ctypes.CDLL(library.path), library.exports[blas.lapack[letter, routine]])
+    fn = getattr(ctypes.CDLL(library.path), library.exports[library.names[letter, routine]])
     fn.restype = ctypes.c_int64 if library.width == 64 else ctypes.c_int32
     scalar = ctypes.c_float if letter == "s" else ctypes.c_double
     return fn, fn.restype, scalar
 
 
-def _gesdd_workspace(blas, letter, jobz, m, n, ucols, vrows) -> int | None:
-    fn, integer, scalar = _library_function(blas, letter, "gesdd")
+def _gesdd_workspace(library, letter, jobz, m, n, ucols, vrows) -> int | None:
+    fn, integer, scalar = _library_function(library, letter, "gesdd")
     answer = scalar()
     iwork = (integer * max(1, 8 * min(m, n)))()
     status = fn(
@@ -386,8 +382,8 @@ def _gesdd_workspace(blas, letter, jobz, m, n, ucols, vrows) -> int | None:
     return None if status != 0 else max(1, int(answer.value))
 
 
-def _syevd_workspace(blas, letter, n, uplo) -> tuple[int, int] | None:
-    fn, integer, scalar = _library_function(blas, letter, "syevd")
+def _syevd_workspace(library, letter, n, uplo) -> tuple[int, int] | None:
+    fn, integer, scalar = _library_function(library, letter, "syevd")
     answer, ianswer = scalar(), integer()
     status = fn(
         ctypes.c_int32(COL_MAJOR), ctypes.c_char(FLAG["V"]), ctypes.c_char(uplo), integer(n),
@@ -401,22 +397,22 @@ def _syevd_workspace(blas, letter, n, uplo) -> tuple[int, int] | None:
 
 def kernel_spec(found: LapackPlan) -> KernelSpec:
     """The batched kernel of `found`'s routine and element type."""
-    from .gemm import library
+    from .gemm import lapack_library
 
-    blas = library()
-    assert blas is not None
+    library = lapack_library()
+    assert library is not None
     dtype = _DTYPES[found.letter]
     scalar = "float32" if dtype == "f32" else "float64"
     source = (
         _HEADER.format(
             routine=found.routine,
             dtype=dtype,
-            width=blas.lapack_library.width,
+            width=library.width,
             scalar=scalar,
             col_major=COL_MAJOR,
             size=4 if dtype == "f32" else 8,
             declaration=_DECLARATIONS[found.routine].format(
-                name=blas.lapack[found.letter, found.routine]
+                name=library.names[found.letter, found.routine]
             )
             + f"\nONE = np.{scalar}(1)",
         )
@@ -444,7 +440,7 @@ def kernel_spec(found: LapackPlan) -> KernelSpec:
     dtypes = [*types, "s64", dtype]
     if found.routine in _INTEGER_SCRATCH:  # in the library's integers
         args.append(("scratch", None))
-        dtypes.append(f"s{blas.lapack_library.width}")
+        dtypes.append(f"s{library.width}")
     spec = KernelSpec("kernel", source, args, [1] * len(args), dtypes, True, False)
     spec.kid = spec.content_id()
     return spec
@@ -463,11 +459,11 @@ class LapackCall:
         self.plan, self.namespace, self.kernel = found, namespace, kernel
         self.threads = blas_threads.threads_for(found.flops)
         self.dtype = np.float32 if found.letter == "s" else np.float64
-        from .gemm import library
+        from .gemm import lapack_library
 
-        blas = library()
-        assert blas is not None and blas.lapack_library is not None
-        self.pivot_type = np.int64 if blas.lapack_library.width == 64 else np.int32
+        library = lapack_library()
+        assert library is not None
+        self.pivot_type = np.int64 if library.width == 64 else np.int32
 
     def __call__(self, out, *operands, **_):
         found = self.plan

@@ -218,9 +218,9 @@ def build(disk: DiskCache, kernels: dict, objects: dict, lkey: str) -> dict | No
             _run(["ar", "rcs", "kernels.a", *(f"{name}.o" for name in objects)], work)
             _run(["objcopy", "--keep-global-symbols=entries", "kernels.a"], work)
             imports = imports_by_member(_run(["nm", "-u", "kernels.a"], work))
-            blas = _blas_exports(imports)
-            exports = _linked_exports(blas)
-            if blas is not None:  # GEMM kernels call the OpenBLAS libraries by their own names
+            blas, lapack = _blas_exports(imports), _lapack_exports(imports)
+            exports = _linked_exports(blas, lapack)
+            if exports:  # GEMM and LAPACK kernels call the libraries by their own names
                 names = "".join(f"{ours} {theirs}\n" for ours, theirs in exports.items())
                 (work / "blas").write_text(names)
                 _run(["objcopy", "--redefine-syms=blas", "kernels.a"], work)
@@ -246,7 +246,7 @@ def build(disk: DiskCache, kernels: dict, objects: dict, lkey: str) -> dict | No
                     "-Wl,-z,notext",  # MCJIT's static relocations in text
                     "-Wl,-z,noexecstack",  # MCJIT's objects carry no .note.GNU-stack
                     "-lm",
-                    *(_link_arguments(blas)),
+                    *(_link_arguments(blas, lapack)),
                 ],
                 work,
             )
@@ -272,46 +272,57 @@ def _why(exc: Exception) -> str:
     return str(exc)
 
 
-def _linked_exports(blas) -> dict:
-    """{registered name: the library's own name} of every BLAS library the kernels call."""
-    if blas is None:
-        return {}
-    lapack = blas.lapack_library
-    return {
-        **blas.exports,
-        **(blas.large.exports if blas.large is not None else {}),
-        **(lapack.exports if lapack is not None else {}),
-    }
+def _linked_exports(blas, lapack=None) -> dict:
+    """{registered name: the library's own name} of every BLAS and LAPACK library the kernels
+    call."""
+    found = {}
+    if blas is not None:
+        found.update(blas.exports)
+        found.update(blas.large.exports if blas.large is not None else {})
+    if lapack is not None:
+        found.update(lapack.exports)
+    return found
 
 
-def _link_arguments(blas) -> list[str]:
-    """The linker's arguments for the BLAS libraries (their own names never clash: NumPy's
-    ILP64 names end in 64_, the large GEMM library's do not)."""
-    if blas is None:
-        return []
-    paths = [blas.path] + ([blas.large.path] if blas.large is not None else [])
-    if blas.lapack_library is not None and blas.lapack_library.path not in paths:
-        paths.append(blas.lapack_library.path)
+def _link_arguments(blas, lapack=None) -> list[str]:
+    """The linker's arguments for the BLAS and LAPACK libraries (their own names never clash:
+    NumPy's ILP64 names end in 64_, the large GEMM library's and SciPy's do not, and share
+    no routine)."""
+    paths = [] if blas is None else [blas.path]
+    if blas is not None and blas.large is not None:
+        paths.append(blas.large.path)
+    if lapack is not None and lapack.path not in paths:
+        paths.append(lapack.path)
     return [arg for path in paths for arg in (path, f"-Wl,-rpath,{Path(path).parent}")]
 
 
+def _wanted(imports: dict, prefix: str) -> set[str]:
+    return {name for names in imports.values() for name in names if name.startswith(prefix)}
+
+
 def _blas_exports(imports: dict):
-    """gemm.locate()'s answer when a kernel calls the BLAS or LAPACK routines gemm.py registers
-    with LLVM under names of its own (minixla_cblas_..., minixla_lapack_...), else None. The
-    library calls them by the BLAS library's own names and links that library (already
-    loaded, with NumPy)."""
-    wanted = {
-        name
-        for names in imports.values()
-        for name in names
-        if name.startswith(("minixla_cblas_", "minixla_lapack_"))
-    }
+    """gemm.locate()'s answer when a kernel calls the BLAS routines gemm.py registers with
+    LLVM under names of its own (minixla_cblas_...), else None. The library calls them by the
+    BLAS library's own names and links that library (already loaded, with NumPy)."""
+    wanted = _wanted(imports, "minixla_cblas_")
     if not wanted:
         return None
     from .gemm import locate
 
     blas = locate()
     return blas if blas is not None and wanted <= set(_linked_exports(blas)) else None
+
+
+def _lapack_exports(imports: dict):
+    """gemm.lapack_locate()'s answer when a kernel calls the LAPACK routines registered as
+    minixla_lapack_..., else None."""
+    wanted = _wanted(imports, "minixla_lapack_")
+    if not wanted:
+        return None
+    from .gemm import lapack_locate
+
+    lapack = lapack_locate()
+    return lapack if lapack is not None and wanted <= set(lapack.exports) else None
 
 
 def imports_by_member(nm_output: str) -> dict[str, set[str]]:
