@@ -45,8 +45,8 @@ ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 # (cblas_sgemm64_, scipy_cblas_dgemv64_, ...)
 _SYMBOLS = (("scipy_cblas_", "64_", 64), ("cblas_", "64_", 64), ("cblas_", "", None))
 _ROUTINES = {("f32", "gemm"): "sgemm", ("f64", "gemm"): "dgemm"}
-LAPACK_ROUTINES = ("getrf", "potrf", "geqrf", "orgqr", "gesdd", "syevd", "trsm")  # lapack.py
 _ROUTINES.update({("f32", "gemv"): "sgemv", ("f64", "gemv"): "dgemv"})
+LAPACK_ROUTINES = ("getrf", "potrf", "geqrf", "orgqr", "gesdd", "syevd", "trsm")  # lapack.py
 # OpenBLAS's AVX-512 kernels compute GEMMs of at most 10^6 multiply-adds without packing the
 # operands (its small-matrix path); above that, a GEMM with few rows spends most of its time
 # packing B. Such GEMMs are run as column blocks under the limit (`DotPlan.block`).
@@ -333,7 +333,7 @@ def _lapack_symbols(lib, prefix: str, suffix: str, width: int) -> dict:
             own = (
                 f"{prefix}{letter}trsm{suffix}"
                 if routine == "trsm"
-                else f"{lapacke}{letter}{routine}_work{suffix or ''}"
+                else f"{lapacke}{letter}{routine}_work{suffix}"
             )
             if hasattr(lib, own):
                 found[letter, routine] = (f"minixla_lapack_{letter}{routine}_i{width}", own)

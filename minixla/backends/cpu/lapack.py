@@ -24,7 +24,7 @@ import numpy as np
 
 from ...reference.lapack_ffi import FLAG
 from . import blas_threads
-from .kernels import KernelSpec
+from .kernels import KernelSpec, storage_dtype
 
 COL_MAJOR = 102  # LAPACKE's and cblas's layout constant
 # cblas's enums for trsm
@@ -36,7 +36,7 @@ _DTYPES = {"s": "f32", "d": "f64"}
 _WORKSPACE_ROUTINES = ("geqrf", "orgqr")
 _INTEGER_SCRATCH = ("getrf", "gesdd", "syevd")  # pivots or iwork
 
-_HEADER = '''"""{routine} of NumPy's LAPACK, {dtype}: one call per batch matrix."""
+_HEADER = '''"""{routine} of gemm.lapack_library()'s LAPACK, {dtype}: one call per batch matrix."""
 import numpy as np
 from numba import njit, types
 from minixla.backends.cpu import gemm as _library
@@ -270,9 +270,8 @@ def plan(instr) -> LapackPlan | None:
             flops,
             empty,
         )
+    uplo = FLAG["L"] if attrs.get("uplo", FLAG["L"]) == FLAG["L"] else FLAG["U"]
     if routine == "potrf":
-        lower = attrs.get("uplo", FLAG["L"]) == FLAG["L"]
-        uplo = FLAG["L"] if lower else FLAG["U"]
         return LapackPlan(letter, routine, _dims(batch, rows, uplo), rows * rows, 0, flops, empty)
     if routine in _WORKSPACE_ROUTINES:
         k = min(rows, columns) if routine == "geqrf" else instr.operand(1).shape.dims[-1]
@@ -288,8 +287,6 @@ def plan(instr) -> LapackPlan | None:
     if routine == "gesdd":
         return _gesdd(instr, library, letter, attrs, batch, rows, columns, empty)
     if routine == "syevd":
-        lower = attrs.get("uplo", FLAG["L"]) == FLAG["L"]
-        uplo = FLAG["L"] if lower else FLAG["U"]
         sizes = (0, 0) if empty else _syevd_workspace(library, letter, rows, uplo)
         if sizes is None:
             return None
@@ -303,12 +300,11 @@ def plan(instr) -> LapackPlan | None:
         return None
     m, n = b[-2], b[-1]
     left = attrs.get("side", FLAG["L"]) == FLAG["L"]
-    lower = attrs.get("uplo", FLAG["L"]) == FLAG["L"]
     unit = attrs.get("diag", FLAG["N"]) == FLAG["U"]
     trans = _TRANSPOSE.get(attrs.get("trans_x", FLAG["N"]))
     if trans is None or rows != columns or rows != (m if left else n):
         return None
-    dims = _dims(batch, m, n, rows, _SIDE[left], _UPLO[lower], trans, _DIAG[unit])
+    dims = _dims(batch, m, n, rows, _SIDE[left], _UPLO[uplo == FLAG["L"]], trans, _DIAG[unit])
     empty = batch * m * n == 0
     return LapackPlan(letter, routine, dims, m * n + rows * rows, 0, float(m * n * rows), empty)
 
@@ -436,14 +432,25 @@ def kernel_spec(found: LapackPlan) -> KernelSpec:
         "gesdd": (dtype, dtype, dtype, dtype, dtype, "s32"),
         "syevd": (dtype, dtype, dtype, "s32"),
     }[found.routine]
-    args = [*arrays, ("dims", None), ("scratch", None)]
-    dtypes = [*types, "s64", dtype]
-    if found.routine in _INTEGER_SCRATCH:  # in the library's integers
-        args.append(("scratch", None))
-        dtypes.append(f"s{library.width}")
+    scratch = scratch_buffers(found)
+    args = [*arrays, ("dims", None), *(("scratch", None) for _ in scratch)]
+    dtypes = [*types, "s64", *(dtype for _, dtype in scratch)]
     spec = KernelSpec("kernel", source, args, [1] * len(args), dtypes, True, False)
     spec.kid = spec.content_id()
     return spec
+
+
+def scratch_buffers(found: LapackPlan) -> list[tuple[int, str]]:
+    """(elements, HLO type) of the kernel's scratch arguments after `dims`: the work buffer,
+    then, for getrf, gesdd and syevd, the integers in the library's width."""
+    from .gemm import lapack_library
+
+    library = lapack_library()
+    assert library is not None
+    buffers = [(max(1, found.work), _DTYPES[found.letter])]
+    if found.routine in _INTEGER_SCRATCH:
+        buffers.append((max(1, found.ipiv), f"s{library.width}"))
+    return buffers
 
 
 def input_count(found: LapackPlan) -> int:
@@ -458,12 +465,7 @@ class LapackCall:
     def __init__(self, found: LapackPlan, namespace: dict, kernel: str):
         self.plan, self.namespace, self.kernel = found, namespace, kernel
         self.threads = blas_threads.threads_for(found.flops)
-        self.dtype = np.float32 if found.letter == "s" else np.float64
-        from .gemm import lapack_library
-
-        library = lapack_library()
-        assert library is not None
-        self.pivot_type = np.int64 if library.width == 64 else np.int32
+        self.scratch = [(n, storage_dtype(dtype)) for n, dtype in scratch_buffers(found)]
 
     def __call__(self, out, *operands, **_):
         found = self.plan
@@ -478,9 +480,7 @@ class LapackCall:
                 outs[-1][...] = 0  # infos
             return
         blas_threads.use_threads(self.threads)
-        work = np.empty(found.work, self.dtype)
         inputs = operands[: input_count(found)]
         flat = [x.reshape(-1) for x in (*inputs, *outs)]
-        integers = found.routine in _INTEGER_SCRATCH
-        extra = (np.empty(found.ipiv, self.pivot_type),) if integers else ()
-        self.namespace[self.kernel](*flat, found.dims, work, *extra)
+        scratch = [np.empty(n, dtype) for n, dtype in self.scratch]
+        self.namespace[self.kernel](*flat, found.dims, *scratch)

@@ -286,11 +286,8 @@ class _Emitter:
         dims = self.b.bind("c", found.dims.copy())
         self.fixed.append(dims)
         self.fixed_dtypes.append("s64")
-        spec = lapack.kernel_spec(found)
-        scratch = [self.scratch(found.work, spec.dtypes[len(inputs) + len(outs) + 1])]
-        if len(spec.args) > len(inputs) + len(outs) + 2:  # the integer scratch
-            scratch.append(self.scratch(max(1, found.ipiv), spec.dtypes[-1]))
-        callee = self.call(spec)
+        scratch = [self.scratch(n, dtype) for n, dtype in lapack.scratch_buffers(found)]
+        callee = self.call(lapack.kernel_spec(found))
         self.lines.append(f"{callee}({', '.join([*inputs, *outs, dims, *scratch])})")
         self.uses_blas = True
         if not instr.shape.is_tuple:
