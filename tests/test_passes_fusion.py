@@ -7,7 +7,7 @@ import pytest
 import minixla
 from conformance_reference import case_dirs, check_passes_keep_values, requires_corpus
 from minixla.passes.fusion import InstructionFusion
-from minixla.passes.fusion_cost import MAX_FUSED_OPS, MAX_RECOMPUTED_OPS
+from minixla.passes.fusion_cost import MAX_FUSED_OPS, MAX_RECOMPUTED_OPS, read_part, reads_apart
 from minixla.testing import check_pass
 
 
@@ -316,10 +316,51 @@ def test_an_unrolled_recurrence_is_not_recomputed_by_every_step():
     assert any("recompute" in d.reason for _, _, d in fusion.decisions)
 
 
-def test_a_short_recurrence_is_still_fused_whole():
-    # within the limits, copying the chain into each step saves writing it to memory
-    module, _ = minixla.testing.run_pass(InstructionFusion(multi_output=False), _recurrence(3))
-    assert {i.opcode for i in module.entry.instructions} == {"parameter", "fusion", "tuple"}
+def _cell_states(steps: int) -> str:
+    """An LSTM's cell state unrolled: c_t = f_t * c_(t-1) + i_t * g_t from gates that are
+    transcendentals of per-step inputs; every step's h_t = o_t * tanh(c_t) is an output."""
+    lines = ["c0 = f32[64] parameter(0)"]
+    for t in range(1, steps + 1):
+        for k, gate in enumerate("fio g".replace(" ", "")):
+            lines.append(f"z{gate}{t} = f32[64] parameter({4 * t - 3 + k})")
+        lines += [
+            f"f{t} = f32[64] logistic(zf{t})",
+            f"i{t} = f32[64] logistic(zi{t})",
+            f"o{t} = f32[64] logistic(zo{t})",
+            f"g{t} = f32[64] tanh(zg{t})",
+            f"m{t} = f32[64] multiply(f{t}, c{t - 1})",
+            f"n{t} = f32[64] multiply(i{t}, g{t})",
+            f"c{t} = f32[64] add(m{t}, n{t})",
+            f"tc{t} = f32[64] tanh(c{t})",
+            f"h{t} = f32[64] multiply(o{t}, tc{t})",
+        ]
+    outputs = ", ".join(f"h{t}" for t in range(1, steps + 1))
+    lines.append(f"ROOT out = ({', '.join(['f32[64]'] * steps)}) tuple({outputs})")
+    return "HloModule cells\nENTRY main {\n" + "\n".join(lines) + "\n}"
+
+
+def test_a_recurrence_through_gates_computes_each_state_once():
+    # copying c_(t-1) into step t's fusion would read the earlier steps' gates instead of
+    # one state, so they would be stored (transcendentals are never copied) and every step
+    # would recompute the chain: each state is computed once instead
+    steps = 6
+    module = check_pass(InstructionFusion(), _cell_states(steps), "// CHECK: fusion(")
+    body = [i.opcode for f in fusions(module) for i in f.attrs["calls"].instructions]
+    assert body.count("add") == steps
+    assert body.count("logistic") == 3 * steps
+
+
+def test_a_short_recurrence_is_fused_whole_without_copies():
+    # each step's state feeds the next step and that step's output: the outputs join one
+    # multi-output fusion that computes every step once, rather than each output's fusion
+    # recomputing the chain before it
+    steps = 3
+    module, _ = minixla.testing.run_pass(InstructionFusion(), _recurrence(steps))
+    entry_ops = {i.opcode for i in module.entry.instructions}
+    assert entry_ops == {"parameter", "fusion", "get-tuple-element", "tuple"}
+    (fusion,) = fusions(module)
+    ops = [i.opcode for i in fusion.attrs["calls"].instructions]
+    assert ops.count("add") == steps and ops.count("multiply") == 2 * steps
 
 
 def test_slices_of_a_shared_value_are_copied_freely():
@@ -351,6 +392,56 @@ ENTRY main {{
     (total,) = [f for f in fusions(module) if f.users[0].opcode == "tuple"]
     body = total.attrs["calls"].instructions
     assert sum(i.opcode == "slice" for i in body) == count
+
+
+# An LSTM step: the recurrent dot plus its bias, given a leading dim of 1 and added to the
+# step's input projection, then sliced into four gates, each its own fusion.
+_GATES = """
+HloModule gates
+ENTRY main {
+  d = f32[4,32] parameter(0)
+  bias = f32[32] parameter(1)
+  xs = f32[1,4,32] parameter(2)
+  b = f32[4,32] broadcast(bias), dimensions={1}
+  pre = f32[4,32] add(d, b)
+  pre3 = f32[1,4,32] reshape(pre)
+  z = f32[1,4,32] add(pre3, xs)
+  zi = f32[1,4,8] slice(z), slice={[0:1], [0:4], [0:8]}
+  zf = f32[1,4,8] slice(z), slice={[0:1], [0:4], [%s]}
+  zg = f32[1,4,8] slice(z), slice={[0:1], [0:4], [16:24]}
+  zo = f32[1,4,8] slice(z), slice={[0:1], [0:4], [24:32]}
+  i = f32[1,4,8] logistic(zi)
+  f = f32[1,4,8] logistic(zf)
+  g = f32[1,4,8] tanh(zg)
+  o = f32[1,4,8] logistic(zo)
+  ROOT t = tuple(i, f, g, o)
+}"""
+
+
+def test_disjoint_slices_of_a_chain_are_read_apart():
+    # each gate's fusion computes only its own quarter of the pre-activation: copying the
+    # adds into all four recomputes nothing, so neither is stored (as a copy of a value
+    # read whole, the dot's add would be stored after two copies)
+    module = check_pass(InstructionFusion(multi_output=False), _GATES % "8:16", "// CHECK: fusion(")
+    assert {o.opcode for f in fusions(module) for o in f.operands} == {"parameter"}
+    adds = [i for f in fusions(module) for i in f.attrs["calls"].instructions if i.opcode == "add"]
+    assert len(adds) == 2 * 4  # the pre-activation's two adds in each gate's fusion
+
+
+@pytest.mark.parametrize("forget, apart", [("8:16", True), ("4:12", False)])
+def test_read_parts_follow_slices_through_adds_and_unit_reshapes(forget, apart):
+    # with the forget gate's slice overlapping the input gate's, a copy of the adds in both
+    # fusions would compute the shared elements twice: that counts against the limits
+    module = minixla.parse_hlo_module(_GATES % forget)
+    named = {i.name: i for i in module.entry.instructions}
+    start, stop = map(int, forget.split(":"))
+    quarters = [((0, 4), (0, 8)), ((0, 4), (start, stop)), ((0, 4), (16, 24)), ((0, 4), (24, 32))]
+    # the reshape only adds a dim of 1: what it reads maps back onto pre's two dims
+    assert sorted(read_part(named["pre3"], named["pre"])) == sorted(quarters)
+    assert read_part(named["zi"], named["z"]) == [((0, 1), (0, 4), (0, 8))]
+    assert read_part(named["t"], named["i"]) is None  # the root reads all of it
+    assert reads_apart(named["z"], named["zi"]) is apart
+    assert reads_apart(named["z"], named["zg"]) is True
 
 
 def test_a_producer_read_at_many_indices_is_stored_once():

@@ -30,6 +30,7 @@ CHEAP_TO_EVALUATE = frozenset({"constant", "iota", "broadcast"})
 # Limits on copying a producer that keeps other users into a fusion (`Duplication`):
 MAX_RECOMPUTED_OPS = 16  # such copies in one fusion
 MAX_COPIES = 2  # fusions one producer is copied into, unless it or a user had more users
+MAX_COPY_READS = 1.25  # elements a copy may read per element of the value it replaces
 
 LOOP_FUSIBLE_MOVEMENT = frozenset(
     {
@@ -165,13 +166,139 @@ def _reductions(instr: HloInstruction) -> set:
 def counts_as_recomputed(producer: HloInstruction, consumer: HloInstruction) -> bool:
     """Would fusing `producer` into `consumer` recompute work that stays done elsewhere?
     Not for a producer reading no more than it writes (broadcasts, iotas: XLA's test; slices,
-    which read only the elements they write, however large their operand)."""
+    which read only the elements they write, however large their operand), nor where the
+    consumer reads elements no other user reads (an LSTM's four gates sliced from one add)."""
     if all(u is consumer for u in producer.users):
         return False
     if producer.opcode in ("slice", "dynamic-slice") or producer.shape.numel() == 1:
         return False  # a scalar is computed once per kernel, not per element
     read = sum(o.shape.numel() for o in {id(o): o for o in producer.operands}.values())
-    return read > producer.shape.numel()
+    return read > producer.shape.numel() and not reads_apart(producer, consumer)
+
+
+# ---- the parts of a value its users read --------------------------------------------------------
+# A part is a list of boxes, one (start, stop) per dim; None is the whole value.
+MAX_BOXES = 16  # beyond this many boxes a part counts as the whole value
+MAX_DEMAND_DEPTH = 8  # users followed from a value before its part counts as the whole
+
+
+def reads_apart(producer: HloInstruction, consumer: HloInstruction) -> bool:
+    """Does `consumer` read only elements of `producer` that none of its other users read?"""
+    mine = read_part(consumer, producer)
+    if mine is None:
+        return False
+    for user in {id(u): u for u in producer.users}.values():
+        if user is consumer:
+            continue
+        theirs = read_part(user, producer)
+        if theirs is None or any(_overlap(a, b) for a in mine for b in theirs):
+            return False
+    return True
+
+
+def read_part(user: HloInstruction, value: HloInstruction):
+    """The boxes of `value` that `user` reads (for a fusion: what its parameters for `value`
+    feed), or None where it may read any element."""
+    memo: dict = {}  # a value reached by several paths is walked once
+    if user.opcode == "fusion":
+        fused = user.attrs["calls"]
+        numbers = [i for i, o in enumerate(user.operands) if o is value]
+        return _union([_demanded(fused.parameter(i), 0, memo) for i in numbers])
+    return _read_through(user, value, 0, memo)
+
+
+def _demanded(instr: HloInstruction, depth: int, memo: dict):
+    """The part of `instr` its users read, following elementwise ops, reshapes that only add
+    or drop dims of size 1, and slices; None where that cannot be told."""
+    if id(instr) not in memo:
+        if instr.is_root() or not instr.users or depth > MAX_DEMAND_DEPTH:
+            memo[id(instr)] = None
+        else:
+            users = {id(u): u for u in instr.users}.values()
+            memo[id(instr)] = _union([_read_through(u, instr, depth, memo) for u in users])
+    return memo[id(instr)]
+
+
+def _read_through(user: HloInstruction, value: HloInstruction, depth: int, memo: dict):
+    if user.opcode == "slice":
+        box = tuple(
+            (start, start + (n - 1) * stride + 1) if n else (start, start)
+            for (start, _, stride), n in zip(user.attrs["slice"], user.shape.dims)
+        )
+        return [box]
+    if user.opdef.kind == ELEMENTWISE and user.shape.dims == value.shape.dims:
+        return _demanded(user, depth + 1, memo)
+    if user.opcode == "reshape" and _unit_dims_only(value.shape.dims, user.shape.dims):
+        part = _demanded(user, depth + 1, memo)
+        return (
+            None
+            if part is None
+            else [_reshape_box(b, user.shape.dims, value.shape.dims) for b in part]
+        )
+    return None
+
+
+def _unit_dims_only(a: tuple, b: tuple) -> bool:
+    return [d for d in a if d != 1] == [d for d in b if d != 1]
+
+
+def _reshape_box(box: tuple, dims: tuple, operand_dims: tuple) -> tuple:
+    """A box of a reshape (to `dims`) that only adds or drops dims of size 1, in its
+    operand's dims."""
+    kept = iter([span for span, d in zip(box, dims) if d != 1])
+    return tuple((0, 1) if d == 1 else next(kept) for d in operand_dims)
+
+
+def _union(parts: list):
+    if any(p is None for p in parts):
+        return None
+    boxes = [b for p in parts for b in p]
+    return boxes if len(boxes) <= MAX_BOXES else None
+
+
+def _overlap(a: tuple, b: tuple) -> bool:
+    return all(max(x0, y0) < min(x1, y1) for (x0, x1), (y0, y1) in zip(a, b))
+
+
+def copy_reads(producer: HloInstruction, consumer: HloInstruction) -> int:
+    """The elements a copy of `producer` in `consumer` reads from values `consumer` does not
+    read already. The copy pulls in the cheap ops of its size that compute it (an elementwise
+    chain) and reads what they read: values stored anyway, expensive ones (which are never
+    copied), smaller ones (a broadcast reads its operand). At most MAX_FUSED_OPS ops are
+    followed; past them the copy would not fit in a fusion, and the count says so."""
+    read = {id(o) for o in consumer.operands}
+    size = producer.shape.numel()
+    copied: set[int] = set()
+    frontier: dict[int, HloInstruction] = {}
+    stack = [producer]
+    while stack:
+        instr = stack.pop()
+        if id(instr) in copied:
+            continue
+        copied.add(id(instr))
+        if len(copied) > MAX_FUSED_OPS:
+            return sum(o.shape.numel() for o in frontier.values()) + size * MAX_FUSED_OPS
+        for operand in instr.operands:
+            if id(operand) in read:
+                continue
+            if operand.opcode in CHEAP_TO_EVALUATE:
+                frontier.update((id(o), o) for o in operand.operands if id(o) not in read)
+            elif operand.shape.numel() < size or _stored_anyway(operand) or is_expensive(operand):
+                frontier[id(operand)] = operand
+            else:
+                stack.append(operand)
+    return sum(o.shape.numel() for o in frontier.values() if id(o) not in copied)
+
+
+def _stored_anyway(instr: HloInstruction) -> bool:
+    """Is `instr` stored whatever fusion does: not loop-fusible, a scalar (computed once per
+    kernel), the root, or read by an op no fusion takes in?"""
+    if not is_loop_fusible(instr) or instr.shape.numel() == 1 or instr.is_root():
+        return True
+    return any(
+        not (is_loop_fusible(u) or is_reduction_root(u) or u.opcode == "fusion")
+        for u in instr.users
+    )
 
 
 class Duplication:
@@ -180,9 +307,12 @@ class Duplication:
     A producer that keeps other users is copied into a fusion (cheap ops only) unless:
     * the fusion already holds MAX_RECOMPUTED_OPS such copies;
     * MAX_COPIES fusions already hold a copy of it, and neither it nor one of its users had
-      more users before fusion (four gates sliced from one add each pull in the add's operands).
-    Without them, an unrolled recurrence (an LSTM's cell-state gradient) is copied
-    whole into every step's fusion: work quadratic in the steps.
+      more users before fusion (four gates sliced from one add each pull in the add's operands);
+    * the copy would read much more than the value it replaces (`copy_reads`): a recurrence's
+      state pulls in every earlier step's chain.
+    Without them, an unrolled recurrence (an LSTM's cell state or its gradient) is copied
+    whole into every step's fusion: work quadratic in the steps, and each step's gates
+    stored for the copies instead of its state.
     Producers that read no more than they write are copied freely (`counts_as_recomputed`)."""
 
     def __init__(self, instrs: list[HloInstruction]) -> None:
@@ -196,6 +326,12 @@ class Duplication:
     def check(self, producer: HloInstruction, consumer: HloInstruction) -> Decision:
         if not counts_as_recomputed(producer, consumer):
             return YES
+        reads = copy_reads(producer, consumer)
+        if reads > MAX_COPY_READS * producer.shape.numel():
+            return no(
+                f"a recomputed {producer.opcode} would read {reads} elements where its value "
+                f"has {producer.shape.numel()}"
+            )
         held = self._held(consumer)
         if held >= MAX_RECOMPUTED_OPS:
             return no(f"the fusion already recomputes {held} ops computed elsewhere")
