@@ -20,6 +20,23 @@ def While(condition, body, init: XlaOp) -> XlaOp:
     return Op("while", [init], {"condition": cond, "body": loop}, builder=builder)
 
 
+def Scan(inputs, carries, body, dimension: int = 0, is_reverse: bool = False) -> XlaOp:
+    """At each index along `dimension` (from the end with `is_reverse`), body(the inputs'
+    slices there..., the carries...) returns (the step's outputs..., the new carries...);
+    the result is a tuple: the outputs stacked along `dimension`, then the last carries."""
+    inputs, carries = list(inputs), list(carries)
+    builder = _builder(*inputs, *carries)
+    slices = [
+        Shape.array(x.dtype, x.shape.dims[:dimension] + x.shape.dims[dimension + 1 :])
+        for x in inputs
+    ]
+    comp = builder.computation(body, slices + [c.shape for c in carries], "scan_body")
+    attrs = {"dimensions": (dimension,), "num_carries": len(carries), "to_apply": comp}
+    if is_reverse:
+        attrs["is_reverse"] = True
+    return Op("scan", [*inputs, *carries], attrs, builder=builder)
+
+
 def Conditional(branch_index: XlaOp, branch_operands, branch_computations) -> XlaOp:
     """A pred[] selector picks branch 0 (true) or 1 (false); an s32[] one indexes the
     branches (out of range picks the last). Branch i receives branch_operands[i]."""

@@ -384,6 +384,7 @@ _ROWS = [
         REDUCTION,
         ("dimensions!", "num_carries", "is_reverse", "is_associative"),
         ("to_apply",),
+        infer="scan",
     ),
     # linear algebra
     OpDef(

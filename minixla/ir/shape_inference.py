@@ -38,6 +38,39 @@ def while_(instr) -> Shape:
     return state.without_layout()
 
 
+def scan(instr) -> Shape:
+    """to_apply: (the inputs' slices along `dimensions`, the carries) -> (the step's outputs,
+    the new carries); the result is the outputs stacked along that dim, then the carries."""
+    shapes = [base.operand_array(instr, i) for i in range(instr.operand_count)]
+    carried = instr.attrs.get("num_carries", 0)
+    if not 0 <= carried < len(shapes):
+        raise fail(
+            instr,
+            f"num_carries={carried} must leave at least one of the {len(shapes)} operands to scan",
+        )
+    inputs, carries = shapes[: len(shapes) - carried], shapes[len(shapes) - carried :]
+    dims = list(instr.attrs["dimensions"])
+    if len(dims) != 1 or not all(0 <= dims[0] < s.rank for s in inputs):
+        raise fail(instr, f"dimensions={dims} must name one dim of every input")
+    axis = dims[0]
+    length = inputs[0].dims[axis]
+    if any(s.dims[axis] != length for s in inputs):
+        raise fail(instr, f"the inputs differ in dim {axis}")
+    slices = [array(s.element_type, s.dims[:axis] + s.dims[axis + 1 :]) for s in inputs]
+    comp = check_signature(instr, "to_apply", slices + carries)
+    root = comp.root.shape
+    results = list(root.tuple_shapes) if root.is_tuple else [root]
+    outputs, updated = results[: len(results) - carried], results[len(results) - carried :]
+    if len(updated) != carried or any(not a.compatible(b) for a, b in zip(updated, carries)):
+        raise fail(
+            instr,
+            f"to_apply=%{comp.name} must return its outputs, then the {carried} carries "
+            "as they came in",
+        )
+    stacked = [array(o.element_type, o.dims[:axis] + (length,) + o.dims[axis:]) for o in outputs]
+    return Shape.tuple_of(stacked + [c.without_layout() for c in carries])
+
+
 def conditional(instr) -> Shape:
     """A pred selector picks true/false_computation, an s32 one branch_computations[i]; branch
     i takes operand i+1 and every branch returns the same shape."""
@@ -151,6 +184,7 @@ RULES: dict[str, Callable] = {
     "select": base.select,
     "clamp": base.clamp,
     "map": base.map_,
+    "scan": scan,
     "same_as_operand": base.same_as_operand,
     "broadcast": movement.broadcast,
     "reshape": movement.reshape,

@@ -62,7 +62,6 @@ DECLINED: dict[str, str] = {
     "recv-done": "no peers to receive from",
     "ragged-all-to-all": "not implemented yet",
     "ragged-dot": "not implemented yet",
-    "scan": "not implemented yet",
     "stochastic-convert": "not implemented yet",
     "rng-get-and-update-state": "stateful RNG is expanded by XLA before backends see it",
 }

@@ -32,6 +32,39 @@ def _while(ev, instr, ops):
     return state
 
 
+def _scan(ev, instr, ops):
+    """XLA's scan: at each index along `dimensions` (from the end with `is_reverse`), the body
+    maps (the inputs' slices there, the carries) to (the step's outputs, the new carries);
+    the result is the outputs stacked along that dim, then the last carries."""
+    (axis,) = instr.attrs["dimensions"]
+    carried = instr.attrs.get("num_carries", 0)
+    inputs, carries = ops[: len(ops) - carried], list(ops[len(ops) - carried :])
+    shapes = instr.shape.tuple_shapes if instr.shape.is_tuple else [instr.shape]
+    out_shapes = shapes[: len(shapes) - carried]
+    length = inputs[0].shape[axis] if inputs else (out_shapes[0].dims[axis] if out_shapes else 0)
+    steps = range(length - 1, -1, -1) if instr.attrs.get("is_reverse") else range(length)
+    outputs: list[list] = [[None] * length for _ in out_shapes]
+    for i in steps:
+        result = ev.evaluate(
+            instr.attrs["to_apply"], [np.take(x, i, axis=axis) for x in inputs] + carries
+        )
+        result = list(result) if isinstance(result, tuple) else [result]
+        if len(result) != len(out_shapes) + carried:
+            raise ExecutionError(
+                f"scan %{instr.name}: to_apply returns {len(result)} values, the scan has "
+                f"{len(out_shapes)} outputs and {carried} carries"
+            )
+        for column, value in zip(outputs, result):
+            column[i] = value
+        carries = result[len(out_shapes) :]
+    stacked = [
+        np.stack(column, axis=axis) if length else np.empty(shape.dims, shape.numpy_dtype())
+        for column, shape in zip(outputs, out_shapes)
+    ]
+    values = stacked + carries
+    return tuple(values) if instr.shape.is_tuple else values[0]
+
+
 def _conditional(ev, instr, ops):
     selector = np.asarray(ops[0])
     if "branch_computations" in instr.attrs:
@@ -137,6 +170,7 @@ HANDLERS = {
     "tuple": _tuple,
     "get-tuple-element": _get_tuple_element,
     "while": _while,
+    "scan": _scan,
     "conditional": _conditional,
     "call": _call,
     "fusion": _fusion,
