@@ -1,5 +1,5 @@
 """XLA's `scan`: the interpreter's values, the shape rule and its errors, the builder's Scan,
-and the cpu backend (which runs it through the interpreter, with a FallbackWarning)."""
+and scan-expander, which gives backends a while loop instead."""
 
 import warnings
 
@@ -10,6 +10,7 @@ import minixla
 from minixla import Builder, ops
 from minixla.backends.cpu import FallbackWarning
 from minixla.errors import MinixlaError
+from minixla.testing import check_pass
 
 # (running sum, running product) over two inputs along dim 1 of [2, 5]; outputs are
 # (sum, product) at each step, carries the same
@@ -55,11 +56,32 @@ def test_interpreter_scans_with_two_carries(reverse):
         np.testing.assert_allclose(value, want, rtol=1e-6)
 
 
-def test_cpu_runs_scan_through_the_interpreter_and_says_so():
-    text = SUM_AND_PRODUCT % "is_reverse=true,"
-    with pytest.warns(FallbackWarning, match="scan"):
+@pytest.mark.parametrize("reverse", [False, True])
+def test_scan_expander_writes_a_while_loop(reverse):
+    # check_pass also compares the interpreter's values before and after
+    text = SUM_AND_PRODUCT % ("is_reverse=true," if reverse else "")
+    check_pass(
+        "scan-expander",
+        text,
+        """
+    // CHECK: %scan_body
+    // CHECK: dynamic-slice(
+    // CHECK: call(
+    // CHECK: dynamic-update-slice(
+    // CHECK: ENTRY %main
+    // CHECK: while(
+    // CHECK-NOT: scan(
+    """,
+    )
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cpu_runs_scan_natively(reverse):
+    text = SUM_AND_PRODUCT % ("is_reverse=true," if reverse else "")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
         exe = minixla.compile(text, backend="cpu")
-    for value, want in zip(exe(XS, YS, *INITS), _expected(True)):
+    for value, want in zip(exe(XS, YS, *INITS), _expected(reverse)):
         np.testing.assert_allclose(value, want, rtol=1e-6)
 
 
@@ -118,9 +140,7 @@ def test_builder_scan_is_a_cumulative_sum():
     module = b.module(out)
     minixla.verify(module)
     values = np.arange(18, dtype=np.float32).reshape(6, 3)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FallbackWarning)
-        for backend in ("interpreter", "cpu"):
-            sums, last = minixla.compile(module, backend=backend)(values)
-            np.testing.assert_array_equal(sums, np.cumsum(values, axis=0))
-            np.testing.assert_array_equal(last, values.sum(0))
+    for backend in ("interpreter", "cpu"):
+        sums, last = minixla.compile(module, backend=backend)(values)
+        np.testing.assert_array_equal(sums, np.cumsum(values, axis=0))
+        np.testing.assert_array_equal(last, values.sum(0))

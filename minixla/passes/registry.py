@@ -8,6 +8,7 @@ PASS_MODULES: list[str] = [
     "cse",
     "tuple_simplifier",
     "call_inliner",
+    "scan_expander",
     "constant_folding",
     "algsimp",
     "float_normalization",
