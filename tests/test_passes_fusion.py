@@ -290,9 +290,13 @@ def _recurrence(steps: int) -> str:
             f"h{t} = f32[64] add(s{t}, x{t})",
             f"y{t} = f32[64] multiply(h{t}, w)",
         ]
-    outputs = ", ".join(f"y{t}" for t in range(1, steps + 1))
-    lines.append(f"ROOT out = ({', '.join(['f32[64]'] * steps)}) tuple({outputs})")
-    return "HloModule recurrence\nENTRY main {\n" + "\n".join(lines) + "\n}"
+    return _unrolled("recurrence", lines, [f"y{t}" for t in range(1, steps + 1)])
+
+
+def _unrolled(name: str, lines: list[str], outputs: list[str]) -> str:
+    """A module of `lines` whose root is the tuple of the f32[64] `outputs`."""
+    root = f"ROOT out = ({', '.join(['f32[64]'] * len(outputs))}) tuple({', '.join(outputs)})"
+    return f"HloModule {name}\nENTRY main {{\n" + "\n".join([*lines, root]) + "\n}"
 
 
 def test_an_unrolled_recurrence_is_not_recomputed_by_every_step():
@@ -334,9 +338,7 @@ def _cell_states(steps: int) -> str:
             f"tc{t} = f32[64] tanh(c{t})",
             f"h{t} = f32[64] multiply(o{t}, tc{t})",
         ]
-    outputs = ", ".join(f"h{t}" for t in range(1, steps + 1))
-    lines.append(f"ROOT out = ({', '.join(['f32[64]'] * steps)}) tuple({outputs})")
-    return "HloModule cells\nENTRY main {\n" + "\n".join(lines) + "\n}"
+    return _unrolled("cells", lines, [f"h{t}" for t in range(1, steps + 1)])
 
 
 def test_a_recurrence_through_gates_computes_each_state_once():
