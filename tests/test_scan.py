@@ -144,3 +144,24 @@ def test_builder_scan_is_a_cumulative_sum():
         sums, last = minixla.compile(module, backend=backend)(values)
         np.testing.assert_array_equal(sums, np.cumsum(values, axis=0))
         np.testing.assert_array_equal(last, values.sum(0))
+
+
+def test_a_body_returning_one_carry_gives_an_array():
+    # XLA's bfloat16-propagation test: no outputs, one carry, so the result is the carry
+    text = """
+HloModule scan_no_outputs
+combine {
+  carry = f32[4,4] parameter(0)
+  slice = f32[4,4] parameter(1)
+  ROOT add = f32[4,4] add(carry, slice)
+}
+ENTRY main {
+  arg = f32[3,4,4] parameter(0)
+  zero = f32[] constant(0)
+  init = f32[4,4] broadcast(zero), dimensions={}
+  ROOT scan = f32[4,4] scan(arg, init), dimensions={0}, num_carries=1, is_associative=true,
+      to_apply=combine
+}"""
+    arg = np.arange(48, dtype=np.float32).reshape(3, 4, 4)
+    for backend in ("interpreter", "cpu"):
+        np.testing.assert_array_equal(minixla.compile(text, backend=backend)(arg), arg.sum(0))

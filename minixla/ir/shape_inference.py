@@ -40,7 +40,8 @@ def while_(instr) -> Shape:
 
 def scan(instr) -> Shape:
     """to_apply: (the inputs' slices along `dimensions`, the carries) -> (the step's outputs,
-    the new carries); the result is the outputs stacked along that dim, then the carries."""
+    the new carries); the result is the outputs stacked along that dim, then the carries (a
+    tuple, unless to_apply returns one value: then that value, stacked or carried)."""
     shapes = [base.operand_array(instr, i) for i in range(instr.operand_count)]
     carried = instr.attrs.get("num_carries", 0)
     if not 0 <= carried < len(shapes):
@@ -68,7 +69,8 @@ def scan(instr) -> Shape:
             "as they came in",
         )
     stacked = [array(o.element_type, o.dims[:axis] + (length,) + o.dims[axis:]) for o in outputs]
-    return Shape.tuple_of(stacked + [c.without_layout() for c in carries])
+    values = stacked + [c.without_layout() for c in carries]
+    return Shape.tuple_of(values) if root.is_tuple else values[0]  # one value: not a tuple
 
 
 def conditional(instr) -> Shape:
