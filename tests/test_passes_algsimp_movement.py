@@ -198,6 +198,15 @@ CHECK: ROOT %r = f32[2,1,2]{2,1,0} transpose(%[[S]]), dimensions={1,0,2}""",
   ROOT r = f32[2,3]{1,0} copy(x)""",
         "CHECK: ROOT %x = f32[2,3]{1,0} parameter(0)",
     ),
+    "memory_space_annotation": (
+        """
+  x = f32[2,3]{1,0} parameter(0)
+  h = f32[2,3]{0,1} custom-call(x), custom_call_target="MoveToHost"
+  ROOT r = f32[2,3]{1,0} custom-call(h), custom_call_target="MoveToDevice\"""",
+        """
+    CHECK: %h = f32[2,3]{0,1} copy(%x)
+    CHECK: ROOT %r = f32[2,3]{1,0} copy(%h)""",
+    ),
     "bitcast_noop": (
         """
   x = f32[2,3]{1,0} parameter(0)
@@ -367,6 +376,9 @@ UNCHANGED = {
     "copy_same_layout": """
   x = f32[2,3]{1,0} parameter(0)
   ROOT r = f32[2,3]{0,1} copy(x)""",
+    "memory_space_annotation": """
+  x = f32[2,3]{1,0} parameter(0)
+  ROOT r = f32[2,3]{1,0} custom-call(x), custom_call_target="Foo\"""",
     "bitcast_noop": """
   x = f32[2,3]{1,0} parameter(0)
   ROOT r = f32[3,2]{1,0} bitcast(x)""",

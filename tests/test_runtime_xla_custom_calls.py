@@ -677,3 +677,25 @@ def test_cpu_geqrf_calls_lapack_and_agrees_with_the_interpreter(monkeypatch, let
     got = minixla.compile(text, backend="cpu")(a)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_memory_space_annotations_are_the_identity(backend):
+    # host offloading (a remat policy's MoveToHost / MoveToDevice, device_put to a host memory
+    # kind inside jit): one memory space, so the values pass through; cpu drops the calls
+    text = """
+HloModule offload
+ENTRY main {
+  x = f32[16,8] parameter(0)
+  c = f32[16,8] cosine(x)
+  h = f32[16,8] custom-call(c), custom_call_target="MoveToHost"
+  d = f32[16,8] custom-call(h), custom_call_target="MoveToDevice"
+  p = f32[16,8] custom-call(d), custom_call_target="annotate_device_placement",
+      frontend_attributes={_xla_buffer_placement="pinned_host"}
+  ROOT s = f32[16,8] add(p, x)
+}"""
+    x = np.linspace(-2, 2, 128, dtype=np.float32).reshape(16, 8)
+    exe = minixla.compile(text, backend=backend)
+    np.testing.assert_allclose(exe(x), np.cos(x) + x, rtol=1e-6)
+    if backend == "cpu":
+        assert "custom-call" not in exe.module.to_text()

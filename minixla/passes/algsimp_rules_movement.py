@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from ..ir.instruction import HloInstruction
+from ..reference.custom_call import MEMORY_SPACE_ANNOTATIONS
 from .graph_utils import same_layout
 from .patterns import RuleSet, m, new
 
@@ -280,6 +281,16 @@ def dynamic_update_slice_empty(root, x, update):
 @MOVEMENT.rule(m.Copy(X))
 def copy_same_layout(root, x):
     return x if same_layout(x.shape, root.shape) else None  # copy(x) to x's layout -> x
+
+
+@MOVEMENT.rule(m.CustomCall(X))
+def memory_space_annotation(root, x):
+    # custom-call(x), custom_call_target="MoveToHost" (one memory space) -> x, or its copy
+    if root.attrs.get("custom_call_target") not in MEMORY_SPACE_ANNOTATIONS:
+        return None
+    if not x.shape.compatible(root.shape):
+        return None
+    return x if same_layout(x.shape, root.shape) else new("copy", root.shape, x)
 
 
 @MOVEMENT.rule(m.Bitcast(X))

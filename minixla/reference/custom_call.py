@@ -74,6 +74,11 @@ def _identity(*operands, **_):
     return operands[0] if len(operands) == 1 else tuple(operands)
 
 
-for _target in ("Sharding", "xla.sdy.FuncResultSharding"):
+# Memory-space annotations (host offloading: `jax.device_put` to a host memory kind inside jit,
+# remat policies that offload to the host) move a value between memories: minixla has one, so
+# they are the identity too (the algebraic simplifier drops them before backends see them).
+MEMORY_SPACE_ANNOTATIONS = frozenset({"MoveToHost", "MoveToDevice", "annotate_device_placement"})
+
+for _target in ("Sharding", "xla.sdy.FuncResultSharding", *sorted(MEMORY_SPACE_ANNOTATIONS)):
     register_custom_call(_target, "interpreter", _identity)
     register_custom_call(_target, "cpu", lambda out, *operands, **_: _identity(*operands))
