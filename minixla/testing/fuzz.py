@@ -65,7 +65,6 @@ NOT_GENERATED = {
     "bitcast": "layout-dependent",
     "select-and-scatter": "window gradients are checked by unit tests",
     "topk": "sort covers the ordering",
-    "scan": "not implemented",
     "convolution": "checked by its own differential tests",
     "ragged-dot": "not implemented",
     "scaled-dot": "checked against NumPy by its own tests",
@@ -484,6 +483,28 @@ def _sort(ctx, opcode):
     )
 
 
+def _scan(ctx, opcode):
+    """A scan along one dim: each step combines its slice with the carry by an op of the row
+    table, outputs an elementwise chain of the result and carries the result on."""
+    x = ctx.pick(("float", "int"), rank_at_least=1)
+    axis = int(ctx.rng.integers(x.rank))
+    step_dims = list(x.dims[:axis]) + list(x.dims[axis + 1 :])
+    step = Shape.array(x.dtype, step_dims)
+    ops = _row_ops(x.dtype, 2)
+    op = ops[ctx.rng.integers(len(ops))]
+
+    def body(item, carry):
+        combined = item.builder.emit(op, [item, carry])
+        return (_elementwise_chain(ctx.rng, combined), combined)
+
+    comp = ctx.b.computation(body, [step, step], "scan_step")
+    attrs = {"dimensions": [axis], "num_carries": 1, "to_apply": comp}
+    if ctx.rng.random() < 0.5:
+        attrs["is_reverse"] = True
+    scan = ctx.emit(opcode, [x, ctx.constant(x.dtype, step_dims)], attrs)
+    return ctx.b.emit("get-tuple-element", [scan], {"index": int(ctx.rng.integers(2))})
+
+
 def _row_generated() -> dict:
     """Plain elementwise ops need no generator of their own: their rows say how many operands
     and which element kinds they take (complex values are not generated)."""
@@ -613,6 +634,7 @@ GENERATORS = {
     "call": _call,
     "conditional": _conditional,
     "while": _while,
+    "scan": _scan,
 }
 
 
