@@ -169,16 +169,6 @@ def test_key_covers_environment_and_cache_can_be_disabled(tmp_path):
     assert not (tmp_path / "kernels").exists()
 
 
-def test_the_key_names_numbas_optimization_level(monkeypatch):
-    # kernels compiled with NUMBA_OPT=0 (a fast fuzz sweep) are another environment's
-    monkeypatch.delenv("NUMBA_OPT", raising=False)
-    default = cpu_cache._cheap_environment()
-    assert "numba_opt" not in default  # the default level leaves the keys as they were
-    monkeypatch.setenv("NUMBA_OPT", "0")
-    unoptimized = cpu_cache._cheap_environment()
-    assert unoptimized["numba_opt"] == "0" and unoptimized != default
-
-
 @pytest.mark.parametrize("name", ["default"])
 def test_default_location_is_under_the_user_cache_dir(monkeypatch, name):
     monkeypatch.delenv("MINIXLA_CACHE_DIR", raising=False)

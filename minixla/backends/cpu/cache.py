@@ -139,9 +139,6 @@ def _cheap_environment() -> dict:
         "python": platform.python_version(),
         "python_abi": f"{sys.implementation.cache_tag}{sys.abiflags} {object.__basicsize__}",
         "numpy": numpy.__version__,
-        # LLVM's optimization level for Numba's kernels when set: NUMBA_OPT=0 (a fast fuzz
-        # sweep) must not leave unoptimized kernels for later processes
-        **({"numba_opt": os.environ["NUMBA_OPT"]} if "NUMBA_OPT" in os.environ else {}),
     }
 
 
