@@ -165,3 +165,15 @@ ENTRY main {
     arg = np.arange(48, dtype=np.float32).reshape(3, 4, 4)
     for backend in ("interpreter", "cpu"):
         np.testing.assert_array_equal(minixla.compile(text, backend=backend)(arg), arg.sum(0))
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_a_scan_of_length_zero_returns_empty_outputs_and_the_initial_carries(backend):
+    text = (SUM_AND_PRODUCT % "").replace("f32[2,5]", "f32[2,0]")
+    empty = np.zeros((2, 0), np.float32)
+    sums, products, sum_carry, product_carry = minixla.compile(text, backend=backend)(
+        empty, empty, *INITS
+    )
+    assert sums.shape == products.shape == (2, 0) and sums.dtype == np.float32
+    np.testing.assert_array_equal(sum_carry, INITS[0])
+    np.testing.assert_array_equal(product_carry, INITS[1])

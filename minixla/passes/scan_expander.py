@@ -69,23 +69,26 @@ class ScanExpander(Pass):
             )
             for s in stacked
         ]
-        start = self._constant(comp, 0, INDEX)
-        init = self._new(comp, "tuple", state, [start, *inputs, *inits, *zeros])
-        loop = self._new(
-            comp,
-            "while",
-            state,
-            [init],
-            {"condition": self._condition(state, length), "body": self._body(scan, state)},
-        )
-        first = 1 + len(inputs) + carried
-        results = [
-            self._new(comp, "get-tuple-element", shapes[k], [loop], {"index": index})
-            for k, index in enumerate(
-                [*range(first, first + len(stacked)), *range(1 + len(inputs), first)]
+        if length == 0:  # no steps: empty outputs and the carries as they came
+            values = [*zeros, *inits]
+        else:
+            start = self._constant(comp, 0, INDEX)
+            init = self._new(comp, "tuple", state, [start, *inputs, *inits, *zeros])
+            loop = self._new(
+                comp,
+                "while",
+                state,
+                [init],
+                {"condition": self._condition(state, length), "body": self._body(scan, state)},
             )
-        ]
-        value = self._new(comp, "tuple", scan.shape, results) if scan.shape.is_tuple else results[0]
+            first = 1 + len(inputs) + carried
+            values = [
+                self._new(comp, "get-tuple-element", shapes[k], [loop], {"index": index})
+                for k, index in enumerate(
+                    [*range(first, first + len(stacked)), *range(1 + len(inputs), first)]
+                )
+            ]
+        value = self._new(comp, "tuple", scan.shape, values) if scan.shape.is_tuple else values[0]
         comp.replace_instruction(scan, value)
 
     def _condition(self, state: Shape, length: int) -> HloComputation:

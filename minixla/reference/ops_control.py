@@ -41,7 +41,7 @@ def _scan(ev, instr, ops):
     inputs, carries = ops[: len(ops) - carried], list(ops[len(ops) - carried :])
     shapes = instr.shape.tuple_shapes if instr.shape.is_tuple else [instr.shape]
     out_shapes = shapes[: len(shapes) - carried]
-    length = inputs[0].shape[axis] if inputs else (out_shapes[0].dims[axis] if out_shapes else 0)
+    length = inputs[0].shape[axis]  # the shape rule requires an input
     steps = range(length - 1, -1, -1) if instr.attrs.get("is_reverse") else range(length)
     outputs: list[list] = [[None] * length for _ in out_shapes]
     for i in steps:
@@ -58,7 +58,7 @@ def _scan(ev, instr, ops):
             column[i] = value
         carries = result[len(out_shapes) :]
     stacked = [
-        np.stack(column, axis=axis) if length else np.empty(shape.dims, shape.numpy_dtype())
+        np.stack(column, axis=axis) if length else np.empty(shape.dims, shape.numpy_dtype)
         for column, shape in zip(outputs, out_shapes)
     ]
     values = stacked + carries
