@@ -18,7 +18,7 @@ from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule
 from ..ir.shapes import Shape
 from .base import Pass, register_pass
-from .hlo_utils import NameUniquer
+from .hlo_utils import NameUniquer, element, make_tuple
 
 INDEX = Shape.array("s32", ())
 
@@ -56,9 +56,6 @@ class ScanExpander(Pass):
         shapes = list(scan.shape.tuple_shapes) if scan.shape.is_tuple else [scan.shape]
         stacked = shapes[: len(shapes) - carried]
         length = inputs[0].shape.dims[axis]
-        state = Shape.tuple_of(
-            [INDEX, *(x.shape for x in inputs), *(c.shape for c in inits), *stacked]
-        )
         zeros = [
             self._new(
                 comp,
@@ -73,49 +70,39 @@ class ScanExpander(Pass):
             values = [*zeros, *inits]
         else:
             start = self._constant(comp, 0, INDEX)
-            init = self._new(comp, "tuple", state, [start, *inputs, *inits, *zeros])
+            init = make_tuple([start, *inputs, *inits, *zeros], comp, self.names)
+            body = self._body(scan, init.shape, axis, length)
             loop = self._new(
                 comp,
                 "while",
-                state,
+                init.shape,
                 [init],
-                {"condition": self._condition(state, length), "body": self._body(scan, state)},
+                {"condition": self._condition(init.shape, length), "body": body},
             )
-            first = 1 + len(inputs) + carried
-            values = [
-                self._new(comp, "get-tuple-element", shapes[k], [loop], {"index": index})
-                for k, index in enumerate(
-                    [*range(first, first + len(stacked)), *range(1 + len(inputs), first)]
-                )
-            ]
-        value = self._new(comp, "tuple", scan.shape, values) if scan.shape.is_tuple else values[0]
+            first = 1 + len(inputs) + carried  # the state is (i, inputs, carries, outputs)
+            order = [*range(first, first + len(stacked)), *range(1 + len(inputs), first)]
+            values = [element(loop, k, self.names) for k in order]
+        value = make_tuple(values, comp, self.names) if scan.shape.is_tuple else values[0]
         comp.replace_instruction(scan, value)
 
     def _condition(self, state: Shape, length: int) -> HloComputation:
         cond = HloComputation(self.names("scan_condition"))
         param = cond.add_instruction(HloInstruction.parameter(0, state, self.names("state")))
-        i = self._new(cond, "get-tuple-element", INDEX, [param], {"index": 0})
+        i = element(param, 0, self.names)
         bound = self._constant(cond, length, INDEX)
         cond.root = self._new(
             cond, "compare", Shape.array("pred", ()), [i, bound], {"direction": "LT"}
         )
         return self.module.add_computation(cond)
 
-    def _body(self, scan: HloInstruction, state: Shape) -> HloComputation:
-        carried = scan.attrs.get("num_carries", 0)
-        (axis,) = scan.attrs["dimensions"]
-        shapes = list(state.tuple_shapes)
-        inputs_n = scan.operand_count - carried
-        length = shapes[1].dims[axis]
+    def _body(self, scan: HloInstruction, state: Shape, axis: int, length: int) -> HloComputation:
+        inputs_n = scan.operand_count - scan.attrs.get("num_carries", 0)
         body = HloComputation(self.names("scan_body"))
         param = body.add_instruction(HloInstruction.parameter(0, state, self.names("state")))
-        parts = [
-            self._new(body, "get-tuple-element", shape, [param], {"index": k})
-            for k, shape in enumerate(shapes)
-        ]
+        parts = [element(param, k, self.names) for k in range(len(state.tuple_shapes))]
         i, inputs = parts[0], parts[1 : 1 + inputs_n]
-        carries = parts[1 + inputs_n : 1 + inputs_n + carried]
-        buffers = parts[1 + inputs_n + carried :]
+        carries = parts[1 + inputs_n : scan.operand_count + 1]
+        buffers = parts[scan.operand_count + 1 :]
         at = i
         if scan.attrs.get("is_reverse"):
             last = self._constant(body, length - 1, INDEX)
@@ -125,51 +112,41 @@ class ScanExpander(Pass):
         def starts(rank: int) -> list:
             return [at if d == axis else zero for d in range(rank)]
 
+        def one_row(shape: Shape, dtype: str) -> Shape:  # `shape` with its scanned dim 1
+            return Shape.array(dtype, shape.dims[:axis] + (1,) + shape.dims[axis + 1 :])
+
         slices = []
         for x in inputs:
-            dims = x.shape.dims
-            window = Shape.array(x.shape.dtype, dims[:axis] + (1,) + dims[axis + 1 :])
+            window = one_row(x.shape, x.shape.dtype)
             piece = self._new(
                 body,
                 "dynamic-slice",
                 window,
-                [x, *starts(len(dims))],
+                [x, *starts(x.shape.rank)],
                 {"dynamic_slice_sizes": window.dims},
             )
-            slices.append(
-                self._new(
-                    body,
-                    "reshape",
-                    Shape.array(x.shape.dtype, dims[:axis] + dims[axis + 1 :]),
-                    [piece],
-                )
-            )
+            dims = x.shape.dims[:axis] + x.shape.dims[axis + 1 :]
+            slices.append(self._new(body, "reshape", Shape.array(x.shape.dtype, dims), [piece]))
         step = scan.attrs["to_apply"]
         call = self._new(body, "call", step.root.shape, [*slices, *carries], {"to_apply": step})
         returned = (
-            [
-                self._new(body, "get-tuple-element", s, [call], {"index": k})
-                for k, s in enumerate(step.root.shape.tuple_shapes)
-            ]
+            [element(call, k, self.names) for k in range(len(step.root.shape.tuple_shapes))]
             if step.root.shape.is_tuple
             else [call]
         )
         outputs, new_carries = returned[: len(buffers)], returned[len(buffers) :]
         written = []
         for buffer, out in zip(buffers, outputs):
-            dims = buffer.shape.dims
-            row = self._new(
-                body,
-                "reshape",
-                Shape.array(out.shape.dtype, dims[:axis] + (1,) + dims[axis + 1 :]),
-                [out],
-            )
+            row = self._new(body, "reshape", one_row(buffer.shape, out.shape.dtype), [out])
             written.append(
                 self._new(
-                    body, "dynamic-update-slice", buffer.shape, [buffer, row, *starts(len(dims))]
+                    body,
+                    "dynamic-update-slice",
+                    buffer.shape,
+                    [buffer, row, *starts(buffer.shape.rank)],
                 )
             )
         one = self._constant(body, 1, INDEX)
         following = self._new(body, "add", INDEX, [i, one])
-        body.root = self._new(body, "tuple", state, [following, *inputs, *new_carries, *written])
+        body.root = make_tuple([following, *inputs, *new_carries, *written], body, self.names)
         return self.module.add_computation(body)
