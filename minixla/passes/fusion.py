@@ -30,18 +30,9 @@ from .fusion_cost import (
     should_fuse,
     consumer_reuses,
     Duplication,
+    is_fusion_consumer,
 )
 from .hlo_utils import NameUniquer, inline_computation, sequential_computations
-
-FUSIBLE_KINDS = ("kLoop", "kInput")
-
-
-def is_fusion_consumer(instr: HloInstruction) -> bool:
-    if instr.opcode == "fusion":
-        return instr.attrs.get("kind") in FUSIBLE_KINDS
-    if instr.control_predecessors or instr.control_successors:
-        return False
-    return (is_loop_fusible(instr) and instr.opcode != "constant") or is_reduction_root(instr)
 
 
 @register_pass

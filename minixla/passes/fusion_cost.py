@@ -82,6 +82,18 @@ def is_loop_fusible(instr: HloInstruction) -> bool:
     return instr.opcode in LOOP_FUSIBLE_MOVEMENT
 
 
+FUSIBLE_KINDS = ("kLoop", "kInput")  # the fusions fusion may add producers to
+
+
+def is_fusion_consumer(instr: HloInstruction) -> bool:
+    """Can `instr` take producers in: a loop or input fusion, or an op that can become one?"""
+    if instr.opcode == "fusion":
+        return instr.attrs.get("kind") in FUSIBLE_KINDS
+    if instr.control_predecessors or instr.control_successors:
+        return False
+    return (is_loop_fusible(instr) and instr.opcode != "constant") or is_reduction_root(instr)
+
+
 def is_scalar_loop_fusion(instr: HloInstruction) -> bool:
     """A loop fusion computing one scalar (a shift amount from a key): its ops inline into a
     consumer fusion, where they run once per kernel and meet their twins."""
@@ -295,10 +307,7 @@ def _stored_anyway(instr: HloInstruction) -> bool:
     kernel), the root, or read by an op no fusion takes in?"""
     if not is_loop_fusible(instr) or instr.shape.numel() == 1 or instr.is_root():
         return True
-    return any(
-        not (is_loop_fusible(u) or is_reduction_root(u) or u.opcode == "fusion")
-        for u in instr.users
-    )
+    return not all(is_fusion_consumer(u) for u in instr.users)
 
 
 class Duplication:
@@ -440,7 +449,7 @@ def loop_shape(instr: HloInstruction) -> tuple[int, ...] | None:
 def can_multi_output_fuse(a: HloInstruction, b: HloInstruction) -> Decision:
     """Shape and size rules shared by sibling and producer-consumer multi-output fusion."""
     for instr in (a, b):
-        if instr.opcode == "fusion" and instr.attrs.get("kind") not in ("kLoop", "kInput"):
+        if instr.opcode == "fusion" and instr.attrs.get("kind") not in FUSIBLE_KINDS:
             return no(f"{instr.name} is a {instr.attrs.get('kind')} fusion")
     shape_a, shape_b = loop_shape(a), loop_shape(b)
     if shape_a is None or shape_a != shape_b:

@@ -20,7 +20,13 @@ from ..ir.module import HloModule
 from ..ir.opcodes import ELEMENTWISE
 from .base import register_pass
 from .fusion import InstructionFusion
-from .fusion_cost import MAX_FUSED_OPS, MAX_FUSION_OPERANDS, MAX_REDUCES_PER_FUSION, fused_size
+from .fusion_cost import (
+    FUSIBLE_KINDS,
+    MAX_FUSED_OPS,
+    MAX_FUSION_OPERANDS,
+    MAX_REDUCES_PER_FUSION,
+    fused_size,
+)
 from .hlo_utils import NameUniquer, reaches, sequential_computations, single_op_computation
 
 # Fewer rows than this would leave the cores with too few rows each; the separate kernels
@@ -146,7 +152,7 @@ class RowFusion(InstructionFusion):
 
     def _fuse_one(self, comp: HloComputation) -> bool:
         for consumer in comp.post_order():
-            if consumer.opcode != "fusion" or consumer.attrs.get("kind") not in ("kLoop", "kInput"):
+            if consumer.opcode != "fusion" or consumer.attrs.get("kind") not in FUSIBLE_KINDS:
                 continue
             for source in _sources(consumer):
                 if self._fits(source, consumer):
@@ -282,7 +288,7 @@ def _sources(consumer: HloInstruction) -> list[HloInstruction]:
 def _reduces_rows(instr: HloInstruction) -> bool:
     return instr.opcode == "reduce" or (
         instr.opcode == "fusion"
-        and instr.attrs.get("kind") in ("kLoop", "kInput")
+        and instr.attrs.get("kind") in FUSIBLE_KINDS
         and any(i.opcode == "reduce" for i in instr.attrs["calls"].instructions)
     )
 
