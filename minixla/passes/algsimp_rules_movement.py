@@ -285,12 +285,11 @@ def copy_same_layout(root, x):
 
 @MOVEMENT.rule(m.CustomCall(X))
 def memory_space_annotation(root, x):
-    # custom-call(x), custom_call_target="MoveToHost" (one memory space) -> x, or its copy
+    # custom-call(x), custom_call_target="MoveToHost" (one memory space) -> copy(x), which
+    # copy_same_layout drops where the layouts agree
     if root.attrs.get("custom_call_target") not in MEMORY_SPACE_ANNOTATIONS:
         return None
-    if not x.shape.compatible(root.shape):
-        return None
-    return x if same_layout(x.shape, root.shape) else new("copy", root.shape, x)
+    return new("copy", root.shape, x) if x.shape.compatible(root.shape) else None
 
 
 @MOVEMENT.rule(m.Bitcast(X))
