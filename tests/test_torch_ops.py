@@ -16,6 +16,7 @@ from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
 from minixla.torch import TorchLoweringError, TorchOptions, compile_graph  # noqa: E402
 from minixla.torch.aten import LOWERINGS  # noqa: E402
 from minixla.torch.backend import DECOMPOSITIONS, DynamoGraph  # noqa: E402
+from minixla.torch.lowering import lower_graph  # noqa: E402
 
 OPTIONS = TorchOptions("interpreter")
 
@@ -416,6 +417,40 @@ def test_outputs_never_share_memory_with_each_other():
     first, second = compile_graph(gm, [x], OPTIONS)([x])
     first.add_(1)  # autograd and optimizers update outputs in place
     torch.testing.assert_close(second, x * 2)
+
+
+def test_a_returned_input_is_the_callers_tensor_and_a_clone_is_not():
+    def fn(t, w):
+        return t, w.clone(), t * w  # a forward graph handing its inputs to the backward graph
+
+    x, w = rand(3), rand(3, seed=1)
+    gm = make_fx(fn, decomposition_table=DECOMPOSITIONS)(x, w)
+    module, signature = lower_graph(gm, [x, w])
+    assert signature.outputs == [("input", 0), 0, 1]  # no copy of the input in the module
+    assert len(module.entry.root.operands) == 2
+    same, cloned, product = compile_graph(gm, [x, w], OPTIONS)([x, w])
+    assert same is x
+    cloned.add_(1)  # a clone is the caller's to change
+    torch.testing.assert_close(w, rand(3, seed=1))
+    torch.testing.assert_close(product, x * w)
+
+
+def test_a_linear_layers_forward_saves_its_input_and_weight_without_copies():
+    layer = torch.nn.Linear(4, 3)
+    compiled_layer = torch.compile(layer, backend="minixla", options={"backend": "interpreter"})
+    x = rand(2, 4, seed=2).requires_grad_()
+    want = layer(x)
+    want.sum().backward()
+    grads = [t.grad.clone() for t in (x, *layer.parameters())]
+    x.grad = None
+    layer.zero_grad()
+    got = compiled_layer(x)
+    saved = {s.data_ptr() for s in got.grad_fn.saved_tensors}
+    assert {x.data_ptr(), layer.weight.data_ptr()} <= saved
+    got.sum().backward()
+    torch.testing.assert_close(got, want)
+    for t, g in zip((x, *layer.parameters()), grads):
+        torch.testing.assert_close(t.grad, g)
 
 
 def _pool_input(dims, seed=0):

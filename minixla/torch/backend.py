@@ -182,8 +182,9 @@ class GraphRunner:
 
     Parameters come back as the same tensors every call, so their views are kept, each with
     the data pointer it was made for (`param.data = ...` changes it and makes a new view).
-    Results never share memory with the arguments (the Executable copies any that would), so
-    only results with a common memory owner are compared with each other."""
+    A graph input the graph returns unchanged comes back as the caller's tensor itself; the
+    other results never share memory with the arguments (the Executable copies any that
+    would), so only results with a common memory owner are compared with each other."""
 
     def __init__(self, executable, signature):
         self.executable = executable
@@ -199,13 +200,17 @@ class GraphRunner:
         tensors = owned_tensors(results)  # None: some result needs the checks below
         if tensors is not None:
             return [
-                tensors[slot] if isinstance(slot, int) else slot[1]
+                tensors[slot]
+                if isinstance(slot, int)
+                else args[slot[1]]
+                if slot[0] == "input"
+                else slot[1]
                 for slot in self.signature.outputs
             ]
         outputs, by_owner = [], {}
         for slot in self.signature.outputs:
             if not isinstance(slot, int):
-                outputs.append(slot[1])
+                outputs.append(args[slot[1]] if slot[0] == "input" else slot[1])
                 continue
             array = results[slot]
             earlier = by_owner.setdefault(memory_owner(array), [])

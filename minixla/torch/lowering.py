@@ -28,9 +28,12 @@ class TorchLoweringError(UnsupportedError):
 @dataclass
 class GraphSignature:
     """How the compiled module's flat tensor results map back to the FX graph's outputs:
-    `outputs[i]` is the index into the HLO result tuple, or ("const", value) for None and
-    Python numbers. `tensor_inputs` lists which graph inputs are module parameters;
-    `needs_rng` adds a last parameter, a fresh u64[2] random state for every call."""
+    `outputs[i]` is the index into the HLO result tuple, ("input", i) for a graph input
+    returned as it is (the caller's own tensor, as eager PyTorch and Inductor return it:
+    forward graphs hand their inputs to the backward graph this way, and a copy would cost
+    a parameter's size every call), or ("const", value) for None and Python numbers.
+    `tensor_inputs` lists which graph inputs are module parameters; `needs_rng` adds a
+    last parameter, a fresh u64[2] random state for every call."""
 
     tensor_inputs: list[int] = field(default_factory=list)
     outputs: list = field(default_factory=list)
@@ -118,8 +121,15 @@ def lower_graph(gm: torch.fx.GraphModule, example_inputs, name: str = "torch_gra
         elif node.op == "get_attr":  # a tensor the graph holds (torch.tensor(...) in forward)
             env[node] = _constant(builder, node, operator.attrgetter(node.target)(gm))
         elif node.op == "output":
-            for value in _flat_outputs(node.args[0], env):
-                if isinstance(value, XlaOp):
+            for item in _flat_outputs(node.args[0]):
+                value = env[item] if isinstance(item, torch.fx.Node) else item
+                if (
+                    isinstance(item, torch.fx.Node)
+                    and item.op == "placeholder"
+                    and isinstance(value, XlaOp)
+                ):  # the input itself, not a rule's result that equals it (a clone)
+                    signature.outputs.append(("input", placeholders.index(item)))
+                elif isinstance(value, XlaOp):
                     signature.outputs.append(len(results))
                     results.append(value)
                 else:
@@ -187,12 +197,10 @@ PYTHON_OPS = {
 }
 
 
-def _flat_outputs(value, env):
+def _flat_outputs(value):
     if isinstance(value, (tuple, list)):
         for item in value:
-            yield from _flat_outputs(item, env)
-    elif isinstance(value, torch.fx.Node):
-        yield env[value]
+            yield from _flat_outputs(item)
     else:
         yield value
 
