@@ -122,6 +122,30 @@ def test_a_nan_operand_of_a_math_function_keeps_its_sign(opcode, dtype):
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("opcode", ["log", "log-plus-one", "sqrt", "acos", "atanh"])
+def test_a_nan_made_from_a_number_is_the_default_nan(opcode, dtype):
+    # NumPy's scalar f64 log(-1.5) is +NaN here, the interpreter's (and x86's) -NaN, so a
+    # TOTALORDER sort of log(x) put the NaNs last on cuda and first on the interpreter
+    # (fuzz seed 904491).
+    text = f"""HloModule m
+cmp {{
+  a = {dtype}[] parameter(0)
+  b = {dtype}[] parameter(1)
+  ROOT lt = pred[] compare(a, b), direction=LT, type=TOTALORDER
+}}
+ENTRY e {{
+  p = {dtype}[4] parameter(0)
+  y = {dtype}[4] {opcode}(p)
+  ROOT s = {dtype}[4] sort(y), dimensions={{0}}, to_apply=cmp
+}}"""
+    x = np.array([0.5, -1.5, -3.0, 0.25], np.float32 if dtype == "f32" else np.float64)
+    got, want = run_both(text, x)
+    assert list(np.signbit(want[:2])) == [True, True] and np.isnan(want[:2]).all()
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
 def test_power_of_minus_infinity_and_minus_zero_to_one_half_follows_c_pow(dtype):
     # NumPy's scalar power, which the simulator's kernels called, is sqrt for x^0.5:
     # NaN for -inf and -0 for -0, where C's pow (and the interpreter) give inf and +0.

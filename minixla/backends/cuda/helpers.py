@@ -212,12 +212,16 @@ threefry2x32 = _shared.threefry2x32
 
 
 def _keeps_nan(fn):
-    """`fn` whose NaN operand comes back as it is, as on the interpreter: NumPy's vector loops
-    drop the sign of a NaN in (f32 exp, log, tanh, sin, cos; f64 tanh, arccos), which a
-    TOTALORDER compare sees."""
+    """`fn` whose NaN operand comes back as it is and whose NaN made from a number is -NaN,
+    x86's default NaN, as on the interpreter: NumPy's loops drop the sign of a NaN operand
+    in some functions (f32 exp, log, tanh, sin, cos; f64 tanh, arccos) and give log(-1.5)
+    either sign by SIMD path, which a TOTALORDER compare sees."""
 
     def apply(x):
-        return x if x != x else fn(x)
+        if x != x:
+            return x
+        result = fn(x)
+        return result if result == result else type(result)(-_np.nan)
 
     return apply
 
