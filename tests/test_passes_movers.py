@@ -1,5 +1,5 @@
-"""reshape-mover, transpose-folding, broadcast-canonicalizer, movement-converts, and the CPU
-pipeline's makeup."""
+"""reshape-mover, transpose-folding, broadcast-canonicalizer, movement-converts,
+reduction-converts, and the CPU pipeline's makeup."""
 
 import pytest
 
@@ -125,6 +125,7 @@ def test_cpu_pipeline_runs_every_pass_in_xla_order():
     for name in (
         "call-inliner",
         "movement-converts",
+        "reduction-converts",
         "algsimp",
         "dce",
         "cse",
@@ -192,6 +193,110 @@ ENTRY e {
     x = np.array([[0.546302, 1.0], [3.14159, -2.0]])
     got = minixla.compile(module, backend="interpreter", passes=[])(x)
     np.testing.assert_array_equal(got, [0.546875, 1.0, 3.140625, -2.0])
+
+
+def test_a_reduction_reads_its_inputs_and_inits_in_its_reducers_types():
+    check_pass(
+        "reduction-converts",
+        """
+    HloModule rc
+    max_bf16 {
+      a = bf16[] parameter(0)
+      b = bf16[] parameter(1)
+      ROOT m = bf16[] maximum(a, b)
+    }
+    add_f32 {
+      a = f32[] parameter(0)
+      b = f32[] parameter(1)
+      ROOT s = f32[] add(a, b)
+    }
+    ENTRY main {
+      x = bf16[4,3] parameter(0)
+      y = f64[4,3] parameter(1)
+      low = f64[] constant(-inf)
+      zero = bf16[] constant(0.1)
+      r = bf16[] reduce(x, low), dimensions={0,1}, to_apply=max_bf16
+      w = f32[3,2] reduce-window(y, zero), window={size=2x2}, to_apply=add_f32
+      ROOT t = (bf16[], f32[3,2]) tuple(r, w)
+    }""",
+        """
+    // CHECK: %[[LOW:.*]] = bf16[] convert(%low)
+    // CHECK: %r = bf16[] reduce(%x, %[[LOW]])
+    // CHECK: %[[Y:.*]] = f32[4,3]{1,0} convert(%y)
+    // CHECK: %[[ZERO:.*]] = f32[] convert(%zero)
+    // CHECK: %w = f32[3,2]{1,0} reduce-window(%[[Y]], %[[ZERO]])
+    """,
+    )
+
+
+def test_a_reduction_in_its_reducers_types_is_left_alone():
+    check_pass(
+        "reduction-converts",
+        """
+    HloModule rc
+    add_bf16 {
+      a = bf16[] parameter(0)
+      b = bf16[] parameter(1)
+      ROOT s = bf16[] add(a, b)
+    }
+    ENTRY main {
+      x = bf16[4,3] parameter(0)
+      zero = bf16[] constant(0)
+      ROOT r = bf16[4] reduce(x, zero), dimensions={1}, to_apply=add_bf16
+    }""",
+    )
+
+
+MIXED_TYPES = [
+    ("bf16", "f64", "bf16", "maximum"),  # fuzz mutant seed 902170: a raw TypingError on cpu
+    ("bf16", "f64", "f32", "add"),
+    ("f32", "f64", "bf16", "add"),
+    ("f64", "bf16", "f32", "maximum"),
+    ("f32", "f32", "bf16", "add"),  # cpu summed the f32 inputs in bf16 steps
+]
+
+
+@pytest.mark.parametrize("kind", ["reduce", "reduce-window"])
+@pytest.mark.parametrize("inputs,init,reducer,op", MIXED_TYPES)
+def test_mixed_precision_reductions_agree_on_cpu_and_the_interpreter(
+    inputs, init, reducer, op, kind
+):
+    import numpy as np
+
+    import minixla
+    from minixla.runtime.inputs import random_arguments
+
+    result = (
+        f"ROOT r = {reducer}[] reduce(x, i), dimensions={{0,1}}, to_apply=red"
+        if kind == "reduce"
+        else f"ROOT r = {reducer}[3,2] reduce-window(x, i), window={{size=2x2}}, to_apply=red"
+    )
+    text = f"""HloModule m
+red {{
+  a = {reducer}[] parameter(0)
+  b = {reducer}[] parameter(1)
+  ROOT c = {reducer}[] {op}(a, b)
+}}
+ENTRY e {{
+  x = {inputs}[4,3] parameter(0)
+  i = {init}[] constant(0.1)
+  {result}
+}}"""
+    module = minixla.parse_hlo_module(text)
+    args = random_arguments(module, 0)
+    want = minixla.compile(text, backend="interpreter")(*args)
+    got = minixla.compile(text, backend="cpu")(*args)
+    assert got.dtype == want.dtype == module.entry.root.shape.numpy_dtype
+    if op == "maximum":  # exact: the reducer's maximum of the rounded inputs and init
+        np.testing.assert_array_equal(got, want)
+        init_type = next(i for i in module.entry.instructions if i.name == "i").shape.numpy_dtype
+        start = np.asarray(0.1).astype(init_type).astype(want.dtype)
+        rounded = np.asarray(args[0]).astype(want.dtype)
+        if kind == "reduce":
+            assert want == max(start, rounded.max())
+    else:  # sums in different orders, each step in the reducer's type or wider
+        rtol = 1e-2 if reducer == "bf16" else 1e-6
+        np.testing.assert_allclose(np.float64(got), np.float64(want), rtol=rtol)
 
 
 @requires_corpus

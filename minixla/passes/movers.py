@@ -15,6 +15,10 @@ broadcast-canonicalizer.
   of that operand instead, so the op only moves values. The other passes move, merge and
   drop movement ops as if they kept values; on the mixed op they dropped its rounding
   (`convert(bf16 reshape(f64 x))` became f64 x). It runs first.
+- reduction-converts: a reduce or reduce-window whose float inputs or initial values have
+  other types than its reducer's parameters (mixed precision: an f64 init starting a bf16
+  reducer) reads converts of them, so kernels see one type per value, as the interpreter
+  converts them (XLA's float normalization does the same for called computations).
 """
 
 from __future__ import annotations
@@ -194,4 +198,34 @@ class MovementConverts(Pass):
                     )
                     instr.replace_operand(number, instr.computation.add_instruction(convert))
                     changed = True
+        return changed
+
+
+@register_pass
+class ReductionConverts(Pass):
+    name = "reduction-converts"
+
+    def run(self, module: HloModule) -> bool:
+        names = NameUniquer(module)
+        changed = False
+        for instr in list(_instructions(module)):
+            if instr.opcode not in ("reduce", "reduce-window"):
+                continue
+            params = instr.attrs["to_apply"].parameter_shapes
+            n = instr.operand_count // 2
+            wanted = params[n:] + params[:n]  # inputs, then inits (the accumulators)
+            for number, (operand, param) in enumerate(zip(instr.operands, wanted)):
+                shape = operand.shape
+                if not (shape.element_type.is_float and param.element_type.is_float):
+                    continue
+                if shape.dtype == param.dtype:
+                    continue
+                convert = HloInstruction(
+                    "convert",
+                    _like(shape.with_dtype(param.dtype), shape),
+                    [operand],
+                    name=names("convert"),
+                )
+                instr.replace_operand(number, instr.computation.add_instruction(convert))
+                changed = True
         return changed

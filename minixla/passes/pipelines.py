@@ -2,14 +2,14 @@
 
 `cpu_pipeline()` follows XLA:CPU's order (xla-reference.md 3), reduced to minixla's passes:
 turn scans into while loops (scan_expander.py), inline calls, give mixed-precision movement
-ops a convert (movers.py), compute 3x3 convolutions by Winograd's algorithm (winograd.py) and
-small max/min pooling windows as maxima of strided slices (window_taps.py), simplify to a
-fixed point, compute narrow floats in f32, canonicalize broadcasts and fold transposes into
-dots, turn sums of dots into one dot over concatenated operands (dot_sums.py) and batched
-dots of a vector into a multiply and a sum (dot_strength.py), assign layouts, fuse (XLA fuses
-after layout assignment, so fusions see final layouts and transposes already turned into
-bitcasts), merge row reductions into the loops that read them back, then add the copies
-control flow needs and schedule, which is what `assign_buffers` expects.
+ops and reductions converts (movers.py), compute 3x3 convolutions by Winograd's algorithm
+(winograd.py) and small max/min pooling windows as maxima of strided slices (window_taps.py),
+simplify to a fixed point, compute narrow floats in f32, canonicalize broadcasts and fold
+transposes into dots, turn sums of dots into one dot over concatenated operands (dot_sums.py)
+and batched dots of a vector into a multiply and a sum (dot_strength.py), assign layouts,
+fuse (XLA fuses after layout assignment, so fusions see final layouts and transposes already
+turned into bitcasts), merge row reductions into the loops that read them back, then add the
+copies control flow needs and schedule, which is what `assign_buffers` expects.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ def cpu_pipeline(
             get_pass("scan-expander"),
             get_pass("call-inliner"),
             get_pass("movement-converts"),
+            get_pass("reduction-converts"),
             *([get_pass("winograd-convolution")] if winograd else []),
             *([get_pass("reduce-window-taps")] if window_taps else []),
             simplification(),

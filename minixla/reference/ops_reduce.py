@@ -197,9 +197,24 @@ def _general_reduce(ev, comp, inputs, inits, axes) -> list[np.ndarray]:
     return accs
 
 
+def _in_reducer_types(comp, ops) -> tuple[list, list]:
+    """(inputs, inits) converted to the float types of the reducer's parameters: with mixed
+    precision an f64 init may start a bf16 reducer, or f32 inputs feed it; the reducer sees
+    values of its own types (as XLA's float normalization makes them), on every backend."""
+    params = comp.parameter_shapes
+    n = len(ops) // 2
+    converted = [
+        as_dtype(np.asarray(value), shape)
+        if element_type(np.asarray(value).dtype).kind == FLOAT and shape.element_type.kind == FLOAT
+        else value
+        for value, shape in zip(ops, params[n:] + params[:n])
+    ]
+    return converted[:n], converted[n:]
+
+
 def _reduce(ev, instr, ops):
     n = len(ops) // 2
-    inputs, inits = ops[:n], ops[n:]
+    inputs, inits = _in_reducer_types(instr.attrs["to_apply"], ops)
     axes = tuple(sorted(instr.attrs["dimensions"]))
     comp = instr.attrs["to_apply"]
     op = _fast_op(comp, inputs[0].dtype) if n == 1 else None
@@ -275,7 +290,7 @@ def _window_shape(dims, window) -> tuple[int, ...]:
 
 def _reduce_window(ev, instr, ops):
     n = len(ops) // 2
-    inputs, inits = ops[:n], ops[n:]
+    inputs, inits = _in_reducer_types(instr.attrs["to_apply"], ops)
     comp, window = instr.attrs["to_apply"], instr.attrs["window"]
     out_shape = _window_shape(inputs[0].shape, window)
     op = _fast_op(comp, inputs[0].dtype) if n == 1 else None

@@ -27,6 +27,7 @@ import math
 from dataclasses import dataclass, field
 
 from ...reference.ops_reduce import reassociates
+from ..codegen.elemental import accumulates_in_f32
 from ..codegen.scalar import NotEmittable, kernel_type
 from .kernels import blocks_for, delinearize, leaf_shape, pointwise_reach, store
 
@@ -168,7 +169,6 @@ def block_reduce(em, instr, index):
     dims = sorted(instr.attrs["dimensions"])
     in_dims = inputs[0].shape.dims
     reduced = [in_dims[d] for d in dims]
-    combiner = instr.attrs["to_apply"]
     accs = [em.bind(em.value(init, ()), "acc") for init in inits]
     total = math.prod(reduced)
     r = w.var("r")
@@ -193,7 +193,7 @@ def block_reduce(em, instr, index):
         w.line("else:")
         w.depth += 1
         em.push()
-    _assign(w, accs, em.inline(combiner, accs + elements))
+    _assign(w, accs, em.accumulate(instr, accs, elements))  # a bf16 sum stays in f32
     if b.by > 1:
         em.pop()
         w.depth -= 1
@@ -217,13 +217,15 @@ def block_reduce(em, instr, index):
             w.depth += 1
             mine = [em.bind(f"{sm}[{slot}]") for sm in shared]
             theirs = [em.bind(f"{sm}[{slot} + {step * b.bx}]") for sm in shared]
-            for sm, value in zip(shared, em.inline(combiner, mine + theirs)):
+            for sm, value in zip(shared, em.accumulate(instr, mine, theirs)):
                 w.line(f"{sm}[{slot}] = {value}")
             w.depth -= 1
             w.line("cuda.syncthreads()")
         active = min(active, step)
         step //= 2
     results = [em.bind(f"{sm}[{b.tx}]", "red") for sm in shared]
+    if accumulates_in_f32(instr):  # rounded once, as the one-thread loop does
+        w.line(f"{results[0]} = h.round_bf16({results[0]})")
     w.line("cuda.syncthreads()")  # all have read the result before the arrays are reused
     return results[0] if count == 1 and not instr.shape.is_tuple else tuple(results)
 
