@@ -207,6 +207,12 @@ CHECK: ROOT %r = f32[2,1,2]{2,1,0} transpose(%[[S]]), dimensions={1,0,2}""",
     CHECK: %h = f32[2,3]{0,1} copy(%x)
     CHECK: ROOT %r = f32[2,3]{1,0} copy(%h)""",
     ),
+    "builder_math": (
+        """
+  x = f32[2,3]{1,0} parameter(0)
+  ROOT r = f32[2,3]{1,0} custom-call(x), custom_call_target="xla_builder.math.Acos\"""",
+        "CHECK: ROOT %r = f32[2,3]{1,0} acos(%x)",
+    ),
     "bitcast_noop": (
         """
   x = f32[2,3]{1,0} parameter(0)
@@ -379,6 +385,9 @@ UNCHANGED = {
     "memory_space_annotation": """
   x = f32[2,3]{1,0} parameter(0)
   ROOT r = f32[2,3]{1,0} custom-call(x), custom_call_target="Foo\"""",
+    "builder_math": """
+  x = f32[2,3]{1,0} parameter(0)
+  ROOT r = f32[2,3]{1,0} custom-call(x), custom_call_target="xla_builder.math.Polygamma\"""",
     "bitcast_noop": """
   x = f32[2,3]{1,0} parameter(0)
   ROOT r = f32[3,2]{1,0} bitcast(x)""",

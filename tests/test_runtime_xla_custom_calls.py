@@ -9,6 +9,7 @@ import pytest
 
 import minixla
 from minixla.errors import ExecutionError
+from minixla.reference.custom_call import register_custom_call, unregister_custom_call
 from minixla.reference.xla_custom_calls import TARGETS, ffi_attributes
 
 CORPUS = Path(__file__).parent / "stablehlo"
@@ -699,3 +700,73 @@ ENTRY main {
     np.testing.assert_allclose(exe(x), np.cos(x) + x, rtol=1e-6)
     if backend == "cpu":
         assert "custom-call" not in exe.module.to_text()
+
+
+BUILDER_MATH_CASES = {
+    "Acos": np.arccos,
+    "Acosh": np.arccosh,
+    "Asin": np.arcsin,
+    "Asinh": np.arcsinh,
+    "Atan": np.arctan,
+    "Cosh": np.cosh,
+}
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+@pytest.mark.parametrize("name", sorted(BUILDER_MATH_CASES))
+def test_xla_builder_math_calls_are_their_elementwise_ops(name, backend):
+    # XlaBuilder's math library emits these for XLA to expand; cpu computes the op natively
+    text = f"""
+HloModule builder_math
+ENTRY main {{
+  x = f32[7] parameter(0)
+  ROOT r = f32[7] custom-call(x), custom_call_target="xla_builder.math.{name}"
+}}"""
+    x = np.array([-0.9, -0.5, 0.0, 0.3, 0.99, 1.5, 3.0], np.float32)
+    exe = minixla.compile(text, backend=backend)
+    with np.errstate(invalid="ignore"):
+        want = BUILDER_MATH_CASES[name](x.astype(np.float64))
+    np.testing.assert_allclose(exe(x), want.astype(np.float32), rtol=3e-6, equal_nan=True)
+    if backend == "cpu":
+        assert "custom-call" not in exe.module.to_text()
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_xla_builder_math_next_after_steps_one_ulp(backend):
+    text = """
+HloModule next_after
+ENTRY main {
+  x = f32[5] parameter(0)
+  y = f32[5] parameter(1)
+  ROOT r = f32[5] custom-call(x, y), custom_call_target="xla_builder.math.NextAfter"
+}"""
+    x = np.array([1.0, 1.0, 0.0, -0.0, np.nan], np.float32)
+    y = np.array([2.0, 0.0, 1.0, -1.0, 1.0], np.float32)
+    got = minixla.compile(text, backend=backend)(x, y)
+    np.testing.assert_array_equal(got[:2], [1 + 2**-23, 1 - 2**-24])
+    assert got[2] == np.float32(2**-149) and got[3] == -np.float32(2**-149)
+    assert np.isnan(got[4])
+
+
+def test_a_user_registration_of_a_builder_math_target_wins():
+    text = """
+HloModule mine
+ENTRY main {
+  x = f32[3] parameter(0)
+  ROOT r = f32[3] custom-call(x), custom_call_target="xla_builder.math.Cosh"
+}"""
+    for backend in ("interpreter", "cpu"):
+        register_custom_call(
+            "xla_builder.math.Cosh",
+            backend,
+            (lambda x, **_: x * 2)
+            if backend == "interpreter"
+            else (lambda out, x, **_: np.multiply(x, 2, out=out)),
+        )
+    try:
+        x = np.array([1.0, 2.0, 3.0], np.float32)
+        for backend in ("interpreter", "cpu"):
+            np.testing.assert_array_equal(minixla.compile(text, backend=backend)(x), x * 2)
+    finally:
+        for backend in ("interpreter", "cpu"):
+            unregister_custom_call("xla_builder.math.Cosh", backend)

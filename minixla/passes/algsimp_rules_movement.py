@@ -11,7 +11,8 @@ import math
 import numpy as np
 
 from ..ir.instruction import HloInstruction
-from ..reference.custom_call import MEMORY_SPACE_ANNOTATIONS
+from ..reference.custom_call import MEMORY_SPACE_ANNOTATIONS, registered_for_any_backend
+from ..reference.xla_custom_calls import BUILDER_MATH
 from .graph_utils import same_layout
 from .patterns import RuleSet, m, new
 
@@ -290,6 +291,17 @@ def memory_space_annotation(root, x):
     if root.attrs.get("custom_call_target") not in MEMORY_SPACE_ANNOTATIONS:
         return None
     return new("copy", root.shape, x) if x.shape.compatible(root.shape) else None
+
+
+@MOVEMENT.rule(m.CustomCall(X))
+def builder_math(root, x):
+    # custom-call(x), custom_call_target="xla_builder.math.Acos" -> acos(x), unless the user
+    # registered the target (a registration wins)
+    target = root.attrs.get("custom_call_target")
+    opcode = BUILDER_MATH.get(target)
+    if opcode is None or not x.shape.compatible(root.shape) or registered_for_any_backend(target):
+        return None
+    return new(opcode, root.shape, x)
 
 
 @MOVEMENT.rule(m.Bitcast(X))

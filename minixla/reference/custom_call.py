@@ -66,6 +66,10 @@ def registered_targets(backend: str) -> list[str]:
     return sorted(t for t, b in _REGISTRY if b == backend)
 
 
+def registered_for_any_backend(target: str) -> bool:
+    return any(t == target for t, _ in _REGISTRY)
+
+
 # Sharding annotations (with_sharding_constraint's `Sharding`, Shardy's result shardings) only
 # say how values are laid out over devices: on one device, or when a module is run
 # unpartitioned, they are the identity. (shard_map's xla.sdy.GlobalToLocalShape is not: its

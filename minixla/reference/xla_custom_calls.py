@@ -1,7 +1,8 @@
 """XLA:CPU's own custom-call targets, so modules XLA optimized (and JAX's linalg lowerings) run.
 
 `TARGETS` maps a target (after dropping a `__cpu$` prefix) to a NumPy implementation with the
-meaning XLA:CPU gives it: `TopK` and the LAPACK FFI family `lapack_{s,d,c,z}<routine>_ffi`.
+meaning XLA:CPU gives it: `TopK`, the LAPACK FFI family `lapack_{s,d,c,z}<routine>_ffi`, and
+XlaBuilder's `xla_builder.math.*` functions that minixla has (`BUILDER_MATH`, NextAfter).
 Each implementation takes the operands, the (dims, dtype) of each result and the FFI attributes
 parsed from the backend_config (`{uplo = 76 : ui8}`: characters as their ASCII codes), and
 returns the results as LAPACK leaves them. Leading dimensions are batch dimensions.
@@ -33,9 +34,49 @@ def _top_k(operands, outs, attrs):
     return np.take_along_axis(x, order, -1), order.astype(outs[1][1])
 
 
+# XlaBuilder's math library emits some functions as `xla_builder.math.<Name>` custom calls
+# that XLA expands before compiling; the ones minixla has as elementwise ops are those ops (the
+# algebraic simplifier rewrites them so, for backends that compile them natively).
+BUILDER_MATH: dict[str, str] = {
+    f"xla_builder.math.{name}": opcode
+    for name, opcode in (
+        ("Acos", "acos"),
+        ("Acosh", "acosh"),
+        ("Asin", "asin"),
+        ("Asinh", "asinh"),
+        ("Atan", "atan"),
+        ("Atanh", "atanh"),
+        ("Cosh", "cosh"),
+        ("Sinh", "sinh"),
+        ("Tan", "tan"),
+        ("Erf", "erf"),
+    )
+}
+
+
+def _builder_math(opcode: str) -> Callable:
+    def run(operands, outs, attrs):
+        from .elementwise import UNARY
+
+        return np.asarray(UNARY[opcode](operands[0])).astype(outs[0][1], copy=False)
+
+    return run
+
+
+def _next_after(operands, outs, attrs):
+    x, toward = (np.asarray(o) for o in operands)
+    if x.dtype not in (np.float32, np.float64):
+        from ..errors import UnsupportedError
+
+        raise UnsupportedError(f"xla_builder.math.NextAfter of {x.dtype}: f32 and f64 only")
+    return np.nextafter(x, toward)  # C's nextafter: XLA's bit stepping gives the same
+
+
 TARGETS: dict[str, Callable] = {
     "TopK": _top_k,
     **{f"lapack_{t}{routine}_ffi": fn for routine, fn in LAPACK.items() for t in "sdcz"},
+    **{target: _builder_math(opcode) for target, opcode in BUILDER_MATH.items()},
+    "xla_builder.math.NextAfter": _next_after,
 }
 
 
@@ -77,4 +118,11 @@ def adapt(fn: Callable, backend: str) -> Callable:
     return buffers
 
 
-__all__ = ["TARGETS", "adapt", "builtin_target", "ffi_attributes", "lapack_routine"]
+__all__ = [
+    "BUILDER_MATH",
+    "TARGETS",
+    "adapt",
+    "builtin_target",
+    "ffi_attributes",
+    "lapack_routine",
+]
