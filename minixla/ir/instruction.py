@@ -138,6 +138,11 @@ class HloInstruction:
                 return True
         return False
 
+    def distinct_users(self) -> list["HloInstruction"]:
+        """Each user once, in the order of first use (`users` lists a user once per operand
+        slot that reads this instruction)."""
+        return list({id(u): u for u in self.users}.values())
+
     def is_root(self) -> bool:
         return self.parent is not None and self.parent.root is self
 

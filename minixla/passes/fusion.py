@@ -266,7 +266,7 @@ class InstructionFusion(Pass):
                 return False
             users = [user for gte in producer.users for user in gte.users]
         else:
-            if len(set(map(id, producer.users))) < 2:
+            if len(producer.distinct_users()) < 2:
                 return False
             if not (is_loop or is_loop_fusible(producer) and producer.opcode != "constant"):
                 return False
@@ -293,7 +293,7 @@ class InstructionFusion(Pass):
         """Merges two fusions that read the same non-scalar operand (it is then read once)."""
         if not shared.shape.is_array or shared.shape.rank == 0:
             return False
-        users = [u for u in {id(u): u for u in shared.users}.values() if is_fusion_consumer(u)]
+        users = [u for u in shared.distinct_users() if is_fusion_consumer(u)]
         for i, first in enumerate(users):
             for second in users[i + 1 :]:
                 if (first.shape.is_tuple and first.is_root()) or (

@@ -199,7 +199,7 @@ def reads_apart(producer: HloInstruction, consumer: HloInstruction) -> bool:
     mine = read_part(consumer, producer)
     if mine is None:
         return False
-    for user in {id(u): u for u in producer.users}.values():
+    for user in producer.distinct_users():
         if user is consumer:
             continue
         theirs = read_part(user, producer)
@@ -226,7 +226,7 @@ def _demanded(instr: HloInstruction, depth: int, memo: dict):
         if instr.is_root() or not instr.users or depth > MAX_DEMAND_DEPTH:
             memo[id(instr)] = None
         else:
-            users = {id(u): u for u in instr.users}.values()
+            users = instr.distinct_users()
             memo[id(instr)] = _union([_read_through(u, instr, depth, memo) for u in users])
     return memo[id(instr)]
 
@@ -327,7 +327,7 @@ class Duplication:
     def __init__(self, instrs: list[HloInstruction]) -> None:
         # keyed by the objects themselves (identity), so a new instruction never meets the
         # count of a removed one that had the same id
-        users = {i: len({id(u) for u in i.users}) for i in instrs}
+        users = {i: len(i.distinct_users()) for i in instrs}
         self.fan_out = {i: max([users[i]] + [users.get(u, 0) for u in i.users]) for i in instrs}
         self.in_fusion: dict[HloComputation, int] = {}  # fused computation -> copies it holds
         self.of_producer: dict[HloInstruction, int] = {}  # producer -> fusions holding a copy
@@ -416,7 +416,7 @@ def producer_evaluations(producer: HloInstruction, fusion: HloInstruction) -> in
             count[instr] = 1
             continue
         targets: set = set()
-        for user in {id(u): u for u in instr.users}.values():
+        for user in instr.distinct_users():
             if user.opdef.kind == ELEMENTWISE and user is not fused.root:
                 targets |= reached[user]
             else:

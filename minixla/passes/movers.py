@@ -81,7 +81,7 @@ class ReshapeMover(Pass):
             return False  # it changes the element width, adding or dropping the last dim
         moved = [o for o in instr.operands if o.opcode in REARRANGES]
         if not moved or any(
-            not _equivalent(o, moved[0]) or len(set(map(id, o.users))) != 1 for o in moved
+            not _equivalent(o, moved[0]) or len(o.distinct_users()) != 1 for o in moved
         ):
             return False
         if any(o.opcode not in REARRANGES and not _is_scalar_splat(o) for o in instr.operands):

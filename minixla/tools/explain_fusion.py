@@ -214,7 +214,7 @@ def _describe(fusion) -> FusionInfo:
     outputs.add(id(root))
     members = [i for i in fused.post_order() if i.opcode != "parameter"]
     saved = sum(
-        i.shape.byte_size() * (1 + len({id(u) for u in i.users}))
+        i.shape.byte_size() * (1 + len(i.distinct_users()))
         for i in members
         if id(i) not in outputs and i.shape.is_array
     )
