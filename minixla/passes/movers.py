@@ -26,6 +26,7 @@ from __future__ import annotations
 from ..ir.instruction import HloInstruction
 from ..ir.module import HloModule
 from ..ir.opcodes import ELEMENTWISE, MOVEMENT
+from ..reference.ops_reduce import reducer_operand_shapes
 from .base import Pass, register_pass
 from .hlo_utils import NameUniquer, remove_if_dead
 
@@ -183,21 +184,8 @@ class MovementConverts(Pass):
                 continue
             if not (instr.shape.is_array and instr.shape.element_type.is_float):
                 continue
-            for number, operand in enumerate(instr.operands):
-                shape = operand.shape
-                if (
-                    shape.is_array
-                    and shape.element_type.is_float
-                    and shape.dtype != (instr.shape.dtype)
-                ):
-                    convert = HloInstruction(
-                        "convert",
-                        _like(shape.with_dtype(instr.shape.dtype), shape),
-                        [operand],
-                        name=names("convert"),
-                    )
-                    instr.replace_operand(number, instr.computation.add_instruction(convert))
-                    changed = True
+            for number in range(instr.operand_count):
+                changed |= _read_converted(instr, number, instr.shape, names)
         return changed
 
 
@@ -211,21 +199,23 @@ class ReductionConverts(Pass):
         for instr in list(_instructions(module)):
             if instr.opcode not in ("reduce", "reduce-window"):
                 continue
-            params = instr.attrs["to_apply"].parameter_shapes
-            n = instr.operand_count // 2
-            wanted = params[n:] + params[:n]  # inputs, then inits (the accumulators)
-            for number, (operand, param) in enumerate(zip(instr.operands, wanted)):
-                shape = operand.shape
-                if not (shape.element_type.is_float and param.element_type.is_float):
-                    continue
-                if shape.dtype == param.dtype:
-                    continue
-                convert = HloInstruction(
-                    "convert",
-                    _like(shape.with_dtype(param.dtype), shape),
-                    [operand],
-                    name=names("convert"),
-                )
-                instr.replace_operand(number, instr.computation.add_instruction(convert))
-                changed = True
+            for number, param in enumerate(reducer_operand_shapes(instr)):
+                if param.element_type.is_float:
+                    changed |= _read_converted(instr, number, param, names)
         return changed
+
+
+def _read_converted(instr: HloInstruction, number: int, wanted, names: NameUniquer) -> bool:
+    """Makes operand `number` of `instr`, where it is an array of another float type than
+    `wanted`'s, a convert of it to that type; whether it did."""
+    shape = instr.operand(number).shape
+    if not (shape.is_array and shape.element_type.is_float) or shape.dtype == wanted.dtype:
+        return False
+    convert = HloInstruction(
+        "convert",
+        _like(shape.with_dtype(wanted.dtype), shape),
+        [instr.operand(number)],
+        name=names("convert"),
+    )
+    instr.replace_operand(number, instr.computation.add_instruction(convert))
+    return True

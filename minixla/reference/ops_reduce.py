@@ -197,24 +197,30 @@ def _general_reduce(ev, comp, inputs, inits, axes) -> list[np.ndarray]:
     return accs
 
 
-def _in_reducer_types(comp, ops) -> tuple[list, list]:
+def reducer_operand_shapes(instr) -> list:
+    """The reducer parameter each operand of a reduce or reduce-window feeds: the inputs its
+    element parameters, the inits its accumulators (which come first in its signature)."""
+    params = instr.attrs["to_apply"].parameter_shapes
+    n = instr.operand_count // 2
+    return params[n:] + params[:n]
+
+
+def _in_reducer_types(instr, ops) -> tuple[list, list]:
     """(inputs, inits) converted to the float types of the reducer's parameters: with mixed
     precision an f64 init may start a bf16 reducer, or f32 inputs feed it; the reducer sees
     values of its own types (as XLA's float normalization makes them), on every backend."""
-    params = comp.parameter_shapes
+    converted = []
+    for value, shape in zip(ops, reducer_operand_shapes(instr)):
+        value = np.asarray(value)
+        floats = element_type(value.dtype).kind == FLOAT and shape.element_type.kind == FLOAT
+        converted.append(as_dtype(value, shape) if floats else value)
     n = len(ops) // 2
-    converted = [
-        as_dtype(np.asarray(value), shape)
-        if element_type(np.asarray(value).dtype).kind == FLOAT and shape.element_type.kind == FLOAT
-        else value
-        for value, shape in zip(ops, params[n:] + params[:n])
-    ]
     return converted[:n], converted[n:]
 
 
 def _reduce(ev, instr, ops):
     n = len(ops) // 2
-    inputs, inits = _in_reducer_types(instr.attrs["to_apply"], ops)
+    inputs, inits = _in_reducer_types(instr, ops)
     axes = tuple(sorted(instr.attrs["dimensions"]))
     comp = instr.attrs["to_apply"]
     op = _fast_op(comp, inputs[0].dtype) if n == 1 else None
@@ -290,7 +296,7 @@ def _window_shape(dims, window) -> tuple[int, ...]:
 
 def _reduce_window(ev, instr, ops):
     n = len(ops) // 2
-    inputs, inits = _in_reducer_types(instr.attrs["to_apply"], ops)
+    inputs, inits = _in_reducer_types(instr, ops)
     comp, window = instr.attrs["to_apply"], instr.attrs["window"]
     out_shape = _window_shape(inputs[0].shape, window)
     op = _fast_op(comp, inputs[0].dtype) if n == 1 else None

@@ -17,6 +17,8 @@ from typing import Callable
 
 import numpy as np
 
+from ..errors import UnsupportedError
+from .elementwise import UNARY
 from .lapack_ffi import LAPACK
 
 
@@ -56,8 +58,6 @@ BUILDER_MATH: dict[str, str] = {
 
 def _builder_math(opcode: str) -> Callable:
     def run(operands, outs, attrs):
-        from .elementwise import UNARY
-
         return np.asarray(UNARY[opcode](operands[0])).astype(outs[0][1], copy=False)
 
     return run
@@ -66,8 +66,6 @@ def _builder_math(opcode: str) -> Callable:
 def _next_after(operands, outs, attrs):
     x, toward = (np.asarray(o) for o in operands)
     if x.dtype not in (np.float32, np.float64):
-        from ..errors import UnsupportedError
-
         raise UnsupportedError(f"xla_builder.math.NextAfter of {x.dtype}: f32 and f64 only")
     return np.nextafter(x, toward)  # C's nextafter: XLA's bit stepping gives the same
 

@@ -200,17 +200,13 @@ class GraphRunner:
         tensors = owned_tensors(results)  # None: some result needs the checks below
         if tensors is not None:
             return [
-                tensors[slot]
-                if isinstance(slot, int)
-                else args[slot[1]]
-                if slot[0] == "input"
-                else slot[1]
+                tensors[slot] if isinstance(slot, int) else _passed_on(slot, args)
                 for slot in self.signature.outputs
             ]
         outputs, by_owner = [], {}
         for slot in self.signature.outputs:
             if not isinstance(slot, int):
-                outputs.append(args[slot[1]] if slot[0] == "input" else slot[1])
+                outputs.append(_passed_on(slot, args))
                 continue
             array = results[slot]
             earlier = by_owner.setdefault(memory_owner(array), [])
@@ -236,6 +232,13 @@ class GraphRunner:
         if array.ctypes.data == pointer:  # a view, not a copy: valid while the pointer holds
             self.parameter_views[position] = (tensor, pointer, array)
         return array
+
+
+def _passed_on(slot: tuple, args) -> object:
+    """An output the module does not compute: ("input", i) is graph input i as it came,
+    ("const", value) the value."""
+    kind, value = slot
+    return args[value] if kind == "input" else value
 
 
 def _dump(gm: torch.fx.GraphModule, module, name: str) -> None:
