@@ -9,9 +9,10 @@ executable has no fallback. Each case costs a Numba compile, so they are few and
 
 from __future__ import annotations
 
-import warnings
-
 import re
+import subprocess
+import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -600,6 +601,34 @@ def test_cholesky_and_triangular_solve():
         atol=1e-4,
     )
 
+
+def test_lapack_thunks_load_scipys_wrappers_without_the_linalg_package():
+    """Importing `scipy.linalg` costs a warm compile 0.2-0.6 s; the thunks need only its f2py
+    extension modules. In a new process, as a warm compile runs."""
+    pytest.importorskip("scipy")
+    code = f"""
+import sys, numpy as np, minixla
+exe = minixla.compile({CHOLESKY_SOLVE!r}, backend="cpu", cache=False)
+a = np.array([[4.0, 2.0], [2.0, 3.0]])
+l, x = exe(a, np.array([[2.0], [1.0]]))
+np.testing.assert_allclose(l, np.linalg.cholesky(a))
+np.testing.assert_allclose(x, np.linalg.solve(np.linalg.cholesky(a), [[2.0], [1.0]]))
+print(sorted(m for m in sys.modules if m.startswith("scipy.linalg")))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[0] == "['scipy.linalg._fblas', 'scipy.linalg._flapack']"
+
+
+CHOLESKY_SOLVE = """HloModule chol
+ENTRY e {
+  a = f64[2,2] parameter(0)
+  b = f64[2,1] parameter(1)
+  l = f64[2,2] cholesky(a), lower=true
+  x = f64[2,1] triangular-solve(l, b), left_side=true, lower=true, transpose_a=NO_TRANSPOSE
+  ROOT t = (f64[2,2], f64[2,1]) tuple(l, x)
+}
+"""
 
 # ---- fallbacks that remain ----------------------------------------------------------------------
 

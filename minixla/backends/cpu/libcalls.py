@@ -11,7 +11,12 @@ involved, 64-bit integers wrapped to the result's width) so results round the sa
 
 from __future__ import annotations
 
+import functools
+import importlib.machinery
+import importlib.util
 import math
+import os
+import sys
 
 import numpy as np
 
@@ -130,7 +135,6 @@ def bitcast_convert(instr):
     """Same bytes, other type: one byte copy (pieces of a wider type in little-endian order,
     the host's, as XLA specifies). A pred is the byte 0 or 1; a byte read as a pred is true
     where it is not 0 (reference/convert.py)."""
-    import sys
     from ..codegen.scalar import BITS
 
     src, dst = instr.operand(0).shape.dtype, instr.shape.dtype
@@ -173,13 +177,42 @@ def fft(instr):
     return run
 
 
+@functools.lru_cache(maxsize=1)
 def _lapack():
+    """SciPy's f2py wrappers of BLAS and LAPACK (`scipy.linalg.blas`/`.lapack` re-export them).
+    Loaded on their own: importing `scipy.linalg` costs a warm compile 0.2-0.6 s, most of it
+    SciPy's array-API helpers, which these extension modules do not need."""
     try:
-        from scipy.linalg import blas, lapack
-    except ImportError as exc:  # SciPy is optional; the interpreter's code runs instead
-        raise NotEmittable("SciPy is not installed") from exc
+        blas, lapack = _scipy_extension("_fblas"), _scipy_extension("_flapack")
+    except ImportError:
+        try:  # another SciPy layout: through the package
+            from scipy.linalg import blas, lapack
+        except ImportError as exc:  # SciPy is optional; the interpreter's code runs instead
+            raise NotEmittable("SciPy is not installed") from exc
     libraries_loaded()
     return blas, lapack
+
+
+def _scipy_extension(name: str):
+    """The extension module `scipy.linalg.<name>`, loaded from its file without running
+    `scipy.linalg`'s `__init__`; registered under its own name so a later import of the
+    package finds this one. ImportError when there is no such file."""
+    full = f"scipy.linalg.{name}"
+    if full in sys.modules:
+        return sys.modules[full]
+    scipy = importlib.util.find_spec("scipy")
+    for folder in list(scipy.submodule_search_locations or []) if scipy is not None else []:
+        linalg = os.path.join(folder, "linalg")
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = os.path.join(linalg, name + suffix)
+            if os.path.exists(path):
+                spec = importlib.util.spec_from_file_location(full, path)
+                assert spec is not None and spec.loader is not None
+                module = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(module)
+                sys.modules[full] = module
+                return module
+    raise ImportError(f"no {full}")
 
 
 def cholesky(instr):
