@@ -126,7 +126,9 @@ class HloComputation:
                     continue
                 visited.add(id(instr))
                 stack.append((instr, True))
-                children = list(instr.operands) + list(instr.control_predecessors)
+                children = instr._operands  # the list itself: this walk runs on every print
+                if instr.control_predecessors:
+                    children = [*children, *instr.control_predecessors]
                 for child in reversed(children):
                     if id(child) not in visited:
                         stack.append((child, False))

@@ -116,8 +116,10 @@ class HloModule:
         self.computations.remove(comp)
         comp.parent = None
 
-    def computation_post_order(self) -> list[HloComputation]:
-        """Callees before callers, the entry last; unreachable computations come first."""
+    def computation_post_order(self, orders: dict | None = None) -> list[HloComputation]:
+        """Callees before callers, the entry last; unreachable computations come first.
+        `orders`, when given, receives each visited computation's instruction post-order by
+        the computation's id (the printer's order too, so it is worked out once)."""
         order: list[HloComputation] = []
         seen: set[int] = set()
 
@@ -132,7 +134,10 @@ class HloModule:
                     continue
                 seen.add(id(current))
                 stack.append((current, True))
-                callees = [c for instr in current.post_order() for c in instr.called_computations]
+                instructions = current.post_order()
+                if orders is not None:
+                    orders[id(current)] = instructions
+                callees = [c for instr in instructions for c in instr.called_computations]
                 for callee in reversed(callees):
                     if id(callee) not in seen:
                         stack.append((callee, False))

@@ -66,9 +66,14 @@ class OpDef:
     # None: the op's derivative needs code (transforms/ad_rules.py) or is declined there.
     partials: tuple[str, ...] | None = None
 
-    @property
+    @cached_property
     def attr_names(self) -> tuple[str, ...]:
         return tuple(a.rstrip("!") for a in self.attrs)
+
+    @cached_property
+    def printed_attrs(self) -> tuple[str, ...]:
+        """The op's own attributes, then its called computations: the order they print in."""
+        return self.attr_names + self.calls
 
     @cached_property
     def known_attrs(self) -> frozenset[str]:

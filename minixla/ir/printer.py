@@ -49,22 +49,27 @@ def module_to_text(
     lines = [header + ", " + ", ".join(attrs), ""]
     if module.stack_frame_text and print_stack_frames:
         lines += [module.stack_frame_text, ""]
-    for comp in module.computation_post_order():
-        lines.append(computation_to_text(comp, print_metadata=print_metadata))
+    orders: dict = {}  # each computation's instruction post-order, worked out once
+    for comp in module.computation_post_order(orders):
+        lines.append(computation_to_text(comp, print_metadata=print_metadata, order=orders))
         lines.append("")
     return "\n".join(lines)
 
 
-def computation_to_text(comp: HloComputation, *, print_metadata: bool = True) -> str:
+def computation_to_text(
+    comp: HloComputation, *, print_metadata: bool = True, order: dict | None = None
+) -> str:
+    """`order`: post-orders already worked out, by computation id (module_to_text's)."""
     params = ", ".join(f"{p.name}: {p.shape.without_layout()}" for p in comp.parameters)
     prefix = "ENTRY " if comp.is_entry else ""
     lines = [f"{prefix}%{comp.name} ({params}) -> {comp.root.shape.without_layout()} {{"]
-    order = (
-        comp.instructions
-        if comp.parent is not None and comp.parent.is_scheduled
-        else comp.post_order()
-    )
-    for instr in order:
+    if comp.parent is not None and comp.parent.is_scheduled:
+        instructions = comp.instructions
+    elif order is not None and id(comp) in order:
+        instructions = order[id(comp)]
+    else:
+        instructions = comp.post_order()
+    for instr in instructions:
         root = "ROOT " if instr is comp.root else ""
         lines.append("  " + root + instruction_to_text(instr, print_metadata=print_metadata))
     closing = "}"
@@ -82,20 +87,22 @@ def instruction_to_text(instr: HloInstruction, *, print_metadata: bool = True) -
     else:
         inside = ", ".join("%" + operand.name for operand in instr.operands)
     text = f"%{instr.name} = {instr.shape} {instr.opcode}({inside})"
-    return text + "".join(", " + attr for attr in format_attrs(instr, print_metadata))
+    attrs = format_attrs(instr, print_metadata)
+    return ", ".join([text, *attrs]) if attrs else text
 
 
 def format_attrs(instr: HloInstruction, print_metadata: bool = True) -> list[str]:
     opdef = instr.opdef
     attrs = instr.attrs
+    if not attrs and not instr.control_predecessors:
+        return []
     out = []
-    placed = set(GENERIC_ATTRS)
-    for name in opdef.attr_names + opdef.calls:
-        placed.add(name)
+    printed = opdef.printed_attrs
+    for name in printed:
         if name in attrs and _printed(name, attrs[name]):
             out.append(f"{name}={attr_kind(name).format(attrs[name])}")
     for name, value in attrs.items():  # attributes the table does not list for this op
-        if name not in placed:
+        if name not in printed and name not in GENERIC_ATTRS:
             out.append(f"{name}={attr_kind(name).format(value)}")
     for name in GENERIC_ATTRS:
         if name == "control-predecessors":

@@ -177,9 +177,16 @@ class Shape:
         return replace(self, layout=default_layout(self.rank))
 
     def without_layout(self) -> "Shape":
-        if self.is_tuple:
-            return replace(self, tuple_shapes=tuple(s.without_layout() for s in self.tuple_shapes))
-        return replace(self, layout=None) if self.layout is not None else self
+        found = self.__dict__.get("_without_layout")
+        if found is None:
+            if self.is_tuple:
+                found = replace(
+                    self, tuple_shapes=tuple(s.without_layout() for s in self.tuple_shapes)
+                )
+            else:
+                found = replace(self, layout=None) if self.layout is not None else self
+            object.__setattr__(self, "_without_layout", found)
+        return found
 
     def with_layout(self, layout: Layout | tuple | None) -> "Shape":
         return replace(self, layout=Layout(layout) if isinstance(layout, tuple) else layout)
@@ -203,6 +210,15 @@ class Shape:
 
     # -- printing -------------------------------------------------------------------------
     def __str__(self) -> str:
+        # Shapes are immutable and printed often (every compile's memo key prints its module):
+        # each keeps its text, outside the dataclass's fields.
+        text = self.__dict__.get("_text")
+        if text is None:
+            text = self._format()
+            object.__setattr__(self, "_text", text)
+        return text
+
+    def _format(self) -> str:
         if self.is_buffer:
             return f"b({replace(self, is_buffer=False)})"
         if self.is_tuple:
