@@ -11,7 +11,6 @@ involved, 64-bit integers wrapped to the result's width) so results round the sa
 
 from __future__ import annotations
 
-import functools
 import importlib.machinery
 import importlib.util
 import math
@@ -177,7 +176,6 @@ def fft(instr):
     return run
 
 
-@functools.lru_cache(maxsize=1)
 def _lapack():
     """SciPy's f2py wrappers of BLAS and LAPACK (`scipy.linalg.blas`/`.lapack` re-export them).
     Loaded on their own: importing `scipy.linalg` costs a warm compile 0.2-0.6 s, most of it
