@@ -579,6 +579,24 @@ def test_fft_round_trip_kinds():
     )
 
 
+@pytest.mark.parametrize("real, complex_", [("f32", "c64"), ("f64", "c128")])
+def test_two_dimensional_ffts_of_each_kind_and_an_odd_inverse_length(real, complex_):
+    check(
+        module(f"""
+  x = {real}[2,6,10] parameter(0)
+  f = {complex_}[2,6,6] fft(x), fft_type=RFFT, fft_length={{6,10}}
+  g = {real}[2,6,10] fft(f), fft_type=IRFFT, fft_length={{6,10}}
+  o = {real}[2,6,11] fft(f), fft_type=IRFFT, fft_length={{6,11}}
+  c = {complex_}[2,6,6] fft(f), fft_type=FFT, fft_length={{6,6}}
+  d = {complex_}[2,6,6] fft(c), fft_type=IFFT, fft_length={{6,6}}
+  ROOT t = ({complex_}[2,6,6], {real}[2,6,10], {real}[2,6,11], {complex_}[2,6,6], {complex_}[2,6,6]) tuple(f, g, o, c, d)
+"""),
+        passes=[],
+        rtol=1e-4,
+        atol=1e-4,
+    )
+
+
 def test_cholesky_and_triangular_solve():
     pytest.importorskip("scipy")
     text = module("""
@@ -602,9 +620,9 @@ def test_cholesky_and_triangular_solve():
     )
 
 
-def test_lapack_thunks_load_scipys_wrappers_without_the_linalg_package():
-    """Importing `scipy.linalg` costs a warm compile 0.2-0.6 s; the thunks need only its f2py
-    extension modules. In a new process, as a warm compile runs."""
+def test_lapack_and_fft_thunks_load_scipys_extensions_without_their_packages():
+    """Importing `scipy.linalg` or `scipy.fft` costs a warm compile 0.2-0.6 s; the thunks need
+    only their extension modules. In a new process, as a warm compile runs."""
     pytest.importorskip("scipy")
     code = f"""
 import sys, numpy as np, minixla
@@ -614,10 +632,24 @@ l, x = exe(a, np.array([[2.0], [1.0]]))
 np.testing.assert_allclose(l, np.linalg.cholesky(a))
 np.testing.assert_allclose(x, np.linalg.solve(np.linalg.cholesky(a), [[2.0], [1.0]]))
 print(sorted(m for m in sys.modules if m.startswith("scipy.linalg")))
+fft = minixla.compile({RFFT!r}, backend="cpu", cache=False)
+signal = np.arange(8, dtype=np.float32)
+np.testing.assert_allclose(fft(signal), np.fft.rfft(signal), rtol=1e-5, atol=1e-5)
+print(sorted(m for m in sys.modules if m.startswith("scipy.fft")))
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split("\n")[0] == "['scipy.linalg._fblas', 'scipy.linalg._flapack']"
+    linalg, fft = done.stdout.split("\n")[:2]
+    assert linalg == "['scipy.linalg._fblas', 'scipy.linalg._flapack']"
+    assert fft == "['scipy.fft._pocketfft.pypocketfft']"
+
+
+RFFT = """HloModule rfft
+ENTRY e {
+  x = f32[8] parameter(0)
+  ROOT f = c64[5] fft(x), fft_type=RFFT, fft_length={8}
+}
+"""
 
 
 CHOLESKY_SOLVE = """HloModule chol
