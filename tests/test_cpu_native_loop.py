@@ -613,3 +613,19 @@ def test_a_kernel_updating_its_state_leaf_in_place_reads_it_through_one_argument
     for args in calls:
         names = [a.strip() for a in args.split(",")]
         assert len(names) == len(set(names)), source  # no buffer passed twice
+
+
+def test_a_loop_calls_its_kernels_by_symbol_instead_of_linking_a_copy_of_their_code():
+    # a copy would be optimized and turned into machine code again inside the loop's library
+    from minixla.backends.cpu import jit
+
+    exe = _check(CLAMPED_ROWS, np.arange(24, dtype=np.float32).reshape(8, 3), cache=False)
+    dispatchers = [jit._COMPILED[jit.kernel_id(spec)] for spec in exe.program.kernels.values()]
+    loops = [d for d in dispatchers if d.py_func.__name__ == "loop"]
+    kernels = [d for d in dispatchers if d.py_func.__name__ != "loop"]
+    assert loops and kernels
+    kernel_libraries = {id(c.library) for d in kernels for c in d.overloads.values()}
+    for loop_function in loops:
+        (compiled,) = loop_function.overloads.values()
+        linked = {id(library) for library in compiled.library._linking_libraries}
+        assert not linked & kernel_libraries

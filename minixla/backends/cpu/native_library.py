@@ -225,7 +225,8 @@ def build(disk: DiskCache, kernels: dict, objects: dict, lkey: str) -> dict | No
                 (work / "blas").write_text(names)
                 _run(["objcopy", "--redefine-syms=blas", "kernels.a"], work)
                 imports = imports_by_member(_run(["nm", "-u", "kernels.a"], work))
-            linked = set(exports.values())
+            # a native loop calls the kernels of its body by their symbols (native_loop.py)
+            linked = set(exports.values()) | {symbol for _, symbol in objects.values()}
             numba = [
                 name for name in kernels if numba_imports(imports.get(f"{name}.o", set()) - linked)
             ]
