@@ -177,14 +177,16 @@ class Shape:
         return replace(self, layout=default_layout(self.rank))
 
     def without_layout(self) -> "Shape":
-        found = self.__dict__.get("_without_layout")
+        if self.layout is None and not self.is_tuple:
+            return self
+        found = self.__dict__.get("_without_layout")  # kept, as the text is (below)
         if found is None:
             if self.is_tuple:
                 found = replace(
                     self, tuple_shapes=tuple(s.without_layout() for s in self.tuple_shapes)
                 )
             else:
-                found = replace(self, layout=None) if self.layout is not None else self
+                found = replace(self, layout=None)
             object.__setattr__(self, "_without_layout", found)
         return found
 
