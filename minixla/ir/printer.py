@@ -51,22 +51,22 @@ def module_to_text(
         lines += [module.stack_frame_text, ""]
     orders: dict = {}  # each computation's instruction post-order, worked out once
     for comp in module.computation_post_order(orders):
-        lines.append(computation_to_text(comp, print_metadata=print_metadata, order=orders))
+        lines.append(computation_to_text(comp, print_metadata=print_metadata, orders=orders))
         lines.append("")
     return "\n".join(lines)
 
 
 def computation_to_text(
-    comp: HloComputation, *, print_metadata: bool = True, order: dict | None = None
+    comp: HloComputation, *, print_metadata: bool = True, orders: dict | None = None
 ) -> str:
-    """`order`: post-orders already worked out, by computation id (module_to_text's)."""
+    """`orders`: post-orders already worked out, by computation id (module_to_text's)."""
     params = ", ".join(f"{p.name}: {p.shape.without_layout()}" for p in comp.parameters)
     prefix = "ENTRY " if comp.is_entry else ""
     lines = [f"{prefix}%{comp.name} ({params}) -> {comp.root.shape.without_layout()} {{"]
     if comp.parent is not None and comp.parent.is_scheduled:
         instructions = comp.instructions
-    elif order is not None and id(comp) in order:
-        instructions = order[id(comp)]
+    elif orders is not None and id(comp) in orders:
+        instructions = orders[id(comp)]
     else:
         instructions = comp.post_order()
     for instr in instructions:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from .dtypes import ELEMENT_TYPES, TUPLE_TYPE, ElementType
 
@@ -179,16 +180,15 @@ class Shape:
     def without_layout(self) -> "Shape":
         if self.layout is None and not self.is_tuple:
             return self
-        found = self.__dict__.get("_without_layout")  # kept, as the text is (below)
-        if found is None:
-            if self.is_tuple:
-                found = replace(
-                    self, tuple_shapes=tuple(s.without_layout() for s in self.tuple_shapes)
-                )
-            else:
-                found = replace(self, layout=None)
-            object.__setattr__(self, "_without_layout", found)
-        return found
+        return self._layout_free
+
+    @cached_property
+    def _layout_free(self) -> "Shape":
+        # kept as the text is (below): cached_property writes the instance's __dict__,
+        # outside the dataclass's fields, so equality, hashing and `replace` never see it
+        if self.is_tuple:
+            return replace(self, tuple_shapes=tuple(s.without_layout() for s in self.tuple_shapes))
+        return replace(self, layout=None)
 
     def with_layout(self, layout: Layout | tuple | None) -> "Shape":
         return replace(self, layout=Layout(layout) if isinstance(layout, tuple) else layout)
@@ -212,15 +212,11 @@ class Shape:
 
     # -- printing -------------------------------------------------------------------------
     def __str__(self) -> str:
-        # Shapes are immutable and printed often (every compile's memo key prints its module):
-        # each keeps its text, outside the dataclass's fields.
-        text = self.__dict__.get("_text")
-        if text is None:
-            text = self._format()
-            object.__setattr__(self, "_text", text)
-        return text
+        return self._text
 
-    def _format(self) -> str:
+    @cached_property
+    def _text(self) -> str:
+        # kept: shapes are immutable and printed often (every memo key prints its module)
         if self.is_buffer:
             return f"b({replace(self, is_buffer=False)})"
         if self.is_tuple:
